@@ -1,0 +1,3 @@
+#[derive(clap::Args)]
+pub struct EmitArgs {}
+pub fn run(_a: EmitArgs) -> ptxflow::Result<()> { Ok(()) }

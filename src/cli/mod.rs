@@ -1,0 +1,3 @@
+pub mod demo;
+pub mod emit;
+pub mod info;
