@@ -76,7 +76,7 @@ pub enum Error {
 
 impl Error {
     /// Wraps a driver error with the name of the operation that failed.
-    pub fn driver(call: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    pub fn driver(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error + Copy {
         move |source| Error::Driver { call, source }
     }
 

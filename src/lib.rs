@@ -3,11 +3,16 @@
 //! Layers, imports pointing downward only:
 //! - [`ptx`]: the typed PTX builder (std only);
 //! - [`kernels`]: one file per kernel and the kernel table ([`kernels::KernelId`]);
+//! - [`embedded`]: the PTX build.rs emitted for every kernel;
 //! - [`runtime`]: the cudarc layer (device, module cache, buffers, streams, pinned memory, events);
-//! - domains ([`ndt`], [`lz4`], [`gaussian`], [`rnn`]), each a CPU reference and a GPU pipeline.
+//! - [`ops`] and the domains, each a CPU reference and a GPU implementation behind one trait.
 
+pub mod embedded;
 pub mod error;
+pub mod kernels;
+pub mod ops;
 pub mod ptx;
 pub mod rng;
+pub mod runtime;
 
 pub use error::{Error, Result};

@@ -1,0 +1,67 @@
+//! The kernel table: every kernel ptxflow ships, one line each. `build.rs` emits every entry to
+//! `OUT_DIR` (one module per kernel and target), the snapshot test checks each against
+//! `ptx_snapshots/`, and the runtime's module cache is indexed by [`KernelId`].
+//!
+//! Adding a kernel: write `src/kernels/<domain>/<kernel>.rs` with `pub fn build(Target) -> Module`
+//! and add one line below. This module uses only the builder (build.rs compiles it too).
+
+#![allow(clippy::module_inception)]
+
+pub mod core_ops;
+
+use crate::ptx::{Module, Target};
+
+macro_rules! kernel_table {
+    ($( $(#[$doc:meta])* $id:ident => $build:path, $name:literal, [$($t:ident),+]; )+) => {
+        /// Every kernel in ptxflow.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum KernelId {
+            $( $(#[$doc])* $id, )+
+        }
+
+        /// The whole table, in a fixed order.
+        pub const ALL_KERNELS: &[KernelId] = &[ $( KernelId::$id, )+ ];
+
+        impl KernelId {
+            /// The PTX entry point name (`<domain>_<kernel>`).
+            pub fn name(self) -> &'static str {
+                match self { $( KernelId::$id => $name, )+ }
+            }
+
+            /// The targets this kernel ships PTX for (the lowest first). The runtime loads the
+            /// highest one the device supports; the driver JITs it for the device.
+            pub fn targets(self) -> &'static [Target] {
+                match self { $( KernelId::$id => &[ $( Target::$t, )+ ], )+ }
+            }
+
+            /// Builds the kernel's module for `target`.
+            pub fn build(self, target: Target) -> Module {
+                match self { $( KernelId::$id => $build(target), )+ }
+            }
+        }
+    };
+}
+
+kernel_table! {
+    /// `out[i] = prediction[i] + correction[i]` over f32, vectorised when aligned.
+    CoreCorrectAdd => core_ops::correct_add::build, "core_correct_add", [Sm75];
+    /// Sum of f32 values into an f64 total (block reduction, one atomic per block).
+    CoreReduceSum => core_ops::reduce_sum::build, "core_reduce_sum", [Sm75];
+}
+
+impl KernelId {
+    /// Position in [`ALL_KERNELS`] (dense index for caches).
+    pub fn index(self) -> usize {
+        ALL_KERNELS.iter().position(|k| *k == self).expect("every KernelId is in ALL_KERNELS")
+    }
+
+    /// Snapshot / file stem: the entry name, plus `__sm90` etc. when the kernel ships several
+    /// targets and `target` is not the lowest.
+    pub fn file_stem(self, target: Target) -> String {
+        if self.targets().first() == Some(&target) {
+            self.name().to_string()
+        } else {
+            format!("{}__{}", self.name(), target.name().replace('_', ""))
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Element-wise correction and f32 -> f64 summation: the foundation's two kernels behind one
+//! trait, with a CPU reference ([`CpuOps`]) and the GPU implementation ([`GpuOps`]). Later
+//! pipelines reuse both (the learned-correction chain, reductions in tests and benches).
+
+mod gpu;
+
+pub use gpu::GpuOps;
+
+use crate::{Error, Result};
+use rayon::prelude::*;
+
+/// The same maths on CPU and GPU; tests run one body against both.
+pub trait VectorOps {
+    /// "cpu" or "gpu".
+    fn device(&self) -> &'static str;
+
+    /// `out[i] = prediction[i] + correction[i]`. All three slices must have the same length.
+    fn correct_add(&mut self, prediction: &[f32], correction: &[f32], out: &mut [f32]) -> Result<()>;
+
+    /// Sum of `x` accumulated in f64.
+    fn sum(&mut self, x: &[f32]) -> Result<f64>;
+}
+
+pub(crate) fn check_same_len(prediction: &[f32], correction: &[f32], out: &[f32]) -> Result<()> {
+    if prediction.len() != correction.len() || prediction.len() != out.len() {
+        return Err(Error::Shape {
+            what: "correct_add (prediction, correction, out)".into(),
+            expected: format!("{} elements each", prediction.len()),
+            got: format!("{}, {}, {}", prediction.len(), correction.len(), out.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The CPU reference: rayon over chunks; the sum adds f64 values per chunk, then the chunks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuOps;
+
+impl VectorOps for CpuOps {
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn correct_add(&mut self, prediction: &[f32], correction: &[f32], out: &mut [f32]) -> Result<()> {
+        check_same_len(prediction, correction, out)?;
+        out.par_chunks_mut(1 << 16).enumerate().for_each(|(c, o)| {
+            let base = c << 16;
+            for (k, v) in o.iter_mut().enumerate() {
+                *v = prediction[base + k] + correction[base + k];
+            }
+        });
+        Ok(())
+    }
+
+    fn sum(&mut self, x: &[f32]) -> Result<f64> {
+        Ok(x.par_chunks(1 << 16).map(|c| c.iter().map(|&v| f64::from(v)).sum::<f64>()).sum())
+    }
+}

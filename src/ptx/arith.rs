@@ -1,0 +1,308 @@
+//! Arithmetic, comparison and conversion instructions.
+//!
+//! Float `add`/`sub`/`mul` are emitted with `.rn`, which both fixes the rounding and forbids
+//! ptxas from contracting them into an FMA: results then match a CPU doing the same operations.
+//! Fused multiply-add is explicit ([`KernelBuilder::fma`]).
+
+use super::kernel::KernelBuilder;
+use super::reg::{Operand, Reg};
+use super::target::PtxVersion;
+use super::types::*;
+
+fn is_float<T: PtxType>() -> bool {
+    matches!(T::NAME, "f32" | "f64" | "f16")
+}
+
+/// Comparison operators for `setp`. The `*u` forms and `Num`/`Nan` are for floats only
+/// (true when either operand is NaN / when neither / when either is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Equ,
+    Neu,
+    Ltu,
+    Leu,
+    Gtu,
+    Geu,
+    Num,
+    Nan,
+}
+
+impl Cmp {
+    fn name(self) -> &'static str {
+        match self {
+            Cmp::Eq => "eq",
+            Cmp::Ne => "ne",
+            Cmp::Lt => "lt",
+            Cmp::Le => "le",
+            Cmp::Gt => "gt",
+            Cmp::Ge => "ge",
+            Cmp::Equ => "equ",
+            Cmp::Neu => "neu",
+            Cmp::Ltu => "ltu",
+            Cmp::Leu => "leu",
+            Cmp::Gtu => "gtu",
+            Cmp::Geu => "geu",
+            Cmp::Num => "num",
+            Cmp::Nan => "nan",
+        }
+    }
+    fn float_only(self) -> bool {
+        !matches!(self, Cmp::Eq | Cmp::Ne | Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge)
+    }
+}
+
+/// Rounding for conversions that need one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// Float result, round to nearest even.
+    Rn,
+    /// Float result, toward zero.
+    Rz,
+    /// Integer result, round to nearest even integer.
+    Rni,
+    /// Integer result, toward zero (C's cast).
+    Rzi,
+    /// Integer result, toward minus infinity (floor).
+    Rmi,
+    /// Integer result, toward plus infinity (ceil).
+    Rpi,
+}
+
+impl Round {
+    fn name(self) -> &'static str {
+        match self {
+            Round::Rn => ".rn",
+            Round::Rz => ".rz",
+            Round::Rni => ".rni",
+            Round::Rzi => ".rzi",
+            Round::Rmi => ".rmi",
+            Round::Rpi => ".rpi",
+        }
+    }
+}
+
+impl KernelBuilder {
+    fn op2<T: PtxType>(&mut self, op: &str, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("{op}.{} {d}, {}, {}", T::NAME, a.ptx(), b.ptx()));
+        d
+    }
+
+    fn op1<T: PtxType>(&mut self, op: &str, a: impl Operand<T>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("{op}.{} {d}, {}", T::NAME, a.ptx()));
+        d
+    }
+
+    /// `add` (floats: `add.rn`).
+    pub fn add<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2(if is_float::<T>() { "add.rn" } else { "add" }, a, b)
+    }
+
+    /// `sub` (floats: `sub.rn`).
+    pub fn sub<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2(if is_float::<T>() { "sub.rn" } else { "sub" }, a, b)
+    }
+
+    /// `mul` (integers: low half, `mul.lo`; floats: `mul.rn`).
+    pub fn mul<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2(if is_float::<T>() { "mul.rn" } else { "mul.lo" }, a, b)
+    }
+
+    /// `mul.hi`: the high half of an integer product.
+    pub fn mul_hi<T: Int>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2("mul.hi", a, b)
+    }
+
+    /// `mul.wide.u32`: the full 64-bit product of two u32 (byte offsets from indices).
+    pub fn mul_wide(&mut self, a: impl Operand<U32>, b: impl Operand<U32>) -> Reg<U64> {
+        let d = self.reg::<U64>();
+        self.instr(format!("mul.wide.u32 {d}, {}, {}", a.ptx(), b.ptx()));
+        d
+    }
+
+    /// `mad.lo`: integer `a * b + c`.
+    pub fn mad<T: Int>(&mut self, a: impl Operand<T>, b: impl Operand<T>, c: impl Operand<T>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("mad.lo.{} {d}, {}, {}, {}", T::NAME, a.ptx(), b.ptx(), c.ptx()));
+        d
+    }
+
+    /// `mad.wide.u32`: `a * b + c` with a u64 addend and result (address arithmetic).
+    pub fn mad_wide(&mut self, a: impl Operand<U32>, b: impl Operand<U32>, c: impl Operand<U64>) -> Reg<U64> {
+        let d = self.reg::<U64>();
+        self.instr(format!("mad.wide.u32 {d}, {}, {}, {}", a.ptx(), b.ptx(), c.ptx()));
+        d
+    }
+
+    /// `fma.rn`: fused `a * b + c` with one rounding.
+    pub fn fma<T: Float>(&mut self, a: impl Operand<T>, b: impl Operand<T>, c: impl Operand<T>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("fma.rn.{} {d}, {}, {}, {}", T::NAME, a.ptx(), b.ptx(), c.ptx()));
+        d
+    }
+
+    /// `div` (integers truncate; floats `div.rn`, IEEE correctly rounded).
+    pub fn div<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2(if is_float::<T>() { "div.rn" } else { "div" }, a, b)
+    }
+
+    /// `div.approx.f32`: fast division (2 ulp), for where exactness does not matter.
+    pub fn div_approx(&mut self, a: impl Operand<F32>, b: impl Operand<F32>) -> Reg<F32> {
+        self.op2("div.approx", a, b)
+    }
+
+    /// `rem`: integer remainder.
+    pub fn rem<T: Int>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2("rem", a, b)
+    }
+
+    /// `min` (floats: NaN-avoiding, as PTX defines it).
+    pub fn min<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2("min", a, b)
+    }
+
+    /// `max`.
+    pub fn max<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
+        self.op2("max", a, b)
+    }
+
+    /// `abs` (signed integers and floats).
+    pub fn abs<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        assert!(T::NAME.starts_with('s') || is_float::<T>(), "abs needs a signed or float type");
+        self.op1("abs", a)
+    }
+
+    /// `neg` (signed integers and floats).
+    pub fn neg<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        assert!(T::NAME.starts_with('s') || is_float::<T>(), "neg needs a signed or float type");
+        self.op1("neg", a)
+    }
+
+    /// `rcp.rn`: correctly rounded reciprocal.
+    pub fn rcp<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        self.op1("rcp.rn", a)
+    }
+
+    /// Approximate reciprocal (`rcp.approx.f32`, `rcp.approx.ftz.f64`).
+    pub fn rcp_approx<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        self.op1(if T::BITS == 64 { "rcp.approx.ftz" } else { "rcp.approx" }, a)
+    }
+
+    /// `sqrt.rn`: correctly rounded square root.
+    pub fn sqrt<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        self.op1("sqrt.rn", a)
+    }
+
+    /// `sqrt.approx.f32`.
+    pub fn sqrt_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("sqrt.approx", a)
+    }
+
+    /// `rsqrt.approx` (f32 and f64; PTX has no exact form).
+    pub fn rsqrt<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
+        self.op1("rsqrt.approx", a)
+    }
+
+    /// `sin.approx.f32` (PTX has no exact sine; absolute error about 2^-20.9 in [-pi, pi]).
+    pub fn sin_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("sin.approx", a)
+    }
+
+    /// `cos.approx.f32`.
+    pub fn cos_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("cos.approx", a)
+    }
+
+    /// `ex2.approx.f32`: 2^a.
+    pub fn ex2_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("ex2.approx", a)
+    }
+
+    /// `lg2.approx.f32`: log2(a).
+    pub fn lg2_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("lg2.approx", a)
+    }
+
+    /// e^a for f32 through `ex2.approx` (a * log2 e first).
+    pub fn exp_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        let t = self.mul(a, std::f32::consts::LOG2_E);
+        self.ex2_approx(t)
+    }
+
+    /// `setp`: compares `a` with `b` into a predicate.
+    pub fn setp<T: Num>(&mut self, cmp: Cmp, a: impl Operand<T>, b: impl Operand<T>) -> Reg<Pred> {
+        assert!(is_float::<T>() || !cmp.float_only(), "comparison {:?} is for floats only", cmp);
+        let d = self.reg::<Pred>();
+        self.instr(format!("setp.{}.{} {d}, {}, {}", cmp.name(), T::NAME, a.ptx(), b.ptx()));
+        d
+    }
+
+    /// `selp`: `if p { a } else { b }`.
+    pub fn selp<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>, p: Reg<Pred>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("selp.{} {d}, {}, {}, {p}", T::NAME, a.ptx(), b.ptx()));
+        d
+    }
+
+    /// `cvt` with the rounding C's casts use: float->int truncates (`.rzi`), int->float and
+    /// float narrowing round to nearest (`.rn`), widening needs none.
+    pub fn cvt<D: PtxType, S: PtxType>(&mut self, a: Reg<S>) -> Reg<D> {
+        assert!(D::NAME != S::NAME, "cvt between identical types");
+        let round = match (is_float::<D>(), is_float::<S>()) {
+            (false, true) => Some(Round::Rzi),
+            (true, false) => Some(Round::Rn),
+            (true, true) if D::BITS < S::BITS => Some(Round::Rn),
+            _ => None,
+        };
+        self.cvt_emit(round, a)
+    }
+
+    /// `cvt` with an explicit rounding mode.
+    pub fn cvt_round<D: PtxType, S: PtxType>(&mut self, round: Round, a: Reg<S>) -> Reg<D> {
+        self.cvt_emit(Some(round), a)
+    }
+
+    fn cvt_emit<D: PtxType, S: PtxType>(&mut self, round: Option<Round>, a: Reg<S>) -> Reg<D> {
+        assert!(D::BITS > 1 && S::BITS > 1, "cvt does not take predicates; use selp");
+        let d = self.reg::<D>();
+        let r = round.map(Round::name).unwrap_or("");
+        self.instr(format!("cvt{r}.{}.{} {d}, {a}", D::NAME, S::NAME));
+        d
+    }
+
+    /// Reinterprets the bits of a same-width register (`mov.b32 %r, %f`).
+    pub fn bitcast<D: PtxType, S: PtxType>(&mut self, a: Reg<S>) -> Reg<D> {
+        assert_eq!(D::BITS, S::BITS, "bitcast needs equal widths");
+        let d = self.reg::<D>();
+        self.instr(format!("mov.{} {d}, {a}", D::BITS_NAME));
+        d
+    }
+
+    /// Splits a 64-bit register into (low, high) 32-bit halves.
+    pub fn unpack64<S: PtxType>(&mut self, a: Reg<S>) -> (Reg<U32>, Reg<U32>) {
+        assert_eq!(S::BITS, 64, "unpack64 needs a 64-bit register");
+        let (lo, hi) = (self.reg::<U32>(), self.reg::<U32>());
+        self.instr(format!("mov.b64 {{{lo}, {hi}}}, {a}"));
+        (lo, hi)
+    }
+
+    /// Joins (low, high) 32-bit halves into a 64-bit register.
+    pub fn pack64<D: PtxType>(&mut self, lo: Reg<U32>, hi: Reg<U32>) -> Reg<D> {
+        assert_eq!(D::BITS, 64, "pack64 needs a 64-bit result");
+        let d = self.reg::<D>();
+        self.instr(format!("mov.b64 {d}, {{{lo}, {hi}}}"));
+        d
+    }
+
+    /// Records the ISA needs of an instruction family (used by the warp and atomic helpers).
+    pub(crate) fn need(&mut self, sm: u32, major: u32, minor: u32) {
+        self.require(sm, PtxVersion(major, minor));
+    }
+}

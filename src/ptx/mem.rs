@@ -1,0 +1,133 @@
+//! Loads and stores in every state space, vector forms, byte/half-word forms, and the generic to
+//! global address conversion. Addresses are [`Addr`]: a register or a symbol plus a byte offset.
+
+use super::kernel::KernelBuilder;
+use super::reg::{Addr, Operand, Reg};
+use super::types::*;
+
+/// A state space for `ld`/`st`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    /// `.global`.
+    Global,
+    /// `.global.nc`: read-only data cache; only for data no thread writes during the kernel.
+    GlobalNc,
+    /// `.shared`.
+    Shared,
+    /// `.local`.
+    Local,
+    /// `.param`.
+    Param,
+    /// `.const`.
+    Const,
+}
+
+impl Space {
+    fn name(self) -> &'static str {
+        match self {
+            Space::Global => "global",
+            Space::GlobalNc => "global.nc",
+            Space::Shared => "shared",
+            Space::Local => "local",
+            Space::Param => "param",
+            Space::Const => "const",
+        }
+    }
+    fn writable(self) -> bool {
+        matches!(self, Space::Global | Space::Shared | Space::Local)
+    }
+}
+
+fn vec_list<T: PtxType>(regs: &[Reg<T>]) -> String {
+    let names: Vec<String> = regs.iter().map(|r| r.to_string()).collect();
+    format!("{{{}}}", names.join(", "))
+}
+
+impl KernelBuilder {
+    /// `ld.<space>.<T>`.
+    pub fn ld<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> Reg<T> {
+        assert!(T::BITS > 1, "predicates cannot be loaded");
+        let d = self.reg::<T>();
+        self.instr(format!("ld.{}.{} {d}, {}", space.name(), T::NAME, addr.into()));
+        d
+    }
+
+    /// `st.<space>.<T>`.
+    pub fn st<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: impl Operand<T>) {
+        assert!(space.writable(), "cannot store to .{}", space.name());
+        assert!(T::BITS > 1, "predicates cannot be stored");
+        self.instr(format!("st.{}.{} {}, {}", space.name(), T::NAME, addr.into(), v.ptx()));
+    }
+
+    /// A byte or half-word load widened into an integer register (zero- or sign-extended).
+    pub fn ld_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>) -> Reg<T> {
+        let d = self.reg::<T>();
+        self.instr(format!("ld.{}.{} {d}, {}", space.name(), width.name(), addr.into()));
+        d
+    }
+
+    /// A byte or half-word store of the low bits of an integer register.
+    pub fn st_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>, v: Reg<T>) {
+        assert!(space.writable(), "cannot store to .{}", space.name());
+        self.instr(format!("st.{}.{} {}, {v}", space.name(), width.name(), addr.into()));
+    }
+
+    /// `ld.<space>.v2.<T>`: two consecutive values; the address must be aligned to their size.
+    pub fn ld_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> [Reg<T>; 2] {
+        let d = [self.reg::<T>(), self.reg::<T>()];
+        self.instr(format!("ld.{}.v2.{} {}, {}", space.name(), T::NAME, vec_list(&d), addr.into()));
+        d
+    }
+
+    /// `ld.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
+    pub fn ld_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> [Reg<T>; 4] {
+        assert!(T::BITS <= 32, "v4 loads take at most 32-bit elements");
+        let d = [self.reg::<T>(), self.reg::<T>(), self.reg::<T>(), self.reg::<T>()];
+        self.instr(format!("ld.{}.v4.{} {}, {}", space.name(), T::NAME, vec_list(&d), addr.into()));
+        d
+    }
+
+    /// `st.<space>.v2.<T>`.
+    pub fn st_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 2]) {
+        assert!(space.writable(), "cannot store to .{}", space.name());
+        self.instr(format!("st.{}.v2.{} {}, {}", space.name(), T::NAME, addr.into(), vec_list(&v)));
+    }
+
+    /// `st.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
+    pub fn st_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 4]) {
+        assert!(space.writable(), "cannot store to .{}", space.name());
+        assert!(T::BITS <= 32, "v4 stores take at most 32-bit elements");
+        self.instr(format!("st.{}.v4.{} {}, {}", space.name(), T::NAME, addr.into(), vec_list(&v)));
+    }
+
+    /// `cvta.to.global.u64`: a kernel pointer parameter as a global-space address.
+    pub fn to_global(&mut self, generic: Reg<U64>) -> Reg<U64> {
+        let d = self.reg::<U64>();
+        self.instr(format!("cvta.to.global.u64 {d}, {generic}"));
+        d
+    }
+
+    /// Reads a pointer parameter and converts it to a global address in one step.
+    pub fn global_ptr(&mut self, p: &super::kernel::Param<U64>) -> Reg<U64> {
+        let g = self.ld_param(p);
+        self.to_global(g)
+    }
+
+    /// `base + index * elem_bytes` for a u32 index (one `mad.wide.u32`).
+    pub fn index_addr(&mut self, base: Reg<U64>, index: impl Operand<U32>, elem_bytes: u32) -> Reg<U64> {
+        self.mad_wide(index, elem_bytes, base)
+    }
+
+    /// The 32-bit shared-window address of a shared array's first element (`mov.u32 %r, sym`).
+    pub fn shared_base<T: PtxType>(&mut self, arr: &super::kernel::SharedArray<T>) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        self.instr(format!("mov.u32 {d}, {}", arr.name()));
+        d
+    }
+
+    /// Shared-window address of element `index` of a shared array (through its symbol).
+    pub fn shared_index<T: PtxType>(&mut self, arr: &super::kernel::SharedArray<T>, index: impl Operand<U32>) -> Reg<U32> {
+        let base = self.shared_base(arr);
+        self.mad(index, T::BITS / 8, base)
+    }
+}

@@ -1,0 +1,305 @@
+//! Special registers, warp-level operations (shuffles, votes, match), barriers, fences, and
+//! atomics/reductions on global and shared memory.
+//!
+//! Shuffles and votes always use the `.sync` forms with an explicit member mask (sm_70 and later
+//! require it). 64-bit shuffles are two 32-bit shuffles of the halves. Float atomic min/max are
+//! compare-and-swap loops, which run on every target we ship.
+
+use super::kernel::KernelBuilder;
+use super::mem::Space;
+use super::reg::{Addr, Operand, Reg};
+use super::types::*;
+
+/// Every lane of the warp.
+pub const FULL_MASK: u32 = 0xffff_ffff;
+
+/// Special registers readable with `mov`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Special {
+    TidX,
+    TidY,
+    TidZ,
+    NtidX,
+    NtidY,
+    CtaidX,
+    CtaidY,
+    CtaidZ,
+    NctaidX,
+    NctaidY,
+    LaneId,
+    WarpId,
+    SmId,
+}
+
+impl Special {
+    fn name(self) -> &'static str {
+        match self {
+            Special::TidX => "%tid.x",
+            Special::TidY => "%tid.y",
+            Special::TidZ => "%tid.z",
+            Special::NtidX => "%ntid.x",
+            Special::NtidY => "%ntid.y",
+            Special::CtaidX => "%ctaid.x",
+            Special::CtaidY => "%ctaid.y",
+            Special::CtaidZ => "%ctaid.z",
+            Special::NctaidX => "%nctaid.x",
+            Special::NctaidY => "%nctaid.y",
+            Special::LaneId => "%laneid",
+            Special::WarpId => "%warpid",
+            Special::SmId => "%smid",
+        }
+    }
+}
+
+/// Shuffle modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shfl {
+    Up,
+    Down,
+    Xor,
+    Idx,
+}
+
+/// Atomic operations. `Add`, `Min`, `Max` follow the value type; `Exch` is bitwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomOp {
+    Add,
+    Min,
+    Max,
+    Exch,
+    And,
+    Or,
+    Xor,
+}
+
+/// Memory-ordering scope for `membar`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Cta,
+    Gpu,
+    Sys,
+}
+
+impl KernelBuilder {
+    /// Reads a special register (u32).
+    pub fn special(&mut self, s: Special) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        self.instr(format!("mov.u32 {d}, {}", s.name()));
+        d
+    }
+
+    /// `%clock64`: the SM's cycle counter.
+    pub fn clock64(&mut self) -> Reg<U64> {
+        let d = self.reg::<U64>();
+        self.instr(format!("mov.u64 {d}, %clock64"));
+        d
+    }
+
+    /// `ctaid.x * ntid.x + tid.x`: the global thread index in x (fits u32 for our launches).
+    pub fn global_tid_x(&mut self) -> Reg<U32> {
+        let tid = self.special(Special::TidX);
+        let ntid = self.special(Special::NtidX);
+        let cta = self.special(Special::CtaidX);
+        self.mad(cta, ntid, tid)
+    }
+
+    /// `nctaid.x * ntid.x`: the grid-stride step in x.
+    pub fn grid_size_x(&mut self) -> Reg<U32> {
+        let ntid = self.special(Special::NtidX);
+        let ncta = self.special(Special::NctaidX);
+        self.mul(ntid, ncta)
+    }
+
+    /// `bar.sync 0`: block-wide barrier (all threads of the block must reach it).
+    pub fn bar_sync(&mut self) {
+        self.instr("bar.sync 0");
+    }
+
+    /// `bar.warp.sync mask`.
+    pub fn warp_sync(&mut self, mask: u32) {
+        self.need(70, 6, 0);
+        self.instr(format!("bar.warp.sync {mask:#x}"));
+    }
+
+    /// `membar.{cta,gl,sys}`.
+    pub fn membar(&mut self, scope: Scope) {
+        let s = match scope {
+            Scope::Cta => "cta",
+            Scope::Gpu => "gl",
+            Scope::Sys => "sys",
+        };
+        self.instr(format!("membar.{s}"));
+    }
+
+    /// `fence.acq_rel.{cta,gpu,sys}`.
+    pub fn fence_acq_rel(&mut self, scope: Scope) {
+        self.need(70, 6, 0);
+        let s = match scope {
+            Scope::Cta => "cta",
+            Scope::Gpu => "gpu",
+            Scope::Sys => "sys",
+        };
+        self.instr(format!("fence.acq_rel.{s}"));
+    }
+
+    /// `shfl.sync` of a 32- or 64-bit value over the lanes in `mask`. `b` is the lane delta
+    /// (up/down), the xor mask (xor) or the source lane (idx).
+    pub fn shfl_mask<T: Word>(&mut self, mode: Shfl, v: Reg<T>, b: impl Operand<U32>, mask: u32) -> Reg<T> {
+        self.need(30, 6, 0);
+        let (m, c) = match mode {
+            Shfl::Up => ("up", 0),
+            Shfl::Down => ("down", 0x1f),
+            Shfl::Xor => ("bfly", 0x1f),
+            Shfl::Idx => ("idx", 0x1f),
+        };
+        let b = b.ptx();
+        if T::BITS == 32 {
+            let d = self.reg::<T>();
+            self.instr(format!("shfl.sync.{m}.b32 {d}, {v}, {b}, {c}, {mask:#x}"));
+            d
+        } else {
+            let (lo, hi) = self.unpack64(v);
+            let (dlo, dhi) = (self.reg::<U32>(), self.reg::<U32>());
+            self.instr(format!("shfl.sync.{m}.b32 {dlo}, {lo}, {b}, {c}, {mask:#x}"));
+            self.instr(format!("shfl.sync.{m}.b32 {dhi}, {hi}, {b}, {c}, {mask:#x}"));
+            self.pack64(dlo, dhi)
+        }
+    }
+
+    /// Full-warp `shfl.sync`.
+    pub fn shfl<T: Word>(&mut self, mode: Shfl, v: Reg<T>, b: impl Operand<U32>) -> Reg<T> {
+        self.shfl_mask(mode, v, b, FULL_MASK)
+    }
+
+    /// Sum over the full warp with xor shuffles; every lane ends with the total.
+    pub fn warp_sum<T: Word + Num>(&mut self, v: Reg<T>) -> Reg<T> {
+        let mut acc = v;
+        for k in [16u32, 8, 4, 2, 1] {
+            let o = self.shfl(Shfl::Xor, acc, k);
+            acc = self.add(acc, o);
+        }
+        acc
+    }
+
+    /// `vote.sync.ballot.b32`: bit i set when lane i's predicate is true.
+    pub fn ballot(&mut self, p: Reg<Pred>) -> Reg<U32> {
+        self.need(30, 6, 0);
+        let d = self.reg::<U32>();
+        self.instr(format!("vote.sync.ballot.b32 {d}, {p}, {FULL_MASK:#x}"));
+        d
+    }
+
+    /// `vote.sync.any.pred`.
+    pub fn vote_any(&mut self, p: Reg<Pred>) -> Reg<Pred> {
+        self.vote("any", p)
+    }
+
+    /// `vote.sync.all.pred`.
+    pub fn vote_all(&mut self, p: Reg<Pred>) -> Reg<Pred> {
+        self.vote("all", p)
+    }
+
+    /// `vote.sync.uni.pred`: true when every active lane has the same predicate.
+    pub fn vote_uni(&mut self, p: Reg<Pred>) -> Reg<Pred> {
+        self.vote("uni", p)
+    }
+
+    fn vote(&mut self, mode: &str, p: Reg<Pred>) -> Reg<Pred> {
+        self.need(30, 6, 0);
+        let d = self.reg::<Pred>();
+        self.instr(format!("vote.sync.{mode}.pred {d}, {p}, {FULL_MASK:#x}"));
+        d
+    }
+
+    /// `match.any.sync.b32`: mask of the lanes holding the same value as this lane.
+    pub fn match_any(&mut self, v: Reg<U32>) -> Reg<U32> {
+        self.need(70, 6, 0);
+        let d = self.reg::<U32>();
+        self.instr(format!("match.any.sync.b32 {d}, {v}, {FULL_MASK:#x}"));
+        d
+    }
+
+    fn atom_type<T: Word>(op: AtomOp) -> &'static str {
+        match op {
+            AtomOp::Exch | AtomOp::And | AtomOp::Or | AtomOp::Xor => T::BITS_NAME,
+            AtomOp::Add if T::NAME == "s64" => "u64",
+            _ => T::NAME,
+        }
+    }
+
+    fn atom_checks<T: Word>(&mut self, space: Space, op: AtomOp) -> &'static str {
+        let sp = match space {
+            Space::Global => "global",
+            Space::Shared => "shared",
+            other => panic!("atomics work on global or shared memory, not {other:?}"),
+        };
+        let float = T::NAME.starts_with('f');
+        assert!(
+            !(float && matches!(op, AtomOp::Min | AtomOp::Max | AtomOp::And | AtomOp::Or | AtomOp::Xor)),
+            "float atomic {op:?}: use atom_float_minmax"
+        );
+        if float && T::BITS == 64 && op == AtomOp::Add {
+            self.need(60, 5, 0);
+        }
+        sp
+    }
+
+    fn atom_name(op: AtomOp) -> &'static str {
+        match op {
+            AtomOp::Add => "add",
+            AtomOp::Min => "min",
+            AtomOp::Max => "max",
+            AtomOp::Exch => "exch",
+            AtomOp::And => "and",
+            AtomOp::Or => "or",
+            AtomOp::Xor => "xor",
+        }
+    }
+
+    /// `atom.<space>.<op>`: returns the old value.
+    pub fn atom<T: Word>(&mut self, space: Space, op: AtomOp, addr: impl Into<Addr>, v: impl Operand<T>) -> Reg<T> {
+        let sp = self.atom_checks::<T>(space, op);
+        let d = self.reg::<T>();
+        let ty = Self::atom_type::<T>(op);
+        self.instr(format!("atom.{sp}.{}.{ty} {d}, {}, {}", Self::atom_name(op), addr.into(), v.ptx()));
+        d
+    }
+
+    /// `red.<space>.<op>`: an atomic update whose old value is not needed.
+    pub fn red<T: Word>(&mut self, space: Space, op: AtomOp, addr: impl Into<Addr>, v: impl Operand<T>) {
+        assert!(op != AtomOp::Exch, "red has no exch; use atom");
+        let sp = self.atom_checks::<T>(space, op);
+        let ty = Self::atom_type::<T>(op);
+        self.instr(format!("red.{sp}.{}.{ty} {}, {}", Self::atom_name(op), addr.into(), v.ptx()));
+    }
+
+    /// `atom.<space>.cas.bN`: stores `new` if the value equals `cmp`; returns the old value.
+    pub fn atom_cas<T: Word>(&mut self, space: Space, addr: impl Into<Addr>, cmp: impl Operand<T>, new: impl Operand<T>) -> Reg<T> {
+        let sp = self.atom_checks::<T>(space, AtomOp::Exch);
+        let d = self.reg::<T>();
+        self.instr(format!("atom.{sp}.cas.{} {d}, {}, {}, {}", T::BITS_NAME, addr.into(), cmp.ptx(), new.ptx()));
+        d
+    }
+
+    /// Atomic float min or max (f32/f64) as a compare-and-swap loop; returns the old value.
+    /// NaN inputs are ignored (PTX `min`/`max` semantics).
+    pub fn atom_float_minmax<T: Word + Float + Num>(&mut self, space: Space, max: bool, addr: impl Into<Addr>, v: Reg<T>) -> Reg<T> {
+        let addr = addr.into();
+        let old = self.ld::<T>(if space == Space::Shared { Space::Shared } else { Space::Global }, addr.clone());
+        let top = self.label("fminmax");
+        let done = self.label("fminmax_done");
+        self.place(&top);
+        let want = if max { self.max(old, v) } else { self.min(old, v) };
+        // Compare bit patterns, not values: a NaN in memory must not loop forever.
+        let same = self.reg::<Pred>();
+        self.instr(format!("setp.eq.{} {same}, {want}, {old}", T::BITS_NAME));
+        self.bra_if(same, &done);
+        let seen = self.atom_cas(space, addr, old, want);
+        let raced = self.reg::<Pred>();
+        self.instr(format!("setp.ne.{} {raced}, {seen}, {old}", T::BITS_NAME));
+        self.mov_to(old, seen);
+        self.bra_if(raced, &top);
+        self.place(&done);
+        old
+    }
+}

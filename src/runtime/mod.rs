@@ -1,0 +1,19 @@
+//! The runtime: ptxflow's layer over cudarc (driver API, loaded dynamically). It knows the
+//! kernel table but no domain. Nothing here panics for want of a GPU: [`Gpu::new`] says why.
+
+mod buffer;
+mod device;
+mod modules;
+mod pinned;
+mod streams;
+mod timer;
+
+pub use buffer::DeviceBuffer;
+pub use device::{DeviceFacts, Gpu};
+pub use modules::KernelResources;
+pub use pinned::{PinnedBuffer, PinnedKind};
+pub use streams::StreamSet;
+pub use timer::GpuTimer;
+
+/// Re-exported cudarc types that appear in ptxflow's API.
+pub use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};

@@ -1,0 +1,107 @@
+//! The PTX builder on its own: typing, predication, labels, shared symbols, immediates, and the
+//! ISA bookkeeping. ptxas itself checks every table kernel in CI (.ci/ptxas-gate).
+
+use ptxflow::ptx::*;
+
+fn emit(b: KernelBuilder, t: Target) -> String {
+    Module::single(t, b.finish()).emit().unwrap()
+}
+
+#[test]
+fn float_immediates_are_hex_bit_patterns() {
+    let mut b = KernelBuilder::new("imm");
+    let x = b.mov(1.0f32);
+    let y = b.mov(-0.5f64);
+    let _ = b.add(x, 0.1f32);
+    let _ = b.mul(y, 2.0f64);
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains("mov.f32 %f0, 0f3F800000;"), "{ptx}");
+    assert!(ptx.contains("mov.f64 %fd0, 0dBFE0000000000000;"), "{ptx}");
+    assert!(ptx.contains("add.rn.f32 %f1, %f0, 0f3DCCCCCD;"), "{ptx}");
+}
+
+#[test]
+fn any_instruction_can_be_predicated() {
+    let mut b = KernelBuilder::new("pred");
+    let out = b.param::<U64>("out");
+    let out = b.global_ptr(&out);
+    let t = b.special(Special::TidX);
+    let p = b.setp(Cmp::Lt, t, 4u32);
+    b.guarded(p, false, |b| b.st(Space::Global, out, t));
+    b.guarded(p, true, |b| b.red(Space::Global, AtomOp::Add, out, 1u32));
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains("@%p0 st.global.u32 [%rd1], %r0;"), "{ptx}");
+    assert!(ptx.contains("@!%p0 red.global.add.u32 [%rd1], 1;"), "{ptx}");
+}
+
+#[test]
+fn labels_never_collide() {
+    let mut b = KernelBuilder::new("labels");
+    let t = b.special(Special::TidX);
+    let p = b.setp(Cmp::Eq, t, 0u32);
+    for _ in 0..3 {
+        b.if_then(p, |b| b.if_else(p, |b| b.comment("a"), |b| b.comment("b")));
+        b.for_range(0u32, 4u32, 1u32, |b, _, _| b.comment("loop"));
+    }
+    let ptx = emit(b, Target::Sm75);
+    let labels: Vec<&str> = ptx.lines().filter(|l| l.starts_with("$L")).collect();
+    let unique: std::collections::BTreeSet<&&str> = labels.iter().collect();
+    assert_eq!(labels.len(), unique.len(), "duplicate labels in\n{ptx}");
+    assert_eq!(labels.len(), 3 * (1 + 2 + 2));
+}
+
+#[test]
+fn shared_arrays_are_addressed_through_their_symbol() {
+    let mut b = KernelBuilder::new("shared");
+    let s = b.shared_array::<F32>("tile", 64);
+    let d = b.dynamic_shared::<F64>("dyn");
+    let t = b.special(Special::TidX);
+    let a = b.shared_index(&s, t);
+    let v = b.ld::<F32>(Space::Shared, a);
+    let w = b.cvt::<F64, F32>(v);
+    b.st(Space::Shared, d.at(3), w);
+    let ptx = emit(b, Target::Sm90);
+    assert!(ptx.contains(".shared .align 16 .b8 tile[256];"), "{ptx}");
+    assert!(ptx.contains(".extern .shared .align 16 .b8 dyn[];"), "{ptx}");
+    assert!(ptx.contains("mov.u32 %r1, tile;"), "{ptx}");
+    assert!(ptx.contains("st.shared.f64 [dyn+24], %fd0;"), "{ptx}");
+}
+
+#[test]
+fn version_is_the_lowest_needed() {
+    let mut b = KernelBuilder::new("ver");
+    let x = b.mov(1u32);
+    let _ = b.add(x, 1u32);
+    assert!(emit(b, Target::Sm75).contains(".version 6.3\n.target sm_75"));
+    let mut b = KernelBuilder::new("ver90");
+    b.reqntid(128, 1, 1);
+    assert!(emit(b, Target::Sm90).contains(".version 7.8\n.target sm_90"));
+    // match.any needs sm_70: fine on sm_75, rejected by a module for a lower need check.
+    let mut b = KernelBuilder::new("needs");
+    b.require(90, PtxVersion(8, 0));
+    let err = Module::single(Target::Sm80, b.finish()).emit().unwrap_err();
+    assert!(err.contains("needs sm_90"), "{err}");
+}
+
+#[test]
+fn sixty_four_bit_shuffles_split_into_halves() {
+    let mut b = KernelBuilder::new("shfl64");
+    let v = b.mov(1.5f64);
+    let _ = b.shfl(Shfl::Down, v, 1u32);
+    let ptx = emit(b, Target::Sm75);
+    assert_eq!(ptx.matches("shfl.sync.down.b32").count(), 2, "{ptx}");
+    assert!(ptx.contains("mov.b64 {%r0, %r1}, %fd0;"), "{ptx}");
+}
+
+#[test]
+fn registers_are_declared_in_fixed_class_order() {
+    let mut b = KernelBuilder::new("order");
+    let f = b.mov(1.0f64);
+    let p = b.setp(Cmp::Gt, f, 0.0f64);
+    let _ = b.selp(1u32, 2u32, p);
+    let ptx = emit(b, Target::Sm75);
+    let pred = ptx.find(".reg .pred").unwrap();
+    let u32_ = ptx.find(".reg .u32").unwrap();
+    let f64_ = ptx.find(".reg .f64").unwrap();
+    assert!(pred < u32_ && u32_ < f64_, "{ptx}");
+}
