@@ -27,10 +27,24 @@ fn lz4_available() -> bool {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ptxflow-lz4-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A temporary folder per test, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("ptxflow-lz4-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn ok(out: &std::process::Output, what: &str) -> String {
@@ -63,6 +77,8 @@ fn lz4_tool_restores_our_frames_and_we_restore_ours() {
     if !lz4_available() {
         return;
     }
+    let dir = Scratch::new("ours");
+    let scratch = |n: &str| dir.path(n);
     for (name, data) in inputs() {
         let raw = scratch(name);
         std::fs::write(&raw, &data).unwrap();
@@ -92,6 +108,8 @@ fn we_restore_frames_written_by_the_lz4_tool() {
     if !lz4_available() {
         return;
     }
+    let dir = Scratch::new("tool");
+    let scratch = |n: &str| dir.path(n);
     for (name, data) in inputs() {
         let raw = scratch(&format!("{name}.src"));
         std::fs::write(&raw, &data).unwrap();
@@ -108,6 +126,8 @@ fn we_restore_frames_written_by_the_lz4_tool() {
 
 #[test]
 fn bad_arguments_and_corrupt_files_fail_cleanly() {
+    let dir = Scratch::new("bad");
+    let scratch = |n: &str| dir.path(n);
     let raw = scratch("bad.src");
     std::fs::write(&raw, b"some bytes some bytes some bytes some bytes").unwrap();
     let packed = scratch("bad.lz4");
