@@ -30,17 +30,22 @@ fn read_len_rest(block: &[u8], i: &mut usize, cap: usize, what: &str) -> Result<
     }
 }
 
-/// Appends `len` bytes copied from `offset` bytes back (the regions may overlap: a short offset
-/// repeats a pattern). Callers have checked `offset <= out.len()`.
-fn copy_match(out: &mut Vec<u8>, offset: usize, len: usize) {
-    let mut src = out.len() - offset;
-    let mut left = len;
-    while left > 0 {
-        // out[src..] grows as we append, so each copy may be as long as everything after `src`.
-        let chunk = left.min(out.len() - src);
-        out.extend_from_within(src..src + chunk);
-        src += chunk;
-        left -= chunk;
+/// Writes `len` bytes at `buf[at..]` copied from `offset` bytes back; the regions may overlap (a
+/// short offset repeats a pattern). Callers have checked `offset <= at` and `at + len <= buf.len()`.
+#[inline]
+fn copy_match(buf: &mut [u8], at: usize, offset: usize, len: usize) {
+    let src = at - offset;
+    if offset >= len {
+        buf.copy_within(src..src + len, at);
+        return;
+    }
+    // Copying `buf[src..dst]` to `dst` keeps the period as long as `dst - src` is a multiple of
+    // `offset`, which holds since it starts at `offset` and doubles; only the last copy is partial.
+    let mut dst = at;
+    while dst < at + len {
+        let chunk = (dst - src).min(at + len - dst);
+        buf.copy_within(src..src + chunk, dst);
+        dst += chunk;
     }
 }
 
@@ -64,63 +69,103 @@ pub fn decode_block_append(
             out.len()
         )));
     }
+    let start = out.len();
+    // No block of n bytes expands beyond 255 * n bytes, so small blocks do not zero-fill a
+    // large limit.
+    let limit = max_output_bytes.min(block.len().saturating_mul(255));
+    out.resize(start + limit, 0);
+    let mut at = start;
+    let result = decode_into(block, &mut out[..start + limit], &mut at, history_start, max_output_bytes);
+    out.truncate(at);
+    result.map(|()| at - start)
+}
+
+/// The decode loop over a fixed output buffer: `buf[..*at]` is history and output so far,
+/// `buf.len()` the limit; `*at` advances as bytes are produced.
+fn decode_into(
+    block: &[u8],
+    buf: &mut [u8],
+    at: &mut usize,
+    history_start: usize,
+    max_output_bytes: usize,
+) -> Result<()> {
     if block.is_empty() {
         return Err(corrupt("empty LZ4 block (a block holds at least one token)"));
     }
-    let start = out.len();
-    let limit = start + max_output_bytes;
-    out.reserve(max_output_bytes.min(block.len().saturating_mul(255)));
+    let mut o = *at;
     let mut i = 0;
-    loop {
-        let token = *block
-            .get(i)
-            .ok_or_else(|| corrupt("block ends after a match (the last sequence must be literals)"))?;
+    let result = loop {
+        let Some(&token) = block.get(i) else {
+            break Err(corrupt("block ends after a match (the last sequence must be literals)"));
+        };
         i += 1;
         let mut lit = (token >> 4) as usize;
         if lit == 15 {
-            lit += read_len_rest(block, &mut i, max_output_bytes, "literal")?;
+            match read_len_rest(block, &mut i, max_output_bytes, "literal") {
+                Ok(n) => lit += n,
+                Err(e) => break Err(e),
+            }
         }
         if lit > block.len() - i {
-            return Err(corrupt(format!(
+            break Err(corrupt(format!(
                 "{lit} literals at block byte {i} run past the block end ({} bytes)",
                 block.len()
             )));
         }
-        if lit > limit - out.len() {
-            return Err(corrupt(format!(
+        if lit > buf.len() - o {
+            break Err(corrupt(format!(
                 "literals overflow the output limit of {max_output_bytes} bytes"
             )));
         }
-        out.extend_from_slice(&block[i..i + lit]);
+        if lit <= 16 && block.len() - i >= 16 && buf.len() - o >= 16 {
+            // Fixed 16-byte copy (two moves); the bytes past `lit` are overwritten or truncated.
+            buf[o..o + 16].copy_from_slice(&block[i..i + 16]);
+        } else {
+            buf[o..o + lit].copy_from_slice(&block[i..i + lit]);
+        }
+        o += lit;
         i += lit;
         if i == block.len() {
-            return Ok(out.len() - start);
+            break Ok(());
         }
         if block.len() - i < 2 {
-            return Err(corrupt("block truncated inside a match offset"));
+            break Err(corrupt("block truncated inside a match offset"));
         }
         let offset = u16::from_le_bytes([block[i], block[i + 1]]) as usize;
         i += 2;
         if offset == 0 {
-            return Err(corrupt(format!("zero match offset at block byte {}", i - 2)));
+            break Err(corrupt(format!("zero match offset at block byte {}", i - 2)));
         }
-        if offset > out.len() - history_start {
-            return Err(corrupt(format!(
+        if offset > o - history_start {
+            break Err(corrupt(format!(
                 "match offset {offset} reaches before the start of the available history ({} bytes)",
-                out.len() - history_start
+                o - history_start
             )));
         }
         let mut len = (token & 15) as usize + MIN_MATCH;
         if token & 15 == 15 {
-            len += read_len_rest(block, &mut i, max_output_bytes, "match")?;
+            match read_len_rest(block, &mut i, max_output_bytes, "match") {
+                Ok(n) => len += n,
+                Err(e) => break Err(e),
+            }
         }
-        if len > limit - out.len() {
-            return Err(corrupt(format!(
+        if len > buf.len() - o {
+            break Err(corrupt(format!(
                 "match overflows the output limit of {max_output_bytes} bytes"
             )));
         }
-        copy_match(out, offset, len);
-    }
+        if len <= 16 && offset >= 16 && buf.len() - o >= 16 {
+            // Source and the 16-byte destination do not overlap; extra bytes are scratch.
+            let mut tmp = [0u8; 16];
+            tmp.copy_from_slice(&buf[o - offset..o - offset + 16]);
+            buf[o..o + 16].copy_from_slice(&tmp);
+        } else {
+            copy_match(buf, o, offset, len);
+        }
+        o += len;
+    };
+    *at = o;
+    result
 }
 
 /// Decodes an independent block that must produce exactly `expected_bytes` bytes.
