@@ -23,15 +23,17 @@
 //!    visible to a lookup). The candidate is valid if it exists and `u32(c) == u32(p)`; `c < p`.
 //! 2. `f` = the smallest lane with a valid candidate.
 //! 3. No such lane: insert every active lane (`table[hash(p)] = p + 1`; where several lanes share a
-//!    bucket, the largest position wins), `cursor += 32`, next window.
+//!    bucket, the largest position wins: on the GPU the highest lane of each `match.any` group
+//!    among the inserting lanes writes, so no atomics are needed), `cursor += 32`, next window.
 //! 4. Lane `f` found (`p = cursor + f`, `c`):
 //!    * forward: `end` = the largest `e <= P - 5` with `page[p..e] == page[c..c + (e - p)]`
 //!      (comparing byte by byte from `p + 4`; source and destination may overlap);
 //!    * backward: while `p > anchor && c > 0 && page[p-1] == page[c-1]`: `p -= 1, c -= 1`;
 //!    * emit the sequence: literals `page[anchor..p]`, offset `p - c` (1..=65535), match length
 //!      `end - p`;
-//!    * insert lanes `0..=f` of the window (largest position wins, as above), then insert position
-//!      `end - 2` (always valid: `end - 2 + 4 <= P - 3`, and it is larger than every lane position);
+//!    * insert lanes `0..=f` of the window, i.e. positions `cursor..=cursor + f` whatever the
+//!      backward extension did (largest position wins, as above), then insert position `end - 2`
+//!      (always hashable: `end - 2 + 4 <= P - 3`; and larger than every lane position);
 //!    * `cursor = anchor = end`, next window.
 //!
 //! After the loop one last sequence holds the literals `page[anchor..P]` and no match.
