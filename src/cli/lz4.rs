@@ -38,7 +38,7 @@ const STREAM_SLOTS: usize = 1024;
 /// Bytes read from the input per call.
 const READ_CHUNK_BYTES: usize = 4 << 20;
 /// Files at least this large get a progress line.
-const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
 /// Runs the subcommand.
 pub fn run(args: Lz4Args) -> Result<()> {
@@ -78,7 +78,7 @@ impl Progress {
 
     fn done(&self) {
         if self.shown {
-            eprintln!();
+            eprintln!("\r  100.0% of {:.1} MiB", self.total as f64 / (1 << 20) as f64);
         }
     }
 }
