@@ -20,6 +20,8 @@ enum Command {
     Emit(cli::emit::EmitArgs),
     /// Run every pipeline on generated data (GPU when present, else CPU) and print a table.
     Demo,
+    /// LZ4 page compression to and from the standard frame format.
+    Lz4(cli::lz4::Lz4Args),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         Command::Info => cli::info::run(),
         Command::Emit(args) => cli::emit::run(args),
         Command::Demo => cli::demo::run(),
+        Command::Lz4(args) => cli::lz4::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
