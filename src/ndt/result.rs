@@ -17,9 +17,10 @@ pub enum StopReason {
     /// The Hessian was zero or not finite, so no Newton step exists (e.g. every point is far from
     /// every voxel mean).
     SingularHessian,
-    /// The line search found no better score along the Newton direction (the iteration stalled
-    /// before meeting the epsilons).
-    NoDecrease,
+    /// The line search could not move the pose by more than the epsilons (a seam of the
+    /// piecewise-smooth score: points changing voxels) while the Newton increment was still above
+    /// ten times the epsilons. The pose is the best found, but not a converged optimum.
+    Stalled,
 }
 
 impl StopReason {
@@ -35,7 +36,7 @@ impl StopReason {
             StopReason::MaxIterations => "max_iterations",
             StopReason::NoCorrespondences => "no_correspondences",
             StopReason::SingularHessian => "singular_hessian",
-            StopReason::NoDecrease => "no_decrease",
+            StopReason::Stalled => "stalled",
         }
     }
 }

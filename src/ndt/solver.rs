@@ -6,7 +6,12 @@
 //!    6×6 `∇²f` with every eigenvalue replaced by its magnitude (floored at 1e-9 of the largest),
 //!    so `Δ` is a descent direction even where the score is not locally concave;
 //! 3. stop as converged when `∇²f` is positive definite and `Δ`'s translation and rotation parts
-//!    are below their epsilons; else stop at the iteration cap (never "converged");
+//!    are below their epsilons; else stop at the iteration cap (never "converged").
+//!    The score is only piecewise smooth (a point that crosses a voxel face changes its voxel
+//!    set), so near the optimum the line search can stall at such a seam with `Δ` still a little
+//!    above the epsilons. When the step just taken was below the epsilons (or nothing better was
+//!    found), `Δ` within [`STALL_FACTOR`] times the epsilons also counts as converged; a stall
+//!    farther away stops with [`StopReason::Stalled`] (iterating on would repeat the same step);
 //! 4. search `α ∈ [0, step_max]` along `d = Δ/|Δ|` from `α₀ = min(|Δ|, step_max)` and move to
 //!    `p + α d` (with the search off, take `α₀`).
 //!
@@ -23,6 +28,19 @@ use nalgebra::{Isometry3, SymmetricEigen, Vector6};
 
 /// Relative floor on the eigenvalue magnitudes of the Newton system.
 const EIGEN_FLOOR: f64 = 1e-9;
+
+/// How far the solver may be from the model optimum when the score's discontinuities (points
+/// changing voxels) stop the line search, in multiples of the epsilons.
+const STALL_FACTOR: f64 = 10.0;
+
+/// What the last iteration did, for the convergence test.
+enum Progress {
+    Start,
+    /// Moved by this increment of the 6-vector.
+    Moved(Vector6<f64>),
+    /// The line search found nothing better than the current pose.
+    NoDecrease,
+}
 
 enum Phase {
     /// Waiting for the linearization at the initial pose.
@@ -85,13 +103,14 @@ impl Newton {
             Phase::Done(r) => self.phase = Phase::Done(r),
             Phase::Start => {
                 self.lin = Some(lin);
-                self.next_step();
+                self.next_step(Progress::Start);
             }
             Phase::Step => {
+                let step = self.pending - self.pose;
                 self.pose = self.pending;
                 self.lin = Some(lin);
                 self.iterations += 1;
-                self.next_step();
+                self.next_step(Progress::Moved(step));
             }
             Phase::Search { mut ls, dir } => {
                 let (f, g) = (-lin.score, -lin.gradient.dot(&dir));
@@ -101,13 +120,14 @@ impl Newton {
                         self.phase = Phase::Search { ls, dir };
                     }
                     LineStep::Done(a, best) => {
+                        if std::env::var_os("NDT_TRACE").is_some() { eprintln!("   ls done a {a:.3e} evals {}", ls.evaluations()); }
                         self.lin = Some(best);
                         if a == 0.0 {
-                            self.finish(StopReason::NoDecrease);
+                            self.next_step(Progress::NoDecrease);
                         } else {
                             self.pose += a * dir;
                             self.iterations += 1;
-                            self.next_step();
+                            self.next_step(Progress::Moved(a * dir));
                         }
                     }
                 }
@@ -115,7 +135,7 @@ impl Newton {
         }
     }
 
-    fn next_step(&mut self) {
+    fn next_step(&mut self, progress: Progress) {
         // `lin` is set by every caller before `next_step`.
         let lin = self.lin.as_ref().expect("Newton: linearization present at the accepted pose");
         if lin.correspondences == 0 {
@@ -139,15 +159,28 @@ impl Newton {
         let delta: Vector6<f64> = v * inv.component_mul(&(v.transpose() * lin.gradient));
         let dt = delta.fixed_rows::<3>(0).norm();
         let dr = delta.fixed_rows::<3>(3).norm();
-        if positive_definite && dt < self.params.translation_epsilon_m && dr < self.params.rotation_epsilon_rad {
+        let (eps_t, eps_r) = (self.params.translation_epsilon_m, self.params.rotation_epsilon_rad);
+        let stalled = match progress {
+            Progress::Start => false,
+            Progress::NoDecrease => true,
+            Progress::Moved(s) => s.fixed_rows::<3>(0).norm() < eps_t && s.fixed_rows::<3>(3).norm() < eps_r,
+        };
+        let tol = if stalled { STALL_FACTOR } else { 1.0 };
+        if positive_definite && dt < tol * eps_t && dr < tol * eps_r {
             return self.finish(StopReason::Converged);
+        }
+        if stalled {
+            return self.finish(StopReason::Stalled);
         }
         if self.iterations >= self.params.max_iterations {
             return self.finish(StopReason::MaxIterations);
         }
         let len = delta.norm();
+        if std::env::var_os("NDT_TRACE").is_some() {
+            eprintln!("it {} score {:.3} |dt| {:.2e} |dr| {:.2e} pd {} eig {:?}", self.iterations, lin.score, dt, dr, positive_definite, eig.eigenvalues.as_slice());
+        }
         if !(len > 0.0 && len.is_finite()) {
-            return self.finish(StopReason::NoDecrease);
+            return self.finish(StopReason::Stalled);
         }
         let dir = delta / len;
         let a0 = len.min(self.params.step_max);

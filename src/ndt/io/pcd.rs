@@ -209,7 +209,8 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
     }
     let tokens_per_point: usize = h.fields.iter().map(|f| f.count).sum();
     let mut read = 0usize;
-    for (line_no, line) in text.lines().enumerate() {
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((line_no, line)) = lines.next() {
         if read == h.points {
             break;
         }
@@ -218,8 +219,11 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
             continue;
         }
         if words.len() < tokens_per_point {
+            // A short last line is what a cut-off file looks like.
+            let last = lines.peek().is_none();
             return Err(format!(
-                "ascii point {read} (data line {}) has {} values, fields need {tokens_per_point}",
+                "{}ascii point {read} (data line {}) has {} values, fields need {tokens_per_point}",
+                if last { "truncated: " } else { "" },
                 line_no + 1,
                 words.len()
             ));
