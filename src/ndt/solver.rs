@@ -120,7 +120,6 @@ impl Newton {
                         self.phase = Phase::Search { ls, dir };
                     }
                     LineStep::Done(a, best) => {
-                        if std::env::var_os("NDT_TRACE").is_some() { eprintln!("   ls done a {a:.3e} evals {}", ls.evaluations()); }
                         self.lin = Some(best);
                         if a == 0.0 {
                             self.next_step(Progress::NoDecrease);
@@ -176,9 +175,6 @@ impl Newton {
             return self.finish(StopReason::MaxIterations);
         }
         let len = delta.norm();
-        if std::env::var_os("NDT_TRACE").is_some() {
-            eprintln!("it {} score {:.3} |dt| {:.2e} |dr| {:.2e} pd {} eig {:?}", self.iterations, lin.score, dt, dr, positive_definite, eig.eigenvalues.as_slice());
-        }
         if !(len > 0.0 && len.is_finite()) {
             return self.finish(StopReason::Stalled);
         }
@@ -230,8 +226,8 @@ pub struct AlignJob {
 
 /// Aligns source `source` of `lin` starting at `init`.
 ///
-/// Errors: [`Error::Input`] for bad solver settings or a source index out of range; whatever the
-/// linearizer returns.
+/// Errors: [`Error::Input`] for bad solver settings, a non-finite initial pose or a source index
+/// out of range; whatever the linearizer returns.
 pub fn align<L: Linearize + ?Sized>(
     lin: &mut L,
     source: usize,
@@ -258,6 +254,10 @@ pub fn align_batch<L: Linearize + ?Sized>(
                 job.source,
                 lin.source_count()
             )));
+        }
+        let m = job.init.to_homogeneous();
+        if !m.iter().all(|v| v.is_finite()) {
+            return Err(Error::input(format!("align job initial pose is not finite: {m}")));
         }
         states.push(Newton::new(&job.init, lin.source_len(job.source), *params));
     }
