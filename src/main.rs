@@ -20,6 +20,8 @@ enum Command {
     Emit(cli::emit::EmitArgs),
     /// Run every pipeline on generated data (GPU when present, else CPU) and print a table.
     Demo,
+    /// Align a source point cloud to a target with NDT and print T_target_source.
+    Ndt(cli::ndt::NdtArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         Command::Info => cli::info::run(),
         Command::Emit(args) => cli::emit::run(args),
         Command::Demo => cli::demo::run(),
+        Command::Ndt(args) => cli::ndt::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,4 @@
 pub mod demo;
 pub mod emit;
 pub mod info;
+pub mod ndt;
