@@ -103,7 +103,7 @@ fn written_pcd_round_trips_in_every_encoding_and_drops_non_finite() {
     }
     // binary_compressed (SoA), LZF stream of literal runs only (a valid LZF encoding).
     let mut soa = Vec::new();
-    for p in PTS {
+    for _ in PTS {
         soa.extend(f32::to_le_bytes(7.0));
         soa.extend(f32::to_le_bytes(8.0));
     }

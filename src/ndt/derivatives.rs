@@ -208,3 +208,20 @@ pub fn point_scores(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GaussConstants;
+
+    #[test]
+    fn gauss_constants_by_hand() {
+        // r = 1, o = 0.55: c1 = 4.5, c2 = 0.55, d3 = −ln 0.55.
+        let g = GaussConstants::new(1.0, 0.55).unwrap();
+        let d3 = -(0.55f64).ln();
+        let d1 = -(5.05f64).ln() - d3;
+        let d2 = -2.0 * ((-(4.5 * (-0.5f64).exp() + 0.55).ln() - d3) / d1).ln();
+        assert_eq!((g.d1, g.d2), (d1, d2));
+        assert!((g.d1 + 2.217225).abs() < 1e-6 && (g.d2 - 0.433123).abs() < 1e-6, "{g:?}");
+        assert!(GaussConstants::new(1.0, 0.0).is_err() && GaussConstants::new(0.0, 0.5).is_err());
+    }
+}

@@ -12,7 +12,9 @@ use rayon::prelude::*;
 /// Largest |coordinate / cell side| accepted, so cell indices fit `i32` with room for neighbours.
 pub const MAX_CELL_INDEX: f64 = (1u64 << 30) as f64;
 
-/// The integer cell of `p` for cubes of side `cell_m`, or `None` when it is out of `i32` range.
+/// The integer cell `floor(p[k] · inv_cell)` of `p` for cubes of side `1 / inv_cell`, or `None`
+/// when a coordinate is not finite or the index is beyond ±2³⁰. Callers pass `inv_cell = 1.0 /
+/// cell_m` computed once, so every caller (and a GPU kernel) gets the same cell for the same point.
 #[inline]
 pub fn cell_of(p: [f64; 3], inv_cell: f64) -> Option<[i32; 3]> {
     let mut c = [0i32; 3];

@@ -2,7 +2,9 @@
 //! [`MIN_POINTS_PER_VOXEL`] points, the mean and the inverse of the regularised covariance.
 //!
 //! # Maths
-//! Voxel `(i, j, k) = floor(p / resolution_m)`. For its `n` points: mean `μ = Σp / n`, sample
+//! Voxel `(i, j, k) = floor(p · inv)` per axis, with `inv = 1 / resolution_m` rounded once to f64
+//! and `p` the f32 coordinate widened to f64 (a GPU kernel must compute it the same way to land in
+//! the same voxel; see [`crate::ndt::voxel_grid::cell_of`]). For its `n` points: mean `μ = Σp / n`, sample
 //! covariance `Σ = Σ(p−μ)(p−μ)ᵀ / (n−1)` (two passes, f64). Flat or linear voxels have (near) zero
 //! eigenvalues; as in PCL and ndt_omp, `Σ = V diag(λ) Vᵀ` is rebuilt with every eigenvalue raised to
 //! at least [`MIN_EIGEN_RATIO`] · λ_max, so the inverse exists and stays well conditioned. A voxel
@@ -169,6 +171,14 @@ impl VoxelMap {
     /// Inverse regularised covariances (row-major, 1/m²), indexed by voxel.
     pub fn inv_covariances(&self) -> &[[f64; 9]] {
         &self.inv_covs
+    }
+    /// Means as one flat array `[x0, y0, z0, x1, ...]` of length `3 · len()`, for upload.
+    pub fn means_flat(&self) -> &[f64] {
+        self.means.as_flattened()
+    }
+    /// Inverse covariances as one flat array of `9 · len()` values (row-major per voxel), for upload.
+    pub fn inv_covariances_flat(&self) -> &[f64] {
+        self.inv_covs.as_flattened()
     }
     /// Points per voxel.
     pub fn counts(&self) -> &[u32] {
