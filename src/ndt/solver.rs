@@ -31,7 +31,7 @@ const EIGEN_FLOOR: f64 = 1e-9;
 
 /// How far the solver may be from the model optimum when the score's discontinuities (points
 /// changing voxels) stop the line search, in multiples of the epsilons.
-const STALL_FACTOR: f64 = 10.0;
+pub const STALL_FACTOR: f64 = 10.0;
 
 /// What the last iteration did, for the convergence test.
 enum Progress {
