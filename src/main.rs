@@ -22,6 +22,8 @@ enum Command {
     Demo,
     /// LZ4 page compression to and from the standard frame format.
     Lz4(cli::lz4::Lz4Args),
+    /// Align a source point cloud to a target with NDT and print T_target_source.
+    Ndt(cli::ndt::NdtArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,14 +33,21 @@ fn main() -> ExitCode {
         Command::Emit(args) => cli::emit::run(args),
         Command::Demo => cli::demo::run(),
         Command::Lz4(args) => cli::lz4::run(args),
+        Command::Ndt(args) => cli::ndt::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ptxflow: error: {e}");
+            let mut said = e.to_string();
+            eprintln!("ptxflow: error: {said}");
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
-                eprintln!("  caused by: {s}");
+                // Most messages already quote their cause; print only what is new.
+                let text = s.to_string();
+                if !said.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    said.push_str(&text);
+                }
                 source = s.source();
             }
             ExitCode::FAILURE

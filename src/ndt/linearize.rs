@@ -1,0 +1,106 @@
+//! The seam between the Newton solver and whatever evaluates the NDT objective.
+//!
+//! The solver only ever asks: "for source cloud `s` at pose `p`, what are the score, its gradient
+//! and Hessian, and how many points found a voxel?" ([`Linearize::linearize`]). The request is a
+//! batch, so one implementation holding one target map and many source clouds (on a GPU: device
+//! buffers uploaded once) can serve many alignments at once — [`crate::ndt::align_batch`] steps all
+//! of them in lockstep and sends one batch per round. The method takes `&mut self` (device buffers,
+//! streams, scratch space) and returns [`crate::Result`] so device failures propagate.
+//!
+//! [`CpuLinearizer`] is the reference implementation (rayon over points, f64).
+
+use crate::ndt::derivatives::{linearize_points, GaussConstants};
+use crate::ndt::pose::Pose6;
+use crate::ndt::search::NeighbourSearch;
+use crate::ndt::voxel_map::VoxelMap;
+use crate::{Error, Result};
+use nalgebra::{Matrix6, Vector6};
+
+/// Objective at one pose: score (summed likelihood, maximised), its derivatives with respect to
+/// the [`Pose6`] parameters, and how many source points were paired with at least one voxel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linearization {
+    /// `Σ −d1 e` over all point–voxel pairs (dimensionless, ≥ 0).
+    pub score: f64,
+    /// `∂score/∂p` (per metre for x, y, z; per radian for the angles).
+    pub gradient: Vector6<f64>,
+    /// `∂²score/∂p²`, symmetric.
+    pub hessian: Matrix6<f64>,
+    /// Source points with at least one paired voxel.
+    pub correspondences: usize,
+}
+
+/// One evaluation asked of a [`Linearize`]: source cloud index and pose.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearizeRequest {
+    /// Index of the source cloud (`0..source_count()`).
+    pub source: usize,
+    /// Pose `t_target_source` as the solver's 6-vector.
+    pub pose: Pose6,
+}
+
+/// Evaluates the NDT objective against one target map for one or more source clouds.
+pub trait Linearize {
+    /// Number of source clouds this implementation holds.
+    fn source_count(&self) -> usize;
+
+    /// Number of points in source cloud `source` (the denominator of the per-point likelihood).
+    fn source_len(&self, source: usize) -> usize;
+
+    /// Evaluates every request and returns one [`Linearization`] per request, in order.
+    ///
+    /// Errors: [`Error::Input`] for a source index out of range; implementation-specific errors
+    /// (a GPU implementation: driver and kernel failures).
+    fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>>;
+}
+
+/// The CPU implementation: borrows the map and the source clouds.
+#[derive(Clone, Debug)]
+pub struct CpuLinearizer<'a> {
+    map: &'a VoxelMap,
+    sources: Vec<&'a [[f32; 3]]>,
+    search: NeighbourSearch,
+    gauss: GaussConstants,
+}
+
+impl<'a> CpuLinearizer<'a> {
+    /// A linearizer for `sources` (points in metres, source frame) against `map`.
+    ///
+    /// Errors: [`Error::Input`] for an outlier ratio outside (0, 1).
+    pub fn new(
+        map: &'a VoxelMap,
+        sources: Vec<&'a [[f32; 3]]>,
+        search: NeighbourSearch,
+        outlier_ratio: f64,
+    ) -> Result<Self> {
+        let gauss = GaussConstants::new(map.resolution_m(), outlier_ratio)?;
+        Ok(CpuLinearizer { map, sources, search, gauss })
+    }
+
+    /// The Gaussian constants in use.
+    pub fn gauss(&self) -> GaussConstants {
+        self.gauss
+    }
+
+    /// Evaluates one source at one pose (no batching, no `&mut`).
+    pub fn eval(&self, source: usize, pose: &Pose6) -> Result<Linearization> {
+        let points = self.sources.get(source).ok_or_else(|| {
+            Error::input(format!("source index {source} out of range ({} sources)", self.sources.len()))
+        })?;
+        Ok(linearize_points(self.map, points, pose, self.search, self.gauss))
+    }
+}
+
+impl Linearize for CpuLinearizer<'_> {
+    fn source_count(&self) -> usize {
+        self.sources.len()
+    }
+
+    fn source_len(&self, source: usize) -> usize {
+        self.sources.get(source).map_or(0, |s| s.len())
+    }
+
+    fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>> {
+        requests.iter().map(|r| self.eval(r.source, &r.pose)).collect()
+    }
+}

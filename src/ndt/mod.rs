@@ -1,0 +1,69 @@
+//! NDT (normal distributions transform) scan matching: CPU reference and fallback.
+//!
+//! Pipeline: read clouds ([`io::read_cloud`]), downsample ([`voxel_grid_filter`]), build the
+//! target's [`VoxelMap`] (mean and regularised inverse covariance per voxel, GPU-friendly flat
+//! arrays and hash), then Newton iterations ([`align`]) on Magnusson's score, whose gradient and
+//! Hessian come through the [`Linearize`] seam ([`CpuLinearizer`] here; a GPU implementation
+//! later). Poses are `t_target_source: Isometry3<f64>` (source points into the target frame); the
+//! solver's internal 6-vector is described in [`pose`].
+//!
+//! [`align_clouds`] does it all for one pair of clouds.
+
+pub mod angles;
+pub mod cloud;
+pub mod demo;
+pub mod derivatives;
+pub mod io;
+pub mod line_search;
+pub mod linearize;
+pub mod params;
+pub mod pose;
+pub mod result;
+pub mod search;
+pub mod solver;
+pub mod voxel_grid;
+pub mod voxel_hash;
+pub mod voxel_map;
+
+pub use cloud::PointCloud;
+pub use derivatives::GaussConstants;
+pub use io::read_cloud;
+pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
+pub use params::{NdtParams, SolverParams};
+pub use pose::{isometry_to_pose, pose_error, pose_to_isometry, Pose6};
+pub use result::{NdtResult, StopReason};
+pub use search::NeighbourSearch;
+pub use solver::{align, align_batch, AlignJob};
+pub use voxel_grid::voxel_grid_filter;
+pub use voxel_map::VoxelMap;
+
+use crate::{Error, Result};
+use nalgebra::Isometry3;
+
+/// Aligns `source` to `target` (points in metres) from `init` on the CPU.
+///
+/// Errors: [`Error::Input`] for bad parameters, an empty source, or a target that yields no voxel
+/// with enough points at `params.resolution_m`. Partial or no overlap is not an error: the result's
+/// [`StopReason`] and correspondence count say what happened.
+pub fn align_clouds(
+    target: &[[f32; 3]],
+    source: &[[f32; 3]],
+    init: &Isometry3<f64>,
+    params: &NdtParams,
+) -> Result<NdtResult> {
+    params.validate()?;
+    if source.is_empty() {
+        return Err(Error::input("NDT source cloud has no (finite) points"));
+    }
+    let map = VoxelMap::build(target, params.resolution_m)?;
+    if map.is_empty() {
+        return Err(Error::input(format!(
+            "NDT target ({} points) has no voxel of {} m with at least {} distinct points",
+            target.len(),
+            params.resolution_m,
+            voxel_map::MIN_POINTS_PER_VOXEL
+        )));
+    }
+    let mut lin = CpuLinearizer::new(&map, vec![source], params.search, params.outlier_ratio)?;
+    align(&mut lin, 0, init, &params.solver)
+}
