@@ -16,6 +16,7 @@ pub mod ops;
 pub mod ndt;
 pub mod ptx;
 pub mod rng;
+pub mod rnn;
 pub mod runtime;
 
 pub use error::{Error, Result};

@@ -105,3 +105,17 @@ fn registers_are_declared_in_fixed_class_order() {
     let f64_ = ptx.find(".reg .f64").unwrap();
     assert!(pred < u32_ && u32_ < f64_, "{ptx}");
 }
+
+#[test]
+fn acquire_loads_record_their_isa_needs() {
+    let mut b = KernelBuilder::new("acq");
+    let p = b.param::<U64>("flag");
+    let p = b.global_ptr(&p);
+    let v = b.ld_acquire_gpu::<U32>(p);
+    let _ = b.add(v, 1u32);
+    let k = b.finish();
+    assert_eq!(k.needs_sm(), 70);
+    assert_eq!(k.needs_ptx(), PtxVersion(6, 0));
+    let ptx = Module::single(Target::Sm75, k).emit().unwrap();
+    assert!(ptx.contains("ld.acquire.gpu.global.u32 %r0, [%rd1];"), "{ptx}");
+}

@@ -30,6 +30,7 @@ pub fn run() -> ptxflow::Result<()> {
     rows.extend(core_ops(gpu.clone())?);
     rows.push(ndt_row()?);
     rows.push(lz4_row()?);
+    rows.extend(rnn_rows(gpu.clone())?);
     print_table(&rows);
     Ok(())
 }
@@ -120,4 +121,29 @@ fn lz4_row() -> ptxflow::Result<Row> {
             if back == data { "exact" } else { "MISMATCH" }
         ),
     })
+}
+
+fn rnn_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
+    let r = ptxflow::rnn::demo::run(gpu)?;
+    let chain_agreement = match r.chain_rel_error {
+        Some(e) => format!("max |gpu - f64 ref| / max |ref| = {e:.1e}"),
+        None => "f64 reference (no GPU)".into(),
+    };
+    Ok(vec![
+        Row {
+            pipeline: format!("rnn: encode+GRU({} steps)+low-rank, B={}", r.steps, r.batch),
+            device: r.device.into(),
+            seconds: r.chain_seconds,
+            agreement: chain_agreement,
+        },
+        Row {
+            pipeline: format!("rnn: rSVD {0}x{0} rank {1}", r.rsvd_size, r.rank),
+            device: r.device.into(),
+            seconds: r.rsvd_seconds,
+            agreement: format!(
+                "error {:.4}x optimal; |U^T U - I| {:.1e}, |V^T V - I| {:.1e}",
+                r.rsvd_error_ratio, r.u_orthonormality, r.v_orthonormality
+            ),
+        },
+    ])
 }
