@@ -242,8 +242,8 @@ pub fn build(target: Target) -> Module {
             b.bar_sync();
             let first = b.setp(Cmp::Lt, tid, 32u32);
             b.if_then(first, |b| {
-                let t = b.ld::<F64>(Space::Shared, red.at(0).off(0));
                 let lane_a: Addr = b.shared_index(&red, lane).into();
+                let t = b.ld::<F64>(Space::Shared, lane_a.clone());
                 let t = (1..8).fold(t, |t, q| {
                     let v = b.ld::<F64>(Space::Shared, lane_a.off(8 * 32 * q));
                     b.add(t, v)

@@ -239,6 +239,25 @@ impl GpuRsvd {
         LowRank::new(self.m, self.n, k, uk, s.iter().map(|&x| x as f32).collect(), vt)
     }
 
+    /// Enqueues one product on the uploaded matrix, for benchmarks: `A Omega` (nn) or `A^T Y`
+    /// (tn), each one pass over A.
+    pub fn enqueue_product(&self, transpose: bool) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.gemm(&st, transpose, true)
+    }
+
+    /// Enqueues one orthonormalisation of the range basis (`passes` CholQR passes), for
+    /// benchmarks.
+    pub fn enqueue_orth(&self, passes: u32) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, true, passes)
+    }
+
+    /// Padded sizes (rows, columns) of A on the device.
+    pub fn padded(&self) -> (usize, usize) {
+        (self.mp, self.np)
+    }
+
     /// Uploads `a` and decomposes it.
     pub fn decompose(&mut self, a: &[f32]) -> Result<LowRank> {
         self.upload(a)?;
