@@ -21,6 +21,12 @@ use std::time::{Duration, Instant};
 
 const SHAPE: RolloutShape = RolloutShape { steps: 10, batch: 32 };
 
+/// Device time per call over `n` back-to-back calls (what a steady loop sees).
+fn per_call(s: &std::sync::Arc<ptxflow::runtime::CudaStream>, n: u64, mut f: impl FnMut()) -> f64 {
+    f();
+    common::event_timed(s, n, f).as_secs_f64() / n as f64
+}
+
 fn wall_median(reps: usize, mut f: impl FnMut()) -> f64 {
     f();
     let mut v: Vec<f64> = (0..reps)
@@ -37,6 +43,11 @@ fn wall_median(reps: usize, mut f: impl FnMut()) -> f64 {
 fn gpu(c: &mut Criterion) {
     let Some(gpu) = common::gpu_or_skip() else { return };
     let s = gpu.stream().clone();
+    for id in [ptxflow::kernels::KernelId::RnnGruRollout, ptxflow::kernels::KernelId::RnnOrth, ptxflow::kernels::KernelId::RnnGemmNn] {
+        if let Ok(r) = gpu.kernel_resources(id) {
+            println!("SUMMARY gpu/rnn resources {}: {} registers, {} B static shared, {} B local", id.name(), r.registers, r.static_shared_bytes, r.local_bytes);
+        }
+    }
     let mut rng = Rng::new(1);
     let mut g = c.benchmark_group("gpu/rnn");
     g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
@@ -52,7 +63,7 @@ fn gpu(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new(*name, "b32"), |b| {
             b.iter_custom(|it| common::event_timed(&s, it, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense")))
         });
-        dense_us[i] = 1e6 * common::median_secs(&s, 50, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense"));
+        dense_us[i] = 1e6 * per_call(&s, 200, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense"));
     }
 
     // GRU rollouts, device-resident inputs.
@@ -67,7 +78,7 @@ fn gpu(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
             b.iter_custom(|it| common::event_timed(&s, it, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout")))
         });
-        let t = common::median_secs(&s, 50, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
+        let t = per_call(&s, 100, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
         gg.check(&s).expect("barriers");
         gru_us.push((name, 1e6 * t, gg.blocks(), gg.units_per_block()));
     }
@@ -93,9 +104,9 @@ fn gpu(c: &mut Criterion) {
             r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
         });
-        let nn = common::median_secs(&s, 20, || r.enqueue_product(false).expect("gemm"));
-        let tn = common::median_secs(&s, 20, || r.enqueue_product(true).expect("gemm"));
-        let orth = common::median_secs(&s, 20, || r.enqueue_orth(2).expect("orth"));
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
         rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth));
     }
 
@@ -108,12 +119,12 @@ fn gpu(c: &mut Criterion) {
     let cs = chain.stream().clone();
     g.throughput(Throughput::Elements(32 * 256));
     g.bench_function(BenchmarkId::new("chain_eager", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue().expect("chain"))));
-    let eager_us = 1e6 * common::median_secs(&cs, 50, || chain.enqueue().expect("chain"));
+    let eager_us = 1e6 * per_call(&cs, 100, || chain.enqueue().expect("chain"));
     let graph = chain.capture_graph();
     let graph_us = match &graph {
         Ok(()) => {
             g.bench_function(BenchmarkId::new("chain_graph", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue_graph().expect("graph"))));
-            Some(1e6 * common::median_secs(&cs, 50, || chain.enqueue_graph().expect("graph")))
+            Some(1e6 * per_call(&cs, 100, || chain.enqueue_graph().expect("graph")))
         }
         Err(e) => {
             eprintln!("chain graph capture failed: {e}");
@@ -141,7 +152,7 @@ fn gpu(c: &mut Criterion) {
     g.finish();
 
     let name = &gpu.facts().name;
-    println!("SUMMARY gpu/rnn on {name}: dense+ReLU 32x64->128 {:.1} us (f16 weights {:.1} us), target < 8 us", dense_us[0], dense_us[1]);
+    println!("SUMMARY gpu/rnn on {name} (device time per call, back-to-back): dense+ReLU 32x64->128 {:.1} us (f16 weights {:.1} us), target < 8 us", dense_us[0], dense_us[1]);
     for (n, us, blocks, units) in &gru_us {
         let target = if n.starts_with("gru_rollout") { 40.0 } else { 60.0 };
         println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks x {units} units), target < {target} us");

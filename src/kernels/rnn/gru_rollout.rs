@@ -19,10 +19,10 @@
 //!    `h' = n + z (h - n)` (one fma); h' goes to `hraw[e][t]`;
 //! 3. grid barrier, split: after arriving, the block stages `x_{t+1}` and computes
 //!    `gi = W_ih x_{t+1} + b_ih` (independent of h) while the other blocks arrive;
-//! 4. every block reads all of `hraw[e][t]`, one warp per batch row (float4 per lane), applies
-//!    layer norm (two warp sums: mean, then variance about the mean) and dropout (hash of
-//!    (e, t, row, unit) vs a threshold, kept values times 1/(1-p)) and stores the result as the
-//!    new shared h; the units it owns also go to `out[e][t]`.
+//! 4. every block copies all of `hraw[e][t]` into its shared h (four float4 loads per thread in
+//!    flight at once), then, one warp per batch row (float4 per lane), applies layer norm (two
+//!    warp sums: mean, then variance about the mean) and dropout (hash of (e, t, row, unit) vs a
+//!    threshold, kept values times 1/(1-p)) in place; the units it owns also go to `out[e][t]`.
 //! All blocks compute identical h (same data, same operation order), so no second barrier is
 //! needed. Member barriers are independent: members do not wait for each other.
 
@@ -87,23 +87,38 @@ fn params(b: &mut KernelBuilder) -> (P, Reg<U64>) {
     (p, g[10])
 }
 
-/// Copies `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r at `row_elem(r)`) to
-/// shared `dst` (offset in floats, row stride k), float4 per thread-iteration.
-fn copy_rows(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>) {
+/// float4 copies each thread issues before it stores any (loads in flight together; 8 would
+/// need ~180 registers on sm_90 and halve the blocks per SM).
+const UNROLL: u32 = 4;
+
+/// Copies `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r starts at element
+/// `row_elem(r)`) to shared `dst` (offset in floats, row stride k). Each thread issues up to
+/// [`UNROLL`] float4 loads, then their stores, so one L2 round trip covers each group.
+#[allow(clippy::too_many_arguments)]
+fn copy_rows(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>, nc: bool) {
     let k4 = b.shr(k, 2u32);
     let total = b.mul(rows, k4);
-    b.for_range(tid, total, THREADS, |b, idx, _| {
-        let r = b.div(idx, k4);
-        let c = b.rem(idx, k4);
-        let c = b.shl(c, 2u32);
-        let base = row_elem(b, r);
-        let e = b.add(base, c);
-        let ga = b.index_addr(src, e, 4);
-        let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
-        let se = b.mad(r, k, c);
-        let se = b.add(se, dst);
-        let sa = b.shared_index(smem, se);
-        b.st_v4(Space::Shared, sa, v);
+    b.for_range(tid, total, THREADS * UNROLL, |b, base, _| {
+        let mut pending = Vec::with_capacity(UNROLL as usize);
+        for u in 0..UNROLL {
+            let idx = b.add(base, THREADS * u);
+            let live = b.setp(Cmp::Lt, idx, total);
+            let r = b.div(idx, k4);
+            let c = b.rem(idx, k4);
+            let c = b.shl(c, 2u32);
+            let se = b.mad(r, k, c);
+            let se = b.add(se, dst);
+            let sa = b.shared_index(smem, se);
+            let start = row_elem(b, r);
+            let e = b.add(start, c);
+            let ga = b.index_addr(src, e, 4);
+            let mut v = None;
+            b.guarded(live, false, |b| v = Some(b.ld_v4::<F32>(if nc { Space::GlobalNc } else { Space::Global }, ga)));
+            pending.push((v.expect("the closure always runs"), live, sa));
+        }
+        for (v, live, sa) in pending {
+            b.guarded(live, false, |b| b.st_v4(Space::Shared, sa, v));
+        }
     });
 }
 
@@ -155,12 +170,12 @@ pub fn build(target: Target) -> Module {
         let gr = grow(b, lr);
         let t = b.mul(gr, p.h);
         b.add(t, e_whh)
-    });
+    }, true);
     copy_rows(&mut b, &smem, o_wi, r, p.ip, tid, p.w_ih, &|b, lr| {
         let gr = grow(b, lr);
         let t = b.mul(gr, p.ip);
         b.add(t, e_wih)
-    });
+    }, true);
     let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| {
         let gr = grow(b, lr);
         let i = b.add(gr, e_h3);
@@ -172,7 +187,7 @@ pub fn build(target: Target) -> Module {
             let tr = b.mad(t, p.bp, row);
             let base = b.mul(tr, p.ip);
             b.add(base, e_x)
-        });
+        }, true);
         b.bar_sync();
         let mv = MatVec { smem: &smem, src: zero, w: o_wi, out: o_gi, k: p.ip, rows: p.bp, wrows: r, bias: Some(&bias_ih) };
         matvec(b, &mv, lane, warp);
@@ -182,7 +197,7 @@ pub fn build(target: Target) -> Module {
     copy_rows(&mut b, &smem, zero, p.bp, p.h, tid, p.h0, &|b, row| {
         let t = b.mul(e, bh);
         b.mad(row, p.h, t)
-    });
+    }, true);
     b.bar_sync();
 
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
@@ -236,6 +251,9 @@ pub fn build(target: Target) -> Module {
         let more = b.setp(Cmp::Lt, t1, p.steps);
         b.if_then(more, |b| input_projection(b, t1));
         gb.wait(b);
+        // hraw[e][t] (written by every block of the member) -> shared h, then the transform.
+        copy_rows(b, &smem, zero, p.bp, p.h, tid, p.hraw, &|b, row| b.mad(row, p.h, step_base), false);
+        b.bar_sync();
         load_state(b, &p, &smem, t, step_base, j0, e, lane, warp);
         b.bar_sync();
     });
@@ -243,7 +261,8 @@ pub fn build(target: Target) -> Module {
     Module::single(target, b.finish())
 }
 
-/// Step 4 of the module notes: hraw[e][t] -> (layer norm, dropout) -> shared h and out.
+/// Step 4 of the module notes, after hraw[e][t] was copied into the shared h: layer norm and
+/// dropout in place, and the block's own units to `out`.
 #[allow(clippy::too_many_arguments)]
 fn load_state(b: &mut KernelBuilder, p: &P, smem: &SharedArray<F32>, t: Reg<U32>, step_base: Reg<U32>, j0: Reg<U32>, e: Reg<U32>, lane: Reg<U32>, warp: Reg<U32>) {
     let chunks = b.shr(p.h, 7u32);
@@ -256,11 +275,8 @@ fn load_state(b: &mut KernelBuilder, p: &P, smem: &SharedArray<F32>, t: Reg<U32>
         let sum = b.mov(0.0f32);
         b.for_range(0u32, chunks, 1u32, |b, c, _| {
             let k = b.mad(c, 128u32, rbase);
-            let gi = b.add(k, step_base);
-            let ga = b.index_addr(p.hraw, gi, 4);
-            let v = b.ld_v4::<F32>(Space::Global, ga);
             let sa = b.shared_index(smem, k);
-            b.st_v4(Space::Shared, sa, v);
+            let v = b.ld_v4::<F32>(Space::Shared, sa);
             for x in v {
                 let s = b.add(sum, x);
                 b.mov_to(sum, s);

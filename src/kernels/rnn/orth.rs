@@ -13,14 +13,17 @@
 //! - grid barrier; B: `gram[e] = sum_p partial[p][e]`, 32 entries per block at a time: eight
 //!   threads per entry sum p = q, q + 8, ... and thread q = 0 adds the eight in order
 //!   (deterministic); grid barrier;
-//! - C (every block, redundantly and identically): warp 0 adds the shift (first pass), factors
-//!   `G = R^T R` (lane owns columns {l, 47 - l} for l < 16 and {l} for l >= 16, balancing the
-//!   trailing updates; `bar.warp.sync` between steps) and inverts R column by column into the
-//!   shared G array; block 0 also multiplies R_total;
-//! - D: each slab is restaged and overwritten by `Q = Y R^{-1}` (f64 fma over a ascending, then
-//!   rounded to f32): thread t computes row t / 8, columns t % 8 + 8q.
+//! - C (every block, redundantly and identically): loads `[G | I]` (48 x 96 f64), adds the shift
+//!   on the first pass (every thread sums the trace itself, j ascending), then eliminates: step
+//!   j updates rows a > j, L entries each (left columns > j, right columns <= j), one entry per
+//!   thread-iteration (`m = G'_aj / d_j`, `fma(-m, row_j, row_a)`), barrier; finally the
+//!   per-column scales `1 / sqrt(d_c)` and R's diagonal; block 0 also multiplies R_total;
+//! - D: each slab is restaged and overwritten by `Q = Y R^{-1}`: `q_c = (sum_a y_a E_ca) s_c`
+//!   (f64 fma over a ascending, then rounded to f32): thread t computes row t / 8, columns
+//!   t % 8 + 8q.
 //!
-//! Shared memory: the slab (6 KiB f32), G/X and R (18 KiB f64 each), reduction scratch (2 KiB).
+//! Shared memory: the slab (6 KiB f32), `[G | I]` (36 KiB f64), reduction scratch (2 KiB),
+//! three 48-entry f64 vectors.
 
 use super::barrier::GridBarrier;
 use crate::ptx::*;
@@ -56,113 +59,6 @@ fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArr
     }
 }
 
-/// Columns owned by `lane` in the Cholesky: (column, valid) pairs.
-fn lane_columns(b: &mut KernelBuilder, lane: Reg<U32>) -> [(Reg<U32>, Reg<Pred>); 2] {
-    let c1 = b.sub(47u32, lane);
-    let v1 = b.setp(Cmp::Lt, lane, 16u32);
-    let always = b.setp(Cmp::Eq, lane, lane);
-    [(lane, always), (c1, v1)]
-}
-
-fn cholesky_and_inverse(b: &mut KernelBuilder, gs: &SharedArray<F64>, rs: &SharedArray<F64>, lane: Reg<U32>) {
-    let cols = lane_columns(b, lane);
-    b.for_range(0u32, WIDTH, 1u32, |b, j, _| {
-        let jj = b.mad(j, WIDTH + 1, 0u32);
-        let da = b.shared_index(gs, jj);
-        let d = b.ld::<F64>(Space::Shared, da);
-        let pos = b.setp(Cmp::Gt, d, 0.0f64);
-        let sq = b.sqrt(d);
-        let rjj = b.selp(sq, 1.0f64, pos);
-        for &(c, valid) in &cols {
-            b.if_then(valid, |b| {
-                let e = b.mad(j, WIDTH, c);
-                let ga = b.shared_index(gs, e);
-                let g = b.ld::<F64>(Space::Shared, ga);
-                let q = b.div(g, rjj);
-                let q = b.selp(q, 0.0f64, pos);
-                let above = b.setp(Cmp::Gt, c, j);
-                let on = b.setp(Cmp::Eq, c, j);
-                let v = b.selp(q, 0.0f64, above);
-                let v = b.selp(rjj, v, on);
-                let ra = b.shared_index(rs, e);
-                b.st(Space::Shared, ra, v);
-            });
-        }
-        b.warp_sync(FULL_MASK);
-        for &(c, valid) in &cols {
-            let above = b.setp(Cmp::Gt, c, j);
-            let go = b.and(valid, above);
-            b.if_then(go, |b| {
-                let rjc_i = b.mad(j, WIDTH, c);
-                let rjc_a = b.shared_index(rs, rjc_i);
-                let rjc = b.ld::<F64>(Space::Shared, rjc_a);
-                let start = b.add(j, 1u32);
-                let end = b.add(c, 1u32);
-                b.for_range(start, end, 1u32, |b, a, _| {
-                    let rja_i = b.mad(j, WIDTH, a);
-                    let rja_a = b.shared_index(rs, rja_i);
-                    let rja = b.ld::<F64>(Space::Shared, rja_a);
-                    let nrja = b.neg(rja);
-                    let gi = b.mad(a, WIDTH, c);
-                    let ga = b.shared_index(gs, gi);
-                    let g = b.ld::<F64>(Space::Shared, ga);
-                    let ng = b.fma(nrja, rjc, g);
-                    b.st(Space::Shared, ga, ng);
-                });
-            });
-        }
-        b.warp_sync(FULL_MASK);
-    });
-    // X = R^{-1}, column c by its lane, into the G array (G is no longer needed).
-    for &(c, valid) in &cols {
-        b.if_then(valid, |b| {
-            let cc = b.mad(c, WIDTH + 1, 0u32);
-            let ra = b.shared_index(rs, cc);
-            let rcc = b.ld::<F64>(Space::Shared, ra);
-            let one = b.mov(1.0f64);
-            let xcc = b.div(one, rcc);
-            let xa = b.shared_index(gs, cc);
-            b.st(Space::Shared, xa, xcc);
-            // Rows below the diagonal are zero.
-            let below = b.add(c, 1u32);
-            b.for_range(below, WIDTH, 1u32, |b, i, _| {
-                let e = b.mad(i, WIDTH, c);
-                let a = b.shared_index(gs, e);
-                b.st(Space::Shared, a, 0.0f64);
-            });
-            // Rows above, from the diagonal up: x_ic = -(sum_{k=i+1..=c} r_ik x_kc) / r_ii.
-            let i = b.mov(c);
-            b.loop_forever(|b, brk, _| {
-                let done = b.setp(Cmp::Eq, i, 0u32);
-                b.bra_if(done, brk);
-                let im = b.sub(i, 1u32);
-                b.mov_to(i, im);
-                let s = b.mov(0.0f64);
-                let k0 = b.add(i, 1u32);
-                let k1 = b.add(c, 1u32);
-                b.for_range(k0, k1, 1u32, |b, k, _| {
-                    let rik_i = b.mad(i, WIDTH, k);
-                    let rik_a = b.shared_index(rs, rik_i);
-                    let rik = b.ld::<F64>(Space::Shared, rik_a);
-                    let xkc_i = b.mad(k, WIDTH, c);
-                    let xkc_a = b.shared_index(gs, xkc_i);
-                    let xkc = b.ld::<F64>(Space::Shared, xkc_a);
-                    let ns = b.fma(rik, xkc, s);
-                    b.mov_to(s, ns);
-                });
-                let ii = b.mad(i, WIDTH + 1, 0u32);
-                let ria = b.shared_index(rs, ii);
-                let rii = b.ld::<F64>(Space::Shared, ria);
-                let negs = b.neg(s);
-                let x = b.div(negs, rii);
-                let e = b.mad(i, WIDTH, c);
-                let xa = b.shared_index(gs, e);
-                b.st(Space::Shared, xa, x);
-            });
-        });
-    }
-}
-
 /// Builds the module.
 pub fn build(target: Target) -> Module {
     let mut b = KernelBuilder::new("rnn_orth");
@@ -178,9 +74,11 @@ pub fn build(target: Target) -> Module {
     let (y, partial, gram, rt, bar) = (b.global_ptr(&py), b.global_ptr(&ppart), b.global_ptr(&pgram), b.global_ptr(&prt), b.global_ptr(&pbar));
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
     let ys = b.shared_array::<F32>("slab", SLAB * WIDTH);
-    let gs = b.shared_array::<F64>("g", WW);
-    let rs = b.shared_array::<F64>("r", WW);
+    let aug = b.shared_array::<F64>("aug", 2 * WW);
     let red = b.shared_array::<F64>("red", 256);
+    let svec = b.shared_array::<F64>("scale", WIDTH);
+    let rdiag = b.shared_array::<F64>("rdiag", WIDTH);
+    let rscale = b.shared_array::<F64>("rscale", WIDTH);
     let tid = b.special(Special::TidX);
     let blk = b.special(Special::CtaidX);
     let nblk = b.special(Special::NctaidX);
@@ -199,19 +97,26 @@ pub fn build(target: Target) -> Module {
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
             stage_slab(b, y, slab, &ys, tid);
             b.bar_sync();
-            let abase: Addr = { let i = b.mul(ti, 3u32); b.shared_index(&ys, i).into() };
-            let bbase: Addr = { let j = b.mul(tj, 3u32); b.shared_index(&ys, j).into() };
-            for r in 0..SLAB {
-                let row = i64::from(r * WIDTH * 4);
-                let av: Vec<Reg<F64>> = (0..3).map(|i| { let v = b.ld::<F32>(Space::Shared, abase.off(row + 4 * i)); b.cvt::<F64, F32>(v) }).collect();
-                let bv: Vec<Reg<F64>> = (0..3).map(|j| { let v = b.ld::<F32>(Space::Shared, bbase.off(row + 4 * j)); b.cvt::<F64, F32>(v) }).collect();
-                for i in 0..3 {
-                    for j in 0..3 {
-                        let s = b.fma(av[i], bv[j], acc[i * 3 + j]);
-                        b.mov_to(acc[i * 3 + j], s);
+            // Rows in groups of 4 (a runtime loop keeps register pressure low).
+            b.for_range(0u32, SLAB, 4u32, |b, r0, _| {
+                let ia = b.mad(r0, WIDTH, 0u32);
+                let ia = b.mad(ti, 3u32, ia);
+                let abase: Addr = b.shared_index(&ys, ia).into();
+                let ib = b.mad(r0, WIDTH, 0u32);
+                let ib = b.mad(tj, 3u32, ib);
+                let bbase: Addr = b.shared_index(&ys, ib).into();
+                for r in 0..4u32 {
+                    let row = i64::from(r * WIDTH * 4);
+                    let av: Vec<Reg<F64>> = (0..3).map(|i| { let v = b.ld::<F32>(Space::Shared, abase.off(row + 4 * i)); b.cvt::<F64, F32>(v) }).collect();
+                    let bv: Vec<Reg<F64>> = (0..3).map(|j| { let v = b.ld::<F32>(Space::Shared, bbase.off(row + 4 * j)); b.cvt::<F64, F32>(v) }).collect();
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            let s = b.fma(av[i], bv[j], acc[i * 3 + j]);
+                            b.mov_to(acc[i * 3 + j], s);
+                        }
                     }
                 }
-            }
+            });
             b.bar_sync();
         });
         let pbase = b.mul(blk, WW);
@@ -254,80 +159,146 @@ pub fn build(target: Target) -> Module {
             b.bar_sync();
         });
         gb.sync(b);
-        // C: every block factors and inverts the same G.
+        // C: every block eliminates the same [G | I].
         for q in 0..9u32 {
             let e = b.add(tid, 256 * q);
             let ga = b.index_addr(gram, e, 8);
             let v = b.ld::<F64>(Space::Global, ga);
-            let sa = b.shared_index(&gs, e);
-            b.st(Space::Shared, sa, v);
+            let i = b.div(e, WIDTH);
+            let c = b.rem(e, WIDTH);
+            let left = b.mad(i, 2 * WIDTH, c);
+            let la = b.shared_index(&aug, left);
+            b.st(Space::Shared, la, v);
+            let on = b.setp(Cmp::Eq, i, c);
+            let one = b.selp(1.0f64, 0.0f64, on);
+            let right = b.add(left, WIDTH);
+            let ra = b.shared_index(&aug, right);
+            b.st(Space::Shared, ra, one);
         }
         b.bar_sync();
-        let warp0 = b.setp(Cmp::Eq, warp, 0u32);
-        b.if_then(warp0, |b| {
-            let first_pass = b.setp(Cmp::Eq, pass, 0u32);
-            b.if_then(first_pass, |b| {
-                // trace over the first l diagonal entries, then the shift on them.
-                let part = b.mov(0.0f64);
-                for q in 0..2u32 {
-                    let c = b.add(lane, 32 * q);
-                    let inside = b.setp(Cmp::Lt, c, l);
-                    b.if_then(inside, |b| {
-                        let d = b.mad(c, WIDTH + 1, 0u32);
-                        let a = b.shared_index(&gs, d);
-                        let v = b.ld::<F64>(Space::Shared, a);
-                        let s = b.add(part, v);
-                        b.mov_to(part, s);
-                    });
-                }
-                let trace = b.warp_sum(part);
-                let rl = b.mul(rows, l);
-                let l1 = b.add(l, 1u32);
-                let ll = b.mul(l, l1);
-                let cnt = b.add(rl, ll);
-                let cnt = b.cvt::<F64, U32>(cnt);
-                let k = b.mul(cnt, SHIFT_C);
-                let shift = b.mul(k, trace);
-                for q in 0..2u32 {
-                    let c = b.add(lane, 32 * q);
-                    let inside = b.setp(Cmp::Lt, c, l);
-                    b.if_then(inside, |b| {
-                        let d = b.mad(c, WIDTH + 1, 0u32);
-                        let a = b.shared_index(&gs, d);
-                        let v = b.ld::<F64>(Space::Shared, a);
-                        let s = b.add(v, shift);
-                        b.st(Space::Shared, a, s);
-                    });
-                }
-                b.warp_sync(FULL_MASK);
+        let first_pass = b.setp(Cmp::Eq, pass, 0u32);
+        b.if_then(first_pass, |b| {
+            let trace = b.mov(0.0f64);
+            b.for_range(0u32, l, 1u32, |b, j, _| {
+                let d = b.mul(j, 2 * WIDTH + 1);
+                let a = b.shared_index(&aug, d);
+                let v = b.ld::<F64>(Space::Shared, a);
+                let t = b.add(trace, v);
+                b.mov_to(trace, t);
             });
-            cholesky_and_inverse(b, &gs, &rs, lane);
+            let rl = b.mul(rows, l);
+            let l1 = b.add(l, 1u32);
+            let ll = b.mul(l, l1);
+            let cnt = b.add(rl, ll);
+            let cnt = b.cvt::<F64, U32>(cnt);
+            let k = b.mul(cnt, SHIFT_C);
+            let shift = b.mul(k, trace);
+            b.bar_sync();
+            let mine = b.setp(Cmp::Lt, tid, l);
+            b.if_then(mine, |b| {
+                let d = b.mul(tid, 2 * WIDTH + 1);
+                let a = b.shared_index(&aug, d);
+                let v = b.ld::<F64>(Space::Shared, a);
+                let v = b.add(v, shift);
+                b.st(Space::Shared, a, v);
+            });
+            b.bar_sync();
+        });
+        b.for_range(0u32, WIDTH, 1u32, |b, j, _| {
+            let dj = b.mul(j, 2 * WIDTH + 1);
+            let da = b.shared_index(&aug, dj);
+            let d = b.ld::<F64>(Space::Shared, da);
+            let live = b.setp(Cmp::Gt, d, 0.0f64);
+            let one = b.mov(1.0f64);
+            let inv = b.div(one, d);
+            let inv = b.selp(inv, 0.0f64, live);
+            let left_n = b.sub(WIDTH - 1, j);
+            let total = b.mul(left_n, WIDTH);
+            let j1 = b.add(j, 1u32);
+            let rowj = b.mul(j, 2 * WIDTH);
+            b.for_range(tid, total, THREADS, |b, e, _| {
+                let ar = b.div(e, WIDTH);
+                let ci = b.rem(e, WIDTH);
+                let a = b.add(j1, ar);
+                let is_left = b.setp(Cmp::Lt, ci, left_n);
+                let cl = b.add(j1, ci);
+                let cr = b.sub(ci, left_n);
+                let cr = b.add(cr, WIDTH);
+                let col = b.selp(cl, cr, is_left);
+                let rowa = b.mul(a, 2 * WIDTH);
+                let maj = b.add(rowa, j);
+                let maa = b.shared_index(&aug, maj);
+                let gaj = b.ld::<F64>(Space::Shared, maa);
+                let m = b.mul(gaj, inv);
+                let nm = b.neg(m);
+                let src = b.add(rowj, col);
+                let sa = b.shared_index(&aug, src);
+                let sv = b.ld::<F64>(Space::Shared, sa);
+                let dst = b.add(rowa, col);
+                let dsa = b.shared_index(&aug, dst);
+                let dv = b.ld::<F64>(Space::Shared, dsa);
+                let nv = b.fma(nm, sv, dv);
+                b.st(Space::Shared, dsa, nv);
+            });
+            b.bar_sync();
+        });
+        let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
+        b.if_then(diag_thread, |b| {
+            let dj = b.mul(tid, 2 * WIDTH + 1);
+            let da = b.shared_index(&aug, dj);
+            let d = b.ld::<F64>(Space::Shared, da);
+            let live = b.setp(Cmp::Gt, d, 0.0f64);
+            let sq = b.sqrt(d);
+            let one = b.mov(1.0f64);
+            let sc = b.div(one, sq);
+            let s_v = b.selp(sc, 1.0f64, live);
+            let rd = b.selp(sq, 1.0f64, live);
+            let rs_v = b.selp(sc, 0.0f64, live);
+            let a = b.shared_index(&svec, tid);
+            b.st(Space::Shared, a, s_v);
+            let a = b.shared_index(&rdiag, tid);
+            b.st(Space::Shared, a, rd);
+            let a = b.shared_index(&rscale, tid);
+            b.st(Space::Shared, a, rs_v);
         });
         b.bar_sync();
-        // Block 0: R_total <- R R_total (pass 0: R), ping-pong between the two rt slots.
+        // Block 0: R_total <- R R_total (pass 0: R), ping-pong between the two rt slots. R is
+        // formed on the fly: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i), 0 (k < i).
         let blk0 = b.setp(Cmp::Eq, blk, 0u32);
         b.if_then(blk0, |b| {
             let slot = b.and(pass, 1u32);
             let dst = b.mul(slot, WW);
             let src = b.sub(WW, dst);
+            let first = b.setp(Cmp::Eq, pass, 0u32);
             for q in 0..9u32 {
                 let e = b.add(tid, 256 * q);
                 let i = b.div(e, WIDTH);
                 let j = b.rem(e, WIDTH);
+                let rda = b.shared_index(&rdiag, i);
+                let rd = b.ld::<F64>(Space::Shared, rda);
+                let rsa = b.shared_index(&rscale, i);
+                let rsc = b.ld::<F64>(Space::Shared, rsa);
+                let rowi = b.mul(i, 2 * WIDTH);
+                let r_of = |b: &mut KernelBuilder, k: Reg<U32>| {
+                    let ui = b.add(rowi, k);
+                    let ua = b.shared_index(&aug, ui);
+                    let u = b.ld::<F64>(Space::Shared, ua);
+                    let t = b.mul(u, rsc);
+                    let above = b.setp(Cmp::Gt, k, i);
+                    let t = b.selp(t, 0.0f64, above);
+                    let on = b.setp(Cmp::Eq, k, i);
+                    b.selp(rd, t, on)
+                };
                 let v = b.mov(0.0f64);
-                let first_pass = b.setp(Cmp::Eq, pass, 0u32);
                 b.if_else(
-                    first_pass,
+                    first,
                     |b| {
-                        let a = b.shared_index(&rs, e);
-                        let r = b.ld::<F64>(Space::Shared, a);
+                        let r = r_of(b, j);
                         b.mov_to(v, r);
                     },
                     |b| {
                         b.for_range(0u32, WIDTH, 1u32, |b, k, _| {
-                            let ri = b.mad(i, WIDTH, k);
-                            let ra = b.shared_index(&rs, ri);
-                            let r = b.ld::<F64>(Space::Shared, ra);
+                            let r = r_of(b, k);
                             let ti_ = b.mad(k, WIDTH, j);
                             let ti_ = b.add(ti_, src);
                             let ta = b.index_addr(rt, ti_, 8);
@@ -342,25 +313,34 @@ pub fn build(target: Target) -> Module {
                 b.st(Space::Global, da, v);
             }
         });
-        // D: Q = Y X over the block's slabs, in place.
+        // D: Q = Y R^{-1} over the block's slabs, in place: q_c = (sum_a y_a E_ca) s_c.
         let r_row = b.shr(tid, 3u32);
         let cq = b.and(tid, 7u32);
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
             stage_slab(b, y, slab, &ys, tid);
             b.bar_sync();
-            let yrow: Addr = { let i = b.mul(r_row, WIDTH); b.shared_index(&ys, i).into() };
+            let yrow: Addr = {
+                let i = b.mul(r_row, WIDTH);
+                b.shared_index(&ys, i).into()
+            };
             for q in 0..6u32 {
                 let c = b.add(cq, 8 * q);
-                let xcol: Addr = b.shared_index(&gs, c).into();
+                let erow: Addr = {
+                    let i = b.mad(c, 2 * WIDTH, WIDTH);
+                    b.shared_index(&aug, i).into()
+                };
                 let s = b.mov(0.0f64);
                 for a in 0..WIDTH {
                     let yv = b.ld::<F32>(Space::Shared, yrow.off(4 * i64::from(a)));
                     let yv = b.cvt::<F64, F32>(yv);
-                    let xv = b.ld::<F64>(Space::Shared, xcol.off(8 * i64::from(a * WIDTH)));
-                    let ns = b.fma(yv, xv, s);
+                    let ev = b.ld::<F64>(Space::Shared, erow.off(8 * i64::from(a)));
+                    let ns = b.fma(yv, ev, s);
                     b.mov_to(s, ns);
                 }
-                let out = b.cvt::<F32, F64>(s);
+                let sa = b.shared_index(&svec, c);
+                let sc = b.ld::<F64>(Space::Shared, sa);
+                let v = b.mul(s, sc);
+                let out = b.cvt::<F32, F64>(v);
                 let grow = b.mad(slab, SLAB, r_row);
                 let e = b.mad(grow, WIDTH, c);
                 let ga = b.index_addr(y, e, 4);
