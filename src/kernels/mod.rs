@@ -8,6 +8,7 @@
 #![allow(clippy::module_inception)]
 
 pub mod core_ops;
+pub mod ndt;
 
 use crate::ptx::{Module, Target};
 
@@ -47,6 +48,8 @@ kernel_table! {
     CoreCorrectAdd => core_ops::correct_add::build, "core_correct_add", [Sm75];
     /// Sum of f32 values into an f64 total (block reduction, one atomic per block).
     CoreReduceSum => core_ops::reduce_sum::build, "core_reduce_sum", [Sm75];
+    /// NDT score, gradient and Hessian of many (source, pose) requests: fused per point, f64 reduction.
+    NdtDerivatives => ndt::derivatives::build, "ndt_derivatives", [Sm75];
 }
 
 impl KernelId {

@@ -1,0 +1,486 @@
+//! `ndt_derivatives`: NDT score, gradient and Hessian of many (source cloud, pose) requests against
+//! one voxel map, in one launch, fused per point and reduced on the device in f64.
+//!
+//! # Launch
+//! Grid `(blocks_per_request, requests, 1)`, blocks of exactly [`BLOCK`] threads (`.reqntid`).
+//! Block `(x, y)` serves request `y` and grid-strides over its points: point `i` is taken by
+//! thread `i mod (BLOCK · blocks_per_request)`.
+//!
+//! # Memory
+//! - `points`: source clouds as f32 `[x, y, z]` (12 bytes per point), concatenated;
+//! - `voxels`: per voxel 9 f64 `[μx, μy, μz, C00, C01, C02, C11, C12, C22]` (mean in m, the upper
+//!   triangle of the symmetric inverse covariance in 1/m²);
+//! - `slots`: the CPU's `VoxelHash` table, `[ix, iy, iz, voxel]` as i32 (16 bytes, one vector
+//!   load), `slot_mask = capacity − 1`; probed exactly as `ndt::voxel_hash` documents;
+//! - `requests`: [`REQUEST_BYTES`] per request: f64 `sin a, cos a, sin b, cos b, sin c, cos c,
+//!   tx, ty, tz` then u32 `first_point, point_count` (may live in mapped host memory);
+//! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
+//! - `counters`: one u32 per request, zero between launches (the last block resets it);
+//! - `results`: [`VALUES`] f64 per request (may live in mapped host memory).
+//!
+//! # What each block does
+//! 1. Thread 0 reads the request and computes `R` and its 9 angular derivative matrices from the
+//!    sines and cosines ([`super::rotation`], CPU operation order) into shared memory, with the
+//!    probe-offset table; barrier.
+//! 2. Each thread, per point: `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
+//!    inv_resolution)` (no neighbours when |c| ≥ 2³⁰, as on the CPU), then for each probe offset `o`
+//!    of the search mode (the CPU's tables and order) it probes the hash for `c + o`. For each
+//!    voxel found (and, in radius mode, whose mean lies within the resolution) it adds, with
+//!    `d = x' − μ`, `q = dᵀCd`, `e = exp(−d2 q / 2)` (pairs with `e` out of range are skipped as on
+//!    the CPU): `E += e`, `G += e Cd`, `Q += e (C − d2 (Cd)(Cd)ᵀ)`. A point with at least one voxel
+//!    then adds, with its Jacobian columns `j_k = (∂R/∂θ_k) x` and second-derivative columns
+//!    `h_kl = (∂²R/∂θ_k∂θ_l) x`: `E` to the score sum, `[G, j_k·G]` to the gradient, and
+//!    `JᵀQJ + [h_kl·G]` (21 upper-triangle entries, `J = [I | j_a j_b j_c]`) to the Hessian,
+//!    which equals the CPU's per-pair sum because `J` and `h` do not depend on the voxel.
+//!    Gradient and Hessian are scaled by `d1 d2` (the score by `−d1`) on the host.
+//! 3. Reduction: the 29 per-thread sums (score, 6 gradient, 21 Hessian, correspondence count, all
+//!    f64) are reduced over the block ([`super::reduce`]: warp reduce-scatter with shuffles, then
+//!    shared memory) and stored as the block's partial; then one atomic per block on the
+//!    request's counter. The block that arrives last sums all partials of the request in block
+//!    order (deterministic, f64), writes the result and resets the counter.
+
+use super::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
+use super::reduce::{block_reduce, WIDTH};
+use super::rotation::*;
+use crate::ptx::*;
+
+/// Threads per block (required).
+pub const BLOCK: u32 = 128;
+/// Warps per block.
+pub const WARPS: u32 = BLOCK / 32;
+/// Values per result: score sum, 6 gradient, 21 Hessian (upper triangle, row-major), count.
+pub const VALUES: usize = 29;
+/// f64 values per partial slot (padded for alignment).
+pub const SLOT_VALUES: usize = WIDTH;
+/// Bytes per request record.
+pub const REQUEST_BYTES: usize = 80;
+/// Bytes per result record.
+pub const RESULT_BYTES: usize = VALUES * 8;
+/// Index of the score sum `Σ e` in a result.
+pub const SCORE_INDEX: usize = 0;
+/// Index of the first gradient entry in a result.
+pub const GRADIENT_INDEX: usize = 1;
+/// Index of the correspondence count in a result.
+pub const COUNT_INDEX: usize = 28;
+/// First probe of the Direct1/Direct7 table in [`PROBES`].
+pub const PROBES_DIRECT7: u32 = 0;
+/// First probe of the Direct27/Radius table in [`PROBES`].
+pub const PROBES_DIRECT27: u32 = 7;
+/// Largest |voxel index| (exclusive), as `ndt::voxel_grid::MAX_CELL_INDEX`.
+pub const MAX_CELL_INDEX: f64 = (1u64 << 30) as f64;
+
+/// Probe offsets: the Direct7 table (own voxel, then ±x, ±y, ±z), then the Direct27 table (own
+/// voxel, then x-fastest over {−1, 0, 1}³ without the centre) — the CPU's tables and order.
+pub const PROBES: [[i32; 3]; 34] = {
+    let mut t = [[0i32; 3]; 34];
+    let d7 = [[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]];
+    let mut i = 0;
+    while i < 7 {
+        t[i] = d7[i];
+        i += 1;
+    }
+    let mut n = 8; // t[7] is the Direct27 centre, [0, 0, 0]
+    let mut z = -1;
+    while z <= 1 {
+        let mut y = -1;
+        while y <= 1 {
+            let mut x = -1;
+            while x <= 1 {
+                if !(x == 0 && y == 0 && z == 0) {
+                    t[n] = [x, y, z];
+                    n += 1;
+                }
+                x += 1;
+            }
+            y += 1;
+        }
+        z += 1;
+    }
+    t
+};
+
+/// Index of Hessian entry `(i, j)`, `i ≤ j < 6`, in a result.
+pub const fn hessian_index(i: usize, j: usize) -> usize {
+    7 + i * (13 - i) / 2 + (j - i)
+}
+
+/// Shared-memory index of the translation (after the ten 3×3 matrices).
+const TRANSLATION_AT: u32 = 90;
+
+/// Registers and symbols every part of the kernel needs.
+struct Ctx {
+    points: Reg<U64>,
+    voxels: Reg<U64>,
+    slots: Reg<U64>,
+    slot_mask: Reg<U32>,
+    inv_resolution: Reg<F64>,
+    radius_sq: Reg<F64>,
+    neg_half_d2: Reg<F64>,
+    neg_d2: Reg<F64>,
+    probe_start: Reg<U32>,
+    probe_end: Reg<U32>,
+    radius: Reg<Pred>,
+    first: Reg<U32>,
+    terms: SharedArray<F64>,
+    probes: SharedArray<U32>,
+    pattern: Pattern,
+    acc: [Reg<F64>; VALUES - 1],
+    count: Reg<U32>,
+}
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("ndt_derivatives");
+    b.reqntid(BLOCK, 1, 1);
+    let p_points = b.param::<U64>("points");
+    let p_voxels = b.param::<U64>("voxels");
+    let p_slots = b.param::<U64>("slots");
+    let p_mask = b.param::<U32>("slot_mask");
+    let p_requests = b.param::<U64>("requests");
+    let p_partials = b.param::<U64>("partials");
+    let p_counters = b.param::<U64>("counters");
+    let p_results = b.param::<U64>("results");
+    let p_inv = b.param::<F64>("inv_resolution");
+    let p_r2 = b.param::<F64>("radius_sq");
+    let p_nhd2 = b.param::<F64>("neg_half_d2");
+    let p_nd2 = b.param::<F64>("neg_d2");
+    let p_pstart = b.param::<U32>("probe_start");
+    let p_pcount = b.param::<U32>("probe_count");
+    let p_radius = b.param::<U32>("radius_mode");
+
+    let terms = b.shared_array::<F64>("terms", TRANSLATION_AT + 3);
+    let info = b.shared_array::<U32>("info", 4);
+    let probes = b.shared_array::<U32>("probes", PROBES.len() as u32);
+    let part = b.shared_array::<F64>("part", WARPS * WIDTH as u32);
+
+    let tid = b.special(Special::TidX);
+    let blk = b.special(Special::CtaidX);
+    let req = b.special(Special::CtaidY);
+    let nblk = b.special(Special::NctaidX);
+    let is0 = b.setp(Cmp::Eq, tid, 0u32);
+    let requests = b.global_ptr(&p_requests);
+
+    // 1. The request's terms, once per block.
+    let mut pattern = None;
+    b.if_then(is0, |b| {
+        let rq: Addr = b.index_addr(requests, req, REQUEST_BYTES as u32).into();
+        let w: Vec<Reg<F64>> = (0..9).map(|k| b.ld::<F64>(Space::Global, rq.off(8 * k))).collect();
+        let first = b.ld::<U32>(Space::Global, rq.off(72));
+        let n = b.ld::<U32>(Space::Global, rq.off(76));
+        b.st(Space::Shared, info.at(0), first);
+        b.st(Space::Shared, info.at(1), n);
+        for (k, o) in PROBES.iter().enumerate() {
+            let word = (o[0] + 1) as u32 | ((o[1] + 1) as u32) << 8 | ((o[2] + 1) as u32) << 16;
+            b.st(Space::Shared, probes.at(k as u32), word);
+        }
+        let sc = SinCos { sa: w[0], ca: w[1], sb: w[2], cb: w[3], sc: w[4], cc: w[5] };
+        let (mats, pat) = angle_matrices(b, &sc);
+        for (m, mat) in mats.iter().enumerate() {
+            for (e, s) in mat.iter().enumerate() {
+                if let Sym::Reg { r, .. } = s {
+                    b.st(Space::Shared, terms.at((9 * m + e) as u32), *r);
+                }
+            }
+        }
+        for k in 0..3 {
+            b.st(Space::Shared, terms.at(TRANSLATION_AT + k as u32), w[6 + k]);
+        }
+        pattern = Some(pat);
+    });
+    b.bar_sync();
+
+    // 2. Per-point work.
+    let probe_start = b.ld_param(&p_pstart);
+    let probe_count = b.ld_param(&p_pcount);
+    let radius_mode = b.ld_param(&p_radius);
+    let cx = Ctx {
+        points: b.global_ptr(&p_points),
+        voxels: b.global_ptr(&p_voxels),
+        slots: b.global_ptr(&p_slots),
+        slot_mask: b.ld_param(&p_mask),
+        inv_resolution: b.ld_param(&p_inv),
+        radius_sq: b.ld_param(&p_r2),
+        neg_half_d2: b.ld_param(&p_nhd2),
+        neg_d2: b.ld_param(&p_nd2),
+        probe_start,
+        probe_end: b.add(probe_start, probe_count),
+        radius: b.setp(Cmp::Ne, radius_mode, 0u32),
+        first: b.ld::<U32>(Space::Shared, info.at(0)),
+        terms,
+        probes,
+        pattern: pattern.expect("the request block above always runs at build time"),
+        acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
+        count: b.mov(0u32),
+    };
+    let n = b.ld::<U32>(Space::Shared, info.at(1));
+    let start = b.mad(blk, BLOCK, tid);
+    let stride = b.mul(nblk, BLOCK);
+    b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
+
+    // 3. Block partial, then the last block of the request reduces all partials.
+    let count = b.cvt::<F64, U32>(cx.count);
+    let zero = b.mov(0.0f64);
+    let mut vals = [zero; WIDTH];
+    vals[..VALUES - 1].copy_from_slice(&cx.acc);
+    vals[COUNT_INDEX] = count;
+    let total = block_reduce(&mut b, &vals, tid, WARPS, &part);
+
+    let partials = b.global_ptr(&p_partials);
+    let counters = b.global_ptr(&p_counters);
+    let results = b.global_ptr(&p_results);
+    let lead = b.setp(Cmp::Lt, tid, WIDTH as u32);
+    let slot = b.mad(req, nblk, blk);
+    b.if_then(lead, |b| {
+        let k = b.mad(slot, SLOT_VALUES as u32, tid);
+        let a = b.index_addr(partials, k, 8);
+        b.st(Space::Global, a, total);
+        b.fence_acq_rel(Scope::Gpu);
+    });
+    b.bar_sync();
+    b.if_then(is0, |b| {
+        let c = b.index_addr(counters, req, 4);
+        let before = b.atom::<U32>(Space::Global, AtomOp::Add, c, 1u32);
+        b.fence_acq_rel(Scope::Gpu);
+        let last_index = b.sub(nblk, 1u32);
+        let last = b.setp(Cmp::Eq, before, last_index);
+        let flag = b.selp(1u32, 0u32, last);
+        b.st(Space::Shared, info.at(2), flag);
+    });
+    b.bar_sync();
+    let flag = b.ld::<U32>(Space::Shared, info.at(2));
+    let is_last = b.setp(Cmp::Ne, flag, 0u32);
+    // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.
+    b.if_then(is_last, |b| {
+        b.fence_acq_rel(Scope::Gpu);
+        let sums: Vec<Reg<F64>> = (0..VALUES).map(|_| b.mov(0.0f64)).collect();
+        let base = b.mul(req, nblk);
+        b.for_range(tid, nblk, BLOCK, |b, j, _| {
+            let s = b.add(base, j);
+            let a: Addr = b.index_addr(partials, s, (SLOT_VALUES * 8) as u32).into();
+            for (k, &acc) in sums.iter().enumerate() {
+                let v = b.ld::<F64>(Space::Global, a.off(8 * k as i64));
+                let t = b.add(acc, v);
+                b.mov_to(acc, t);
+            }
+        });
+        let mut vals = [zero; WIDTH];
+        vals[..VALUES].copy_from_slice(&sums);
+        let grand = block_reduce(b, &vals, tid, WARPS, &part);
+        let writes = b.setp(Cmp::Lt, tid, VALUES as u32);
+        b.if_then(writes, |b| {
+            let k = b.mad(req, VALUES as u32, tid);
+            let a = b.index_addr(results, k, 8);
+            b.st(Space::Global, a, grand);
+        });
+        b.if_then(is0, |b| {
+            let c = b.index_addr(counters, req, 4);
+            b.st(Space::Global, c, 0u32);
+        });
+    });
+    Module::single(target, b.finish())
+}
+
+/// Step 2 for point `i` of the request.
+fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
+    let gi = b.add(cx.first, i);
+    let pa: Addr = b.index_addr(cx.points, gi, 12).into();
+    let mut x = [cx.inv_resolution; 3];
+    for (k, xk) in x.iter_mut().enumerate() {
+        let v = b.ld::<F32>(Space::GlobalNc, pa.off(4 * k as i64));
+        *xk = b.cvt::<F64, F32>(v);
+    }
+    let rot = load_matrix(b, &cx.terms, &cx.pattern, 0);
+    let r = apply_exact(b, &rot, x.map(Sym::reg));
+    let mut xt = [x[0]; 3];
+    let mut cell = [b.mov(0i32); 3];
+    let mut inside: Option<Reg<Pred>> = None;
+    for k in 0..3 {
+        let t = b.ld::<F64>(Space::Shared, cx.terms.at(TRANSLATION_AT + k as u32));
+        let s = sadd(b, r[k], Sym::reg(t));
+        xt[k] = to_reg(b, s);
+        let scaled = b.mul(xt[k], cx.inv_resolution);
+        let f = b.cvt_round::<F64, F64>(Round::Rmi, scaled);
+        let a = b.abs(f);
+        // False for NaN too, as the CPU's `!(f.abs() < MAX)`.
+        let ok = b.setp(Cmp::Lt, a, MAX_CELL_INDEX);
+        inside = Some(match inside {
+            None => ok,
+            Some(p) => b.and(p, ok),
+        });
+        cell[k] = b.cvt::<S32, F64>(f);
+    }
+    let inside = inside.expect("three axes");
+    b.if_then(inside, |b| neighbours(b, cx, x, xt, cell));
+}
+
+/// The probes of one point and, when a voxel was paired, its contributions.
+fn neighbours(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], xt: [Reg<F64>; 3], cell: [Reg<S32>; 3]) {
+    let e_sum = b.mov(0.0f64);
+    let g = [(); 3].map(|_| b.mov(0.0f64));
+    let q = [(); 6].map(|_| b.mov(0.0f64)); // Q00 Q01 Q02 Q11 Q12 Q22
+    let found = b.mov(0u32);
+    b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
+        let next = b.label("probe_next");
+        let wa = b.shared_index(&cx.probes, o);
+        let word = b.ld::<U32>(Space::Shared, wa);
+        let mut key = cell;
+        for (k, kk) in key.iter_mut().enumerate() {
+            let biased = b.bfe(word, 8 * k as u32, 8u32);
+            let biased = b.bitcast::<S32, U32>(biased);
+            let c1 = b.add(cell[k], biased);
+            *kk = b.sub(c1, 1i32);
+        }
+        let v = probe(b, cx, key);
+        let miss = b.setp(Cmp::Eq, v, -1i32);
+        b.bra_if(miss, &next);
+        let vu = b.bitcast::<U32, S32>(v);
+        let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
+        let w: Vec<Reg<F64>> = (0..9).map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k))).collect();
+        let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
+        // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
+        let dd0 = b.mul(d[0], d[0]);
+        let dd1 = b.mul(d[1], d[1]);
+        let dd2 = b.mul(d[2], d[2]);
+        let dd = b.add(dd0, dd1);
+        let dd = b.add(dd, dd2);
+        let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
+        let skip = b.and(far, cx.radius);
+        b.bra_if(skip, &next);
+        b.mov_to(found, 1u32);
+        // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
+        let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
+        let mut cd = [d[0]; 3];
+        for (r, cdr) in cd.iter_mut().enumerate() {
+            let t = b.mul(c[3 * r], d[0]);
+            let t = b.fma(c[3 * r + 1], d[1], t);
+            *cdr = b.fma(c[3 * r + 2], d[2], t);
+        }
+        let qf = b.mul(d[0], cd[0]);
+        let qf = b.fma(d[1], cd[1], qf);
+        let qf = b.fma(d[2], cd[2], qf);
+        let arg = b.mul(cx.neg_half_d2, qf);
+        let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
+        let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
+        let ok = b.and(lo, hi);
+        b.bra_unless(ok, &next);
+        let e = exp_f64(b, arg);
+        let s = b.add(e_sum, e);
+        b.mov_to(e_sum, s);
+        let ecd = cd.map(|v| b.mul(e, v));
+        for k in 0..3 {
+            let s = b.add(g[k], ecd[k]);
+            b.mov_to(g[k], s);
+        }
+        let t = ecd.map(|v| b.mul(v, cx.neg_d2));
+        for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+            let s = b.fma(e, c[3 * i + j], q[m]);
+            let s = b.fma(t[i], cd[j], s);
+            b.mov_to(q[m], s);
+        }
+        b.place(&next);
+    });
+    let paired = b.setp(Cmp::Ne, found, 0u32);
+    b.if_then(paired, |b| add_point(b, cx, x, e_sum, g, q));
+}
+
+/// Hash probe for `key`: the voxel index, or −1 (see `ndt::voxel_hash` for hash and probing).
+fn probe(b: &mut KernelBuilder, cx: &Ctx, key: [Reg<S32>; 3]) -> Reg<S32> {
+    let k = key.map(|r| b.bitcast::<U32, S32>(r));
+    let h0 = b.mul(k[0], 0x9E37_79B1u32);
+    let h1 = b.mul(k[1], 0x85EB_CA77u32);
+    let h2 = b.mul(k[2], 0xC2B2_AE3Du32);
+    let h = b.xor(h0, h1);
+    let h = b.xor(h, h2);
+    let s = b.shr(h, 16u32);
+    let h = b.xor(h, s);
+    let h = b.mul(h, 0x7FEB_352Du32);
+    let s = b.shr(h, 15u32);
+    let h = b.xor(h, s);
+    let at = b.and(h, cx.slot_mask);
+    let voxel = b.mov(-1i32);
+    b.loop_forever(|b, brk, _| {
+        let a = b.index_addr(cx.slots, at, 16);
+        let s = b.ld_v4::<S32>(Space::GlobalNc, a);
+        let empty = b.setp(Cmp::Eq, s[3], -1i32);
+        b.bra_if(empty, brk);
+        let ex = b.setp(Cmp::Eq, s[0], key[0]);
+        let ey = b.setp(Cmp::Eq, s[1], key[1]);
+        let ez = b.setp(Cmp::Eq, s[2], key[2]);
+        let same = b.and(ex, ey);
+        let same = b.and(same, ez);
+        b.guarded(same, false, |b| b.mov_to(voxel, s[3]));
+        b.bra_if(same, brk);
+        let nx = b.add(at, 1u32);
+        let nx = b.and(nx, cx.slot_mask);
+        b.mov_to(at, nx);
+    });
+    voxel
+}
+
+/// Adds a paired point's score, gradient and Hessian sums (`E`, `G`, `Q` over its voxels).
+fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], e_sum: Reg<F64>, g: [Reg<F64>; 3], q: [Reg<F64>; 6]) {
+    let c1 = b.add(cx.count, 1u32);
+    b.mov_to(cx.count, c1);
+    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| {
+        let s = b.add(cx.acc[idx], v);
+        b.mov_to(cx.acc[idx], s);
+    };
+    acc(b, SCORE_INDEX, e_sum);
+    // Jacobian columns j_k = (∂R/∂θ_k) x.
+    let mut ja = [[None; 3]; 3];
+    for (k, jk) in ja.iter_mut().enumerate() {
+        let m = load_matrix(b, &cx.terms, &cx.pattern, 1 + k);
+        *jk = apply_fma(b, &m, x);
+    }
+    // dot(a, v) over the rows of `a` that are not known zero.
+    let dot = |b: &mut KernelBuilder, a: &[Option<Reg<F64>>; 3], v: [Reg<F64>; 3]| -> Option<Reg<F64>> {
+        let mut s: Option<Reg<F64>> = None;
+        for k in 0..3 {
+            if let Some(ak) = a[k] {
+                s = Some(match s {
+                    None => b.mul(ak, v[k]),
+                    Some(t) => b.fma(ak, v[k], t),
+                });
+            }
+        }
+        s
+    };
+    for k in 0..3 {
+        acc(b, GRADIENT_INDEX + k, g[k]);
+        if let Some(v) = dot(b, &ja[k], g) {
+            acc(b, GRADIENT_INDEX + 3 + k, v);
+        }
+    }
+    // Q as a full symmetric matrix.
+    let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
+    for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+        acc(b, hessian_index(i, j), q[m]);
+    }
+    // Q j_k (3-vectors; rows of Q times the non-zero entries of j_k).
+    let mut qj = [[cx.inv_resolution; 3]; 3];
+    for k in 0..3 {
+        for r in 0..3 {
+            let row = [Some(qm[3 * r]), Some(qm[3 * r + 1]), Some(qm[3 * r + 2])];
+            let jk = ja[k].map(|v| v.unwrap_or(cx.inv_resolution));
+            // Multiply only where j_k is not known zero: mask the row instead.
+            let masked = [0, 1, 2].map(|c| if ja[k][c].is_some() { row[c] } else { None });
+            qj[k][r] = dot(b, &masked, jk).unwrap_or_else(|| b.mov(0.0f64));
+        }
+        for r in 0..3 {
+            acc(b, hessian_index(r, 3 + k), qj[k][r]);
+        }
+    }
+    // Angular block: j_k · (Q j_l) + h_kl · G.
+    for (m, (k, l)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+        let hm = load_matrix(b, &cx.terms, &cx.pattern, 4 + m);
+        let h = apply_fma(b, &hm, x);
+        let a = dot(b, &ja[k], qj[l]);
+        let c = dot(b, &h, g);
+        let v = match (a, c) {
+            (Some(a), Some(c)) => b.add(a, c),
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => continue,
+        };
+        acc(b, hessian_index(3 + k, 3 + l), v);
+    }
+}
