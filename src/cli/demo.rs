@@ -28,7 +28,10 @@ pub fn run() -> ptxflow::Result<()> {
     };
     let mut rows = Vec::new();
     rows.extend(core_ops(gpu.clone())?);
-    rows.push(ndt_row()?);
+    rows.push(ndt_row(None)?);
+    if let Some(g) = &gpu {
+        rows.push(ndt_row(Some(g.clone()))?);
+    }
     rows.push(lz4_row()?);
     print_table(&rows);
     Ok(())
@@ -80,12 +83,16 @@ fn core_ops(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     ])
 }
 
-fn ndt_row() -> ptxflow::Result<Row> {
-    // The GPU derivative pipeline is a later issue; the solver runs on the CPU reference.
-    let r = ptxflow::ndt::demo::run_cpu()?;
+fn ndt_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
+    // The same solver either way; on the GPU the derivatives come from the derivative pipeline.
+    let device = if gpu.is_some() { "gpu" } else { "cpu" };
+    let r = match gpu {
+        Some(g) => ptxflow::ndt::demo::run_gpu(g)?,
+        None => ptxflow::ndt::demo::run_cpu()?,
+    };
     Ok(Row {
         pipeline: format!("ndt: align generated scene ({} pts)", r.source_points),
-        device: "cpu".into(),
+        device: device.into(),
         seconds: r.seconds,
         agreement: format!(
             "vs known motion: {:.1} mm, {:.3} deg; {} after {} iterations",
