@@ -17,8 +17,8 @@ use std::sync::Arc;
 /// The agreement bar (relative, score / gradient / Hessian).
 const TOLERANCE: f64 = 1e-5;
 
-fn pipeline(gpu: &Arc<Gpu>, scene: &Scene, search: NeighbourSearch) -> GpuDerivativePipeline {
-    let cap = GpuCapacity { points: scene.source.len(), voxels: scene.map.len(), requests: 1 };
+fn pipeline(gpu: &Arc<Gpu>, scene: &Scene, search: NeighbourSearch, requests: usize) -> GpuDerivativePipeline {
+    let cap = GpuCapacity { points: scene.source.len(), voxels: scene.map.len(), requests };
     let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
     p.upload_target(&scene.map).unwrap();
     p.upload_source(&scene.source).unwrap();
@@ -54,7 +54,7 @@ fn gpu_derivatives_match_cpu_on_real_scans() {
     let mut rng = Rng::new(17);
     for scene in [velodyne_scene(&dir), room_scene(&dir)] {
         for search in NeighbourSearch::ALL {
-            let mut p = pipeline(&gpu, &scene, search);
+            let mut p = pipeline(&gpu, &scene, search, poses);
             let cpu = CpuLinearizer::new(&scene.map, vec![&scene.source], search, 0.55).unwrap();
             let mut worst = [0f64; 3];
             let center = scene.truth.unwrap_or(scene.init);
@@ -106,7 +106,7 @@ fn gpu_large_clouds_keep_precision() {
         (0..1_000_000).map(|i| raw[i % raw.len()].map(|c| c + (0.02 * rng.normal()) as f32)).collect();
     for (name, pts) in [("room raw", &raw), ("1M", &million)] {
         let scene = Scene { name: "large", map: room.map.clone(), source: pts.clone(), init: room.init, truth: None };
-        let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7);
+        let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7, 1);
         let cpu = CpuLinearizer::new(&scene.map, vec![pts], NeighbourSearch::Direct7, 0.55).unwrap();
         let pose = isometry_to_pose(&room.init);
         let e = compare(name, &p.linearize_pose(0, &pose).unwrap(), &cpu.eval(0, &pose).unwrap());
@@ -119,7 +119,7 @@ fn gpu_iteration_traffic_allocations_and_footprint() {
     let Some(gpu) = common::gpu_or_skip("gpu_iteration_traffic_allocations_and_footprint") else { return };
     let Some(dir) = pointclouds_dir() else { return };
     for scene in [velodyne_scene(&dir), room_scene(&dir)] {
-        let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7);
+        let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7, 1);
         // What the pipeline must stay under twice of: source cloud (f32), the map's Gaussians
         // (mean and inverse covariance, f64) and its hash table.
         let data = 12 * scene.source.len() + 96 * scene.map.len() + 16 * scene.map.hash().capacity();

@@ -9,6 +9,7 @@ mod ndt_support;
 
 use nalgebra::Isometry3;
 use ndt_support::*;
+use ptxflow::ndt::solver::STALL_FACTOR;
 use ptxflow::ndt::*;
 use ptxflow::runtime::Gpu;
 use std::sync::Arc;
@@ -128,19 +129,28 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
         cpu_s * 1e3
     );
     assert_eq!(c_gpu.launches as usize, rounds, "one launch per round");
+    // Every hypothesis must stop for the same reason on both devices, and agree within 1 mm and
+    // 0.01°. The objectives agree to ~1e-14, but at the very end the line search compares scores
+    // that differ by ~1e-10, so in rare runs one device takes one more (or one fewer) step inside
+    // the convergence region. Such a run must still end within the solver's own convergence
+    // radius of the other (10× the epsilons on each, see STALL_FACTOR), and at most 1% may.
     let mut differ = 0;
     for (k, (gr, cr)) in g.results.iter().zip(&c.results).enumerate() {
+        assert_eq!(gr.stop, cr.stop, "hypothesis {k}: stop reason");
         let (dt, dr) = pose_error(&gr.t_target_source, &cr.t_target_source);
-        if gr.stop != cr.stop || dt >= SAME_M || dr >= SAME_DEG {
+        if dt >= SAME_M || dr >= SAME_DEG {
             differ += 1;
-            eprintln!("  hypothesis {k}: GPU {} vs CPU {}, {dt:.2e} m {dr:.2e} deg apart", gr.stop, cr.stop);
-        }
-        // Every alignment the CPU brought to convergence, the GPU brings to the same optimum.
-        if cr.stop.converged() {
-            same(&format!("hypothesis {k}"), gr, cr);
+            eprintln!(
+                "  hypothesis {k}: {} on both, {dt:.2e} m {dr:.2e} deg apart; GPU {} iterations / {} evaluations, CPU {} / {}; scores {} vs {}",
+                gr.stop, gr.iterations, gr.evaluations, cr.iterations, cr.evaluations, gr.score, cr.score
+            );
+            let radius_m = 2.0 * STALL_FACTOR * params.solver.translation_epsilon_m;
+            let radius_deg = (2.0 * STALL_FACTOR * params.solver.rotation_epsilon_rad).to_degrees();
+            assert!(gr.stop.converged() && dt < radius_m && dr < radius_deg, "hypothesis {k}: {dt} m {dr} deg");
         }
     }
-    eprintln!("  {differ} of {n} hypotheses differ between GPU and CPU beyond 1 mm / 0.01 deg or in stop reason");
+    eprintln!("  {differ} of {n} hypotheses differ between GPU and CPU by 1 mm / 0.01 deg or more (all with the same stop reason)");
+    assert!(differ * 100 <= n, "{differ} of {n}");
     let best = g.best_result().unwrap();
     let (et, er) = pose_error(&best.t_target_source, &truth);
     eprintln!("  best hypothesis {}: {} score {:.1}, {et:.4} m {er:.3} deg from ground truth", g.best.unwrap(), best.stop, best.score);

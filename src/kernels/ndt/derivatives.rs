@@ -12,14 +12,16 @@
 //!   triangle of the symmetric inverse covariance in 1/m²);
 //! - `slots`: the CPU's `VoxelHash` table, `[ix, iy, iz, voxel]` as i32 (16 bytes, one vector
 //!   load), `slot_mask = capacity − 1`; probed exactly as `ndt::voxel_hash` documents;
-//! - `requests`: [`REQUEST_BYTES`] per request: f64 `sin a, cos a, sin b, cos b, sin c, cos c,
-//!   tx, ty, tz` then u32 `first_point, point_count` (may live in mapped host memory);
+//! - request `y`: f64 `sin a, cos a, sin b, cos b, sin c, cos c, tx, ty, tz` then u32
+//!   `first_point, point_count` — for `y = 0` in the `r0_*` parameters (a single-request launch
+//!   reads no request memory), for `y ≥ 1` at `requests + y ·` [`REQUEST_BYTES`] in device memory
+//!   (record 0 of that array is never read);
 //! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
 //! - `counters`: one u32 per request, zero between launches (the last block resets it);
 //! - `results`: [`VALUES`] f64 per request (may live in mapped host memory).
 //!
 //! # What each block does
-//! 1. Thread 0 reads the request and computes `R` and its 9 angular derivative matrices from the
+//! 1. Thread 0 takes the request (parameters or memory) and computes `R` and its 9 angular derivative matrices from the
 //!    sines and cosines ([`super::rotation`], CPU operation order) into shared memory, with the
 //!    probe-offset table; barrier.
 //! 2. Each thread, per point: `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
@@ -160,13 +162,44 @@ pub fn build(target: Target) -> Module {
     let is0 = b.setp(Cmp::Eq, tid, 0u32);
     let requests = b.global_ptr(&p_requests);
 
+    // Request 0 comes in the parameters (no memory read at all for single-request launches).
+    let p_r0: Vec<Param<F64>> = ["r0_sa", "r0_ca", "r0_sb", "r0_cb", "r0_sc", "r0_cc", "r0_tx", "r0_ty", "r0_tz"]
+        .iter()
+        .map(|n| b.param::<F64>(n))
+        .collect();
+    let p_r0_first = b.param::<U32>("r0_first");
+    let p_r0_count = b.param::<U32>("r0_count");
+
     // 1. The request's terms, once per block.
     let mut pattern = None;
     b.if_then(is0, |b| {
-        let rq: Addr = b.index_addr(requests, req, REQUEST_BYTES as u32).into();
-        let w: Vec<Reg<F64>> = (0..9).map(|k| b.ld::<F64>(Space::Global, rq.off(8 * k))).collect();
-        let first = b.ld::<U32>(Space::Global, rq.off(72));
-        let n = b.ld::<U32>(Space::Global, rq.off(76));
+        let w: Vec<Reg<F64>> = (0..9).map(|_| b.reg::<F64>()).collect();
+        let (first, n) = (b.reg::<U32>(), b.reg::<U32>());
+        let in_params = b.setp(Cmp::Eq, req, 0u32);
+        b.if_else(
+            in_params,
+            |b| {
+                for (k, p) in p_r0.iter().enumerate() {
+                    let v = b.ld_param(p);
+                    b.mov_to(w[k], v);
+                }
+                let f = b.ld_param(&p_r0_first);
+                b.mov_to(first, f);
+                let c = b.ld_param(&p_r0_count);
+                b.mov_to(n, c);
+            },
+            |b| {
+                let rq: Addr = b.index_addr(requests, req, REQUEST_BYTES as u32).into();
+                for (k, &wk) in w.iter().enumerate() {
+                    let v = b.ld::<F64>(Space::Global, rq.off(8 * k as i64));
+                    b.mov_to(wk, v);
+                }
+                let f = b.ld::<U32>(Space::Global, rq.off(72));
+                b.mov_to(first, f);
+                let c = b.ld::<U32>(Space::Global, rq.off(76));
+                b.mov_to(n, c);
+            },
+        );
         b.st(Space::Shared, info.at(0), first);
         b.st(Space::Shared, info.at(1), n);
         for (k, o) in PROBES.iter().enumerate() {

@@ -1,21 +1,21 @@
-//! Page-locked host memory mapped into the device's address space ("zero-copy"): kernels read
-//! and write it directly over the bus, so a per-iteration request and result need no copy
-//! commands — one launch and one synchronization per iteration.
+//! Page-locked host memory, optionally mapped into the device's address space ("zero-copy"):
+//! kernels then write it directly over the bus, so a per-iteration result needs no copy command.
+//! Unmapped, it is the staging buffer of asynchronous copies.
 //!
-//! Host accesses are volatile and happen only while no launch that uses the buffer is in flight
-//! (the owner synchronizes its stream before reading results and before writing new requests).
+//! Host accesses are volatile and happen only while no launch or copy that uses the buffer is in
+//! flight (the owner synchronizes its stream before reading results and writing new requests).
 
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
 use cudarc::driver::{DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 
-/// A mapped pinned host buffer of `len` elements.
+/// A pinned host buffer of `len` elements, mapped for the device when created so.
 pub struct MappedBuffer<T: DeviceRepr> {
     /// Owns the allocation (freed on drop).
     _host: PinnedHostSlice<T>,
     ptr: *mut T,
-    device_ptr: u64,
+    device_ptr: Option<u64>,
     len: usize,
 }
 
@@ -31,26 +31,32 @@ pub fn device_can_map(gpu: &Gpu) -> bool {
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
-    /// Allocates `len` (at least 1) zeroed elements, mapped for the device.
+    /// Allocates `len` (at least 1) zeroed elements, mapped for the device when `mapped`.
     ///
-    /// Errors: [`Error::Driver`] when the allocation or the device-pointer query fails (e.g. a
-    /// device that cannot map host memory).
-    pub fn new(gpu: &Gpu, len: usize) -> Result<Self> {
+    /// Errors: [`Error::Driver`] when the allocation or the device-pointer query fails (e.g.
+    /// `mapped` on a device that cannot map host memory).
+    pub fn new(gpu: &Gpu, len: usize, mapped: bool) -> Result<Self> {
         let len = len.max(1);
-        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        let map_flag = if mapped { sys::CU_MEMHOSTALLOC_DEVICEMAP } else { 0 };
+        let flags = map_flag | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: the memory is zeroed below before any read; T is valid as all-zero bits.
         let mut host = unsafe { gpu.ctx().alloc_pinned_with_flags::<T>(len, flags) }
             .map_err(Error::driver("cuMemHostAlloc (mapped)"))?;
         let ptr = host.as_mut_ptr().map_err(Error::driver("pinned buffer event sync"))?;
         // SAFETY: `ptr` points to `len` elements owned by `host`; zero bits are a valid T.
         unsafe { std::ptr::write_bytes(ptr, 0, len) };
-        let mut device_ptr: sys::CUdeviceptr = 0;
-        gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
-        // SAFETY: `ptr` was returned by cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP in this
-        // context; the call only writes the device address into `device_ptr`.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr.cast(), 0) }
-            .result()
-            .map_err(Error::driver("cuMemHostGetDevicePointer"))?;
+        let device_ptr = if mapped {
+            let mut d: sys::CUdeviceptr = 0;
+            gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
+            // SAFETY: `ptr` was returned by cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP in this
+            // context; the call only writes the device address into `d`.
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, ptr.cast(), 0) }
+                .result()
+                .map_err(Error::driver("cuMemHostGetDevicePointer"))?;
+            Some(d)
+        } else {
+            None
+        };
         Ok(MappedBuffer { _host: host, ptr, device_ptr, len })
     }
 
@@ -69,8 +75,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
         self.len * std::mem::size_of::<T>()
     }
 
-    /// The device address of element 0, for kernel arguments.
-    pub fn device_ptr(&self) -> u64 {
+    /// The device address of element 0, for kernel arguments (`None` when not mapped).
+    pub fn device_ptr(&self) -> Option<u64> {
         self.device_ptr
     }
 

@@ -1,13 +1,14 @@
 //! [`GpuDerivativePipeline`]: the NDT objective on the GPU behind the [`Linearize`] seam.
 //!
 //! Every device buffer is allocated when the pipeline is created (or grown by an upload that
-//! needs more, between alignments); an evaluation round allocates nothing. Per round it writes
-//! the requests (80 bytes each) into mapped host memory, launches `ndt_derivatives` once for all
-//! of them, synchronizes, and reads the results (232 bytes each) from mapped host memory: one
-//! launch and one synchronization, no copy commands. On a device that cannot map host memory (or
-//! with [`Transfer::Copy`]) the same buffers are staged through device copies instead: one
-//! upload, the launch and one download per round. [`PipelineCounters`] records what crossed the
-//! bus and how often the device was asked to allocate or launch.
+//! needs more, between alignments); an evaluation round allocates nothing. Per round the first
+//! request (80 bytes) travels in the kernel's parameters and any further ones in one
+//! asynchronous copy; `ndt_derivatives` runs once for all of them and its last blocks write the
+//! results (232 bytes each) straight into mapped host memory; then one synchronization. A
+//! single alignment therefore costs one launch and one synchronization per iteration, with no
+//! copy command. On a device that cannot map host memory (or with [`Transfer::Copy`]) results
+//! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
+//! what crossed the bus and how often the device was asked to allocate or launch.
 
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
@@ -42,9 +43,9 @@ pub struct GpuCapacity {
 /// How requests and results travel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transfer {
-    /// The kernel reads requests from and writes results to mapped host memory.
+    /// The kernel writes results to mapped host memory.
     Mapped,
-    /// Requests and results are copied to and from device buffers around the launch.
+    /// Results are copied from a device buffer after the launch.
     Copy,
 }
 
@@ -83,7 +84,8 @@ pub struct GpuDerivativePipeline {
     slots: DeviceBuffer<i32>,
     partials: DeviceBuffer<f64>,
     counters_dev: DeviceBuffer<u32>,
-    staging: Option<(DeviceBuffer<u64>, DeviceBuffer<f64>)>,
+    requests_dev: DeviceBuffer<u64>,
+    results_dev: Option<DeviceBuffer<f64>>,
     requests: MappedBuffer<u64>,
     results: MappedBuffer<f64>,
     sources: Vec<(u32, u32)>,
@@ -125,10 +127,12 @@ impl GpuDerivativePipeline {
         let hash = DeviceBuffer::zeros(&s, 4 * slots_for(capacity.voxels), "NDT voxel hash")?;
         let partials = DeviceBuffer::zeros(&s, SLOT_VALUES * slots, "NDT block partials")?;
         let counters_dev = DeviceBuffer::zeros(&s, capacity.requests, "NDT request counters")?;
-        let requests = MappedBuffer::new(&gpu, REQUEST_WORDS * capacity.requests)?;
-        let results = MappedBuffer::new(&gpu, VALUES * capacity.requests)?;
-        // Five device buffers and two mapped host buffers.
-        let allocations = 7;
+        let requests_dev = DeviceBuffer::zeros(&s, REQUEST_WORDS * capacity.requests, "NDT requests")?;
+        let requests = MappedBuffer::new(&gpu, REQUEST_WORDS * capacity.requests, false)?;
+        let can_map = device_can_map(&gpu);
+        let results = MappedBuffer::new(&gpu, VALUES * capacity.requests, can_map)?;
+        // Six device buffers and two pinned host buffers.
+        let allocations = 8;
         let mut p = GpuDerivativePipeline {
             func,
             search,
@@ -140,7 +144,8 @@ impl GpuDerivativePipeline {
             slots: hash,
             partials,
             counters_dev,
-            staging: None,
+            requests_dev,
+            results_dev: None,
             requests,
             results,
             sources: Vec::new(),
@@ -149,7 +154,7 @@ impl GpuDerivativePipeline {
             scratch: Vec::new(),
             gpu,
         };
-        if !device_can_map(&p.gpu) {
+        if !can_map {
             p.set_transfer(Transfer::Copy)?;
         }
         Ok(p)
@@ -163,25 +168,23 @@ impl GpuDerivativePipeline {
         Self::new(Gpu::open_default()?, capacity, search, outlier_ratio)
     }
 
-    /// Switches how requests and results travel ([`Transfer::Copy`] allocates two small device
-    /// buffers once). Errors: [`Error::NoDevice`] when asking for [`Transfer::Mapped`] on a
-    /// device that cannot map host memory; driver errors.
+    /// Switches how results travel ([`Transfer::Copy`] allocates a small device buffer once).
+    /// Errors: [`Error::NoDevice`] when asking for [`Transfer::Mapped`] on a device that cannot
+    /// map host memory; driver errors.
     pub fn set_transfer(&mut self, transfer: Transfer) -> Result<()> {
-        if transfer == Transfer::Mapped && !device_can_map(&self.gpu) {
+        if transfer == Transfer::Mapped && self.results.device_ptr().is_none() {
             return Err(Error::NoDevice { reason: "the device cannot map host memory (zero-copy)".into() });
         }
-        if transfer == Transfer::Copy && self.staging.is_none() {
-            let s = self.gpu.stream();
-            let rq = DeviceBuffer::zeros(s, self.requests.len(), "NDT requests (device copy)")?;
-            let rs = DeviceBuffer::zeros(s, self.results.len(), "NDT results (device copy)")?;
-            self.counters.allocations += 2;
-            self.staging = Some((rq, rs));
+        if transfer == Transfer::Copy && self.results_dev.is_none() {
+            let rs = DeviceBuffer::zeros(self.gpu.stream(), self.results.len(), "NDT results (device copy)")?;
+            self.counters.allocations += 1;
+            self.results_dev = Some(rs);
         }
         self.transfer = transfer;
         Ok(())
     }
 
-    /// How requests and results travel now.
+    /// How results travel now.
     pub fn transfer(&self) -> Transfer {
         self.transfer
     }
@@ -213,8 +216,9 @@ impl GpuDerivativePipeline {
 
     /// Bytes of device memory the pipeline holds.
     pub fn device_bytes(&self) -> usize {
-        let staging = self.staging.as_ref().map_or(0, |(a, b)| a.allocated_bytes() + b.allocated_bytes());
+        let staging = self.results_dev.as_ref().map_or(0, |b| b.allocated_bytes());
         self.points.allocated_bytes()
+            + self.requests_dev.allocated_bytes()
             + self.voxels.allocated_bytes()
             + self.slots.allocated_bytes()
             + self.partials.allocated_bytes()
@@ -222,7 +226,7 @@ impl GpuDerivativePipeline {
             + staging
     }
 
-    /// Bytes of pinned (mapped) host memory the pipeline holds.
+    /// Bytes of pinned host memory the pipeline holds.
     pub fn pinned_bytes(&self) -> usize {
         self.requests.bytes() + self.results.bytes()
     }
@@ -312,18 +316,23 @@ impl GpuDerivativePipeline {
         let t = self.target.as_ref().ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
         let n = reqs.len();
         let mut max_points = 0usize;
+        let mut first = [0u64; REQUEST_WORDS];
         for (k, r) in reqs.iter().enumerate() {
-            let &(first, count) = self.sources.get(r.source).ok_or_else(|| {
+            let &(start, count) = self.sources.get(r.source).ok_or_else(|| {
                 Error::input(format!("source index {} out of range ({} sources uploaded)", r.source, self.sources.len()))
             })?;
             max_points = max_points.max(count as usize);
-            self.requests.write(REQUEST_WORDS * k, &pack_request(&r.pose, first, count))?;
+            let words = pack_request(&r.pose, start, count);
+            if k == 0 {
+                first = words;
+            } else {
+                self.requests.write(REQUEST_WORDS * k, &words)?;
+            }
         }
         // Poison the result slots so a record the kernel did not write cannot pass for one.
         self.results.fill(0, VALUES * n, f64::NAN)?;
-        // Host writes to the mapped buffers must be complete before the launch is issued.
+        // Host writes to the pinned buffers must be complete before copies and the launch.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-
         let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
         let slots = self.partials.capacity() / SLOT_VALUES;
         let per_request = max_points.div_ceil(BLOCK as usize).min(target_blocks / n).min(slots / n).max(1);
@@ -334,18 +343,23 @@ impl GpuDerivativePipeline {
             NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
         };
         let s = self.gpu.stream().clone();
-        let (requests_ptr, results_ptr) = match (&mut self.staging, self.transfer) {
-            (Some((rq, rs)), Transfer::Copy) => {
-                let (dst, _sync) = rq.slice_mut().device_ptr_mut(&s);
-                // SAFETY: the source is `n` request records inside the mapped buffer (written
-                // above, bounds checked by `write`), the destination holds the whole request
-                // capacity, and the stream is synchronized before either buffer is reused.
-                let src = unsafe { std::slice::from_raw_parts(self.requests.host_ptr(), REQUEST_WORDS * n) };
-                unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
-                (dst, rs.slice().device_ptr(&s).0)
-            }
-            _ => (self.requests.device_ptr(), self.results.device_ptr()),
+        if n > 1 {
+            // Requests 1.. go in one copy; request 0 travels in the parameters.
+            let mut dst = self.requests_dev.slice_mut().slice_mut(REQUEST_WORDS..REQUEST_WORDS * n);
+            let (dst, _sync) = dst.device_ptr_mut(&s);
+            // SAFETY: records 1..n of the pinned buffer were written above (bounds checked by
+            // `write`); the destination view has the same length; the stream is synchronized
+            // before the buffer is written again.
+            let src = unsafe { std::slice::from_raw_parts(self.requests.host_ptr().add(REQUEST_WORDS), REQUEST_WORDS * (n - 1)) };
+            unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
+        }
+        let results_ptr = match (&self.results_dev, self.transfer, self.results.device_ptr()) {
+            (_, Transfer::Mapped, Some(p)) => p,
+            (Some(rs), _, _) => rs.slice().device_ptr(&s).0,
+            _ => return Err(Error::input("GPU NDT pipeline: no result buffer for the transfer mode")),
         };
+        let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
+        let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
         let cfg = LaunchConfig { grid_dim: (per_request as u32, n as u32, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
@@ -354,7 +368,7 @@ impl GpuDerivativePipeline {
             .arg(self.voxels.slice())
             .arg(self.slots.slice())
             .arg(&t.slot_mask)
-            .arg(&requests_ptr)
+            .arg(self.requests_dev.slice())
             .arg(self.partials.slice())
             .arg(self.counters_dev.slice())
             .arg(&results_ptr)
@@ -365,13 +379,18 @@ impl GpuDerivativePipeline {
             .arg(&probe_start)
             .arg(&probe_count)
             .arg(&radius);
-        // SAFETY: the arguments match ndt_derivatives' parameters in order and type. Every
-        // request names points inside the uploaded sources (first + count ≤ points uploaded);
-        // voxel indices come from the uploaded hash, whose entries index the uploaded voxels;
-        // the table has an empty slot (load ≤ 1/2), so probing ends; the grid has n ≤ request
-        // capacity rows and n · per_request ≤ partial slots; blocks are exactly BLOCK threads.
+        for v in &r0 {
+            lb.arg(v);
+        }
+        lb.arg(&r0_first).arg(&r0_count);
+        // SAFETY: the arguments match ndt_derivatives' parameters in order and type (request 0
+        // last). Every request names points inside the uploaded sources (first + count ≤ points
+        // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded
+        // hash, whose entries index the uploaded voxels, and the table has an empty slot (load
+        // ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n · per_request ≤
+        // partial slots; blocks are exactly BLOCK threads; the result pointer holds n records.
         unsafe { lb.launch(cfg) }.map_err(Error::driver("launching ndt_derivatives"))?;
-        if let (Some((_, rs)), Transfer::Copy) = (&self.staging, self.transfer) {
+        if let (Some(rs), Transfer::Copy) = (&self.results_dev, self.transfer) {
             let (src, _sync) = rs.slice().device_ptr(&s);
             // SAFETY: the destination is the first `n` result records of the mapped buffer,
             // which holds the whole request capacity; nothing reads it until the stream is
