@@ -7,6 +7,7 @@
 //! - domains ([`ndt`], [`lz4`], [`gaussian`], [`rnn`]), each a CPU reference and a GPU pipeline.
 
 pub mod error;
+pub mod gaussian;
 pub mod ptx;
 pub mod rng;
 

@@ -1,0 +1,54 @@
+//! Gaussian field: N anisotropic 3-D Gaussians evaluated at B query points, forward and backward.
+//!
+//! Gaussian j has a mean mu_j (metres), a lower-triangular Cholesky factor L_j of its covariance
+//! (Sigma_j = L_j L_j^T, metres, positive diagonal) and a weight w_j (field units). The memory
+//! layout (10 scalars per Gaussian: mu, L00 L10 L11 L20 L21 L22, w; points as xyz triples) is in
+//! [`layout`]; GPU kernels use it as is.
+//!
+//! # Forward
+//! With a_k = L[kk] + eps ([`FieldOptions::diag_eps`]) and r_ij = x_i - mu_j:
+//! - v_ij solves L_j v = r_ij by forward substitution (never an explicit inverse):
+//!   v0 = r0/a0, v1 = (r1 - L10 v0)/a1, v2 = (r2 - L20 v0 - L21 v1)/a2;
+//! - squared Mahalanobis distance d_ij = |v_ij|^2 (dimensionless);
+//! - e_ij = exp(-d_ij / 2);
+//! - c_j = (2 pi)^{-3/2} / (a0 a1 a2) when [`FieldOptions::normalised`], else c_j = 1;
+//! - field f_i = sum_j w_j c_j e_ij.
+//!
+//! # Backward
+//! Given g_i = dLoss/df_i, per pair (i, j):
+//! - s_ij = L_j^{-T} v_ij by back substitution (s2 = v2/a2, s1 = (v1 - L21 s2)/a1,
+//!   s0 = (v0 - L10 s1 - L20 s2)/a0), so s_ij = Sigma_j^{-1} r_ij;
+//! - h_ij = g_i c_j e_ij and q_ij = -w_j h_ij.
+//!
+//! Then
+//! - dLoss/dw_j    = sum_i h_ij
+//! - dLoss/dx_i    = sum_j q_ij s_ij
+//! - dLoss/dmu_j   = -sum_i q_ij s_ij
+//! - dLoss/dL_j[ab] = -sum_i q_ij s_ij[a] v_ij[b]  for a > b (L10, L20, L21)
+//! - dLoss/dL_j[kk] = -sum_i q_ij s_ij[k] v_ij[k]  - [normalised] w_j (dLoss/dw_j) / a_k
+//!
+//! Derivation: df/dd = -w c e / 2 and dd/dv = 2 v, so dLoss/dv = q v. From L v = r,
+//! dv = L^{-1}(dr - dL v), hence dLoss/dr = L^{-T} q v = q s and dLoss/dL = -(q s) v^T restricted
+//! to the lower triangle; r = x - mu gives the x and mu rules. With normalisation, dc/da_k = -c/a_k
+//! gives sum_i g_i w e_ij (-c/a_k) = -w (dLoss/dw) / a_k. Since a_k = L[kk] + eps, gradients with
+//! respect to L[kk] and a_k coincide. A pair whose e_ij underflows to 0 contributes exactly 0 and
+//! is skipped (this keeps 0 * inf out when s overflows).
+//!
+//! # Modules
+//! - [`layout`]: packed layout, validation, per-Gaussian precomputed constants;
+//! - [`pair`]: the per-pair maths above, in the order a kernel should follow;
+//! - [`ops`]: the [`GaussianFieldOps`] trait a training loop calls, [`FieldOptions`], [`Gradients`];
+//! - [`cpu`]: [`GaussianField`], the rayon CPU reference (f32 and f64, deterministic);
+//! - [`generate`]: generated Gaussians and points; [`demo`]: a gradient-descent fit.
+
+pub mod cpu;
+pub mod demo;
+pub mod generate;
+pub mod layout;
+pub mod ops;
+pub mod pair;
+pub mod real;
+
+pub use cpu::GaussianField;
+pub use ops::{FieldOptions, GaussianFieldOps, Gradients};
+pub use real::Real;
