@@ -37,14 +37,14 @@ pub struct FitConfig {
 }
 
 impl Default for FitConfig {
-    /// 6 target and 6 model Gaussians, 2000 points, 300 steps, learning rate 0.01.
+    /// 6 target and 6 model Gaussians, 2000 points, 600 steps, learning rate 0.02.
     fn default() -> Self {
         FitConfig {
             target_gaussians: 6,
             model_gaussians: 6,
             points: 2000,
-            steps: 300,
-            learning_rate: 0.01,
+            steps: 600,
+            learning_rate: 0.02,
             min_diag_m: 0.02,
             seed: 7,
         }
