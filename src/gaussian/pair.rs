@@ -5,6 +5,7 @@
 //! With a_k = L[kk] + eps and r = x - mu:
 //! - forward substitution (L v = r):  v0 = r0/a0,  v1 = (r1 - L10 v0)/a1,  v2 = (r2 - L20 v0 - L21 v1)/a2
 //! - squared Mahalanobis distance:    d = v0^2 + v1^2 + v2^2
+//! - kernel:                          e = exp(-d/2), or 0 when d > cutoff (f32 174, f64 1416)
 //! - back substitution (L^T s = v):   s2 = v2/a2,  s1 = (v1 - L21 s2)/a1,  s0 = (v0 - L10 s1 - L20 s2)/a0
 //!
 //! so s = L^{-T} L^{-1} r = Sigma^{-1} r. Divisions are multiplications by the precomputed 1/a_k.
@@ -34,9 +35,13 @@ pub fn back_solve<T: Real>(g: &Prepared<T>, v: [T; 3]) -> [T; 3] {
     [s0, s1, s2]
 }
 
-/// e = exp(-d / 2).
+/// e = exp(-d / 2), flushed to exactly 0 for d > [`Real::EXP_CUTOFF_D`] (where it would be
+/// subnormal): far pairs skip the call, and no subnormal arithmetic follows.
 #[inline(always)]
 pub fn kernel<T: Real>(d: T) -> T {
+    if d > T::EXP_CUTOFF_D {
+        return T::ZERO;
+    }
     (d * T::from_f64(-0.5)).exp()
 }
 

@@ -122,20 +122,35 @@ pub fn round_to_f32(values: &[f64]) -> Vec<f64> {
     values.iter().map(|&v| v as f32 as f64).collect()
 }
 
-/// Rounding-error scale of each backward gradient entry: the sum over pairs of |pair term| times
-/// (1 + d_ij) kappa(L_j), with the pair terms of the documented formulas (h = g c e, q = -w h;
-/// x and mu: |q s|; L[ab]: |q s_a v_b| (+ |w h / a_k| on the diagonal when normalised); w: |h|),
-/// computed here with nalgebra solves. Returns (3 per point, 10 per Gaussian).
+/// Error scales of each backward gradient entry, for comparing an f32 run with an f64 run.
+pub struct BackwardErrorScale {
+    /// Per entry: sum over pairs with d_ij <= cutoff of |pair term| (1 + d_ij) kappa(L_j).
+    pub points: Vec<f64>,
+    pub gaussians: Vec<f64>,
+    /// Per entry: sum over pairs with d_ij > cutoff of |pair term| (terms the f32 run flushes to 0).
+    pub flushed_points: Vec<f64>,
+    pub flushed_gaussians: Vec<f64>,
+}
+
+/// Rounding-error scale of each backward gradient entry, with the pair terms of the documented
+/// formulas (h = g c e, q = -w h; x and mu: |q s|; L[ab]: |q s_a v_b| (+ |w h / a_k| on the
+/// diagonal when normalised); w: |h|) computed here with nalgebra solves. Pairs beyond
+/// `cutoff_d` go to the flushed sums instead (see [`BackwardErrorScale`]).
 pub fn backward_error_scale(
     gaussians: &[f64],
     points: &[f64],
     grad_values: &[f64],
     normalised: bool,
     eps: f64,
-) -> (Vec<f64>, Vec<f64>) {
+    cutoff_d: f64,
+) -> BackwardErrorScale {
     let n = gaussians.len() / STRIDE;
-    let mut sp = vec![0.0; points.len()];
-    let mut sg = vec![0.0; gaussians.len()];
+    let mut out = BackwardErrorScale {
+        points: vec![0.0; points.len()],
+        gaussians: vec![0.0; gaussians.len()],
+        flushed_points: vec![0.0; points.len()],
+        flushed_gaussians: vec![0.0; gaussians.len()],
+    };
     for j in 0..n {
         let l = chol_matrix(gaussians, j, eps);
         let chol = (l * l.transpose()).cholesky().expect("SPD");
@@ -149,7 +164,11 @@ pub fn backward_error_scale(
             let d = v.dot(&v);
             let h = grad_values[i] * c * (-0.5 * d).exp();
             let q = -g[9] * h;
-            let amp = (1.0 + d) * kappa;
+            let (sp, sg, amp) = if d <= cutoff_d {
+                (&mut out.points, &mut out.gaussians, (1.0 + d) * kappa)
+            } else {
+                (&mut out.flushed_points, &mut out.flushed_gaussians, 1.0)
+            };
             for k in 0..3 {
                 sp[i * 3 + k] += (q * s[k]).abs() * amp;
                 sg[j * STRIDE + k] += (q * s[k]).abs() * amp;
@@ -164,5 +183,5 @@ pub fn backward_error_scale(
             sg[j * STRIDE + 9] += h.abs() * amp;
         }
     }
-    (sp, sg)
+    out
 }
