@@ -82,6 +82,10 @@ impl<T: Real> GaussianField<T> {
 impl<T: Real> GaussianFieldOps for GaussianField<T> {
     type Scalar = T;
 
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
     fn options(&self) -> FieldOptions {
         self.options
     }

@@ -54,6 +54,8 @@ impl Default for FitConfig {
 /// Outcome of [`fit`].
 #[derive(Clone, Debug)]
 pub struct FitReport {
+    /// Where the field ran (`"cpu"`/`"gpu"`).
+    pub device: &'static str,
     /// Float type of the field (`"f32"`/`"f64"`).
     pub scalar: &'static str,
     /// Gradient steps taken.
@@ -75,7 +77,8 @@ impl fmt::Display for FitReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "gaussian fit ({}): {} Gaussians, {} points, {} steps, loss {:.3e} -> {:.3e} ({:.1}x lower) in {:.3} s",
+            "gaussian fit ({} {}): {} Gaussians, {} points, {} steps, loss {:.3e} -> {:.3e} ({:.1}x lower) in {:.3} s",
+            self.device,
             self.scalar,
             self.gaussians,
             self.points,
@@ -143,6 +146,7 @@ pub fn fit<F: GaussianFieldOps>(field: &mut F, config: &FitConfig) -> Result<Fit
         }
     }
     Ok(FitReport {
+        device: field.device(),
         scalar: F::Scalar::NAME,
         steps: config.steps,
         gaussians: config.model_gaussians,

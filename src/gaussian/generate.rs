@@ -12,7 +12,7 @@ pub struct GaussianSpec {
     pub extent_m: f64,
     /// Diagonal entries of L are uniform in [min, max] (metres).
     pub diag_m: (f64, f64),
-    /// Each off-diagonal entry L[ab] is `shear * N(0,1) * sqrt(L[aa] L[bb])`: 0 gives axis-aligned
+    /// Each off-diagonal entry Lab is `shear * N(0,1) * sqrt(Laa Lbb)`: 0 gives axis-aligned
     /// Gaussians, ~1 strongly sheared ones.
     pub shear: f64,
     /// Weights are uniform in [min, max].

@@ -6,10 +6,10 @@
 //!
 //! | index | 0    | 1    | 2    | 3     | 4     | 5     | 6     | 7     | 8     | 9   |
 //! |-------|------|------|------|-------|-------|-------|-------|-------|-------|-----|
-//! | value | mu_x | mu_y | mu_z | L[00] | L[10] | L[11] | L[20] | L[21] | L[22] | w   |
+//! | value | mu_x | mu_y | mu_z | L00 | L10 | L11 | L20 | L21 | L22 | w   |
 //!
 //! i.e. the mean, then the lower triangle of the Cholesky factor L row by row (row-major packed
-//! lower triangle, `L[rc]` = row r, column c), then the weight. Diagonal entries (indices 3, 5, 8)
+//! lower triangle, `Lrc` = row r, column c), then the weight. Diagonal entries (indices 3, 5, 8)
 //! must be > 0. Points are `[x, y, z]` triples, [`POINT_STRIDE`] = 3 scalars each, in the same
 //! length unit as the means and L. Per-Gaussian gradients use the Gaussian layout (gradient of each
 //! scalar at the same index); per-point gradients use the point layout.
@@ -23,11 +23,11 @@ pub const STRIDE: usize = 10;
 pub const POINT_STRIDE: usize = 3;
 /// Offset of mu_x within a Gaussian.
 pub const MU: usize = 0;
-/// Offset of L[00] within a Gaussian; the six L entries are `CHOL..CHOL + 6`.
+/// Offset of L00 within a Gaussian; the six L entries are `CHOL..CHOL + 6`.
 pub const CHOL: usize = 3;
 /// Offset of the weight within a Gaussian.
 pub const WEIGHT: usize = 9;
-/// Positions of the diagonal entries L[00], L[11], L[22] within the six packed L entries.
+/// Positions of the diagonal entries L00, L11, L22 within the six packed L entries.
 pub const CHOL_DIAG: [usize; 3] = [0, 2, 5];
 /// Names of the six packed L entries, in order.
 pub const CHOL_NAMES: [&str; 6] = ["L00", "L10", "L11", "L20", "L21", "L22"];
@@ -49,13 +49,13 @@ pub fn unpack<T: Real>(g: &[T; STRIDE]) -> ([T; 3], [T; 6], T) {
 }
 
 /// Per-Gaussian constants computed once per `set_gaussians`, so the per-pair loop has no division.
-/// `inv_diag[k] = 1 / (L[kk] + eps)`; `norm` = (2 pi)^{-3/2} / prod_k (L[kk] + eps) when the field is
+/// `inv_diag[k] = 1 / (Lkk + eps)`; `norm` = (2 pi)^{-3/2} / prod_k (Lkk + eps) when the field is
 /// normalised, else 1; `weight_norm = w * norm`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Prepared<T> {
     /// Mean.
     pub mu: [T; 3],
-    /// Off-diagonal L entries L[10], L[20], L[21].
+    /// Off-diagonal L entries L10, L20, L21.
     pub l10: T,
     pub l20: T,
     pub l21: T,

@@ -13,8 +13,8 @@ pub struct FieldOptions {
     /// integrates to 1 (a density in 1/length^3).
     pub normalised: bool,
     /// Added to each diagonal entry of L before use (same length unit as the points): a_k =
-    /// L[kk] + eps. Bounds 1/a_k by 1/eps, so a positive but tiny diagonal cannot overflow.
-    /// Gradients are with respect to L[kk] (equal to those with respect to a_k). Must be finite
+    /// Lkk + eps. Bounds 1/a_k by 1/eps, so a positive but tiny diagonal cannot overflow.
+    /// Gradients are with respect to Lkk (equal to those with respect to a_k). Must be finite
     /// and >= 0.
     pub diag_eps: f64,
 }
@@ -78,6 +78,9 @@ impl<T: Real> Gradients<'_, T> {
 pub trait GaussianFieldOps {
     /// The float type the field computes in.
     type Scalar: Real;
+
+    /// "cpu" or "gpu" (for reports; tests run one body against both).
+    fn device(&self) -> &'static str;
 
     /// The options the field was created with.
     fn options(&self) -> FieldOptions;

@@ -2,7 +2,7 @@
 //! operations, in this order, that a GPU kernel should reproduce (see the module docs of
 //! [`crate::gaussian`] for the derivation of the gradients).
 //!
-//! With a_k = L[kk] + eps and r = x - mu:
+//! With a_k = Lkk + eps and r = x - mu:
 //! - forward substitution (L v = r):  v0 = r0/a0,  v1 = (r1 - L10 v0)/a1,  v2 = (r2 - L20 v0 - L21 v1)/a2
 //! - squared Mahalanobis distance:    d = v0^2 + v1^2 + v2^2
 //! - kernel:                          e = exp(-d/2), or 0 when d > cutoff (f32 174, f64 1416)
@@ -49,8 +49,8 @@ pub fn kernel<T: Real>(d: T) -> T {
 /// layout: mu 0..3, L 3..9, w 9) and returns the contribution to the point's gradient.
 ///
 /// `grad_value` is dLoss/df at this point. With h = grad_value * norm * e and q = -w h:
-/// dLoss/dw += h; dLoss/dx += q s; dLoss/dmu -= q s; dLoss/dL[ab] -= q s_a v_b (a >= b).
-/// The normalisation's share of dLoss/dL[kk] is added once per Gaussian by the caller.
+/// dLoss/dw += h; dLoss/dx += q s; dLoss/dmu -= q s; dLoss/dLab -= q s_a v_b (a >= b).
+/// The normalisation's share of dLoss/dLkk is added once per Gaussian by the caller.
 #[inline(always)]
 pub fn accumulate_backward<T: Real>(
     g: &Prepared<T>,
@@ -82,8 +82,8 @@ pub fn accumulate_backward<T: Real>(
     qs
 }
 
-/// Adds the normalisation's share of dLoss/dL[kk] to a Gaussian's accumulated gradient:
-/// d(norm)/d a_k = -norm / a_k, so dLoss/dL[kk] += -w * (dLoss/dw) / a_k.
+/// Adds the normalisation's share of dLoss/dLkk to a Gaussian's accumulated gradient:
+/// d(norm)/d a_k = -norm / a_k, so dLoss/dLkk += -w * (dLoss/dw) / a_k.
 #[inline(always)]
 pub fn add_normalisation_grad<T: Real>(g: &Prepared<T>, acc: &mut [T; 10]) {
     let wg = g.weight * acc[9];
