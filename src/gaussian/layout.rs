@@ -174,3 +174,31 @@ fn field_name(k: usize) -> &'static str {
         _ => "weight",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_unpack_round_trip_and_offsets() {
+        let g = pack([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 10.0f64);
+        assert_eq!(g, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]);
+        assert_eq!(unpack(&g), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 10.0));
+        assert_eq!((g[MU], g[CHOL], g[WEIGHT]), (1.0, 4.0, 10.0));
+        // Diagonal L00, L11, L22 sit at packed L positions 0, 2, 5.
+        assert_eq!(CHOL_DIAG.map(|d| CHOL_NAMES[d]), ["L00", "L11", "L22"]);
+    }
+
+    #[test]
+    fn prepare_precomputes_reciprocals_and_normalisation() {
+        let g = pack([0.0; 3], [2.0, 0.5, 4.0, 0.25, 0.125, 0.5], 3.0f64);
+        let mut out = Vec::new();
+        prepare(&g, true, 0.0, &mut out).unwrap();
+        let p = out[0];
+        assert_eq!(p.inv_diag, [0.5, 0.25, 2.0]);
+        let norm = (std::f64::consts::TAU).powf(-1.5) / 4.0;
+        assert!((p.norm - norm).abs() <= 1e-15 * norm);
+        assert!((p.weight_norm - 3.0 * norm).abs() <= 1e-15 * norm);
+        assert_eq!((p.l10, p.l20, p.l21), (0.5, 0.25, 0.125));
+    }
+}
