@@ -30,6 +30,7 @@ pub fn run() -> ptxflow::Result<()> {
     rows.extend(core_ops(gpu.clone())?);
     rows.push(ndt_row()?);
     rows.push(lz4_row()?);
+    rows.push(gaussian_row()?);
     print_table(&rows);
     Ok(())
 }
@@ -119,5 +120,18 @@ fn lz4_row() -> ptxflow::Result<Row> {
             data.len() as f64 / frame.len() as f64,
             if back == data { "exact" } else { "MISMATCH" }
         ),
+    })
+}
+
+fn gaussian_row() -> ptxflow::Result<Row> {
+    use ptxflow::gaussian::{demo, FieldOptions, GaussianField};
+    // The GPU field is a later issue; the fit runs on the CPU reference.
+    let mut field = GaussianField::<f32>::new(FieldOptions::default())?;
+    let r = demo::fit(&mut field, &demo::FitConfig::default())?;
+    Ok(Row {
+        pipeline: format!("gaussian: fit {} Gaussians, {} pts", r.gaussians, r.points),
+        device: r.device.to_string(),
+        seconds: r.elapsed.as_secs_f64(),
+        agreement: format!("loss {:.2e} -> {:.2e} in {} steps", r.first_loss, r.last_loss, r.steps),
     })
 }
