@@ -14,7 +14,8 @@ use super::layout::{self, Prepared, POINT_STRIDE, STRIDE};
 use super::ops::{FieldOptions, GaussianFieldOps, Gradients};
 use super::pair;
 use super::real::Real;
-use crate::{Error, Result};
+use super::validate;
+use crate::Result;
 
 /// Points per forward work item (the result does not depend on it).
 const FORWARD_BLOCK_POINTS: usize = 64;
@@ -43,14 +44,9 @@ pub struct GaussianField<T: Real> {
 impl<T: Real> GaussianField<T> {
     /// A field with no Gaussians yet.
     ///
-    /// Errors: [`Error::Input`] if `options.diag_eps` is negative or non-finite.
+    /// Errors: [`crate::Error::Input`] if `options.diag_eps` is negative or non-finite.
     pub fn new(options: FieldOptions) -> Result<Self> {
-        if !(options.diag_eps.is_finite() && options.diag_eps >= 0.0) {
-            return Err(Error::input(format!(
-                "diag_eps must be finite and >= 0, got {}",
-                options.diag_eps
-            )));
-        }
+        validate::check_options(&options)?;
         Ok(GaussianField {
             options,
             diag_eps: T::from_f64(options.diag_eps),
@@ -72,10 +68,7 @@ impl<T: Real> GaussianField<T> {
     }
 
     fn require_gaussians(&self) -> Result<()> {
-        if self.prepared.is_empty() {
-            return Err(Error::input("no Gaussians set: call set_gaussians first"));
-        }
-        Ok(())
+        validate::require_gaussians(self.prepared.len())
     }
 }
 
@@ -107,13 +100,7 @@ impl<T: Real> GaussianFieldOps for GaussianField<T> {
         self.require_gaussians()?;
         let b = layout::check_points(points)?;
         let n = self.prepared.len();
-        if out.len() != b * n {
-            return Err(Error::Shape {
-                what: "distance matrix".into(),
-                expected: format!("{b} x {n} = {} scalars", b * n),
-                got: format!("{} scalars", out.len()),
-            });
-        }
+        validate::check_distance_out(b, n, out.len())?;
         let prepared = &self.prepared;
         out.par_chunks_mut(n)
             .zip(points.par_chunks_exact(POINT_STRIDE))
@@ -146,37 +133,14 @@ impl<T: Real> GaussianFieldOps for GaussianField<T> {
                     }
                 }
             });
-        if let Some(i) = self.values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::input(format!(
-                "field value at point {i} is not finite ({}): inputs exceed the range of {}",
-                self.values[i],
-                T::NAME
-            )));
-        }
+        validate::check_values(&self.values)?;
         self.forward_valid = true;
         Ok(&self.values)
     }
 
     fn backward(&mut self, grad_values: &[T]) -> Result<Gradients<'_, T>> {
-        if !self.forward_valid {
-            return Err(Error::input(
-                "backward needs a forward with the current Gaussians first",
-            ));
-        }
         let b = self.values.len();
-        if grad_values.len() != b {
-            return Err(Error::Shape {
-                what: "grad_values".into(),
-                expected: format!("{b} (points of the last forward)"),
-                got: grad_values.len().to_string(),
-            });
-        }
-        if let Some(i) = grad_values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::input(format!(
-                "grad_values[{i}] is not finite ({})",
-                grad_values[i]
-            )));
-        }
+        validate::check_grad_values(self.forward_valid, b, grad_values)?;
         let n = self.prepared.len();
         let block_points = backward_block_points(b);
         let blocks = b.div_ceil(block_points);
@@ -212,15 +176,7 @@ impl<T: Real> GaussianFieldOps for GaussianField<T> {
                 }
             });
 
-        let bad_point = self.grad_points.iter().position(|v| !v.is_finite());
-        let bad_gauss = self.grad_gaussians.iter().position(|v| !v.is_finite());
-        if bad_point.is_some() || bad_gauss.is_some() {
-            return Err(Error::input(format!(
-                "backward produced a non-finite gradient (point index {bad_point:?}, Gaussian \
-                 scalar index {bad_gauss:?}): inputs exceed the range of {}",
-                T::NAME
-            )));
-        }
+        validate::check_gradients(&self.grad_points, &self.grad_gaussians)?;
         Ok(Gradients { points: &self.grad_points, gaussians: &self.grad_gaussians })
     }
 }

@@ -54,16 +54,23 @@
 //! - [`pair`]: the per-pair maths above, in the order a kernel should follow;
 //! - [`ops`]: the [`GaussianFieldOps`] trait a training loop calls, [`FieldOptions`], [`Gradients`];
 //! - [`cpu`]: [`GaussianField`], the rayon CPU reference (f32 and f64, deterministic);
+//! - [`gpu`]: [`GpuGaussianField`], the same on a CUDA device (kernels in
+//!   `crate::kernels::gaussian`), [`gpu_launch`] its launch geometry;
+//! - [`validate`]: the checks both fields share, so they reject the same inputs alike;
 //! - [`generate`]: generated Gaussians and points; [`demo`]: a gradient-descent fit.
 
 pub mod cpu;
 pub mod demo;
 pub mod generate;
+pub mod gpu;
+pub mod gpu_launch;
 pub mod layout;
 pub mod ops;
 pub mod pair;
 pub mod real;
+pub mod validate;
 
 pub use cpu::GaussianField;
+pub use gpu::{GpuGaussianField, GpuReal};
 pub use ops::{FieldOptions, GaussianFieldOps, Gradients};
 pub use real::Real;
