@@ -17,118 +17,22 @@
 
 mod gaussian_common;
 
+use gaussian_common::fd::check_gradients;
 use gaussian_common::*;
 use ptxflow::gaussian::generate::convert;
-use ptxflow::gaussian::layout::{CHOL, CHOL_NAMES, STRIDE, WEIGHT};
 use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, Real};
 use ptxflow::rng::Rng;
 
-const REL_TOL: f64 = 1e-6;
-
-fn loss(field: &mut GaussianField<f64>, gaussians: &[f64], points: &[f64], g: &[f64]) -> f64 {
-    field.set_gaussians(gaussians).unwrap();
-    let f = field.forward(points).unwrap();
-    f.iter().zip(g).map(|(a, b)| a * b).sum()
+fn cpu_f64(normalised: bool) -> GaussianField<f64> {
+    GaussianField::new(FieldOptions { normalised, ..FieldOptions::default() }).unwrap()
 }
 
-/// 5-point central difference of `eval` at `x0` in steps of `h`.
-fn five_point(h: f64, mut eval: impl FnMut(f64) -> f64) -> f64 {
-    (-eval(2.0 * h) + 8.0 * eval(h) - 8.0 * eval(-h) + eval(-2.0 * h)) / (12.0 * h)
-}
-
-struct Check {
-    kind: &'static str,
-    what: String,
-    analytic: f64,
-    fd: f64,
-}
-
-fn check_gradients(p: &Problem, normalised: bool, seed: u64) {
-    let options = FieldOptions { normalised, ..FieldOptions::default() };
-    let eps = options.diag_eps;
-    let n = p.gaussians.len() / STRIDE;
-    let b = p.points.len() / 3;
-    let mut rng = Rng::new(seed);
-    let g: Vec<f64> = (0..b).map(|_| rng.range(-1.0, 1.0)).collect();
-
-    let mut field = GaussianField::<f64>::with_gaussians(options, &p.gaussians).unwrap();
-    field.forward(&p.points).unwrap();
-    let grads = field.backward(&g).unwrap();
-    let (grad_points, grad_gaussians) = (grads.points.to_vec(), grads.gaussians.to_vec());
-
-    let mut fd_field = GaussianField::<f64>::new(options).unwrap();
-    let mut checks = Vec::new();
-    let sigma_min: Vec<f64> = (0..n).map(|j| chol_sigma_min(&p.gaussians, j, eps)).collect();
-
-    // Gaussian j's parameters only move its own terms, so the difference quotient is taken on
-    // sum_i g_i t_ij (a field holding only Gaussian j): the other terms would only add round-off.
-    for j in 0..n {
-        let own = &p.gaussians[j * STRIDE..(j + 1) * STRIDE];
-        for k in 0..STRIDE {
-            let h = if k == WEIGHT { 1e-2 * (1.0 + own[k].abs()) } else { 1e-3 * sigma_min[j] };
-            let mut gs = own.to_vec();
-            let fd = five_point(h, |dx| {
-                gs[k] = own[k] + dx;
-                loss(&mut fd_field, &gs, &p.points, &g)
-            });
-            let (kind, what) = match k {
-                0..=2 => ("mean", format!("mu_{j}[{k}]")),
-                WEIGHT => ("weight", format!("w_{j}")),
-                _ => ("chol", format!("{}_{j}", CHOL_NAMES[k - CHOL])),
-            };
-            checks.push(Check { kind, what, analytic: grad_gaussians[j * STRIDE + k], fd });
-        }
-    }
-    // Point i only moves f_i: difference g_i f_i alone, with a step set by the shortest axis among
-    // the Gaussians that reach it (d_ij < 60, i.e. e_ij > 1e-13).
-    fd_field.set_gaussians(&p.gaussians).unwrap();
-    let d = reference_distances(&p.gaussians, &p.points, eps);
-    for i in 0..b {
-        let reach = (0..n).filter(|&j| d[i * n + j] < 60.0).map(|j| sigma_min[j]);
-        let h = 1e-3 * reach.fold(f64::INFINITY, f64::min).min(1.0);
-        for k in 0..3 {
-            let mut x = p.points[i * 3..i * 3 + 3].to_vec();
-            let fd = five_point(h, |dx| {
-                x[k] = p.points[i * 3 + k] + dx;
-                g[i] * fd_field.forward(&x).unwrap()[0]
-            });
-            checks.push(Check { kind: "point", what: format!("x_{i}[{k}]"), analytic: grad_points[i * 3 + k], fd });
-        }
-    }
-
-    for kind in ["point", "mean", "chol", "weight"] {
-        let of_kind: Vec<&Check> = checks.iter().filter(|c| c.kind == kind).collect();
-        let scale = of_kind.iter().map(|c| c.fd.abs()).fold(0.0, f64::max);
-        assert!(scale > 0.0, "{kind}: all gradients zero, the test problem is degenerate");
-        let mut worst = 0.0f64;
-        let floored = of_kind.iter().filter(|c| c.fd.abs() < 1e-6 * scale).count();
-        for c in &of_kind {
-            let denom = c.fd.abs().max(1e-6 * scale);
-            let rel = (c.analytic - c.fd).abs() / denom;
-            worst = worst.max(rel);
-            assert!(
-                rel <= REL_TOL,
-                "{} normalised={normalised}: d/d{} analytic {:e} vs finite difference {:e} (rel {rel:e})",
-                p.name,
-                c.what,
-                c.analytic,
-                c.fd
-            );
-        }
-        eprintln!(
-            "{} normalised={normalised} {kind:6}: {} gradients ({floored} below the floor), worst \
-             relative error {worst:.2e}",
-            p.name,
-            of_kind.len()
-        );
-    }
-}
 
 #[test]
 fn gradients_match_finite_differences_well_conditioned() {
     let p = well_conditioned(5, 24, 11);
-    check_gradients(&p, false, 12);
-    check_gradients(&p, true, 13);
+    check_gradients(&mut cpu_f64(false), &p, 12);
+    check_gradients(&mut cpu_f64(true), &p, 13);
 }
 
 #[test]
@@ -137,8 +41,8 @@ fn gradients_match_finite_differences_badly_conditioned() {
     let kmax = (0..8).map(|j| chol_condition(&p.gaussians, j, 1e-6)).fold(0.0, f64::max);
     eprintln!("badly-conditioned: max kappa(L) = {kmax:.3e}");
     assert!(kmax > 1e3, "problem should include a badly conditioned Gaussian");
-    check_gradients(&p, false, 15);
-    check_gradients(&p, true, 16);
+    check_gradients(&mut cpu_f64(false), &p, 15);
+    check_gradients(&mut cpu_f64(true), &p, 16);
 }
 
 /// f32 gradients against f64 gradients on identical (f32-rounded) inputs, entry by entry:

@@ -3,6 +3,9 @@
 //! code with the crate's forward substitution.
 #![allow(dead_code)]
 
+pub mod api;
+pub mod fd;
+
 use nalgebra::{Matrix3, Vector3};
 use ptxflow::gaussian::generate::{random_gaussians, sample_points, GaussianSpec};
 use ptxflow::gaussian::layout::STRIDE;
@@ -144,6 +147,33 @@ pub fn backward_error_scale(
     eps: f64,
     cutoff_d: f64,
 ) -> BackwardErrorScale {
+    backward_term_sums(gaussians, points, grad_values, normalised, eps, cutoff_d, true)
+}
+
+/// Per gradient entry, the plain sum of |pair term| over pairs with d_ij <= `cutoff_d` (in
+/// `points`/`gaussians`) and beyond it (in the `flushed_*` fields): the "sum of absolute terms"
+/// against which a gradient's relative error is measured (terms of both signs cancel in the
+/// gradient itself, so its own magnitude is no scale).
+pub fn backward_abs_terms(
+    gaussians: &[f64],
+    points: &[f64],
+    grad_values: &[f64],
+    normalised: bool,
+    eps: f64,
+    cutoff_d: f64,
+) -> BackwardErrorScale {
+    backward_term_sums(gaussians, points, grad_values, normalised, eps, cutoff_d, false)
+}
+
+fn backward_term_sums(
+    gaussians: &[f64],
+    points: &[f64],
+    grad_values: &[f64],
+    normalised: bool,
+    eps: f64,
+    cutoff_d: f64,
+    amplify: bool,
+) -> BackwardErrorScale {
     let n = gaussians.len() / STRIDE;
     let mut out = BackwardErrorScale {
         points: vec![0.0; points.len()],
@@ -165,7 +195,7 @@ pub fn backward_error_scale(
             let h = grad_values[i] * c * (-0.5 * d).exp();
             let q = -g[9] * h;
             let (sp, sg, amp) = if d <= cutoff_d {
-                (&mut out.points, &mut out.gaussians, (1.0 + d) * kappa)
+                (&mut out.points, &mut out.gaussians, if amplify { (1.0 + d) * kappa } else { 1.0 })
             } else {
                 (&mut out.flushed_points, &mut out.flushed_gaussians, 1.0)
             };
