@@ -154,13 +154,16 @@ fn gpu_forward_matches_cpu_f64_reference() {
 #[test]
 fn gpu_forward_with_one_gaussian_chunk_writes_values_directly() {
     let Some(gpu) = common::gpu_or_skip("gpu_forward_with_one_gaussian_chunk_writes_values_directly") else { return };
-    // >= 8 * SMs point blocks of 512 leave one Gaussian chunk: the forward then skips the row sum.
-    let b = (gpu.facts().sm_count as usize * 8 * 512 + 1).min(if sanitizing() { 70_000 } else { usize::MAX });
+    // At least as many point blocks (512 points) as resident block slots (at most 16 blocks of
+    // 128 threads per SM) leave one Gaussian chunk: the forward then skips the row sum.
+    let b = (gpu.facts().sm_count as usize * 16 * 512 + 1).min(if sanitizing() { 70_000 } else { usize::MAX });
     let p = random_problem(3, b, 7);
     let mut f = gpu_field::<f32>(&gpu, true);
     f.set_gaussians(&convert::<f32>(&p.gaussians)).unwrap();
     f.forward(&convert::<f32>(&p.points)).unwrap();
-    eprintln!("plans for N=3 B={b}: {:?}", f.plans());
+    let (plan, _) = f.plans().unwrap();
+    eprintln!("forward plan for N=3 B={b}: {plan:?}");
+    assert!(sanitizing() || plan.chunks == 1, "{plan:?}");
     check_forward(&mut f, &p, 1e-5);
 }
 

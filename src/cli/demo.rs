@@ -30,7 +30,7 @@ pub fn run() -> ptxflow::Result<()> {
     rows.extend(core_ops(gpu.clone())?);
     rows.push(ndt_row()?);
     rows.push(lz4_row()?);
-    rows.push(gaussian_row()?);
+    rows.push(gaussian_row(gpu.clone())?);
     print_table(&rows);
     Ok(())
 }
@@ -123,11 +123,13 @@ fn lz4_row() -> ptxflow::Result<Row> {
     })
 }
 
-fn gaussian_row() -> ptxflow::Result<Row> {
-    use ptxflow::gaussian::{demo, FieldOptions, GaussianField};
-    // The GPU field is a later issue; the fit runs on the CPU reference.
-    let mut field = GaussianField::<f32>::new(FieldOptions::default())?;
-    let r = demo::fit(&mut field, &demo::FitConfig::default())?;
+fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
+    use ptxflow::gaussian::{demo, FieldOptions, GaussianField, GpuGaussianField};
+    let config = demo::FitConfig::default();
+    let r = match gpu {
+        Some(g) => demo::fit(&mut GpuGaussianField::<f32>::new(g, FieldOptions::default())?, &config)?,
+        None => demo::fit(&mut GaussianField::<f32>::new(FieldOptions::default())?, &config)?,
+    };
     Ok(Row {
         pipeline: format!("gaussian: fit {} Gaussians, {} pts", r.gaussians, r.points),
         device: r.device.to_string(),

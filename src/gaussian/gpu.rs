@@ -16,7 +16,7 @@ use super::layout::{self, Prepared, STRIDE};
 use super::ops::{FieldOptions, GaussianFieldOps, Gradients};
 use super::real::Real;
 use super::validate;
-use crate::kernels::gaussian::{backward, common};
+use crate::kernels::gaussian::{backward, common, forward};
 use crate::kernels::KernelId;
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
@@ -110,12 +110,14 @@ pub struct GpuGaussianField<T: GpuReal> {
     values_dev: Slot<T>,
     scratch: Slot<T>,
     partial_gauss: Slot<T>,
-    grad_points_dev: Slot<T>,
-    grad_gaussians_dev: Slot<T>,
+    /// dLoss/dx (3B) then the packed per-Gaussian gradient (10N): one download.
+    grads_dev: Slot<T>,
     dist: Slot<T>,
     values: Vec<T>,
-    grad_points: Vec<T>,
-    grad_gaussians: Vec<T>,
+    /// Host copy of `grads_dev`.
+    grads: Vec<T>,
+    /// Resident-block capacity of the forward and backward kernels (queried on first use).
+    slots: Option<(u32, u32)>,
 }
 
 impl<T: GpuReal> GpuGaussianField<T> {
@@ -142,12 +144,11 @@ impl<T: GpuReal> GpuGaussianField<T> {
             values_dev: Slot::new("gaussian values"),
             scratch: Slot::new("gaussian partial sums"),
             partial_gauss: Slot::new("gaussian per-Gaussian partial sums"),
-            grad_points_dev: Slot::new("gaussian point gradients"),
-            grad_gaussians_dev: Slot::new("gaussian Gaussian gradients"),
+            grads_dev: Slot::new("gaussian gradients"),
             dist: Slot::new("gaussian distance matrix"),
             values: Vec::new(),
-            grad_points: Vec::new(),
-            grad_gaussians: Vec::new(),
+            grads: Vec::new(),
+            slots: None,
         })
     }
 
@@ -160,23 +161,37 @@ impl<T: GpuReal> GpuGaussianField<T> {
     pub fn device_bytes(&self) -> usize {
         [&self.prep, &self.points, &self.dist_points, &self.grad_values, &self.values_dev, &self.scratch]
             .iter()
-            .chain([&self.partial_gauss, &self.grad_points_dev, &self.grad_gaussians_dev, &self.dist].iter())
+            .chain([&self.partial_gauss, &self.grads_dev, &self.dist].iter())
             .map(|s| s.bytes())
             .sum()
     }
 
     /// How the forward and backward of the last forward's size are split (for reports).
-    pub fn plans(&self) -> (ForwardPlan, BackwardPlan) {
-        let sms = self.gpu.facts().sm_count;
+    ///
+    /// Errors: loading a kernel or querying its occupancy failed.
+    pub fn plans(&mut self) -> Result<(ForwardPlan, BackwardPlan)> {
+        let (fs, bs) = self.slots()?;
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
-        (launch::forward_plan(n_pad, b, sms), launch::backward_plan(n_pad, b, sms, T::GAUSSIANS_PER_THREAD))
+        Ok((launch::forward_plan(n_pad, b, fs), launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD)))
+    }
+
+    fn slots(&mut self) -> Result<(u32, u32)> {
+        if let Some(s) = self.slots {
+            return Ok(s);
+        }
+        let s = (
+            launch::resident_slots(&self.gpu, T::FORWARD, forward::BLOCK)?,
+            launch::resident_slots(&self.gpu, T::BACKWARD, backward::BLOCK)?,
+        );
+        self.slots = Some(s);
+        Ok(s)
     }
 
     /// Fills every device output and scratch buffer with NaN (a test aid: an element a kernel
     /// fails to write then shows up as NaN instead of a stale value).
     pub fn poison_device_outputs(&mut self) -> Result<()> {
         let stream = self.stream.clone();
-        for slot in [&mut self.values_dev, &mut self.scratch, &mut self.partial_gauss, &mut self.grad_points_dev, &mut self.grad_gaussians_dev, &mut self.dist] {
+        for slot in [&mut self.values_dev, &mut self.scratch, &mut self.partial_gauss, &mut self.grads_dev, &mut self.dist] {
             if let Some(buf) = slot.buf.as_mut() {
                 let len = buf.len();
                 let nan = vec![T::from_f64(f64::NAN); buf.capacity()];
@@ -200,7 +215,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             return Ok(());
         }
         self.problem_points()?;
-        let plan = launch::forward_plan(self.n_pad as u32, self.b as u32, self.gpu.facts().sm_count);
+        let plan = launch::forward_plan(self.n_pad as u32, self.b as u32, self.slots()?.0);
         let b = self.b;
         let stream = self.stream.clone();
         let values = self.values_dev.ensure(&stream, b)?;
@@ -211,13 +226,14 @@ impl<T: GpuReal> GpuGaussianField<T> {
             points: self.points.get()?.slice(),
             b: b as u32,
         };
+        let mut values = values.slice_mut().slice_mut(0..b);
         if plan.chunks == 1 {
-            return launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, values.slice_mut());
+            return launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, &mut values);
         }
         let rows = plan.chunks as usize * b;
         let scratch = self.scratch.ensure(&stream, rows)?;
-        launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, scratch.slice_mut())?;
-        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, scratch.slice(), plan.chunks, b as u32, b as u32, T::ONE, values.slice_mut())
+        launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, &mut scratch.slice_mut().slice_mut(0..rows))?;
+        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, scratch.slice(), plan.chunks, b as u32, b as u32, T::ONE, &mut values)
     }
 
     /// Enqueues the backward kernels for the grad_values of the last
@@ -230,12 +246,12 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         let pts3 = self.problem_points()?;
         let (n, n_pad, b) = (self.prepared.len(), self.n_pad, self.b);
-        let plan = launch::backward_plan(n_pad as u32, b as u32, self.gpu.facts().sm_count, T::GAUSSIANS_PER_THREAD);
+        let plan = launch::backward_plan(n_pad as u32, b as u32, self.slots()?.1, T::GAUSSIANS_PER_THREAD);
         let stream = self.stream.clone();
         let partial_points = self.scratch.ensure(&stream, plan.gauss_blocks as usize * 3 * b)?;
         let partial_gauss = self.partial_gauss.ensure(&stream, plan.chunks as usize * n_pad * STRIDE)?;
-        let grad_points = self.grad_points_dev.ensure(&stream, 3 * b)?;
-        let grad_gaussians = self.grad_gaussians_dev.ensure(&stream, n * STRIDE)?;
+        let grads = self.grads_dev.ensure(&stream, 3 * b + n * STRIDE)?.slice_mut();
+        let (mut grad_points, mut grad_gaussians) = grads.split_at_mut(3 * b);
         let p = Problem {
             prep: self.prep.get()?.slice(),
             n: n as u32,
@@ -245,8 +261,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
         };
         let gv = self.grad_values.get()?.slice();
         launch::backward(&self.gpu, &stream, T::BACKWARD, &p, gv, &plan, partial_points.slice_mut(), partial_gauss.slice_mut())?;
-        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, partial_points.slice(), plan.gauss_blocks, pts3, pts3, -T::ONE, grad_points.slice_mut())?;
-        launch::finish(&self.gpu, &stream, T::FINISH, &p, partial_gauss.slice(), plan.chunks, self.options.normalised, grad_gaussians.slice_mut())
+        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, partial_points.slice(), plan.gauss_blocks, pts3, pts3, -T::ONE, &mut grad_points)?;
+        launch::finish(&self.gpu, &stream, T::FINISH, &p, partial_gauss.slice(), plan.chunks, self.options.normalised, &mut grad_gaussians)
     }
 
     fn upload_prepared(&mut self) -> Result<()> {
@@ -354,18 +370,16 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
         let b = self.values.len();
         validate::check_grad_values(self.forward_valid, b, grad_values)?;
         let n = self.prepared.len();
-        self.grad_points.clear();
-        self.grad_points.resize(3 * b, T::ZERO);
-        self.grad_gaussians.clear();
-        self.grad_gaussians.resize(n * STRIDE, T::ZERO);
+        self.grads.clear();
+        self.grads.resize(3 * b + n * STRIDE, T::ZERO);
         if b > 0 {
             let stream = self.stream.clone();
             self.grad_values.ensure(&stream, b)?.upload(&stream, grad_values)?;
             self.backward_resident()?;
-            self.grad_points_dev.get()?.download_into(&stream, &mut self.grad_points)?;
-            self.grad_gaussians_dev.get()?.download_into(&stream, &mut self.grad_gaussians)?;
+            self.grads_dev.get()?.download_into(&stream, &mut self.grads)?;
         }
-        validate::check_gradients(&self.grad_points, &self.grad_gaussians)?;
-        Ok(Gradients { points: &self.grad_points, gaussians: &self.grad_gaussians })
+        let (points, gaussians) = self.grads.split_at(3 * b);
+        validate::check_gradients(points, gaussians)?;
+        Ok(Gradients { points, gaussians })
     }
 }

@@ -1,16 +1,19 @@
-//! Launch geometry and kernel launches of the GPU Gaussian field. The plans depend only on (N, B,
-//! SM count), so a given device always splits the same way and results are bit-identical from
-//! run to run (every partial sum is added in a fixed order; see `crate::kernels::gaussian`).
+//! Launch geometry and kernel launches of the GPU Gaussian field.
+//!
+//! The fused kernels' blocks all do the same amount of work, so a grid slightly larger than one
+//! resident wave runs in two block-times (a nearly empty second wave). The plans therefore split
+//! the work into at most `slots` blocks (SMs x resident blocks per SM, from the driver's occupancy
+//! calculator), as many as the problem allows. Plans depend only on (N, B, slots), so a given
+//! device always splits the same way and results are bit-identical from run to run (every
+//! partial sum is added in a fixed order; see `crate::kernels::gaussian`).
 
 use crate::kernels::gaussian::{backward, distances, forward, reduce};
 use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
-/// Blocks a launch aims for per SM (a few resident waves' worth of parallelism).
-const BLOCKS_PER_SM: u32 = 8;
 /// Fewest points per backward chunk.
 const MIN_CHUNK_POINTS: u32 = 16;
 /// Largest grid y extent CUDA allows.
@@ -27,11 +30,10 @@ pub struct ForwardPlan {
     pub chunk_len: u32,
 }
 
-/// Splits the forward so that about `BLOCKS_PER_SM` blocks per SM exist.
-pub fn forward_plan(n_pad: u32, b: u32, sm_count: u32) -> ForwardPlan {
+/// Splits the forward into at most `slots` blocks (one resident wave) when B allows.
+pub fn forward_plan(n_pad: u32, b: u32, slots: u32) -> ForwardPlan {
     let point_blocks = b.div_ceil(forward::POINTS_PER_BLOCK).max(1);
-    let target = sm_count.max(1) * BLOCKS_PER_SM;
-    let want = target.div_ceil(point_blocks).clamp(1, n_pad / forward::CHUNK_ALIGN);
+    let want = (slots / point_blocks).clamp(1, (n_pad / forward::CHUNK_ALIGN).max(1));
     let chunk_len = n_pad.div_ceil(want).next_multiple_of(forward::CHUNK_ALIGN);
     ForwardPlan { point_blocks, chunks: n_pad.div_ceil(chunk_len), chunk_len }
 }
@@ -47,14 +49,20 @@ pub struct BackwardPlan {
     pub chunk_len: u32,
 }
 
-/// Splits the backward so that about `BLOCKS_PER_SM` blocks per SM exist; `q` = Gaussians per
-/// thread of the kernel's type.
-pub fn backward_plan(n_pad: u32, b: u32, sm_count: u32, q: u32) -> BackwardPlan {
+/// Splits the backward into at most `slots` blocks (one resident wave) when N allows; `q` =
+/// Gaussians per thread of the kernel's type.
+pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
     let gauss_blocks = (n_pad / (backward::BLOCK * q)).max(1);
-    let target = sm_count.max(1) * BLOCKS_PER_SM;
-    let want = target.div_ceil(gauss_blocks).clamp(1, b.div_ceil(MIN_CHUNK_POINTS).max(1));
+    let want = (slots / gauss_blocks).clamp(1, b.div_ceil(MIN_CHUNK_POINTS).max(1));
     let chunk_len = b.div_ceil(want).max(1);
     BackwardPlan { gauss_blocks, chunks: b.div_ceil(chunk_len).max(1), chunk_len }
+}
+
+/// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
+pub fn resident_slots(gpu: &Gpu, id: KernelId, block: u32) -> Result<u32> {
+    let f = gpu.function(id)?;
+    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(block, 0, None).map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+    Ok(per_sm.max(1) * gpu.facts().sm_count.max(1))
 }
 
 /// `n` as a u32 kernel argument, or a capacity error naming `what`.
@@ -93,7 +101,7 @@ pub fn distances<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelI
 }
 
 /// Enqueues `gaussian_forward` writing `plan.chunks` rows of b partial sums to `out`.
-pub fn forward<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelId, p: &Problem<'_, T>, plan: &ForwardPlan, out: &mut CudaSlice<T>) -> Result<()> {
+pub fn forward<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelId, p: &Problem<'_, T>, plan: &ForwardPlan, out: &mut CudaViewMut<'_, T>) -> Result<()> {
     let f = gpu.function(id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
     // SAFETY: parameters (prep, n_pad, chunk_len, points, num_points, out) in the kernel's order
@@ -154,7 +162,7 @@ pub fn reduce_rows<T: DeviceRepr>(
     stride: u32,
     len: u32,
     scale: T,
-    out: &mut CudaSlice<T>,
+    out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
     let f = gpu.function(id)?;
     let blocks = len.div_ceil(reduce::BLOCK).clamp(1, gpu.facts().sm_count.max(1) * 16);
@@ -177,7 +185,7 @@ pub fn finish<T: DeviceRepr>(
     partial_gauss: &CudaSlice<T>,
     rows: u32,
     normalised: bool,
-    out: &mut CudaSlice<T>,
+    out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
     let f = gpu.function(id)?;
     let blocks = p.n.div_ceil(reduce::BLOCK).clamp(1, gpu.facts().sm_count.max(1) * 16);
@@ -200,7 +208,8 @@ mod tests {
     #[test]
     fn forward_plan_covers_every_gaussian_in_aligned_chunks() {
         for (n_pad, b) in [(256, 1), (1024, 500), (10240, 500), (10240, 100_000), (256, 10_000_000)] {
-            let p = forward_plan(n_pad, b, 132);
+            let p = forward_plan(n_pad, b, 132 * 9);
+            assert!(p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks), "{p:?}");
             assert_eq!(p.chunk_len % forward::CHUNK_ALIGN, 0, "{p:?}");
             assert!(p.chunks * p.chunk_len >= n_pad && (p.chunks - 1) * p.chunk_len < n_pad, "{p:?}");
             assert!(p.point_blocks * forward::POINTS_PER_BLOCK >= b, "{p:?}");
@@ -211,7 +220,8 @@ mod tests {
     fn backward_plan_covers_every_point_with_nonempty_chunks() {
         for (n_pad, b) in [(256, 1), (1024, 500), (10240, 500), (10240, 100_000), (256, 17)] {
             for q in [2, 4] {
-                let p = backward_plan(n_pad, b, 132, q);
+                let p = backward_plan(n_pad, b, 132 * 8, q);
+                assert!(p.gauss_blocks * p.chunks <= (132 * 8).max(p.gauss_blocks), "{p:?}");
                 assert!(p.chunks * p.chunk_len >= b && (p.chunks - 1) * p.chunk_len < b, "{p:?}");
                 assert_eq!(p.gauss_blocks * backward::BLOCK * q, n_pad.max(backward::BLOCK * q), "{p:?}");
             }
