@@ -110,12 +110,12 @@ pub struct GpuGaussianField<T: GpuReal> {
     values_dev: Slot<T>,
     scratch: Slot<T>,
     partial_gauss: Slot<T>,
-    /// dLoss/dx (3B) then the packed per-Gaussian gradient (10N): one download.
-    grads_dev: Slot<T>,
+    grad_points_dev: Slot<T>,
+    grad_gaussians_dev: Slot<T>,
     dist: Slot<T>,
     values: Vec<T>,
-    /// Host copy of `grads_dev`.
-    grads: Vec<T>,
+    grad_points: Vec<T>,
+    grad_gaussians: Vec<T>,
     /// Resident-block capacity of the forward and backward kernels (queried on first use).
     slots: Option<(u32, u32)>,
 }
@@ -144,10 +144,12 @@ impl<T: GpuReal> GpuGaussianField<T> {
             values_dev: Slot::new("gaussian values"),
             scratch: Slot::new("gaussian partial sums"),
             partial_gauss: Slot::new("gaussian per-Gaussian partial sums"),
-            grads_dev: Slot::new("gaussian gradients"),
+            grad_points_dev: Slot::new("gaussian point gradients"),
+            grad_gaussians_dev: Slot::new("gaussian Gaussian gradients"),
             dist: Slot::new("gaussian distance matrix"),
             values: Vec::new(),
-            grads: Vec::new(),
+            grad_points: Vec::new(),
+            grad_gaussians: Vec::new(),
             slots: None,
         })
     }
@@ -161,7 +163,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
     pub fn device_bytes(&self) -> usize {
         [&self.prep, &self.points, &self.dist_points, &self.grad_values, &self.values_dev, &self.scratch]
             .iter()
-            .chain([&self.partial_gauss, &self.grads_dev, &self.dist].iter())
+            .chain([&self.partial_gauss, &self.grad_points_dev, &self.grad_gaussians_dev, &self.dist].iter())
             .map(|s| s.bytes())
             .sum()
     }
@@ -191,7 +193,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
     /// fails to write then shows up as NaN instead of a stale value).
     pub fn poison_device_outputs(&mut self) -> Result<()> {
         let stream = self.stream.clone();
-        for slot in [&mut self.values_dev, &mut self.scratch, &mut self.partial_gauss, &mut self.grads_dev, &mut self.dist] {
+        for slot in [&mut self.values_dev, &mut self.scratch, &mut self.partial_gauss, &mut self.grad_points_dev, &mut self.grad_gaussians_dev, &mut self.dist] {
             if let Some(buf) = slot.buf.as_mut() {
                 let len = buf.len();
                 let nan = vec![T::from_f64(f64::NAN); buf.capacity()];
@@ -250,8 +252,10 @@ impl<T: GpuReal> GpuGaussianField<T> {
         let stream = self.stream.clone();
         let partial_points = self.scratch.ensure(&stream, plan.gauss_blocks as usize * 3 * b)?;
         let partial_gauss = self.partial_gauss.ensure(&stream, plan.chunks as usize * n_pad * STRIDE)?;
-        let grads = self.grads_dev.ensure(&stream, 3 * b + n * STRIDE)?.slice_mut();
-        let (mut grad_points, mut grad_gaussians) = grads.split_at_mut(3 * b);
+        // Separate allocations: the finish kernel's 2-wide vector stores need its output aligned
+        // to 2 scalars, which an offset of 3B scalars into a shared buffer is not for odd B.
+        let mut grad_points = self.grad_points_dev.ensure(&stream, 3 * b)?.slice_mut().slice_mut(0..3 * b);
+        let mut grad_gaussians = self.grad_gaussians_dev.ensure(&stream, n * STRIDE)?.slice_mut().slice_mut(0..n * STRIDE);
         let p = Problem {
             prep: self.prep.get()?.slice(),
             n: n as u32,
@@ -370,16 +374,18 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
         let b = self.values.len();
         validate::check_grad_values(self.forward_valid, b, grad_values)?;
         let n = self.prepared.len();
-        self.grads.clear();
-        self.grads.resize(3 * b + n * STRIDE, T::ZERO);
+        self.grad_points.clear();
+        self.grad_points.resize(3 * b, T::ZERO);
+        self.grad_gaussians.clear();
+        self.grad_gaussians.resize(n * STRIDE, T::ZERO);
         if b > 0 {
             let stream = self.stream.clone();
             self.grad_values.ensure(&stream, b)?.upload(&stream, grad_values)?;
             self.backward_resident()?;
-            self.grads_dev.get()?.download_into(&stream, &mut self.grads)?;
+            self.grad_points_dev.get()?.download_into(&stream, &mut self.grad_points)?;
+            self.grad_gaussians_dev.get()?.download_into(&stream, &mut self.grad_gaussians)?;
         }
-        let (points, gaussians) = self.grads.split_at(3 * b);
-        validate::check_gradients(points, gaussians)?;
-        Ok(Gradients { points, gaussians })
+        validate::check_gradients(&self.grad_points, &self.grad_gaussians)?;
+        Ok(Gradients { points: &self.grad_points, gaussians: &self.grad_gaussians })
     }
 }
