@@ -3,8 +3,10 @@
 //! over a block of Gaussians (the finishing kernels in `reduce` scale and add them up).
 //!
 //! Per pair (i, j), with e' the kernel exponential of `common` and the order of
-//! `crate::gaussian::pair`: v, d = solve; s = back_solve(v); ge = g_i e'; gs = ge s. Pairs with
-//! e' = 0 (beyond the cutoff) are skipped (predicated), which also keeps 0 * inf out of the sums.
+//! `crate::gaussian::pair`: v, d = solve; s = back_solve(v); ge = g_i e'; gs = ge s. A pair with
+//! e' = 0 (beyond the cutoff) has v replaced by 0 (`selp`), so s = 0 and it adds exactly 0, as
+//! the CPU's skip does, and 0 * inf never reaches the sums. (Predicating the pair's instructions
+//! instead made ptxas if-convert them into conditional moves: twice the registers.)
 //! - Gaussian j accumulates A_j = [gs (3), gs_a v_b for (a,b) = 00 10 11 20 21 22 (6), ge (1)];
 //!   `gaussian_finish` turns A into dLoss/d(mu, L, w) with w c 2^o and c 2^o.
 //! - Point i accumulates P_i = sum_j (w c 2^o)_j gs_ij (3); dLoss/dx_i = -P_i.

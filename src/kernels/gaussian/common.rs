@@ -214,11 +214,6 @@ pub fn back_solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, v: [Reg<T>
     [s0, s1, s2]
 }
 
-/// `min(a, b)` for u32 (a convenience for tile bounds).
-pub fn min_u32(b: &mut KernelBuilder, x: impl Operand<U32>, y: impl Operand<U32>) -> Reg<U32> {
-    b.min(x, y)
-}
-
 /// Byte address `base + (row * row_len + col) * elem_bytes` with 64-bit arithmetic.
 pub fn addr2d(b: &mut KernelBuilder, base: Reg<U64>, row: Reg<U32>, row_len: Reg<U32>, col: Reg<U32>, elem_bytes: u32) -> Reg<U64> {
     let row_off = b.mul_wide(row, row_len);
