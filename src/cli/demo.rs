@@ -33,6 +33,7 @@ pub fn run() -> ptxflow::Result<()> {
         rows.push(ndt_row(Some(g.clone()))?);
     }
     rows.push(lz4_row()?);
+    rows.push(gaussian_row(gpu.clone())?);
     print_table(&rows);
     Ok(())
 }
@@ -126,5 +127,20 @@ fn lz4_row() -> ptxflow::Result<Row> {
             data.len() as f64 / frame.len() as f64,
             if back == data { "exact" } else { "MISMATCH" }
         ),
+    })
+}
+
+fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
+    use ptxflow::gaussian::{demo, FieldOptions, GaussianField, GpuGaussianField};
+    let config = demo::FitConfig::default();
+    let r = match gpu {
+        Some(g) => demo::fit(&mut GpuGaussianField::<f32>::new(g, FieldOptions::default())?, &config)?,
+        None => demo::fit(&mut GaussianField::<f32>::new(FieldOptions::default())?, &config)?,
+    };
+    Ok(Row {
+        pipeline: format!("gaussian: fit {} Gaussians, {} pts", r.gaussians, r.points),
+        device: r.device.to_string(),
+        seconds: r.elapsed.as_secs_f64(),
+        agreement: format!("loss {:.2e} -> {:.2e} in {} steps", r.first_loss, r.last_loss, r.steps),
     })
 }
