@@ -5,5 +5,6 @@
 
 pub mod derivatives;
 pub mod fp64;
+mod point;
 pub mod reduce;
 pub mod rotation;

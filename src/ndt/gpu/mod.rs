@@ -11,11 +11,13 @@
 //! [`upload_target`]: GpuDerivativePipeline::upload_target
 //! [`upload_source`]: GpuDerivativePipeline::upload_source
 
+pub mod config;
 pub mod mapped;
 pub mod pipeline;
 pub mod records;
 
-pub use pipeline::{GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+pub use pipeline::GpuDerivativePipeline;
 
 use crate::ndt::params::NdtParams;
 use crate::ndt::result::NdtResult;

@@ -10,6 +10,7 @@
 //! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
 //! what crossed the bus and how often the device was asked to allocate or launch.
 
+use super::config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
 use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
@@ -26,44 +27,6 @@ use std::sync::Arc;
 
 /// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
 const BLOCKS_PER_SM: usize = 8;
-/// Most requests one launch serves (the grid's y dimension).
-pub const MAX_REQUESTS_PER_LAUNCH: usize = 65_535;
-
-/// What the pipeline is sized for; uploads beyond it grow the buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GpuCapacity {
-    /// Source points over all uploaded clouds.
-    pub points: usize,
-    /// Voxels of the target map.
-    pub voxels: usize,
-    /// Requests per launch (larger batches are split into several launches).
-    pub requests: usize,
-}
-
-/// How requests and results travel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transfer {
-    /// The kernel writes results to mapped host memory.
-    Mapped,
-    /// Results are copied from a device buffer after the launch.
-    Copy,
-}
-
-/// Traffic and device operations since creation (or [`GpuDerivativePipeline::reset_counters`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PipelineCounters {
-    /// Bytes sent host → device (uploads, requests).
-    pub bytes_up: u64,
-    /// Bytes sent device → host (results).
-    pub bytes_down: u64,
-    /// Device and pinned-host allocations.
-    pub allocations: u64,
-    /// Kernel launches.
-    pub launches: u64,
-    /// Evaluated requests.
-    pub requests: u64,
-}
-
 struct TargetInfo {
     inv_resolution: f64,
     radius_sq: f64,
