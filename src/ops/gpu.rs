@@ -18,8 +18,15 @@ pub struct GpuOps {
     total: DeviceBuffer<f64>,
 }
 
+/// Most elements one launch takes: indices are u32 and a grid-stride step (at most 2^31 threads
+/// here) is added to an index below this bound, so `i + stride` never wraps.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
 fn count_u32(n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::Capacity { what: "elements per launch".into(), needed: n, capacity: u32::MAX as usize })
+    if n > MAX_ELEMENTS {
+        return Err(Error::Capacity { what: "elements per launch".into(), needed: n, capacity: MAX_ELEMENTS });
+    }
+    Ok(n as u32)
 }
 
 fn blocks_for(items: usize, block: u32, cap: u32) -> u32 {

@@ -54,6 +54,8 @@ impl KernelBuilder {
 
     /// `for i in (start..end).step_by(step)` over u32, the bound checked before each pass.
     /// The body gets the loop register (read-only by convention) and the loop's exit label.
+    /// The addition wraps like PTX `add.u32`: callers keep `end + step <= u32::MAX` (the host
+    /// bounds sizes; see `ops::gpu::MAX_ELEMENTS`), otherwise the loop would not terminate.
     pub fn for_range(
         &mut self,
         start: impl Operand<U32>,

@@ -173,6 +173,7 @@ impl KernelBuilder {
 
     /// A fresh label; `hint` only makes the PTX readable, uniqueness comes from a counter.
     pub fn label(&mut self, hint: &str) -> Label {
+        assert!(hint.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "label hint `{hint}` is not an identifier");
         self.labels += 1;
         Label(format!("$L__{}_{}", hint, self.labels))
     }
@@ -185,11 +186,13 @@ impl KernelBuilder {
 
     /// `.maxntid x, y, z`: the most threads a block may have.
     pub fn maxntid(&mut self, x: u32, y: u32, z: u32) {
+        assert!(self.attrs.reqntid.is_none(), "ptxas rejects .maxntid together with .reqntid");
         self.attrs.maxntid = Some([x, y, z]);
     }
 
     /// `.reqntid x, y, z`: the exact block shape every launch must use.
     pub fn reqntid(&mut self, x: u32, y: u32, z: u32) {
+        assert!(self.attrs.maxntid.is_none(), "ptxas rejects .reqntid together with .maxntid");
         self.attrs.reqntid = Some([x, y, z]);
     }
 
@@ -291,6 +294,6 @@ impl KernelBuilder {
 
     /// `mov` into an existing register: how loop-carried values are updated.
     pub fn mov_to<T: PtxType>(&mut self, d: Reg<T>, a: impl Operand<T>) {
-        self.instr(format!("mov.{} {d}, {}", T::NAME, a.ptx()));
+        self.instr(format!("mov.{} {d}, {}", super::types::data_name::<T>(), a.ptx()));
     }
 }

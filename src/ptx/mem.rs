@@ -48,7 +48,7 @@ impl KernelBuilder {
     pub fn ld<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> Reg<T> {
         assert!(T::BITS > 1, "predicates cannot be loaded");
         let d = self.reg::<T>();
-        self.instr(format!("ld.{}.{} {d}, {}", space.name(), T::NAME, addr.into()));
+        self.instr(format!("ld.{}.{} {d}, {}", space.name(), data_name::<T>(), addr.into()));
         d
     }
 
@@ -56,7 +56,7 @@ impl KernelBuilder {
     pub fn st<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: impl Operand<T>) {
         assert!(space.writable(), "cannot store to .{}", space.name());
         assert!(T::BITS > 1, "predicates cannot be stored");
-        self.instr(format!("st.{}.{} {}, {}", space.name(), T::NAME, addr.into(), v.ptx()));
+        self.instr(format!("st.{}.{} {}, {}", space.name(), data_name::<T>(), addr.into(), v.ptx()));
     }
 
     /// `ld.acquire.gpu.global.<T>`: a load that orders every later memory access of this thread

@@ -54,6 +54,15 @@ ptx_type!(F16, "f16", "b16", "%hf", 16, 6);
 ptx_type!(F32, "f32", "b32", "%f", 32, 7);
 ptx_type!(F64, "f64", "b64", "%fd", 64, 8);
 
+/// The type name `ld`/`st`/`mov` take for `T`: `.f16` registers move as `.b16`.
+pub(crate) fn data_name<T: PtxType>() -> &'static str {
+    if T::NAME == "f16" {
+        "b16"
+    } else {
+        T::NAME
+    }
+}
+
 /// Number of register classes (declaration slots).
 pub const NUM_CLASSES: usize = 9;
 

@@ -7,18 +7,28 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use std::sync::Arc;
 
 /// A device allocation of `capacity` elements of `T`, of which the first `len` are in use.
+///
+/// The buffer is allocated and zeroed on its owner stream. Copies on another stream first wait
+/// for the owner (cudarc's per-slice event tracking is off, see `Gpu`); the buffer is freed on
+/// the owner stream when dropped, so work on other streams that uses it must be synchronized
+/// before the drop.
 pub struct DeviceBuffer<T: DeviceRepr> {
     slice: CudaSlice<T>,
     len: usize,
     what: &'static str,
+    owner: Arc<CudaStream>,
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits> DeviceBuffer<T> {
     /// A zero-filled buffer of `capacity` elements (at least one, so the pointer is valid).
     /// `what` names the buffer in capacity errors.
     pub fn zeros(stream: &Arc<CudaStream>, capacity: usize, what: &'static str) -> Result<Self> {
+        // cudarc multiplies without a check; a wrapped size would under-allocate.
+        if capacity.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(Error::Capacity { what: what.to_string(), needed: capacity, capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1) });
+        }
         let slice = stream.alloc_zeros::<T>(capacity.max(1)).map_err(Error::driver("cuMemAlloc"))?;
-        Ok(DeviceBuffer { slice, len: 0, what })
+        Ok(DeviceBuffer { slice, len: 0, what, owner: stream.clone() })
     }
 
     /// A buffer holding a copy of `data` (capacity = its length).
@@ -57,6 +67,19 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(())
     }
 
+    /// Orders `stream` after the owner stream's work (allocation, zeroing, earlier copies).
+    fn after_owner(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        if !Arc::ptr_eq(stream, &self.owner) {
+            stream.join(&self.owner).map_err(Error::driver("cuStreamWaitEvent (buffer owner)"))?;
+        }
+        Ok(())
+    }
+
+    /// The stream the buffer was allocated on.
+    pub fn owner(&self) -> &Arc<CudaStream> {
+        &self.owner
+    }
+
     fn check(&self, needed: usize) -> Result<()> {
         if needed > self.capacity() {
             return Err(Error::Capacity { what: self.what.to_string(), needed, capacity: self.capacity() });
@@ -67,6 +90,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// Copies `data` to the start of the buffer on `stream`; `len` becomes `data.len()`.
     pub fn upload(&mut self, stream: &Arc<CudaStream>, data: &[T]) -> Result<()> {
         self.check(data.len())?;
+        self.after_owner(stream)?;
         if !data.is_empty() {
             let mut dst = self.slice.slice_mut(0..data.len());
             stream.memcpy_htod(data, &mut dst).map_err(Error::driver("cuMemcpyHtoDAsync"))?;
@@ -84,6 +108,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
                 got: out.len().to_string(),
             });
         }
+        self.after_owner(stream)?;
         if !out.is_empty() {
             let src = self.slice.slice(0..out.len());
             stream.memcpy_dtoh(&src, out).map_err(Error::driver("cuMemcpyDtoHAsync"))?;

@@ -4,7 +4,7 @@
 
 use super::device::Gpu;
 use crate::{Error, Result};
-use cudarc::driver::{sys, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{sys, CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 
 /// Which way a pinned buffer's data flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,9 +16,14 @@ pub enum PinnedKind {
 }
 
 /// A pinned host buffer of `len` elements, zero-initialised.
+///
+/// With cudarc's event tracking off, cudarc no longer knows when a copy still uses the buffer,
+/// so the buffer keeps its own event: [`PinnedBuffer::record_use`] after enqueuing a copy (the
+/// `copy_*` helpers do it), and the host views and `Drop` wait on it.
 pub struct PinnedBuffer<T: DeviceRepr> {
     inner: PinnedHostSlice<T>,
     kind: PinnedKind,
+    in_use: CudaEvent,
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
@@ -30,12 +35,19 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
         };
         // SAFETY: the allocation is zeroed below before anyone can read it, and T is valid as
         // all-zero bits.
+        if len.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(Error::Capacity { what: "pinned host buffer".into(), needed: len, capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1) });
+        }
+        let in_use = gpu
+            .ctx()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(Error::driver("cuEventCreate"))?;
         let mut inner = unsafe { gpu.ctx().alloc_pinned_with_flags::<T>(len.max(1), flags) }
             .map_err(Error::driver("cuMemHostAlloc"))?;
         let s = inner.as_mut_slice().map_err(Error::driver("pinned buffer event sync"))?;
         // SAFETY: `s` covers exactly the allocation; zero bits are a valid T (ValidAsZeroBits).
         unsafe { std::ptr::write_bytes(s.as_mut_ptr(), 0, s.len()) };
-        Ok(PinnedBuffer { inner, kind })
+        Ok(PinnedBuffer { inner, kind, in_use })
     }
 
     /// The direction this buffer was allocated for.
@@ -53,23 +65,43 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
         self.inner.is_empty()
     }
 
-    /// The host view; waits for any copy that still uses the buffer.
+    /// Marks the buffer as used by everything enqueued on `stream` so far.
+    pub fn record_use(&self, stream: &CudaStream) -> Result<()> {
+        self.in_use.record(stream).map_err(Error::driver("cuEventRecord (pinned buffer)"))
+    }
+
+    /// Blocks until the last recorded use has finished.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.in_use.synchronize().map_err(Error::driver("cuEventSynchronize (pinned buffer)"))
+    }
+
+    /// The host view, after the last recorded copy has finished.
     pub fn as_slice(&self) -> Result<&[T]> {
+        self.wait_idle()?;
         self.inner.as_slice().map_err(Error::driver("pinned buffer event sync"))
     }
 
-    /// The mutable host view; waits for any copy that still uses the buffer.
+    /// The mutable host view, after the last recorded copy has finished.
     pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
+        self.wait_idle()?;
         self.inner.as_mut_slice().map_err(Error::driver("pinned buffer event sync"))
     }
 
-    /// The cudarc pinned slice, for `memcpy_htod`/`memcpy_dtoh`.
+    /// The cudarc pinned slice, for `memcpy_htod`/`memcpy_dtoh`; call
+    /// [`PinnedBuffer::record_use`] on the copy's stream right after enqueuing.
     pub fn raw(&self) -> &PinnedHostSlice<T> {
         &self.inner
     }
 
-    /// The cudarc pinned slice, mutable.
+    /// The cudarc pinned slice, mutable; see [`PinnedBuffer::raw`].
     pub fn raw_mut(&mut self) -> &mut PinnedHostSlice<T> {
         &mut self.inner
+    }
+}
+
+impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        // A copy may still read or write this memory: let it finish before cudarc frees it.
+        let _ = self.in_use.synchronize();
     }
 }

@@ -52,6 +52,9 @@ impl GpuChain {
         let dense = GpuDense::new(gpu.clone(), &model.encoder, WeightStorage::F32, 1)?;
         let gru = GpuGru::new(gpu.clone(), std::slice::from_ref(&model.gru), shape.steps, bp, GruLaunch::default())?;
         let corr = GpuLowRank::new(gpu.clone(), &model.correction, 1)?;
+        // Weights were uploaded and barrier words zeroed on gpu.stream(); the chain runs on its own
+        // stream (event tracking is off), so order it after that work explicitly.
+        stream.join(gpu.stream()).map_err(Error::driver("cuStreamWaitEvent (chain setup)"))?;
         let s = &stream;
         Ok(GpuChain {
             feats: zeros(s, shape.steps * bp * f, "chain features")?,
