@@ -8,6 +8,7 @@
 #![allow(clippy::module_inception)]
 
 pub mod core_ops;
+pub mod lz4;
 
 use crate::ptx::{Module, Target};
 
@@ -47,6 +48,10 @@ kernel_table! {
     CoreCorrectAdd => core_ops::correct_add::build, "core_correct_add", [Sm75];
     /// Sum of f32 values into an f64 total (block reduction, one atomic per block).
     CoreReduceSum => core_ops::reduce_sum::build, "core_reduce_sum", [Sm75];
+    /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
+    Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
+    /// LZ4 page decompression, one warp per page, every access bounds-checked.
+    Lz4Decompress => lz4::decompress::build, "lz4_decompress", [Sm75];
 }
 
 impl KernelId {

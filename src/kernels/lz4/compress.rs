@@ -1,0 +1,452 @@
+//! `lz4_compress`: stores pages as LZ4 blocks, one warp per page, by the specification in
+//! `crate::lz4::block_encode` (byte-identical to `compress_page`).
+//!
+//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! `warps_per_block * compress_shared_per_warp(page_bytes)`. Warps take pages from a counter
+//! (`info[0]`, zeroed by the host with `info[1]` before the launch), so any grid size works.
+//!
+//! Parameters: `input` (the batch, pages back to back, 16-byte aligned), `input_bytes`,
+//! `page_bytes` (a multiple of 1024, at most 65536), `n_pages` (= ceil(input_bytes/page_bytes)),
+//! `scratch` (`page_bytes` per warp of the grid), `packed` (capacity `n_pages * page_bytes`), `info`
+//! (u32 words: `[0]` page counter, `[1]` bytes allocated in `packed`, `[2..4]` unused, then per
+//! page `[4 + 2k]` = stored bytes | [`RAW_FLAG`](super::RAW_FLAG), `[5 + 2k]` = byte offset of the
+//! page in `packed`, a multiple of 16).
+//!
+//! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
+//! zeroes its 4096-entry u16 hash table (16 vector stores per lane); takes the all-zero or short
+//! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
+//! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
+//! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
+//! picks the first; inserts are made by the highest lane of each hash group among the inserting
+//! lanes (no atomics); forward and backward extension compare 32 bytes per step (byte loads and
+//! a ballot); lanes write each sequence cooperatively, 32 bytes per step, into the warp's global
+//! scratch. Once the bytes written plus those that must follow reach `P`, the page is stored raw.
+//! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
+//! the warp copies the block (or the raw page) there with 16-byte stores.
+
+use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
+use crate::ptx::*;
+
+/// Most threads per block (8 warps).
+pub const MAX_BLOCK: u32 = 256;
+/// Words before the per-page entries in `info`.
+pub const INFO_HEADER_WORDS: u32 = 4;
+/// Fibonacci hash multiplier of the spec.
+const HASH_MULTIPLIER: u32 = 2_654_435_761;
+
+/// What the per-page code needs: addresses, lane constants and loop-carried registers.
+struct Page {
+    ln: Lanes,
+    lane_bit: Reg<U32>,
+    table: Reg<U32>,
+    spage: Reg<U32>,
+    scratch: Reg<U64>,
+    p_len: Reg<U32>,
+    /// Bytes of the block written to scratch so far (warp-uniform).
+    out: Reg<U32>,
+    raw: Label,
+}
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("lz4_compress");
+    b.maxntid(MAX_BLOCK, 1, 1);
+    let input = b.param::<U64>("input");
+    let input_bytes = b.param::<U32>("input_bytes");
+    let page_bytes = b.param::<U32>("page_bytes");
+    let n_pages = b.param::<U32>("n_pages");
+    let scratch = b.param::<U64>("scratch");
+    let packed = b.param::<U64>("packed");
+    let info = b.param::<U64>("info");
+    let input = b.global_ptr(&input);
+    let input_bytes = b.ld_param(&input_bytes);
+    let page_bytes = b.ld_param(&page_bytes);
+    let n_pages = b.ld_param(&n_pages);
+    let scratch = b.global_ptr(&scratch);
+    let packed = b.global_ptr(&packed);
+    let info = b.global_ptr(&info);
+    let smem = b.dynamic_shared::<U32>("lz4c_smem");
+
+    let ln = Lanes::new(&mut b);
+    let lane_bit = b.shl(1u32, ln.lane);
+    let tid = b.special(Special::TidX);
+    let warp = b.shr(tid, 5u32);
+    let ntid = b.special(Special::NtidX);
+    let warps = b.shr(ntid, 5u32);
+    let cta = b.special(Special::CtaidX);
+    let gwarp = b.mad(cta, warps, warp);
+    let per_warp = b.add(page_bytes, TABLE_BYTES + STAGE_SLACK_BYTES);
+    let sbase = b.shared_base(&smem);
+    let table = b.mad(warp, per_warp, sbase);
+    let spage = b.add(table, TABLE_BYTES);
+    let scratch = b.mad_wide(gwarp, page_bytes, scratch);
+    let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+    let zero = b.mov(0u32);
+    let stage_steps = b.shr(page_bytes, 9u32);
+
+    b.loop_forever(|b, all_done, _| {
+        let pg = b.mov(0u32);
+        b.guarded(lane0, false, |b| {
+            let t = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
+            b.mov_to(pg, t);
+        });
+        let pg = bcast(b, pg, 0u32);
+        let finished = b.setp(Cmp::Ge, pg, n_pages);
+        b.bra_if(finished, all_done);
+        let start = b.mul(pg, page_bytes);
+        let avail = b.max(input_bytes, start);
+        let avail = b.sub(avail, start);
+        let p_len = b.min(avail, page_bytes);
+        let src = b.mad_wide(pg, page_bytes, input);
+        let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        let tl = b.mad(ln.lane, 16u32, table);
+        for i in 0..16 {
+            b.st_v4::<U32>(Space::Shared, Addr::from(tl).off(512 * i), [zero; 4]);
+        }
+        b.warp_sync(FULL_MASK);
+
+        let raw = b.label("raw");
+        let commit = b.label("commit");
+        let out = b.mov(0u32);
+        let pc = Page { ln, lane_bit, table, spage, scratch, p_len, out, raw: raw.clone() };
+        let short = b.setp(Cmp::Lt, p_len, 13u32);
+        b.bra_if(short, &raw);
+        let parse = b.label("parse");
+        b.bra_if(nonzero, &parse);
+        // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
+        let one = b.mov(1u32);
+        let ml = b.sub(p_len, 6u32);
+        emit_sequence(b, &pc, zero, one, Some((one, ml)));
+        let tail = b.sub(p_len, 5u32);
+        let five = b.mov(5u32);
+        emit_sequence(b, &pc, tail, five, None);
+        b.bra(&commit);
+        b.place(&parse);
+        parse_page(b, &pc);
+        b.place(&commit);
+        finish(b, &pc, lane0, info, pg, packed, scratch, false);
+        let next = b.label("next_page");
+        b.bra(&next);
+        b.place(&raw);
+        b.mov_to(out, p_len);
+        finish(b, &pc, lane0, info, pg, packed, scratch, true);
+        b.place(&next);
+    });
+    Module::single(target, b.finish())
+}
+
+/// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
+fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_len: Reg<U32>, steps: Reg<U32>) -> Reg<Pred> {
+    let acc = b.mov(0u32);
+    b.for_range(0u32, steps, 1u32, |b, s, _| {
+        let k = b.mad(s, 32u32, ln.lane);
+        let off = b.shl(k, 4u32);
+        let end = b.add(off, 16u32);
+        let full = b.setp(Cmp::Le, end, p_len);
+        let g = b.index_addr(src, off, 1);
+        let d = b.add(spage, off);
+        b.guarded(full, false, |b| {
+            let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+            b.st_v4::<U32>(Space::Shared, d, v);
+            let o1 = b.or(v[0], v[1]);
+            let o2 = b.or(v[2], v[3]);
+            let o = b.or(o1, o2);
+            let a = b.or(acc, o);
+            b.mov_to(acc, a);
+        });
+    });
+    let tail_start = b.and(p_len, !15u32);
+    let tail_len = b.and(p_len, 15u32);
+    let in_tail = b.setp(Cmp::Lt, ln.lane, tail_len);
+    let off = b.add(tail_start, ln.lane);
+    let g = b.index_addr(src, off, 1);
+    let d = b.add(spage, off);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
+        b.st_narrow(Space::Shared, Narrow::U8, d, v);
+        let a = b.or(acc, v);
+        b.mov_to(acc, a);
+    });
+    let nz = b.setp(Cmp::Ne, acc, 0u32);
+    b.vote_any(nz)
+}
+
+/// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `v`.
+fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>) -> Reg<U32> {
+    let m = b.mul(v, HASH_MULTIPLIER);
+    let h = b.shr(m, 20u32);
+    b.shl(h, 1u32)
+}
+
+/// The window loop of the spec; falls through after writing the final sequence.
+fn parse_page(b: &mut KernelBuilder, pc: &Page) {
+    let ln = pc.ln;
+    let cursor = b.mov(0u32);
+    let anchor = b.mov(0u32);
+    let last_start = b.sub(pc.p_len, 12u32);
+    let limit = b.sub(pc.p_len, 5u32);
+    b.loop_forever(|b, windows_done, top| {
+        let over = b.setp(Cmp::Gt, cursor, last_start);
+        b.bra_if(over, windows_done);
+        let p = b.add(cursor, ln.lane);
+        let active = b.setp(Cmp::Le, p, last_start);
+        let q = b.selp(p, cursor, active);
+        let qa = b.add(pc.spage, q);
+        let v = ld_shared_u32_unaligned(b, qa);
+        let hoff = bucket_offset(b, v);
+        let grp = b.match_any(hoff);
+        let earlier = b.and(grp, ln.lt);
+        let has_peer = b.setp(Cmp::Ne, earlier, 0u32);
+        let peer = highest_bit(b, earlier);
+        let taddr = b.add(pc.table, hoff);
+        let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, taddr);
+        let c_peer = b.add(cursor, peer);
+        let c_table = b.sub(entry, 1u32);
+        let c = b.selp(c_peer, c_table, has_peer);
+        let in_table = b.setp(Cmp::Ne, entry, 0u32);
+        // Idle lanes (past the last match start) may have idle peers: never read for them.
+        let have = b.or(has_peer, in_table);
+        let have = b.and(have, active);
+        let cq = b.selp(c, q, have);
+        let ca = b.add(pc.spage, cq);
+        let cv = ld_shared_u32_unaligned(b, ca);
+        let same = b.setp(Cmp::Eq, cv, v);
+        let valid = b.and(same, have);
+        let m = b.ballot(valid);
+        let active_mask = b.ballot(active);
+        // Every lookup of this window reads the table before any insert of it.
+        b.warp_sync(FULL_MASK);
+        let found = b.setp(Cmp::Ne, m, 0u32);
+        let f = lowest_bit(b, m);
+        // Lanes 0..=f insert, or every active lane when none matched (f = 32: shl clamps to 0).
+        let two_f = b.shl(2u32, f);
+        let upto_f = b.sub(two_f, 1u32);
+        let ins = b.and(upto_f, active_mask);
+        let grp_ins = b.and(grp, ins);
+        let above = b.and(grp_ins, ln.gt);
+        let top_of_group = b.setp(Cmp::Eq, above, 0u32);
+        let mine = b.and(ins, pc.lane_bit);
+        let inserting = b.setp(Cmp::Ne, mine, 0u32);
+        let writer = b.and(top_of_group, inserting);
+        let pos1 = b.add(p, 1u32);
+        b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
+        let no_match = b.label("no_match");
+        b.bra_unless(found, &no_match);
+
+        let p0 = b.add(cursor, f);
+        let c0 = bcast(b, c, f);
+        let dist = b.sub(p0, c0);
+        let end = b.add(p0, 4u32);
+        // Forward: 32 byte compares per step; the first mismatch (or the limit) ends the match.
+        b.loop_forever(|b, fwd_done, _| {
+            let e = b.add(end, ln.lane);
+            let inside = b.setp(Cmp::Lt, e, limit);
+            let a = b.add(pc.spage, e);
+            let s = b.sub(a, dist);
+            let stop = mismatch_step(b, inside, a, s);
+            let k = lowest_bit(b, stop);
+            let any = b.setp(Cmp::Ne, stop, 0u32);
+            let adv = b.selp(k, 32u32, any);
+            let e2 = b.add(end, adv);
+            b.mov_to(end, e2);
+            b.bra_if(any, fwd_done);
+        });
+        // Backward: while p > anchor, c > 0 and page[p-1] == page[c-1].
+        let room = b.sub(p0, anchor);
+        let max_back = b.min(room, c0);
+        let back = b.mov(0u32);
+        let pa = b.add(pc.spage, p0);
+        let cb = b.add(pc.spage, c0);
+        b.loop_forever(|b, bwd_done, _| {
+            let k = b.add(back, ln.lane);
+            let k = b.add(k, 1u32);
+            let inside = b.setp(Cmp::Le, k, max_back);
+            let a = b.sub(pa, k);
+            let s = b.sub(cb, k);
+            let stop = mismatch_step(b, inside, a, s);
+            let j = lowest_bit(b, stop);
+            let any = b.setp(Cmp::Ne, stop, 0u32);
+            let adv = b.selp(j, 32u32, any);
+            let nb = b.add(back, adv);
+            b.mov_to(back, nb);
+            b.bra_if(any, bwd_done);
+        });
+        let ps = b.sub(p0, back);
+        let lit = b.sub(ps, anchor);
+        let ml = b.sub(end, ps);
+        emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
+        // Insert end - 2 after the lane inserts (it is the larger position).
+        b.warp_sync(FULL_MASK);
+        let e2 = b.sub(end, 2u32);
+        let ea = b.add(pc.spage, e2);
+        let ev = ld_shared_u32_unaligned(b, ea);
+        let eh = bucket_offset(b, ev);
+        let et = b.add(pc.table, eh);
+        let e1 = b.sub(end, 1u32);
+        let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+        b.guarded(lane0, false, |b| b.st_narrow(Space::Shared, Narrow::U16, et, e1));
+        b.mov_to(cursor, end);
+        b.mov_to(anchor, end);
+        b.warp_sync(FULL_MASK);
+        b.bra(top);
+
+        b.place(&no_match);
+        let nc = b.add(cursor, 32u32);
+        b.mov_to(cursor, nc);
+        b.warp_sync(FULL_MASK);
+    });
+    let lit = b.sub(pc.p_len, anchor);
+    emit_sequence(b, pc, anchor, lit, None);
+}
+
+/// One 32-lane compare step of the shared bytes at `a` and `s`: the ballot of lanes that are
+/// outside the range or differ.
+fn mismatch_step(b: &mut KernelBuilder, inside: Reg<Pred>, a: Reg<U32>, s: Reg<U32>) -> Reg<U32> {
+    let x = b.mov(0u32);
+    let y = b.mov(256u32);
+    b.guarded(inside, false, |b| {
+        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        b.mov_to(x, t);
+        let u = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+        b.mov_to(y, u);
+    });
+    let differ = b.setp(Cmp::Ne, x, y);
+    b.ballot(differ)
+}
+
+/// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
+fn length_bytes(b: &mut KernelBuilder, n: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+    let long = b.setp(Cmp::Ge, n, 15u32);
+    let rest = b.sub(n, 15u32);
+    let q = b.div(rest, 255u32);
+    let q1 = b.add(q, 1u32);
+    let count = b.selp(q1, 0u32, long);
+    let k = b.mul(q, 255u32);
+    let last = b.sub(rest, k);
+    (count, last)
+}
+
+/// Appends one sequence (`lit` literals from `anchor`, then the match `(offset, length)` unless
+/// it is the last sequence) to the warp's scratch at `out`, 32 bytes per step, one per lane.
+/// Branches to the raw label when the block can no longer be shorter than the page.
+fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
+    let lane = pc.ln.lane;
+    let lit15 = b.min(lit, 15u32);
+    let hi = b.shl(lit15, 4u32);
+    let (ll, ll_last) = length_bytes(b, lit);
+    let lit_start = b.add(ll, 1u32);
+    let lit_end = b.add(lit_start, lit);
+    let (token, seq_len, after, m) = match matched {
+        Some((offset, ml)) => {
+            let code = b.sub(ml, 4u32);
+            let c15 = b.min(code, 15u32);
+            let token = b.or(hi, c15);
+            let (mb, m_last) = length_bytes(b, code);
+            let t = b.add(lit_end, 2u32);
+            let seq_len = b.add(t, mb);
+            (token, seq_len, 6u32, Some((offset, mb, m_last)))
+        }
+        None => (hi, lit_end, 0u32, None),
+    };
+    // The token and 5 literals of the last sequence always follow a match.
+    let need = b.add(pc.out, seq_len);
+    let need = b.add(need, after);
+    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
+    b.bra_if(too_long, &pc.raw);
+    let lit_src = b.add(pc.spage, anchor);
+    let lit_src = b.sub(lit_src, lit_start);
+    let dst = b.index_addr(pc.scratch, pc.out, 1);
+    b.for_range(0u32, seq_len, 32u32, |b, base, _| {
+        let j = b.add(base, lane);
+        let v = b.mov(token);
+        let jm1 = b.sub(j, 1u32);
+        let in_ll = b.setp(Cmp::Lt, jm1, ll);
+        let is_last = b.setp(Cmp::Eq, j, ll);
+        let llv = b.selp(ll_last, 255u32, is_last);
+        let v2 = b.selp(llv, v, in_ll);
+        b.mov_to(v, v2);
+        let rel = b.sub(j, lit_start);
+        let in_lit = b.setp(Cmp::Lt, rel, lit);
+        let src = b.add(lit_src, j);
+        b.guarded(in_lit, false, |b| {
+            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(v, t);
+        });
+        if let Some((offset, mb, m_last)) = m {
+            let lo = b.and(offset, 255u32);
+            let hi = b.shr(offset, 8u32);
+            let at_lo = b.setp(Cmp::Eq, j, lit_end);
+            let v3 = b.selp(lo, v, at_lo);
+            let hi_at = b.add(lit_end, 1u32);
+            let at_hi = b.setp(Cmp::Eq, j, hi_at);
+            let v4 = b.selp(hi, v3, at_hi);
+            let mx0 = b.add(lit_end, 2u32);
+            let relm = b.sub(j, mx0);
+            let in_mx = b.setp(Cmp::Lt, relm, mb);
+            let last_at = b.sub(seq_len, 1u32);
+            let is_mlast = b.setp(Cmp::Eq, j, last_at);
+            let mxv = b.selp(m_last, 255u32, is_mlast);
+            let v5 = b.selp(mxv, v4, in_mx);
+            b.mov_to(v, v5);
+        }
+        let in_seq = b.setp(Cmp::Lt, j, seq_len);
+        let a = b.index_addr(dst, j, 1);
+        b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
+    });
+    let o = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, o);
+}
+
+/// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from
+/// the shared stage) there, and writes the page's two info words.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    lane0: Reg<Pred>,
+    info: Reg<U64>,
+    pg: Reg<U32>,
+    packed: Reg<U64>,
+    scratch: Reg<U64>,
+    raw: bool,
+) {
+    let stored = pc.out;
+    // Scratch bytes written by other lanes must be visible to the copy below.
+    b.warp_sync(FULL_MASK);
+    let padded = b.add(stored, 15u32);
+    let padded = b.and(padded, !15u32);
+    let off = b.mov(0u32);
+    b.guarded(lane0, false, |b| {
+        let t = b.atom::<U32>(Space::Global, AtomOp::Add, Addr::from(info).off(4), padded);
+        b.mov_to(off, t);
+    });
+    let off = bcast(b, off, 0u32);
+    let chunks = b.shr(padded, 4u32);
+    let dst = b.index_addr(packed, off, 1);
+    b.for_range(0u32, chunks, 32u32, |b, base, _| {
+        let k = b.add(base, pc.ln.lane);
+        let inside = b.setp(Cmp::Lt, k, chunks);
+        let kb = b.shl(k, 4u32);
+        let d = b.index_addr(dst, kb, 1);
+        b.guarded(inside, false, |b| {
+            let v = if raw {
+                let s = b.add(pc.spage, kb);
+                b.ld_v4::<U32>(Space::Shared, s)
+            } else {
+                let s = b.index_addr(scratch, kb, 1);
+                b.ld_v4::<U32>(Space::Global, s)
+            };
+            b.st_v4::<U32>(Space::Global, d, v);
+        });
+    });
+    let word = if raw { b.or(stored, RAW_FLAG) } else { b.mov(stored) };
+    let idx = b.shl(pg, 1u32);
+    let idx = b.add(idx, INFO_HEADER_WORDS);
+    let ia = b.index_addr(info, idx, 4);
+    b.guarded(lane0, false, |b| {
+        b.st(Space::Global, ia, word);
+        b.st(Space::Global, Addr::from(ia).off(4), off);
+    });
+    // The next page's staging overwrites the shared stage this copy read.
+    b.warp_sync(FULL_MASK);
+}

@@ -1,0 +1,352 @@
+//! `lz4_decompress`: rebuilds pages from stored LZ4 blocks (or raw pages), one warp per page,
+//! checking every read and write, so corrupt input gives a status code for that page and never
+//! an access outside the page's block, its shared buffers or its output slot.
+//!
+//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! `warps_per_block * decompress_shared_per_warp(page_bytes)`; warps stride over the pages.
+//!
+//! Parameters: `packed` (stored pages), `packed_bytes` (readable bytes of `packed`; only its
+//! 16-byte-aligned prefix is used), `entries` (4 u32 per page: byte offset in `packed`, stored
+//! bytes, original bytes, kind 0 = block / 1 = raw), `n_pages`, `page_bytes` (a multiple of 1024,
+//! at most 65536), `output` (page `k` at `k * page_bytes`), `status` (one word per page, see
+//! [`status`](super::status)).
+//!
+//! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
+//! page as long as the original), copies the block into its shared stage with 16-byte loads from
+//! the aligned address below it, then either copies a raw page out (aligned words assembled with a
+//! byte permute) or decodes: every lane follows the same parse (the token and offset loads are
+//! broadcasts), lanes copy literals 32 bytes per step, and matches 32 bytes per step, or, for an
+//! offset below 32, in doubling steps that never read a byte not yet written. Every length is
+//! checked against the block end and the original length before it is used. The page is then
+//! written out with 16-byte stores and lane 0 writes its status.
+
+use super::{bcast, ld_shared_u32_unaligned, lowest_bit, status, Lanes, STAGE_SLACK_BYTES};
+use crate::ptx::*;
+
+/// Most threads per block (8 warps).
+pub const MAX_BLOCK: u32 = 256;
+
+/// Registers of the page being decoded.
+struct Dec {
+    ln: Lanes,
+    ib: Reg<U32>,
+    ob: Reg<U32>,
+    stored: Reg<U32>,
+    orig: Reg<U32>,
+    code: Reg<U32>,
+    fail: Label,
+}
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("lz4_decompress");
+    b.maxntid(MAX_BLOCK, 1, 1);
+    let packed = b.param::<U64>("packed");
+    let packed_bytes = b.param::<U32>("packed_bytes");
+    let entries = b.param::<U64>("entries");
+    let n_pages = b.param::<U32>("n_pages");
+    let page_bytes = b.param::<U32>("page_bytes");
+    let output = b.param::<U64>("output");
+    let status_p = b.param::<U64>("status");
+    let packed = b.global_ptr(&packed);
+    let packed_bytes = b.ld_param(&packed_bytes);
+    let entries = b.global_ptr(&entries);
+    let n_pages = b.ld_param(&n_pages);
+    let page_bytes = b.ld_param(&page_bytes);
+    let output = b.global_ptr(&output);
+    let status_p = b.global_ptr(&status_p);
+    let smem = b.dynamic_shared::<U32>("lz4d_smem");
+
+    let ln = Lanes::new(&mut b);
+    let tid = b.special(Special::TidX);
+    let warp = b.shr(tid, 5u32);
+    let ntid = b.special(Special::NtidX);
+    let warps = b.shr(ntid, 5u32);
+    let cta = b.special(Special::CtaidX);
+    let ncta = b.special(Special::NctaidX);
+    let gwarp = b.mad(cta, warps, warp);
+    let all_warps = b.mul(ncta, warps);
+    let stage_bytes = b.add(page_bytes, STAGE_SLACK_BYTES);
+    let per_warp = b.add(stage_bytes, page_bytes);
+    let sbase = b.shared_base(&smem);
+    let stage = b.mad(warp, per_warp, sbase);
+    let ob = b.add(stage, stage_bytes);
+    let bound = b.and(packed_bytes, !15u32);
+    let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+
+    b.for_range(gwarp, n_pages, all_warps, |b, pg, _| {
+        let ea = b.index_addr(entries, pg, 16);
+        let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
+        let code = b.mov(status::OK);
+        let fail = b.label("fail");
+        let done = b.label("page_done");
+        let is_raw = b.setp(Cmp::Ne, kind, 0u32);
+        // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
+        let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
+        let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
+        let outside = b.setp(Cmp::Gt, stored, bound);
+        let room = b.sub(bound, stored);
+        let past = b.setp(Cmp::Gt, off, room);
+        let raw_len = b.setp(Cmp::Ne, stored, orig);
+        let raw_bad = b.and(is_raw, raw_len);
+        let bad = b.or(big_orig, big_stored);
+        let bad = b.or(bad, outside);
+        let bad = b.or(bad, raw_bad);
+        let bad = b.or(bad, past);
+        let d = Dec { ln, ib: stage, ob, stored, orig, code, fail: fail.clone() };
+        fail_if(b, &d, bad, status::BAD_ENTRY);
+        // Stage the block: 16-byte chunks from the aligned address at or below it.
+        let delta = b.and(off, 15u32);
+        let abase = b.sub(off, delta);
+        let span = b.add(delta, stored);
+        let span = b.add(span, 15u32);
+        let chunks = b.shr(span, 4u32);
+        let src = b.index_addr(packed, abase, 1);
+        b.for_range(0u32, chunks, 32u32, |b, base, _| {
+            let k = b.add(base, ln.lane);
+            let inside = b.setp(Cmp::Lt, k, chunks);
+            let kb = b.shl(k, 4u32);
+            let g = b.index_addr(src, kb, 1);
+            let s = b.add(stage, kb);
+            b.guarded(inside, false, |b| {
+                let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+                b.st_v4::<U32>(Space::Shared, s, v);
+            });
+        });
+        b.warp_sync(FULL_MASK);
+        let ib = b.add(stage, delta);
+        let dst = b.mad_wide(pg, page_bytes, output);
+        let d = Dec { ib, ..d };
+        let block = b.label("block");
+        b.bra_unless(is_raw, &block);
+        copy_raw_out(b, &d, dst);
+        b.bra(&done);
+        b.place(&block);
+        decode(b, &d);
+        copy_page_out(b, &d, dst);
+        b.bra(&done);
+        b.place(&fail);
+        b.place(&done);
+        let sa = b.index_addr(status_p, pg, 4);
+        b.guarded(lane0, false, |b| b.st(Space::Global, sa, code));
+        // The next page's staging overwrites buffers this page's lanes read.
+        b.warp_sync(FULL_MASK);
+    });
+    Module::single(target, b.finish())
+}
+
+/// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds.
+fn fail_if(b: &mut KernelBuilder, d: &Dec, bad: Reg<Pred>, code: u32) {
+    b.guarded(bad, false, |b| b.mov_to(d.code, code));
+    b.bra_if(bad, &d.fail);
+}
+
+/// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
+fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
+    let words = b.shr(d.orig, 2u32);
+    b.for_range(0u32, words, 32u32, |b, base, _| {
+        let w = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, w, words);
+        let wb = b.shl(w, 2u32);
+        let a = b.add(d.ib, wb);
+        let g = b.index_addr(dst, wb, 1);
+        b.guarded(inside, false, |b| {
+            let v = ld_shared_u32_unaligned(b, a);
+            b.st(Space::Global, g, v);
+        });
+    });
+    let tail_at = b.and(d.orig, !3u32);
+    let tail = b.and(d.orig, 3u32);
+    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
+    let k = b.add(tail_at, d.ln.lane);
+    let a = b.add(d.ib, k);
+    let g = b.index_addr(dst, k, 1);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        b.st_narrow(Space::Global, Narrow::U8, g, v);
+    });
+}
+
+/// Copies the rebuilt page from its shared buffer to `dst`: 16-byte chunks, then the tail bytes.
+fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
+    b.warp_sync(FULL_MASK);
+    let chunks = b.shr(d.orig, 4u32);
+    b.for_range(0u32, chunks, 32u32, |b, base, _| {
+        let k = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, k, chunks);
+        let kb = b.shl(k, 4u32);
+        let s = b.add(d.ob, kb);
+        let g = b.index_addr(dst, kb, 1);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_v4::<U32>(Space::Shared, s);
+            b.st_v4::<U32>(Space::Global, g, v);
+        });
+    });
+    let tail_at = b.and(d.orig, !15u32);
+    let tail = b.and(d.orig, 15u32);
+    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
+    let k = b.add(tail_at, d.ln.lane);
+    let a = b.add(d.ob, k);
+    let g = b.index_addr(dst, k, 1);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        b.st_narrow(Space::Global, Narrow::U8, g, v);
+    });
+}
+
+/// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
+/// fails past the block end or once the length exceeds the original page length.
+fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
+    let n = b.mov(0u32);
+    b.loop_forever(|b, got, _| {
+        let i = b.add(ip, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, i, d.stored);
+        let v = b.mov(0u32);
+        let a = b.add(d.ib, i);
+        b.guarded(inside, false, |b| {
+            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+            b.mov_to(v, t);
+        });
+        let not255 = b.setp(Cmp::Ne, v, 255u32);
+        let term = b.and(inside, not255);
+        let tm = b.ballot(term);
+        let out_lanes = b.not(inside);
+        let om = b.ballot(out_lanes);
+        let has_term = b.setp(Cmp::Ne, tm, 0u32);
+        let k = lowest_bit(b, tm);
+        let bk = bcast(b, v, k);
+        let k255 = b.mul(k, 255u32);
+        let add = b.add(k255, bk);
+        let add = b.selp(add, 255u32 * 32, has_term);
+        let step = b.add(k, 1u32);
+        let step = b.selp(step, 32u32, has_term);
+        let n2 = b.add(n, add);
+        b.mov_to(n, n2);
+        let ip2 = b.add(ip, step);
+        b.mov_to(ip, ip2);
+        let too_big = b.setp(Cmp::Gt, n, d.orig);
+        fail_if(b, d, too_big, status::OUTPUT_OVERFLOW);
+        b.bra_if(has_term, got);
+        // No terminating byte: lanes past the block end mean it is truncated.
+        let ran_out = b.setp(Cmp::Ne, om, 0u32);
+        fail_if(b, d, ran_out, status::TRUNCATED);
+    });
+    n
+}
+
+/// The decode loop of one block from the stage into the page buffer; falls through when the
+/// page decoded to exactly its original length, branches to the fail label otherwise.
+fn decode(b: &mut KernelBuilder, d: &Dec) {
+    let lane = d.ln.lane;
+    let ip = b.mov(0u32);
+    let op = b.mov(0u32);
+    let empty = b.setp(Cmp::Eq, d.stored, 0u32);
+    fail_if(b, d, empty, status::TRUNCATED);
+    b.loop_forever(|b, block_end, _| {
+        let no_token = b.setp(Cmp::Ge, ip, d.stored);
+        fail_if(b, d, no_token, status::TRUNCATED);
+        let ta = b.add(d.ib, ip);
+        let token = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, ta);
+        let ip1 = b.add(ip, 1u32);
+        b.mov_to(ip, ip1);
+        let lit = b.shr(token, 4u32);
+        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
+        let short_lit = b.label("short_lit");
+        b.bra_unless(long_lit, &short_lit);
+        let extra = read_length(b, d, ip);
+        let l2 = b.add(lit, extra);
+        b.mov_to(lit, l2);
+        b.place(&short_lit);
+        let left_in = b.sub(d.stored, ip);
+        let past_end = b.setp(Cmp::Gt, lit, left_in);
+        fail_if(b, d, past_end, status::TRUNCATED);
+        let left_out = b.sub(d.orig, op);
+        let overflow = b.setp(Cmp::Gt, lit, left_out);
+        fail_if(b, d, overflow, status::OUTPUT_OVERFLOW);
+        let src = b.add(d.ib, ip);
+        let dst = b.add(d.ob, op);
+        b.for_range(0u32, lit, 32u32, |b, base, _| {
+            let i = b.add(base, lane);
+            let inside = b.setp(Cmp::Lt, i, lit);
+            let s = b.add(src, i);
+            let t = b.add(dst, i);
+            b.guarded(inside, false, |b| {
+                let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+                b.st_narrow(Space::Shared, Narrow::U8, t, v);
+            });
+        });
+        let ip2 = b.add(ip, lit);
+        b.mov_to(ip, ip2);
+        let op2 = b.add(op, lit);
+        b.mov_to(op, op2);
+        b.warp_sync(FULL_MASK);
+        let at_end = b.setp(Cmp::Eq, ip, d.stored);
+        b.bra_if(at_end, block_end);
+        let left_in = b.sub(d.stored, ip);
+        let no_offset = b.setp(Cmp::Lt, left_in, 2u32);
+        fail_if(b, d, no_offset, status::TRUNCATED);
+        let oa = b.add(d.ib, ip);
+        let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
+        let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
+        let hi = b.shl(hi, 8u32);
+        let offset = b.or(lo, hi);
+        let ip3 = b.add(ip, 2u32);
+        b.mov_to(ip, ip3);
+        let zero = b.setp(Cmp::Eq, offset, 0u32);
+        fail_if(b, d, zero, status::ZERO_OFFSET);
+        let before = b.setp(Cmp::Gt, offset, op);
+        fail_if(b, d, before, status::OFFSET_BEFORE_START);
+        let code = b.and(token, 15u32);
+        let ml = b.add(code, 4u32);
+        let long_ml = b.setp(Cmp::Eq, code, 15u32);
+        let short_ml = b.label("short_ml");
+        b.bra_unless(long_ml, &short_ml);
+        let extra = read_length(b, d, ip);
+        let m2 = b.add(ml, extra);
+        b.mov_to(ml, m2);
+        b.place(&short_ml);
+        let left_out = b.sub(d.orig, op);
+        let overflow = b.setp(Cmp::Gt, ml, left_out);
+        fail_if(b, d, overflow, status::OUTPUT_OVERFLOW);
+        copy_match(b, d, op, offset, ml);
+        let op3 = b.add(op, ml);
+        b.mov_to(op, op3);
+    });
+    let short = b.setp(Cmp::Ne, op, d.orig);
+    fail_if(b, d, short, status::WRONG_LENGTH);
+}
+
+/// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of
+/// `min(distance, 32)` bytes: the distance starts at `offset` and doubles while below 32 (the
+/// source stays put), so a step never reads a byte it has not yet written and the period holds.
+fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: Reg<U32>, len: Reg<U32>) {
+    let lane = d.ln.lane;
+    let src = b.sub(op, offset);
+    let dst = b.mov(op);
+    let left = b.mov(len);
+    b.loop_forever(|b, copied, _| {
+        let none = b.setp(Cmp::Eq, left, 0u32);
+        b.bra_if(none, copied);
+        let dist = b.sub(dst, src);
+        let chunk = b.min(dist, 32u32);
+        let chunk = b.min(chunk, left);
+        let inside = b.setp(Cmp::Lt, lane, chunk);
+        let s = b.add(d.ob, src);
+        let s = b.add(s, lane);
+        let t = b.add(d.ob, dst);
+        let t = b.add(t, lane);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+        });
+        let nd = b.add(dst, chunk);
+        b.mov_to(dst, nd);
+        let nl = b.sub(left, chunk);
+        b.mov_to(left, nl);
+        let wide = b.setp(Cmp::Ge, dist, 32u32);
+        let adv = b.selp(chunk, 0u32, wide);
+        let ns = b.add(src, adv);
+        b.mov_to(src, ns);
+        b.warp_sync(FULL_MASK);
+    });
+}
