@@ -47,6 +47,17 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
             panic!("{what}: page {k} ({} B) differs: GPU {} B, CPU {} B, first difference at {first:?}", page.len(), got.len(), want.len());
         }
     }
+    if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
+        let mut blocks: Vec<(u64, usize)> = counts.per_instr.iter().copied().zip(0..).collect();
+        blocks.sort();
+        for (n, i) in blocks.iter().rev().take(12) {
+            eprintln!("{what}: {n:>9} x {}", prog.text[prog.instrs[*i].line].trim());
+        }
+        if what == "dickens" && page_bytes == 4096 {
+            let dump: String = counts.per_instr.iter().zip(&prog.instrs).map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim())).collect();
+            std::fs::write("/tmp/sim_profile.txt", dump).unwrap();
+        }
+    }
     counts.total as f64 / input.len().max(1) as f64
 }
 

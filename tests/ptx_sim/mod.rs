@@ -60,6 +60,8 @@ pub struct Counts {
     pub shared: u64,
     pub global: u64,
     pub warp_ops: u64,
+    /// Executions per instruction index.
+    pub per_instr: Vec<u64>,
 }
 
 struct Warp {
@@ -84,7 +86,7 @@ pub fn launch(prog: &Program, blocks: u32, threads: u32, dyn_shared: u32, params
     let mut warps: Vec<Warp> = (0..blocks * wpb)
         .map(|i| Warp { pc: 0, regs: vec![0; prog.n_regs * 32], warp_in_block: i % wpb, block: i / wpb, done: false })
         .collect();
-    let mut counts = Counts::default();
+    let mut counts = Counts { per_instr: vec![0; prog.instrs.len()], ..Counts::default() };
     let mut quantum = 7usize;
     while warps.iter().any(|w| !w.done) {
         for w in warps.iter_mut().filter(|w| !w.done) {
@@ -105,6 +107,7 @@ pub fn launch(prog: &Program, blocks: u32, threads: u32, dyn_shared: u32, params
 fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], params: &[u64], mem: &mut Memory, c: &mut Counts) {
     let ins: &Instr = &prog.instrs[w.pc];
     c.total += 1;
+    c.per_instr[w.pc] += 1;
     w.pc += 1;
     let n = prog.n_regs;
     let _ = n;
@@ -211,6 +214,7 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
                     K::Add => m(s[0].wrapping_add(s[1])),
                     K::Sub => m(s[0].wrapping_sub(s[1])),
                     K::MulLo => m(s[0].wrapping_mul(s[1])),
+                    K::MulHi => ((s[0] as u32 as u64) * (s[1] as u32 as u64)) >> 32,
                     K::MulWide => (s[0] as u32 as u64) * (s[1] as u32 as u64),
                     K::MadLo => m(s[0].wrapping_mul(s[1]).wrapping_add(s[2])),
                     K::MadWide => ((s[0] as u32 as u64) * (s[1] as u32 as u64)).wrapping_add(s[2]),

@@ -41,6 +41,7 @@ pub enum K {
     Add,
     Sub,
     MulLo,
+    MulHi,
     MulWide,
     MadLo,
     MadWide,
@@ -230,8 +231,10 @@ impl Program {
                     dst_src(&mut ins, 1);
                 }
                 "mul" | "mad" => {
+                    assert!(parts[1] != "hi" || ty == "u32", "mul.hi only for u32");
                     let wide = parts[1] == "wide";
                     ins.k = match (parts[0], wide) {
+                        ("mul", false) if parts[1] == "hi" => K::MulHi,
                         ("mul", false) => K::MulLo,
                         ("mul", true) => K::MulWide,
                         ("mad", false) => K::MadLo,

@@ -24,27 +24,35 @@
 //! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
 //! the warp copies the block (or the raw page) there with 16-byte stores.
 
+use super::emit::emit_sequence;
 use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
 use crate::ptx::*;
 
-/// Most threads per block (8 warps).
-pub const MAX_BLOCK: u32 = 256;
+/// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
+/// cap registers at 80 and spill).
+pub const MAX_BLOCK: u32 = 160;
 /// Words before the per-page entries in `info`.
 pub const INFO_HEADER_WORDS: u32 = 4;
 /// Fibonacci hash multiplier of the spec.
 const HASH_MULTIPLIER: u32 = 2_654_435_761;
 
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
-struct Page {
-    ln: Lanes,
-    lane_bit: Reg<U32>,
-    table: Reg<U32>,
-    spage: Reg<U32>,
-    scratch: Reg<U64>,
-    p_len: Reg<U32>,
+pub(super) struct Page {
+    pub(super) ln: Lanes,
+    pub(super) lane_bit: Reg<U32>,
+    pub(super) table: Reg<U32>,
+    pub(super) spage: Reg<U32>,
+    pub(super) scratch: Reg<U64>,
+    pub(super) p_len: Reg<U32>,
     /// Bytes of the block written to scratch so far (warp-uniform).
-    out: Reg<U32>,
-    raw: Label,
+    pub(super) out: Reg<U32>,
+    pub(super) raw: Label,
+    /// Combined extension step: lane < 16, its byte step (4 + lane, or 15 - lane backwards),
+    /// its backward distance (lane - 15), and the forward limit as a shared address.
+    pub(super) ext_fwd: Reg<Pred>,
+    pub(super) ext_step: Reg<U32>,
+    pub(super) ext_k: Reg<U32>,
+    pub(super) ext_limit: Reg<U32>,
 }
 
 /// Builds the module.
@@ -83,6 +91,11 @@ pub fn build(target: Target) -> Module {
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
     let zero = b.mov(0u32);
     let stage_steps = b.shr(page_bytes, 9u32);
+    let ext_fwd = b.setp(Cmp::Lt, ln.lane, 16u32);
+    let fwd_step = b.add(ln.lane, 4u32);
+    let ext_k = b.sub(ln.lane, 15u32);
+    let bwd_step = b.sub(15u32, ln.lane);
+    let ext_step = b.selp(fwd_step, bwd_step, ext_fwd);
 
     b.loop_forever(|b, all_done, _| {
         let pg = b.mov(0u32);
@@ -108,7 +121,9 @@ pub fn build(target: Target) -> Module {
         let raw = b.label("raw");
         let commit = b.label("commit");
         let out = b.mov(0u32);
-        let pc = Page { ln, lane_bit, table, spage, scratch, p_len, out, raw: raw.clone() };
+        let lim = b.sub(p_len, 5u32);
+        let ext_limit = b.add(spage, lim);
+        let pc = Page { ln, lane_bit, table, spage, scratch, p_len, out, raw: raw.clone(), ext_fwd, ext_step, ext_k, ext_limit };
         let short = b.setp(Cmp::Lt, p_len, 13u32);
         b.bra_if(short, &raw);
         let parse = b.label("parse");
@@ -179,124 +194,178 @@ fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>) -> Reg<U32> {
 }
 
 /// The window loop of the spec; falls through after writing the final sequence.
+///
+/// After a match ending at `end` inside the window, the lanes from `end` on stay: their hashes
+/// and match groups are unchanged, so only their lookups are repeated (peers restricted to those
+/// lanes, the table re-read). This gives the same parse as fresh windows from `end`, since any
+/// split into windows yields the sequential greedy parse (see the spec).
 fn parse_page(b: &mut KernelBuilder, pc: &Page) {
     let ln = pc.ln;
-    let cursor = b.mov(0u32);
+    let base = b.mov(0u32);
     let anchor = b.mov(0u32);
     let last_start = b.sub(pc.p_len, 12u32);
     let limit = b.sub(pc.p_len, 5u32);
-    b.loop_forever(|b, windows_done, top| {
-        let over = b.setp(Cmp::Gt, cursor, last_start);
+    let hash_end = b.sub(pc.p_len, 4u32);
+    let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+    b.loop_forever(|b, windows_done, next_window| {
+        let over = b.setp(Cmp::Gt, base, last_start);
         b.bra_if(over, windows_done);
-        let p = b.add(cursor, ln.lane);
+        let p = b.add(base, ln.lane);
         let active = b.setp(Cmp::Le, p, last_start);
-        let q = b.selp(p, cursor, active);
+        // Every hashable position gets its true hash (needed for the end - 2 insert below).
+        let q = b.min(p, hash_end);
         let qa = b.add(pc.spage, q);
         let v = ld_shared_u32_unaligned(b, qa);
         let hoff = bucket_offset(b, v);
         let grp = b.match_any(hoff);
-        let earlier = b.and(grp, ln.lt);
-        let has_peer = b.setp(Cmp::Ne, earlier, 0u32);
-        let peer = highest_bit(b, earlier);
-        let taddr = b.add(pc.table, hoff);
-        let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, taddr);
-        let c_peer = b.add(cursor, peer);
-        let c_table = b.sub(entry, 1u32);
-        let c = b.selp(c_peer, c_table, has_peer);
-        let in_table = b.setp(Cmp::Ne, entry, 0u32);
-        // Idle lanes (past the last match start) may have idle peers: never read for them.
-        let have = b.or(has_peer, in_table);
-        let have = b.and(have, active);
-        let cq = b.selp(c, q, have);
-        let ca = b.add(pc.spage, cq);
-        let cv = ld_shared_u32_unaligned(b, ca);
-        let same = b.setp(Cmp::Eq, cv, v);
-        let valid = b.and(same, have);
-        let m = b.ballot(valid);
         let active_mask = b.ballot(active);
-        // Every lookup of this window reads the table before any insert of it.
-        b.warp_sync(FULL_MASK);
-        let found = b.setp(Cmp::Ne, m, 0u32);
-        let f = lowest_bit(b, m);
-        // Lanes 0..=f insert, or every active lane when none matched (f = 32: shl clamps to 0).
-        let two_f = b.shl(2u32, f);
-        let upto_f = b.sub(two_f, 1u32);
-        let ins = b.and(upto_f, active_mask);
-        let grp_ins = b.and(grp, ins);
-        let above = b.and(grp_ins, ln.gt);
-        let top_of_group = b.setp(Cmp::Eq, above, 0u32);
-        let mine = b.and(ins, pc.lane_bit);
-        let inserting = b.setp(Cmp::Ne, mine, 0u32);
-        let writer = b.and(top_of_group, inserting);
+        let taddr = b.add(pc.table, hoff);
         let pos1 = b.add(p, 1u32);
-        b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
-        let no_match = b.label("no_match");
-        b.bra_unless(found, &no_match);
+        let first_live = b.mov(0u32);
+        b.loop_forever(|b, no_match, _| {
+            let live = b.shl(u32::MAX, first_live);
+            let earlier = b.and(grp, ln.lt);
+            let earlier = b.and(earlier, live);
+            let has_peer = b.setp(Cmp::Ne, earlier, 0u32);
+            let peer = highest_bit(b, earlier);
+            let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, taddr);
+            let c_peer = b.add(base, peer);
+            let c_table = b.sub(entry, 1u32);
+            let c = b.selp(c_peer, c_table, has_peer);
+            let in_table = b.setp(Cmp::Ne, entry, 0u32);
+            let have = b.or(has_peer, in_table);
+            // Only live, active lanes look up (idle lanes may have idle peers past the end).
+            let live_me = b.setp(Cmp::Ge, ln.lane, first_live);
+            let have = b.and(have, live_me);
+            let have = b.and(have, active);
+            let cq = b.selp(c, q, have);
+            let ca = b.add(pc.spage, cq);
+            let cv = ld_shared_u32_unaligned(b, ca);
+            let same = b.setp(Cmp::Eq, cv, v);
+            let valid = b.and(same, have);
+            let m = b.ballot(valid);
+            // Every lookup of this (sub-)window reads the table before any insert of it.
+            b.warp_sync(FULL_MASK);
+            let found = b.setp(Cmp::Ne, m, 0u32);
+            let f = lowest_bit(b, m);
+            // Lanes up to f insert, or every live active lane when none matched (f = 32: the
+            // shift clamps to 0, so the mask is all ones).
+            let two_f = b.shl(2u32, f);
+            let upto_f = b.sub(two_f, 1u32);
+            let ins = b.and(upto_f, active_mask);
+            let ins = b.and(ins, live);
+            let grp_ins = b.and(grp, ins);
+            let above = b.and(grp_ins, ln.gt);
+            let top_of_group = b.setp(Cmp::Eq, above, 0u32);
+            let mine = b.and(ins, pc.lane_bit);
+            let inserting = b.setp(Cmp::Ne, mine, 0u32);
+            let writer = b.and(top_of_group, inserting);
+            b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
+            b.bra_unless(found, no_match);
 
-        let p0 = b.add(cursor, f);
-        let c0 = bcast(b, c, f);
-        let dist = b.sub(p0, c0);
-        let end = b.add(p0, 4u32);
-        // Forward: 32 byte compares per step; the first mismatch (or the limit) ends the match.
-        b.loop_forever(|b, fwd_done, _| {
-            let e = b.add(end, ln.lane);
-            let inside = b.setp(Cmp::Lt, e, limit);
-            let a = b.add(pc.spage, e);
-            let s = b.sub(a, dist);
-            let stop = mismatch_step(b, inside, a, s);
-            let k = lowest_bit(b, stop);
-            let any = b.setp(Cmp::Ne, stop, 0u32);
-            let adv = b.selp(k, 32u32, any);
-            let e2 = b.add(end, adv);
-            b.mov_to(end, e2);
-            b.bra_if(any, fwd_done);
+            let p0 = b.add(base, f);
+            let c0 = bcast(b, c, f);
+            let (end, back) = extend(b, pc, p0, c0, anchor, limit);
+            let ps = b.sub(p0, back);
+            let lit = b.sub(ps, anchor);
+            let ml = b.sub(end, ps);
+            let dist = b.sub(p0, c0);
+            emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
+            // Insert end - 2 after the lane inserts (it is the larger position); its hash is a
+            // lane's when it lies in this window.
+            b.warp_sync(FULL_MASK);
+            let e2 = b.sub(end, 2u32);
+            let rel2 = b.sub(e2, base);
+            let h2 = b.shfl(Shfl::Idx, hoff, rel2);
+            let far = b.setp(Cmp::Ge, rel2, 32u32);
+            let have_h2 = b.label("have_h2");
+            b.bra_unless(far, &have_h2);
+            let ea = b.add(pc.spage, e2);
+            let ev = ld_shared_u32_unaligned(b, ea);
+            let eh = bucket_offset(b, ev);
+            b.mov_to(h2, eh);
+            b.place(&have_h2);
+            let et = b.add(pc.table, h2);
+            let e1 = b.sub(end, 1u32);
+            b.guarded(lane0, false, |b| b.st_narrow(Space::Shared, Narrow::U16, et, e1));
+            b.mov_to(anchor, end);
+            b.warp_sync(FULL_MASK);
+            let rel = b.sub(end, base);
+            let outside = b.setp(Cmp::Ge, rel, 32u32);
+            b.guarded(outside, false, |b| b.mov_to(base, end));
+            b.bra_if(outside, next_window);
+            b.mov_to(first_live, rel);
         });
-        // Backward: while p > anchor, c > 0 and page[p-1] == page[c-1].
-        let room = b.sub(p0, anchor);
-        let max_back = b.min(room, c0);
-        let back = b.mov(0u32);
-        let pa = b.add(pc.spage, p0);
-        let cb = b.add(pc.spage, c0);
-        b.loop_forever(|b, bwd_done, _| {
-            let k = b.add(back, ln.lane);
-            let k = b.add(k, 1u32);
-            let inside = b.setp(Cmp::Le, k, max_back);
-            let a = b.sub(pa, k);
-            let s = b.sub(cb, k);
-            let stop = mismatch_step(b, inside, a, s);
-            let j = lowest_bit(b, stop);
-            let any = b.setp(Cmp::Ne, stop, 0u32);
-            let adv = b.selp(j, 32u32, any);
-            let nb = b.add(back, adv);
-            b.mov_to(back, nb);
-            b.bra_if(any, bwd_done);
-        });
-        let ps = b.sub(p0, back);
-        let lit = b.sub(ps, anchor);
-        let ml = b.sub(end, ps);
-        emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
-        // Insert end - 2 after the lane inserts (it is the larger position).
-        b.warp_sync(FULL_MASK);
-        let e2 = b.sub(end, 2u32);
-        let ea = b.add(pc.spage, e2);
-        let ev = ld_shared_u32_unaligned(b, ea);
-        let eh = bucket_offset(b, ev);
-        let et = b.add(pc.table, eh);
-        let e1 = b.sub(end, 1u32);
-        let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
-        b.guarded(lane0, false, |b| b.st_narrow(Space::Shared, Narrow::U16, et, e1));
-        b.mov_to(cursor, end);
-        b.mov_to(anchor, end);
-        b.warp_sync(FULL_MASK);
-        b.bra(top);
-
-        b.place(&no_match);
-        let nc = b.add(cursor, 32u32);
-        b.mov_to(cursor, nc);
+        let nb = b.add(base, 32u32);
+        b.mov_to(base, nb);
         b.warp_sync(FULL_MASK);
     });
     let lit = b.sub(pc.p_len, anchor);
     emit_sequence(b, pc, anchor, lit, None);
+}
+
+/// Extends the match `p0`/`c0` forward (from `p0 + 4` to at most `limit`) and backward (down to
+/// `anchor`, and `c0` down to 0); returns `(end, back)`. One 32-lane step does the first 16
+/// bytes of both (lanes 0..16 forward, 16..32 backward); longer runs continue 32 bytes a step.
+fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: Reg<U32>, limit: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+    let lane = pc.ln.lane;
+    let dist = b.sub(p0, c0);
+    let room = b.sub(p0, anchor);
+    let max_back = b.min(room, c0);
+    // Lanes 0..16 compare page[p0 + 4 + i] with page[c0 + 4 + i], lanes 16..32 page[p0 - k] with
+    // page[c0 - k] for k = lane - 15: both are `a` and `a - dist` with a per-lane step.
+    let pa = b.add(pc.spage, p0);
+    let a = b.add(pa, pc.ext_step);
+    let s = b.sub(a, dist);
+    let lim_b = b.add(max_back, 1u32);
+    let x = b.selp(a, pc.ext_k, pc.ext_fwd);
+    let bound = b.selp(pc.ext_limit, lim_b, pc.ext_fwd);
+    let inside = b.setp(Cmp::Lt, x, bound);
+    let cb = b.sub(pa, dist);
+    let mm = mismatch_step(b, inside, a, s);
+    let fm = b.or(mm, 0xffff_0000u32);
+    let fwd_n = lowest_bit(b, fm);
+    let bm = b.shr(mm, 16u32);
+    let bm = b.or(bm, 0x1_0000u32);
+    let back = lowest_bit(b, bm);
+    let end = b.add(p0, 4u32);
+    let end = b.add(end, fwd_n);
+    let fwd_more = b.setp(Cmp::Eq, fwd_n, 16u32);
+    let fwd_done = b.label("fwd_done");
+    b.bra_unless(fwd_more, &fwd_done);
+    b.loop_forever(|b, fwd_end, _| {
+        let e = b.add(end, lane);
+        let inside = b.setp(Cmp::Lt, e, limit);
+        let a = b.add(pc.spage, e);
+        let s = b.sub(a, dist);
+        let stop = mismatch_step(b, inside, a, s);
+        let k = lowest_bit(b, stop);
+        let any = b.setp(Cmp::Ne, stop, 0u32);
+        let adv = b.selp(k, 32u32, any);
+        let e2 = b.add(end, adv);
+        b.mov_to(end, e2);
+        b.bra_if(any, fwd_end);
+    });
+    b.place(&fwd_done);
+    let bwd_more = b.setp(Cmp::Eq, back, 16u32);
+    let bwd_done = b.label("bwd_done");
+    b.bra_unless(bwd_more, &bwd_done);
+    b.loop_forever(|b, bwd_end, _| {
+        let k = b.add(back, lane);
+        let k = b.add(k, 1u32);
+        let inside = b.setp(Cmp::Le, k, max_back);
+        let a = b.sub(pa, k);
+        let s = b.sub(cb, k);
+        let stop = mismatch_step(b, inside, a, s);
+        let j = lowest_bit(b, stop);
+        let any = b.setp(Cmp::Ne, stop, 0u32);
+        let adv = b.selp(j, 32u32, any);
+        let nb = b.add(back, adv);
+        b.mov_to(back, nb);
+        b.bra_if(any, bwd_end);
+    });
+    b.place(&bwd_done);
+    (end, back)
 }
 
 /// One 32-lane compare step of the shared bytes at `a` and `s`: the ballot of lanes that are
@@ -312,89 +381,6 @@ fn mismatch_step(b: &mut KernelBuilder, inside: Reg<Pred>, a: Reg<U32>, s: Reg<U
     });
     let differ = b.setp(Cmp::Ne, x, y);
     b.ballot(differ)
-}
-
-/// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
-fn length_bytes(b: &mut KernelBuilder, n: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
-    let long = b.setp(Cmp::Ge, n, 15u32);
-    let rest = b.sub(n, 15u32);
-    let q = b.div(rest, 255u32);
-    let q1 = b.add(q, 1u32);
-    let count = b.selp(q1, 0u32, long);
-    let k = b.mul(q, 255u32);
-    let last = b.sub(rest, k);
-    (count, last)
-}
-
-/// Appends one sequence (`lit` literals from `anchor`, then the match `(offset, length)` unless
-/// it is the last sequence) to the warp's scratch at `out`, 32 bytes per step, one per lane.
-/// Branches to the raw label when the block can no longer be shorter than the page.
-fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
-    let lane = pc.ln.lane;
-    let lit15 = b.min(lit, 15u32);
-    let hi = b.shl(lit15, 4u32);
-    let (ll, ll_last) = length_bytes(b, lit);
-    let lit_start = b.add(ll, 1u32);
-    let lit_end = b.add(lit_start, lit);
-    let (token, seq_len, after, m) = match matched {
-        Some((offset, ml)) => {
-            let code = b.sub(ml, 4u32);
-            let c15 = b.min(code, 15u32);
-            let token = b.or(hi, c15);
-            let (mb, m_last) = length_bytes(b, code);
-            let t = b.add(lit_end, 2u32);
-            let seq_len = b.add(t, mb);
-            (token, seq_len, 6u32, Some((offset, mb, m_last)))
-        }
-        None => (hi, lit_end, 0u32, None),
-    };
-    // The token and 5 literals of the last sequence always follow a match.
-    let need = b.add(pc.out, seq_len);
-    let need = b.add(need, after);
-    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_if(too_long, &pc.raw);
-    let lit_src = b.add(pc.spage, anchor);
-    let lit_src = b.sub(lit_src, lit_start);
-    let dst = b.index_addr(pc.scratch, pc.out, 1);
-    b.for_range(0u32, seq_len, 32u32, |b, base, _| {
-        let j = b.add(base, lane);
-        let v = b.mov(token);
-        let jm1 = b.sub(j, 1u32);
-        let in_ll = b.setp(Cmp::Lt, jm1, ll);
-        let is_last = b.setp(Cmp::Eq, j, ll);
-        let llv = b.selp(ll_last, 255u32, is_last);
-        let v2 = b.selp(llv, v, in_ll);
-        b.mov_to(v, v2);
-        let rel = b.sub(j, lit_start);
-        let in_lit = b.setp(Cmp::Lt, rel, lit);
-        let src = b.add(lit_src, j);
-        b.guarded(in_lit, false, |b| {
-            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(v, t);
-        });
-        if let Some((offset, mb, m_last)) = m {
-            let lo = b.and(offset, 255u32);
-            let hi = b.shr(offset, 8u32);
-            let at_lo = b.setp(Cmp::Eq, j, lit_end);
-            let v3 = b.selp(lo, v, at_lo);
-            let hi_at = b.add(lit_end, 1u32);
-            let at_hi = b.setp(Cmp::Eq, j, hi_at);
-            let v4 = b.selp(hi, v3, at_hi);
-            let mx0 = b.add(lit_end, 2u32);
-            let relm = b.sub(j, mx0);
-            let in_mx = b.setp(Cmp::Lt, relm, mb);
-            let last_at = b.sub(seq_len, 1u32);
-            let is_mlast = b.setp(Cmp::Eq, j, last_at);
-            let mxv = b.selp(m_last, 255u32, is_mlast);
-            let v5 = b.selp(mxv, v4, in_mx);
-            b.mov_to(v, v5);
-        }
-        let in_seq = b.setp(Cmp::Lt, j, seq_len);
-        let a = b.index_addr(dst, j, 1);
-        b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
-    });
-    let o = b.add(pc.out, seq_len);
-    b.mov_to(pc.out, o);
 }
 
 /// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from

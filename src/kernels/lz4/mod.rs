@@ -9,6 +9,7 @@
 //! the warp converged and lets the tests' lock-step interpreter run the PTX as written.
 
 pub mod compress;
+mod emit;
 pub mod decompress;
 
 use crate::ptx::*;

@@ -2,7 +2,8 @@
 //! the compress kernel's `info` words, and the decompress kernel's per-page entries. The GPU
 //! pipeline and the PTX-interpreter tests both use them, so the tests check the real contract.
 
-use crate::kernels::lz4::compress::INFO_HEADER_WORDS;
+use crate::kernels::lz4::compress::{self, INFO_HEADER_WORDS};
+use crate::kernels::lz4::decompress;
 use crate::kernels::lz4::{compress_shared_per_warp, decompress_shared_per_warp, status, RAW_FLAG};
 use crate::lz4::{PageKind, PageEntry};
 use crate::{Error, Result};
@@ -11,8 +12,6 @@ use crate::{Error, Result};
 const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
 /// Shared memory the driver reserves per resident block (bytes).
 const SHARED_RESERVED_PER_BLOCK: u32 = 1 << 10;
-/// Most warps per block the kernels accept (their `.maxntid`).
-const MAX_WARPS_PER_BLOCK: u32 = 8;
 
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,9 +36,9 @@ impl Geometry {
 
 /// Shapes a launch of warps needing `per_warp` shared bytes each over `n_pages` pages on a
 /// device of `sm_count` SMs with `sm_shared` shared bytes per SM: as many warps per block as fit
-/// the default 48 KiB (at least one), and no more resident blocks than the SMs hold.
-fn geometry(per_warp: u32, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
-    let wpb = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, MAX_WARPS_PER_BLOCK);
+/// the default 48 KiB (at least one, at most `max_warps`), and no more resident blocks than the SMs hold.
+fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
+    let wpb = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
     let shared_bytes = wpb * per_warp;
     let per_sm = (sm_shared / (shared_bytes + SHARED_RESERVED_PER_BLOCK)).clamp(1, 32);
     let wanted = n_pages.div_ceil(wpb as usize).max(1);
@@ -49,12 +48,12 @@ fn geometry(per_warp: u32, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geo
 
 /// Launch shape of `lz4_compress` (warps take pages from a counter, so a full device is enough).
 pub fn compress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
-    geometry(compress_shared_per_warp(page_bytes as u32), n_pages, sm_count, sm_shared)
+    geometry(compress_shared_per_warp(page_bytes as u32), compress::MAX_BLOCK / 32, n_pages, sm_count, sm_shared)
 }
 
 /// Launch shape of `lz4_decompress` (warps stride over the pages).
 pub fn decompress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
-    geometry(decompress_shared_per_warp(page_bytes as u32), n_pages, sm_count, sm_shared)
+    geometry(decompress_shared_per_warp(page_bytes as u32), decompress::MAX_BLOCK / 32, n_pages, sm_count, sm_shared)
 }
 
 /// Words of the compress kernel's `info` buffer for `n_pages` pages.
