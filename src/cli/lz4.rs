@@ -1,8 +1,10 @@
 //! `ptxflow lz4 compress|decompress`: files to and from the standard LZ4 frame format (readable by
-//! the `lz4` tool), one independent block per page. Prints ratio and throughput; large files get
-//! a progress line on stderr.
+//! the `lz4` tool), one independent block per page, on the GPU when there is one (`--device`).
+//! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
-use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions};
+use ptxflow::lz4::gpu::{GpuOptions, GpuPageStream};
+use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, PageStream};
+use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read};
@@ -14,6 +16,17 @@ use std::time::Instant;
 pub struct Lz4Args {
     #[command(subcommand)]
     action: Lz4Action,
+}
+
+/// Where pages are compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    /// The CPU reference (all cores).
+    Cpu,
+    /// The GPU; fails without one.
+    Gpu,
+    /// The GPU when there is one, else the CPU.
+    Auto,
 }
 
 #[derive(clap::Subcommand)]
@@ -28,6 +41,9 @@ enum Lz4Action {
         /// Also write an xxHash32 after every block.
         #[arg(long)]
         block_checksum: bool,
+        /// Where to compress.
+        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        device: Device,
     },
     /// Decompress the LZ4 data IN (frames written by ptxflow or the `lz4` tool) into OUT.
     Decompress { input: PathBuf, output: PathBuf },
@@ -43,8 +59,8 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 /// Runs the subcommand.
 pub fn run(args: Lz4Args) -> Result<()> {
     match args.action {
-        Lz4Action::Compress { input, output, page_kib, block_checksum } => {
-            compress(&input, &output, page_kib, block_checksum)
+        Lz4Action::Compress { input, output, page_kib, block_checksum, device } => {
+            compress(&input, &output, page_kib, block_checksum, device)
         }
         Lz4Action::Decompress { input, output } => decompress(&input, &output),
     }
@@ -87,9 +103,51 @@ fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds.max(1e-9) / 1e9
 }
 
-fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool) -> Result<()> {
+/// The page stream for `device`, and why the CPU runs when `Auto` found no usable GPU.
+enum Stream {
+    Cpu(CpuPageStream, Option<String>),
+    Gpu(GpuPageStream),
+}
+
+impl Stream {
+    fn open(device: Device, page_bytes: usize) -> Result<Stream> {
+        ptxflow::lz4::check_page_bytes(page_bytes)?;
+        if device == Device::Cpu {
+            return Ok(Stream::Cpu(CpuPageStream::new(page_bytes, STREAM_SLOTS)?, None));
+        }
+        let options = GpuOptions { batch_bytes: 8 << 20, slots: 3 };
+        match Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options)) {
+            Ok(s) => Ok(Stream::Gpu(s)),
+            Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
+                Ok(Stream::Cpu(CpuPageStream::new(page_bytes, STREAM_SLOTS)?, Some(e.to_string())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn as_dyn(&mut self) -> &mut dyn PageStream {
+        match self {
+            Stream::Cpu(s, _) => s,
+            Stream::Gpu(s) => s,
+        }
+    }
+
+    /// Which path ran, with the reason when it is the CPU although a GPU was wanted.
+    fn describe(&self) -> String {
+        match self {
+            Stream::Cpu(_, None) => "CPU".into(),
+            Stream::Cpu(_, Some(why)) => format!("CPU ({why})"),
+            Stream::Gpu(s) => match s.fallback_reason() {
+                None => "GPU".into(),
+                Some(why) => format!("CPU after a GPU failure ({why})"),
+            },
+        }
+    }
+}
+
+fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool, device: Device) -> Result<()> {
     let page_bytes = page_kib.checked_mul(1024).ok_or_else(|| Error::input("page size overflows"))?;
-    let mut stream = CpuPageStream::new(page_bytes, STREAM_SLOTS)?;
+    let mut stream = Stream::open(device, page_bytes)?;
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
     let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
@@ -97,7 +155,7 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool) 
     let started = Instant::now();
     let result = (|| {
         let options = FrameOptions { page_bytes, content_size: Some(size), block_checksum };
-        let mut enc = FrameEncoder::new(out, output, &mut stream, options)?;
+        let mut enc = FrameEncoder::new(out, output, stream.as_dyn(), options)?;
         let mut progress = Progress::new(size);
         let mut chunk = vec![0u8; READ_CHUNK_BYTES];
         loop {
@@ -109,11 +167,10 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool) 
             progress.update(enc.stats().input_bytes);
         }
         progress.done();
-        let path = enc.path();
         let (_, stats) = enc.finish()?;
-        Ok((path, stats))
+        Ok(stats)
     })();
-    let (path, stats) = match result {
+    let stats = match result {
         Ok(r) => r,
         Err(e) => {
             // Leave no half-written frame behind that could pass for a result.
@@ -133,7 +190,7 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool) 
         page_kib,
         stats.raw_pages,
         gb_per_s(stats.input_bytes, seconds),
-        path,
+        stream.describe(),
     );
     Ok(())
 }
