@@ -190,3 +190,40 @@ fn auto_device_picks_a_working_path() {
     }
     assert!(open_page_stream(Device::Auto, 1000, 8, GpuOptions::default()).is_err());
 }
+
+#[test]
+fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu") else { return };
+    let k = ptxflow::lz4::gpu::Lz4Kernels::new(gpu).unwrap();
+    for (name, data) in inputs() {
+        for pb in [1024, 4096, 65536] {
+            let frame = ptxflow::lz4::compress_frame(&data, pb).unwrap();
+            let mut out = Vec::new();
+            match ptxflow::lz4::gpu::decode_frames_gpu(&k, &frame, &mut out).unwrap() {
+                Some((frames, blocks)) => {
+                    assert_eq!((frames, blocks), (1, data.len().div_ceil(pb)), "{name} {pb}");
+                    assert!(out == data, "{name} at {pb} B pages: GPU frame decode differs");
+                }
+                // Few blocks: the guessed bound can be below the page size; the CPU decides.
+                None => assert!(data.len().div_ceil(pb) <= 64, "{name} at {pb} B pages left to the CPU"),
+            }
+        }
+    }
+    // Linked blocks (lz4_flex's default) are for the CPU decoder.
+    let mut enc = lz4_flex::frame::FrameEncoder::new(Vec::new());
+    std::io::Write::write_all(&mut enc, &[5u8; 300_000]).unwrap();
+    let linked = enc.finish().unwrap();
+    let mut out = Vec::new();
+    assert!(ptxflow::lz4::gpu::decode_frames_gpu(&k, &linked, &mut out).unwrap().is_none() || out == vec![5u8; 300_000]);
+    // A corrupt block in a ptxflow frame: an error or the CPU, never wrong bytes.
+    let data = inputs().pop().unwrap().1;
+    let mut frame = ptxflow::lz4::compress_frame(&data, 4096).unwrap();
+    let at = frame.len() / 2;
+    frame[at] ^= 0x55;
+    let mut out = Vec::new();
+    match ptxflow::lz4::gpu::decode_frames_gpu(&k, &frame, &mut out) {
+        Ok(Some(_)) => panic!("a corrupt frame decoded"),
+        Ok(None) | Err(Error::Corrupt { .. }) => {}
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}

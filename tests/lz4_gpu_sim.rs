@@ -133,11 +133,12 @@ fn check_decompress(prog: &Program, pages: &CompressedPages, what: &str) -> usiz
         let slot = &out[k * pages.page_bytes..k * pages.page_bytes + e.original_bytes];
         match cpu {
             Ok(bytes) => {
-                assert_eq!(st[k], 0, "{what}: page {k}: CPU decodes, GPU status {}", st[k]);
+                assert_eq!(st[k] & 0xFF, 0, "{what}: page {k}: CPU decodes, GPU status {}", st[k]);
+                assert_eq!(st[k] >> 8, e.original_bytes as u32, "{what}: page {k}: produced bytes");
                 assert!(slot == &bytes[..], "{what}: page {k} decodes to different bytes");
             }
             Err(_) => {
-                assert_ne!(st[k], 0, "{what}: page {k}: CPU rejects it, GPU accepts");
+                assert_ne!(st[k] & 0xFF, 0, "{what}: page {k}: CPU rejects it, GPU accepts");
                 errors += 1;
             }
         }
@@ -163,6 +164,39 @@ fn decompress_round_trips_corpus_random_zero_pages_and_tails() {
     for (what, data, pb) in inputs {
         let pages = CpuPageCodec.compress_pages(&data, pb).unwrap();
         assert_eq!(check_decompress(&prog, &pages, &what), 0, "{what}: valid pages rejected");
+    }
+}
+
+#[test]
+fn decompress_bounded_pages_report_their_length() {
+    let prog = program(KernelId::Lz4Decompress);
+    let Some(data) = lz4_support::corpus("xml", Some(30_000)) else { return };
+    let mut pages = CpuPageCodec.compress_pages(&data, 4096).unwrap();
+    // Frame blocks: the original length is only a bound (kind bit 1); the kernel reports it.
+    let want: Vec<usize> = pages.pages.iter().map(|e| e.original_bytes).collect();
+    let mut words = ptxflow::lz4::gpu::layout::decompress_entries(&pages.pages, 4096).unwrap();
+    for (k, e) in pages.pages.iter_mut().enumerate() {
+        if e.kind == PageKind::Compressed {
+            words[4 * k + 2] = 4096;
+            words[4 * k + 3] = 2;
+        }
+    }
+    let n = pages.pages.len();
+    let g = decompress_geometry(4096, n, 1, 228 << 10);
+    let mut mem = Memory::new();
+    let mut d = pages.data.clone();
+    d.resize(d.len().div_ceil(16) * 16 + 16, 0);
+    let plen = d.len() as u64;
+    let packed = mem.add("packed", d);
+    let entries = mem.add("entries", words.iter().flat_map(|w| w.to_le_bytes()).collect());
+    let output = mem.add("output", vec![0; n * 4096]);
+    let status = mem.add("status", vec![0xFF; 4 * n]);
+    launch(&prog, g.blocks.min(2), g.threads(), g.shared_bytes, &[packed, plen, entries, n as u64, 4096, output, status], &mut mem);
+    let st: Vec<u32> = mem.get("status").chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    for k in 0..n {
+        assert_eq!(st[k] & 0xFF, 0, "page {k}");
+        assert_eq!((st[k] >> 8) as usize, want[k], "page {k} length");
+        assert!(mem.get("output")[k * 4096..k * 4096 + want[k]] == data[k * 4096..k * 4096 + want[k]]);
     }
 }
 
@@ -193,7 +227,7 @@ fn decompress_reports_corrupt_pages_like_the_cpu_decoder() {
     bad.pages[0].offset = bad.data.len() + 64;
     bad.pages[1].kind = PageKind::Raw;
     let (st, _) = sim_decompress(&prog, &bad);
-    assert_ne!(st[0], 0);
-    assert_ne!(st[1], 0);
-    assert!(st[2..].iter().all(|&s| s == 0));
+    assert_ne!(st[0] & 0xFF, 0);
+    assert_ne!(st[1] & 0xFF, 0);
+    assert!(st[2..].iter().all(|&s| s & 0xFF == 0));
 }

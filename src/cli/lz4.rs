@@ -2,7 +2,7 @@
 //! the `lz4` tool), one independent block per page, on the GPU when there is one (`--device`).
 //! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
-use ptxflow::lz4::gpu::{GpuOptions, GpuPageStream};
+use ptxflow::lz4::gpu::{decode_frames_gpu, GpuOptions, GpuPageStream, Lz4Kernels};
 use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, PageStream};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
@@ -46,7 +46,13 @@ enum Lz4Action {
         device: Device,
     },
     /// Decompress the LZ4 data IN (frames written by ptxflow or the `lz4` tool) into OUT.
-    Decompress { input: PathBuf, output: PathBuf },
+    Decompress {
+        input: PathBuf,
+        output: PathBuf,
+        /// Where to decompress (frames with linked or larger-than-64-KiB blocks use the CPU).
+        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        device: Device,
+    },
 }
 
 /// Pages per batch handed to the page stream (4 MiB at 4 KiB pages).
@@ -62,7 +68,7 @@ pub fn run(args: Lz4Args) -> Result<()> {
         Lz4Action::Compress { input, output, page_kib, block_checksum, device } => {
             compress(&input, &output, page_kib, block_checksum, device)
         }
-        Lz4Action::Decompress { input, output } => decompress(&input, &output),
+        Lz4Action::Decompress { input, output, device } => decompress(&input, &output, device),
     }
 }
 
@@ -195,7 +201,45 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool, 
     Ok(())
 }
 
-fn decompress(input: &Path, output: &Path) -> Result<()> {
+/// Decodes on the GPU when `device` allows and the frames suit it; `Ok(None)` leaves the file to
+/// the CPU path, with the reason.
+fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<String>> {
+    let kernels = match Gpu::open_default().and_then(Lz4Kernels::new) {
+        Ok(k) => k,
+        Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => return Ok(Some(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    let data = std::fs::read(input).map_err(io_err(input))?;
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let (frames, blocks) = match decode_frames_gpu(&kernels, &data, &mut out) {
+        Ok(Some(counts)) => counts,
+        Ok(None) => return Ok(Some("frames with linked, larger or unusual blocks are decoded on the CPU".into())),
+        Err(e) if ptxflow::lz4::gpu::device_failure(&e) => return Ok(Some(format!("GPU failed: {e}"))),
+        Err(e) => return Err(e),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    std::fs::write(output, &out).map_err(io_err(output))?;
+    println!(
+        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {frames} frames, {blocks} blocks, {:.3} GB/s (of output) on GPU",
+        input.display(),
+        output.display(),
+        data.len(),
+        out.len(),
+        out.len() as f64 / data.len().max(1) as f64,
+        gb_per_s(out.len() as u64, seconds),
+    );
+    Ok(None)
+}
+
+fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
+    let mut note = None;
+    if device != Device::Cpu {
+        match decompress_gpu(input, output, device)? {
+            None => return Ok(()),
+            Some(why) => note = Some(why),
+        }
+    }
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -216,7 +260,7 @@ fn decompress(input: &Path, output: &Path) -> Result<()> {
     };
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on CPU",
+        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on CPU{}",
         input.display(),
         output.display(),
         stats.input_bytes,
@@ -225,6 +269,7 @@ fn decompress(input: &Path, output: &Path) -> Result<()> {
         stats.frames,
         stats.blocks,
         gb_per_s(stats.output_bytes, seconds),
+        note.map_or(String::new(), |n| format!(" ({n})")),
     );
     Ok(())
 }

@@ -7,9 +7,10 @@
 //!
 //! Parameters: `packed` (stored pages), `packed_bytes` (readable bytes of `packed`; only its
 //! 16-byte-aligned prefix is used), `entries` (4 u32 per page: byte offset in `packed`, stored
-//! bytes, original bytes, kind 0 = block / 1 = raw), `n_pages`, `page_bytes` (a multiple of 1024,
-//! at most 65536), `output` (page `k` at `k * page_bytes`), `status` (one word per page, see
-//! [`status`](super::status)).
+//! bytes, original bytes, kind: bit 0 = raw page, bit 1 = the original length is only an upper
+//! bound, as for blocks of a frame), `n_pages`, `page_bytes` (a multiple of 1024, at most 65536),
+//! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
+//! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
 //!
 //! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
 //! page as long as the original), copies the block into its shared stage with 16-byte loads from
@@ -34,6 +35,8 @@ struct Dec {
     stored: Reg<U32>,
     orig: Reg<U32>,
     code: Reg<U32>,
+    /// The original length is an upper bound (fewer bytes are fine).
+    bounded: Reg<Pred>,
     fail: Label,
 }
 
@@ -80,7 +83,11 @@ pub fn build(target: Target) -> Module {
         let code = b.mov(status::OK);
         let fail = b.label("fail");
         let done = b.label("page_done");
-        let is_raw = b.setp(Cmp::Ne, kind, 0u32);
+        let raw_bit = b.and(kind, 1u32);
+        let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
+        let bound_bit = b.and(kind, 2u32);
+        let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
+        let produced = b.mov(0u32);
         // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
         let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
         let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
@@ -93,7 +100,7 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: stage, ob, stored, orig, code, fail: fail.clone() };
+        let d = Dec { ln, ib: stage, ob, stored, orig, code, bounded, fail: fail.clone() };
         fail_if(b, &d, bad, status::BAD_ENTRY);
         // Stage the block: 16-byte chunks from the aligned address at or below it.
         let delta = b.and(off, 15u32);
@@ -120,15 +127,19 @@ pub fn build(target: Target) -> Module {
         let block = b.label("block");
         b.bra_unless(is_raw, &block);
         copy_raw_out(b, &d, dst);
+        b.mov_to(produced, orig);
         b.bra(&done);
         b.place(&block);
-        decode(b, &d);
-        copy_page_out(b, &d, dst);
+        let op = decode(b, &d);
+        copy_page_out(b, &d, dst, op);
+        b.mov_to(produced, op);
         b.bra(&done);
         b.place(&fail);
         b.place(&done);
         let sa = b.index_addr(status_p, pg, 4);
-        b.guarded(lane0, false, |b| b.st(Space::Global, sa, code));
+        let len_bits = b.shl(produced, 8u32);
+        let word = b.or(code, len_bits);
+        b.guarded(lane0, false, |b| b.st(Space::Global, sa, word));
         // The next page's staging overwrites buffers this page's lanes read.
         b.warp_sync(FULL_MASK);
     });
@@ -167,10 +178,10 @@ fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     });
 }
 
-/// Copies the rebuilt page from its shared buffer to `dst`: 16-byte chunks, then the tail bytes.
-fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
+/// Copies the `len` rebuilt bytes from the page buffer to `dst`: 16-byte chunks, then the tail.
+fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
     b.warp_sync(FULL_MASK);
-    let chunks = b.shr(d.orig, 4u32);
+    let chunks = b.shr(len, 4u32);
     b.for_range(0u32, chunks, 32u32, |b, base, _| {
         let k = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, k, chunks);
@@ -182,8 +193,8 @@ fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
             b.st_v4::<U32>(Space::Global, g, v);
         });
     });
-    let tail_at = b.and(d.orig, !15u32);
-    let tail = b.and(d.orig, 15u32);
+    let tail_at = b.and(len, !15u32);
+    let tail = b.and(len, 15u32);
     let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
     let k = b.add(tail_at, d.ln.lane);
     let a = b.add(d.ob, k);
@@ -234,9 +245,10 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
     n
 }
 
-/// The decode loop of one block from the stage into the page buffer; falls through when the
-/// page decoded to exactly its original length, branches to the fail label otherwise.
-fn decode(b: &mut KernelBuilder, d: &Dec) {
+/// The decode loop of one block from the stage into the page buffer; returns the bytes produced
+/// (falls through when the page decoded to its original length, or at most that when bounded),
+/// branches to the fail label otherwise.
+fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let lane = d.ln.lane;
     let ip = b.mov(0u32);
     let op = b.mov(0u32);
@@ -313,7 +325,10 @@ fn decode(b: &mut KernelBuilder, d: &Dec) {
         b.mov_to(op, op3);
     });
     let short = b.setp(Cmp::Ne, op, d.orig);
+    let exact = b.not(d.bounded);
+    let short = b.and(short, exact);
     fail_if(b, d, short, status::WRONG_LENGTH);
+    op
 }
 
 /// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of

@@ -32,8 +32,18 @@ pub fn decompress_shared_per_warp(page_bytes: u32) -> u32 {
     page_bytes + STAGE_SLACK_BYTES + page_bytes
 }
 
-/// Per-page status words written by `lz4_decompress` (0 = decoded, length checked).
+/// Per-page status codes written by `lz4_decompress` in bits 0..8 of its status words (bits
+/// 8..32 hold the bytes produced).
 pub mod status {
+    /// Bits of a status word that hold the code.
+    pub const CODE_MASK: u32 = 0xFF;
+    /// Shift of the produced-bytes field of a status word.
+    pub const LEN_SHIFT: u32 = 8;
+    /// Entry kind bit: the page is stored raw.
+    pub const KIND_RAW: u32 = 1;
+    /// Entry kind bit: the original length is an upper bound (blocks of a frame).
+    pub const KIND_BOUNDED: u32 = 2;
+
     /// The page decoded to exactly its original length.
     pub const OK: u32 = 0;
     /// The page's entry is inconsistent (offset/length outside the data, sizes above the page).

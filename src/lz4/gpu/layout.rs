@@ -115,10 +115,16 @@ pub fn decompress_entries(pages: &[PageEntry], page_bytes: usize) -> Result<Vec<
 
 /// The first failing page of a decompress status array as an [`Error::Corrupt`].
 pub fn check_decompress_status(status_words: &[u32]) -> Result<()> {
-    match status_words.iter().position(|&s| s != status::OK) {
+    match status_words.iter().position(|&s| s & status::CODE_MASK != status::OK) {
         None => Ok(()),
-        Some(k) => Err(Error::Corrupt {
-            what: format!("page {k}: {} (GPU status {})", status::describe(status_words[k]), status_words[k]),
-        }),
+        Some(k) => {
+            let code = status_words[k] & status::CODE_MASK;
+            Err(Error::Corrupt { what: format!("page {k}: {} (GPU status {code})", status::describe(code)) })
+        }
     }
+}
+
+/// Bytes page `k` produced, from its status word.
+pub fn produced_bytes(status_word: u32) -> usize {
+    (status_word >> status::LEN_SHIFT) as usize
 }

@@ -4,19 +4,22 @@
 //! - [`layout`]: the host/kernel contract (geometry, info words, entries), CUDA-free;
 //! - [`kernels`]: [`Lz4Kernels`], launches on device buffers;
 //! - `ring`: pinned slots and four streams that overlap upload, kernel and download;
-//! - [`codec`]: [`GpuPageCodec`] (batches); [`stream`]: [`GpuPageStream`] (the ring seam).
+//! - [`codec`]: [`GpuPageCodec`] (batches); [`stream`]: [`GpuPageStream`] (the ring seam);
+//! - [`frames`]: whole LZ4 frames decoded on the GPU ([`decode_frames_gpu`]).
 //!
 //! Both fall back to the CPU reference when there is no device or a device operation fails (a
 //! sticky error poisons the context: the GPU path is then retired for good), producing the same
 //! bytes and reporting [`CodecPath::Cpu`] with the reason.
 
 pub mod codec;
+pub mod frames;
 pub mod kernels;
 pub mod layout;
 mod ring;
 pub mod stream;
 
 pub use codec::GpuPageCodec;
+pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
 pub use stream::GpuPageStream;
 
