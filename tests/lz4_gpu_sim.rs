@@ -115,7 +115,12 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
     let output = mem.add("output", vec![0xEE; (n * pb).max(1)]);
     let status = mem.add("status", vec![0xFF; (4 * n).max(4)]);
     let params = [packed, packed_len as u64, entries, n as u64, pb as u64, output, status];
-    launch(prog, g.blocks, g.threads(), g.shared_bytes, &params, &mut mem);
+    let counts = launch(prog, g.blocks, g.threads(), g.shared_bytes, &params, &mut mem);
+    if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
+        eprintln!("decompress: {:.2} warp instructions per output byte", counts.total as f64 / pages.original_bytes().max(1) as f64);
+        let dump: String = counts.per_instr.iter().zip(&prog.instrs).map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim())).collect();
+        if pb == 4096 && pages.original_bytes() > 30000 && std::fs::metadata("/tmp/sim_dprofile.txt").is_err() { std::fs::write("/tmp/sim_dprofile.txt", dump).unwrap(); }
+    }
     let st = mem.get("status").chunks(4).take(n).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     (st, mem.get("output").to_vec())
 }

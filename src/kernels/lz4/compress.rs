@@ -25,7 +25,7 @@
 //! the warp copies the block (or the raw page) there with 16-byte stores.
 
 use super::emit::emit_sequence;
-use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
+use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, ufor, uloop, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
 use crate::ptx::*;
 
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
@@ -97,7 +97,7 @@ pub fn build(target: Target) -> Module {
     let bwd_step = b.sub(15u32, ln.lane);
     let ext_step = b.selp(fwd_step, bwd_step, ext_fwd);
 
-    b.loop_forever(|b, all_done, _| {
+    uloop(&mut b, |b, all_done, _| {
         let pg = b.mov(0u32);
         b.guarded(lane0, false, |b| {
             let t = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
@@ -105,7 +105,7 @@ pub fn build(target: Target) -> Module {
         });
         let pg = bcast(b, pg, 0u32);
         let finished = b.setp(Cmp::Ge, pg, n_pages);
-        b.bra_if(finished, all_done);
+        ubra_if(b, finished, all_done);
         let start = b.mul(pg, page_bytes);
         let avail = b.max(input_bytes, start);
         let avail = b.sub(avail, start);
@@ -125,9 +125,9 @@ pub fn build(target: Target) -> Module {
         let ext_limit = b.add(spage, lim);
         let pc = Page { ln, lane_bit, table, spage, scratch, p_len, out, raw: raw.clone(), ext_fwd, ext_step, ext_k, ext_limit };
         let short = b.setp(Cmp::Lt, p_len, 13u32);
-        b.bra_if(short, &raw);
+        ubra_if(b, short, &raw);
         let parse = b.label("parse");
-        b.bra_if(nonzero, &parse);
+        ubra_if(b, nonzero, &parse);
         // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
         let one = b.mov(1u32);
         let ml = b.sub(p_len, 6u32);
@@ -135,13 +135,13 @@ pub fn build(target: Target) -> Module {
         let tail = b.sub(p_len, 5u32);
         let five = b.mov(5u32);
         emit_sequence(b, &pc, tail, five, None);
-        b.bra(&commit);
+        b.bra_uni(&commit);
         b.place(&parse);
         parse_page(b, &pc);
         b.place(&commit);
         finish(b, &pc, lane0, info, pg, packed, scratch, false);
         let next = b.label("next_page");
-        b.bra(&next);
+        b.bra_uni(&next);
         b.place(&raw);
         b.mov_to(out, p_len);
         finish(b, &pc, lane0, info, pg, packed, scratch, true);
@@ -153,7 +153,7 @@ pub fn build(target: Target) -> Module {
 /// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
 fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_len: Reg<U32>, steps: Reg<U32>) -> Reg<Pred> {
     let acc = b.mov(0u32);
-    b.for_range(0u32, steps, 1u32, |b, s, _| {
+    ufor(b, 0u32, steps, 1u32, |b, s, _| {
         let k = b.mad(s, 32u32, ln.lane);
         let off = b.shl(k, 4u32);
         let end = b.add(off, 16u32);
@@ -207,9 +207,9 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
     let limit = b.sub(pc.p_len, 5u32);
     let hash_end = b.sub(pc.p_len, 4u32);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
-    b.loop_forever(|b, windows_done, next_window| {
+    uloop(b, |b, windows_done, next_window| {
         let over = b.setp(Cmp::Gt, base, last_start);
-        b.bra_if(over, windows_done);
+        ubra_if(b, over, windows_done);
         let p = b.add(base, ln.lane);
         let active = b.setp(Cmp::Le, p, last_start);
         // Every hashable position gets its true hash (needed for the end - 2 insert below).
@@ -222,7 +222,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
         let taddr = b.add(pc.table, hoff);
         let pos1 = b.add(p, 1u32);
         let first_live = b.mov(0u32);
-        b.loop_forever(|b, no_match, _| {
+        uloop(b, |b, no_match, _| {
             let live = b.shl(u32::MAX, first_live);
             let earlier = b.and(grp, ln.lt);
             let earlier = b.and(earlier, live);
@@ -261,7 +261,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let inserting = b.setp(Cmp::Ne, mine, 0u32);
             let writer = b.and(top_of_group, inserting);
             b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
-            b.bra_unless(found, no_match);
+            ubra_unless(b, found, no_match);
 
             let p0 = b.add(base, f);
             let c0 = bcast(b, c, f);
@@ -279,7 +279,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let h2 = b.shfl(Shfl::Idx, hoff, rel2);
             let far = b.setp(Cmp::Ge, rel2, 32u32);
             let have_h2 = b.label("have_h2");
-            b.bra_unless(far, &have_h2);
+            ubra_unless(b, far, &have_h2);
             let ea = b.add(pc.spage, e2);
             let ev = ld_shared_u32_unaligned(b, ea);
             let eh = bucket_offset(b, ev);
@@ -293,7 +293,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let rel = b.sub(end, base);
             let outside = b.setp(Cmp::Ge, rel, 32u32);
             b.guarded(outside, false, |b| b.mov_to(base, end));
-            b.bra_if(outside, next_window);
+            ubra_if(b, outside, next_window);
             b.mov_to(first_live, rel);
         });
         let nb = b.add(base, 32u32);
@@ -332,8 +332,8 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
     let end = b.add(end, fwd_n);
     let fwd_more = b.setp(Cmp::Eq, fwd_n, 16u32);
     let fwd_done = b.label("fwd_done");
-    b.bra_unless(fwd_more, &fwd_done);
-    b.loop_forever(|b, fwd_end, _| {
+    ubra_unless(b, fwd_more, &fwd_done);
+    uloop(b, |b, fwd_end, _| {
         let e = b.add(end, lane);
         let inside = b.setp(Cmp::Lt, e, limit);
         let a = b.add(pc.spage, e);
@@ -344,13 +344,13 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
         let adv = b.selp(k, 32u32, any);
         let e2 = b.add(end, adv);
         b.mov_to(end, e2);
-        b.bra_if(any, fwd_end);
+        ubra_if(b, any, fwd_end);
     });
     b.place(&fwd_done);
     let bwd_more = b.setp(Cmp::Eq, back, 16u32);
     let bwd_done = b.label("bwd_done");
-    b.bra_unless(bwd_more, &bwd_done);
-    b.loop_forever(|b, bwd_end, _| {
+    ubra_unless(b, bwd_more, &bwd_done);
+    uloop(b, |b, bwd_end, _| {
         let k = b.add(back, lane);
         let k = b.add(k, 1u32);
         let inside = b.setp(Cmp::Le, k, max_back);
@@ -362,7 +362,7 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
         let adv = b.selp(j, 32u32, any);
         let nb = b.add(back, adv);
         b.mov_to(back, nb);
-        b.bra_if(any, bwd_end);
+        ubra_if(b, any, bwd_end);
     });
     b.place(&bwd_done);
     (end, back)
@@ -409,7 +409,7 @@ fn finish(
     let off = bcast(b, off, 0u32);
     let chunks = b.shr(padded, 4u32);
     let dst = b.index_addr(packed, off, 1);
-    b.for_range(0u32, chunks, 32u32, |b, base, _| {
+    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
         let k = b.add(base, pc.ln.lane);
         let inside = b.setp(Cmp::Lt, k, chunks);
         let kb = b.shl(k, 4u32);

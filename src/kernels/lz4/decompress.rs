@@ -21,7 +21,7 @@
 //! checked against the block end and the original length before it is used. The page is then
 //! written out with 16-byte stores and lane 0 writes its status.
 
-use super::{bcast, ld_shared_u32_unaligned, lowest_bit, status, Lanes, STAGE_SLACK_BYTES};
+use super::{bcast, ld_shared_u32_unaligned, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
 /// Most threads per block (8 warps).
@@ -37,6 +37,9 @@ struct Dec {
     code: Reg<U32>,
     /// The original length is an upper bound (fewer bytes are fine).
     bounded: Reg<Pred>,
+    /// `ib + lane` and `ob + lane`.
+    ib_lane: Reg<U32>,
+    ob_lane: Reg<U32>,
     fail: Label,
 }
 
@@ -74,10 +77,11 @@ pub fn build(target: Target) -> Module {
     let sbase = b.shared_base(&smem);
     let stage = b.mad(warp, per_warp, sbase);
     let ob = b.add(stage, stage_bytes);
+    let ob_lane = b.add(ob, ln.lane);
     let bound = b.and(packed_bytes, !15u32);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
 
-    b.for_range(gwarp, n_pages, all_warps, |b, pg, _| {
+    ufor(&mut b, gwarp, n_pages, all_warps, |b, pg, _| {
         let ea = b.index_addr(entries, pg, 16);
         let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
         let code = b.mov(status::OK);
@@ -100,7 +104,7 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: stage, ob, stored, orig, code, bounded, fail: fail.clone() };
+        let d = Dec { ln, ib: stage, ob, stored, orig, code, bounded, ib_lane: stage, ob_lane, fail: fail.clone() };
         fail_if(b, &d, bad, status::BAD_ENTRY);
         // Stage the block: 16-byte chunks from the aligned address at or below it.
         let delta = b.and(off, 15u32);
@@ -109,7 +113,7 @@ pub fn build(target: Target) -> Module {
         let span = b.add(span, 15u32);
         let chunks = b.shr(span, 4u32);
         let src = b.index_addr(packed, abase, 1);
-        b.for_range(0u32, chunks, 32u32, |b, base, _| {
+        ufor(b, 0u32, chunks, 32u32, |b, base, _| {
             let k = b.add(base, ln.lane);
             let inside = b.setp(Cmp::Lt, k, chunks);
             let kb = b.shl(k, 4u32);
@@ -122,18 +126,19 @@ pub fn build(target: Target) -> Module {
         });
         b.warp_sync(FULL_MASK);
         let ib = b.add(stage, delta);
+        let ib_lane = b.add(ib, ln.lane);
         let dst = b.mad_wide(pg, page_bytes, output);
-        let d = Dec { ib, ..d };
+        let d = Dec { ib, ib_lane, ..d };
         let block = b.label("block");
-        b.bra_unless(is_raw, &block);
+        ubra_unless(b, is_raw, &block);
         copy_raw_out(b, &d, dst);
         b.mov_to(produced, orig);
-        b.bra(&done);
+        b.bra_uni(&done);
         b.place(&block);
         let op = decode(b, &d);
         copy_page_out(b, &d, dst, op);
         b.mov_to(produced, op);
-        b.bra(&done);
+        b.bra_uni(&done);
         b.place(&fail);
         b.place(&done);
         let sa = b.index_addr(status_p, pg, 4);
@@ -146,16 +151,20 @@ pub fn build(target: Target) -> Module {
     Module::single(target, b.finish())
 }
 
-/// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds.
+/// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds. The status is
+/// written only on the way out, so the hot path carries no conditional moves.
 fn fail_if(b: &mut KernelBuilder, d: &Dec, bad: Reg<Pred>, code: u32) {
-    b.guarded(bad, false, |b| b.mov_to(d.code, code));
-    b.bra_if(bad, &d.fail);
+    let ok = b.label("ok");
+    ubra_unless(b, bad, &ok);
+    b.mov_to(d.code, code);
+    b.bra_uni(&d.fail);
+    b.place(&ok);
 }
 
 /// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
 fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     let words = b.shr(d.orig, 2u32);
-    b.for_range(0u32, words, 32u32, |b, base, _| {
+    ufor(b, 0u32, words, 32u32, |b, base, _| {
         let w = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, w, words);
         let wb = b.shl(w, 2u32);
@@ -182,7 +191,7 @@ fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
 fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
     b.warp_sync(FULL_MASK);
     let chunks = b.shr(len, 4u32);
-    b.for_range(0u32, chunks, 32u32, |b, base, _| {
+    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
         let k = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, k, chunks);
         let kb = b.shl(k, 4u32);
@@ -209,15 +218,14 @@ fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
 /// fails past the block end or once the length exceeds the original page length.
 fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
     let n = b.mov(0u32);
-    b.loop_forever(|b, got, _| {
+    uloop(b, |b, got, _| {
         let i = b.add(ip, d.ln.lane);
         let inside = b.setp(Cmp::Lt, i, d.stored);
-        let v = b.mov(0u32);
+        // Lanes past the block end read byte 0 instead (a safe address) and count as outside.
         let a = b.add(d.ib, i);
-        b.guarded(inside, false, |b| {
-            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-            b.mov_to(v, t);
-        });
+        let a = b.selp(a, d.ib, inside);
+        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        let v = b.selp(t, 0u32, inside);
         let not255 = b.setp(Cmp::Ne, v, 255u32);
         let term = b.and(inside, not255);
         let tm = b.ballot(term);
@@ -237,7 +245,7 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
         b.mov_to(ip, ip2);
         let too_big = b.setp(Cmp::Gt, n, d.orig);
         fail_if(b, d, too_big, status::OUTPUT_OVERFLOW);
-        b.bra_if(has_term, got);
+        ubra_if(b, has_term, got);
         // No terminating byte: lanes past the block end mean it is truncated.
         let ran_out = b.setp(Cmp::Ne, om, 0u32);
         fail_if(b, d, ran_out, status::TRUNCATED);
@@ -248,15 +256,17 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
 /// The decode loop of one block from the stage into the page buffer; returns the bytes produced
 /// (falls through when the page decoded to its original length, or at most that when bounded),
 /// branches to the fail label otherwise.
+///
+/// A sequence whose literals and match fit 32 bytes, with the match source wholly before the
+/// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
+/// bytes); others copy literals and then the match in steps of their own.
 fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let lane = d.ln.lane;
     let ip = b.mov(0u32);
     let op = b.mov(0u32);
     let empty = b.setp(Cmp::Eq, d.stored, 0u32);
     fail_if(b, d, empty, status::TRUNCATED);
-    b.loop_forever(|b, block_end, _| {
-        let no_token = b.setp(Cmp::Ge, ip, d.stored);
-        fail_if(b, d, no_token, status::TRUNCATED);
+    uloop(b, |b, block_end, _| {
         let ta = b.add(d.ib, ip);
         let token = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, ta);
         let ip1 = b.add(ip, 1u32);
@@ -264,64 +274,95 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let lit = b.shr(token, 4u32);
         let long_lit = b.setp(Cmp::Eq, lit, 15u32);
         let short_lit = b.label("short_lit");
-        b.bra_unless(long_lit, &short_lit);
+        ubra_unless(b, long_lit, &short_lit);
         let extra = read_length(b, d, ip);
         let l2 = b.add(lit, extra);
         b.mov_to(lit, l2);
         b.place(&short_lit);
+        // Literals inside the block and the page (the code is worked out only on failure).
         let left_in = b.sub(d.stored, ip);
-        let past_end = b.setp(Cmp::Gt, lit, left_in);
-        fail_if(b, d, past_end, status::TRUNCATED);
         let left_out = b.sub(d.orig, op);
-        let overflow = b.setp(Cmp::Gt, lit, left_out);
-        fail_if(b, d, overflow, status::OUTPUT_OVERFLOW);
-        let src = b.add(d.ib, ip);
-        let dst = b.add(d.ob, op);
-        b.for_range(0u32, lit, 32u32, |b, base, _| {
-            let i = b.add(base, lane);
-            let inside = b.setp(Cmp::Lt, i, lit);
-            let s = b.add(src, i);
-            let t = b.add(dst, i);
-            b.guarded(inside, false, |b| {
-                let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-                b.st_narrow(Space::Shared, Narrow::U8, t, v);
-            });
-        });
-        let ip2 = b.add(ip, lit);
-        b.mov_to(ip, ip2);
+        let room = b.min(left_in, left_out);
+        let bad = b.setp(Cmp::Gt, lit, room);
+        let lits_ok = b.label("lits_ok");
+        ubra_unless(b, bad, &lits_ok);
+        let past_end = b.setp(Cmp::Gt, lit, left_in);
+        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&lits_ok);
+        let lit_at = b.mov(ip);
+        let lit_end = b.add(ip, lit);
+        let last = b.setp(Cmp::Eq, lit_end, d.stored);
+        let not_last = b.label("not_last");
+        ubra_unless(b, last, &not_last);
+        copy_literals(b, d, lit_at, op, lit);
         let op2 = b.add(op, lit);
         b.mov_to(op, op2);
-        b.warp_sync(FULL_MASK);
-        let at_end = b.setp(Cmp::Eq, ip, d.stored);
-        b.bra_if(at_end, block_end);
-        let left_in = b.sub(d.stored, ip);
-        let no_offset = b.setp(Cmp::Lt, left_in, 2u32);
-        fail_if(b, d, no_offset, status::TRUNCATED);
-        let oa = b.add(d.ib, ip);
+        b.bra_uni(block_end);
+        b.place(&not_last);
+        // The match: two offset bytes and at least one more token must follow.
+        let left_in = b.sub(d.stored, lit_end);
+        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
+        fail_if(b, d, no_room, status::TRUNCATED);
+        let oa = b.add(d.ib, lit_end);
         let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
         let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
         let hi = b.shl(hi, 8u32);
         let offset = b.or(lo, hi);
-        let ip3 = b.add(ip, 2u32);
+        let ip3 = b.add(lit_end, 2u32);
         b.mov_to(ip, ip3);
-        let zero = b.setp(Cmp::Eq, offset, 0u32);
-        fail_if(b, d, zero, status::ZERO_OFFSET);
-        let before = b.setp(Cmp::Gt, offset, op);
-        fail_if(b, d, before, status::OFFSET_BEFORE_START);
-        let code = b.and(token, 15u32);
-        let ml = b.add(code, 4u32);
-        let long_ml = b.setp(Cmp::Eq, code, 15u32);
+        let mcode = b.and(token, 15u32);
+        let ml = b.add(mcode, 4u32);
+        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
         let short_ml = b.label("short_ml");
-        b.bra_unless(long_ml, &short_ml);
+        ubra_unless(b, long_ml, &short_ml);
         let extra = read_length(b, d, ip);
         let m2 = b.add(ml, extra);
         b.mov_to(ml, m2);
+        // The length bytes must leave a token after them too.
+        let no_token = b.setp(Cmp::Ge, ip, d.stored);
+        fail_if(b, d, no_token, status::TRUNCATED);
         b.place(&short_ml);
-        let left_out = b.sub(d.orig, op);
+        let mop = b.add(op, lit);
+        // offset - 1 >= mop catches both a zero offset and one reaching before the page.
+        let off1 = b.sub(offset, 1u32);
+        let reach = b.setp(Cmp::Ge, off1, mop);
+        let left_out = b.sub(d.orig, mop);
         let overflow = b.setp(Cmp::Gt, ml, left_out);
-        fail_if(b, d, overflow, status::OUTPUT_OVERFLOW);
-        copy_match(b, d, op, offset, ml);
-        let op3 = b.add(op, ml);
+        let bad = b.or(reach, overflow);
+        let match_ok = b.label("match_ok");
+        ubra_unless(b, bad, &match_ok);
+        let zero = b.setp(Cmp::Eq, offset, 0u32);
+        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
+        let code = b.selp(status::ZERO_OFFSET, code, zero);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&match_ok);
+        let span = b.add(lit, ml);
+        let fits = b.setp(Cmp::Le, span, 32u32);
+        let apart = b.setp(Cmp::Ge, offset, span);
+        let one_step = b.and(fits, apart);
+        let general = b.label("general_copy");
+        let copied = b.label("copied");
+        ubra_unless(b, one_step, &general);
+        let is_lit = b.setp(Cmp::Lt, lane, lit);
+        let from_lit = b.add(d.ib_lane, lit_at);
+        let dst = b.add(d.ob_lane, op);
+        let from_match = b.sub(dst, offset);
+        let src = b.selp(from_lit, from_match, is_lit);
+        let inside = b.setp(Cmp::Lt, lane, span);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+        });
+        b.warp_sync(FULL_MASK);
+        b.bra_uni(&copied);
+        b.place(&general);
+        copy_literals(b, d, lit_at, op, lit);
+        copy_match(b, d, mop, offset, ml);
+        b.place(&copied);
+        let op3 = b.add(op, span);
         b.mov_to(op, op3);
     });
     let short = b.setp(Cmp::Ne, op, d.orig);
@@ -329,6 +370,23 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let short = b.and(short, exact);
     fail_if(b, d, short, status::WRONG_LENGTH);
     op
+}
+
+/// Copies `lit` literals from block byte `at` to page byte `op`, 32 a step.
+fn copy_literals(b: &mut KernelBuilder, d: &Dec, at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
+    let src = b.add(d.ib, at);
+    let dst = b.add(d.ob, op);
+    ufor(b, 0u32, lit, 32u32, |b, base, _| {
+        let i = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, i, lit);
+        let s = b.add(src, i);
+        let t = b.add(dst, i);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+        });
+    });
+    b.warp_sync(FULL_MASK);
 }
 
 /// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of
@@ -339,9 +397,9 @@ fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: Reg<U32>, le
     let src = b.sub(op, offset);
     let dst = b.mov(op);
     let left = b.mov(len);
-    b.loop_forever(|b, copied, _| {
+    uloop(b, |b, copied, _| {
         let none = b.setp(Cmp::Eq, left, 0u32);
-        b.bra_if(none, copied);
+        ubra_if(b, none, copied);
         let dist = b.sub(dst, src);
         let chunk = b.min(dist, 32u32);
         let chunk = b.min(chunk, left);

@@ -9,6 +9,7 @@
 //! cannot compress and the code branches to the raw path.
 
 use super::compress::Page;
+use super::{ubra_if, ubra_unless, ufor};
 use crate::ptx::*;
 
 /// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
@@ -35,9 +36,9 @@ pub(super) fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, 
         let few = b.setp(Cmp::Lt, lit, 15u32);
         let short_m = b.setp(Cmp::Lt, ml, 19u32);
         let short = b.and(few, short_m);
-        b.bra_unless(short, &general);
+        ubra_unless(b, short, &general);
         emit_short(b, pc, anchor, lit, offset, ml);
-        b.bra(&done);
+        b.bra_uni(&done);
     }
     b.place(&general);
     emit_general(b, pc, anchor, lit, matched);
@@ -52,7 +53,7 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let need = b.add(pc.out, seq_len);
     let need = b.add(need, 6u32);
     let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_if(too_long, &pc.raw);
+    ubra_if(b, too_long, &pc.raw);
     let hi = b.shl(lit, 4u32);
     let code = b.sub(ml, 4u32);
     let v = b.or(hi, code);
@@ -104,11 +105,11 @@ fn emit_general(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32
     let need = b.add(pc.out, seq_len);
     let need = b.add(need, after);
     let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_if(too_long, &pc.raw);
+    ubra_if(b, too_long, &pc.raw);
     let lit_src = b.add(pc.spage, anchor);
     let lit_src = b.sub(lit_src, lit_start);
     let dst = b.index_addr(pc.scratch, pc.out, 1);
-    b.for_range(0u32, seq_len, 32u32, |b, base, _| {
+    ufor(b, 0u32, seq_len, 32u32, |b, base, _| {
         let j = b.add(base, lane);
         let v = b.mov(token);
         let jm1 = b.sub(j, 1u32);

@@ -124,3 +124,50 @@ pub(crate) fn ld_shared_u32_unaligned(b: &mut KernelBuilder, addr: Reg<U32>) -> 
 pub(crate) fn bcast(b: &mut KernelBuilder, v: Reg<U32>, src: impl Operand<U32>) -> Reg<U32> {
     b.shfl(Shfl::Idx, v, src)
 }
+
+// Warp-uniform control flow. Every branch of these kernels is taken by all 32 lanes or none (the
+// tests' lock-step interpreter checks it), so they are emitted as `bra.uni`: ptxas then needs no
+// divergence handling around the warp-synchronous instructions (fewer registers, no spills).
+
+/// `@p bra.uni label`.
+pub(crate) fn ubra_if(b: &mut KernelBuilder, p: Reg<Pred>, label: &Label) {
+    b.guarded(p, false, |b| b.bra_uni(label));
+}
+
+/// `@!p bra.uni label`.
+pub(crate) fn ubra_unless(b: &mut KernelBuilder, p: Reg<Pred>, label: &Label) {
+    b.guarded(p, true, |b| b.bra_uni(label));
+}
+
+/// A uniform loop: the body gets the break and continue labels, as `loop_forever`.
+pub(crate) fn uloop(b: &mut KernelBuilder, body: impl FnOnce(&mut KernelBuilder, &Label, &Label)) {
+    let top = b.label("uloop");
+    let exit = b.label("uloop_end");
+    b.place(&top);
+    body(b, &exit, &top);
+    b.bra_uni(&top);
+    b.place(&exit);
+}
+
+/// A uniform `for i in (start..end).step_by(step)`, as `for_range`.
+pub(crate) fn ufor(
+    b: &mut KernelBuilder,
+    start: impl Operand<U32>,
+    end: impl Operand<U32>,
+    step: impl Operand<U32>,
+    body: impl FnOnce(&mut KernelBuilder, Reg<U32>, &Label),
+) {
+    let i = b.mov::<U32>(start);
+    let end_r = b.mov::<U32>(end);
+    let step_r = b.mov::<U32>(step);
+    let top = b.label("ufor");
+    let exit = b.label("ufor_end");
+    b.place(&top);
+    let done = b.setp(Cmp::Ge, i, end_r);
+    ubra_if(b, done, &exit);
+    body(b, i, &exit);
+    let next = b.add(i, step_r);
+    b.mov_to(i, next);
+    b.bra_uni(&top);
+    b.place(&exit);
+}
