@@ -53,6 +53,10 @@ pub(super) struct Page {
     pub(super) ext_step: Reg<U32>,
     pub(super) ext_k: Reg<U32>,
     pub(super) ext_limit: Reg<U32>,
+    /// `lane - 1`, `spage + lane - 1` and `scratch + lane`: per-lane bases of sequence bytes.
+    pub(super) lane_m1: Reg<U32>,
+    pub(super) spage_lane_m1: Reg<U32>,
+    pub(super) scratch_lane: Reg<U64>,
 }
 
 /// Builds the module.
@@ -96,6 +100,9 @@ pub fn build(target: Target) -> Module {
     let ext_k = b.sub(ln.lane, 15u32);
     let bwd_step = b.sub(15u32, ln.lane);
     let ext_step = b.selp(fwd_step, bwd_step, ext_fwd);
+    let lane_m1 = b.sub(ln.lane, 1u32);
+    let spage_lane_m1 = b.add(spage, lane_m1);
+    let scratch_lane = b.index_addr(scratch, ln.lane, 1);
 
     uloop(&mut b, |b, all_done, _| {
         let pg = b.mov(0u32);
@@ -123,7 +130,23 @@ pub fn build(target: Target) -> Module {
         let out = b.mov(0u32);
         let lim = b.sub(p_len, 5u32);
         let ext_limit = b.add(spage, lim);
-        let pc = Page { ln, lane_bit, table, spage, scratch, p_len, out, raw: raw.clone(), ext_fwd, ext_step, ext_k, ext_limit };
+        let pc = Page {
+            ln,
+            lane_bit,
+            table,
+            spage,
+            scratch,
+            p_len,
+            out,
+            raw: raw.clone(),
+            ext_fwd,
+            ext_step,
+            ext_k,
+            ext_limit,
+            lane_m1,
+            spage_lane_m1,
+            scratch_lane,
+        };
         let short = b.setp(Cmp::Lt, p_len, 13u32);
         ubra_if(b, short, &raw);
         let parse = b.label("parse");

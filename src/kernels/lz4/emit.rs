@@ -57,25 +57,22 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let hi = b.shl(lit, 4u32);
     let code = b.sub(ml, 4u32);
     let v = b.or(hi, code);
-    let jm1 = b.sub(lane, 1u32);
-    let in_lit = b.setp(Cmp::Lt, jm1, lit);
-    let src = b.add(pc.spage, anchor);
-    let src = b.add(src, jm1);
+    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
+    let src = b.add(pc.spage_lane_m1, anchor);
     b.guarded(in_lit, false, |b| {
         let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
         b.mov_to(v, t);
     });
-    let lo_at = b.add(lit, 1u32);
-    let at_lo = b.setp(Cmp::Eq, lane, lo_at);
-    let lo = b.and(offset, 255u32);
-    let v2 = b.selp(lo, v, at_lo);
-    let hi_at = b.add(lit, 2u32);
-    let at_hi = b.setp(Cmp::Eq, lane, hi_at);
-    let ohi = b.shr(offset, 8u32);
-    let v3 = b.selp(ohi, v2, at_hi);
+    // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
+    let lit1 = b.add(lit, 1u32);
+    let rel = b.sub(lane, lit1);
+    let is_off = b.setp(Cmp::Lt, rel, 2u32);
+    let sh = b.shl(rel, 3u32);
+    let ob = b.shr(offset, sh);
+    let ob = b.and(ob, 255u32);
+    let v3 = b.selp(ob, v, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
-    let dst = b.index_addr(pc.scratch, pc.out, 1);
-    let a = b.index_addr(dst, lane, 1);
+    let a = b.index_addr(pc.scratch_lane, pc.out, 1);
     b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v3));
     let o = b.add(pc.out, seq_len);
     b.mov_to(pc.out, o);

@@ -56,7 +56,10 @@ impl GpuPageCodec {
 
     fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
         if self.ring.as_ref().is_none_or(|r| r.page_bytes != page_bytes) {
-            self.ring = None;
+            if let Some(old) = self.ring.take() {
+                // A new page size needs a new ring; the kernels move over.
+                self.kernels = Some(old.kernels);
+            }
             let k = self.kernels.take().ok_or_else(|| Error::NoDevice { reason: "GPU path retired".into() })?;
             let batch_pages = (self.options.batch_bytes / page_bytes).max(1);
             let gpu = k.gpu().clone();

@@ -1,7 +1,8 @@
 //! The async ring: slots of pinned host input (write-combined) and output (plain pinned)
-//! buffers, device buffers and events. Four streams overlap the work of consecutive slots:
-//! host-to-device copies, kernels, the small per-page info download, and the packed-bytes
-//! download, so slot i+1 uploads while slot i compresses and slot i-1 downloads.
+//! buffers, device buffers and events. Streams overlap the work of consecutive slots: one for
+//! host-to-device copies, one per slot for its kernel (so one batch's last pages overlap the next
+//! batch's first), one for the small per-page info downloads and one for the packed-bytes
+//! downloads, so slot i+1 uploads while slot i compresses and slot i-1 downloads.
 //!
 //! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
 //! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
@@ -16,11 +17,13 @@ use crate::runtime::{PinnedBuffer, PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, ValidAsZeroBits};
+use rayon::prelude::*;
 
 const H2D: usize = 0;
-const COMPUTE: usize = 1;
-const INFO: usize = 2;
-const D2H: usize = 3;
+const INFO: usize = 1;
+const D2H: usize = 2;
+/// Stream of slot `i`'s kernels: `COMPUTE + i`.
+const COMPUTE: usize = 3;
 
 /// A pinned buffer with its host view taken once at allocation, so the host can still read it
 /// after the CUDA context has failed (cudarc's accessors synchronize an event first, which a
@@ -67,8 +70,12 @@ pub(crate) enum State {
 pub(crate) struct Slot {
     pub(crate) h_in: Pinned<u8>,
     h_out: Pinned<u8>,
+    /// The downloaded packed bytes, copied out of pinned memory by all cores once Ready (the
+    /// host reads pinned download buffers slowly on some systems).
+    out: Vec<u8>,
     h_info: Pinned<u32>,
     d_in: CudaSlice<u8>,
+    scratch: CudaSlice<u8>,
     d_packed: CudaSlice<u8>,
     d_info: CudaSlice<u32>,
     ev_h2d: CudaEvent,
@@ -86,7 +93,7 @@ impl Slot {
     /// The stored bytes of page `k` of a Ready slot.
     pub(crate) fn stored(&self, k: usize) -> &[u8] {
         let e = self.entries[k];
-        &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
+        &self.out[e.offset..e.offset + e.stored_bytes]
     }
 
     /// Pages in this batch.
@@ -99,7 +106,6 @@ impl Slot {
 pub(crate) struct Ring {
     pub(crate) kernels: Lz4Kernels,
     streams: StreamSet,
-    scratch: CudaSlice<u8>,
     pub(crate) slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
@@ -113,19 +119,21 @@ impl Ring {
     /// Allocates `slots` slots of `batch_pages` pages of `page_bytes` (pinned and device).
     pub(crate) fn new(kernels: Lz4Kernels, page_bytes: usize, batch_pages: usize, slots: usize) -> Result<Self> {
         let gpu = kernels.gpu().clone();
-        let streams = StreamSet::new(&gpu, 4)?;
+        let slots = slots.max(1);
+        let streams = StreamSet::new(&gpu, COMPUTE + slots)?;
         let batch_bytes = page_bytes * batch_pages;
         let g = kernels.compress_geometry(page_bytes, batch_pages);
-        let s = streams.get(COMPUTE);
+        let s = streams.get(H2D);
         let alloc = Error::driver("cuMemAlloc (lz4 ring)");
-        let scratch = s.alloc_zeros::<u8>(g.warps() as usize * page_bytes).map_err(alloc)?;
         let mut v = Vec::with_capacity(slots);
-        for _ in 0..slots.max(1) {
+        for _ in 0..slots {
             v.push(Slot {
                 h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Upload)?,
                 h_out: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
+                out: Vec::with_capacity(batch_bytes),
                 h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
+                scratch: s.alloc_zeros::<u8>(g.warps() as usize * page_bytes).map_err(alloc)?,
                 d_packed: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
                 d_info: s.alloc_zeros::<u32>(info_words(batch_pages)).map_err(alloc)?,
                 ev_h2d: event(&kernels)?,
@@ -138,7 +146,7 @@ impl Ring {
             });
         }
         s.synchronize().map_err(Error::driver("zeroing the lz4 ring"))?;
-        Ok(Ring { kernels, streams, scratch, slots: v, page_bytes, batch_pages })
+        Ok(Ring { kernels, streams, slots: v, page_bytes, batch_pages })
     }
 
     /// Bytes one slot holds.
@@ -163,12 +171,12 @@ impl Ring {
                 .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
         }
         slot.ev_h2d.record(h2d).map_err(Error::driver("cuEventRecord"))?;
-        let compute = streams.get(COMPUTE);
+        let compute = streams.get(COMPUTE + i);
         compute.wait(&slot.ev_h2d).map_err(Error::driver("cuStreamWaitEvent"))?;
         let input = slot.d_in.slice(0..input_bytes.max(1));
         let mut packed = slot.d_packed.slice_mut(..);
         let mut info = slot.d_info.slice_mut(0..words);
-        self.kernels.compress(compute, &input, input_bytes, pb, &mut self.scratch, &mut packed, &mut info)?;
+        self.kernels.compress(compute, &input, input_bytes, pb, &mut slot.scratch, &mut packed, &mut info)?;
         slot.ev_kernel.record(compute).map_err(Error::driver("cuEventRecord"))?;
         let info_s = streams.get(INFO);
         info_s.wait(&slot.ev_kernel).map_err(Error::driver("cuStreamWaitEvent"))?;
@@ -217,6 +225,11 @@ impl Ring {
         let slot = &mut self.slots[i];
         if slot.state == State::Downloading {
             slot.ev_d2h.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+            let used = slot.entries.iter().map(|e| e.offset + e.stored_bytes).max().unwrap_or(0);
+            slot.out.clear();
+            slot.out.resize(used, 0);
+            let src = &slot.h_out.slice()[..used];
+            slot.out.par_chunks_mut(1 << 18).zip(src.par_chunks(1 << 18)).for_each(|(d, s)| d.copy_from_slice(s));
             slot.state = State::Ready;
         }
         Ok(())
