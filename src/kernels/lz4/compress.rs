@@ -39,7 +39,6 @@ const HASH_MULTIPLIER: u32 = 2_654_435_761;
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
 pub(super) struct Page {
     pub(super) ln: Lanes,
-    pub(super) lane_bit: Reg<U32>,
     pub(super) table: Reg<U32>,
     pub(super) spage: Reg<U32>,
     pub(super) scratch: Reg<U64>,
@@ -80,7 +79,6 @@ pub fn build(target: Target) -> Module {
     let smem = b.dynamic_shared::<U32>("lz4c_smem");
 
     let ln = Lanes::new(&mut b);
-    let lane_bit = b.shl(1u32, ln.lane);
     let tid = b.special(Special::TidX);
     let warp = b.shr(tid, 5u32);
     let ntid = b.special(Special::NtidX);
@@ -132,7 +130,6 @@ pub fn build(target: Target) -> Module {
         let ext_limit = b.add(spage, lim);
         let pc = Page {
             ln,
-            lane_bit,
             table,
             spage,
             scratch,
@@ -264,6 +261,14 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let cq = b.selp(c, q, have);
             let ca = b.add(pc.spage, cq);
             let cv = ld_shared_u32_unaligned(b, ca);
+            // Insert rule, prepared off the critical path: this lane writes when it inserts
+            // (live, active, at most f) and the next higher inserting lane of its hash group, if
+            // any, lies beyond f.
+            let act_live = b.and(active_mask, live);
+            let group = b.and(grp, act_live);
+            let above = b.and(group, ln.gt);
+            let next_up = lowest_bit(b, above);
+            let may_write = b.and(live_me, active);
             let same = b.setp(Cmp::Eq, cv, v);
             let valid = b.and(same, have);
             let m = b.ballot(valid);
@@ -271,18 +276,13 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             b.warp_sync(FULL_MASK);
             let found = b.setp(Cmp::Ne, m, 0u32);
             let f = lowest_bit(b, m);
-            // Lanes up to f insert, or every live active lane when none matched (f = 32: the
-            // shift clamps to 0, so the mask is all ones).
-            let two_f = b.shl(2u32, f);
-            let upto_f = b.sub(two_f, 1u32);
-            let ins = b.and(upto_f, active_mask);
-            let ins = b.and(ins, live);
-            let grp_ins = b.and(grp, ins);
-            let above = b.and(grp_ins, ln.gt);
-            let top_of_group = b.setp(Cmp::Eq, above, 0u32);
-            let mine = b.and(ins, pc.lane_bit);
-            let inserting = b.setp(Cmp::Ne, mine, 0u32);
-            let writer = b.and(top_of_group, inserting);
+            // Lanes up to f insert, or every live active lane when none matched (f = 32, taken
+            // as 31: all lanes, and a writer needs no inserting lane above it at all).
+            let f_ins = b.min(f, 31u32);
+            let upto = b.setp(Cmp::Le, ln.lane, f_ins);
+            let last_of_group = b.setp(Cmp::Gt, next_up, f_ins);
+            let writer = b.and(upto, last_of_group);
+            let writer = b.and(writer, may_write);
             b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
             ubra_unless(b, found, no_match);
 
@@ -293,9 +293,9 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let lit = b.sub(ps, anchor);
             let ml = b.sub(end, ps);
             let dist = b.sub(p0, c0);
-            emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
             // Insert end - 2 after the lane inserts (it is the larger position); its hash is a
-            // lane's when it lies in this window.
+            // lane's when it lies in this window. Done before the emission, which does not
+            // touch the table, so the two overlap.
             b.warp_sync(FULL_MASK);
             let e2 = b.sub(end, 2u32);
             let rel2 = b.sub(e2, base);
@@ -311,6 +311,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let et = b.add(pc.table, h2);
             let e1 = b.sub(end, 1u32);
             b.guarded(lane0, false, |b| b.st_narrow(Space::Shared, Narrow::U16, et, e1));
+            emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
             b.mov_to(anchor, end);
             b.warp_sync(FULL_MASK);
             let rel = b.sub(end, base);
@@ -353,7 +354,12 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
     let back = lowest_bit(b, bm);
     let end = b.add(p0, 4u32);
     let end = b.add(end, fwd_n);
+    // Runs longer than 16 bytes either way (rare on text) continue 32 bytes a step.
     let fwd_more = b.setp(Cmp::Eq, fwd_n, 16u32);
+    let bwd_more = b.setp(Cmp::Eq, back, 16u32);
+    let more = b.or(fwd_more, bwd_more);
+    let ext_done = b.label("ext_done");
+    ubra_unless(b, more, &ext_done);
     let fwd_done = b.label("fwd_done");
     ubra_unless(b, fwd_more, &fwd_done);
     uloop(b, |b, fwd_end, _| {
@@ -370,9 +376,7 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
         ubra_if(b, any, fwd_end);
     });
     b.place(&fwd_done);
-    let bwd_more = b.setp(Cmp::Eq, back, 16u32);
-    let bwd_done = b.label("bwd_done");
-    ubra_unless(b, bwd_more, &bwd_done);
+    ubra_unless(b, bwd_more, &ext_done);
     uloop(b, |b, bwd_end, _| {
         let k = b.add(back, lane);
         let k = b.add(k, 1u32);
@@ -387,7 +391,7 @@ fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: 
         b.mov_to(back, nb);
         ubra_if(b, any, bwd_end);
     });
-    b.place(&bwd_done);
+    b.place(&ext_done);
     (end, back)
 }
 

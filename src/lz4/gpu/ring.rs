@@ -1,5 +1,5 @@
-//! The async ring: slots of pinned host input (write-combined) and output (plain pinned)
-//! buffers, device buffers and events. Streams overlap the work of consecutive slots: one for
+//! The async ring: slots of pinned host input (write-combined) and output (registered host
+//! memory) buffers, device buffers and events. Streams overlap the work of consecutive slots: one for
 //! host-to-device copies, one per slot for its kernel (so one batch's last pages overlap the next
 //! batch's first), one for the small per-page info downloads and one for the packed-bytes
 //! downloads, so slot i+1 uploads while slot i compresses and slot i-1 downloads.
@@ -17,7 +17,6 @@ use crate::runtime::{PinnedBuffer, PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, ValidAsZeroBits};
-use rayon::prelude::*;
 
 const H2D: usize = 0;
 const INFO: usize = 1;
@@ -57,6 +56,62 @@ impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
     }
 }
 
+/// Page-aligned host memory registered with the driver (`cuMemHostRegister`): the device copies
+/// into it like any pinned buffer, while the CPU keeps its ordinary cached mapping. Download
+/// buffers use it because host reads of `cuMemHostAlloc` memory ran at 1-2 GB/s on the H100
+/// machines this was measured on.
+pub(crate) struct Registered {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+    len: usize,
+}
+
+// SAFETY: the struct owns its allocation exclusively; access goes through `&self`/`&mut self`.
+unsafe impl Send for Registered {}
+
+impl Registered {
+    fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
+        let size = len.max(1).div_ceil(4096) * 4096;
+        let layout = std::alloc::Layout::from_size_align(size, 4096)
+            .map_err(|_| Error::Capacity { what: "lz4 download buffer".into(), needed: len, capacity: isize::MAX as usize })?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::Capacity { what: "lz4 download buffer (host memory)".into(), needed: size, capacity: 0 });
+        }
+        gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
+        // SAFETY: `ptr..ptr + size` is a live allocation owned by the value being built; it is
+        // unregistered in Drop before it is freed.
+        let r = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast(), size, 0) }.result();
+        if let Err(e) = r {
+            // SAFETY: allocated above with this layout and not registered.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+            return Err(Error::Driver { call: "cuMemHostRegister", source: e });
+        }
+        Ok(Registered { ptr, layout, len })
+    }
+
+    pub(crate) fn slice(&self) -> &[u8] {
+        // SAFETY: `len <= layout.size()` zero-initialised bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub(crate) fn slice_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `slice`, and `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        // SAFETY: registered in `new`; a failed unregister (dead context) leaves nothing to undo.
+        unsafe {
+            let _ = cudarc::driver::sys::cuMemHostUnregister(self.ptr.cast());
+            std::alloc::dealloc(self.ptr, self.layout);
+        }
+    }
+}
+
 /// Where a slot is in its cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -69,10 +124,7 @@ pub(crate) enum State {
 /// One batch's buffers and events.
 pub(crate) struct Slot {
     pub(crate) h_in: Pinned<u8>,
-    h_out: Pinned<u8>,
-    /// The downloaded packed bytes, copied out of pinned memory by all cores once Ready (the
-    /// host reads pinned download buffers slowly on some systems).
-    out: Vec<u8>,
+    h_out: Registered,
     h_info: Pinned<u32>,
     d_in: CudaSlice<u8>,
     scratch: CudaSlice<u8>,
@@ -93,7 +145,7 @@ impl Slot {
     /// The stored bytes of page `k` of a Ready slot.
     pub(crate) fn stored(&self, k: usize) -> &[u8] {
         let e = self.entries[k];
-        &self.out[e.offset..e.offset + e.stored_bytes]
+        &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
     }
 
     /// Pages in this batch.
@@ -129,8 +181,7 @@ impl Ring {
         for _ in 0..slots {
             v.push(Slot {
                 h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Upload)?,
-                h_out: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
-                out: Vec::with_capacity(batch_bytes),
+                h_out: Registered::new(&gpu, batch_bytes)?,
                 h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
                 scratch: s.alloc_zeros::<u8>(g.warps() as usize * page_bytes).map_err(alloc)?,
@@ -225,11 +276,6 @@ impl Ring {
         let slot = &mut self.slots[i];
         if slot.state == State::Downloading {
             slot.ev_d2h.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
-            let used = slot.entries.iter().map(|e| e.offset + e.stored_bytes).max().unwrap_or(0);
-            slot.out.clear();
-            slot.out.resize(used, 0);
-            let src = &slot.h_out.slice()[..used];
-            slot.out.par_chunks_mut(1 << 18).zip(src.par_chunks(1 << 18)).for_each(|(d, s)| d.copy_from_slice(s));
             slot.state = State::Ready;
         }
         Ok(())
