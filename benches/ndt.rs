@@ -1,16 +1,35 @@
-//! NDT CPU benches on the real Velodyne pair (skipped when the data dir is missing).
+//! NDT benches, CPU (rayon over all cores) and GPU (`GpuDerivativePipeline`) in one run on the
+//! same data (skipped when the data dir is missing; GPU parts skipped without a GPU):
 //!
-//! - `cpu/ndt/align/velodyne`: voxel map + Newton solve from the identity (0.1 m leaf, 1 m voxels,
-//!   Direct7), the figure users compare with ndt_omp;
-//! - `cpu/ndt/derivatives/{10k,69k}`: one score + gradient + Hessian evaluation at the solution;
-//! - `cpu/ndt/voxel_map/69k` and `cpu/ndt/read/room_scan1` (binary_compressed PCD).
+//! - `{cpu,gpu}/ndt/derivatives/{1k,10k,100k,1M}`: one score + gradient + Hessian evaluation
+//!   (Direct7, 1 m map of the Velodyne target) at the solved pose, for the first n points of the
+//!   raw Velodyne source repeated with 2 cm jitter; GPU time is wall time of one round trip
+//!   (request write, launch, synchronize, result read);
+//! - `{cpu,gpu}/ndt/align/velodyne` and `.../align/room`: a whole alignment against a prebuilt map
+//!   (GPU: including the source upload) — the Velodyne pair from the identity, PCL's room scans
+//!   (room_scan2 filtered to ~12k points) from the tutorial's initial guess;
+//! - `gpu/ndt/batch/256`: 256 initial-pose hypotheses (±1 m, ±10°) for the Velodyne source,
+//!   aligned in lockstep (one launch per round); the CPU takes seconds for those, so criterion
+//!   times its first 32 (`cpu/ndt/batch/32`) and the summary times all 256 once;
+//! - `gpu/ndt/iteration/{mapped,copy}_1pt`: the per-iteration floor (1-point source) with zero-copy
+//!   requests/results and with explicit copies;
+//! - `cpu/ndt/align_clouds/velodyne` (map build + solve), `cpu/ndt/voxel_map/69k`,
+//!   `cpu/ndt/read/room_scan1`.
+//!
+//! Then `SUMMARY` lines: points/s, milliseconds and GPU speedups from medians measured here.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use nalgebra::Isometry3;
+mod common;
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use nalgebra::{Isometry3, Translation3, UnitQuaternion};
 use ptxflow::ndt::derivatives::linearize_points;
 use ptxflow::ndt::*;
+use ptxflow::rng::Rng;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+const SIZES: [(&str, usize); 4] = [("1k", 1_000), ("10k", 10_000), ("100k", 100_000), ("1M", 1_000_000)];
+const HYPOTHESES: usize = 256;
 
 fn data_dir() -> Option<PathBuf> {
     let base = std::env::var_os("PTXFLOW_DATA_DIR")
@@ -25,39 +44,219 @@ fn data_dir() -> Option<PathBuf> {
     }
 }
 
-fn benches(c: &mut Criterion) {
-    let Some(dir) = data_dir() else { return };
+/// One alignment problem against a prebuilt map.
+struct Problem {
+    map: VoxelMap,
+    source: Vec<[f32; 3]>,
+    init: Isometry3<f64>,
+}
+
+struct Data {
+    velodyne: Problem,
+    room: Problem,
+    target_raw: PointCloud,
+    target_filtered: PointCloud,
+    cloud_1m: Vec<[f32; 3]>,
+    solved: Pose6,
+    hypotheses: Vec<Isometry3<f64>>,
+    room_file: PathBuf,
+}
+
+fn load(dir: &std::path::Path) -> Data {
     let read = |name: &str| read_cloud(dir.join(name)).expect("checked-in data");
     let target_raw = read("251370668.pcd");
     let source_raw = read("251371071.pcd");
-    let target = voxel_grid_filter(&target_raw, 0.1).expect("leaf");
+    let target_filtered = voxel_grid_filter(&target_raw, 0.1).expect("leaf");
     let source = voxel_grid_filter(&source_raw, 0.1).expect("leaf");
     let params = NdtParams::default();
-
-    let mut g = c.benchmark_group("cpu/ndt");
-    g.sample_size(10).measurement_time(Duration::from_secs(4)).warm_up_time(Duration::from_secs(1));
-
-    g.throughput(Throughput::Elements(source.len() as u64));
-    g.bench_function("align/velodyne", |b| {
-        b.iter(|| align_clouds(&target.points, &source.points, &Isometry3::identity(), &params).expect("align"))
-    });
-
-    let solved = align_clouds(&target.points, &source.points, &Isometry3::identity(), &params).expect("align");
-    let map = VoxelMap::build(&target_raw.points, params.resolution_m).expect("map");
-    let gauss = GaussConstants::new(params.resolution_m, params.outlier_ratio).expect("constants");
-    let subset: Vec<[f32; 3]> = (0..10_000).map(|i| source.points[i * source.len() / 10_000]).collect();
-    for (name, pts) in [("derivatives/10k", &subset[..]), ("derivatives/69k", &source_raw.points[..])] {
-        g.throughput(Throughput::Elements(pts.len() as u64));
-        g.bench_function(name, |b| b.iter(|| linearize_points(&map, pts, &solved.pose, params.search, gauss)));
+    let map = VoxelMap::build(&target_filtered.points, params.resolution_m).expect("map");
+    let solved = align_clouds(&target_filtered.points, &source.points, &Isometry3::identity(), &params).expect("align").pose;
+    let mut rng = Rng::new(5);
+    let cloud_1m = (0..1_000_000).map(|i| source_raw.points[i % source_raw.len()].map(|c| c + (0.02 * rng.normal()) as f32)).collect();
+    let room_target = read("room_scan1.pcd");
+    let room_source = voxel_grid_filter(&read("room_scan2.pcd"), 0.14).expect("leaf");
+    let room_init = Isometry3::from_parts(Translation3::new(1.79387, 0.720047, 0.0), UnitQuaternion::from_euler_angles(0.0, 0.0, 0.6931));
+    Data {
+        velodyne: Problem { map, source: source.points, init: Isometry3::identity() },
+        room: Problem { map: VoxelMap::build(&room_target.points, 1.0).expect("map"), source: room_source.points, init: room_init },
+        target_raw,
+        target_filtered,
+        cloud_1m,
+        solved,
+        hypotheses: hypotheses(&Isometry3::identity(), HYPOTHESES, 1.0, 10.0, 2024).expect("ranges"),
+        room_file: dir.join("room_scan1.pcd"),
     }
+}
 
-    g.throughput(Throughput::Elements(target_raw.len() as u64));
-    g.bench_function("voxel_map/69k", |b| b.iter(|| VoxelMap::build(&target_raw.points, 1.0).expect("map")));
+fn cpu_align(p: &Problem) -> NdtResult {
+    let params = NdtParams::default();
+    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio).expect("linearizer");
+    align(&mut lin, 0, &p.init, &params.solver).expect("align")
+}
 
-    let room = dir.join("room_scan1.pcd");
-    g.throughput(Throughput::Bytes(std::fs::metadata(&room).map(|m| m.len()).unwrap_or(0)));
-    g.bench_function("read/room_scan1", |b| b.iter(|| read_cloud(&room).expect("read")));
+fn cpu_batch(d: &Data, count: usize) -> BatchReport {
+    let params = NdtParams::default();
+    let p = &d.velodyne;
+    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio).expect("linearizer");
+    align_hypotheses(&mut lin, 0, &d.hypotheses[..count], &params.solver).expect("batch")
+}
+
+fn gpu_pipeline(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, p: &Problem, points: usize, requests: usize) -> GpuDerivativePipeline {
+    let cap = GpuCapacity { points, voxels: p.map.len(), requests };
+    let mut pipe = GpuDerivativePipeline::new(gpu.clone(), cap, NeighbourSearch::Direct7, 0.55).expect("pipeline");
+    pipe.upload_target(&p.map).expect("target");
+    pipe
+}
+
+fn gpu_align(pipe: &mut GpuDerivativePipeline, p: &Problem) -> NdtResult {
+    pipe.upload_source(&p.source).expect("source");
+    align(pipe, 0, &p.init, &NdtParams::default().solver).expect("align")
+}
+
+fn gpu_batch(pipe: &mut GpuDerivativePipeline, d: &Data) -> BatchReport {
+    pipe.upload_source(&d.velodyne.source).expect("source");
+    align_hypotheses(pipe, 0, &d.hypotheses, &NdtParams::default().solver).expect("batch")
+}
+
+/// Median wall time of `reps` runs of `f` (after one warm-up), seconds.
+fn median_wall(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn cpu_benches(c: &mut Criterion, d: &Data) {
+    let params = NdtParams::default();
+    let gauss = GaussConstants::new(params.resolution_m, params.outlier_ratio).expect("constants");
+    let mut g = c.benchmark_group("cpu/ndt");
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    for (name, n) in SIZES {
+        let pts = &d.cloud_1m[..n];
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(format!("derivatives/{name}"), |b| {
+            b.iter(|| linearize_points(&d.velodyne.map, pts, &d.solved, params.search, gauss))
+        });
+    }
+    for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
+        g.throughput(Throughput::Elements(p.source.len() as u64));
+        g.bench_function(format!("align/{name}"), |b| b.iter(|| cpu_align(p)));
+    }
+    g.throughput(Throughput::Elements(32));
+    g.sampling_mode(SamplingMode::Flat);
+    g.bench_function("batch/32", |b| b.iter(|| cpu_batch(d, 32)));
+    g.sampling_mode(SamplingMode::Auto);
+    g.throughput(Throughput::Elements(d.velodyne.source.len() as u64));
+    g.bench_function("align_clouds/velodyne", |b| {
+        b.iter(|| align_clouds(&d.target_filtered.points, &d.velodyne.source, &Isometry3::identity(), &params).expect("align"))
+    });
+    g.throughput(Throughput::Elements(d.target_raw.len() as u64));
+    g.bench_function("voxel_map/69k", |b| b.iter(|| VoxelMap::build(&d.target_raw.points, 1.0).expect("map")));
+    g.throughput(Throughput::Bytes(std::fs::metadata(&d.room_file).map(|m| m.len()).unwrap_or(0)));
+    g.bench_function("read/room_scan1", |b| b.iter(|| read_cloud(&d.room_file).expect("read")));
     g.finish();
+}
+
+fn gpu_benches(c: &mut Criterion, d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    let mut g = c.benchmark_group("gpu/ndt");
+    g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    let mut pipe = gpu_pipeline(gpu, &d.velodyne, 1_000_000, HYPOTHESES);
+    for (name, n) in SIZES {
+        pipe.upload_source(&d.cloud_1m[..n]).expect("source");
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(format!("derivatives/{name}"), |b| b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize")));
+    }
+    for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
+        let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
+        g.throughput(Throughput::Elements(p.source.len() as u64));
+        g.bench_function(format!("align/{name}"), |b| b.iter(|| gpu_align(&mut pipe, p)));
+    }
+    g.throughput(Throughput::Elements(HYPOTHESES as u64));
+    g.bench_function(format!("batch/{HYPOTHESES}"), |b| b.iter(|| gpu_batch(&mut pipe, d)));
+    pipe.upload_source(&d.velodyne.source[..1]).expect("source");
+    for transfer in [Transfer::Mapped, Transfer::Copy] {
+        pipe.set_transfer(transfer).expect("transfer");
+        g.throughput(Throughput::Elements(1));
+        let name = format!("iteration/{}_1pt", if transfer == Transfer::Mapped { "mapped" } else { "copy" });
+        g.bench_function(name, |b| b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize")));
+    }
+    g.finish();
+}
+
+/// Medians measured here, printed as SUMMARY lines (CPU: all cores of this machine).
+fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
+    let params = NdtParams::default();
+    let gauss = GaussConstants::new(params.resolution_m, params.outlier_ratio).expect("constants");
+    let threads = rayon::current_num_threads();
+    let device = gpu.map_or("no GPU".to_string(), |g| g.facts().name.clone());
+    let mut pipe = gpu.map(|g| gpu_pipeline(g, &d.velodyne, 1_000_000, HYPOTHESES));
+    for (name, n) in SIZES {
+        let pts = &d.cloud_1m[..n];
+        let cpu = median_wall(10, || drop(linearize_points(&d.velodyne.map, pts, &d.solved, params.search, gauss)));
+        let gpu_s = pipe.as_mut().map(|p| {
+            p.upload_source(pts).expect("source");
+            median_wall(50, || drop(p.linearize_pose(0, &d.solved).expect("linearize")))
+        });
+        let line = match gpu_s {
+            Some(t) => format!(
+                "GPU {:.1} us = {:.2e} points/s; CPU ({threads} threads) {:.1} us = {:.2e} points/s; GPU speedup {:.1}x",
+                t * 1e6,
+                n as f64 / t,
+                cpu * 1e6,
+                n as f64 / cpu,
+                cpu / t
+            ),
+            None => format!("CPU ({threads} threads) {:.1} us = {:.2e} points/s", cpu * 1e6, n as f64 / cpu),
+        };
+        println!("SUMMARY ndt derivatives {name} ({device}): {line}");
+    }
+    for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
+        let cpu = median_wall(10, || drop(cpu_align(p)));
+        let r = cpu_align(p);
+        let gpu_s = gpu.map(|g| {
+            let mut pipe = gpu_pipeline(g, p, p.source.len(), 1);
+            median_wall(30, || drop(gpu_align(&mut pipe, p)))
+        });
+        let tail = gpu_s.map_or(String::new(), |t| format!("; GPU incl. source upload {:.3} ms, speedup {:.1}x", t * 1e3, cpu / t));
+        println!(
+            "SUMMARY ndt align {name} ({} points, {} evaluations, {}): CPU ({threads} threads) {:.3} ms{tail}",
+            p.source.len(),
+            r.evaluations,
+            r.stop,
+            cpu * 1e3
+        );
+    }
+    let t = Instant::now();
+    drop(cpu_batch(d, HYPOTHESES));
+    let cpu = t.elapsed().as_secs_f64();
+    let gpu_s = pipe.as_mut().map(|p| median_wall(10, || drop(gpu_batch(p, d))));
+    let tail = gpu_s.map_or(String::new(), |t| format!("; GPU {:.2} ms, speedup {:.1}x", t * 1e3, cpu / t));
+    println!("SUMMARY ndt batch {HYPOTHESES} hypotheses (velodyne): CPU ({threads} threads, one run) {:.1} ms{tail}", cpu * 1e3);
+    if let Some(p) = pipe.as_mut() {
+        p.upload_source(&d.velodyne.source[..1]).expect("source");
+        for transfer in [Transfer::Mapped, Transfer::Copy] {
+            p.set_transfer(transfer).expect("transfer");
+            let t = median_wall(200, || drop(p.linearize_pose(0, &d.solved).expect("linearize")));
+            println!("SUMMARY ndt iteration floor ({transfer:?}, 1-point source): {:.1} us per linearize (launch + sync + host work)", t * 1e6);
+        }
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let Some(dir) = data_dir() else { return };
+    let d = load(&dir);
+    cpu_benches(c, &d);
+    let gpu = common::gpu_or_skip();
+    if let Some(g) = &gpu {
+        gpu_benches(c, &d, g);
+    }
+    summary(&d, gpu.as_ref());
 }
 
 criterion_group!(ndt, benches);

@@ -5,15 +5,16 @@
 //! - [`kernels`]: one file per kernel and the kernel table ([`kernels::KernelId`]);
 //! - [`embedded`]: the PTX build.rs emitted for every kernel;
 //! - [`runtime`]: the cudarc layer (device, module cache, buffers, streams, pinned memory, events);
-//! - [`ops`] and the domains ([`ndt`], [`lz4`]), each a CPU reference and a GPU implementation
+//! - [`ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`]), each a CPU reference and a GPU implementation
 //!   behind one trait.
 
 pub mod embedded;
 pub mod error;
+pub mod gaussian;
 pub mod kernels;
 pub mod lz4;
-pub mod ops;
 pub mod ndt;
+pub mod ops;
 pub mod ptx;
 pub mod rng;
 pub mod runtime;

@@ -105,3 +105,12 @@ fn registers_are_declared_in_fixed_class_order() {
     let f64_ = ptx.find(".reg .f64").unwrap();
     assert!(pred < u32_ && u32_ < f64_, "{ptx}");
 }
+
+#[test]
+fn flush_to_zero_exponential_is_one_instruction() {
+    let mut b = KernelBuilder::new("ex2ftz");
+    let x = b.mov(-130.0f32);
+    let _ = b.ex2_approx_ftz(x);
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains("ex2.approx.ftz.f32 %f1, %f0;"), "{ptx}");
+}

@@ -28,8 +28,12 @@ pub fn run() -> ptxflow::Result<()> {
     };
     let mut rows = Vec::new();
     rows.extend(core_ops(gpu.clone())?);
-    rows.push(ndt_row()?);
+    rows.push(ndt_row(None)?);
+    if let Some(g) = &gpu {
+        rows.push(ndt_row(Some(g.clone()))?);
+    }
     rows.push(lz4_row()?);
+    rows.push(gaussian_row(gpu.clone())?);
     print_table(&rows);
     Ok(())
 }
@@ -80,12 +84,16 @@ fn core_ops(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     ])
 }
 
-fn ndt_row() -> ptxflow::Result<Row> {
-    // The GPU derivative pipeline is a later issue; the solver runs on the CPU reference.
-    let r = ptxflow::ndt::demo::run_cpu()?;
+fn ndt_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
+    // The same solver either way; on the GPU the derivatives come from the derivative pipeline.
+    let device = if gpu.is_some() { "gpu" } else { "cpu" };
+    let r = match gpu {
+        Some(g) => ptxflow::ndt::demo::run_gpu(g)?,
+        None => ptxflow::ndt::demo::run_cpu()?,
+    };
     Ok(Row {
         pipeline: format!("ndt: align generated scene ({} pts)", r.source_points),
-        device: "cpu".into(),
+        device: device.into(),
         seconds: r.seconds,
         agreement: format!(
             "vs known motion: {:.1} mm, {:.3} deg; {} after {} iterations",
@@ -119,5 +127,20 @@ fn lz4_row() -> ptxflow::Result<Row> {
             data.len() as f64 / frame.len() as f64,
             if back == data { "exact" } else { "MISMATCH" }
         ),
+    })
+}
+
+fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
+    use ptxflow::gaussian::{demo, FieldOptions, GaussianField, GpuGaussianField};
+    let config = demo::FitConfig::default();
+    let r = match gpu {
+        Some(g) => demo::fit(&mut GpuGaussianField::<f32>::new(g, FieldOptions::default())?, &config)?,
+        None => demo::fit(&mut GaussianField::<f32>::new(FieldOptions::default())?, &config)?,
+    };
+    Ok(Row {
+        pipeline: format!("gaussian: fit {} Gaussians, {} pts", r.gaussians, r.points),
+        device: r.device.to_string(),
+        seconds: r.elapsed.as_secs_f64(),
+        agreement: format!("loss {:.2e} -> {:.2e} in {} steps", r.first_loss, r.last_loss, r.steps),
     })
 }

@@ -8,7 +8,9 @@
 #![allow(clippy::module_inception)]
 
 pub mod core_ops;
+pub mod gaussian;
 pub mod lz4;
+pub mod ndt;
 
 use crate::ptx::{Module, Target};
 
@@ -48,6 +50,28 @@ kernel_table! {
     CoreCorrectAdd => core_ops::correct_add::build, "core_correct_add", [Sm75];
     /// Sum of f32 values into an f64 total (block reduction, one atomic per block).
     CoreReduceSum => core_ops::reduce_sum::build, "core_reduce_sum", [Sm75];
+    /// Gaussian field: squared Mahalanobis distance matrix (B x N), f32.
+    GaussianDistancesF32 => gaussian::distances::build_f32, "gaussian_distances_f32", [Sm75];
+    /// Gaussian field: squared Mahalanobis distance matrix (B x N), f64.
+    GaussianDistancesF64 => gaussian::distances::build_f64, "gaussian_distances_f64", [Sm75];
+    /// Gaussian field: fused forward partial sums per Gaussian chunk, f32.
+    GaussianForwardF32 => gaussian::forward::build_f32, "gaussian_forward_f32", [Sm75];
+    /// Gaussian field: fused forward partial sums per Gaussian chunk, f64.
+    GaussianForwardF64 => gaussian::forward::build_f64, "gaussian_forward_f64", [Sm75];
+    /// Gaussian field: fused backward (per-point and per-Gaussian partial sums), f32.
+    GaussianBackwardF32 => gaussian::backward::build_f32, "gaussian_backward_f32", [Sm75];
+    /// Gaussian field: fused backward (per-point and per-Gaussian partial sums), f64.
+    GaussianBackwardF64 => gaussian::backward::build_f64, "gaussian_backward_f64", [Sm75];
+    /// Gaussian field: ordered sum of partial rows, scaled, f32.
+    GaussianReduceRowsF32 => gaussian::reduce::build_rows_f32, "gaussian_reduce_rows_f32", [Sm75];
+    /// Gaussian field: ordered sum of partial rows, scaled, f64.
+    GaussianReduceRowsF64 => gaussian::reduce::build_rows_f64, "gaussian_reduce_rows_f64", [Sm75];
+    /// Gaussian field: per-Gaussian gradient from the backward's chunk sums, f32.
+    GaussianFinishF32 => gaussian::reduce::build_finish_f32, "gaussian_finish_f32", [Sm75];
+    /// Gaussian field: per-Gaussian gradient from the backward's chunk sums, f64.
+    GaussianFinishF64 => gaussian::reduce::build_finish_f64, "gaussian_finish_f64", [Sm75];
+    /// NDT score, gradient and Hessian of many (source, pose) requests: fused per point, f64 reduction.
+    NdtDerivatives => ndt::derivatives::build, "ndt_derivatives", [Sm75];
     /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
     Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
     /// LZ4 page decompression, one warp per page, every access bounds-checked.

@@ -139,13 +139,28 @@ pub fn demo_motion() -> Isometry3<f64> {
 ///
 /// Errors: none expected for the generated data; any [`crate::Error`] of the pipeline is passed on.
 pub fn run_cpu() -> Result<NdtDemoReport> {
+    run_on(None)
+}
+
+/// [`run_cpu`] with the derivatives on `gpu` ([`crate::ndt::align_clouds_gpu`]).
+///
+/// Errors: driver errors besides those of [`run_cpu`].
+pub fn run_gpu(gpu: std::sync::Arc<crate::runtime::Gpu>) -> Result<NdtDemoReport> {
+    run_on(Some(gpu))
+}
+
+fn run_on(gpu: Option<std::sync::Arc<crate::runtime::Gpu>>) -> Result<NdtDemoReport> {
     let t_true = demo_motion();
     let target = scene_cloud(11, POINTS_PER_CLOUD, &Isometry3::identity());
     let source = scene_cloud(22, POINTS_PER_CLOUD, &t_true.inverse());
     let target = voxel_grid_filter(&target, LEAF_M)?;
     let source = voxel_grid_filter(&source, LEAF_M)?;
     let start = std::time::Instant::now();
-    let r = align_clouds(&target.points, &source.points, &Isometry3::identity(), &NdtParams::default())?;
+    let (init, params) = (Isometry3::identity(), NdtParams::default());
+    let r = match gpu {
+        Some(g) => crate::ndt::align_clouds_gpu(g, &target.points, &source.points, &init, &params)?,
+        None => align_clouds(&target.points, &source.points, &init, &params)?,
+    };
     let seconds = start.elapsed().as_secs_f64();
     let (translation_error_m, rotation_error_deg) = pose_error(&r.t_target_source, &t_true);
     Ok(NdtDemoReport {

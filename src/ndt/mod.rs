@@ -1,18 +1,22 @@
-//! NDT (normal distributions transform) scan matching: CPU reference and fallback.
+//! NDT (normal distributions transform) scan matching: CPU reference and GPU pipeline.
 //!
 //! Pipeline: read clouds ([`io::read_cloud`]), downsample ([`voxel_grid_filter`]), build the
 //! target's [`VoxelMap`] (mean and regularised inverse covariance per voxel, GPU-friendly flat
 //! arrays and hash), then Newton iterations ([`align`]) on Magnusson's score, whose gradient and
-//! Hessian come through the [`Linearize`] seam ([`CpuLinearizer`] here; a GPU implementation
-//! later). Poses are `t_target_source: Isometry3<f64>` (source points into the target frame); the
-//! solver's internal 6-vector is described in [`pose`].
+//! Hessian come through the [`Linearize`] seam: [`CpuLinearizer`] (rayon, f64) or
+//! [`GpuDerivativePipeline`] ([`gpu`]: one kernel launch per round). Many alignments against one
+//! map run in lockstep ([`align_batch`], [`align_hypotheses`]). Poses are `t_target_source:
+//! Isometry3<f64>` (source points into the target frame); the solver's internal 6-vector is
+//! described in [`pose`].
 //!
-//! [`align_clouds`] does it all for one pair of clouds.
+//! [`align_clouds`] (CPU) and [`align_clouds_gpu`] do it all for one pair of clouds.
 
 pub mod angles;
+pub mod batch;
 pub mod cloud;
 pub mod demo;
 pub mod derivatives;
+pub mod gpu;
 pub mod io;
 pub mod line_search;
 pub mod linearize;
@@ -25,8 +29,10 @@ pub mod voxel_grid;
 pub mod voxel_hash;
 pub mod voxel_map;
 
+pub use batch::{align_hypotheses, best_result, hypotheses, BatchReport};
 pub use cloud::PointCloud;
 pub use derivatives::GaussConstants;
+pub use gpu::{align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer};
 pub use io::read_cloud;
 pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
 pub use params::{NdtParams, SolverParams};

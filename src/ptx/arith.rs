@@ -225,6 +225,13 @@ impl KernelBuilder {
         self.op1("ex2.approx", a)
     }
 
+    /// `ex2.approx.ftz.f32`: 2^a with subnormal inputs and results flushed to zero. One SFU
+    /// instruction (the non-`ftz` form adds a rescaling sequence for subnormal results); a
+    /// result below 2^-126 comes back as exactly 0.
+    pub fn ex2_approx_ftz(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("ex2.approx.ftz", a)
+    }
+
     /// `lg2.approx.f32`: log2(a).
     pub fn lg2_approx(&mut self, a: impl Operand<F32>) -> Reg<F32> {
         self.op1("lg2.approx", a)

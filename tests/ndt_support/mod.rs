@@ -54,3 +54,51 @@ pub fn mean_sq_nn(a: &[[f32; 3]], b: &[[f32; 3]]) -> f64 {
     }
     sum / a.len() as f64
 }
+
+/// A target map, a source cloud and a starting pose for GPU-vs-CPU comparisons.
+pub struct Scene {
+    pub name: &'static str,
+    pub map: ptxflow::ndt::VoxelMap,
+    pub source: Vec<[f32; 3]>,
+    /// Where alignments start.
+    pub init: Isometry3<f64>,
+    /// Published ground truth, when there is one.
+    pub truth: Option<Isometry3<f64>>,
+}
+
+/// The Velodyne pair (both clouds 0.1 m voxel-grid filtered, 1 m map) from the identity.
+pub fn velodyne_scene(dir: &std::path::Path) -> Scene {
+    let target = filtered(dir, "251370668.pcd", 0.1);
+    Scene {
+        name: "velodyne",
+        map: ptxflow::ndt::VoxelMap::build(&target.points, 1.0).expect("map"),
+        source: filtered(dir, "251371071.pcd", 0.1).points,
+        init: Isometry3::identity(),
+        truth: Some(matrix_file(dir, "251370668_251371071_relative_fast_gicp.txt")),
+    }
+}
+
+/// PCL's NDT tutorial pair: `room_scan1` unfiltered as the 1 m map, `room_scan2` filtered to
+/// about 12k points (0.14 m leaf), from the tutorial's initial guess (0.69 rad, 1.79 m, 0.72 m).
+pub fn room_scene(dir: &std::path::Path) -> Scene {
+    let target = cloud(dir, "room_scan1.pcd");
+    let rot = UnitQuaternion::from_euler_angles(0.0, 0.0, 0.6931);
+    Scene {
+        name: "room",
+        map: ptxflow::ndt::VoxelMap::build(&target.points, 1.0).expect("map"),
+        source: filtered(dir, "room_scan2.pcd", 0.14).points,
+        init: Isometry3::from_parts(Translation3::new(1.79387, 0.720047, 0.0), rot),
+        truth: None,
+    }
+}
+
+/// True under `PTXFLOW_SANITIZE=1`: compute-sanitizer runs the binary, so keep cases small.
+pub fn sanitizing() -> bool {
+    std::env::var("PTXFLOW_SANITIZE").is_ok_and(|v| v == "1")
+}
+
+/// Largest |a − b| over the entries divided by the largest |b| (norm-wise relative difference).
+pub fn rel_diff(a: &[f64], b: &[f64]) -> f64 {
+    let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-300);
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / scale
+}

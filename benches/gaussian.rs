@@ -1,0 +1,171 @@
+//! Gaussian field throughput, CPU and GPU in one run: forward, and forward + backward, in f32 and
+//! f64, at (N Gaussians, B points) = (1000, 500), (10000, 500) and (10000, 100000). Throughput is
+//! pair evaluations (N * B) per iteration.
+//!
+//! - CPU (`cpu/gaussian/...`, rayon on every core): the two small sizes in full; the largest
+//!   (1e9 pairs, tens of seconds per iteration here) is sampled as 10000 x 2000 points, named
+//!   `10000x100000-sampled-2000` (pairs/s is what compares).
+//! - GPU (`gpu/gaussian/...`): device-resident kernels timed with CUDA events (points and
+//!   dLoss/df already uploaded; `forward_resident` / `backward_resident`), plus
+//!   `gpu/gaussian/api_forward_backward/f32/1000x500`: the whole trait round trip (upload,
+//!   kernels, download, synchronisation) in wall time.
+//!
+//! The SUMMARY lines give medians of event-timed single runs, pairs/s, and FLOP/s against the
+//! device's FP32/FP64 peak with a counted 22 FLOP per forward pair and 55 per backward pair (an
+//! FMA counts 2, the exponential 1).
+
+mod common;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ptxflow::gaussian::generate::{convert, random_gaussians, sample_points, GaussianSpec};
+use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real};
+use ptxflow::rng::Rng;
+use ptxflow::runtime::Gpu;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SIZES: [(usize, usize); 3] = [(1000, 500), (10000, 500), (10000, 100_000)];
+/// Points the CPU evaluates of the largest size.
+const CPU_SAMPLE_POINTS: usize = 2000;
+const FORWARD_FLOP_PER_PAIR: f64 = 22.0;
+const BACKWARD_FLOP_PER_PAIR: f64 = 55.0;
+
+fn problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut rng = Rng::new(0x6A55);
+    let gaussians = random_gaussians(&mut rng, n, &GaussianSpec::default());
+    let points = sample_points(&mut rng, &gaussians, b, 1.5);
+    let grad: Vec<f64> = (0..b).map(|_| rng.range(-1.0, 1.0)).collect();
+    (gaussians, points, grad)
+}
+
+fn group<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g
+}
+
+fn cpu_type<T: Real>(c: &mut Criterion) {
+    let mut g = group(c, "cpu/gaussian");
+    for (n, b) in SIZES {
+        let (sampled, label) = if b > 10_000 { (CPU_SAMPLE_POINTS, format!("{n}x{b}-sampled-{CPU_SAMPLE_POINTS}")) } else { (b, format!("{n}x{b}")) };
+        let (gaussians, points, grad) = problem(n, b);
+        let (gaussians, points, grad) = (convert::<T>(&gaussians), convert::<T>(&points[..3 * sampled]), convert::<T>(&grad[..sampled]));
+        let mut field = GaussianField::<T>::with_gaussians(FieldOptions::default(), &gaussians).expect("generated Gaussians are valid");
+        g.throughput(Throughput::Elements((n * sampled) as u64));
+        g.bench_function(BenchmarkId::new(format!("forward/{}", T::NAME), &label), |bench| {
+            bench.iter(|| black_box(field.forward(black_box(&points)).expect("valid points")[0]))
+        });
+        g.bench_function(BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label), |bench| {
+            bench.iter(|| {
+                field.forward(black_box(&points)).expect("valid points");
+                black_box(field.backward(black_box(&grad)).expect("valid gradient").gaussians[0])
+            })
+        });
+    }
+    g.finish();
+}
+
+/// (FP32, FP64) lanes per SM by compute capability (datasheet figures; 2 FP64 lanes on parts
+/// without full-rate FP64).
+fn lanes_per_sm(cc: (i32, i32)) -> (f64, f64) {
+    match cc {
+        (7, _) => (64.0, 2.0),
+        (8, 0) => (64.0, 32.0),
+        (9, 0) => (128.0, 64.0),
+        _ => (128.0, 2.0),
+    }
+}
+
+fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<String>) {
+    let stream = gpu.stream().clone();
+    let facts = gpu.facts();
+    let (l32, l64) = lanes_per_sm(facts.compute_capability);
+    let lanes = if T::NAME == "f32" { l32 } else { l64 };
+    let peak = f64::from(facts.sm_count) * lanes * 2.0 * f64::from(facts.clock_khz) * 1e3;
+    let mut g = group(c, "gpu/gaussian");
+    for (n, b) in SIZES {
+        let (gaussians, points, grad) = problem(n, b);
+        let (gaussians, points, grad) = (convert::<T>(&gaussians), convert::<T>(&points), convert::<T>(&grad));
+        let mut field = GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        field.set_gaussians(&gaussians).expect("valid Gaussians");
+        field.forward(&points).expect("forward");
+        field.backward(&grad).expect("backward");
+        let label = format!("{n}x{b}");
+        let pairs = (n * b) as f64;
+        g.throughput(Throughput::Elements(pairs as u64));
+        g.bench_function(BenchmarkId::new(format!("forward/{}", T::NAME), &label), |bench| {
+            bench.iter_custom(|it| common::event_timed(&stream, it, || field.forward_resident().expect("forward")))
+        });
+        g.bench_function(BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label), |bench| {
+            bench.iter_custom(|it| {
+                common::event_timed(&stream, it, || {
+                    field.forward_resident().expect("forward");
+                    field.backward_resident().expect("backward")
+                })
+            })
+        });
+        let fwd = common::median_secs(&stream, 30, || field.forward_resident().expect("forward"));
+        let both = common::median_secs(&stream, 30, || {
+            field.forward_resident().expect("forward");
+            field.backward_resident().expect("backward")
+        });
+        let flop_f = FORWARD_FLOP_PER_PAIR * pairs / fwd;
+        let flop_fb = (FORWARD_FLOP_PER_PAIR + BACKWARD_FLOP_PER_PAIR) * pairs / both;
+        let (fp, bp) = field.plans().expect("plans");
+        summary.push(format!(
+            "SUMMARY gpu/gaussian {} {n}x{b} on {}: forward {:.1} us ({:.3e} pairs/s, {:.1} TFLOP/s = {:.0}% of {} peak {:.1}); \
+             forward+backward {:.1} us ({:.3e} pairs/s, {:.1} TFLOP/s = {:.0}% of peak); plans {fp:?} {bp:?}",
+            T::NAME,
+            facts.name,
+            fwd * 1e6,
+            pairs / fwd,
+            flop_f / 1e12,
+            100.0 * flop_f / peak,
+            if T::NAME == "f32" { "FP32" } else { "FP64" },
+            peak / 1e12,
+            both * 1e6,
+            pairs / both,
+            flop_fb / 1e12,
+            100.0 * flop_fb / peak
+        ));
+        if n == 1000 && b == 500 && T::NAME == "f32" {
+            g.bench_function(BenchmarkId::new(format!("api_forward_backward/{}", T::NAME), &label), |bench| {
+                bench.iter(|| {
+                    field.forward(black_box(&points)).expect("forward");
+                    black_box(field.backward(black_box(&grad)).expect("backward").gaussians[0])
+                })
+            });
+            let mut wall: Vec<f64> = (0..101)
+                .map(|_| {
+                    let t = Instant::now();
+                    field.forward(&points).expect("forward");
+                    field.backward(&grad).expect("backward");
+                    t.elapsed().as_secs_f64()
+                })
+                .collect();
+            wall.sort_by(f64::total_cmp);
+            summary.push(format!(
+                "SUMMARY gpu/gaussian api f32 1000x500: forward+backward through the trait (upload, kernels, download, sync) median {:.1} us wall",
+                wall[50] * 1e6
+            ));
+        }
+    }
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let mut summary = Vec::new();
+    if let Some(gpu) = common::gpu_or_skip() {
+        gpu_type::<f32>(c, &gpu, &mut summary);
+        gpu_type::<f64>(c, &gpu, &mut summary);
+    }
+    cpu_type::<f32>(c);
+    cpu_type::<f64>(c);
+    for line in summary {
+        println!("{line}");
+    }
+}
+
+criterion_group!(gaussian, benches);
+criterion_main!(gaussian);

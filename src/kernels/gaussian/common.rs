@@ -1,0 +1,224 @@
+//! Pieces shared by the Gaussian field kernels: the device layout of prepared Gaussians, one
+//! kernel source for f32 and f64 ([`KFloat`]), the per-pair maths of `crate::gaussian::pair` and
+//! the kernel exponential.
+//!
+//! # Prepared Gaussian layout (device)
+//! [`PREP_STRIDE`] = 12 scalars per Gaussian, AoS (f32: 48 bytes = three 16-byte vectors; f64: six):
+//!
+//! | index | 0..3 | 3    | 4    | 5    | 6..9          | 9          | 10       | 11 |
+//! |-------|------|------|------|------|---------------|------------|----------|----|
+//! | value | mu   | -L10 | -L20 | -L21 | 1/a0 1/a1 1/a2 | w c 2^o   | c 2^o    | w  |
+//!
+//! with a_k = Lkk + eps, c the normalisation (1 when unnormalised) and o the exponent offset of
+//! the type ([`F32_EXP_OFFSET`], 0 for f64). The off-diagonal entries are stored negated so that
+//! `r1 - L10 v0` is one multiply-add (`fma(-L10, v0, r1)`) and, unfused, rounds exactly like the
+//! CPU's `r1 - L10 * v0`. The Gaussian count is padded with all-zero Gaussians to a multiple of
+//! [`GAUSSIAN_PAD`]; a zero Gaussian has weight 0 and 1/a = 0 (so v = s = 0) and adds exactly 0
+//! to every point.
+//!
+//! # The kernel exponential
+//! Kernels compute e' = exp(-d/2) 2^-o, flushed to 0 for d > cutoff (f32 174, f64 1416, as
+//! [`crate::gaussian::Real::EXP_CUTOFF_D`]); the 2^o is folded into the prepared `w c 2^o` and
+//! `c 2^o`. f32: e' = ex2.approx.ftz(-d log2(e)/2 - o), one SFU instruction; with o = 126 -
+//! 87 log2(e) its result drops below 2^-126, where `.ftz` flushes it to 0, exactly when d > 174.
+//! f64: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, a degree-12 Taylor polynomial (truncation
+//! < 2e-16 relative) and 2^k assembled in the exponent bits, then `selp` to 0 beyond 1416.
+//!
+//! # Rounding
+//! f32 kernels fuse multiply-adds (`fma.rn`); f64 kernels use separate `.rn` operations in the
+//! CPU's order, so f64 distances are bit-identical to the CPU reference.
+
+use crate::ptx::*;
+
+/// Scalars per prepared Gaussian on the device.
+pub const PREP_STRIDE: u32 = 12;
+/// Offset of mu (3 scalars).
+pub const PREP_MU: u32 = 0;
+/// Offset of -L10, -L20, -L21.
+pub const PREP_NEG_OFFDIAG: u32 = 3;
+/// Offset of 1/a0, 1/a1, 1/a2.
+pub const PREP_INV_DIAG: u32 = 6;
+/// Offset of w c 2^o.
+pub const PREP_WEIGHT_NORM: u32 = 9;
+/// Offset of c 2^o.
+pub const PREP_NORM: u32 = 10;
+/// Offset of w.
+pub const PREP_WEIGHT: u32 = 11;
+/// The Gaussian count on the device is padded with zero Gaussians to a multiple of this (a
+/// multiple of every kernel's Gaussian tile).
+pub const GAUSSIAN_PAD: u32 = 256;
+/// Raw per-Gaussian gradient sums per Gaussian (the packed gradient layout's 10 slots).
+pub const GRAD_STRIDE: u32 = 10;
+/// f32 exponent offset o = 126 - 87 log2(e): ex2(-d log2(e)/2 - o) is below 2^-126 (flushed)
+/// exactly when d > 174.
+pub const F32_EXP_OFFSET: f64 = 126.0 - 87.0 * std::f64::consts::LOG2_E;
+/// The factor 2^o folded into the prepared weight and normalisation (f32).
+pub fn f32_exp_scale() -> f64 {
+    F32_EXP_OFFSET.exp2()
+}
+
+/// A float type the Gaussian kernels are generated for.
+pub trait KFloat: Float + Num + Word {
+    /// The Rust literal type of immediates.
+    type Imm: Operand<Self> + Copy;
+    /// Bytes per scalar.
+    const BYTES: u32;
+    /// Suffix of kernel names (`f32` / `f64`).
+    const SUFFIX: &'static str;
+    /// Fuse multiply-adds (f32) or keep the CPU's separately rounded operations (f64).
+    const FUSED: bool;
+    /// `x` as an immediate of this type.
+    fn imm(x: f64) -> Self::Imm;
+    /// e' = exp(-d/2) 2^-o, or 0 beyond the cutoff (see the module docs).
+    fn kernel_exp(b: &mut KernelBuilder, d: Reg<Self>) -> Reg<Self>;
+}
+
+impl KFloat for F32 {
+    type Imm = f32;
+    const BYTES: u32 = 4;
+    const SUFFIX: &'static str = "f32";
+    const FUSED: bool = true;
+    fn imm(x: f64) -> f32 {
+        x as f32
+    }
+    fn kernel_exp(b: &mut KernelBuilder, d: Reg<F32>) -> Reg<F32> {
+        let t = b.fma(d, (-0.5 * std::f64::consts::LOG2_E) as f32, -F32_EXP_OFFSET as f32);
+        b.ex2_approx_ftz(t)
+    }
+}
+
+impl KFloat for F64 {
+    type Imm = f64;
+    const BYTES: u32 = 8;
+    const SUFFIX: &'static str = "f64";
+    const FUSED: bool = false;
+    fn imm(x: f64) -> f64 {
+        x
+    }
+    fn kernel_exp(b: &mut KernelBuilder, d: Reg<F64>) -> Reg<F64> {
+        // ln 2 split so that k * LN2_HI is exact for |k| <= 2^11.
+        const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+        const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+        let x = b.mul(d, -0.5f64);
+        let kx = b.mul(x, std::f64::consts::LOG2_E);
+        let k = b.cvt_round::<F64, F64>(Round::Rni, kx);
+        let r = b.fma(k, -LN2_HI, x);
+        let r = b.fma(k, -LN2_LO, r);
+        // Taylor coefficients 1/n!, Horner from n = 12 down.
+        let mut coef = [1.0f64; 13];
+        for n in 1..13 {
+            coef[n] = coef[n - 1] / n as f64;
+        }
+        let mut p = b.mov(coef[12]);
+        for &c in coef[..12].iter().rev() {
+            p = b.fma(p, r, c);
+        }
+        // 2^k from the exponent bits; k >= -1021 whenever d <= 1416, so 2^k is normal.
+        let ki = b.cvt::<S32, F64>(k);
+        let biased = b.add(ki, 1023i32);
+        let wide = b.cvt::<S64, S32>(biased);
+        let bits = b.shl(wide, 52u32);
+        let scale = b.bitcast::<F64, S64>(bits);
+        let e = b.mul(p, scale);
+        let far = b.setp(Cmp::Gt, d, 1416.0f64);
+        b.selp(0.0f64, e, far)
+    }
+}
+
+/// `a * x + c`: one fused operation (f32) or a rounded product then a rounded sum (f64).
+pub fn mul_add<T: KFloat>(b: &mut KernelBuilder, a: Reg<T>, x: Reg<T>, c: Reg<T>) -> Reg<T> {
+    if T::FUSED {
+        b.fma(a, x, c)
+    } else {
+        let m = b.mul(a, x);
+        b.add(c, m)
+    }
+}
+
+/// One Gaussian's per-pair constants in registers.
+#[derive(Clone, Copy)]
+pub struct GaussRegs<T: KFloat> {
+    pub mu: [Reg<T>; 3],
+    /// -L10, -L20, -L21.
+    pub neg_l: [Reg<T>; 3],
+    pub inv: [Reg<T>; 3],
+    /// w c 2^o.
+    pub weight_norm: Reg<T>,
+}
+
+impl<T: KFloat> GaussRegs<T> {
+    /// From the first 10 scalars of a prepared Gaussian.
+    pub fn from_prepared(p: &[Reg<T>; 12]) -> Self {
+        GaussRegs {
+            mu: [p[0], p[1], p[2]],
+            neg_l: [p[3], p[4], p[5]],
+            inv: [p[6], p[7], p[8]],
+            weight_norm: p[9],
+        }
+    }
+}
+
+/// Loads the 12 scalars of a prepared Gaussian at `addr` (16-byte aligned) with vector loads.
+pub fn load_prepared<T: KFloat>(b: &mut KernelBuilder, space: Space, addr: Addr) -> [Reg<T>; 12] {
+    let mut out = Vec::with_capacity(12);
+    if T::BYTES == 4 {
+        for k in 0..3 {
+            out.extend(b.ld_v4::<T>(space, addr.off(16 * k)));
+        }
+    } else {
+        for k in 0..6 {
+            out.extend(b.ld_v2::<T>(space, addr.off(16 * k)));
+        }
+    }
+    out.try_into().unwrap_or_else(|_| unreachable!("12 scalars loaded"))
+}
+
+/// Stores 12 scalars at `addr` (16-byte aligned) with vector stores.
+pub fn store_prepared<T: KFloat>(b: &mut KernelBuilder, space: Space, addr: Addr, v: &[Reg<T>; 12]) {
+    if T::BYTES == 4 {
+        for k in 0..3 {
+            b.st_v4(space, addr.off(16 * k as i64), [v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]]);
+        }
+    } else {
+        for k in 0..6 {
+            b.st_v2(space, addr.off(16 * k as i64), [v[2 * k], v[2 * k + 1]]);
+        }
+    }
+}
+
+/// Forward substitution L v = x - mu and d = |v|^2 (order of `crate::gaussian::pair::solve`).
+pub fn solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, x: [Reg<T>; 3]) -> ([Reg<T>; 3], Reg<T>) {
+    let r0 = b.sub(x[0], g.mu[0]);
+    let r1 = b.sub(x[1], g.mu[1]);
+    let r2 = b.sub(x[2], g.mu[2]);
+    let v0 = b.mul(r0, g.inv[0]);
+    let t1 = mul_add(b, g.neg_l[0], v0, r1);
+    let v1 = b.mul(t1, g.inv[1]);
+    let t2 = mul_add(b, g.neg_l[1], v0, r2);
+    let t2 = mul_add(b, g.neg_l[2], v1, t2);
+    let v2 = b.mul(t2, g.inv[2]);
+    let d0 = b.mul(v0, v0);
+    let d = mul_add(b, v1, v1, d0);
+    let d = mul_add(b, v2, v2, d);
+    ([v0, v1, v2], d)
+}
+
+/// Back substitution L^T s = v (order of `crate::gaussian::pair::back_solve`).
+pub fn back_solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, v: [Reg<T>; 3]) -> [Reg<T>; 3] {
+    let s2 = b.mul(v[2], g.inv[2]);
+    let t1 = mul_add(b, g.neg_l[2], s2, v[1]);
+    let s1 = b.mul(t1, g.inv[1]);
+    let t0 = mul_add(b, g.neg_l[0], s1, v[0]);
+    let t0 = mul_add(b, g.neg_l[1], s2, t0);
+    let s0 = b.mul(t0, g.inv[0]);
+    [s0, s1, s2]
+}
+
+/// Byte address `base + (row * row_len + col) * elem_bytes` with 64-bit arithmetic.
+pub fn addr2d(b: &mut KernelBuilder, base: Reg<U64>, row: Reg<U32>, row_len: Reg<U32>, col: Reg<U32>, elem_bytes: u32) -> Reg<U64> {
+    let row_off = b.mul_wide(row, row_len);
+    let col64 = b.cvt::<U64, U32>(col);
+    let idx = b.add(row_off, col64);
+    let bytes = b.mul(idx, u64::from(elem_bytes));
+    b.add(base, bytes)
+}

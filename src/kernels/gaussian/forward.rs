@@ -1,0 +1,126 @@
+//! `gaussian_forward_{f32,f64}`: partial field sums f_i^(c) = sum over the Gaussians j of chunk c
+//! of w_j c_j exp(-d_ij / 2), never forming the B x N matrix.
+//!
+//! Launch: blocks of exactly [`BLOCK`] threads (`.reqntid`); grid (ceil(B / [`POINTS_PER_BLOCK`]),
+//! S). Block (x, c) takes points x * POINTS_PER_BLOCK + p * BLOCK + tid for p < [`POINTS_PER_THREAD`]
+//! (coalesced), and Gaussians [c * chunk_len, min((c + 1) * chunk_len, n_pad)); `chunk_len` and
+//! `n_pad` are multiples of [`CHUNK_ALIGN`] (the host pads with zero Gaussians, see `common`).
+//!
+//! Each thread keeps its points and their partial sums in registers (register blocking: every
+//! Gaussian loaded from shared memory feeds POINTS_PER_THREAD pairs). The block walks its chunk in
+//! tiles of BLOCK Gaussians: each thread copies one prepared Gaussian (12 scalars, vector loads)
+//! into the shared tile `tile`, a barrier, then every thread reads the tile's Gaussians in order
+//! (broadcast loads) and accumulates w c 2^o e' per pair (per-pair order of `common::solve`).
+//! Thread results go to `out[c * B + i]` for i < B (points beyond B compute on zeros and are not
+//! stored). With S = 1 `out` is the value array itself; otherwise `gaussian_reduce_rows` adds the
+//! S rows. Memory: points read once (12 or 24 bytes each), Gaussians once per block (L2).
+
+use super::common::*;
+use crate::ptx::*;
+
+/// Threads per block (required).
+pub const BLOCK: u32 = 128;
+/// Points each thread owns.
+pub const POINTS_PER_THREAD: u32 = 4;
+/// Points per block.
+pub const POINTS_PER_BLOCK: u32 = BLOCK * POINTS_PER_THREAD;
+/// Chunk lengths and the padded Gaussian count are multiples of this.
+pub const CHUNK_ALIGN: u32 = 32;
+
+/// f32 module.
+pub fn build_f32(target: Target) -> Module {
+    build::<F32>(target)
+}
+
+/// f64 module.
+pub fn build_f64(target: Target) -> Module {
+    build::<F64>(target)
+}
+
+fn build<T: KFloat>(target: Target) -> Module {
+    let mut b = KernelBuilder::new(&format!("gaussian_forward_{}", T::SUFFIX));
+    b.reqntid(BLOCK, 1, 1);
+    let prep = b.param::<U64>("prep");
+    let n_pad = b.param::<U32>("n_pad");
+    let chunk_len = b.param::<U32>("chunk_len");
+    let points = b.param::<U64>("points");
+    let num_points = b.param::<U32>("num_points");
+    let out = b.param::<U64>("out");
+    let prep = b.global_ptr(&prep);
+    let n_pad = b.ld_param(&n_pad);
+    let chunk_len = b.ld_param(&chunk_len);
+    let points = b.global_ptr(&points);
+    let num_points = b.ld_param(&num_points);
+    let out = b.global_ptr(&out);
+    let tile = b.shared_array::<T>("tile", BLOCK * PREP_STRIDE);
+
+    let tid = b.special(Special::TidX);
+    let pblock = b.special(Special::CtaidX);
+    let chunk = b.special(Special::CtaidY);
+    let first = b.mad(pblock, POINTS_PER_BLOCK, tid);
+
+    let mut idx = Vec::new();
+    let mut valid = Vec::new();
+    let mut xs = Vec::new();
+    let mut acc = Vec::new();
+    for p in 0..POINTS_PER_THREAD {
+        let i = b.add(first, p * BLOCK);
+        let ok = b.setp(Cmp::Lt, i, num_points);
+        let x = [b.mov(T::imm(0.0)), b.mov(T::imm(0.0)), b.mov(T::imm(0.0))];
+        b.guarded(ok, false, |b| {
+            let a = b.index_addr(points, i, 3 * T::BYTES);
+            for (k, xk) in x.iter().enumerate() {
+                let v = b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k as i64 * i64::from(T::BYTES)));
+                b.mov_to(*xk, v);
+            }
+        });
+        idx.push(i);
+        valid.push(ok);
+        xs.push(x);
+        acc.push(b.mov(T::imm(0.0)));
+    }
+
+    let g_start = b.mul(chunk, chunk_len);
+    let g_stop = b.add(g_start, chunk_len);
+    let g_end = b.min(g_stop, n_pad);
+    b.for_range(g_start, g_end, BLOCK, |b, tile_start, _| {
+        let left = b.sub(g_end, tile_start);
+        let count = b.min(left, BLOCK);
+        b.bar_sync();
+        let has = b.setp(Cmp::Lt, tid, count);
+        b.if_then(has, |b| {
+            let j = b.add(tile_start, tid);
+            let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
+            let v = load_prepared::<T>(b, Space::GlobalNc, src.into());
+            let slot = b.mul(tid, PREP_STRIDE);
+            let dst = b.shared_index(&tile, slot);
+            store_prepared::<T>(b, Space::Shared, dst.into(), &v);
+        });
+        b.bar_sync();
+        // count is a multiple of CHUNK_ALIGN, so unrolling by two needs no remainder.
+        b.for_range(0u32, count, 2u32, |b, k, _| {
+            for u in 0..2u32 {
+                let kk = b.add(k, u);
+                let slot = b.mul(kk, PREP_STRIDE);
+                let a = b.shared_index(&tile, slot);
+                let pr = load_prepared::<T>(b, Space::Shared, a.into());
+                let g = GaussRegs::from_prepared(&pr);
+                for p in 0..POINTS_PER_THREAD as usize {
+                    let (_, d) = solve(b, &g, xs[p]);
+                    let e = T::kernel_exp(b, d);
+                    let s = mul_add(b, g.weight_norm, e, acc[p]);
+                    b.mov_to(acc[p], s);
+                }
+            }
+        });
+    });
+
+    for p in 0..POINTS_PER_THREAD as usize {
+        let (ok, i, v) = (valid[p], idx[p], acc[p]);
+        b.guarded(ok, false, |b| {
+            let a = addr2d(b, out, chunk, num_points, i, T::BYTES);
+            b.st(Space::Global, a, v);
+        });
+    }
+    Module::single(target, b.finish())
+}

@@ -1,0 +1,58 @@
+//! NDT on the GPU: [`GpuDerivativePipeline`] evaluates the objective (score, gradient, Hessian,
+//! correspondences) of many (source cloud, pose) requests in one `ndt_derivatives` launch, and
+//! serves the same Newton solver as the CPU through the [`crate::ndt::Linearize`] seam.
+//!
+//! Lifetime of the data: the pipeline allocates its device buffers once; [`upload_target`] sends
+//! a voxel map (records and the CPU-built hash table) once per map, [`upload_source`] the source
+//! cloud(s) once per alignment; each solver iteration then costs one launch and one
+//! synchronization, with 80 bytes per request and 232 bytes per result crossing the bus through
+//! mapped host memory (see [`pipeline`]).
+//!
+//! [`upload_target`]: GpuDerivativePipeline::upload_target
+//! [`upload_source`]: GpuDerivativePipeline::upload_source
+
+pub mod config;
+pub mod mapped;
+pub mod pipeline;
+pub mod records;
+
+pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+pub use pipeline::GpuDerivativePipeline;
+
+use crate::ndt::params::NdtParams;
+use crate::ndt::result::NdtResult;
+use crate::ndt::voxel_map::{VoxelMap, MIN_POINTS_PER_VOXEL};
+use crate::ndt::solver::align;
+use crate::runtime::Gpu;
+use crate::{Error, Result};
+use nalgebra::Isometry3;
+use std::sync::Arc;
+
+/// Aligns `source` to `target` (points in metres) from `init` on `gpu`: the GPU counterpart of
+/// [`crate::ndt::align_clouds`], with the same errors plus driver errors. The voxel map is built
+/// on the CPU; the derivatives of every iteration are evaluated on the GPU.
+pub fn align_clouds_gpu(
+    gpu: Arc<Gpu>,
+    target: &[[f32; 3]],
+    source: &[[f32; 3]],
+    init: &Isometry3<f64>,
+    params: &NdtParams,
+) -> Result<NdtResult> {
+    params.validate()?;
+    if source.is_empty() {
+        return Err(Error::input("NDT source cloud has no (finite) points"));
+    }
+    let map = VoxelMap::build(target, params.resolution_m)?;
+    if map.is_empty() {
+        return Err(Error::input(format!(
+            "NDT target ({} points) has no voxel of {} m with at least {MIN_POINTS_PER_VOXEL} distinct points",
+            target.len(),
+            params.resolution_m,
+        )));
+    }
+    let capacity = GpuCapacity { points: source.len(), voxels: map.len(), requests: 1 };
+    let mut pipeline = GpuDerivativePipeline::new(gpu, capacity, params.search, params.outlier_ratio)?;
+    pipeline.upload_target(&map)?;
+    pipeline.upload_source(source)?;
+    align(&mut pipeline, 0, init, &params.solver)
+}

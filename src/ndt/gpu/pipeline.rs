@@ -1,0 +1,403 @@
+//! [`GpuDerivativePipeline`]: the NDT objective on the GPU behind the [`Linearize`] seam.
+//!
+//! Every device buffer is allocated when the pipeline is created (or grown by an upload that
+//! needs more, between alignments); an evaluation round allocates nothing. Per round the first
+//! request (80 bytes) travels in the kernel's parameters and any further ones in one
+//! asynchronous copy; `ndt_derivatives` runs once for all of them and its last blocks write the
+//! results (232 bytes each) straight into mapped host memory; then one synchronization. A
+//! single alignment therefore costs one launch and one synchronization per iteration, with no
+//! copy command. On a device that cannot map host memory (or with [`Transfer::Copy`]) results
+//! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
+//! what crossed the bus and how often the device was asked to allocate or launch.
+
+use super::config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+use super::mapped::{device_can_map, MappedBuffer};
+use super::records::*;
+use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
+use crate::kernels::KernelId;
+use crate::ndt::derivatives::GaussConstants;
+use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
+use crate::ndt::pose::Pose6;
+use crate::ndt::search::NeighbourSearch;
+use crate::ndt::voxel_map::VoxelMap;
+use crate::runtime::{DeviceBuffer, Gpu};
+use crate::{Error, Result};
+use cudarc::driver::{result as cu, CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+/// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
+const BLOCKS_PER_SM: usize = 8;
+struct TargetInfo {
+    inv_resolution: f64,
+    radius_sq: f64,
+    slot_mask: u32,
+    gauss: GaussConstants,
+}
+
+/// The GPU implementation of [`Linearize`]; see the module docs.
+pub struct GpuDerivativePipeline {
+    gpu: Arc<Gpu>,
+    func: CudaFunction,
+    search: NeighbourSearch,
+    outlier_ratio: f64,
+    transfer: Transfer,
+    capacity: GpuCapacity,
+    points: DeviceBuffer<f32>,
+    voxels: DeviceBuffer<f64>,
+    slots: DeviceBuffer<i32>,
+    partials: DeviceBuffer<f64>,
+    counters_dev: DeviceBuffer<u32>,
+    requests_dev: DeviceBuffer<u64>,
+    results_dev: Option<DeviceBuffer<f64>>,
+    requests: MappedBuffer<u64>,
+    results: MappedBuffer<f64>,
+    sources: Vec<(u32, u32)>,
+    target: Option<TargetInfo>,
+    counters: PipelineCounters,
+    scratch: Vec<f64>,
+}
+
+/// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
+fn slots_for(voxels: usize) -> usize {
+    (2 * voxels).next_power_of_two().max(16)
+}
+
+fn partial_slots(gpu: &Gpu, cap: &GpuCapacity) -> usize {
+    let target = gpu.facts().sm_count as usize * BLOCKS_PER_SM;
+    cap.requests.max(target.min(cap.points.div_ceil(BLOCK as usize)).max(1))
+}
+
+impl GpuDerivativePipeline {
+    /// A pipeline on `gpu` sized for `capacity`, scoring with `search` and `outlier_ratio`.
+    ///
+    /// Errors: [`Error::Input`] for an outlier ratio outside (0, 1) or a request capacity outside
+    /// `1..=65535`; [`Error::Capacity`] for more than 2³¹ points; driver errors (allocation, module
+    /// load).
+    pub fn new(gpu: Arc<Gpu>, capacity: GpuCapacity, search: NeighbourSearch, outlier_ratio: f64) -> Result<Self> {
+        GaussConstants::new(1.0, outlier_ratio)?;
+        if !(1..=MAX_REQUESTS_PER_LAUNCH).contains(&capacity.requests) {
+            return Err(Error::input(format!(
+                "GPU NDT pipeline: request capacity must lie in 1..={MAX_REQUESTS_PER_LAUNCH}, got {}",
+                capacity.requests
+            )));
+        }
+        check_points(capacity.points)?;
+        let func = gpu.function(KernelId::NdtDerivatives)?;
+        let s = gpu.stream().clone();
+        let slots = partial_slots(&gpu, &capacity);
+        let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;
+        let voxels = DeviceBuffer::zeros(&s, VOXEL_VALUES * capacity.voxels, "NDT voxels")?;
+        let hash = DeviceBuffer::zeros(&s, 4 * slots_for(capacity.voxels), "NDT voxel hash")?;
+        let partials = DeviceBuffer::zeros(&s, SLOT_VALUES * slots, "NDT block partials")?;
+        let counters_dev = DeviceBuffer::zeros(&s, capacity.requests, "NDT request counters")?;
+        let requests_dev = DeviceBuffer::zeros(&s, REQUEST_WORDS * capacity.requests, "NDT requests")?;
+        let requests = MappedBuffer::new(&gpu, REQUEST_WORDS * capacity.requests, false)?;
+        let can_map = device_can_map(&gpu);
+        let results = MappedBuffer::new(&gpu, VALUES * capacity.requests, can_map)?;
+        // Six device buffers and two pinned host buffers.
+        let allocations = 8;
+        let mut p = GpuDerivativePipeline {
+            func,
+            search,
+            outlier_ratio,
+            transfer: Transfer::Mapped,
+            capacity,
+            points,
+            voxels,
+            slots: hash,
+            partials,
+            counters_dev,
+            requests_dev,
+            results_dev: None,
+            requests,
+            results,
+            sources: Vec::new(),
+            target: None,
+            counters: PipelineCounters { allocations, ..Default::default() },
+            scratch: Vec::new(),
+            gpu,
+        };
+        if !can_map {
+            p.set_transfer(Transfer::Copy)?;
+        }
+        Ok(p)
+    }
+
+    /// Opens the default GPU and creates a pipeline on it.
+    ///
+    /// Errors: [`Error::NoDevice`] without a usable GPU (callers fall back to the CPU), then as
+    /// [`GpuDerivativePipeline::new`].
+    pub fn open_default(capacity: GpuCapacity, search: NeighbourSearch, outlier_ratio: f64) -> Result<Self> {
+        Self::new(Gpu::open_default()?, capacity, search, outlier_ratio)
+    }
+
+    /// Switches how results travel ([`Transfer::Copy`] allocates a small device buffer once).
+    /// Errors: [`Error::NoDevice`] when asking for [`Transfer::Mapped`] on a device that cannot
+    /// map host memory; driver errors.
+    pub fn set_transfer(&mut self, transfer: Transfer) -> Result<()> {
+        if transfer == Transfer::Mapped && self.results.device_ptr().is_none() {
+            return Err(Error::NoDevice { reason: "the device cannot map host memory (zero-copy)".into() });
+        }
+        if transfer == Transfer::Copy && self.results_dev.is_none() {
+            let rs = DeviceBuffer::zeros(self.gpu.stream(), self.results.len(), "NDT results (device copy)")?;
+            self.counters.allocations += 1;
+            self.results_dev = Some(rs);
+        }
+        self.transfer = transfer;
+        Ok(())
+    }
+
+    /// How results travel now.
+    pub fn transfer(&self) -> Transfer {
+        self.transfer
+    }
+
+    /// The device.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Current capacity (grows with uploads that need more).
+    pub fn capacity(&self) -> GpuCapacity {
+        self.capacity
+    }
+
+    /// The neighbour search the kernel uses.
+    pub fn search(&self) -> NeighbourSearch {
+        self.search
+    }
+
+    /// Counters since creation or the last reset.
+    pub fn counters(&self) -> PipelineCounters {
+        self.counters
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_counters(&mut self) {
+        self.counters = PipelineCounters::default();
+    }
+
+    /// Bytes of device memory the pipeline holds.
+    pub fn device_bytes(&self) -> usize {
+        let staging = self.results_dev.as_ref().map_or(0, |b| b.allocated_bytes());
+        self.points.allocated_bytes()
+            + self.requests_dev.allocated_bytes()
+            + self.voxels.allocated_bytes()
+            + self.slots.allocated_bytes()
+            + self.partials.allocated_bytes()
+            + self.counters_dev.allocated_bytes()
+            + staging
+    }
+
+    /// Bytes of pinned host memory the pipeline holds.
+    pub fn pinned_bytes(&self) -> usize {
+        self.requests.bytes() + self.results.bytes()
+    }
+
+    /// The Gaussian constants of the uploaded target (`None` before [`Self::upload_target`]).
+    pub fn gauss(&self) -> Option<GaussConstants> {
+        self.target.as_ref().map(|t| t.gauss)
+    }
+
+    /// Uploads the target map: voxel records and the CPU's hash table, which the kernel probes
+    /// as is. Grows the voxel buffers when the map is larger than the capacity.
+    pub fn upload_target(&mut self, map: &VoxelMap) -> Result<()> {
+        let gauss = GaussConstants::new(map.resolution_m(), self.outlier_ratio)?;
+        let s = self.gpu.stream().clone();
+        if map.len() > self.capacity.voxels || map.hash().capacity() > self.slots.capacity() / 4 {
+            let voxels = map.len().max(self.capacity.voxels);
+            let slots = map.hash().capacity().max(slots_for(voxels));
+            self.voxels = DeviceBuffer::zeros(&s, VOXEL_VALUES * voxels, "NDT voxels")?;
+            self.slots = DeviceBuffer::zeros(&s, 4 * slots, "NDT voxel hash")?;
+            self.counters.allocations += 2;
+            self.capacity.voxels = voxels;
+        }
+        pack_voxels(map, &mut self.scratch);
+        self.voxels.upload(&s, &self.scratch)?;
+        self.slots.upload(&s, map.hash().slots_flat())?;
+        s.synchronize().map_err(Error::driver("uploading the NDT target"))?;
+        self.counters.bytes_up += (8 * self.scratch.len() + 4 * map.hash().slots_flat().len()) as u64;
+        let capacity = map.hash().capacity();
+        let slot_mask = u32::try_from(capacity - 1).map_err(|_| Error::Capacity {
+            what: "NDT voxel hash slots".into(),
+            needed: capacity,
+            capacity: u32::MAX as usize,
+        })?;
+        let r = map.resolution_m();
+        self.target = Some(TargetInfo { inv_resolution: 1.0 / r, radius_sq: r * r, slot_mask, gauss });
+        Ok(())
+    }
+
+    /// Uploads one source cloud (metres, source frame), replacing any uploaded before; it is
+    /// source 0 of the requests.
+    pub fn upload_source(&mut self, points: &[[f32; 3]]) -> Result<()> {
+        self.upload_sources(&[points])
+    }
+
+    /// Uploads several source clouds (source `i` is `clouds[i]`), replacing any uploaded before.
+    /// Grows the point buffer (and the block partials) when they need more than the capacity.
+    pub fn upload_sources(&mut self, clouds: &[&[[f32; 3]]]) -> Result<()> {
+        let total: usize = clouds.iter().map(|c| c.len()).sum();
+        check_points(total)?;
+        let s = self.gpu.stream().clone();
+        if total > self.capacity.points {
+            self.points = DeviceBuffer::zeros(&s, 3 * total, "NDT source points")?;
+            self.counters.allocations += 1;
+            self.capacity.points = total;
+            let slots = partial_slots(&self.gpu, &self.capacity);
+            if SLOT_VALUES * slots > self.partials.capacity() {
+                self.partials = DeviceBuffer::zeros(&s, SLOT_VALUES * slots, "NDT block partials")?;
+                self.counters.allocations += 1;
+            }
+        }
+        self.sources.clear();
+        let mut first = 0usize;
+        for c in clouds {
+            let flat = c.as_flattened();
+            if !flat.is_empty() {
+                let mut dst = self.points.slice_mut().slice_mut(3 * first..3 * first + flat.len());
+                s.memcpy_htod(flat, &mut dst).map_err(Error::driver("uploading NDT source points"))?;
+            }
+            // Both fit u32: check_points bounded the total.
+            self.sources.push((first as u32, c.len() as u32));
+            first += c.len();
+        }
+        self.points.set_len(3 * total)?;
+        s.synchronize().map_err(Error::driver("uploading NDT source points"))?;
+        self.counters.bytes_up += 12 * total as u64;
+        Ok(())
+    }
+
+    /// Score, gradient and Hessian of uploaded source `source` at `pose` (one round).
+    pub fn linearize_pose(&mut self, source: usize, pose: &Pose6) -> Result<Linearization> {
+        let mut v = self.linearize(&[LinearizeRequest { source, pose: *pose }])?;
+        Ok(v.remove(0))
+    }
+
+    /// One launch for `reqs` (at most the request capacity).
+    fn round(&mut self, reqs: &[LinearizeRequest], out: &mut Vec<Linearization>) -> Result<()> {
+        let t = self.target.as_ref().ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
+        let n = reqs.len();
+        let mut max_points = 0usize;
+        let mut first = [0u64; REQUEST_WORDS];
+        for (k, r) in reqs.iter().enumerate() {
+            let &(start, count) = self.sources.get(r.source).ok_or_else(|| {
+                Error::input(format!("source index {} out of range ({} sources uploaded)", r.source, self.sources.len()))
+            })?;
+            max_points = max_points.max(count as usize);
+            let words = pack_request(&r.pose, start, count);
+            if k == 0 {
+                first = words;
+            } else {
+                self.requests.write(REQUEST_WORDS * k, &words)?;
+            }
+        }
+        // Poison the result slots so a record the kernel did not write cannot pass for one.
+        self.results.fill(0, VALUES * n, f64::NAN)?;
+        // Host writes to the pinned buffers must be complete before copies and the launch.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
+        let slots = self.partials.capacity() / SLOT_VALUES;
+        let per_request = max_points.div_ceil(BLOCK as usize).min(target_blocks / n).min(slots / n).max(1);
+        let (probe_start, probe_count, radius) = match self.search {
+            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
+            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
+            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
+            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
+        };
+        let s = self.gpu.stream().clone();
+        if n > 1 {
+            // Requests 1.. go in one copy; request 0 travels in the parameters.
+            let mut dst = self.requests_dev.slice_mut().slice_mut(REQUEST_WORDS..REQUEST_WORDS * n);
+            let (dst, _sync) = dst.device_ptr_mut(&s);
+            // SAFETY: records 1..n of the pinned buffer were written above (bounds checked by
+            // `write`); the destination view has the same length; the stream is synchronized
+            // before the buffer is written again.
+            let src = unsafe { std::slice::from_raw_parts(self.requests.host_ptr().add(REQUEST_WORDS), REQUEST_WORDS * (n - 1)) };
+            unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
+        }
+        let results_ptr = match (&self.results_dev, self.transfer, self.results.device_ptr()) {
+            (_, Transfer::Mapped, Some(p)) => p,
+            (Some(rs), _, _) => rs.slice().device_ptr(&s).0,
+            _ => return Err(Error::input("GPU NDT pipeline: no result buffer for the transfer mode")),
+        };
+        let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
+        let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
+        let neg_half_d2 = -0.5 * t.gauss.d2;
+        let neg_d2 = -t.gauss.d2;
+        let cfg = LaunchConfig { grid_dim: (per_request as u32, n as u32, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let mut lb = s.launch_builder(&self.func);
+        lb.arg(self.points.slice())
+            .arg(self.voxels.slice())
+            .arg(self.slots.slice())
+            .arg(&t.slot_mask)
+            .arg(self.requests_dev.slice())
+            .arg(self.partials.slice())
+            .arg(self.counters_dev.slice())
+            .arg(&results_ptr)
+            .arg(&t.inv_resolution)
+            .arg(&t.radius_sq)
+            .arg(&neg_half_d2)
+            .arg(&neg_d2)
+            .arg(&probe_start)
+            .arg(&probe_count)
+            .arg(&radius);
+        for v in &r0 {
+            lb.arg(v);
+        }
+        lb.arg(&r0_first).arg(&r0_count);
+        // SAFETY: the arguments match ndt_derivatives' parameters in order and type (request 0
+        // last). Every request names points inside the uploaded sources (first + count ≤ points
+        // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded
+        // hash, whose entries index the uploaded voxels, and the table has an empty slot (load
+        // ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n · per_request ≤
+        // partial slots; blocks are exactly BLOCK threads; the result pointer holds n records.
+        unsafe { lb.launch(cfg) }.map_err(Error::driver("launching ndt_derivatives"))?;
+        if let (Some(rs), Transfer::Copy) = (&self.results_dev, self.transfer) {
+            let (src, _sync) = rs.slice().device_ptr(&s);
+            // SAFETY: the destination is the first `n` result records of the mapped buffer,
+            // which holds the whole request capacity; nothing reads it until the stream is
+            // synchronized below.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.results.host_ptr(), VALUES * n) };
+            unsafe { cu::memcpy_dtoh_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyDtoHAsync (NDT results)"))?;
+        }
+        s.synchronize().map_err(Error::driver("running ndt_derivatives"))?;
+        self.counters.launches += 1;
+        self.counters.requests += n as u64;
+        self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
+        self.counters.bytes_down += (RESULT_BYTES * n) as u64;
+        let mut rec = [0.0f64; VALUES];
+        for (k, r) in reqs.iter().enumerate() {
+            self.results.read(VALUES * k, &mut rec)?;
+            out.push(decode_result(&rec, t.gauss, self.sources[r.source].1 as usize)?);
+        }
+        Ok(())
+    }
+}
+
+fn check_points(n: usize) -> Result<()> {
+    const MAX: usize = 1 << 31;
+    if n > MAX {
+        return Err(Error::Capacity { what: "NDT source points".into(), needed: n, capacity: MAX });
+    }
+    Ok(())
+}
+
+impl Linearize for GpuDerivativePipeline {
+    fn source_count(&self) -> usize {
+        self.sources.len()
+    }
+
+    fn source_len(&self, source: usize) -> usize {
+        self.sources.get(source).map_or(0, |s| s.1 as usize)
+    }
+
+    /// One launch per `capacity.requests` requests (normally one launch for the whole round).
+    fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>> {
+        let mut out = Vec::with_capacity(requests.len());
+        for chunk in requests.chunks(self.capacity.requests) {
+            self.round(chunk, &mut out)?;
+        }
+        Ok(out)
+    }
+}
