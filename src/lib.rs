@@ -17,6 +17,7 @@ pub mod ndt;
 pub mod ops;
 pub mod ptx;
 pub mod rng;
+pub mod rnn;
 pub mod runtime;
 
 pub use error::{Error, Result};

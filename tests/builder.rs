@@ -114,3 +114,17 @@ fn flush_to_zero_exponential_is_one_instruction() {
     let ptx = emit(b, Target::Sm75);
     assert!(ptx.contains("ex2.approx.ftz.f32 %f1, %f0;"), "{ptx}");
 }
+
+#[test]
+fn acquire_loads_record_their_isa_needs() {
+    let mut b = KernelBuilder::new("acq");
+    let p = b.param::<U64>("flag");
+    let p = b.global_ptr(&p);
+    let v = b.ld_acquire_gpu::<U32>(p);
+    let _ = b.add(v, 1u32);
+    let k = b.finish();
+    assert_eq!(k.needs_sm(), 70);
+    assert_eq!(k.needs_ptx(), PtxVersion(6, 0));
+    let ptx = Module::single(Target::Sm75, k).emit().unwrap();
+    assert!(ptx.contains("ld.acquire.gpu.global.u32 %r0, [%rd1];"), "{ptx}");
+}

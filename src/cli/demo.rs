@@ -34,6 +34,7 @@ pub fn run() -> ptxflow::Result<()> {
     }
     rows.push(lz4_row()?);
     rows.push(gaussian_row(gpu.clone())?);
+    rows.extend(rnn_rows(gpu.clone())?);
     print_table(&rows);
     Ok(())
 }
@@ -143,4 +144,29 @@ fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
         seconds: r.elapsed.as_secs_f64(),
         agreement: format!("loss {:.2e} -> {:.2e} in {} steps", r.first_loss, r.last_loss, r.steps),
     })
+}
+
+fn rnn_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
+    let r = ptxflow::rnn::demo::run(gpu)?;
+    let chain_agreement = match r.chain_rel_error {
+        Some(e) => format!("max |gpu - f64 ref| / max |ref| = {e:.1e}"),
+        None => "f64 reference (no GPU)".into(),
+    };
+    Ok(vec![
+        Row {
+            pipeline: format!("rnn: encode+GRU({} steps)+low-rank, B={}", r.steps, r.batch),
+            device: r.device.into(),
+            seconds: r.chain_seconds,
+            agreement: chain_agreement,
+        },
+        Row {
+            pipeline: format!("rnn: rSVD {0}x{0} rank {1}", r.rsvd_size, r.rank),
+            device: r.device.into(),
+            seconds: r.rsvd_seconds,
+            agreement: format!(
+                "error {:.4}x optimal; |U^T U - I| {:.1e}, |V^T V - I| {:.1e}",
+                r.rsvd_error_ratio, r.u_orthonormality, r.v_orthonormality
+            ),
+        },
+    ])
 }

@@ -11,6 +11,7 @@ pub mod core_ops;
 pub mod gaussian;
 pub mod lz4;
 pub mod ndt;
+pub mod rnn;
 
 use crate::ptx::{Module, Target};
 
@@ -76,6 +77,24 @@ kernel_table! {
     Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
     /// LZ4 page decompression, one warp per page, every access bounds-checked.
     Lz4Decompress => lz4::decompress::build, "lz4_decompress", [Sm75];
+    /// Dense encoder `relu(x W + b)`, f32 weights.
+    RnnDenseF32 => rnn::dense::build_f32, "rnn_dense_f32", [Sm75];
+    /// Dense encoder `relu(x W + b)`, f16 weight storage, f32 accumulation.
+    RnnDenseF16 => rnn::dense::build_f16, "rnn_dense_f16", [Sm75];
+    /// GRU rollout (single or ensemble) as one persistent cooperative kernel.
+    RnnGruRollout => rnn::gru_rollout::build, "rnn_gru_rollout", [Sm75];
+    /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
+    RnnGemmNn => rnn::gemm::build_nn, "rnn_gemm_nn", [Sm75];
+    /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).
+    RnnGemmTn => rnn::gemm::build_tn, "rnn_gemm_tn", [Sm75];
+    /// Gaussian sketch matrix from a counter-based hash.
+    RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
+    /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).
+    RnnOrth => rnn::orth::build, "rnn_orth", [Sm75];
+    /// Tall f32 matrix times a small f64 matrix.
+    RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
+    /// `pred + U S V^T x` without forming the product.
+    RnnLowrankCorrect => rnn::lowrank::build, "rnn_lowrank_correct", [Sm75];
 }
 
 impl KernelId {

@@ -59,6 +59,16 @@ impl KernelBuilder {
         self.instr(format!("st.{}.{} {}, {}", space.name(), T::NAME, addr.into(), v.ptx()));
     }
 
+    /// `ld.acquire.gpu.global.<T>`: a load that orders every later memory access of this thread
+    /// after it (the consumer side of a release/acquire handshake, e.g. a grid barrier's spin).
+    pub fn ld_acquire_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
+        assert!(T::BITS >= 32, "acquire loads take 32- or 64-bit values");
+        self.need(70, 6, 0);
+        let d = self.reg::<T>();
+        self.instr(format!("ld.acquire.gpu.global.{} {d}, {}", T::NAME, addr.into()));
+        d
+    }
+
     /// A byte or half-word load widened into an integer register (zero- or sign-extended).
     pub fn ld_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>) -> Reg<T> {
         let d = self.reg::<T>();

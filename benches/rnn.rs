@@ -1,0 +1,205 @@
+//! Learned-correction kernels, GPU (CUDA events on device-resident data, or wall time where the
+//! call synchronises) and CPU (the f64 references) in one run: dense encoder (batch 32), GRU
+//! rollout (10 steps, batch 32, single and ensemble of 5), randomized SVD (1024 and 4096 square,
+//! rank 32; the CPU reference only at 1024), the whole chain (eager, CUDA graph, 4 batches on 4
+//! streams). Prints SUMMARY lines against the targets of the issue.
+
+mod common;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ptxflow::rng::Rng;
+use ptxflow::rnn::chain::chain_cpu;
+use ptxflow::rnn::gpu::chain::GpuChain;
+use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::rsvd::GpuRsvd;
+use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, gru_rollout};
+use ptxflow::rnn::rsvd::rsvd_cpu;
+use ptxflow::rnn::testmat::timing_matrix;
+use ptxflow::rnn::*;
+use std::time::{Duration, Instant};
+
+const SHAPE: RolloutShape = RolloutShape { steps: 10, batch: 32 };
+
+/// Device time per call over `n` back-to-back calls (what a steady loop sees).
+fn per_call(s: &std::sync::Arc<ptxflow::runtime::CudaStream>, n: u64, mut f: impl FnMut()) -> f64 {
+    f();
+    common::event_timed(s, n, f).as_secs_f64() / n as f64
+}
+
+fn wall_median(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn gpu(c: &mut Criterion) {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let s = gpu.stream().clone();
+    for id in [ptxflow::kernels::KernelId::RnnGruRollout, ptxflow::kernels::KernelId::RnnOrth, ptxflow::kernels::KernelId::RnnGemmNn] {
+        if let Ok(r) = gpu.kernel_resources(id) {
+            println!("SUMMARY gpu/rnn resources {}: {} registers, {} B static shared, {} B local", id.name(), r.registers, r.static_shared_bytes, r.local_bytes);
+        }
+    }
+    let mut rng = Rng::new(1);
+    let mut g = c.benchmark_group("gpu/rnn");
+    g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+
+    // Dense 32 x 64 -> 128.
+    let layer = DenseLayer::random(&mut rng, 64, 128);
+    let x = s.clone_htod(&rng.vec_f32(32 * 64, -1.0, 1.0)).expect("upload");
+    let mut y = s.alloc_zeros::<f32>(32 * 128).expect("alloc");
+    let mut dense = [("dense", WeightStorage::F32), ("dense_f16", WeightStorage::F16)].map(|(n, st)| (n, GpuDense::new(gpu.clone(), &layer, st, 32).expect("dense")));
+    let mut dense_us = [0.0; 2];
+    for (i, (name, d)) in dense.iter_mut().enumerate() {
+        g.throughput(Throughput::Elements(32 * 128));
+        g.bench_function(BenchmarkId::new(*name, "b32"), |b| {
+            b.iter_custom(|it| common::event_timed(&s, it, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense")))
+        });
+        dense_us[i] = 1e6 * per_call(&s, 200, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense"));
+    }
+
+    // GRU rollouts, device-resident inputs.
+    let single = GruWeights::random(&mut rng, 128, 256, false);
+    let ens: Vec<GruWeights> = (0..5).map(|_| GruWeights::random(&mut rng, 128, 256, false)).collect();
+    let xs = s.clone_htod(&rng.vec_f32(10 * 32 * 128, -1.0, 1.0)).expect("upload");
+    let h0 = s.clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5)).expect("upload");
+    let mut gru_us = Vec::new();
+    for (name, members, launch) in [("gru_rollout", vec![single.clone()], GruLaunch::default()), ("gru_ensemble5", ens.clone(), GruLaunch::default()), ("gru_ensemble5_j8", ens.clone(), GruLaunch { units_per_block: Some(8) })] {
+        let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
+        g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
+        g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
+            b.iter_custom(|it| common::event_timed(&s, it, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout")))
+        });
+        let t = per_call(&s, 100, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
+        gg.check(&s).expect("barriers");
+        gru_us.push((name, 1e6 * t, gg.blocks(), gg.units_per_block()));
+    }
+
+    // Randomized SVD (A on the device; one sync inside for the small SVD).
+    let mut rsvd_ms = Vec::new();
+    for n in [1024usize, 4096] {
+        let a = timing_matrix(3, n, n, 1e-3);
+        let mut r = GpuRsvd::new(gpu.clone(), n, n, RsvdOptions::rank(32)).expect("rsvd");
+        r.upload(&a).expect("upload");
+        g.throughput(Throughput::Bytes((6 * n * n * 4) as u64));
+        g.bench_function(BenchmarkId::new("rsvd_rank32", n), |b| {
+            b.iter_custom(|it| {
+                let t = Instant::now();
+                for _ in 0..it {
+                    r.run_device().expect("rsvd");
+                }
+                gpu.sync().expect("sync");
+                t.elapsed()
+            })
+        });
+        let total = wall_median(15, || {
+            r.run_device().expect("rsvd");
+            gpu.sync().expect("sync");
+        });
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
+        rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth));
+    }
+
+    // The chain: eager, graph, and 4 batches on 4 streams.
+    let model = ChainModel::random(5, ChainDims::default()).expect("model");
+    let feats = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);
+    let hh = rng.vec_f32(32 * 256, -0.5, 0.5);
+    let mut chain = GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain");
+    chain.upload(&feats, &hh).expect("upload");
+    let cs = chain.stream().clone();
+    g.throughput(Throughput::Elements(32 * 256));
+    g.bench_function(BenchmarkId::new("chain_eager", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue().expect("chain"))));
+    let eager_us = 1e6 * per_call(&cs, 100, || chain.enqueue().expect("chain"));
+    let graph = chain.capture_graph();
+    let graph_us = match &graph {
+        Ok(()) => {
+            g.bench_function(BenchmarkId::new("chain_graph", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue_graph().expect("graph"))));
+            Some(1e6 * per_call(&cs, 100, || chain.enqueue_graph().expect("graph")))
+        }
+        Err(e) => {
+            eprintln!("chain graph capture failed: {e}");
+            None
+        }
+    };
+    let mut chains: Vec<GpuChain> = (0..4).map(|_| GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain")).collect();
+    for c in chains.iter_mut() {
+        c.upload(&feats, &hh).expect("upload");
+    }
+    let serial = wall_median(20, || {
+        for c in chains.iter_mut() {
+            c.enqueue().expect("chain");
+            c.stream().synchronize().expect("sync");
+        }
+    });
+    let overlapped = wall_median(20, || {
+        for c in chains.iter_mut() {
+            c.enqueue().expect("chain");
+        }
+        for c in chains.iter() {
+            c.stream().synchronize().expect("sync");
+        }
+    });
+    g.finish();
+
+    let name = &gpu.facts().name;
+    println!("SUMMARY gpu/rnn on {name} (device time per call, back-to-back): dense+ReLU 32x64->128 {:.1} us (f16 weights {:.1} us), target < 8 us", dense_us[0], dense_us[1]);
+    for (n, us, blocks, units) in &gru_us {
+        let target = if n.starts_with("gru_rollout") { 40.0 } else { 60.0 };
+        println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks x {units} units), target < {target} us");
+    }
+    for (n, total, nn, tn, orth) in &rsvd_ms {
+        let gbs = |us: f64| (*n * *n * 4) as f64 / (us * 1e-6) / 1e9;
+        println!(
+            "SUMMARY gpu/rnn on {name}: rSVD {n}x{n} rank 32 (p 10, q 2): {total:.3} ms incl. small SVD on the CPU (target < 1 ms at 4096); \
+             A Omega {nn:.1} us ({:.0} GB/s of A), A^T Y {tn:.1} us ({:.0} GB/s), CholQR 2 passes {orth:.1} us; copy yardstick ~2900 GB/s",
+            gbs(*nn),
+            gbs(*tn)
+        );
+    }
+    println!(
+        "SUMMARY gpu/rnn on {name}: chain encode->GRU->low-rank T=10 B=32: eager {eager_us:.1} us, graph {}; 4 chains serial {:.1} us vs 4 streams {:.1} us ({:.2}x)",
+        graph_us.map(|u| format!("{u:.1} us")).unwrap_or_else(|| "n/a".into()),
+        serial * 1e6,
+        overlapped * 1e6,
+        serial / overlapped
+    );
+}
+
+fn cpu(c: &mut Criterion) {
+    let mut rng = Rng::new(2);
+    let mut g = c.benchmark_group("cpu/rnn");
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    let layer = DenseLayer::random(&mut rng, 64, 128);
+    let x = rng.vec_f32(32 * 64, -1.0, 1.0);
+    g.throughput(Throughput::Elements(32 * 128));
+    g.bench_function(BenchmarkId::new("dense", "b32"), |b| b.iter(|| dense_relu(&layer, &x, 32).expect("dense")));
+    let w = GruWeights::random(&mut rng, 128, 256, false);
+    let ens: Vec<GruWeights> = (0..5).map(|_| GruWeights::random(&mut rng, 128, 256, false)).collect();
+    let xs = rng.vec_f32(10 * 32 * 128, -1.0, 1.0);
+    let h0 = rng.vec_f32(5 * 32 * 256, -0.5, 0.5);
+    g.throughput(Throughput::Elements(10 * 32 * 256));
+    g.bench_function(BenchmarkId::new("gru_rollout", "t10_b32"), |b| b.iter(|| gru_rollout(&w, &xs, &h0[..32 * 256], SHAPE, None, 0).expect("gru")));
+    g.throughput(Throughput::Elements(5 * 10 * 32 * 256));
+    g.bench_function(BenchmarkId::new("gru_ensemble5", "t10_b32"), |b| b.iter(|| gru_ensemble_rollout(&ens, &xs, &h0, SHAPE, None).expect("gru")));
+    let a = timing_matrix(3, 1024, 1024, 1e-3);
+    g.throughput(Throughput::Bytes((6 * 1024 * 1024 * 4) as u64));
+    g.bench_function(BenchmarkId::new("rsvd_rank32", 1024), |b| b.iter(|| rsvd_cpu(&a, 1024, 1024, &RsvdOptions::rank(32)).expect("rsvd")));
+    let model = ChainModel::random(5, ChainDims::default()).expect("model");
+    let feats = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);
+    g.throughput(Throughput::Elements(32 * 256));
+    g.bench_function(BenchmarkId::new("chain", "t10_b32"), |b| b.iter(|| chain_cpu(&model, &feats, &h0[..32 * 256], SHAPE).expect("chain")));
+    g.finish();
+}
+
+criterion_group!(benches, gpu, cpu);
+criterion_main!(benches);

@@ -1,0 +1,75 @@
+//! `rnn_apply_small`: `out = X M` for a tall f32 `X` (`rows x W`, W = 48) and a small f64 `M`
+//! (`W x W`), rounded to f32: the randomized SVD's last step, `U = Q Z_k` and `V = Q_b W_k`.
+//!
+//! Launch: `rows / SLAB` blocks of [`THREADS`] threads (`rows % SLAB == 0`). Each block stages
+//! its 32 rows of X (f32) and all of M (f64) in shared memory; thread t computes row t / 8,
+//! columns t % 8 + 8q (q < 6): `s = sum_a x[a] M[a][c]` with f64 fma, a ascending — the same
+//! order as `rnn_orth`'s apply and `crate::rnn::cholqr::apply`. `out` must not alias `X`.
+
+use super::orth::{SLAB, WIDTH};
+use crate::ptx::*;
+
+/// Threads per block.
+pub const THREADS: u32 = 256;
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("rnn_apply_small");
+    b.reqntid(THREADS, 1, 1);
+    let px = b.param::<U64>("x");
+    let pm = b.param::<U64>("m");
+    let pout = b.param::<U64>("out");
+    let (x, m, out) = (b.global_ptr(&px), b.global_ptr(&pm), b.global_ptr(&pout));
+    let xs = b.shared_array::<F32>("slab", SLAB * WIDTH);
+    let ms = b.shared_array::<F64>("m", WIDTH * WIDTH);
+    let tid = b.special(Special::TidX);
+    let slab = b.special(Special::CtaidX);
+    for j in 0..2u32 {
+        let idx = b.add(tid, 256 * j);
+        let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);
+        b.if_then(live, |b| {
+            let row = b.div(idx, WIDTH / 4);
+            let ch = b.rem(idx, WIDTH / 4);
+            let grow = b.mad(slab, SLAB, row);
+            let col = b.shl(ch, 2u32);
+            let e = b.mad(grow, WIDTH, col);
+            let ga = b.index_addr(x, e, 4);
+            let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
+            let le = b.mad(row, WIDTH, col);
+            let sa = b.shared_index(&xs, le);
+            b.st_v4(Space::Shared, sa, v);
+        });
+    }
+    for q in 0..9u32 {
+        let e = b.add(tid, 256 * q);
+        let ga = b.index_addr(m, e, 8);
+        let v = b.ld::<F64>(Space::GlobalNc, ga);
+        let sa = b.shared_index(&ms, e);
+        b.st(Space::Shared, sa, v);
+    }
+    b.bar_sync();
+    let r = b.shr(tid, 3u32);
+    let cq = b.and(tid, 7u32);
+    let xrow: Addr = {
+        let i = b.mul(r, WIDTH);
+        b.shared_index(&xs, i).into()
+    };
+    for q in 0..6u32 {
+        let c = b.add(cq, 8 * q);
+        let mcol: Addr = b.shared_index(&ms, c).into();
+        let s = b.mov(0.0f64);
+        for a in 0..WIDTH {
+            let xv = b.ld::<F32>(Space::Shared, xrow.off(4 * i64::from(a)));
+            let xv = b.cvt::<F64, F32>(xv);
+            let mv = b.ld::<F64>(Space::Shared, mcol.off(8 * i64::from(a * WIDTH)));
+            let ns = b.fma(xv, mv, s);
+            b.mov_to(s, ns);
+        }
+        let o = b.cvt::<F32, F64>(s);
+        let grow = b.mad(slab, SLAB, r);
+        let e = b.mad(grow, WIDTH, c);
+        let ga = b.index_addr(out, e, 4);
+        b.st(Space::Global, ga, o);
+    }
+    Module::single(target, b.finish())
+}

@@ -1,0 +1,277 @@
+//! [`GpuGru`]: GRU rollouts of one GRU or an ensemble on the GPU as one persistent cooperative
+//! kernel (`rnn_gru_rollout`; layout and algorithm in its file).
+
+use super::{allow_dynamic_smem, cfg, check_barriers, cooperative_capacity, round_up, u32_of, zeros};
+use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
+use crate::kernels::KernelId;
+use crate::rnn::reference::RolloutShape;
+use crate::rnn::weights::{check_finite, check_len};
+use crate::rnn::{Dropout, GruWeights};
+use crate::runtime::{DeviceBuffer, Gpu};
+use crate::{Error, Result};
+use cudarc::driver::{CudaStream, CudaView, PushKernelArg};
+use std::sync::Arc;
+
+/// Launch choices of the rollout kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GruLaunch {
+    /// Hidden units per block (even, divides H). `None`: the smallest that lets every block of
+    /// every member be resident at once.
+    pub units_per_block: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    members: usize,
+    input: usize,
+    input_pad: usize,
+    hidden: usize,
+    max_steps: usize,
+    max_batch_pad: usize,
+    layer_norm: bool,
+    ln_eps: f32,
+    units: u32,
+}
+
+struct Weights {
+    w_ih: DeviceBuffer<f32>,
+    w_hh: DeviceBuffer<f32>,
+    b_ih: DeviceBuffer<f32>,
+    b_hh: DeviceBuffer<f32>,
+    ln_gain: DeviceBuffer<f32>,
+    ln_bias: DeviceBuffer<f32>,
+}
+
+struct State {
+    hraw: DeviceBuffer<f32>,
+    out: DeviceBuffer<f32>,
+    bar: DeviceBuffer<u32>,
+}
+
+/// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
+pub struct GpuGru {
+    gpu: Arc<Gpu>,
+    dims: Dims,
+    weights: Weights,
+    x: DeviceBuffer<f32>,
+    h0: DeviceBuffer<f32>,
+    state: State,
+    stage: Vec<f32>,
+}
+
+fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Vec<f32>) {
+    for r in 0..rows {
+        dst.extend_from_slice(&src[r * cols..(r + 1) * cols]);
+        dst.extend(std::iter::repeat_n(0.0f32, cols_pad - cols));
+    }
+}
+
+fn choose_units(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, launch: GruLaunch) -> Result<u32> {
+    let f = gpu.function(KernelId::RnnGruRollout)?;
+    let candidates: Vec<u32> = match launch.units_per_block {
+        Some(j) => vec![j],
+        None => (1..=h as u32).filter(|j| j % 2 == 0 && h as u32 % j == 0).collect(),
+    };
+    let mut best_cap = 0;
+    for j in candidates {
+        if j == 0 || j % 2 != 0 || h as u32 % j != 0 {
+            return Err(Error::input(format!("units per block {j} must be even and divide the hidden size {h}")));
+        }
+        let bytes = 4 * smem_floats(bp as u32, ip as u32, h as u32, j);
+        if bytes > gpu.facts().max_shared_per_block_optin {
+            continue;
+        }
+        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+        if (members * h / j as usize) as u32 <= cap {
+            return Ok(j);
+        }
+        best_cap = best_cap.max(cap);
+    }
+    Err(Error::Capacity { what: "co-resident GRU blocks".into(), needed: members * h / 2, capacity: best_cap as usize })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
+    let bp = round_up(shape.batch, 4);
+    if shape.steps == 0 || shape.batch == 0 || shape.steps > d.max_steps || bp > d.max_batch_pad {
+        return Err(Error::Capacity { what: "GRU rollout steps x padded batch".into(), needed: shape.steps * bp, capacity: d.max_steps * d.max_batch_pad });
+    }
+    if x.len() < shape.steps * bp * d.input_pad || h0.len() < d.members * bp * d.hidden {
+        return Err(Error::Shape {
+            what: "GRU rollout_device views".into(),
+            expected: format!("x >= {}, h0 >= {}", shape.steps * bp * d.input_pad, d.members * bp * d.hidden),
+            got: format!("{}, {}", x.len(), h0.len()),
+        });
+    }
+    if let Some(dr) = dropout {
+        dr.validate()?;
+    }
+    let f = gpu.function(KernelId::RnnGruRollout)?;
+    let bytes = 4 * smem_floats(bp as u32, d.input_pad as u32, d.hidden as u32, d.units);
+    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+    let blocks = u32_of("GRU blocks", d.members * d.hidden / d.units as usize)?;
+    let (steps, batch, bpu) = (u32_of("steps", shape.steps)?, u32_of("batch", shape.batch)?, u32_of("batch", bp)?);
+    let (ip, h) = (d.input_pad as u32, d.hidden as u32);
+    let _ = u32_of("GRU state elements", d.members * shape.steps * bp * d.hidden)?;
+    let ln = u32::from(d.layer_norm);
+    let (drop, thr, scale, seed) = match dropout {
+        Some(dr) if dr.p > 0.0 => (1u32, dr.threshold(), (1.0 / (1.0 - f64::from(dr.p))) as f32, dr.seed),
+        _ => (0u32, 0u32, 1.0f32, 0u64),
+    };
+    let (seed_lo, seed_hi) = (seed as u32, (seed >> 32) as u32);
+    let xms = 0u32;
+    let mut lb = stream.launch_builder(&f);
+    lb.arg(x).arg(h0).arg(w.w_ih.slice()).arg(w.w_hh.slice()).arg(w.b_ih.slice()).arg(w.b_hh.slice());
+    lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hraw.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
+    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&d.units).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
+    lb.arg(&d.ln_eps).arg(&scale);
+    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 12 u32, 2 f32).
+    // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
+    // arrays hold E members with the padded input; hraw/out hold E*max_steps*maxBp*H >=
+    // E*steps*Bp*H; bar holds 4 words per member, zero between launches (the last block out
+    // resets them). The grid fits the co-resident capacity (checked when `units` was chosen)
+    // and the cooperative launch refuses a grid that does not.
+    unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }.map_err(Error::driver("launching rnn_gru_rollout"))?;
+    st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
+    Ok(())
+}
+
+impl GpuGru {
+    /// Uploads the members' weights (input padded to a multiple of 128 with zero columns) and
+    /// allocates every buffer. Hidden must be a multiple of 128; all members must have the same
+    /// sizes and all or none layer norm.
+    pub fn new(gpu: Arc<Gpu>, members: &[GruWeights], max_steps: usize, max_batch: usize, launch: GruLaunch) -> Result<Self> {
+        let first = members.first().ok_or_else(|| Error::input("a GPU GRU needs at least one member"))?;
+        let (input, hidden) = (first.input(), first.hidden());
+        if hidden % 128 != 0 {
+            return Err(Error::Shape { what: "GPU GRU hidden size".into(), expected: "a multiple of 128".into(), got: hidden.to_string() });
+        }
+        if max_steps == 0 || max_batch == 0 {
+            return Err(Error::input("GPU GRU needs max_steps and max_batch >= 1"));
+        }
+        let layer_norm = first.layer_norm().is_some();
+        let input_pad = round_up(input, 128);
+        let e = members.len();
+        let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut beta) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, w) in members.iter().enumerate() {
+            if w.input() != input || w.hidden() != hidden || w.layer_norm().is_some() != layer_norm {
+                return Err(Error::Shape {
+                    what: format!("ensemble member {i}"),
+                    expected: format!("input {input}, hidden {hidden}, layer norm {layer_norm}"),
+                    got: format!("input {}, hidden {}, layer norm {}", w.input(), w.hidden(), w.layer_norm().is_some()),
+                });
+            }
+            pad_cols(w.w_ih(), 3 * hidden, input, input_pad, &mut wih);
+            whh.extend_from_slice(w.w_hh());
+            bih.extend_from_slice(w.b_ih());
+            bhh.extend_from_slice(w.b_hh());
+            match w.layer_norm() {
+                Some(ln) => {
+                    gain.extend_from_slice(&ln.gain);
+                    beta.extend_from_slice(&ln.bias);
+                }
+                None => {
+                    gain.extend(std::iter::repeat_n(1.0f32, hidden));
+                    beta.extend(std::iter::repeat_n(0.0f32, hidden));
+                }
+            }
+        }
+        let ln_eps = first.layer_norm().map(|l| l.eps).unwrap_or(1e-5);
+        let bp = round_up(max_batch, 4);
+        let s = gpu.stream().clone();
+        let units = choose_units(&gpu, e, bp, input_pad, hidden, launch)?;
+        let seq = e * max_steps * bp * hidden;
+        let dims = Dims { members: e, input, input_pad, hidden, max_steps, max_batch_pad: bp, layer_norm, ln_eps, units };
+        let weights = Weights {
+            w_ih: DeviceBuffer::from_host(&s, &wih, "GRU w_ih")?,
+            w_hh: DeviceBuffer::from_host(&s, &whh, "GRU w_hh")?,
+            b_ih: DeviceBuffer::from_host(&s, &bih, "GRU b_ih")?,
+            b_hh: DeviceBuffer::from_host(&s, &bhh, "GRU b_hh")?,
+            ln_gain: DeviceBuffer::from_host(&s, &gain, "layer-norm gain")?,
+            ln_bias: DeviceBuffer::from_host(&s, &beta, "layer-norm bias")?,
+        };
+        let state = State { hraw: zeros(&s, seq, "GRU raw states")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")? };
+        let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
+        let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
+        Ok(GpuGru { gpu, dims, weights, x, h0, state, stage: Vec::new() })
+    }
+
+    pub fn members(&self) -> usize {
+        self.dims.members
+    }
+    /// Hidden units each block owns.
+    pub fn units_per_block(&self) -> u32 {
+        self.dims.units
+    }
+    /// Blocks of the persistent grid.
+    pub fn blocks(&self) -> usize {
+        self.dims.members * self.dims.hidden / self.dims.units as usize
+    }
+    /// Padded input width of the device sequence (`x` rows in [`GpuGru::rollout_device`]).
+    pub fn input_pad(&self) -> usize {
+        self.dims.input_pad
+    }
+    /// All member states of the last device rollout, `E x T x Bp x H` (Bp = batch rounded up to 4).
+    pub fn out_device(&self) -> &DeviceBuffer<f32> {
+        &self.state.out
+    }
+
+    /// Enqueues a rollout on `stream`: `x` is `steps x Bp x input_pad` (shared by the members),
+    /// `h0` is `E x Bp x H` with Bp = batch rounded up to 4; results in [`GpuGru::out_device`].
+    pub fn rollout_device(&mut self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
+        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, dropout)
+    }
+
+    /// Fails if a barrier of the last launch timed out (synchronises `stream`).
+    pub fn check(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        check_barriers(stream, &self.state.bar, self.dims.members, "rnn_gru_rollout")
+    }
+
+    /// Rolls out from host data: `x` is `T x B x I` (shared by all members), `h0` is `E x B x H`.
+    /// Returns `E x T x B x H`.
+    pub fn rollout(&mut self, x: &[f32], h0: &[f32], shape: RolloutShape, dropout: Option<&Dropout>) -> Result<Vec<f32>> {
+        let d = self.dims;
+        let (e, h, i, b, t) = (d.members, d.hidden, d.input, shape.batch, shape.steps);
+        if t == 0 || b == 0 {
+            return Err(Error::input(format!("rollout needs steps and batch >= 1 (got {t} and {b})")));
+        }
+        check_len("rollout input x (T x B x I)", x.len(), t * b * i)?;
+        check_len("rollout initial state h0 (E x B x H)", h0.len(), e * b * h)?;
+        check_finite("rollout input x", x)?;
+        check_finite("rollout initial state h0", h0)?;
+        let bp = round_up(b, 4);
+        if t > d.max_steps || bp > d.max_batch_pad {
+            return Err(Error::Capacity { what: "GRU rollout steps x padded batch".into(), needed: t * bp, capacity: d.max_steps * d.max_batch_pad });
+        }
+        let s = self.gpu.stream().clone();
+        let mut stage = std::mem::take(&mut self.stage);
+        stage.clear();
+        for step in 0..t {
+            pad_cols(&x[step * b * i..(step + 1) * b * i], b, i, d.input_pad, &mut stage);
+            stage.extend(std::iter::repeat_n(0.0f32, (bp - b) * d.input_pad));
+        }
+        self.x.upload(&s, &stage)?;
+        stage.clear();
+        for m in 0..e {
+            stage.extend_from_slice(&h0[m * b * h..(m + 1) * b * h]);
+            stage.extend(std::iter::repeat_n(0.0f32, (bp - b) * h));
+        }
+        self.h0.upload(&s, &stage)?;
+        let xv = self.x.slice().slice(0..t * bp * d.input_pad);
+        let hv = self.h0.slice().slice(0..e * bp * h);
+        launch(&self.gpu, &d, &self.weights, &mut self.state, &s, &xv, &hv, shape, dropout)?;
+        self.check(&s)?;
+        stage.resize(e * t * bp * h, 0.0);
+        self.state.out.download_into(&s, &mut stage)?;
+        let mut out = Vec::with_capacity(e * t * b * h);
+        for m in 0..e {
+            for step in 0..t {
+                let base = (m * t + step) * bp * h;
+                out.extend_from_slice(&stage[base..base + b * h]);
+            }
+        }
+        self.stage = stage;
+        Ok(out)
+    }
+}

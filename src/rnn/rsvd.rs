@@ -1,0 +1,181 @@
+//! Randomized truncated SVD (Halko, Martinsson and Tropp 2011, Algorithms 4.4 and 5.1): for an
+//! `m x n` matrix A, rank k, oversampling p and q power iterations, with l = k + p:
+//!
+//! ```text
+//! Omega: n x l Gaussian;  Y = A Omega;  Q = orth(Y)
+//! repeat q times:  Z = A^T Q;  Q' = orth(Z);  Y = A Q';  Q = orth(Y)
+//! B^T = A^T Q (n x l);  B = W Sigma V_B^T (small SVD);  U = Q W[:, :k], S = Sigma[:k], V = V_B[:, :k]
+//! ```
+//!
+//! [`rsvd_cpu`] is the f64 reference (Householder QR and SVD from nalgebra). [`rsvd_model`]
+//! runs the GPU's algorithm on the CPU: f32 products, CholeskyQR in f64 ([`super::cholqr`]) and
+//! the small SVD taken of the l x l triangular factor of B^T — the tests use it to check the
+//! algorithm's accuracy without a GPU. [`small_svd`] is that last step, shared with the GPU path.
+
+use super::cholqr;
+use super::testmat::to_dmatrix;
+use super::LowRank;
+use crate::rng::Rng;
+use crate::{Error, Result};
+use nalgebra::DMatrix;
+
+/// Parameters of a randomized SVD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RsvdOptions {
+    /// Target rank k (>= 1).
+    pub rank: usize,
+    /// Oversampling p (default 10).
+    pub oversample: usize,
+    /// Power iterations q (default 2).
+    pub power_iters: usize,
+    /// Seed of the Gaussian test matrix.
+    pub seed: u64,
+}
+
+impl Default for RsvdOptions {
+    fn default() -> Self {
+        RsvdOptions { rank: 32, oversample: 10, power_iters: 2, seed: 0x5eed_0f_5bd }
+    }
+}
+
+impl RsvdOptions {
+    /// Options for rank `k` with the defaults otherwise.
+    pub fn rank(k: usize) -> Self {
+        RsvdOptions { rank: k, ..Default::default() }
+    }
+
+    /// The sketch width l = min(k + p, m, n).
+    pub fn width(&self, m: usize, n: usize) -> usize {
+        (self.rank + self.oversample).min(m).min(n)
+    }
+
+    /// Checks the rank against the matrix size.
+    pub fn validate(&self, m: usize, n: usize) -> Result<()> {
+        if m == 0 || n == 0 {
+            return Err(Error::input(format!("randomized SVD of an empty {m} x {n} matrix")));
+        }
+        if self.rank == 0 || self.rank > m.min(n) {
+            return Err(Error::input(format!("rank {} must be in 1..={} for a {m} x {n} matrix", self.rank, m.min(n))));
+        }
+        Ok(())
+    }
+}
+
+fn gaussian(rng: &mut Rng, rows: usize, cols: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(rows, cols, |_, _| rng.normal())
+}
+
+fn thin_q(y: DMatrix<f64>) -> DMatrix<f64> {
+    y.qr().q()
+}
+
+fn to_lowrank(u: &DMatrix<f64>, s: &[f64], vt: &DMatrix<f64>, k: usize) -> Result<LowRank> {
+    let (m, n) = (u.nrows(), vt.ncols());
+    let mut uf = vec![0.0f32; m * k];
+    for i in 0..m {
+        for j in 0..k {
+            uf[i * k + j] = u[(i, j)] as f32;
+        }
+    }
+    let mut vf = vec![0.0f32; k * n];
+    for j in 0..k {
+        for c in 0..n {
+            vf[j * n + c] = vt[(j, c)] as f32;
+        }
+    }
+    LowRank::new(m, n, k, uf, s[..k].iter().map(|&v| v as f32).collect(), vf)
+}
+
+/// The f64 reference: HMT with Householder QR after every product, returned rounded to f32.
+pub fn rsvd_cpu(a: &[f32], m: usize, n: usize, opts: &RsvdOptions) -> Result<LowRank> {
+    opts.validate(m, n)?;
+    let a = to_dmatrix(a, m, n)?;
+    let l = opts.width(m, n);
+    let mut rng = Rng::new(opts.seed);
+    let omega = gaussian(&mut rng, n, l);
+    let mut q = thin_q(&a * omega);
+    for _ in 0..opts.power_iters {
+        let q2 = thin_q(a.tr_mul(&q));
+        q = thin_q(&a * q2);
+    }
+    let b = q.tr_mul(&a); // l x n
+    let svd = b.svd(true, true);
+    let (ub, vt) = (svd.u.expect("requested U"), svd.v_t.expect("requested V^T"));
+    let u = q * ub;
+    let s: Vec<f64> = svd.singular_values.iter().copied().collect();
+    to_lowrank(&u, &s, &vt, opts.rank)
+}
+
+/// The small SVD of the GPU path: from `R_total` (`width x width`, row-major) of `B^T = Q_b R`,
+/// take the SVD of its leading `l x l` block, `R = W Sigma Z^T`. Returns (S (k values), Z_k, W_k)
+/// with `Z_k` and `W_k` as `width x width` row-major f64 matrices whose first k columns hold the
+/// vectors (zeros elsewhere), ready for `U = Q Z_k` and `V = Q_b W_k`.
+pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    if r_total.len() != width * width || l > width || k > l {
+        return Err(Error::Shape { what: "small SVD factor".into(), expected: format!("{width} x {width}, k <= l <= width"), got: format!("{} values, l {l}, k {k}", r_total.len()) });
+    }
+    let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
+    if r.iter().any(|v| !v.is_finite()) {
+        return Err(Error::Kernel { kernel: "rnn_orth", code: 1, detail: "the triangular factor of B^T is not finite".into() });
+    }
+    let svd = r.svd(true, true);
+    let (w, zt) = (svd.u.expect("requested U"), svd.v_t.expect("requested V^T"));
+    let mut zk = vec![0.0f64; width * width];
+    let mut wk = vec![0.0f64; width * width];
+    for i in 0..l {
+        for j in 0..k {
+            zk[i * width + j] = zt[(j, i)];
+            wk[i * width + j] = w[(i, j)];
+        }
+    }
+    Ok((svd.singular_values.iter().take(k).copied().collect(), zk, wk))
+}
+
+/// `C = A X` in f32 (fma, k ascending) for row-major `A` (`rows x inner`) and `X` (`inner x w`);
+/// with `transpose`, `A^T X` where `A` is `inner x rows`.
+fn gemm_f32(a: &[f32], a_cols: usize, x: &[f32], w: usize, rows: usize, inner: usize, transpose: bool) -> Vec<f32> {
+    let mut c = vec![0.0f32; rows * w];
+    for i in 0..rows {
+        let out = &mut c[i * w..(i + 1) * w];
+        for k in 0..inner {
+            let aik = if transpose { a[k * a_cols + i] } else { a[i * a_cols + k] };
+            for (o, &xv) in out.iter_mut().zip(&x[k * w..(k + 1) * w]) {
+                *o = aik.mul_add(xv, *o);
+            }
+        }
+    }
+    c
+}
+
+/// The GPU's algorithm on the CPU (see the module notes): `mid_passes` CholQR passes after the
+/// intermediate products, `final_passes` for the last Q and for B^T.
+pub fn rsvd_model(a: &[f32], m: usize, n: usize, opts: &RsvdOptions, mid_passes: usize, final_passes: usize) -> Result<LowRank> {
+    opts.validate(m, n)?;
+    let l = opts.width(m, n);
+    let w = l; // no padding needed on the CPU
+    let mut rng = Rng::new(opts.seed);
+    let omega: Vec<f32> = (0..n * w).map(|_| rng.normal() as f32).collect();
+    let y = gemm_f32(a, n, &omega, w, m, n, false);
+    let passes = |last: bool| if last { final_passes } else { mid_passes };
+    let (mut q, _) = cholqr::cholqr(&y, m, w, l, passes(opts.power_iters == 0));
+    for it in 0..opts.power_iters {
+        let z = gemm_f32(a, n, &q, w, n, m, true);
+        let (q2, _) = cholqr::cholqr(&z, n, w, l, mid_passes);
+        let y = gemm_f32(a, n, &q2, w, m, n, false);
+        q = cholqr::cholqr(&y, m, w, l, passes(it + 1 == opts.power_iters)).0;
+    }
+    let bt = gemm_f32(a, n, &q, w, n, m, true);
+    let (qb, r_total) = cholqr::cholqr(&bt, n, w, l, final_passes);
+    let (s, zk, wk) = small_svd(&r_total, w, l, opts.rank)?;
+    let u = cholqr::apply(&q, m, w, &zk);
+    let v = cholqr::apply(&qb, n, w, &wk);
+    let k = opts.rank;
+    let uf: Vec<f32> = (0..m).flat_map(|i| u[i * w..i * w + k].to_vec()).collect();
+    let mut vt = vec![0.0f32; k * n];
+    for c in 0..n {
+        for j in 0..k {
+            vt[j * n + c] = v[c * w + j];
+        }
+    }
+    LowRank::new(m, n, k, uf, s.iter().map(|&v| v as f32).collect(), vt)
+}

@@ -1,0 +1,215 @@
+//! The learned-correction kernels on the GPU against the f64 CPU references: dense (f32 and
+//! f16 storage), GRU step / rollout / ensemble (layer norm, dropout), randomized SVD (error
+//! against the optimal rank-k error from a full CPU SVD, orthonormality), corrections, the
+//! whole chain (eager, CUDA graph, concurrent streams), and no allocations in steady loops.
+//! Outputs are poisoned before launches where the API allows. `PTXFLOW_SANITIZE=1` shrinks the
+//! large cases for compute-sanitizer. Every test skips without a GPU.
+
+mod common;
+
+use ptxflow::ops::GpuOps;
+use ptxflow::rng::Rng;
+use ptxflow::rnn::chain::chain_cpu;
+use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
+use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
+use ptxflow::rnn::gpu::rsvd::GpuRsvd;
+use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
+use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, lowrank_correct};
+use ptxflow::rnn::rsvd::rsvd_cpu;
+use ptxflow::rnn::testmat::*;
+use ptxflow::rnn::*;
+use ptxflow::Error;
+
+fn sanitize() -> bool {
+    std::env::var("PTXFLOW_SANITIZE").is_ok_and(|v| v == "1")
+}
+
+/// max |got - want| / max |want|.
+fn rel_inf(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    assert!(got.iter().all(|v| v.is_finite()), "non-finite output");
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    got.iter().zip(want).fold(0.0f64, |m, (&g, w)| m.max((f64::from(g) - w).abs())) / scale
+}
+
+#[test]
+fn gpu_dense_matches_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_dense_matches_f64_reference") else { return };
+    let mut rng = Rng::new(1);
+    for (input, output, rows) in [(64, 128, 32), (64, 128, 320), (37, 50, 3)] {
+        let layer = DenseLayer::random(&mut rng, input, output);
+        let x = rng.vec_f32(rows * input, -1.0, 1.0);
+        let want = dense_relu(&layer, &x, rows).unwrap();
+        let mut d = GpuDense::new(gpu.clone(), &layer, WeightStorage::F32, rows).unwrap();
+        let got = d.forward(&x, rows).unwrap();
+        let e = rel_inf(&got, &want);
+        eprintln!("dense f32 {input}->{output} x{rows}: rel error {e:.2e}");
+        assert!(e < 1e-5, "dense f32 {e:e}");
+        // f16 storage: exact against the reference with f16-rounded weights (accumulation f32).
+        let w16: Vec<f32> = to_f16_vec(layer.w()).into_iter().map(f16_bits_to_f32).collect();
+        let layer16 = DenseLayer::new(input, output, w16, layer.b().to_vec()).unwrap();
+        let want16 = dense_relu(&layer16, &x, rows).unwrap();
+        let mut d16 = GpuDense::new(gpu.clone(), &layer, WeightStorage::F16, rows).unwrap();
+        let got16 = d16.forward(&x, rows).unwrap();
+        let (e16, drift) = (rel_inf(&got16, &want16), rel_inf(&got16, &want));
+        eprintln!("dense f16 storage: rel error {e16:.2e} vs f16 weights, {drift:.2e} vs f32 weights");
+        assert!(e16 < 1e-5, "dense f16 {e16:e}");
+        assert!(drift < 2e-3, "f16 weight rounding drift {drift:e}");
+        assert!(matches!(d.forward(&x, rows + 1), Err(Error::Shape { .. })));
+    }
+}
+
+fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: usize, shape: RolloutShape, members: usize, ln: bool, dropout: Option<Dropout>, launch: GruLaunch) -> f64 {
+    let mut rng = Rng::new(1000 + (input * 7 + hidden + shape.steps * 13 + shape.batch + members * 31) as u64 + u64::from(ln));
+    let ws: Vec<GruWeights> = (0..members).map(|_| GruWeights::random(&mut rng, input, hidden, ln)).collect();
+    let x = rng.vec_f32(shape.steps * shape.batch * input, -1.0, 1.0);
+    let h0 = rng.vec_f32(members * shape.batch * hidden, -0.5, 0.5);
+    let want = gru_ensemble_rollout(&ws, &x, &h0, shape, dropout.as_ref()).unwrap();
+    let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch).unwrap();
+    let got = g.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+    let again = g.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+    assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "rollout not reproducible");
+    let e = rel_inf(&got, &want);
+    eprintln!(
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks x {} units, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.units_per_block()
+    );
+    e
+}
+
+#[test]
+fn gpu_gru_step_and_rollout_match_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_step_and_rollout_match_f64_reference") else { return };
+    let auto = GruLaunch::default();
+    for (i, h, t, b, ln) in [(128, 256, 1, 32, false), (128, 256, 10, 32, false), (128, 256, 10, 32, true), (64, 128, 3, 5, false), (200, 384, 4, 9, true)] {
+        let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, auto);
+        assert!(e < 1e-5, "GRU I={i} H={h} T={t} B={b} ln={ln}: {e:e}");
+    }
+    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 42 }), auto);
+    assert!(e < 1e-5, "GRU with dropout: {e:e}");
+    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, false, None, GruLaunch { units_per_block: Some(8) });
+    assert!(e < 1e-5, "GRU with 8 units per block: {e:e}");
+}
+
+#[test]
+fn gpu_gru_ensemble_matches_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_ensemble_matches_f64_reference") else { return };
+    let shape = RolloutShape { steps: 10, batch: 32 };
+    for ln in [false, true] {
+        let e = gru_case(&gpu, 128, 256, shape, 5, ln, None, GruLaunch::default());
+        assert!(e < 1e-5, "ensemble ln={ln}: {e:e}");
+    }
+    let e = gru_case(&gpu, 128, 256, shape, 5, false, Some(Dropout { p: 0.1, seed: 7 }), GruLaunch::default());
+    assert!(e < 1e-5, "ensemble with dropout: {e:e}");
+}
+
+fn rsvd_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, m: usize, n: usize, spec: Spectrum, seed: u64) {
+    let k = 32;
+    let a = matrix_with_spectrum(&mut Rng::new(seed), m, n, spec);
+    let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
+    let lr = r.decompose(&a).unwrap();
+    let opt = optimal_error(&a, m, n, k).unwrap();
+    let e = reconstruction_error(&a, &lr).unwrap();
+    // The factors are f32: their rounding alone costs about eps32 sqrt(k) ||A||_F.
+    let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
+    let (ou, ov) = (column_orthonormality(lr.u(), m, k), row_orthonormality(lr.vt(), k, n));
+    let reference = reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
+    eprintln!("rSVD {m}x{n} {spec:?}: gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
+    assert!(e <= 1.01 * opt + floor, "{spec:?}: error {e} vs optimal {opt} (+{floor})");
+    assert!(ou < 1e-5 && ov < 1e-5, "{spec:?}: orthonormality {ou} {ov}");
+    let s_ok = lr.s().windows(2).all(|w| w[0] >= w[1]) && lr.s().iter().all(|&s| s >= 0.0);
+    assert!(s_ok, "singular values must be non-negative and descending: {:?}", lr.s());
+}
+
+#[test]
+fn gpu_rsvd_reaches_the_optimal_error() {
+    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_reaches_the_optimal_error") else { return };
+    if sanitize() {
+        rsvd_case(&gpu, 256, 200, Spectrum::Exponential { rate: 0.85 }, 1);
+        rsvd_case(&gpu, 300, 130, Spectrum::LowRank { rank: 10 }, 2);
+        return;
+    }
+    rsvd_case(&gpu, 1024, 1024, Spectrum::Exponential { rate: 0.85 }, 1);
+    rsvd_case(&gpu, 1024, 1024, Spectrum::Harmonic, 2);
+    rsvd_case(&gpu, 1024, 1024, Spectrum::Flat, 3);
+    rsvd_case(&gpu, 1000, 700, Spectrum::Exponential { rate: 0.9 }, 4);
+    rsvd_case(&gpu, 700, 1000, Spectrum::LowRank { rank: 10 }, 5);
+}
+
+#[test]
+fn gpu_corrections_match_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_corrections_match_f64_reference") else { return };
+    let mut rng = Rng::new(3);
+    let c = matrix_with_spectrum(&mut rng, 256, 128, Spectrum::Exponential { rate: 0.9 });
+    let lr = rsvd_cpu(&c, 256, 128, &RsvdOptions::rank(32)).unwrap();
+    let batch = 32;
+    let pred = rng.vec_f32(batch * 256, -1.0, 1.0);
+    let x = rng.vec_f32(batch * 128, -1.0, 1.0);
+    let want = lowrank_correct(&lr, &pred, &x, batch).unwrap();
+    let mut g = GpuLowRank::new(gpu.clone(), &lr, batch).unwrap();
+    let got = g.correct(&pred, &x, batch).unwrap();
+    let e = rel_inf(&got, &want);
+    eprintln!("low-rank correction 256x128 rank 32, batch {batch}: rel error {e:.2e}");
+    assert!(e < 1e-5, "low-rank correction {e:e}");
+    let corr = rng.vec_f32(batch * 256, -0.1, 0.1);
+    let mut ops = GpuOps::new(gpu.clone()).unwrap();
+    let sum = correct_add(&mut ops, &pred, &corr).unwrap();
+    assert!(sum.iter().zip(pred.iter().zip(&corr)).all(|(s, (p, c))| s.to_bits() == (p + c).to_bits()));
+    assert!(matches!(g.correct(&pred, &x, batch + 1), Err(Error::Shape { .. })));
+}
+
+#[test]
+fn gpu_chain_matches_f64_reference_eager_graph_and_streams() {
+    let Some(gpu) = common::gpu_or_skip("gpu_chain_matches_f64_reference_eager_graph_and_streams") else { return };
+    let model = ChainModel::random(5, ChainDims::default()).unwrap();
+    let shape = RolloutShape { steps: 10, batch: 32 };
+    let mut rng = Rng::new(6);
+    let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..3).map(|_| (rng.vec_f32(10 * 32 * 64, -1.0, 1.0), rng.vec_f32(32 * 256, -0.5, 0.5))).collect();
+    let mut chain = GpuChain::new(gpu.clone(), &model, shape).unwrap();
+    let eager = chain.run(&inputs[0].0, &inputs[0].1).unwrap();
+    let want = chain_cpu(&model, &inputs[0].0, &inputs[0].1, shape).unwrap();
+    let e = rel_inf(&eager, &want);
+    eprintln!("chain T=10 B=32: rel error {e:.2e}");
+    assert!(e < 1e-5, "chain {e:e}");
+    match chain.capture_graph() {
+        Ok(()) => {
+            let replay = chain.run(&inputs[0].0, &inputs[0].1).unwrap();
+            assert!(replay.iter().zip(&eager).all(|(a, b)| a.to_bits() == b.to_bits()), "graph replay differs from eager run");
+            eprintln!("chain CUDA graph: replay identical to the eager run");
+        }
+        Err(err) => eprintln!("chain CUDA graph capture unavailable here: {err}"),
+    }
+    let mut chains: Vec<GpuChain> = (0..3).map(|_| GpuChain::new(gpu.clone(), &model, shape).unwrap()).collect();
+    let outs = run_concurrently(&mut chains, &inputs).unwrap();
+    for (o, (f, h)) in outs.iter().zip(&inputs) {
+        let w = chain_cpu(&model, f, h, shape).unwrap();
+        assert!(rel_inf(o, &w) < 1e-5, "concurrent chain {}", rel_inf(o, &w));
+    }
+}
+
+#[test]
+fn gpu_steady_loops_allocate_nothing() {
+    let Some(gpu) = common::gpu_or_skip("gpu_steady_loops_allocate_nothing") else { return };
+    let model = ChainModel::random(9, ChainDims::default()).unwrap();
+    let shape = RolloutShape { steps: 10, batch: 32 };
+    let mut rng = Rng::new(10);
+    let f = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);
+    let h0 = rng.vec_f32(32 * 256, -0.5, 0.5);
+    let mut chain = GpuChain::new(gpu.clone(), &model, shape).unwrap();
+    let (m, n, reps) = if sanitize() { (256, 160, 2) } else { (512, 384, 5) };
+    let a = matrix_with_spectrum(&mut rng, m, n, Spectrum::Harmonic);
+    let mut rsvd = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(32)).unwrap();
+    chain.run(&f, &h0).unwrap();
+    rsvd.decompose(&a).unwrap();
+    gpu.sync().unwrap();
+    let before = gpu.ctx().mem_get_info().unwrap().0;
+    for _ in 0..reps {
+        chain.run(&f, &h0).unwrap();
+        rsvd.decompose(&a).unwrap();
+    }
+    gpu.sync().unwrap();
+    let after = gpu.ctx().mem_get_info().unwrap().0;
+    assert_eq!(before, after, "device free memory changed across steady calls");
+}
