@@ -21,26 +21,27 @@
 //! checked against the block end and the original length before it is used. The page is then
 //! written out with 16-byte stores and lane 0 writes its status.
 
-use super::{bcast, ld_shared_u32_unaligned, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes, STAGE_SLACK_BYTES};
+use super::copy::{copy_literals, copy_match, copy_page_out, copy_raw_out};
+use super::{bcast, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
 /// Most threads per block (8 warps).
 pub const MAX_BLOCK: u32 = 256;
 
 /// Registers of the page being decoded.
-struct Dec {
-    ln: Lanes,
-    ib: Reg<U32>,
-    ob: Reg<U32>,
-    stored: Reg<U32>,
-    orig: Reg<U32>,
-    code: Reg<U32>,
+pub(super) struct Dec {
+    pub(super) ln: Lanes,
+    pub(super) ib: Reg<U32>,
+    pub(super) ob: Reg<U32>,
+    pub(super) stored: Reg<U32>,
+    pub(super) orig: Reg<U32>,
+    pub(super) code: Reg<U32>,
     /// The original length is an upper bound (fewer bytes are fine).
-    bounded: Reg<Pred>,
+    pub(super) bounded: Reg<Pred>,
     /// `ib + lane` and `ob + lane`.
-    ib_lane: Reg<U32>,
-    ob_lane: Reg<U32>,
-    fail: Label,
+    pub(super) ib_lane: Reg<U32>,
+    pub(super) ob_lane: Reg<U32>,
+    pub(super) fail: Label,
 }
 
 /// Builds the module.
@@ -159,59 +160,6 @@ fn fail_if(b: &mut KernelBuilder, d: &Dec, bad: Reg<Pred>, code: u32) {
     b.mov_to(d.code, code);
     b.bra_uni(&d.fail);
     b.place(&ok);
-}
-
-/// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
-fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
-    let words = b.shr(d.orig, 2u32);
-    ufor(b, 0u32, words, 32u32, |b, base, _| {
-        let w = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, w, words);
-        let wb = b.shl(w, 2u32);
-        let a = b.add(d.ib, wb);
-        let g = b.index_addr(dst, wb, 1);
-        b.guarded(inside, false, |b| {
-            let v = ld_shared_u32_unaligned(b, a);
-            b.st(Space::Global, g, v);
-        });
-    });
-    let tail_at = b.and(d.orig, !3u32);
-    let tail = b.and(d.orig, 3u32);
-    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
-    let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ib, k);
-    let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.st_narrow(Space::Global, Narrow::U8, g, v);
-    });
-}
-
-/// Copies the `len` rebuilt bytes from the page buffer to `dst`: 16-byte chunks, then the tail.
-fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
-    b.warp_sync(FULL_MASK);
-    let chunks = b.shr(len, 4u32);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
-        let s = b.add(d.ob, kb);
-        let g = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
-            let v = b.ld_v4::<U32>(Space::Shared, s);
-            b.st_v4::<U32>(Space::Global, g, v);
-        });
-    });
-    let tail_at = b.and(len, !15u32);
-    let tail = b.and(len, 15u32);
-    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
-    let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ob, k);
-    let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.st_narrow(Space::Global, Narrow::U8, g, v);
-    });
 }
 
 /// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
@@ -372,54 +320,3 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     op
 }
 
-/// Copies `lit` literals from block byte `at` to page byte `op`, 32 a step.
-fn copy_literals(b: &mut KernelBuilder, d: &Dec, at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
-    let src = b.add(d.ib, at);
-    let dst = b.add(d.ob, op);
-    ufor(b, 0u32, lit, 32u32, |b, base, _| {
-        let i = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, i, lit);
-        let s = b.add(src, i);
-        let t = b.add(dst, i);
-        b.guarded(inside, false, |b| {
-            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-            b.st_narrow(Space::Shared, Narrow::U8, t, v);
-        });
-    });
-    b.warp_sync(FULL_MASK);
-}
-
-/// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of
-/// `min(distance, 32)` bytes: the distance starts at `offset` and doubles while below 32 (the
-/// source stays put), so a step never reads a byte it has not yet written and the period holds.
-fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: Reg<U32>, len: Reg<U32>) {
-    let lane = d.ln.lane;
-    let src = b.sub(op, offset);
-    let dst = b.mov(op);
-    let left = b.mov(len);
-    uloop(b, |b, copied, _| {
-        let none = b.setp(Cmp::Eq, left, 0u32);
-        ubra_if(b, none, copied);
-        let dist = b.sub(dst, src);
-        let chunk = b.min(dist, 32u32);
-        let chunk = b.min(chunk, left);
-        let inside = b.setp(Cmp::Lt, lane, chunk);
-        let s = b.add(d.ob, src);
-        let s = b.add(s, lane);
-        let t = b.add(d.ob, dst);
-        let t = b.add(t, lane);
-        b.guarded(inside, false, |b| {
-            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-            b.st_narrow(Space::Shared, Narrow::U8, t, v);
-        });
-        let nd = b.add(dst, chunk);
-        b.mov_to(dst, nd);
-        let nl = b.sub(left, chunk);
-        b.mov_to(left, nl);
-        let wide = b.setp(Cmp::Ge, dist, 32u32);
-        let adv = b.selp(chunk, 0u32, wide);
-        let ns = b.add(src, adv);
-        b.mov_to(src, ns);
-        b.warp_sync(FULL_MASK);
-    });
-}

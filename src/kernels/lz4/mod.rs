@@ -1,15 +1,18 @@
 //! LZ4 page kernels (one warp per page) and what host and kernels agree on: per-page metadata
 //! words, status codes, shared-memory layout per warp, and small warp helpers the kernels share.
 //!
-//! - [`compress`]: `lz4_compress`, the spec of `crate::lz4::block_encode` on 32 lanes.
-//! - [`decompress`]: `lz4_decompress`, a bounds-checked block decoder.
+//! - [`compress`]: `lz4_compress`, the spec of `crate::lz4::block_encode` on 32 lanes (with
+//!   `extend`: match extension, and `emit`: sequence writing);
+//! - [`decompress`]: `lz4_decompress`, a bounds-checked block decoder (with `copy`: byte moves).
 //!
 //! Both kernels keep every branch warp-uniform (conditions come from ballots, shuffles or values
 //! all lanes compute alike); per-lane differences are expressed only by predication. This keeps
 //! the warp converged and lets the tests' lock-step interpreter run the PTX as written.
 
 pub mod compress;
+mod copy;
 mod emit;
+mod extend;
 pub mod decompress;
 
 use crate::ptx::*;
