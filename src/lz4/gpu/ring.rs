@@ -58,8 +58,9 @@ impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
 
 /// Page-aligned host memory registered with the driver (`cuMemHostRegister`): the device copies
 /// into it like any pinned buffer, while the CPU keeps its ordinary cached mapping. Download
-/// buffers use it because host reads of `cuMemHostAlloc` memory ran at 1-2 GB/s on the H100
-/// machines this was measured on.
+/// buffers use it (it was introduced while chasing slow host-side reads of downloaded pages; the
+/// bench's later host-read figure showed `cuMemHostAlloc` memory reads as fast as ordinary
+/// memory, so either kind works).
 pub(crate) struct Registered {
     ptr: *mut u8,
     layout: std::alloc::Layout,
