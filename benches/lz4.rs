@@ -1,7 +1,12 @@
-//! CPU LZ4 page compression and decompression throughput (GB/s of uncompressed input) on 4 KiB
-//! pages of dickens, all-zero and random data, single-threaded, with lz4_flex's block functions
-//! on the same pages beside ours, plus the rayon-parallel batch codec. Prints both ratios.
+//! LZ4 page compression and decompression throughput (GB/s of uncompressed input) on 4 KiB pages
+//! of dickens, all-zero and random data. GPU (`gpu/lz4/...`, see lz4_gpu.rs): kernels alone,
+//! the pinned ring host to host with and without overlap, and a SUMMARY against pinned PCIe
+//! bandwidth. CPU (`cpu/lz4/...`): single-threaded, with lz4_flex's block functions on the same
+//! pages beside ours, plus the rayon-parallel batch codec. Prints both ratios.
 
+mod common;
+#[path = "lz4_gpu.rs"]
+mod lz4_gpu;
 #[path = "../tests/lz4_support/mod.rs"]
 mod lz4_support;
 
@@ -102,5 +107,5 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, lz4_gpu::bench, bench);
 criterion_main!(benches);

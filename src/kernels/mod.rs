@@ -9,6 +9,7 @@
 
 pub mod core_ops;
 pub mod gaussian;
+pub mod lz4;
 pub mod ndt;
 pub mod rnn;
 
@@ -72,6 +73,10 @@ kernel_table! {
     GaussianFinishF64 => gaussian::reduce::build_finish_f64, "gaussian_finish_f64", [Sm75];
     /// NDT score, gradient and Hessian of many (source, pose) requests: fused per point, f64 reduction.
     NdtDerivatives => ndt::derivatives::build, "ndt_derivatives", [Sm75];
+    /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
+    Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
+    /// LZ4 page decompression, one warp per page, every access bounds-checked.
+    Lz4Decompress => lz4::decompress::build, "lz4_decompress", [Sm75];
     /// Dense encoder `relu(x W + b)`, f32 weights.
     RnnDenseF32 => rnn::dense::build_f32, "rnn_dense_f32", [Sm75];
     /// Dense encoder `relu(x W + b)`, f16 weight storage, f32 accumulation.

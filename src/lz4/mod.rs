@@ -14,6 +14,7 @@ pub mod codec;
 pub mod frame_header;
 pub mod frame_read;
 pub mod frame_write;
+pub mod gpu;
 pub mod rules;
 pub mod warp_model;
 pub mod xxh32;

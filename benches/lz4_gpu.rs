@@ -1,0 +1,200 @@
+//! GPU half of benches/lz4.rs: `lz4_compress` / `lz4_decompress` alone on device-resident pages
+//! (CUDA events), the pinned ring host-to-host with and without overlap, the batch codec from
+//! and to ordinary host memory, pinned host-to-device bandwidth in the same run, and the ratio
+//! beside lz4_flex's on the same pages. Inputs (4 KiB pages): dickens tiled to 64 MiB (pages are
+//! independent, so tiling repeats real pages), 64 MiB of zeros, 64 MiB of random bytes.
+
+use super::common;
+use criterion::{BenchmarkId, Criterion, Throughput};
+use ptxflow::lz4::gpu::layout::{decompress_entries, info_words, page_lengths, read_compress_info};
+use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, Lz4Kernels};
+use ptxflow::lz4::{PageCodec, PageEntry};
+use ptxflow::rng::Rng;
+use ptxflow::runtime::{CudaSlice, CudaStream, Gpu, PinnedBuffer, PinnedKind};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PAGE_BYTES: usize = 4096;
+const GPU_INPUT_BYTES: usize = 256 << 20;
+/// Bytes the pinned ring holds (GpuOptions::default: 4 slots of 16 MiB).
+const RING_BYTES: usize = 64 << 20;
+const PASSES: usize = 16;
+
+fn gpu_inputs() -> Vec<(&'static str, Vec<u8>)> {
+    let mut rng = Rng::new(2);
+    let mut v = vec![("zeros", vec![0u8; GPU_INPUT_BYTES]), ("random", (0..GPU_INPUT_BYTES).map(|_| rng.next_u64() as u8).collect())];
+    if let Some(d) = super::lz4_support::corpus("dickens", None) {
+        let tiled: Vec<u8> = d.iter().copied().cycle().take(GPU_INPUT_BYTES).collect();
+        v.insert(0, ("dickens", tiled));
+    }
+    v
+}
+
+/// Device buffers of one input, compressed once on the device (for the decompress kernel).
+struct Resident {
+    input: CudaSlice<u8>,
+    scratch: CudaSlice<u8>,
+    packed: CudaSlice<u8>,
+    /// The stored pages of the first compress launch: timed compress launches rewrite `packed`
+    /// in another page order, so the decompress kernel reads this copy.
+    dpacked: CudaSlice<u8>,
+    info: CudaSlice<u32>,
+    entries: CudaSlice<u32>,
+    output: CudaSlice<u8>,
+    status: CudaSlice<u32>,
+    pages: Vec<PageEntry>,
+}
+
+fn resident(k: &Lz4Kernels, s: &Arc<CudaStream>, data: &[u8]) -> Resident {
+    let n = data.len().div_ceil(PAGE_BYTES);
+    let g = k.compress_geometry(PAGE_BYTES, n);
+    let mut r = Resident {
+        input: s.clone_htod(data).expect("upload"),
+        scratch: s.alloc_zeros(g.warps() as usize * PAGE_BYTES).expect("alloc"),
+        packed: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
+        dpacked: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
+        info: s.alloc_zeros(info_words(n)).expect("alloc"),
+        entries: s.alloc_zeros(4 * n).expect("alloc"),
+        output: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
+        status: s.alloc_zeros(n).expect("alloc"),
+        pages: Vec::new(),
+    };
+    compress(k, s, &mut r, data.len());
+    let info = s.clone_dtoh(&r.info).expect("download");
+    let lens: Vec<usize> = page_lengths(data.len(), PAGE_BYTES).collect();
+    r.pages = read_compress_info(&info, &lens).expect("consistent kernel output");
+    let words = decompress_entries(&r.pages, PAGE_BYTES).expect("entries");
+    s.memcpy_htod(&words, &mut r.entries).expect("upload");
+    s.memcpy_dtod(&r.packed, &mut r.dpacked).expect("copy");
+    verify(k, s, &mut r, data);
+    r
+}
+
+/// Decompresses on the device and checks every page against the input.
+fn verify(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident, data: &[u8]) {
+    s.memset_zeros(&mut r.output).expect("memset");
+    decompress(k, s, r);
+    let status = s.clone_dtoh(&r.status).expect("download");
+    assert!(status.iter().all(|&c| c & 0xFF == 0), "device round trip failed");
+    let out = s.clone_dtoh(&r.output).expect("download");
+    assert!(out[..data.len()] == *data, "device round trip differs");
+}
+
+fn compress(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident, len: usize) {
+    let input = r.input.slice(..);
+    k.compress(s, &input, len, PAGE_BYTES, &mut r.scratch, &mut r.packed.slice_mut(..), &mut r.info.slice_mut(..)).expect("launch");
+}
+
+fn decompress(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident) {
+    let n = r.pages.len();
+    k.decompress(s, &r.dpacked.slice(..), &r.entries.slice(..), n, PAGE_BYTES, &mut r.output.slice_mut(..), &mut r.status.slice_mut(..)).expect("launch");
+}
+
+/// Pinned host-to-device bandwidth (GB/s): median of event-timed 64 MiB copies.
+fn pinned_h2d_gbs(gpu: &Arc<Gpu>, s: &Arc<CudaStream>) -> f64 {
+    let host = PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Upload).expect("pinned");
+    let mut dev = s.alloc_zeros::<u8>(RING_BYTES).expect("alloc");
+    let secs = common::median_secs(s, 10, || s.memcpy_htod(host.raw(), &mut dev).expect("copy"));
+    RING_BYTES as f64 / secs / 1e9
+}
+
+/// Host read bandwidth (GB/s) of a cuMemHostAlloc'd download buffer and of ordinary memory.
+fn host_read_gbs(gpu: &Arc<Gpu>) -> (f64, f64) {
+    let mut pinned = PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Download).expect("pinned");
+    let plain = vec![1u8; RING_BYTES];
+    let rate = |bytes: &[u8]| {
+        let t = std::time::Instant::now();
+        let sum: u64 = bytes.chunks(8).map(|c| c[0] as u64).sum();
+        std::hint::black_box(sum);
+        RING_BYTES as f64 / t.elapsed().as_secs_f64() / 1e9
+    };
+    let p = rate(pinned.as_mut_slice().expect("pinned view"));
+    (p, rate(&plain))
+}
+
+/// lz4_flex's stored bytes on the same pages (raw when its block is not smaller).
+fn flex_stored(data: &[u8]) -> usize {
+    data.chunks(PAGE_BYTES).map(|p| lz4_flex::block::compress(p).len().min(p.len())).sum()
+}
+
+pub fn bench(c: &mut Criterion) {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let s = gpu.stream().clone();
+    if std::env::var("PTXFLOW_LZ4_NCU").is_ok_and(|v| v == "1") {
+        let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
+        if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
+            resident(&k, &s, &d);
+        }
+        return;
+    }
+    let mut codec = GpuPageCodec::new(gpu.clone(), GpuOptions::default()).expect("GPU codec");
+    let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
+    let h2d = pinned_h2d_gbs(&gpu, &s);
+    let (read_pinned, read_plain) = host_read_gbs(&gpu);
+    let mut summary = Vec::new();
+    let mut g = c.benchmark_group("gpu/lz4");
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    for (name, data) in gpu_inputs() {
+        let bytes = data.len();
+        let mut r = resident(&k, &s, &data);
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_function(BenchmarkId::new("compress_kernel", name), |b| {
+            b.iter_custom(|it| common::event_timed(&s, it, || compress(&k, &s, &mut r, bytes)))
+        });
+        g.bench_function(BenchmarkId::new("decompress_kernel", name), |b| {
+            b.iter_custom(|it| common::event_timed(&s, it, || decompress(&k, &s, &mut r)))
+        });
+        let passes = PASSES;
+        let ring_input = &data[..RING_BYTES.min(bytes)];
+        g.throughput(Throughput::Bytes((ring_input.len() * passes) as u64));
+        for overlap in [true, false] {
+            let id = if overlap { "pinned_pipeline_overlap" } else { "pinned_pipeline_serial" };
+            g.bench_function(BenchmarkId::new(id, name), |b| {
+                b.iter_custom(|it| {
+                    let secs: f64 = (0..it).map(|_| codec.time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap).expect("pipeline")).sum();
+                    Duration::from_secs_f64(secs)
+                })
+            });
+        }
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_function(BenchmarkId::new("compress_pages", name), |b| {
+            b.iter(|| std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress")))
+        });
+
+        // Summary figures from medians in this same process.
+        let ck = common::median_secs(&s, 10, || compress(&k, &s, &mut r, bytes));
+        let dk = common::median_secs(&s, 10, || decompress(&k, &s, &mut r));
+        let mut pipe = |overlap| {
+            let mut v: Vec<f64> = (0..5).map(|_| codec.time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap).expect("pipeline")).collect();
+            v.sort_by(f64::total_cmp);
+            (ring_input.len() * passes) as f64 / v[2] / 1e9
+        };
+        let (e2e, serial) = (pipe(true), pipe(false));
+        verify(&k, &s, &mut r, &data);
+        let t = std::time::Instant::now();
+        let pages = codec.compress_pages(&data, PAGE_BYTES).expect("compress");
+        let pageable = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
+        assert_eq!(pages.path, ptxflow::lz4::CodecPath::Gpu, "{:?}", codec.fallback_reason());
+        let ours: usize = r.pages.iter().map(|p| p.stored_bytes).sum();
+        let (ratio, flex) = (bytes as f64 / ours as f64, bytes as f64 / flex_stored(&data) as f64);
+        eprintln!("lz4 GPU {name}: stored {ours} B (ratio {ratio:.3}), lz4_flex ratio {flex:.3}; batch codec {} B", pages.stored_bytes());
+        summary.push(format!(
+            "{name}: compress kernel {:.1} GB/s, decompress kernel {:.1} GB/s, ratio {ratio:.3} vs lz4_flex {flex:.3} ({:+.1}%), \
+             pinned e2e {e2e:.1} GB/s = {:.0}% of pinned PCIe (serial {serial:.1} GB/s), compress_pages from pageable memory {pageable:.1} GB/s",
+            bytes as f64 / ck / 1e9,
+            bytes as f64 / dk / 1e9,
+            100.0 * (ratio / flex - 1.0),
+            100.0 * e2e / h2d,
+        ));
+    }
+    g.finish();
+    println!(
+        "SUMMARY gpu/lz4 on {} ({} SMs), 4 KiB pages, 256 MiB inputs (kernels), 16 passes over 64 MiB (pipeline); \
+         pinned H2D {h2d:.1} GB/s; host reads (one core, every 8th byte) of cuMemHostAlloc memory {read_pinned:.1} GB/s, of ordinary memory {read_plain:.1} GB/s",
+        gpu.facts().name,
+        gpu.facts().sm_count
+    );
+    for line in summary {
+        println!("SUMMARY gpu/lz4 {line}");
+    }
+}

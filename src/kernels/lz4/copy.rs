@@ -1,0 +1,111 @@
+//! Byte movement for `lz4_decompress`, all 32 lanes a step: raw pages and rebuilt pages out to
+//! global memory, literals from the staged block, matches from the page rebuilt so far.
+
+use super::decompress::Dec;
+use super::{ld_shared_u32_unaligned, ubra_if, ufor, uloop};
+use crate::ptx::*;
+
+/// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
+pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
+    let words = b.shr(d.orig, 2u32);
+    ufor(b, 0u32, words, 32u32, |b, base, _| {
+        let w = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, w, words);
+        let wb = b.shl(w, 2u32);
+        let a = b.add(d.ib, wb);
+        let g = b.index_addr(dst, wb, 1);
+        b.guarded(inside, false, |b| {
+            let v = ld_shared_u32_unaligned(b, a);
+            b.st(Space::Global, g, v);
+        });
+    });
+    let tail_at = b.and(d.orig, !3u32);
+    let tail = b.and(d.orig, 3u32);
+    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
+    let k = b.add(tail_at, d.ln.lane);
+    let a = b.add(d.ib, k);
+    let g = b.index_addr(dst, k, 1);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        b.st_narrow(Space::Global, Narrow::U8, g, v);
+    });
+}
+
+/// Copies the `len` rebuilt bytes from the page buffer to `dst`: 16-byte chunks, then the tail.
+pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
+    b.warp_sync(FULL_MASK);
+    let chunks = b.shr(len, 4u32);
+    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
+        let k = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, k, chunks);
+        let kb = b.shl(k, 4u32);
+        let s = b.add(d.ob, kb);
+        let g = b.index_addr(dst, kb, 1);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_v4::<U32>(Space::Shared, s);
+            b.st_v4::<U32>(Space::Global, g, v);
+        });
+    });
+    let tail_at = b.and(len, !15u32);
+    let tail = b.and(len, 15u32);
+    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
+    let k = b.add(tail_at, d.ln.lane);
+    let a = b.add(d.ob, k);
+    let g = b.index_addr(dst, k, 1);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        b.st_narrow(Space::Global, Narrow::U8, g, v);
+    });
+}
+
+/// Copies `lit` literals from block byte `at` to page byte `op`, 32 a step.
+pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
+    let src = b.add(d.ib, at);
+    let dst = b.add(d.ob, op);
+    ufor(b, 0u32, lit, 32u32, |b, base, _| {
+        let i = b.add(base, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, i, lit);
+        let s = b.add(src, i);
+        let t = b.add(dst, i);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+        });
+    });
+    b.warp_sync(FULL_MASK);
+}
+
+/// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of
+/// `min(distance, 32)` bytes: the distance starts at `offset` and doubles while below 32 (the
+/// source stays put), so a step never reads a byte it has not yet written and the period holds.
+pub(super) fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: Reg<U32>, len: Reg<U32>) {
+    let lane = d.ln.lane;
+    let src = b.sub(op, offset);
+    let dst = b.mov(op);
+    let left = b.mov(len);
+    uloop(b, |b, copied, _| {
+        let none = b.setp(Cmp::Eq, left, 0u32);
+        ubra_if(b, none, copied);
+        let dist = b.sub(dst, src);
+        let chunk = b.min(dist, 32u32);
+        let chunk = b.min(chunk, left);
+        let inside = b.setp(Cmp::Lt, lane, chunk);
+        let s = b.add(d.ob, src);
+        let s = b.add(s, lane);
+        let t = b.add(d.ob, dst);
+        let t = b.add(t, lane);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
+            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+        });
+        let nd = b.add(dst, chunk);
+        b.mov_to(dst, nd);
+        let nl = b.sub(left, chunk);
+        b.mov_to(left, nl);
+        let wide = b.setp(Cmp::Ge, dist, 32u32);
+        let adv = b.selp(chunk, 0u32, wide);
+        let ns = b.add(src, adv);
+        b.mov_to(src, ns);
+        b.warp_sync(FULL_MASK);
+    });
+}

@@ -1,0 +1,322 @@
+//! `lz4_decompress`: rebuilds pages from stored LZ4 blocks (or raw pages), one warp per page,
+//! checking every read and write, so corrupt input gives a status code for that page and never
+//! an access outside the page's block, its shared buffers or its output slot.
+//!
+//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! `warps_per_block * decompress_shared_per_warp(page_bytes)`; warps stride over the pages.
+//!
+//! Parameters: `packed` (stored pages), `packed_bytes` (readable bytes of `packed`; only its
+//! 16-byte-aligned prefix is used), `entries` (4 u32 per page: byte offset in `packed`, stored
+//! bytes, original bytes, kind: bit 0 = raw page, bit 1 = the original length is only an upper
+//! bound, as for blocks of a frame), `n_pages`, `page_bytes` (a multiple of 1024, at most 65536),
+//! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
+//! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
+//!
+//! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
+//! page as long as the original), copies the block into its shared stage with 16-byte loads from
+//! the aligned address below it, then either copies a raw page out (aligned words assembled with a
+//! byte permute) or decodes: every lane follows the same parse (the token and offset loads are
+//! broadcasts), lanes copy literals 32 bytes per step, and matches 32 bytes per step, or, for an
+//! offset below 32, in doubling steps that never read a byte not yet written. Every length is
+//! checked against the block end and the original length before it is used. The page is then
+//! written out with 16-byte stores and lane 0 writes its status.
+
+use super::copy::{copy_literals, copy_match, copy_page_out, copy_raw_out};
+use super::{bcast, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes, STAGE_SLACK_BYTES};
+use crate::ptx::*;
+
+/// Most threads per block (8 warps).
+pub const MAX_BLOCK: u32 = 256;
+
+/// Registers of the page being decoded.
+pub(super) struct Dec {
+    pub(super) ln: Lanes,
+    pub(super) ib: Reg<U32>,
+    pub(super) ob: Reg<U32>,
+    pub(super) stored: Reg<U32>,
+    pub(super) orig: Reg<U32>,
+    pub(super) code: Reg<U32>,
+    /// The original length is an upper bound (fewer bytes are fine).
+    pub(super) bounded: Reg<Pred>,
+    /// `ib + lane` and `ob + lane`.
+    pub(super) ib_lane: Reg<U32>,
+    pub(super) ob_lane: Reg<U32>,
+    pub(super) fail: Label,
+}
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("lz4_decompress");
+    b.maxntid(MAX_BLOCK, 1, 1);
+    let packed = b.param::<U64>("packed");
+    let packed_bytes = b.param::<U32>("packed_bytes");
+    let entries = b.param::<U64>("entries");
+    let n_pages = b.param::<U32>("n_pages");
+    let page_bytes = b.param::<U32>("page_bytes");
+    let output = b.param::<U64>("output");
+    let status_p = b.param::<U64>("status");
+    let packed = b.global_ptr(&packed);
+    let packed_bytes = b.ld_param(&packed_bytes);
+    let entries = b.global_ptr(&entries);
+    let n_pages = b.ld_param(&n_pages);
+    let page_bytes = b.ld_param(&page_bytes);
+    let output = b.global_ptr(&output);
+    let status_p = b.global_ptr(&status_p);
+    let smem = b.dynamic_shared::<U32>("lz4d_smem");
+
+    let ln = Lanes::new(&mut b);
+    let tid = b.special(Special::TidX);
+    let warp = b.shr(tid, 5u32);
+    let ntid = b.special(Special::NtidX);
+    let warps = b.shr(ntid, 5u32);
+    let cta = b.special(Special::CtaidX);
+    let ncta = b.special(Special::NctaidX);
+    let gwarp = b.mad(cta, warps, warp);
+    let all_warps = b.mul(ncta, warps);
+    let stage_bytes = b.add(page_bytes, STAGE_SLACK_BYTES);
+    let per_warp = b.add(stage_bytes, page_bytes);
+    let sbase = b.shared_base(&smem);
+    let stage = b.mad(warp, per_warp, sbase);
+    let ob = b.add(stage, stage_bytes);
+    let ob_lane = b.add(ob, ln.lane);
+    let bound = b.and(packed_bytes, !15u32);
+    let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+
+    ufor(&mut b, gwarp, n_pages, all_warps, |b, pg, _| {
+        let ea = b.index_addr(entries, pg, 16);
+        let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
+        let code = b.mov(status::OK);
+        let fail = b.label("fail");
+        let done = b.label("page_done");
+        let raw_bit = b.and(kind, 1u32);
+        let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
+        let bound_bit = b.and(kind, 2u32);
+        let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
+        let produced = b.mov(0u32);
+        // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
+        let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
+        let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
+        let outside = b.setp(Cmp::Gt, stored, bound);
+        let room = b.sub(bound, stored);
+        let past = b.setp(Cmp::Gt, off, room);
+        let raw_len = b.setp(Cmp::Ne, stored, orig);
+        let raw_bad = b.and(is_raw, raw_len);
+        let bad = b.or(big_orig, big_stored);
+        let bad = b.or(bad, outside);
+        let bad = b.or(bad, raw_bad);
+        let bad = b.or(bad, past);
+        let d = Dec { ln, ib: stage, ob, stored, orig, code, bounded, ib_lane: stage, ob_lane, fail: fail.clone() };
+        fail_if(b, &d, bad, status::BAD_ENTRY);
+        // Stage the block: 16-byte chunks from the aligned address at or below it.
+        let delta = b.and(off, 15u32);
+        let abase = b.sub(off, delta);
+        let span = b.add(delta, stored);
+        let span = b.add(span, 15u32);
+        let chunks = b.shr(span, 4u32);
+        let src = b.index_addr(packed, abase, 1);
+        ufor(b, 0u32, chunks, 32u32, |b, base, _| {
+            let k = b.add(base, ln.lane);
+            let inside = b.setp(Cmp::Lt, k, chunks);
+            let kb = b.shl(k, 4u32);
+            let g = b.index_addr(src, kb, 1);
+            let s = b.add(stage, kb);
+            b.guarded(inside, false, |b| {
+                let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+                b.st_v4::<U32>(Space::Shared, s, v);
+            });
+        });
+        b.warp_sync(FULL_MASK);
+        let ib = b.add(stage, delta);
+        let ib_lane = b.add(ib, ln.lane);
+        let dst = b.mad_wide(pg, page_bytes, output);
+        let d = Dec { ib, ib_lane, ..d };
+        let block = b.label("block");
+        ubra_unless(b, is_raw, &block);
+        copy_raw_out(b, &d, dst);
+        b.mov_to(produced, orig);
+        b.bra_uni(&done);
+        b.place(&block);
+        let op = decode(b, &d);
+        copy_page_out(b, &d, dst, op);
+        b.mov_to(produced, op);
+        b.bra_uni(&done);
+        b.place(&fail);
+        b.place(&done);
+        let sa = b.index_addr(status_p, pg, 4);
+        let len_bits = b.shl(produced, 8u32);
+        let word = b.or(code, len_bits);
+        b.guarded(lane0, false, |b| b.st(Space::Global, sa, word));
+        // The next page's staging overwrites buffers this page's lanes read.
+        b.warp_sync(FULL_MASK);
+    });
+    Module::single(target, b.finish())
+}
+
+/// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds. The status is
+/// written only on the way out, so the hot path carries no conditional moves.
+fn fail_if(b: &mut KernelBuilder, d: &Dec, bad: Reg<Pred>, code: u32) {
+    let ok = b.label("ok");
+    ubra_unless(b, bad, &ok);
+    b.mov_to(d.code, code);
+    b.bra_uni(&d.fail);
+    b.place(&ok);
+}
+
+/// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
+/// fails past the block end or once the length exceeds the original page length.
+fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
+    let n = b.mov(0u32);
+    uloop(b, |b, got, _| {
+        let i = b.add(ip, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, i, d.stored);
+        // Lanes past the block end read byte 0 instead (a safe address) and count as outside.
+        let a = b.add(d.ib, i);
+        let a = b.selp(a, d.ib, inside);
+        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        let v = b.selp(t, 0u32, inside);
+        let not255 = b.setp(Cmp::Ne, v, 255u32);
+        let term = b.and(inside, not255);
+        let tm = b.ballot(term);
+        let out_lanes = b.not(inside);
+        let om = b.ballot(out_lanes);
+        let has_term = b.setp(Cmp::Ne, tm, 0u32);
+        let k = lowest_bit(b, tm);
+        let bk = bcast(b, v, k);
+        let k255 = b.mul(k, 255u32);
+        let add = b.add(k255, bk);
+        let add = b.selp(add, 255u32 * 32, has_term);
+        let step = b.add(k, 1u32);
+        let step = b.selp(step, 32u32, has_term);
+        let n2 = b.add(n, add);
+        b.mov_to(n, n2);
+        let ip2 = b.add(ip, step);
+        b.mov_to(ip, ip2);
+        let too_big = b.setp(Cmp::Gt, n, d.orig);
+        fail_if(b, d, too_big, status::OUTPUT_OVERFLOW);
+        ubra_if(b, has_term, got);
+        // No terminating byte: lanes past the block end mean it is truncated.
+        let ran_out = b.setp(Cmp::Ne, om, 0u32);
+        fail_if(b, d, ran_out, status::TRUNCATED);
+    });
+    n
+}
+
+/// The decode loop of one block from the stage into the page buffer; returns the bytes produced
+/// (falls through when the page decoded to its original length, or at most that when bounded),
+/// branches to the fail label otherwise.
+///
+/// A sequence whose literals and match fit 32 bytes, with the match source wholly before the
+/// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
+/// bytes); others copy literals and then the match in steps of their own.
+fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
+    let lane = d.ln.lane;
+    let ip = b.mov(0u32);
+    let op = b.mov(0u32);
+    let empty = b.setp(Cmp::Eq, d.stored, 0u32);
+    fail_if(b, d, empty, status::TRUNCATED);
+    uloop(b, |b, block_end, _| {
+        let ta = b.add(d.ib, ip);
+        let token = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, ta);
+        let ip1 = b.add(ip, 1u32);
+        b.mov_to(ip, ip1);
+        let lit = b.shr(token, 4u32);
+        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
+        let short_lit = b.label("short_lit");
+        ubra_unless(b, long_lit, &short_lit);
+        let extra = read_length(b, d, ip);
+        let l2 = b.add(lit, extra);
+        b.mov_to(lit, l2);
+        b.place(&short_lit);
+        // Literals inside the block and the page (the code is worked out only on failure).
+        let left_in = b.sub(d.stored, ip);
+        let left_out = b.sub(d.orig, op);
+        let room = b.min(left_in, left_out);
+        let bad = b.setp(Cmp::Gt, lit, room);
+        let lits_ok = b.label("lits_ok");
+        ubra_unless(b, bad, &lits_ok);
+        let past_end = b.setp(Cmp::Gt, lit, left_in);
+        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&lits_ok);
+        let lit_at = b.mov(ip);
+        let lit_end = b.add(ip, lit);
+        let last = b.setp(Cmp::Eq, lit_end, d.stored);
+        let not_last = b.label("not_last");
+        ubra_unless(b, last, &not_last);
+        copy_literals(b, d, lit_at, op, lit);
+        let op2 = b.add(op, lit);
+        b.mov_to(op, op2);
+        b.bra_uni(block_end);
+        b.place(&not_last);
+        // The match: two offset bytes and at least one more token must follow.
+        let left_in = b.sub(d.stored, lit_end);
+        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
+        fail_if(b, d, no_room, status::TRUNCATED);
+        let oa = b.add(d.ib, lit_end);
+        let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
+        let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
+        let hi = b.shl(hi, 8u32);
+        let offset = b.or(lo, hi);
+        let ip3 = b.add(lit_end, 2u32);
+        b.mov_to(ip, ip3);
+        let mcode = b.and(token, 15u32);
+        let ml = b.add(mcode, 4u32);
+        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
+        let short_ml = b.label("short_ml");
+        ubra_unless(b, long_ml, &short_ml);
+        let extra = read_length(b, d, ip);
+        let m2 = b.add(ml, extra);
+        b.mov_to(ml, m2);
+        // The length bytes must leave a token after them too.
+        let no_token = b.setp(Cmp::Ge, ip, d.stored);
+        fail_if(b, d, no_token, status::TRUNCATED);
+        b.place(&short_ml);
+        let mop = b.add(op, lit);
+        // offset - 1 >= mop catches both a zero offset and one reaching before the page.
+        let off1 = b.sub(offset, 1u32);
+        let reach = b.setp(Cmp::Ge, off1, mop);
+        let left_out = b.sub(d.orig, mop);
+        let overflow = b.setp(Cmp::Gt, ml, left_out);
+        let bad = b.or(reach, overflow);
+        let match_ok = b.label("match_ok");
+        ubra_unless(b, bad, &match_ok);
+        let zero = b.setp(Cmp::Eq, offset, 0u32);
+        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
+        let code = b.selp(status::ZERO_OFFSET, code, zero);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&match_ok);
+        let span = b.add(lit, ml);
+        let fits = b.setp(Cmp::Le, span, 32u32);
+        let apart = b.setp(Cmp::Ge, offset, span);
+        let one_step = b.and(fits, apart);
+        let general = b.label("general_copy");
+        let copied = b.label("copied");
+        ubra_unless(b, one_step, &general);
+        let is_lit = b.setp(Cmp::Lt, lane, lit);
+        let from_lit = b.add(d.ib_lane, lit_at);
+        let dst = b.add(d.ob_lane, op);
+        let from_match = b.sub(dst, offset);
+        let src = b.selp(from_lit, from_match, is_lit);
+        let inside = b.setp(Cmp::Lt, lane, span);
+        b.guarded(inside, false, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+        });
+        b.warp_sync(FULL_MASK);
+        b.bra_uni(&copied);
+        b.place(&general);
+        copy_literals(b, d, lit_at, op, lit);
+        copy_match(b, d, mop, offset, ml);
+        b.place(&copied);
+        let op3 = b.add(op, span);
+        b.mov_to(op, op3);
+    });
+    let short = b.setp(Cmp::Ne, op, d.orig);
+    let exact = b.not(d.bounded);
+    let short = b.and(short, exact);
+    fail_if(b, d, short, status::WRONG_LENGTH);
+    op
+}
+

@@ -1,0 +1,149 @@
+//! Sequence emission for `lz4_compress`: one LZ4 sequence (token, literal length, literals,
+//! offset, match length) written by the 32 lanes of a warp into its global scratch, each lane
+//! computing the byte at its position. Short sequences (fewer than 15 literals, a match shorter
+//! than 19 bytes: one token, the literals, two offset bytes, at most 17 bytes) take a one-step
+//! path; others compute their 255-chained length bytes and loop 32 bytes a step.
+//!
+//! Before writing, the block is checked against the page length: if the bytes so far, this
+//! sequence and what must follow it (a token and 5 literals after a match) reach `P`, the page
+//! cannot compress and the code branches to the raw path.
+
+use super::compress::Page;
+use super::{ubra_if, ubra_unless, ufor};
+use crate::ptx::*;
+
+/// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
+fn length_bytes(b: &mut KernelBuilder, n: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+    let long = b.setp(Cmp::Ge, n, 15u32);
+    let rest = b.sub(n, 15u32);
+    // rest / 255 for any u32 (exact: 0x80808081 = ceil(2^39 / 255)).
+    let q = b.mul_hi(rest, 0x8080_8081u32);
+    let q = b.shr(q, 7u32);
+    let q1 = b.add(q, 1u32);
+    let count = b.selp(q1, 0u32, long);
+    let k = b.mul(q, 255u32);
+    let last = b.sub(rest, k);
+    (count, last)
+}
+
+/// Appends one sequence (`lit` literals from `anchor`, then the match `(offset, length)` unless
+/// it is the last sequence) to the warp's scratch at `out`; branches to the raw label when the
+/// block can no longer be shorter than the page.
+pub(super) fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
+    let general = b.label("emit_general");
+    let done = b.label("emit_done");
+    if let Some((offset, ml)) = matched {
+        let few = b.setp(Cmp::Lt, lit, 15u32);
+        let short_m = b.setp(Cmp::Lt, ml, 19u32);
+        let short = b.and(few, short_m);
+        ubra_unless(b, short, &general);
+        emit_short(b, pc, anchor, lit, offset, ml);
+        b.bra_uni(&done);
+    }
+    b.place(&general);
+    emit_general(b, pc, anchor, lit, matched);
+    b.place(&done);
+}
+
+/// A sequence of at most 17 bytes in one step: lane 0 the token, lanes `1..=lit` the literals,
+/// the next two the offset.
+fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>) {
+    let lane = pc.ln.lane;
+    let seq_len = b.add(lit, 3u32);
+    let need = b.add(pc.out, seq_len);
+    let need = b.add(need, 6u32);
+    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
+    ubra_if(b, too_long, &pc.raw);
+    let hi = b.shl(lit, 4u32);
+    let code = b.sub(ml, 4u32);
+    let v = b.or(hi, code);
+    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
+    let src = b.add(pc.spage_lane_m1, anchor);
+    b.guarded(in_lit, false, |b| {
+        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.mov_to(v, t);
+    });
+    // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
+    let lit1 = b.add(lit, 1u32);
+    let rel = b.sub(lane, lit1);
+    let is_off = b.setp(Cmp::Lt, rel, 2u32);
+    let sh = b.shl(rel, 3u32);
+    let ob = b.shr(offset, sh);
+    let ob = b.and(ob, 255u32);
+    let v3 = b.selp(ob, v, is_off);
+    let in_seq = b.setp(Cmp::Lt, lane, seq_len);
+    let a = b.index_addr(pc.scratch_lane, pc.out, 1);
+    b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v3));
+    let o = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, o);
+}
+
+/// Any sequence, 32 bytes per step, one per lane.
+fn emit_general(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
+    let lane = pc.ln.lane;
+    let lit15 = b.min(lit, 15u32);
+    let hi = b.shl(lit15, 4u32);
+    let (ll, ll_last) = length_bytes(b, lit);
+    let lit_start = b.add(ll, 1u32);
+    let lit_end = b.add(lit_start, lit);
+    let (token, seq_len, after, m) = match matched {
+        Some((offset, ml)) => {
+            let code = b.sub(ml, 4u32);
+            let c15 = b.min(code, 15u32);
+            let token = b.or(hi, c15);
+            let (mb, m_last) = length_bytes(b, code);
+            let t = b.add(lit_end, 2u32);
+            let seq_len = b.add(t, mb);
+            (token, seq_len, 6u32, Some((offset, mb, m_last)))
+        }
+        None => (hi, lit_end, 0u32, None),
+    };
+    // The token and 5 literals of the last sequence always follow a match.
+    let need = b.add(pc.out, seq_len);
+    let need = b.add(need, after);
+    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
+    ubra_if(b, too_long, &pc.raw);
+    let lit_src = b.add(pc.spage, anchor);
+    let lit_src = b.sub(lit_src, lit_start);
+    let dst = b.index_addr(pc.scratch, pc.out, 1);
+    ufor(b, 0u32, seq_len, 32u32, |b, base, _| {
+        let j = b.add(base, lane);
+        let v = b.mov(token);
+        let jm1 = b.sub(j, 1u32);
+        let in_ll = b.setp(Cmp::Lt, jm1, ll);
+        let is_last = b.setp(Cmp::Eq, j, ll);
+        let llv = b.selp(ll_last, 255u32, is_last);
+        let v2 = b.selp(llv, v, in_ll);
+        b.mov_to(v, v2);
+        let rel = b.sub(j, lit_start);
+        let in_lit = b.setp(Cmp::Lt, rel, lit);
+        let src = b.add(lit_src, j);
+        b.guarded(in_lit, false, |b| {
+            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(v, t);
+        });
+        if let Some((offset, mb, m_last)) = m {
+            let lo = b.and(offset, 255u32);
+            let hi = b.shr(offset, 8u32);
+            let at_lo = b.setp(Cmp::Eq, j, lit_end);
+            let v3 = b.selp(lo, v, at_lo);
+            let hi_at = b.add(lit_end, 1u32);
+            let at_hi = b.setp(Cmp::Eq, j, hi_at);
+            let v4 = b.selp(hi, v3, at_hi);
+            let mx0 = b.add(lit_end, 2u32);
+            let relm = b.sub(j, mx0);
+            let in_mx = b.setp(Cmp::Lt, relm, mb);
+            let last_at = b.sub(seq_len, 1u32);
+            let is_mlast = b.setp(Cmp::Eq, j, last_at);
+            let mxv = b.selp(m_last, 255u32, is_mlast);
+            let v5 = b.selp(mxv, v4, in_mx);
+            b.mov_to(v, v5);
+        }
+        let in_seq = b.setp(Cmp::Lt, j, seq_len);
+        let a = b.index_addr(dst, j, 1);
+        b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
+    });
+    let o = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, o);
+}
+

@@ -1,0 +1,198 @@
+//! [`Lz4Kernels`]: the loaded `lz4_compress` / `lz4_decompress` functions of one device and
+//! their launches on device-resident buffers (no host copies, no synchronization).
+
+use super::layout::{compress_geometry, decompress_geometry, Geometry};
+use crate::kernels::KernelId;
+use crate::runtime::Gpu;
+use crate::{Error, Result};
+use cudarc::driver::sys::CUfunction_attribute_enum as FuncAttr;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+/// Dynamic shared memory a launch may use without opting in (bytes).
+const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
+
+/// The LZ4 kernels of one device, ready to launch.
+pub struct Lz4Kernels {
+    gpu: Arc<Gpu>,
+    compress: CudaFunction,
+    decompress: CudaFunction,
+    sm_shared: u32,
+}
+
+fn u32_len(n: usize, what: &str) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Capacity { what: what.to_string(), needed: n, capacity: u32::MAX as usize })
+}
+
+impl Lz4Kernels {
+    /// Loads both kernels (JIT on first use) and asks for the largest shared-memory carveout,
+    /// since shared memory bounds how many page warps an SM holds.
+    pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
+        let compress = gpu.function(KernelId::Lz4Compress)?;
+        let decompress = gpu.function(KernelId::Lz4Decompress)?;
+        for f in [&compress, &decompress] {
+            f.set_attribute(FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+                .map_err(Error::driver("cuFuncSetAttribute(carveout)"))?;
+        }
+        // An SM holds the opt-in per-block maximum plus the 1 KiB reserved per block.
+        let sm_shared = gpu.facts().max_shared_per_block_optin + 1024;
+        Ok(Lz4Kernels { gpu, compress, decompress, sm_shared })
+    }
+
+    /// The device.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Launch shape of a compress launch over `n_pages` pages.
+    pub fn compress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
+        compress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, self.sm_shared)
+    }
+
+    /// Launch shape of a decompress launch over `n_pages` pages.
+    pub fn decompress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
+        decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, self.sm_shared)
+    }
+
+    fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {
+        if g.shared_bytes > DEFAULT_SHARED_LIMIT {
+            f.set_attribute(FuncAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.shared_bytes as i32)
+                .map_err(Error::driver("cuFuncSetAttribute(max dynamic shared)"))?;
+        }
+        Ok(LaunchConfig { grid_dim: (g.blocks, 1, 1), block_dim: (g.threads(), 1, 1), shared_mem_bytes: g.shared_bytes })
+    }
+
+    /// Enqueues `lz4_compress` on `stream` over the `input_bytes` bytes at the start of `input`.
+    /// `info` must hold [`info_words`](super::layout::info_words) words with the first four
+    /// zeroed (this call zeroes them on `stream`); `packed` needs `n_pages * page_bytes` bytes and
+    /// `scratch` `geometry.warps() * page_bytes` (checked; [`Error::Capacity`] otherwise).
+    #[allow(clippy::too_many_arguments)]
+    pub fn compress(
+        &self,
+        stream: &Arc<CudaStream>,
+        input: &CudaView<'_, u8>,
+        input_bytes: usize,
+        page_bytes: usize,
+        scratch: &mut CudaSlice<u8>,
+        packed: &mut CudaViewMut<'_, u8>,
+        info: &mut CudaViewMut<'_, u32>,
+    ) -> Result<()> {
+        let n_pages = input_bytes.div_ceil(page_bytes);
+        let g = self.compress_geometry(page_bytes, n_pages);
+        let need = |what: &str, needed: usize, capacity: usize| {
+            if needed > capacity {
+                return Err(Error::Capacity { what: what.to_string(), needed, capacity });
+            }
+            Ok(())
+        };
+        need("lz4 compress input", input_bytes, input.len())?;
+        need("lz4 compress scratch", g.warps() as usize * page_bytes, scratch.len())?;
+        need("lz4 compress output", n_pages * page_bytes, packed.len())?;
+        need("lz4 compress info", super::layout::info_words(n_pages), info.len())?;
+        if n_pages == 0 {
+            return Ok(());
+        }
+        let (ib, pb, np) = (u32_len(input_bytes, "lz4 batch bytes")?, page_bytes as u32, n_pages as u32);
+        stream.memset_zeros(&mut info.slice_mut(0..4)).map_err(Error::driver("cuMemsetD8Async(lz4 info)"))?;
+        let cfg = Self::config(&self.compress, g)?;
+        // SAFETY: arguments match lz4_compress's parameters in order and type (input pointer,
+        // input_bytes, page_bytes, n_pages, scratch, packed, info pointers); the capacities were
+        // checked above against what the kernel touches (input[..input_bytes], page_bytes of
+        // scratch per warp of this grid, packed[..n_pages * page_bytes] in 16-byte-rounded
+        // pieces, info[..4 + 2 n_pages]); the block is whole warps within .maxntid and the
+        // dynamic shared memory is what the geometry asked for (opted in above when > 48 KiB).
+        unsafe {
+            stream
+                .launch_builder(&self.compress)
+                .arg(input)
+                .arg(&ib)
+                .arg(&pb)
+                .arg(&np)
+                .arg(scratch)
+                .arg(packed)
+                .arg(info)
+                .launch(cfg)
+        }
+        .map_err(Error::driver("launching lz4_compress"))?;
+        Ok(())
+    }
+
+    /// Enqueues `lz4_decompress` on `stream`: `entries` holds 4 words per page (see
+    /// [`decompress_entries`](super::layout::decompress_entries)), `packed` the stored pages,
+    /// `output` gets page `k` at `k * page_bytes`, `status` one word per page.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decompress(
+        &self,
+        stream: &Arc<CudaStream>,
+        packed: &CudaView<'_, u8>,
+        entries: &CudaView<'_, u32>,
+        n_pages: usize,
+        page_bytes: usize,
+        output: &mut CudaViewMut<'_, u8>,
+        status: &mut CudaViewMut<'_, u32>,
+    ) -> Result<()> {
+        let cap_err = |what: &str, needed: usize, capacity: usize| Error::Capacity { what: what.to_string(), needed, capacity };
+        if entries.len() < 4 * n_pages {
+            return Err(cap_err("lz4 decompress entries", 4 * n_pages, entries.len()));
+        }
+        if output.len() < n_pages * page_bytes {
+            return Err(cap_err("lz4 decompress output", n_pages * page_bytes, output.len()));
+        }
+        if status.len() < n_pages {
+            return Err(cap_err("lz4 decompress status", n_pages, status.len()));
+        }
+        if n_pages == 0 {
+            return Ok(());
+        }
+        let g = self.decompress_geometry(page_bytes, n_pages);
+        let cfg = Self::config(&self.decompress, g)?;
+        let (plen, np, pb) = (u32_len(packed.len(), "lz4 packed bytes")?, n_pages as u32, page_bytes as u32);
+        // SAFETY: arguments match lz4_decompress's parameters (packed pointer, its readable
+        // length, entries pointer, n_pages, page_bytes, output and status pointers). The kernel
+        // reads packed only below its length rounded down to 16 and checks every entry against
+        // it; entries, output (n_pages * page_bytes) and status (n_pages) were checked above.
+        unsafe {
+            stream
+                .launch_builder(&self.decompress)
+                .arg(packed)
+                .arg(&plen)
+                .arg(entries)
+                .arg(&np)
+                .arg(&pb)
+                .arg(output)
+                .arg(status)
+                .launch(cfg)
+        }
+        .map_err(Error::driver("launching lz4_decompress"))?;
+        Ok(())
+    }
+
+    /// Test hook: launches `lz4_compress` with invalid pointers on the device's work stream, so
+    /// the context fails with a sticky illegal-address error (every later CUDA call in this
+    /// process then fails). Only for tests of the fallback, in a process of their own.
+    #[doc(hidden)]
+    pub fn provoke_sticky_fault(&self) -> Result<()> {
+        let g = self.compress_geometry(1024, 1);
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: g.shared_bytes / g.warps_per_block };
+        let bogus = 0x10u64;
+        let (ib, pb, np) = (1024u32, 1024u32, 1u32);
+        // SAFETY: deliberately unsound for the device (pointers to nothing), never for the host:
+        // the kernel's first global access faults, which the driver reports as a sticky error.
+        unsafe {
+            self.gpu
+                .stream()
+                .launch_builder(&self.compress)
+                .arg(&bogus)
+                .arg(&ib)
+                .arg(&pb)
+                .arg(&np)
+                .arg(&bogus)
+                .arg(&bogus)
+                .arg(&bogus)
+                .launch(cfg)
+        }
+        .map_err(Error::driver("launching lz4_compress (fault hook)"))?;
+        let _ = self.gpu.sync();
+        Ok(())
+    }
+}

@@ -1,0 +1,292 @@
+//! The async ring: slots of pinned host input (write-combined) and output (registered host
+//! memory) buffers, device buffers and events. Streams overlap the work of consecutive slots: one for
+//! host-to-device copies, one per slot for its kernel (so one batch's last pages overlap the next
+//! batch's first), one for the small per-page info downloads and one for the packed-bytes
+//! downloads, so slot i+1 uploads while slot i compresses and slot i-1 downloads.
+//!
+//! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
+//! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
+//! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. The
+//! host never touches a slot's buffers while its copies may still run: every transition waits
+//! for the event of the copy that used them.
+
+use super::kernels::Lz4Kernels;
+use super::layout::{info_words, page_lengths, read_compress_info};
+use crate::lz4::PageEntry;
+use crate::runtime::{PinnedBuffer, PinnedKind, StreamSet};
+use crate::{Error, Result};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, ValidAsZeroBits};
+
+const H2D: usize = 0;
+const INFO: usize = 1;
+const D2H: usize = 2;
+/// Stream of slot `i`'s kernels: `COMPUTE + i`.
+const COMPUTE: usize = 3;
+
+/// A pinned buffer with its host view taken once at allocation, so the host can still read it
+/// after the CUDA context has failed (cudarc's accessors synchronize an event first, which a
+/// failed context refuses).
+pub(crate) struct Pinned<T: DeviceRepr> {
+    _buf: PinnedBuffer<T>,
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: `ptr` points into the page-locked allocation `_buf` owns for the struct's lifetime and
+// is only reached through `&self` / `&mut self`, like the buffer itself (which is Send).
+unsafe impl<T: DeviceRepr + Send> Send for Pinned<T> {}
+
+impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
+    fn new(gpu: &crate::runtime::Gpu, len: usize, kind: PinnedKind) -> Result<Self> {
+        let mut buf = PinnedBuffer::new(gpu, len, kind)?;
+        let s = buf.as_mut_slice()?;
+        let (ptr, len) = (s.as_mut_ptr(), s.len());
+        Ok(Pinned { _buf: buf, ptr, len })
+    }
+
+    pub(crate) fn slice(&self) -> &[T] {
+        // SAFETY: see the Send impl; the allocation holds `len` initialised (zeroed) elements.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub(crate) fn slice_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `slice`, and `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Page-aligned host memory registered with the driver (`cuMemHostRegister`): the device copies
+/// into it like any pinned buffer, while the CPU keeps its ordinary cached mapping. Download
+/// buffers use it (it was introduced while chasing slow host-side reads of downloaded pages; the
+/// bench's later host-read figure showed `cuMemHostAlloc` memory reads as fast as ordinary
+/// memory, so either kind works).
+pub(crate) struct Registered {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+    len: usize,
+}
+
+// SAFETY: the struct owns its allocation exclusively; access goes through `&self`/`&mut self`.
+unsafe impl Send for Registered {}
+
+impl Registered {
+    fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
+        let size = len.max(1).div_ceil(4096) * 4096;
+        let layout = std::alloc::Layout::from_size_align(size, 4096)
+            .map_err(|_| Error::Capacity { what: "lz4 download buffer".into(), needed: len, capacity: isize::MAX as usize })?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::Capacity { what: "lz4 download buffer (host memory)".into(), needed: size, capacity: 0 });
+        }
+        gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
+        // SAFETY: `ptr..ptr + size` is a live allocation owned by the value being built; it is
+        // unregistered in Drop before it is freed.
+        let r = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast(), size, 0) }.result();
+        if let Err(e) = r {
+            // SAFETY: allocated above with this layout and not registered.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+            return Err(Error::Driver { call: "cuMemHostRegister", source: e });
+        }
+        Ok(Registered { ptr, layout, len })
+    }
+
+    pub(crate) fn slice(&self) -> &[u8] {
+        // SAFETY: `len <= layout.size()` zero-initialised bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub(crate) fn slice_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `slice`, and `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        // SAFETY: registered in `new`; a failed unregister (dead context) leaves nothing to undo.
+        unsafe {
+            let _ = cudarc::driver::sys::cuMemHostUnregister(self.ptr.cast());
+            std::alloc::dealloc(self.ptr, self.layout);
+        }
+    }
+}
+
+/// Where a slot is in its cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    Free,
+    Submitted,
+    Downloading,
+    Ready,
+}
+
+/// One batch's buffers and events.
+pub(crate) struct Slot {
+    pub(crate) h_in: Pinned<u8>,
+    h_out: Registered,
+    h_info: Pinned<u32>,
+    d_in: CudaSlice<u8>,
+    scratch: CudaSlice<u8>,
+    d_packed: CudaSlice<u8>,
+    d_info: CudaSlice<u32>,
+    ev_h2d: CudaEvent,
+    ev_kernel: CudaEvent,
+    ev_info: CudaEvent,
+    ev_d2h: CudaEvent,
+    pub(crate) state: State,
+    /// Bytes of input in this batch.
+    pub(crate) input_bytes: usize,
+    /// Where each page lies in `h_out` once the slot is Ready.
+    pub(crate) entries: Vec<PageEntry>,
+}
+
+impl Slot {
+    /// The stored bytes of page `k` of a Ready slot.
+    pub(crate) fn stored(&self, k: usize) -> &[u8] {
+        let e = self.entries[k];
+        &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
+    }
+
+    /// Pages in this batch.
+    pub(crate) fn pages(&self, page_bytes: usize) -> usize {
+        self.input_bytes.div_ceil(page_bytes)
+    }
+}
+
+/// The ring of slots over one device.
+pub(crate) struct Ring {
+    pub(crate) kernels: Lz4Kernels,
+    streams: StreamSet,
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) page_bytes: usize,
+    pub(crate) batch_pages: usize,
+}
+
+fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
+    k.gpu().ctx().new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::driver("cuEventCreate"))
+}
+
+impl Ring {
+    /// Allocates `slots` slots of `batch_pages` pages of `page_bytes` (pinned and device).
+    pub(crate) fn new(kernels: Lz4Kernels, page_bytes: usize, batch_pages: usize, slots: usize) -> Result<Self> {
+        let gpu = kernels.gpu().clone();
+        let slots = slots.max(1);
+        let streams = StreamSet::new(&gpu, COMPUTE + slots)?;
+        let batch_bytes = page_bytes * batch_pages;
+        let g = kernels.compress_geometry(page_bytes, batch_pages);
+        let s = streams.get(H2D);
+        let alloc = Error::driver("cuMemAlloc (lz4 ring)");
+        let mut v = Vec::with_capacity(slots);
+        for _ in 0..slots {
+            v.push(Slot {
+                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Upload)?,
+                h_out: Registered::new(&gpu, batch_bytes)?,
+                h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
+                d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
+                scratch: s.alloc_zeros::<u8>(g.warps() as usize * page_bytes).map_err(alloc)?,
+                d_packed: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
+                d_info: s.alloc_zeros::<u32>(info_words(batch_pages)).map_err(alloc)?,
+                ev_h2d: event(&kernels)?,
+                ev_kernel: event(&kernels)?,
+                ev_info: event(&kernels)?,
+                ev_d2h: event(&kernels)?,
+                state: State::Free,
+                input_bytes: 0,
+                entries: Vec::new(),
+            });
+        }
+        s.synchronize().map_err(Error::driver("zeroing the lz4 ring"))?;
+        Ok(Ring { kernels, streams, slots: v, page_bytes, batch_pages })
+    }
+
+    /// Bytes one slot holds.
+    pub(crate) fn batch_bytes(&self) -> usize {
+        self.page_bytes * self.batch_pages
+    }
+
+    /// Enqueues upload, kernel and info download of slot `i`, whose `h_in` holds `input_bytes`.
+    pub(crate) fn submit(&mut self, i: usize, input_bytes: usize) -> Result<()> {
+        let (pb, streams) = (self.page_bytes, &self.streams);
+        let slot = &mut self.slots[i];
+        debug_assert_eq!(slot.state, State::Free);
+        slot.input_bytes = input_bytes;
+        slot.entries.clear();
+        let n = input_bytes.div_ceil(pb);
+        let words = info_words(n);
+        let h2d = streams.get(H2D);
+        if input_bytes > 0 {
+            // The copy reads h_in asynchronously; the host writes it again only once this slot
+            // has gone through `wait`, which follows this copy's completion.
+            h2d.memcpy_htod(&slot.h_in.slice()[..input_bytes], &mut slot.d_in.slice_mut(0..input_bytes))
+                .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
+        }
+        slot.ev_h2d.record(h2d).map_err(Error::driver("cuEventRecord"))?;
+        let compute = streams.get(COMPUTE + i);
+        compute.wait(&slot.ev_h2d).map_err(Error::driver("cuStreamWaitEvent"))?;
+        let input = slot.d_in.slice(0..input_bytes.max(1));
+        let mut packed = slot.d_packed.slice_mut(..);
+        let mut info = slot.d_info.slice_mut(0..words);
+        self.kernels.compress(compute, &input, input_bytes, pb, &mut slot.scratch, &mut packed, &mut info)?;
+        slot.ev_kernel.record(compute).map_err(Error::driver("cuEventRecord"))?;
+        let info_s = streams.get(INFO);
+        info_s.wait(&slot.ev_kernel).map_err(Error::driver("cuStreamWaitEvent"))?;
+        info_s.memcpy_dtoh(&slot.d_info.slice(0..words), &mut slot.h_info.slice_mut()[..words])
+            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
+        slot.ev_info.record(info_s).map_err(Error::driver("cuEventRecord"))?;
+        slot.state = State::Submitted;
+        Ok(())
+    }
+
+    /// Starts the packed download of a Submitted slot whose info has arrived; `block` waits for
+    /// the info, otherwise a slot whose info is not there yet is left alone.
+    pub(crate) fn start_download(&mut self, i: usize, block: bool) -> Result<()> {
+        let pb = self.page_bytes;
+        let slot = &mut self.slots[i];
+        if slot.state != State::Submitted {
+            return Ok(());
+        }
+        if block {
+            slot.ev_info.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+        } else if !slot.ev_info.try_is_complete().map_err(Error::driver("cuEventQuery (lz4 info)"))? {
+            return Ok(());
+        }
+        let n = slot.input_bytes.div_ceil(pb);
+        let lens: Vec<usize> = page_lengths(slot.input_bytes, pb).collect();
+        let info = &slot.h_info.slice()[..info_words(n)];
+        slot.entries = read_compress_info(info, &lens)?;
+        let used = super::layout::packed_used(info);
+        if used > slot.d_packed.len() {
+            return Err(Error::Kernel { kernel: "lz4_compress", code: 0, detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()) });
+        }
+        let d2h = self.streams.get(D2H);
+        d2h.wait(&slot.ev_info).map_err(Error::driver("cuStreamWaitEvent"))?;
+        if used > 0 {
+            d2h.memcpy_dtoh(&slot.d_packed.slice(0..used), &mut slot.h_out.slice_mut()[..used])
+                .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed)"))?;
+        }
+        slot.ev_d2h.record(d2h).map_err(Error::driver("cuEventRecord"))?;
+        slot.state = State::Downloading;
+        Ok(())
+    }
+
+    /// Blocks until slot `i` is Ready (its packed bytes are in `h_out`).
+    pub(crate) fn wait(&mut self, i: usize) -> Result<()> {
+        self.start_download(i, true)?;
+        let slot = &mut self.slots[i];
+        if slot.state == State::Downloading {
+            slot.ev_d2h.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+            slot.state = State::Ready;
+        }
+        Ok(())
+    }
+
+    /// Starts the downloads of Submitted slots whose info has arrived, oldest first (`order`).
+    pub(crate) fn poll(&mut self, order: impl IntoIterator<Item = usize>) -> Result<()> {
+        for i in order {
+            self.start_download(i, false)?;
+        }
+        Ok(())
+    }
+}
