@@ -8,7 +8,7 @@ mod ptx_sim;
 
 use ptx_sim::{launch, Counts, Memory, Program};
 use ptxflow::kernels::KernelId;
-use ptxflow::lz4::gpu::layout::{compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths, read_compress_info};
+use ptxflow::lz4::gpu::layout::{compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths, read_compress_info, SmLimits};
 use ptxflow::lz4::{compress_page, decode_block, CompressedPages, CpuPageCodec, PageCodec, PageEntry, PageKind};
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
@@ -21,7 +21,7 @@ fn program(id: KernelId) -> Program {
 fn sim_compress(prog: &Program, input: &[u8], page_bytes: usize) -> (Vec<PageEntry>, Vec<u8>, Counts) {
     let lens: Vec<usize> = page_lengths(input.len(), page_bytes).collect();
     let n = lens.len();
-    let mut g = compress_geometry(page_bytes, n, 1, 228 << 10);
+    let mut g = compress_geometry(page_bytes, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 80 });
     g.blocks = g.blocks.min(2);
     let mut mem = Memory::new();
     let inp = mem.add("input", input.to_vec());
@@ -103,7 +103,7 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
 fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>) {
     let n = pages.pages.len();
     let pb = pages.page_bytes;
-    let g = decompress_geometry(pb, n, 1, 228 << 10);
+    let g = decompress_geometry(pb, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 48 });
     let g = ptxflow::lz4::gpu::layout::Geometry { blocks: g.blocks.min(2), ..g };
     let mut mem = Memory::new();
     let mut data = pages.data.clone();
@@ -187,7 +187,7 @@ fn decompress_bounded_pages_report_their_length() {
         }
     }
     let n = pages.pages.len();
-    let g = decompress_geometry(4096, n, 1, 228 << 10);
+    let g = decompress_geometry(4096, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 48 });
     let mut mem = Memory::new();
     let mut d = pages.data.clone();
     d.resize(d.len().div_ceil(16) * 16 + 16, 0);

@@ -13,16 +13,19 @@
 //! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
 //!
 //! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
-//! page as long as the original), copies the block into its shared stage with 16-byte loads from
-//! the aligned address below it, then either copies a raw page out (aligned words assembled with a
-//! byte permute) or decodes: every lane follows the same parse (the token and offset loads are
+//! page as long as the original), copies the block to the end of its shared buffer (the page
+//! plus LZ4's in-place margin, so twice as many warps fit an SM as with separate input and output
+//! buffers) with 16-byte loads from the aligned address below it, then either copies a raw page
+//! out (aligned words assembled with a byte permute) or decodes: every lane follows the same parse (the token and offset loads are
 //! broadcasts), lanes copy literals 32 bytes per step, and matches 32 bytes per step, or, for an
 //! offset below 32, in doubling steps that never read a byte not yet written. Every length is
-//! checked against the block end and the original length before it is used. The page is then
-//! written out with 16-byte stores and lane 0 writes its status.
+//! checked against the block end and the original length before it is used, and every match
+//! must end before the block bytes not yet read (the page is rebuilt in place over the consumed
+//! block; a valid block never reaches them). The page is then written out with 16-byte stores and
+//! lane 0 writes its status.
 
 use super::copy::{copy_literals, copy_match, copy_page_out, copy_raw_out};
-use super::{bcast, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes, STAGE_SLACK_BYTES};
+use super::{bcast, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes};
 use crate::ptx::*;
 
 /// Most threads per block (8 warps).
@@ -33,6 +36,8 @@ pub(super) struct Dec {
     pub(super) ln: Lanes,
     pub(super) ib: Reg<U32>,
     pub(super) ob: Reg<U32>,
+    /// `ib - ob`: the page may be written up to `lim + ip` (block bytes from `ip` on are unread).
+    pub(super) lim: Reg<U32>,
     pub(super) stored: Reg<U32>,
     pub(super) orig: Reg<U32>,
     pub(super) code: Reg<U32>,
@@ -73,11 +78,15 @@ pub fn build(target: Target) -> Module {
     let ncta = b.special(Special::NctaidX);
     let gwarp = b.mad(cta, warps, warp);
     let all_warps = b.mul(ncta, warps);
-    let stage_bytes = b.add(page_bytes, STAGE_SLACK_BYTES);
-    let per_warp = b.add(stage_bytes, page_bytes);
+    // margin = round16((page_bytes >> 8) + 32) + 32, as `inplace_margin`.
+    let m = b.shr(page_bytes, 8u32);
+    let m = b.add(m, 47u32);
+    let m = b.and(m, !15u32);
+    let margin = b.add(m, 32u32);
+    let per_warp = b.add(page_bytes, margin);
     let sbase = b.shared_base(&smem);
-    let stage = b.mad(warp, per_warp, sbase);
-    let ob = b.add(stage, stage_bytes);
+    let ob = b.mad(warp, per_warp, sbase);
+    let region_end = b.add(ob, per_warp);
     let ob_lane = b.add(ob, ln.lane);
     let bound = b.and(packed_bytes, !15u32);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
@@ -105,14 +114,18 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: stage, ob, stored, orig, code, bounded, ib_lane: stage, ob_lane, fail: fail.clone() };
+        let d = Dec { ln, ib: ob, ob, lim: ob, stored, orig, code, bounded, ib_lane: ob, ob_lane, fail: fail.clone() };
         fail_if(b, &d, bad, status::BAD_ENTRY);
-        // Stage the block: 16-byte chunks from the aligned address at or below it.
+        // Stage the block at the end of the buffer (the page is rebuilt from its start, in
+        // place): 16-byte chunks from the aligned address at or below it.
         let delta = b.and(off, 15u32);
         let abase = b.sub(off, delta);
         let span = b.add(delta, stored);
         let span = b.add(span, 15u32);
         let chunks = b.shr(span, 4u32);
+        let staged = b.shl(chunks, 4u32);
+        let staged = b.add(staged, 16u32);
+        let stage = b.sub(region_end, staged);
         let src = b.index_addr(packed, abase, 1);
         ufor(b, 0u32, chunks, 32u32, |b, base, _| {
             let k = b.add(base, ln.lane);
@@ -128,8 +141,9 @@ pub fn build(target: Target) -> Module {
         b.warp_sync(FULL_MASK);
         let ib = b.add(stage, delta);
         let ib_lane = b.add(ib, ln.lane);
+        let lim = b.sub(ib, ob);
         let dst = b.mad_wide(pg, page_bytes, output);
-        let d = Dec { ib, ib_lane, ..d };
+        let d = Dec { ib, ib_lane, lim, ..d };
         let block = b.label("block");
         ubra_unless(b, is_raw, &block);
         copy_raw_out(b, &d, dst);
@@ -287,6 +301,11 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         b.mov_to(d.code, code);
         b.bra_uni(&d.fail);
         b.place(&match_ok);
+        // In place: the match must end before the block bytes still to be read.
+        let m_end = b.add(mop, ml);
+        let unread = b.add(d.lim, ip);
+        let clobber = b.setp(Cmp::Gt, m_end, unread);
+        fail_if(b, d, clobber, status::MARGIN);
         let span = b.add(lit, ml);
         let fits = b.setp(Cmp::Le, span, 32u32);
         let apart = b.setp(Cmp::Ge, offset, span);

@@ -29,10 +29,18 @@ pub fn compress_shared_per_warp(page_bytes: u32) -> u32 {
     TABLE_BYTES + page_bytes + STAGE_SLACK_BYTES
 }
 
-/// Dynamic shared memory one decompress warp uses: staged block (with alignment slack) and the
-/// page being rebuilt (bytes).
+/// Bytes by which a decompress warp's buffer exceeds the page: LZ4's in-place margin
+/// (`(block >> 8) + 32`, with the page as the largest block) rounded up to 16, plus 16 for the
+/// alignment of the staged block and 16 of slack after it (unaligned word reads of a raw page
+/// may read 4 bytes past its end).
+pub fn inplace_margin(page_bytes: u32) -> u32 {
+    ((page_bytes >> 8) + 32 + 15) / 16 * 16 + 32
+}
+
+/// Dynamic shared memory one decompress warp uses: one buffer of the page plus the in-place
+/// margin; the block is staged at its end and the page rebuilt from its start (bytes).
 pub fn decompress_shared_per_warp(page_bytes: u32) -> u32 {
-    page_bytes + STAGE_SLACK_BYTES + page_bytes
+    page_bytes + inplace_margin(page_bytes)
 }
 
 /// Per-page status codes written by `lz4_decompress` in bits 0..8 of its status words (bits
@@ -61,6 +69,9 @@ pub mod status {
     pub const OUTPUT_OVERFLOW: u32 = 5;
     /// The block ended before producing the page's original length.
     pub const WRONG_LENGTH: u32 = 6;
+    /// The output would overwrite block bytes not yet read: the block expands faster than any
+    /// valid block can (LZ4's in-place margin).
+    pub const MARGIN: u32 = 7;
 
     /// Words for a status code (host error messages).
     pub fn describe(code: u32) -> &'static str {
@@ -72,6 +83,7 @@ pub mod status {
             OFFSET_BEFORE_START => "match offset reaches before the start of the page",
             OUTPUT_OVERFLOW => "block writes past the page's original length",
             WRONG_LENGTH => "block decodes to fewer bytes than the page's original length",
+            MARGIN => "block expands faster than a valid block can (in-place margin exceeded)",
             _ => "unknown status code",
         }
     }

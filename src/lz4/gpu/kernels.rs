@@ -1,7 +1,7 @@
 //! [`Lz4Kernels`]: the loaded `lz4_compress` / `lz4_decompress` functions of one device and
 //! their launches on device-resident buffers (no host copies, no synchronization).
 
-use super::layout::{compress_geometry, decompress_geometry, Geometry};
+use super::layout::{compress_geometry, decompress_geometry, Geometry, SmLimits};
 use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::{Error, Result};
@@ -18,6 +18,8 @@ pub struct Lz4Kernels {
     compress: CudaFunction,
     decompress: CudaFunction,
     sm_shared: u32,
+    compress_regs: u32,
+    decompress_regs: u32,
 }
 
 fn u32_len(n: usize, what: &str) -> Result<u32> {
@@ -36,7 +38,9 @@ impl Lz4Kernels {
         }
         // An SM holds the opt-in per-block maximum plus the 1 KiB reserved per block.
         let sm_shared = gpu.facts().max_shared_per_block_optin + 1024;
-        Ok(Lz4Kernels { gpu, compress, decompress, sm_shared })
+        let regs = |f: &CudaFunction| f.num_regs().map(|r| r.max(0) as u32).map_err(Error::driver("cuFuncGetAttribute(registers)"));
+        let (compress_regs, decompress_regs) = (regs(&compress)?, regs(&decompress)?);
+        Ok(Lz4Kernels { gpu, compress, decompress, sm_shared, compress_regs, decompress_regs })
     }
 
     /// The device.
@@ -46,12 +50,14 @@ impl Lz4Kernels {
 
     /// Launch shape of a compress launch over `n_pages` pages.
     pub fn compress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
-        compress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, self.sm_shared)
+        let sm = SmLimits { shared_bytes: self.sm_shared, regs_per_thread: self.compress_regs };
+        compress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
     }
 
     /// Launch shape of a decompress launch over `n_pages` pages.
     pub fn decompress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
-        decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, self.sm_shared)
+        let sm = SmLimits { shared_bytes: self.sm_shared, regs_per_thread: self.decompress_regs };
+        decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
     }
 
     fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {

@@ -34,26 +34,41 @@ impl Geometry {
     }
 }
 
+/// Registers of one SM.
+const SM_REGISTERS: u32 = 65536;
+
+/// What bounds how many blocks an SM holds: its shared memory (bytes) and the kernel's
+/// registers per thread (0 when unknown).
+#[derive(Clone, Copy, Debug)]
+pub struct SmLimits {
+    pub shared_bytes: u32,
+    pub regs_per_thread: u32,
+}
+
 /// Shapes a launch of warps needing `per_warp` shared bytes each over `n_pages` pages on a
-/// device of `sm_count` SMs with `sm_shared` shared bytes per SM: as many warps per block as fit
-/// the default 48 KiB (at least one, at most `max_warps`), and no more resident blocks than the SMs hold.
-fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
+/// device of `sm_count` SMs: as many warps per block as fit the default 48 KiB (at least one, at
+/// most `max_warps`), and no more blocks than the SMs hold at once (shared memory and registers;
+/// registers are allocated per warp in units of 256).
+fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
     let wpb = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
     let shared_bytes = wpb * per_warp;
-    let per_sm = (sm_shared / (shared_bytes + SHARED_RESERVED_PER_BLOCK)).clamp(1, 32);
+    let by_shared = sm.shared_bytes / (shared_bytes + SHARED_RESERVED_PER_BLOCK);
+    let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
+    let by_regs = if warp_regs == 0 { u32::MAX } else { SM_REGISTERS / (warp_regs * wpb) };
+    let per_sm = by_shared.min(by_regs).clamp(1, 32);
     let wanted = n_pages.div_ceil(wpb as usize).max(1);
     let blocks = wanted.min((sm_count.max(1) * per_sm) as usize) as u32;
     Geometry { blocks, warps_per_block: wpb, shared_bytes }
 }
 
 /// Launch shape of `lz4_compress` (warps take pages from a counter, so a full device is enough).
-pub fn compress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
-    geometry(compress_shared_per_warp(page_bytes as u32), compress::MAX_BLOCK / 32, n_pages, sm_count, sm_shared)
+pub fn compress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
+    geometry(compress_shared_per_warp(page_bytes as u32), compress::MAX_BLOCK / 32, n_pages, sm_count, sm)
 }
 
 /// Launch shape of `lz4_decompress` (warps stride over the pages).
-pub fn decompress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm_shared: u32) -> Geometry {
-    geometry(decompress_shared_per_warp(page_bytes as u32), decompress::MAX_BLOCK / 32, n_pages, sm_count, sm_shared)
+pub fn decompress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
+    geometry(decompress_shared_per_warp(page_bytes as u32), decompress::MAX_BLOCK / 32, n_pages, sm_count, sm)
 }
 
 /// Words of the compress kernel's `info` buffer for `n_pages` pages.
