@@ -21,7 +21,8 @@
 //! offset below 32, in doubling steps that never read a byte not yet written. Every length is
 //! checked against the block end and the original length before it is used, and every match
 //! must end before the block bytes not yet read (the page is rebuilt in place over the consumed
-//! block; a valid block never reaches them). The page is then written out with 16-byte stores and
+//! block; a valid block never reaches them). The common sequence (both lengths below 15) checks
+//! all of this with one branch and re-parses step by step only when a check fails. The page is then written out with 16-byte stores and
 //! lane 0 writes its status.
 
 use super::copy::{copy_literals, copy_match, copy_page_out, copy_raw_out};
@@ -223,17 +224,20 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
 /// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
 /// bytes); others copy literals and then the match in steps of their own.
 fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
-    let lane = d.ln.lane;
     let ip = b.mov(0u32);
     let op = b.mov(0u32);
     let empty = b.setp(Cmp::Eq, d.stored, 0u32);
     fail_if(b, d, empty, status::TRUNCATED);
-    uloop(b, |b, block_end, _| {
+    uloop(b, |b, block_end, next_seq| {
         let ta = b.add(d.ib, ip);
         let token = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, ta);
         let ip1 = b.add(ip, 1u32);
         b.mov_to(ip, ip1);
         let lit = b.shr(token, 4u32);
+        let mcode = b.and(token, 15u32);
+        let slow = b.label("slow_seq");
+        fast_sequence(b, d, [ip, op, lit, mcode], &slow, next_seq);
+        b.place(&slow);
         let long_lit = b.setp(Cmp::Eq, lit, 15u32);
         let short_lit = b.label("short_lit");
         ubra_unless(b, long_lit, &short_lit);
@@ -274,7 +278,6 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let offset = b.or(lo, hi);
         let ip3 = b.add(lit_end, 2u32);
         b.mov_to(ip, ip3);
-        let mcode = b.and(token, 15u32);
         let ml = b.add(mcode, 4u32);
         let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
         let short_ml = b.label("short_ml");
@@ -306,29 +309,8 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let unread = b.add(d.lim, ip);
         let clobber = b.setp(Cmp::Gt, m_end, unread);
         fail_if(b, d, clobber, status::MARGIN);
+        copy_sequence(b, d, lit_at, op, lit, offset, ml);
         let span = b.add(lit, ml);
-        let fits = b.setp(Cmp::Le, span, 32u32);
-        let apart = b.setp(Cmp::Ge, offset, span);
-        let one_step = b.and(fits, apart);
-        let general = b.label("general_copy");
-        let copied = b.label("copied");
-        ubra_unless(b, one_step, &general);
-        let is_lit = b.setp(Cmp::Lt, lane, lit);
-        let from_lit = b.add(d.ib_lane, lit_at);
-        let dst = b.add(d.ob_lane, op);
-        let from_match = b.sub(dst, offset);
-        let src = b.selp(from_lit, from_match, is_lit);
-        let inside = b.setp(Cmp::Lt, lane, span);
-        b.guarded(inside, false, |b| {
-            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.st_narrow(Space::Shared, Narrow::U8, dst, v);
-        });
-        b.warp_sync(FULL_MASK);
-        b.bra_uni(&copied);
-        b.place(&general);
-        copy_literals(b, d, lit_at, op, lit);
-        copy_match(b, d, mop, offset, ml);
-        b.place(&copied);
         let op3 = b.add(op, span);
         b.mov_to(op, op3);
     });
@@ -339,3 +321,75 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     op
 }
 
+
+/// The common sequence (literal and match lengths below 15, not the last one) with all its
+/// checks folded into one branch: falls through to `slow` (the step-by-step parse of the same
+/// token, which then finds the failing check in order) unless every check holds; otherwise
+/// copies the sequence, advances `ip` and `op` and continues the decode loop.
+fn fast_sequence(b: &mut KernelBuilder, d: &Dec, [ip, op, lit, mcode]: [Reg<U32>; 4], slow: &Label, next: &Label) {
+    let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+    let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+    let short = b.and(lit_short, ml_short);
+    ubra_unless(b, short, slow);
+    let lit_end = b.add(ip, lit);
+    // At most 16 bytes past the block: inside the stage's slack, read but unused on failure.
+    let oa = b.add(d.ib, lit_end);
+    let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
+    let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
+    let hi = b.shl(hi, 8u32);
+    let offset = b.or(lo, hi);
+    let ml = b.add(mcode, 4u32);
+    let mop = b.add(op, lit);
+    let m_end = b.add(mop, ml);
+    let ip3 = b.add(lit_end, 2u32);
+    // Offset bytes and a further token inside the block; the output inside the page; the
+    // offset inside the page and not zero; the output below the unread block bytes.
+    let need = b.add(lit_end, 3u32);
+    let bad = b.setp(Cmp::Gt, need, d.stored);
+    let over = b.setp(Cmp::Gt, m_end, d.orig);
+    let bad = b.or(bad, over);
+    let off1 = b.sub(offset, 1u32);
+    let reach = b.setp(Cmp::Ge, off1, mop);
+    let bad = b.or(bad, reach);
+    let unread = b.add(d.lim, ip3);
+    let clobber = b.setp(Cmp::Gt, m_end, unread);
+    let bad = b.or(bad, clobber);
+    ubra_if(b, bad, slow);
+    let lit_at = b.mov(ip);
+    b.mov_to(ip, ip3);
+    copy_sequence(b, d, lit_at, op, lit, offset, ml);
+    b.mov_to(op, m_end);
+    b.bra_uni(next);
+}
+
+/// Copies a checked sequence: `lit` literals from block byte `lit_at` to page byte `op`, then
+/// `ml` bytes from `offset` back. When both fit 32 bytes and the match source lies wholly
+/// before the literals, one step does both (lanes below `lit` copy literals, the next `ml`
+/// lanes match bytes; every lane loads before any stores).
+fn copy_sequence(b: &mut KernelBuilder, d: &Dec, lit_at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>) {
+    let lane = d.ln.lane;
+    let span = b.add(lit, ml);
+    let fits = b.setp(Cmp::Le, span, 32u32);
+    let apart = b.setp(Cmp::Ge, offset, span);
+    let one_step = b.and(fits, apart);
+    let general = b.label("general_copy");
+    let copied = b.label("copied");
+    ubra_unless(b, one_step, &general);
+    let is_lit = b.setp(Cmp::Lt, lane, lit);
+    let from_lit = b.add(d.ib_lane, lit_at);
+    let dst = b.add(d.ob_lane, op);
+    let from_match = b.sub(dst, offset);
+    let src = b.selp(from_lit, from_match, is_lit);
+    let inside = b.setp(Cmp::Lt, lane, span);
+    b.guarded(inside, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+    });
+    b.warp_sync(FULL_MASK);
+    b.bra_uni(&copied);
+    b.place(&general);
+    copy_literals(b, d, lit_at, op, lit);
+    let mop = b.add(op, lit);
+    copy_match(b, d, mop, offset, ml);
+    b.place(&copied);
+}

@@ -45,20 +45,29 @@ pub struct SmLimits {
     pub regs_per_thread: u32,
 }
 
-/// Shapes a launch of warps needing `per_warp` shared bytes each over `n_pages` pages on a
-/// device of `sm_count` SMs: as many warps per block as fit the default 48 KiB (at least one, at
-/// most `max_warps`), and no more blocks than the SMs hold at once (shared memory and registers;
-/// registers are allocated per warp in units of 256).
-fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
-    let wpb = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
-    let shared_bytes = wpb * per_warp;
-    let by_shared = sm.shared_bytes / (shared_bytes + SHARED_RESERVED_PER_BLOCK);
+/// Warps one SM holds at most (sm_75 has 32, later ones 48 or 64; the hardware caps the rest).
+const SM_MAX_WARPS: u32 = 64;
+
+/// Blocks of `wpb` warps (of `per_warp` shared bytes each) that one SM holds at once: shared
+/// memory and registers (allocated per warp in units of 256) both bound it.
+fn blocks_per_sm(per_warp: u32, wpb: u32, sm: SmLimits) -> u32 {
+    let by_shared = sm.shared_bytes / (wpb * per_warp + SHARED_RESERVED_PER_BLOCK);
     let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
     let by_regs = if warp_regs == 0 { u32::MAX } else { SM_REGISTERS / (warp_regs * wpb) };
-    let per_sm = by_shared.min(by_regs).clamp(1, 32);
+    by_shared.min(by_regs).min(SM_MAX_WARPS / wpb).clamp(1, 32)
+}
+
+/// Shapes a launch of warps needing `per_warp` shared bytes each over `n_pages` pages on a
+/// device of `sm_count` SMs: the warps per block (at least one, at most `max_warps`, within the
+/// default 48 KiB) that let an SM hold the most warps (the larger block on a tie), and no more
+/// blocks than the SMs hold at once.
+fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
+    let top = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
+    let wpb = (1..=top).rev().max_by_key(|&w| (w * blocks_per_sm(per_warp, w, sm), w)).unwrap_or(1);
+    let per_sm = blocks_per_sm(per_warp, wpb, sm);
     let wanted = n_pages.div_ceil(wpb as usize).max(1);
     let blocks = wanted.min((sm_count.max(1) * per_sm) as usize) as u32;
-    Geometry { blocks, warps_per_block: wpb, shared_bytes }
+    Geometry { blocks, warps_per_block: wpb, shared_bytes: wpb * per_warp }
 }
 
 /// Launch shape of `lz4_compress` (warps take pages from a counter, so a full device is enough).
