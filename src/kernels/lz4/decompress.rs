@@ -44,8 +44,7 @@ pub(super) struct Dec {
     pub(super) code: Reg<U32>,
     /// The original length is an upper bound (fewer bytes are fine).
     pub(super) bounded: Reg<Pred>,
-    /// `ib + lane` and `ob + lane`.
-    pub(super) ib_lane: Reg<U32>,
+    /// `ob + lane`.
     pub(super) ob_lane: Reg<U32>,
     pub(super) fail: Label,
 }
@@ -115,7 +114,7 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: ob, ob, lim: ob, stored, orig, code, bounded, ib_lane: ob, ob_lane, fail: fail.clone() };
+        let d = Dec { ln, ib: ob, ob, lim: ob, stored, orig, code, bounded, ob_lane, fail: fail.clone() };
         fail_if(b, &d, bad, status::BAD_ENTRY);
         // Stage the block at the end of the buffer (the page is rebuilt from its start, in
         // place): 16-byte chunks from the aligned address at or below it.
@@ -141,17 +140,17 @@ pub fn build(target: Target) -> Module {
         });
         b.warp_sync(FULL_MASK);
         let ib = b.add(stage, delta);
-        let ib_lane = b.add(ib, ln.lane);
         let lim = b.sub(ib, ob);
-        let dst = b.mad_wide(pg, page_bytes, output);
-        let d = Dec { ib, ib_lane, lim, ..d };
+        let d = Dec { ib, lim, ..d };
         let block = b.label("block");
         ubra_unless(b, is_raw, &block);
+        let dst = b.mad_wide(pg, page_bytes, output);
         copy_raw_out(b, &d, dst);
         b.mov_to(produced, orig);
         b.bra_uni(&done);
         b.place(&block);
         let op = decode(b, &d);
+        let dst = b.mad_wide(pg, page_bytes, output);
         copy_page_out(b, &d, dst, op);
         b.mov_to(produced, op);
         b.bra_uni(&done);
@@ -376,7 +375,9 @@ fn copy_sequence(b: &mut KernelBuilder, d: &Dec, lit_at: Reg<U32>, op: Reg<U32>,
     let copied = b.label("copied");
     ubra_unless(b, one_step, &general);
     let is_lit = b.setp(Cmp::Lt, lane, lit);
-    let from_lit = b.add(d.ib_lane, lit_at);
+    // ib + lit_at + lane, as ob + lane + lim + lit_at (one register fewer in the loop).
+    let lit_rel = b.add(d.lim, lit_at);
+    let from_lit = b.add(d.ob_lane, lit_rel);
     let dst = b.add(d.ob_lane, op);
     let from_match = b.sub(dst, offset);
     let src = b.selp(from_lit, from_match, is_lit);
