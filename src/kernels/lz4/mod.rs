@@ -70,7 +70,8 @@ pub mod status {
     /// The block ended before producing the page's original length.
     pub const WRONG_LENGTH: u32 = 6;
     /// The output would overwrite block bytes not yet read: the block expands faster than any
-    /// valid block can (LZ4's in-place margin).
+    /// valid block of at most the original length can (LZ4's in-place margin), so it is corrupt
+    /// or, with a bounded original length, longer than that bound.
     pub const MARGIN: u32 = 7;
 
     /// Words for a status code (host error messages).

@@ -7,11 +7,12 @@
 //! A block's decoded length is not stored in the frame; the launch gives each block an upper
 //! bound (the kernel's bounded mode) of the frame's content size over its block count, rounded
 //! up to 1 KiB, which is the page size for ptxflow's frames of more than 64 blocks. A block
-//! that needs more fails with an overflow status and the caller decodes on the CPU instead.
+//! that needs more fails with an overflow (or in-place margin) status and the caller decodes on
+//! the CPU instead.
 
 use super::kernels::Lz4Kernels;
 use super::layout::{check_decompress_status, produced_bytes};
-use crate::kernels::lz4::status::{KIND_BOUNDED, KIND_RAW};
+use crate::kernels::lz4::status::{self, KIND_BOUNDED, KIND_RAW};
 use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, UNCOMPRESSED_BIT};
 use crate::lz4::xxh32::{xxh32, Xxh32};
 use crate::lz4::{MAX_PAGE_BYTES, PAGE_GRANULE_BYTES};
@@ -117,8 +118,10 @@ pub fn decode_frames_gpu(kernels: &Lz4Kernels, data: &[u8], out: &mut Vec<u8>) -
     let status_h = s.clone_dtoh(&status).map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
     let out_h = s.clone_dtoh(&output).map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
     s.synchronize().map_err(drv("synchronizing lz4 frame decode"))?;
-    if status_h[..n].iter().any(|&w| w & crate::kernels::lz4::status::CODE_MASK == crate::kernels::lz4::status::OUTPUT_OVERFLOW) {
-        // A block longer than the guessed bound (or a corrupt one): the CPU decides.
+    let over_bound = |w: &u32| matches!(w & status::CODE_MASK, status::OUTPUT_OVERFLOW | status::MARGIN);
+    if status_h[..n].iter().any(over_bound) {
+        // A block longer than the guessed bound (or a corrupt one): the CPU decides. A block
+        // longer than the bound can also first outrun the in-place margin (MARGIN).
         return Ok(None);
     }
     check_decompress_status(&status_h[..n])?;
