@@ -46,17 +46,9 @@ pub use voxel_map::VoxelMap;
 use crate::{Error, Result};
 use nalgebra::Isometry3;
 
-/// Aligns `source` to `target` (points in metres) from `init` on the CPU.
-///
-/// Errors: [`Error::Input`] for bad parameters, an empty source, or a target that yields no voxel
-/// with enough points at `params.resolution_m`. Partial or no overlap is not an error: the result's
-/// [`StopReason`] and correspondence count say what happened.
-pub fn align_clouds(
-    target: &[[f32; 3]],
-    source: &[[f32; 3]],
-    init: &Isometry3<f64>,
-    params: &NdtParams,
-) -> Result<NdtResult> {
+/// Validates `params` and the clouds and builds the target's voxel map: the shared front half of
+/// [`align_clouds`] and the GPU's `align_clouds_gpu`.
+pub(crate) fn checked_map(target: &[[f32; 3]], source: &[[f32; 3]], params: &NdtParams) -> Result<VoxelMap> {
     params.validate()?;
     if source.is_empty() {
         return Err(Error::input("NDT source cloud has no (finite) points"));
@@ -70,6 +62,21 @@ pub fn align_clouds(
             voxel_map::MIN_POINTS_PER_VOXEL
         )));
     }
+    Ok(map)
+}
+
+/// Aligns `source` to `target` (points in metres) from `init` on the CPU.
+///
+/// Errors: [`Error::Input`] for bad parameters, an empty source, or a target that yields no voxel
+/// with enough points at `params.resolution_m`. Partial or no overlap is not an error: the result's
+/// [`StopReason`] and correspondence count say what happened.
+pub fn align_clouds(
+    target: &[[f32; 3]],
+    source: &[[f32; 3]],
+    init: &Isometry3<f64>,
+    params: &NdtParams,
+) -> Result<NdtResult> {
+    let map = checked_map(target, source, params)?;
     let mut lin = CpuLinearizer::new(&map, vec![source], params.search, params.outlier_ratio)?;
     align(&mut lin, 0, init, &params.solver)
 }

@@ -21,10 +21,9 @@ pub use pipeline::GpuDerivativePipeline;
 
 use crate::ndt::params::NdtParams;
 use crate::ndt::result::NdtResult;
-use crate::ndt::voxel_map::{VoxelMap, MIN_POINTS_PER_VOXEL};
 use crate::ndt::solver::align;
 use crate::runtime::Gpu;
-use crate::{Error, Result};
+use crate::Result;
 use nalgebra::Isometry3;
 use std::sync::Arc;
 
@@ -38,18 +37,7 @@ pub fn align_clouds_gpu(
     init: &Isometry3<f64>,
     params: &NdtParams,
 ) -> Result<NdtResult> {
-    params.validate()?;
-    if source.is_empty() {
-        return Err(Error::input("NDT source cloud has no (finite) points"));
-    }
-    let map = VoxelMap::build(target, params.resolution_m)?;
-    if map.is_empty() {
-        return Err(Error::input(format!(
-            "NDT target ({} points) has no voxel of {} m with at least {MIN_POINTS_PER_VOXEL} distinct points",
-            target.len(),
-            params.resolution_m,
-        )));
-    }
+    let map = crate::ndt::checked_map(target, source, params)?;
     let capacity = GpuCapacity { points: source.len(), voxels: map.len(), requests: 1 };
     let mut pipeline = GpuDerivativePipeline::new(gpu, capacity, params.search, params.outlier_ratio)?;
     pipeline.upload_target(&map)?;
