@@ -32,10 +32,7 @@ const SIZES: [(&str, usize); 4] = [("1k", 1_000), ("10k", 10_000), ("100k", 100_
 const HYPOTHESES: usize = 256;
 
 fn data_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("PTXFLOW_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")));
-    let dir = base.join("pointclouds");
+    let dir = common::data_dir().join("pointclouds");
     if dir.is_dir() {
         Some(dir)
     } else {
@@ -118,20 +115,6 @@ fn gpu_batch(pipe: &mut GpuDerivativePipeline, d: &Data) -> BatchReport {
     align_hypotheses(pipe, 0, &d.hypotheses, &NdtParams::default().solver).expect("batch")
 }
 
-/// Median wall time of `reps` runs of `f` (after one warm-up), seconds.
-fn median_wall(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut v: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn cpu_benches(c: &mut Criterion, d: &Data) {
     let params = NdtParams::default();
     let gauss = GaussConstants::new(params.resolution_m, params.outlier_ratio).expect("constants");
@@ -198,10 +181,10 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
     let mut pipe = gpu.map(|g| gpu_pipeline(g, &d.velodyne, 1_000_000, HYPOTHESES));
     for (name, n) in SIZES {
         let pts = &d.cloud_1m[..n];
-        let cpu = median_wall(10, || drop(linearize_points(&d.velodyne.map, pts, &d.solved, params.search, gauss)));
+        let cpu = common::wall_median_secs(10, || drop(linearize_points(&d.velodyne.map, pts, &d.solved, params.search, gauss)));
         let gpu_s = pipe.as_mut().map(|p| {
             p.upload_source(pts).expect("source");
-            median_wall(50, || drop(p.linearize_pose(0, &d.solved).expect("linearize")))
+            common::wall_median_secs(50, || drop(p.linearize_pose(0, &d.solved).expect("linearize")))
         });
         let line = match gpu_s {
             Some(t) => format!(
@@ -217,11 +200,11 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
         println!("SUMMARY ndt derivatives {name} ({device}): {line}");
     }
     for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
-        let cpu = median_wall(10, || drop(cpu_align(p)));
+        let cpu = common::wall_median_secs(10, || drop(cpu_align(p)));
         let r = cpu_align(p);
         let gpu_s = gpu.map(|g| {
             let mut pipe = gpu_pipeline(g, p, p.source.len(), 1);
-            median_wall(30, || drop(gpu_align(&mut pipe, p)))
+            common::wall_median_secs(30, || drop(gpu_align(&mut pipe, p)))
         });
         let tail = gpu_s.map_or(String::new(), |t| format!("; GPU incl. source upload {:.3} ms, speedup {:.1}x", t * 1e3, cpu / t));
         println!(
@@ -235,14 +218,14 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
     let t = Instant::now();
     drop(cpu_batch(d, HYPOTHESES));
     let cpu = t.elapsed().as_secs_f64();
-    let gpu_s = pipe.as_mut().map(|p| median_wall(10, || drop(gpu_batch(p, d))));
+    let gpu_s = pipe.as_mut().map(|p| common::wall_median_secs(10, || drop(gpu_batch(p, d))));
     let tail = gpu_s.map_or(String::new(), |t| format!("; GPU {:.2} ms, speedup {:.1}x", t * 1e3, cpu / t));
     println!("SUMMARY ndt batch {HYPOTHESES} hypotheses (velodyne): CPU ({threads} threads, one run) {:.1} ms{tail}", cpu * 1e3);
     if let Some(p) = pipe.as_mut() {
         p.upload_source(&d.velodyne.source[..1]).expect("source");
         for transfer in [Transfer::Mapped, Transfer::Copy] {
             p.set_transfer(transfer).expect("transfer");
-            let t = median_wall(200, || drop(p.linearize_pose(0, &d.solved).expect("linearize")));
+            let t = common::wall_median_secs(200, || drop(p.linearize_pose(0, &d.solved).expect("linearize")));
             println!("SUMMARY ndt iteration floor ({transfer:?}, 1-point source): {:.1} us per linearize (launch + sync + host work)", t * 1e6);
         }
     }

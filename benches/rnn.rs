@@ -27,19 +27,6 @@ fn per_call(s: &std::sync::Arc<ptxflow::runtime::CudaStream>, n: u64, mut f: imp
     common::event_timed(s, n, f).as_secs_f64() / n as f64
 }
 
-fn wall_median(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut v: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn gpu(c: &mut Criterion) {
     let Some(gpu) = common::gpu_or_skip() else { return };
     let s = gpu.stream().clone();
@@ -100,7 +87,7 @@ fn gpu(c: &mut Criterion) {
                 t.elapsed()
             })
         });
-        let total = wall_median(15, || {
+        let total = common::wall_median_secs(15, || {
             r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
         });
@@ -135,13 +122,13 @@ fn gpu(c: &mut Criterion) {
     for c in chains.iter_mut() {
         c.upload(&feats, &hh).expect("upload");
     }
-    let serial = wall_median(20, || {
+    let serial = common::wall_median_secs(20, || {
         for c in chains.iter_mut() {
             c.enqueue().expect("chain");
             c.stream().synchronize().expect("sync");
         }
     });
-    let overlapped = wall_median(20, || {
+    let overlapped = common::wall_median_secs(20, || {
         for c in chains.iter_mut() {
             c.enqueue().expect("chain");
         }

@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use ptxflow::runtime::{CudaStream, Gpu, GpuTimer};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The GPU, or `None` after saying why GPU benches are skipped (panics under PTXFLOW_REQUIRE_GPU=1).
 pub fn gpu_or_skip() -> Option<Arc<Gpu>> {
@@ -36,4 +37,26 @@ pub fn median_secs(stream: &Arc<CudaStream>, reps: usize, mut f: impl FnMut()) -
     let mut v: Vec<f64> = (0..reps).map(|_| event_timed(stream, 1, &mut f).as_secs_f64()).collect();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// Median host wall time of `reps` runs of `f` (after one warm-up), in seconds: for whole round
+/// trips (host work, copies and synchronization included), where CUDA events would miss the host.
+pub fn wall_median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The shared data directory (`PTXFLOW_DATA_DIR`, default `../shared/data`).
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("PTXFLOW_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")))
 }
