@@ -26,6 +26,65 @@ pub fn solve<T: Real>(g: &Prepared<T>, x: [T; 3]) -> ([T; 3], T) {
     ([v0, v1, v2], v0 * v0 + v1 * v1 + v2 * v2)
 }
 
+/// Knuth's two-sum: (s, e) with s = fl(a + b) and s + e = a + b exactly (no ordering needed).
+#[inline(always)]
+fn two_sum<T: Real>(a: T, b: T) -> (T, T) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// [`solve`] for an f32 field's badly conditioned Gaussians ([`Prepared::compensated`]): the same
+/// v and d, accurate to about one rounding of v instead of ~kappa u per component.
+///
+/// Why: s = L^-T L^-1 r passes through up to three cancelling subtractions (r1 - L10 v0, row 2,
+/// and the back substitution); an error in r, in the rounded diagonal or in v0 and v1 is
+/// amplified by all of them (up to ~1e4 u in a component of s at kappa(L) ~ 1e2..1e4), while an
+/// error in the result v only by the back substitution's (~1e2 u). So this solve keeps every
+/// quantity feeding a cancellation exact to first order:
+/// - r = x - mu as rh + rl exactly (two-sum);
+/// - each row's right-hand side t_k = r_k - sum_c L_kc v_c as th + tl: products split exactly
+///   with a fused multiply-add (p + pe = L v), sums with two-sum, the small terms' products
+///   plainly (their rounding is second order);
+/// - v_k = vh + vl: vh = th / a_k via the rounded reciprocal, and the exact remainder
+///   th - a_k vh (one fused multiply-add, exact to first order) plus the low parts corrects it:
+///   vl = (th - ah vh + tl - al vh) / a_k, with a_k = ah + al (`diag`, `diag_lo`) to ~u^2.
+/// The operations map one to one onto a GPU's `add/sub/mul/fma.rn`, so a kernel following this
+/// order gets the same bits.
+#[inline(always)]
+pub fn solve_compensated<T: Real>(g: &Prepared<T>, x: [T; 3]) -> ([T; 3], T) {
+    let r = [0, 1, 2].map(|k| two_sum(x[k], -g.mu[k]));
+    let inv = g.inv_diag;
+    let (ah, al) = (g.diag, g.diag_lo);
+    let (nl10, nl20, nl21) = (-g.l10, -g.l20, -g.l21);
+    // v_k = (th + tl) / a_k as vh + vl.
+    let divide = |k: usize, th: T, tl: T| {
+        let vh = th * inv[k];
+        let rem = (-ah[k]).mul_add(vh, th);
+        let low = (-al[k]).mul_add(vh, tl);
+        (vh, (rem + low) * inv[k])
+    };
+    let (v0h, v0l) = divide(0, r[0].0, r[0].1);
+    // Row 1: t = r1 - L10 v0.
+    let p10 = nl10 * v0h;
+    let pe10 = nl10.mul_add(v0h, -p10);
+    let (t1h, t1e) = two_sum(r[1].0, p10);
+    let t1l = (t1e + pe10) + nl10.mul_add(v0l, r[1].1);
+    let (v1h, v1l) = divide(1, t1h, t1l);
+    // Row 2: t = r2 - L20 v0 - L21 v1.
+    let p20 = nl20 * v0h;
+    let pe20 = nl20.mul_add(v0h, -p20);
+    let p21 = nl21 * v1h;
+    let pe21 = nl21.mul_add(v1h, -p21);
+    let (m, me) = two_sum(r[2].0, p20);
+    let (t2h, t2e) = two_sum(m, p21);
+    let small = nl21.mul_add(v1l, nl20.mul_add(v0l, r[2].1));
+    let t2l = ((me + t2e) + (pe20 + pe21)) + small;
+    let (v2h, v2l) = divide(2, t2h, t2l);
+    let v = [v0h + v0l, v1h + v1l, v2h + v2l];
+    (v, v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+}
+
 /// s = L^{-T} v by back substitution (so s = Sigma^{-1} (x - mu) when v comes from [`solve`]).
 #[inline(always)]
 pub fn back_solve<T: Real>(g: &Prepared<T>, v: [T; 3]) -> [T; 3] {
@@ -58,7 +117,7 @@ pub fn accumulate_backward<T: Real>(
     grad_value: T,
     acc: &mut [T; 10],
 ) -> [T; 3] {
-    let (v, d) = solve(g, x);
+    let (v, d) = if g.compensated { solve_compensated(g, x) } else { solve(g, x) };
     let e = kernel(d);
     // A pair whose kernel underflowed contributes exactly zero; skipping it also keeps an infinite
     // s (far point, tiny diagonal) from turning 0 * inf into NaN.

@@ -3,7 +3,10 @@
 //! over a block of Gaussians (the finishing kernels in `reduce` scale and add them up).
 //!
 //! Per pair (i, j), with e' the kernel exponential of `common` and the order of
-//! `crate::gaussian::pair`: v, d = solve; s = back_solve(v); ge = g_i e'; gs = ge s. A pair with
+//! `crate::gaussian::pair`: v, d = solve; s = back_solve(v); ge = g_i e'; gs = ge s. f32: a
+//! Gaussian flagged in `comp` (`common::COMP_STRIDE`; badly conditioned, see
+//! `crate::gaussian::layout::COMPENSATE_KAPPA`) replaces v, d by `common::solve_compensated`
+//! inside a branch, so warps without a flagged Gaussian pay one predicate test per pair. A pair with
 //! e' = 0 (beyond the cutoff) has v replaced by 0 (`selp`), so s = 0 and it adds exactly 0, as
 //! the CPU's skip does, and 0 * inf never reaches the sums. (Predicating the pair's instructions
 //! instead made ptxas if-convert them into conditional moves: twice the registers.)
@@ -58,6 +61,7 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let chunk_len = b.param::<U32>("chunk_len");
     let partial_points = b.param::<U64>("partial_points");
     let partial_gauss = b.param::<U64>("partial_gauss");
+    let comp = b.param::<U64>("comp");
     let prep = b.global_ptr(&prep);
     let n_pad = b.ld_param(&n_pad);
     let points = b.global_ptr(&points);
@@ -66,6 +70,7 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let chunk_len = b.ld_param(&chunk_len);
     let partial_points = b.global_ptr(&partial_points);
     let partial_gauss = b.global_ptr(&partial_gauss);
+    let comp = b.global_ptr(&comp);
     let pts = b.shared_array::<T>("pts", BATCH * 4);
     let wsum = b.shared_array::<T>("wsum", WARPS * BATCH * 3);
 
@@ -82,6 +87,8 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let mut js = Vec::new();
     let mut gauss = Vec::new();
     let mut acc = Vec::new();
+    // f32: per Gaussian, whether it takes the compensated solve.
+    let mut comp_on = Vec::new();
     for q in 0..q_count {
         let j = b.add(first_j, q * BLOCK);
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
@@ -89,6 +96,11 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         gauss.push(GaussRegs::from_prepared(&pr));
         js.push(j);
         acc.push([(); GRAD_STRIDE as usize].map(|_| b.mov(zero)));
+        if T::FUSED {
+            let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
+            let flag = b.ld::<T>(Space::GlobalNc, Addr::from(at).off(i64::from(COMP_FLAG * T::BYTES)));
+            comp_on.push(b.setp(Cmp::Ne, flag, zero));
+        }
     }
 
     let p_start = b.mul(chunk, chunk_len);
@@ -117,6 +129,20 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             for q in 0..q_count as usize {
                 let gr = gauss[q];
                 let (v, d) = solve(b, &gr, [x0, x1, x2]);
+                if let Some(&on) = comp_on.get(q) {
+                    // A branch, not predication: warps without a flagged Gaussian skip it.
+                    let j = js[q];
+                    b.if_then(on, |b| {
+                        let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
+                        let lo = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at));
+                        let hi = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at).off(16));
+                        let (vc, dc) = solve_compensated(b, &gr, [lo[0], lo[1], lo[2]], [hi[0], hi[1], hi[2]], [x0, x1, x2]);
+                        for k in 0..3 {
+                            b.mov_to(v[k], vc[k]);
+                        }
+                        b.mov_to(d, dc);
+                    });
+                }
                 let e = T::kernel_exp(b, d);
                 // A pair beyond the cutoff (e' = 0) must add exactly 0: with v replaced by 0, s = 0
                 // and every term below is 0 even where v or s would overflow (0 * inf).
