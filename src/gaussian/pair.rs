@@ -9,6 +9,9 @@
 //! - back substitution (L^T s = v):   s2 = v2/a2,  s1 = (v1 - L21 s2)/a1,  s0 = (v0 - L10 s1 - L20 s2)/a0
 //!
 //! so s = L^{-T} L^{-1} r = Sigma^{-1} r. Divisions are multiplications by the precomputed 1/a_k.
+//! In the backward of an f32 field, a badly conditioned Gaussian's live pairs take v from
+//! [`solve_compensated`] instead (same maths, rounding errors of the forward substitution
+//! compensated; see there), and e keeps the plain d.
 
 use super::layout::Prepared;
 use super::real::Real;
@@ -34,8 +37,9 @@ fn two_sum<T: Real>(a: T, b: T) -> (T, T) {
     (s, (a - (s - bb)) + (b - bb))
 }
 
-/// [`solve`] for an f32 field's badly conditioned Gaussians ([`Prepared::compensated`]): the same
-/// v and d, accurate to about one rounding of v instead of ~kappa u per component.
+/// v of [`solve`] for an f32 field's badly conditioned Gaussians ([`Prepared::compensated`]),
+/// accurate to about one rounding per component instead of up to ~1e3 u. (d needs no such care:
+/// its error is not amplified, so the backward keeps the plain solve's d for e.)
 ///
 /// Why: s = L^-T L^-1 r passes through up to three cancelling subtractions (r1 - L10 v0, row 2,
 /// and the back substitution); an error in r, in the rounded diagonal or in v0 and v1 is
@@ -52,7 +56,7 @@ fn two_sum<T: Real>(a: T, b: T) -> (T, T) {
 /// The operations map one to one onto a GPU's `add/sub/mul/fma.rn`, so a kernel following this
 /// order gets the same bits.
 #[inline(always)]
-pub fn solve_compensated<T: Real>(g: &Prepared<T>, x: [T; 3]) -> ([T; 3], T) {
+pub fn solve_compensated<T: Real>(g: &Prepared<T>, x: [T; 3]) -> [T; 3] {
     let r = [0, 1, 2].map(|k| two_sum(x[k], -g.mu[k]));
     let inv = g.inv_diag;
     let (ah, al) = (g.diag, g.diag_lo);
@@ -81,8 +85,7 @@ pub fn solve_compensated<T: Real>(g: &Prepared<T>, x: [T; 3]) -> ([T; 3], T) {
     let small = nl21.mul_add(v1l, nl20.mul_add(v0l, r[2].1));
     let t2l = ((me + t2e) + (pe20 + pe21)) + small;
     let (v2h, v2l) = divide(2, t2h, t2l);
-    let v = [v0h + v0l, v1h + v1l, v2h + v2l];
-    (v, v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    [v0h + v0l, v1h + v1l, v2h + v2l]
 }
 
 /// s = L^{-T} v by back substitution (so s = Sigma^{-1} (x - mu) when v comes from [`solve`]).
@@ -117,13 +120,16 @@ pub fn accumulate_backward<T: Real>(
     grad_value: T,
     acc: &mut [T; 10],
 ) -> [T; 3] {
-    let (v, d) = if g.compensated { solve_compensated(g, x) } else { solve(g, x) };
+    let (v, d) = solve(g, x);
     let e = kernel(d);
     // A pair whose kernel underflowed contributes exactly zero; skipping it also keeps an infinite
     // s (far point, tiny diagonal) from turning 0 * inf into NaN.
     if e == T::ZERO {
         return [T::ZERO; 3];
     }
+    // Only live pairs (d <= cutoff, so no overflow in the two-term arithmetic) take the
+    // compensated v; e keeps the plain d, whose error is not amplified (see `solve_compensated`).
+    let v = if g.compensated { solve_compensated(g, x) } else { v };
     let h = grad_value * g.norm * e;
     let q = -(g.weight * h);
     let s = back_solve(g, v);

@@ -236,14 +236,14 @@ fn two_sum<T: KFloat>(b: &mut KernelBuilder, x: Reg<T>, y: Reg<T>) -> (Reg<T>, R
 /// for operation (its docs give the error analysis): r = x - mu exactly (two-sum), each row's
 /// right-hand side as a two-term sum (products split with `fma`), each v_k as vh + vl through
 /// the exact remainder th - a_k vh. `neg_a` = -ah, `neg_a_lo` = -al (see [`COMP_STRIDE`]).
-/// Returns v rounded to one scalar per component and d = |v|^2 (order of [`solve`]).
+/// Returns v rounded to one scalar per component.
 pub fn solve_compensated<T: KFloat>(
     b: &mut KernelBuilder,
     g: &GaussRegs<T>,
     neg_a: [Reg<T>; 3],
     neg_a_lo: [Reg<T>; 3],
     x: [Reg<T>; 3],
-) -> ([Reg<T>; 3], Reg<T>) {
+) -> [Reg<T>; 3] {
     let r = [0, 1, 2].map(|k| {
         let nmu = b.neg(g.mu[k]);
         two_sum(b, x[k], nmu)
@@ -282,11 +282,7 @@ pub fn solve_compensated<T: KFloat>(
     let e = b.add(e1, e2);
     let t2l = b.add(e, small);
     let (v2h, v2l) = divide(b, 2, t2h, t2l);
-    let v = [b.add(v0h, v0l), b.add(v1h, v1l), b.add(v2h, v2l)];
-    let d0 = b.mul(v[0], v[0]);
-    let d = mul_add(b, v[1], v[1], d0);
-    let d = mul_add(b, v[2], v[2], d);
-    (v, d)
+    [b.add(v0h, v0l), b.add(v1h, v1l), b.add(v2h, v2l)]
 }
 
 /// Byte address `base + (row * row_len + col) * elem_bytes` with 64-bit arithmetic.
