@@ -5,7 +5,8 @@
 //! then uploads, enqueues the kernels of `crate::kernels::gaussian` on the device's work stream
 //! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
 //! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of 256; see
-//! `kernels::gaussian::common`). Forward: fused kernel per (point block, Gaussian chunk), then an
+//! `kernels::gaussian::common`) and the f32 backward's compensation constants (8 per Gaussian:
+//! two-term diagonal and the flag of `layout::Prepared::compensated`). Forward: fused kernel per (point block, Gaussian chunk), then an
 //! ordered sum of the chunk rows. Backward: fused kernel per (Gaussian block, point chunk), then
 //! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
 //! to the largest problem seen and are reused, so a training loop does not allocate per step.
