@@ -73,8 +73,8 @@ fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: u
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "rollout not reproducible");
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks x {} units, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.units_per_block()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units, gi {} steps at once, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.projection_steps()
     );
     e
 }
@@ -89,8 +89,17 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
     }
     let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 42 }), auto);
     assert!(e < 1e-5, "GRU with dropout: {e:e}");
-    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, false, None, GruLaunch { units_per_block: Some(8) });
-    assert!(e < 1e-5, "GRU with 8 units per block: {e:e}");
+    // Explicit block shapes: partial last batch group (B = 9 -> Bp = 12), several groups, one
+    // group, and gi computed in several chunks when the steps do not all fit.
+    for (rows, units) in [(8, 8), (4, 16), (16, 16), (32, 8)] {
+        let launch = GruLaunch { units_per_block: Some(units), rows_per_block: Some(rows) };
+        for (i, h, t, b, ln) in [(128, 256, 10, 32, false), (200, 384, 4, 9, true)] {
+            let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, launch);
+            assert!(e < 1e-5, "GRU {rows} rows x {units} units per block, I={i} H={h} T={t} B={b}: {e:e}");
+        }
+    }
+    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 40, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 9 }), auto);
+    assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
 
 #[test]

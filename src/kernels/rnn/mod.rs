@@ -8,6 +8,7 @@ pub mod barrier;
 pub mod dense;
 pub mod gaussian;
 pub mod gemm;
+pub mod gru_exchange;
 pub mod gru_rollout;
 pub mod gru_tile;
 pub mod lowrank;
