@@ -4,15 +4,15 @@
 //!
 //! Exchange words: `hx[e][t][row][unit]` is `f32 bits | tag << 32`, `tag = epoch + t + 1`. A
 //! thread owns pairs of consecutive units (one 16-byte load, two single-copy atomic 8-byte
-//! elements), [`IN_FLIGHT`] pairs per round so that one L2 round trip covers them; it re-loads a
-//! pair until both tags are this step's.
+//! elements), up to [`IN_FLIGHT`] pairs at once so that one L2 round trip covers them; it
+//! re-loads the pairs whose tags are not yet this step's, all in one round.
 
 use super::barrier::TIMEOUT_CYCLES;
 use super::gru_rollout::{P, THREADS};
 use super::mathf::hash32;
 use crate::ptx::*;
 
-/// Pairs a thread loads before it checks any (Bg = 8, H = 256: 4 pairs per thread).
+/// Pairs a thread has in flight (Bg = 8, H = 256: 4 pairs per thread; 6 or more spill on sm_90).
 pub const IN_FLIGHT: u32 = 4;
 
 /// Per-block values the exchange needs (registers of the rollout kernel).
@@ -27,6 +27,8 @@ pub(super) struct Exchange<'a> {
     pub row0: Reg<U32>,
     pub rows: Reg<U32>,
     pub j0: Reg<U32>,
+    /// One past the block's last unit.
+    pub j1: Reg<U32>,
     pub tid: Reg<U32>,
     pub lane: Reg<U32>,
     pub warp: Reg<U32>,
@@ -44,6 +46,8 @@ impl Exchange<'_> {
 }
 
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
+/// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
+/// round trip after the last producer's store, not one per pair.
 pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
@@ -57,50 +61,64 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
     let status = b.add(status, 8u64);
     let start = b.clock64();
     b.for_range(ex.tid, pairs, THREADS * IN_FLIGHT, |b, base, _| {
-        let mut pending = Vec::with_capacity(IN_FLIGHT as usize);
+        // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
+        // pair base + THREADS u sits 2 THREADS u further (constant address offsets).
+        let off = b.shl(base, 1u32);
+        let wi = b.add(base_w, off);
+        let addr: Addr = b.index_addr(p.hx, wi, 8).into();
+        let si = b.add(ex.o_h, off);
+        let saddr: Addr = b.shared_index(ex.smem, si).into();
+        let mut pend = Vec::with_capacity(IN_FLIGHT as usize);
         for u in 0..IN_FLIGHT {
             let idx = b.add(base, THREADS * u);
             let live = b.setp(Cmp::Lt, idx, pairs);
-            // Rows are contiguous in both hx and the shared h: pair idx starts at 2 idx.
-            let off = b.shl(idx, 1u32);
-            let wi = b.add(base_w, off);
-            let addr = b.index_addr(p.hx, wi, 8);
-            let w0 = b.mov(0u64);
-            let w1 = b.mov(0u64);
+            let a = addr.off(i64::from(16 * THREADS * u));
+            let w = [b.mov(0u64), b.mov(0u64)];
             b.guarded(live, false, |b| {
-                let l = b.ld_relaxed_gpu_v2::<U64>(addr);
-                b.mov_to(w0, l[0]);
-                b.mov_to(w1, l[1]);
+                let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
+                b.mov_to(w[0], l[0]);
+                b.mov_to(w[1], l[1]);
             });
-            pending.push((idx, live, off, addr, w0, w1));
+            pend.push((live, a, w));
         }
-        for (_, live, off, addr, w0, w1) in pending {
-            b.loop_forever(|b, brk, _| {
-                let (_, t0) = b.unpack64(w0);
-                let (_, t1) = b.unpack64(w1);
+        b.loop_forever(|b, brk, _| {
+            let mut all = None;
+            let mut stale = Vec::with_capacity(pend.len());
+            for (live, _, w) in &pend {
+                let (_, t0) = b.unpack64(w[0]);
+                let (_, t1) = b.unpack64(w[1]);
                 let ok0 = b.setp(Cmp::Eq, t0, tag);
                 let ok1 = b.setp(Cmp::Eq, t1, tag);
                 let ok = b.and(ok0, ok1);
-                let idle = b.not(live);
-                let done = b.or(ok, idle);
-                b.bra_if(done, brk);
-                let now = b.clock64();
-                let waited = b.sub(now, start);
-                let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
-                b.if_then(late, |b| {
-                    b.st(Space::Global, status, 1u32);
-                    b.bra(brk);
+                let idle = b.not(*live);
+                let ok = b.or(ok, idle);
+                all = Some(match all {
+                    None => ok,
+                    Some(a) => b.and(a, ok),
                 });
-                let l = b.ld_relaxed_gpu_v2::<U64>(addr);
-                b.mov_to(w0, l[0]);
-                b.mov_to(w1, l[1]);
+                stale.push(ok);
+            }
+            b.bra_if(all.expect("IN_FLIGHT >= 1"), brk);
+            let now = b.clock64();
+            let waited = b.sub(now, start);
+            let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
+            b.if_then(late, |b| {
+                b.st(Space::Global, status, 1u32);
+                b.bra(brk);
             });
-            b.guarded(live, false, |b| {
-                let (v0, _) = b.unpack64(w0);
-                let (v1, _) = b.unpack64(w1);
-                let si = b.add(ex.o_h, off);
-                let sa = b.shared_index(ex.smem, si);
-                b.st_v2::<U32>(Space::Shared, sa, [v0, v1]);
+            for ((_, a, w), ok) in pend.iter().zip(stale) {
+                b.guarded(ok, true, |b| {
+                    let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
+                    b.mov_to(w[0], l[0]);
+                    b.mov_to(w[1], l[1]);
+                });
+            }
+        });
+        for (u, (live, _, w)) in pend.iter().enumerate() {
+            b.guarded(*live, false, |b| {
+                let (v0, _) = b.unpack64(w[0]);
+                let (v1, _) = b.unpack64(w[1]);
+                b.st_v2::<U32>(Space::Shared, saddr.off(8 * i64::from(THREADS) * u as i64), [v0, v1]);
             });
         }
     });
@@ -115,7 +133,7 @@ pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
     let chunks = b.shr(p.h, 7u32);
     let lane4 = b.shl(ex.lane, 2u32);
     let hf = b.cvt::<F32, U32>(p.h);
-    let j1 = b.add(ex.j0, p.j);
+    let j1 = ex.j1;
     b.for_range(ex.warp, ex.rows, THREADS / 32, |b, row, _| {
         let rbase = b.mad(row, p.h, lane4);
         let rbase = b.add(rbase, ex.o_h);

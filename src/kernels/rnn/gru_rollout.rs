@@ -10,8 +10,9 @@
 //!
 //! Batch rows are independent (layer norm is per row too), so the grid is split into groups:
 //! block c is member e, batch group g (rows `g Bg .. + Bg`, the last group may be shorter, a
-//! multiple of 4) and unit slice s (units `j0 = s J .. + J`), `c = (e G + g) S + s` with
-//! `G = ceil(Bp / Bg)`, `S = H / J`. Only the S blocks of one (e, g) exchange states. Launch:
+//! multiple of 4) and unit slice s (J units from `j0 = 2 floor(s (H/2) / S)`, J even and equal
+//! up to 2 across slices, so the host can pick S to fill the SMs), `c = (e G + g) S + s` with
+//! `G = ceil(Bp / Bg)`. Only the S blocks of one (e, g) exchange states. Launch:
 //! cooperative (spinning needs co-residency), `E G S` blocks of [`THREADS`] threads, dynamic
 //! shared memory of [`smem_floats`] floats. A block keeps its 3J rows of W_hh and W_ih in shared
 //! memory (local row `3 jj + q` is gate q of unit j0 + jj), its rows of h, and `gi = W_ih x + b_ih`
@@ -19,8 +20,8 @@
 //! t + 1 .. t + 1 + C between step t's cell and its exchange, where it fills the wait).
 //! Per step t:
 //! 1. `gh = W_hh h` (`gru_tile::matvec`); bar.sync;
-//! 2. cell, one thread per (row, unit) (Bg J <= THREADS): r, z from `gi + gh + b_h` (b_hh in
-//!    registers), `n = tanh(gi_n + r (gh_n + b_hn))`, `h' = n + z (h - n)` (one fma). h' goes
+//! 2. cell, a thread per (row, unit): r, z from `gi + gh + b_h` (b_hh through the read-only
+//!    cache), `n = tanh(gi_n + r (gh_n + b_hn))`, `h' = n + z (h - n)` (one fma). h' goes
 //!    to `hx[e][t][row][unit]` as one 64-bit word `f32 bits | tag << 32` (`st.relaxed.gpu`),
 //!    `tag = epoch + t + 1`; without layer norm and dropout also straight to `out`; bar.sync;
 //! 3. exchange (`gru_exchange::gather`): the block polls its rows of `hx[e][t]` with 16-byte
@@ -46,7 +47,7 @@ use crate::ptx::*;
 /// Threads per block.
 pub const THREADS: u32 = 256;
 
-/// Dynamic shared memory of one block in floats, for `bg` rows, `j` units, `c` steps of gi:
+/// Dynamic shared memory of one block in floats, for `bg` rows, at most `j` units, `c` steps of gi:
 /// W_hh and W_ih rows (`3J (H + Ip)`), the x stage and gi (`C Bg (Ip + 3J)`), h and gh
 /// (`Bg (H + 3J)`).
 pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
@@ -72,7 +73,7 @@ pub(super) struct P {
     pub bp: Reg<U32>,
     pub ip: Reg<U32>,
     pub h: Reg<U32>,
-    pub j: Reg<U32>,
+    pub slices: Reg<U32>,
     pub bg: Reg<U32>,
     pub chunk: Reg<U32>,
     pub ln: Reg<Pred>,
@@ -87,7 +88,7 @@ pub(super) struct P {
 fn params(b: &mut KernelBuilder) -> P {
     let names = ["x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "ln_gain", "ln_bias", "hx", "out", "state"];
     let ptrs: Vec<Param<U64>> = names.iter().map(|n| b.param::<U64>(n)).collect();
-    let u32s = ["x_member_stride", "steps", "batch", "batch_pad", "input_pad", "hidden", "units", "rows", "chunk", "layer_norm", "dropout", "drop_threshold", "seed_lo", "seed_hi"];
+    let u32s = ["x_member_stride", "steps", "batch", "batch_pad", "input_pad", "hidden", "slices", "rows", "chunk", "layer_norm", "dropout", "drop_threshold", "seed_lo", "seed_hi"];
     let us: Vec<Param<U32>> = u32s.iter().map(|n| b.param::<U32>(n)).collect();
     let peps = b.param::<F32>("ln_eps");
     let pscale = b.param::<F32>("drop_scale");
@@ -99,7 +100,7 @@ fn params(b: &mut KernelBuilder) -> P {
     let scale = b.ld_param(&pscale);
     P {
         x: g[0], h0: g[1], w_ih: g[2], w_hh: g[3], b_ih: g[4], b_hh: g[5], gain: g[6], beta: g[7], hx: g[8], out: g[9], state: g[10],
-        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], j: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13],
+        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13],
     }
 }
 
@@ -116,7 +117,7 @@ pub fn build(target: Target) -> Module {
     let warp = b.shr(tid, 5u32);
     let cta = b.special(Special::CtaidX);
     // Block -> (member, group, slice).
-    let slices = b.div(p.h, p.j);
+    let slices = p.slices;
     let bgm1 = b.sub(p.bg, 1u32);
     let groups = b.add(p.bp, bgm1);
     let groups = b.div(groups, p.bg);
@@ -125,11 +126,20 @@ pub fn build(target: Target) -> Module {
     let rem = b.rem(cta, bpm);
     let g = b.div(rem, slices);
     let s = b.rem(rem, slices);
-    let j0 = b.mul(s, p.j);
+    // Slice s: units 2 floor(s (H/2) / S) .. 2 floor((s + 1) (H/2) / S) (even counts that differ
+    // by at most 2, so any S up to H/2 spreads the units evenly).
+    let half = b.shr(p.h, 1u32);
+    let sh = b.mul(s, half);
+    let j0 = b.div(sh, slices);
+    let j0 = b.shl(j0, 1u32);
+    let sh1 = b.add(sh, half);
+    let j1 = b.div(sh1, slices);
+    let j1 = b.shl(j1, 1u32);
+    let j = b.sub(j1, j0);
     let row0 = b.mul(g, p.bg);
     let left = b.sub(p.bp, row0);
     let rows = b.min(left, p.bg);
-    let r3 = b.mul(p.j, 3u32);
+    let r3 = b.mul(j, 3u32);
     let h3 = b.mul(p.h, 3u32);
     // Shared layout (floats).
     let o_wih = b.mul(r3, p.h);
@@ -169,25 +179,13 @@ pub fn build(target: Target) -> Module {
         let er = b.add(er, r);
         b.mul(er, p.h)
     }, true);
-    // The cell thread's (row, unit) and its b_hh values.
-    let cell_row = b.div(tid, p.j);
-    let cell_jj = b.rem(tid, p.j);
-    let unit = b.add(j0, cell_jj);
-    let bhh: Vec<Reg<F32>> = (0..3u32)
-        .map(|q| {
-            let i = b.mad(p.h, q, unit);
-            let i = b.add(i, e_h3);
-            let a = b.index_addr(p.b_hh, i, 4);
-            b.ld::<F32>(Space::GlobalNc, a)
-        })
-        .collect();
     let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| {
         let gr = grow(b, lr);
         let i = b.add(gr, e_h3);
         b.index_addr(p.b_ih, i, 4)
     };
     let et = b.mul(e, p.steps);
-    let ex = Exchange { p: &p, smem: &smem, o_h, e, et, row0, rows, j0, tid, lane, warp, epoch };
+    let ex = Exchange { p: &p, smem: &smem, o_h, e, et, row0, rows, j0, j1, tid, lane, warp, epoch };
 
     // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).
     let project = |b: &mut KernelBuilder, t: Reg<U32>| {
@@ -214,9 +212,12 @@ pub fn build(target: Target) -> Module {
         let mv = MatVec { smem: &smem, src: o_h, w: zero, out: o_gh, k: p.h, rows, wrows: r3, bias: None };
         matvec(b, &mv, lane, warp);
         b.bar_sync();
-        let cells = b.mul(rows, p.j);
-        let live = b.setp(Cmp::Lt, tid, cells);
-        b.if_then(live, |b| cell(b, &ex, &smem, t, tc, cell_row, cell_jj, &bhh, o_gi, o_gh, r3));
+        let cells = b.mul(rows, j);
+        b.for_range(tid, cells, THREADS, |b, idx, _| {
+            let row = b.div(idx, j);
+            let jj = b.rem(idx, j);
+            cell(b, &ex, &smem, t, tc, row, jj, e_h3, o_gi, o_gh, r3);
+        });
         b.bar_sync();
         // The next chunk's gi (gi of this step is consumed) fills the wait for the other blocks.
         let t1 = b.add(t, 1u32);
@@ -252,8 +253,17 @@ pub fn build(target: Target) -> Module {
 
 /// Step 2 of the module notes for the calling thread's (row, unit).
 #[allow(clippy::too_many_arguments)]
-fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, bhh: &[Reg<F32>], o_gi: Reg<U32>, o_gh: Reg<U32>, r3: Reg<U32>) {
+fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, e_h3: Reg<U32>, o_gi: Reg<U32>, o_gh: Reg<U32>, r3: Reg<U32>) {
     let p = ex.p;
+    let unit = b.add(ex.j0, jj);
+    let bhh: Vec<Reg<F32>> = (0..3u32)
+        .map(|q| {
+            let i = b.mad(p.h, q, unit);
+            let i = b.add(i, e_h3);
+            let a = b.index_addr(p.b_hh, i, 4);
+            b.ld::<F32>(Space::GlobalNc, a)
+        })
+        .collect();
     let lr0 = b.mul(jj, 3u32);
     let gi_row = b.mad(tc, ex.rows, row);
     let gi_base = b.mad(gi_row, r3, lr0);
@@ -276,7 +286,6 @@ fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, t: Re
     let u = b.add(ghn, bhh[2]);
     let an = b.fma(rg, u, gin);
     let n = tanh(b, an);
-    let unit = b.add(ex.j0, jj);
     let hi = b.mad(row, p.h, unit);
     let hi = b.add(hi, ex.o_h);
     let ha = b.shared_index(smem, hi);

@@ -16,9 +16,9 @@
 
 use crate::ptx::*;
 
-/// float4 copies each thread issues before it stores any (loads in flight together; 8 would
-/// need ~180 registers on sm_90 and halve the blocks per SM).
-const UNROLL: u32 = 4;
+/// float4 copies each thread issues before it stores any (loads in flight together; 12 spill
+/// at the rollout kernel's 128 registers).
+const UNROLL: u32 = 8;
 
 /// Copies `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r starts at element
 /// `row_elem(r)`) to shared `dst` (offset in floats, row stride k). Each thread issues up to

@@ -14,20 +14,22 @@ use crate::{Error, Result};
 use cudarc::driver::{CudaStream, CudaView, PushKernelArg};
 use std::sync::Arc;
 
-/// Launch choices of the rollout kernel.
+/// Launch choices of the rollout kernel (`None`: chosen by [`GpuGru::new`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GruLaunch {
-    /// Hidden units per block (even, divides H). `None`: chosen with the rows (see below).
-    pub units_per_block: Option<u32>,
-    /// Batch rows per block (a multiple of 4, at most 32). `None`: chosen with the units: the
-    /// resident shape with the least estimated work per SM (mat-vec plus exchange words).
+    /// Unit slices per batch group (1 ..= H/2): a block owns about H/S hidden units (an even
+    /// count; slices differ by at most 2 units).
+    pub unit_slices: Option<u32>,
+    /// Batch rows per block (a multiple of 4, at most 32).
     pub rows_per_block: Option<u32>,
 }
 
-/// One block shape: `rows` batch rows x `units` hidden units, gi for `chunk` steps at once.
+/// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
+/// `chunk` steps at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Shape {
     rows: u32,
+    slices: u32,
     units: u32,
     chunk: u32,
     blocks: u32,
@@ -85,49 +87,54 @@ fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32) -> u32 {
     4 * smem_floats(rows, ip as u32, h as u32, units, chunk)
 }
 
-/// The block shape: among (rows, units) candidates whose grid is co-resident with at least one
-/// step of gi in shared memory, the one with the least estimated per-step work on the busiest
-/// SM (blocks per SM x (mat-vec fmas + 4 x exchange words)); then as many gi steps as fit.
+/// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
+/// one or two blocks per SM (or the caller's choices). Among those whose grid is co-resident with
+/// at least one step of gi in shared memory: the least estimated per-step work of the busiest SM
+/// (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest blocks. Then as
+/// many gi steps as keep the grid resident.
 fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_steps: usize, launch: GruLaunch) -> Result<Shape> {
     let f = gpu.function(KernelId::RnnGruRollout)?;
-    let hu = h as u32;
-    let units: Vec<u32> = match launch.units_per_block {
-        Some(j) if j == 0 || j % 2 != 0 || hu % j != 0 => return Err(Error::input(format!("units per block {j} must be even and divide the hidden size {h}"))),
-        Some(j) => vec![j],
-        None => (1..=hu).filter(|j| j % 2 == 0 && hu % j == 0).collect(),
-    };
+    let (hu, e) = (h as u32, members as u64);
+    let sms = u64::from(gpu.facts().sm_count.max(1));
+    let optin = gpu.facts().max_shared_per_block_optin;
+    if let Some(sl) = launch.unit_slices {
+        if sl == 0 || sl > hu / 2 {
+            return Err(Error::input(format!("unit slices {sl} must be in 1..={}", hu / 2)));
+        }
+    }
     let rows: Vec<u32> = match launch.rows_per_block {
         Some(r) if r == 0 || r % 4 != 0 || r > 32 => return Err(Error::input(format!("rows per block {r} must be a multiple of 4 and at most 32"))),
         Some(r) => vec![r],
         None => vec![4, 8, 16, 32],
     };
-    let sms = u64::from(gpu.facts().sm_count.max(1));
-    let optin = gpu.facts().max_shared_per_block_optin;
-    let (mut best, mut best_cost, mut best_cap, mut needed) = (None, u64::MAX, 0u32, usize::MAX);
+    let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
     for &r in &rows {
         let r = r.min(bp as u32);
-        for &j in &units {
-            if r * j > THREADS {
-                continue;
-            }
-            let groups = bp.div_ceil(r as usize);
-            let blocks = members * groups * h / j as usize;
-            needed = needed.min(blocks);
-            let bytes = smem_bytes(ip, h, r, j, 1);
+        let groups = bp.div_ceil(r as usize) as u64;
+        let slices: Vec<u32> = match launch.unit_slices {
+            Some(sl) => vec![sl],
+            None => (1..=2u64).map(|k| (k * sms / (e * groups)).clamp(1, u64::from(hu / 2)) as u32).collect(),
+        };
+        for sl in slices {
+            let units = 2 * (hu / 2).div_ceil(sl);
+            let blocks = e * groups * u64::from(sl);
+            needed = needed.min(blocks as usize);
+            let bytes = smem_bytes(ip, h, r, units, 1);
             if bytes > optin {
                 continue;
             }
             allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
             let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
             best_cap = best_cap.max(cap);
-            if blocks > cap as usize {
+            if blocks > u64::from(cap) {
                 continue;
             }
-            let per_sm = (blocks as u64).div_ceil(sms);
-            let cost = per_sm * (u64::from(r) * 3 * u64::from(j) * h as u64 + 4 * u64::from(r) * h as u64);
-            if cost < best_cost {
-                best_cost = cost;
-                best = Some(Shape { rows: r, units: j, chunk: 1, blocks: blocks as u32 });
+            let per_sm = blocks.div_ceil(sms);
+            let (r64, h64) = (u64::from(r), h as u64);
+            let key = (per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64), blocks as u32);
+            if key < best_key {
+                best_key = key;
+                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32 });
             }
         }
     }
@@ -171,7 +178,7 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     let rows = sh.rows.min(bp as u32);
     let bytes = smem_bytes(d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk);
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
-    let blocks = u32_of("GRU blocks", d.members * bp.div_ceil(rows as usize) * d.hidden / sh.units as usize)?;
+    let blocks = u32_of("GRU blocks", d.members * bp.div_ceil(rows as usize) * sh.slices as usize)?;
     let (steps, batch, bpu) = (u32_of("steps", shape.steps)?, u32_of("batch", shape.batch)?, u32_of("batch", bp)?);
     let (ip, h) = (d.input_pad as u32, d.hidden as u32);
     let _ = u32_of("GRU state elements", d.members * shape.steps * bp * d.hidden)?;
@@ -185,7 +192,7 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     let mut lb = stream.launch_builder(&f);
     lb.arg(x).arg(h0).arg(w.w_ih.slice()).arg(w.w_hh.slice()).arg(w.b_ih.slice()).arg(w.b_hh.slice());
     lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hx.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
-    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.units).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
+    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
     lb.arg(&d.ln_eps).arg(&scale);
     // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 14 u32, 2 f32).
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
@@ -262,9 +269,13 @@ impl GpuGru {
     pub fn members(&self) -> usize {
         self.dims.members
     }
-    /// Hidden units each block owns.
+    /// Hidden units a block owns (the largest slice).
     pub fn units_per_block(&self) -> u32 {
         self.dims.shape.units
+    }
+    /// Unit slices per batch group.
+    pub fn unit_slices(&self) -> u32 {
+        self.dims.shape.slices
     }
     /// Batch rows each block owns (at the largest batch).
     pub fn rows_per_block(&self) -> u32 {
