@@ -116,6 +116,21 @@ fn flush_to_zero_exponential_is_one_instruction() {
 }
 
 #[test]
+fn relaxed_tagged_words_are_strong_gpu_scope_accesses() {
+    let mut b = KernelBuilder::new("tagged");
+    let p = b.param::<U64>("words");
+    let p = b.global_ptr(&p);
+    let w = b.ld_relaxed_gpu_v2::<U64>(p);
+    b.st_relaxed_gpu(Addr::from(p).off(16), w[0]);
+    let k = b.finish();
+    assert_eq!(k.needs_sm(), 70);
+    assert_eq!(k.needs_ptx(), PtxVersion(6, 0));
+    let ptx = Module::single(Target::Sm75, k).emit().unwrap();
+    assert!(ptx.contains("ld.relaxed.gpu.global.v2.u64 {%rd2, %rd3}, [%rd1];"), "{ptx}");
+    assert!(ptx.contains("st.relaxed.gpu.global.u64 [%rd1+16], %rd2;"), "{ptx}");
+}
+
+#[test]
 fn acquire_loads_record_their_isa_needs() {
     let mut b = KernelBuilder::new("acq");
     let p = b.param::<U64>("flag");

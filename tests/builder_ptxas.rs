@@ -119,6 +119,8 @@ fn kitchen_sink(target: Target) -> String {
         b.st_v4(Space::Global, addr, q);
         let q2 = b.ld_v2::<F64>(Space::Global, addr);
         b.st_v2(Space::Global, addr, q2);
+        let tagged = b.ld_relaxed_gpu_v2::<U64>(addr);
+        b.st_relaxed_gpu(addr, tagged[1]);
         let byte = b.ld_narrow::<U32>(Space::Global, Narrow::U8, addr);
         b.st_narrow(Space::Global, Narrow::U8, addr, byte);
         let half = b.ld_narrow::<U16>(Space::Global, Narrow::U16, addr);

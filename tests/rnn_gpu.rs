@@ -73,8 +73,8 @@ fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: u
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "rollout not reproducible");
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks x {} units, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.units_per_block()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps()
     );
     e
 }
@@ -89,8 +89,23 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
     }
     let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 42 }), auto);
     assert!(e < 1e-5, "GRU with dropout: {e:e}");
-    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, false, None, GruLaunch { units_per_block: Some(8) });
-    assert!(e < 1e-5, "GRU with 8 units per block: {e:e}");
+    // Explicit block shapes: uneven slices (13 of 256 units: 18 or 20 each; 24 of 256: 10 or 12;
+    // 26 of 384: 14 or 16), a partial last batch group (B = 9 -> Bp = 12), one group, several.
+    for (i, h, t, b, ln, rows, slices) in [
+        (128, 256, 10, 32, false, 8, 32),
+        (128, 256, 10, 32, false, 16, 13),
+        (128, 256, 10, 32, true, 32, 32),
+        (128, 256, 10, 32, false, 4, 24),
+        (200, 384, 4, 9, true, 8, 32),
+        (200, 384, 4, 9, false, 16, 26),
+        (200, 384, 4, 9, true, 4, 24),
+    ] {
+        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows) };
+        let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, launch);
+        assert!(e < 1e-5, "GRU {rows} rows x {slices} unit slices, I={i} H={h} T={t} B={b}: {e:e}");
+    }
+    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 40, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 9 }), auto);
+    assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
 
 #[test]

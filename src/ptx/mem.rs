@@ -69,6 +69,25 @@ impl KernelBuilder {
         d
     }
 
+    /// `ld.relaxed.gpu.global.v2.<T>`: two consecutive values, each element a single-copy atomic
+    /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
+    /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.
+    pub fn ld_relaxed_gpu_v2<T: PtxType>(&mut self, addr: impl Into<Addr>) -> [Reg<T>; 2] {
+        assert!(T::BITS >= 32, "relaxed loads take 32- or 64-bit values");
+        self.need(70, 6, 0);
+        let d = [self.reg::<T>(), self.reg::<T>()];
+        self.instr(format!("ld.relaxed.gpu.global.v2.{} {}, {}", T::NAME, vec_list(&d), addr.into()));
+        d
+    }
+
+    /// `st.relaxed.gpu.global.<T>`: a single-copy atomic strong store at GPU scope (the producer
+    /// side of [`KernelBuilder::ld_relaxed_gpu_v2`] polling).
+    pub fn st_relaxed_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        assert!(T::BITS >= 32, "relaxed stores take 32- or 64-bit values");
+        self.need(70, 6, 0);
+        self.instr(format!("st.relaxed.gpu.global.{} {}, {}", T::NAME, addr.into(), v.ptx()));
+    }
+
     /// A byte or half-word load widened into an integer register (zero- or sign-extended).
     pub fn ld_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>) -> Reg<T> {
         let d = self.reg::<T>();

@@ -1,13 +1,15 @@
 //! Kernels of the learned-correction chain (see `crate::rnn`): dense encoder, persistent GRU
 //! rollout, the randomized SVD's GEMMs, Gaussian sketch, CholeskyQR and small apply, and the
 //! low-rank correction. `mathf` holds the accurate f32 transcendentals they share, `barrier` the
-//! grid barrier of the persistent kernels.
+//! grid barrier of the persistent kernels, `gru_tile` and `gru_exchange` the GRU rollout's
+//! mat-vec and its tagged-word state exchange.
 
 pub mod apply;
 pub mod barrier;
 pub mod dense;
 pub mod gaussian;
 pub mod gemm;
+pub mod gru_exchange;
 pub mod gru_rollout;
 pub mod gru_tile;
 pub mod lowrank;

@@ -1,5 +1,7 @@
 //! [`GpuGru`]: GRU rollouts of one GRU or an ensemble on the GPU as one persistent cooperative
-//! kernel (`rnn_gru_rollout`; layout and algorithm in its file).
+//! kernel (`rnn_gru_rollout`; layout and algorithm in its file). The host picks the block shape
+//! (batch rows x hidden units per block) and how many steps of the input projection fit in
+//! shared memory, so that every block of every member is resident at once.
 
 use super::{allow_dynamic_smem, cfg, check_barriers, cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
@@ -12,12 +14,25 @@ use crate::{Error, Result};
 use cudarc::driver::{CudaStream, CudaView, PushKernelArg};
 use std::sync::Arc;
 
-/// Launch choices of the rollout kernel.
+/// Launch choices of the rollout kernel (`None`: chosen by [`GpuGru::new`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GruLaunch {
-    /// Hidden units per block (even, divides H). `None`: the smallest that lets every block of
-    /// every member be resident at once.
-    pub units_per_block: Option<u32>,
+    /// Unit slices per batch group (1 ..= H/2): a block owns about H/S hidden units (an even
+    /// count; slices differ by at most 2 units).
+    pub unit_slices: Option<u32>,
+    /// Batch rows per block (a multiple of 4, at most 32).
+    pub rows_per_block: Option<u32>,
+}
+
+/// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
+/// `chunk` steps at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    rows: u32,
+    slices: u32,
+    units: u32,
+    chunk: u32,
+    blocks: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -30,7 +45,7 @@ struct Dims {
     max_batch_pad: usize,
     layer_norm: bool,
     ln_eps: f32,
-    units: u32,
+    shape: Shape,
 }
 
 struct Weights {
@@ -43,8 +58,10 @@ struct Weights {
 }
 
 struct State {
-    hraw: DeviceBuffer<f32>,
+    /// Tagged exchange words (see the kernel notes); never cleared: tags tell launches apart.
+    hx: DeviceBuffer<u64>,
     out: DeviceBuffer<f32>,
+    /// `epoch, exit, status, -` per member.
     bar: DeviceBuffer<u32>,
 }
 
@@ -66,29 +83,77 @@ fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Ve
     }
 }
 
-fn choose_units(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, launch: GruLaunch) -> Result<u32> {
+fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32) -> u32 {
+    4 * smem_floats(rows, ip as u32, h as u32, units, chunk)
+}
+
+/// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
+/// one or two blocks per SM (or the caller's choices). Among those whose grid is co-resident with
+/// at least one step of gi in shared memory: the least estimated per-step work of the busiest SM
+/// (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest blocks. Then as
+/// many gi steps as keep the grid resident.
+fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_steps: usize, launch: GruLaunch) -> Result<Shape> {
     let f = gpu.function(KernelId::RnnGruRollout)?;
-    let candidates: Vec<u32> = match launch.units_per_block {
-        Some(j) => vec![j],
-        None => (1..=h as u32).filter(|j| j % 2 == 0 && h as u32 % j == 0).collect(),
-    };
-    let mut best_cap = 0;
-    for j in candidates {
-        if j == 0 || j % 2 != 0 || h as u32 % j != 0 {
-            return Err(Error::input(format!("units per block {j} must be even and divide the hidden size {h}")));
+    let (hu, e) = (h as u32, members as u64);
+    let sms = u64::from(gpu.facts().sm_count.max(1));
+    let optin = gpu.facts().max_shared_per_block_optin;
+    if let Some(sl) = launch.unit_slices {
+        if sl == 0 || sl > hu / 2 {
+            return Err(Error::input(format!("unit slices {sl} must be in 1..={}", hu / 2)));
         }
-        let bytes = 4 * smem_floats(bp as u32, ip as u32, h as u32, j);
-        if bytes > gpu.facts().max_shared_per_block_optin {
-            continue;
+    }
+    let rows: Vec<u32> = match launch.rows_per_block {
+        Some(r) if r == 0 || r % 4 != 0 || r > 32 => return Err(Error::input(format!("rows per block {r} must be a multiple of 4 and at most 32"))),
+        Some(r) => vec![r],
+        None => vec![4, 8, 16, 32],
+    };
+    let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
+    for &r in &rows {
+        let r = r.min(bp as u32);
+        let groups = bp.div_ceil(r as usize) as u64;
+        let slices: Vec<u32> = match launch.unit_slices {
+            Some(sl) => vec![sl],
+            None => (1..=2u64).map(|k| (k * sms / (e * groups)).clamp(1, u64::from(hu / 2)) as u32).collect(),
+        };
+        for sl in slices {
+            let units = 2 * (hu / 2).div_ceil(sl);
+            let blocks = e * groups * u64::from(sl);
+            needed = needed.min(blocks as usize);
+            let bytes = smem_bytes(ip, h, r, units, 1);
+            if bytes > optin {
+                continue;
+            }
+            allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+            let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+            best_cap = best_cap.max(cap);
+            if blocks > u64::from(cap) {
+                continue;
+            }
+            let per_sm = blocks.div_ceil(sms);
+            let (r64, h64) = (u64::from(r), h as u64);
+            let key = (per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64), blocks as u32);
+            if key < best_key {
+                best_key = key;
+                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32 });
+            }
+        }
+    }
+    let mut shape = best.ok_or(Error::Capacity { what: "co-resident GRU blocks".into(), needed, capacity: best_cap as usize })?;
+    // More gi steps per projection while the grid stays resident.
+    for c in 2..=max_steps as u32 {
+        let bytes = smem_bytes(ip, h, shape.rows, shape.units, c);
+        if bytes > optin {
+            break;
         }
         allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
-        let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
-        if (members * h / j as usize) as u32 <= cap {
-            return Ok(j);
+        if cooperative_capacity(gpu, &f, THREADS, bytes)? < shape.blocks {
+            break;
         }
-        best_cap = best_cap.max(cap);
+        shape.chunk = c;
     }
-    Err(Error::Capacity { what: "co-resident GRU blocks".into(), needed: members * h / 2, capacity: best_cap as usize })
+    let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk);
+    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+    Ok(shape)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -108,9 +173,12 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
         dr.validate()?;
     }
     let f = gpu.function(KernelId::RnnGruRollout)?;
-    let bytes = 4 * smem_floats(bp as u32, d.input_pad as u32, d.hidden as u32, d.units);
+    let sh = d.shape;
+    // Same rows per block at a smaller batch: the grid only shrinks, so it stays resident.
+    let rows = sh.rows.min(bp as u32);
+    let bytes = smem_bytes(d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk);
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
-    let blocks = u32_of("GRU blocks", d.members * d.hidden / d.units as usize)?;
+    let blocks = u32_of("GRU blocks", d.members * bp.div_ceil(rows as usize) * sh.slices as usize)?;
     let (steps, batch, bpu) = (u32_of("steps", shape.steps)?, u32_of("batch", shape.batch)?, u32_of("batch", bp)?);
     let (ip, h) = (d.input_pad as u32, d.hidden as u32);
     let _ = u32_of("GRU state elements", d.members * shape.steps * bp * d.hidden)?;
@@ -123,15 +191,16 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     let xms = 0u32;
     let mut lb = stream.launch_builder(&f);
     lb.arg(x).arg(h0).arg(w.w_ih.slice()).arg(w.w_hh.slice()).arg(w.b_ih.slice()).arg(w.b_hh.slice());
-    lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hraw.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
-    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&d.units).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
+    lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hx.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
+    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
     lb.arg(&d.ln_eps).arg(&scale);
-    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 12 u32, 2 f32).
+    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 14 u32, 2 f32).
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
-    // arrays hold E members with the padded input; hraw/out hold E*max_steps*maxBp*H >=
-    // E*steps*Bp*H; bar holds 4 words per member, zero between launches (the last block out
-    // resets them). The grid fits the co-resident capacity (checked when `units` was chosen)
-    // and the cooperative launch refuses a grid that does not.
+    // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
+    // E*steps*Bp*H; bar holds 4 words per member (exit count zero between launches: the last
+    // block out resets it). The shared memory holds `chunk` gi steps of `rows` x `units`; the
+    // grid fits the co-resident capacity (checked when the shape was chosen, and a smaller batch
+    // only removes blocks) and the cooperative launch refuses a grid that does not.
     unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }.map_err(Error::driver("launching rnn_gru_rollout"))?;
     st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
     Ok(())
@@ -180,9 +249,9 @@ impl GpuGru {
         let ln_eps = first.layer_norm().map(|l| l.eps).unwrap_or(1e-5);
         let bp = round_up(max_batch, 4);
         let s = gpu.stream().clone();
-        let units = choose_units(&gpu, e, bp, input_pad, hidden, launch)?;
+        let shape = choose_shape(&gpu, e, bp, input_pad, hidden, max_steps, launch)?;
         let seq = e * max_steps * bp * hidden;
-        let dims = Dims { members: e, input, input_pad, hidden, max_steps, max_batch_pad: bp, layer_norm, ln_eps, units };
+        let dims = Dims { members: e, input, input_pad, hidden, max_steps, max_batch_pad: bp, layer_norm, ln_eps, shape };
         let weights = Weights {
             w_ih: DeviceBuffer::from_host(&s, &wih, "GRU w_ih")?,
             w_hh: DeviceBuffer::from_host(&s, &whh, "GRU w_hh")?,
@@ -191,7 +260,7 @@ impl GpuGru {
             ln_gain: DeviceBuffer::from_host(&s, &gain, "layer-norm gain")?,
             ln_bias: DeviceBuffer::from_host(&s, &beta, "layer-norm bias")?,
         };
-        let state = State { hraw: zeros(&s, seq, "GRU raw states")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")? };
+        let state = State { hx: zeros(&s, seq, "GRU exchange words")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")? };
         let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
         let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
         Ok(GpuGru { gpu, dims, weights, x, h0, state, stage: Vec::new() })
@@ -200,13 +269,25 @@ impl GpuGru {
     pub fn members(&self) -> usize {
         self.dims.members
     }
-    /// Hidden units each block owns.
+    /// Hidden units a block owns (the largest slice).
     pub fn units_per_block(&self) -> u32 {
-        self.dims.units
+        self.dims.shape.units
     }
-    /// Blocks of the persistent grid.
+    /// Unit slices per batch group.
+    pub fn unit_slices(&self) -> u32 {
+        self.dims.shape.slices
+    }
+    /// Batch rows each block owns (at the largest batch).
+    pub fn rows_per_block(&self) -> u32 {
+        self.dims.shape.rows
+    }
+    /// Steps of the input projection computed at once.
+    pub fn projection_steps(&self) -> u32 {
+        self.dims.shape.chunk
+    }
+    /// Blocks of the persistent grid (at the largest batch).
     pub fn blocks(&self) -> usize {
-        self.dims.members * self.dims.hidden / self.dims.units as usize
+        self.dims.shape.blocks as usize
     }
     /// Padded input width of the device sequence (`x` rows in [`GpuGru::rollout_device`]).
     pub fn input_pad(&self) -> usize {

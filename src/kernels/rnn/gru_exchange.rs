@@ -1,0 +1,220 @@
+//! Steps 3 and 4 of `rnn_gru_rollout` (see its module notes): gathering a batch group's new
+//! hidden state from the tagged exchange words of every block of the group, and the in-place
+//! layer norm and dropout of those rows.
+//!
+//! Exchange words: `hx[e][t][row][unit]` is `f32 bits | tag << 32`, `tag = epoch + t + 1`. A
+//! thread owns pairs of consecutive units (one 16-byte load, two single-copy atomic 8-byte
+//! elements), up to [`IN_FLIGHT`] pairs at once so that one L2 round trip covers them; it
+//! re-loads the pairs whose tags are not yet this step's, all in one round.
+
+use super::barrier::TIMEOUT_CYCLES;
+use super::gru_rollout::{P, THREADS};
+use super::mathf::hash32;
+use crate::ptx::*;
+
+/// Pairs a thread has in flight (Bg = 8, H = 256: 4 pairs per thread; 6 or more spill on sm_90).
+pub const IN_FLIGHT: u32 = 4;
+
+/// Per-block values the exchange needs (registers of the rollout kernel).
+pub(super) struct Exchange<'a> {
+    pub p: &'a P,
+    pub smem: &'a SharedArray<F32>,
+    /// Offset of the block's h rows in the shared array (floats).
+    pub o_h: Reg<U32>,
+    pub e: Reg<U32>,
+    /// e * steps.
+    pub et: Reg<U32>,
+    pub row0: Reg<U32>,
+    pub rows: Reg<U32>,
+    pub j0: Reg<U32>,
+    /// One past the block's last unit.
+    pub j1: Reg<U32>,
+    pub tid: Reg<U32>,
+    pub lane: Reg<U32>,
+    pub warp: Reg<U32>,
+    pub epoch: Reg<U32>,
+}
+
+impl Exchange<'_> {
+    /// Element index of (member e, step t, group row `row`, unit 0) in `hx` and `out`.
+    pub fn word_index(&self, b: &mut KernelBuilder, t: Reg<U32>, row: Reg<U32>) -> Reg<U32> {
+        let s = b.add(self.et, t);
+        let r = b.mad(s, self.p.bp, self.row0);
+        let r = b.add(r, row);
+        b.mul(r, self.p.h)
+    }
+}
+
+/// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
+/// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
+/// round trip after the last producer's store, not one per pair.
+pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
+    let p = ex.p;
+    let tag = b.add(ex.epoch, t);
+    let tag = b.add(tag, 1u32);
+    let half = b.shr(p.h, 1u32);
+    let pairs = b.mul(ex.rows, half);
+    let zero = b.mov(0u32);
+    let base_w = ex.word_index(b, t, zero);
+    let st_e = b.mul_wide(ex.e, 16u32);
+    let status = b.add(p.state, st_e);
+    let status = b.add(status, 8u64);
+    let start = b.clock64();
+    b.for_range(ex.tid, pairs, THREADS * IN_FLIGHT, |b, base, _| {
+        // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
+        // pair base + THREADS u sits 2 THREADS u further (constant address offsets).
+        let off = b.shl(base, 1u32);
+        let wi = b.add(base_w, off);
+        let addr: Addr = b.index_addr(p.hx, wi, 8).into();
+        let si = b.add(ex.o_h, off);
+        let saddr: Addr = b.shared_index(ex.smem, si).into();
+        let mut pend = Vec::with_capacity(IN_FLIGHT as usize);
+        for u in 0..IN_FLIGHT {
+            let idx = b.add(base, THREADS * u);
+            let live = b.setp(Cmp::Lt, idx, pairs);
+            let a = addr.off(i64::from(16 * THREADS * u));
+            let w = [b.mov(0u64), b.mov(0u64)];
+            b.guarded(live, false, |b| {
+                let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
+                b.mov_to(w[0], l[0]);
+                b.mov_to(w[1], l[1]);
+            });
+            pend.push((live, a, w));
+        }
+        b.loop_forever(|b, brk, _| {
+            let mut all = None;
+            let mut stale = Vec::with_capacity(pend.len());
+            for (live, _, w) in &pend {
+                let (_, t0) = b.unpack64(w[0]);
+                let (_, t1) = b.unpack64(w[1]);
+                let ok0 = b.setp(Cmp::Eq, t0, tag);
+                let ok1 = b.setp(Cmp::Eq, t1, tag);
+                let ok = b.and(ok0, ok1);
+                let idle = b.not(*live);
+                let ok = b.or(ok, idle);
+                all = Some(match all {
+                    None => ok,
+                    Some(a) => b.and(a, ok),
+                });
+                stale.push(ok);
+            }
+            b.bra_if(all.expect("IN_FLIGHT >= 1"), brk);
+            let now = b.clock64();
+            let waited = b.sub(now, start);
+            let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
+            b.if_then(late, |b| {
+                b.st(Space::Global, status, 1u32);
+                b.bra(brk);
+            });
+            for ((_, a, w), ok) in pend.iter().zip(stale) {
+                b.guarded(ok, true, |b| {
+                    let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
+                    b.mov_to(w[0], l[0]);
+                    b.mov_to(w[1], l[1]);
+                });
+            }
+        });
+        for (u, (live, _, w)) in pend.iter().enumerate() {
+            b.guarded(*live, false, |b| {
+                let (v0, _) = b.unpack64(w[0]);
+                let (v1, _) = b.unpack64(w[1]);
+                b.st_v2::<U32>(Space::Shared, saddr.off(8 * i64::from(THREADS) * u as i64), [v0, v1]);
+            });
+        }
+    });
+}
+
+/// Step 4: layer norm (two warp sums: mean, then variance about the mean) and dropout (hash of
+/// (e, t, row, unit) vs a threshold, kept values times 1/(1-p)) in place, one warp per row,
+/// float4 per lane; the block's own units also go to `out[e][t]`.
+pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
+    let p = ex.p;
+    let smem = ex.smem;
+    let chunks = b.shr(p.h, 7u32);
+    let lane4 = b.shl(ex.lane, 2u32);
+    let hf = b.cvt::<F32, U32>(p.h);
+    let j1 = ex.j1;
+    b.for_range(ex.warp, ex.rows, THREADS / 32, |b, row, _| {
+        let rbase = b.mad(row, p.h, lane4);
+        let rbase = b.add(rbase, ex.o_h);
+        let sum = b.mov(0.0f32);
+        b.for_range(0u32, chunks, 1u32, |b, c, _| {
+            let k = b.mad(c, 128u32, rbase);
+            let sa = b.shared_index(smem, k);
+            let v = b.ld_v4::<F32>(Space::Shared, sa);
+            for x in v {
+                let s = b.add(sum, x);
+                b.mov_to(sum, s);
+            }
+        });
+        let mean = b.mov(0.0f32);
+        let rstd = b.mov(1.0f32);
+        b.if_then(p.ln, |b| {
+            let total = b.warp_sum(sum);
+            let m = b.div(total, hf);
+            b.mov_to(mean, m);
+            let sq = b.mov(0.0f32);
+            b.for_range(0u32, chunks, 1u32, |b, c, _| {
+                let k = b.mad(c, 128u32, rbase);
+                let sa = b.shared_index(smem, k);
+                let v = b.ld_v4::<F32>(Space::Shared, sa);
+                for x in v {
+                    let d = b.sub(x, m);
+                    let s = b.fma(d, d, sq);
+                    b.mov_to(sq, s);
+                }
+            });
+            let var = b.warp_sum(sq);
+            let var = b.div(var, hf);
+            let ve = b.add(var, p.eps);
+            let sd = b.sqrt(ve);
+            let one = b.mov(1.0f32);
+            let rs = b.div(one, sd);
+            b.mov_to(rstd, rs);
+        });
+        let out_row = ex.word_index(b, t, row);
+        let grow = b.add(ex.row0, row);
+        b.for_range(0u32, chunks, 1u32, |b, c, _| {
+            let k = b.mad(c, 128u32, rbase);
+            let sa = b.shared_index(smem, k);
+            let v = b.ld_v4::<F32>(Space::Shared, sa);
+            let unit0 = b.mad(c, 128u32, lane4);
+            let mut outv = [v[0]; 4];
+            for (i, &x) in v.iter().enumerate() {
+                let unit = b.add(unit0, i as u32);
+                let y = b.mov(x);
+                b.if_then(p.ln, |b| {
+                    let d = b.sub(x, mean);
+                    let nrm = b.mul(d, rstd);
+                    let gi = b.mad(ex.e, p.h, unit);
+                    let ga = b.index_addr(p.gain, gi, 4);
+                    let g = b.ld::<F32>(Space::GlobalNc, ga);
+                    let ba = b.index_addr(p.beta, gi, 4);
+                    let bt = b.ld::<F32>(Space::GlobalNc, ba);
+                    let v = b.fma(nrm, g, bt);
+                    b.mov_to(y, v);
+                });
+                b.if_then(p.drop, |b| {
+                    let etb = b.add(ex.et, t);
+                    let etb = b.mad(etb, p.batch, grow);
+                    let ctr = b.mad(etb, p.h, unit);
+                    let hsh = hash32(b, ctr, p.slo, p.shi);
+                    let keep = b.setp(Cmp::Ge, hsh, p.thr);
+                    let scaled = b.mul(y, p.scale);
+                    let v = b.selp(scaled, 0.0f32, keep);
+                    b.mov_to(y, v);
+                });
+                let lo = b.setp(Cmp::Ge, unit, ex.j0);
+                let hi = b.setp(Cmp::Lt, unit, j1);
+                let mine = b.and(lo, hi);
+                b.if_then(mine, |b| {
+                    let oi = b.add(out_row, unit);
+                    let oa = b.index_addr(p.out, oi, 4);
+                    b.st(Space::Global, oa, y);
+                });
+                outv[i] = y;
+            }
+            b.st_v4(Space::Shared, sa, outv);
+        });
+    });
+}
