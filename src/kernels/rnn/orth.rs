@@ -24,8 +24,8 @@
 //!   computes row t / 8, columns t % 8 + 8q;
 //! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total_r`]).
 //!
-//! Shared memory: the slab (6 KiB f32), U and E (18 KiB f64 each), reduction scratch (2 KiB),
-//! three 48-entry f64 vectors.
+//! Shared memory: the slab (32 x 52 f32), U and E (48 x 49 f64 each: padded rows, so that D's
+//! reads are free of bank conflicts), reduction scratch (2 KiB), three 48-entry f64 vectors.
 
 use super::barrier::GridBarrier;
 use super::orth_elim::Elim;
@@ -42,6 +42,12 @@ pub const THREADS: u32 = 256;
 pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
 
 const WW: u32 = WIDTH * WIDTH;
+/// Row stride (f64) of the shared U and E arrays: 49 puts the 8 rows D reads at once in 8
+/// different bank pairs.
+pub const LD: u32 = WIDTH + 1;
+/// Row stride (f32) of the staged slab: 16-byte rows, and the 4 rows a warp reads in D fall in
+/// different banks.
+const YS: u32 = WIDTH + 4;
 
 fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArray<F32>, tid: Reg<U32>) {
     for j in 0..2u32 {
@@ -55,7 +61,7 @@ fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArr
             let e = b.mad(grow, WIDTH, col);
             let ga = b.index_addr(y, e, 4);
             let v = b.ld_v4::<F32>(Space::Global, ga);
-            let le = b.mad(row, WIDTH, col);
+            let le = b.mad(row, YS, col);
             let sa = b.shared_index(ys, le);
             b.st_v4(Space::Shared, sa, v);
         });
@@ -80,13 +86,14 @@ fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, l
         let ti = b.add(src, e);
         let ta = b.index_addr(rt, ti, 8);
         let t = b.ld::<F64>(Space::Global, ta);
-        let ea = b.shared_index(erow, e);
+        let se = b.mad(i, LD, k);
+        let ea = b.shared_index(erow, se);
         b.st(Space::Shared, ea, t);
         let rda = b.shared_index(rdiag, i);
         let rd = b.ld::<F64>(Space::Shared, rda);
         let rsa = b.shared_index(rscale, i);
         let rsc = b.ld::<F64>(Space::Shared, rsa);
-        let ua = b.shared_index(lcol, e);
+        let ua = b.shared_index(lcol, se);
         let u = b.ld::<F64>(Space::Shared, ua);
         let scaled = b.mul(u, rsc);
         let above = b.setp(Cmp::Gt, k, i);
@@ -100,7 +107,7 @@ fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, l
         .map(|q| {
             let e = b.add(tid, 256 * q);
             let i = b.div(e, WIDTH);
-            b.mul(i, WIDTH)
+            b.mul(i, LD)
         })
         .collect();
     let cols: Vec<Reg<U32>> = (0..9u32)
@@ -111,7 +118,7 @@ fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, l
         .collect();
     let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
     b.for_range(0u32, WIDTH, 1u32, |b, k, _| {
-        let krow = b.mul(k, WIDTH);
+        let krow = b.mul(k, LD);
         for q in 0..9 {
             let ri = b.add(rows[q], k);
             let ra = b.shared_index(lcol, ri);
@@ -146,9 +153,9 @@ pub fn build(target: Target) -> Module {
     let pbar = b.param::<U64>("bar");
     let (y, partial, gram, rt, bar) = (b.global_ptr(&py), b.global_ptr(&ppart), b.global_ptr(&pgram), b.global_ptr(&prt), b.global_ptr(&pbar));
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
-    let ys = b.shared_array::<F32>("slab", SLAB * WIDTH);
-    let lcol = b.shared_array::<F64>("lcol", WW);
-    let erow = b.shared_array::<F64>("erow", WW);
+    let ys = b.shared_array::<F32>("slab", SLAB * YS);
+    let lcol = b.shared_array::<F64>("lcol", WIDTH * LD);
+    let erow = b.shared_array::<F64>("erow", WIDTH * LD);
     let red = b.shared_array::<F64>("red", 256);
     let svec = b.shared_array::<F64>("scale", WIDTH);
     let rdiag = b.shared_array::<F64>("rdiag", WIDTH);
@@ -175,14 +182,14 @@ pub fn build(target: Target) -> Module {
             b.bar_sync();
             // Rows in groups of 4 (a runtime loop keeps register pressure low).
             b.for_range(0u32, SLAB, 4u32, |b, r0, _| {
-                let ia = b.mad(r0, WIDTH, 0u32);
+                let ia = b.mad(r0, YS, 0u32);
                 let ia = b.mad(ti, 3u32, ia);
                 let abase: Addr = b.shared_index(&ys, ia).into();
-                let ib = b.mad(r0, WIDTH, 0u32);
+                let ib = b.mad(r0, YS, 0u32);
                 let ib = b.mad(tj, 3u32, ib);
                 let bbase: Addr = b.shared_index(&ys, ib).into();
                 for r in 0..4u32 {
-                    let row = i64::from(r * WIDTH * 4);
+                    let row = i64::from(r * YS * 4);
                     let av: Vec<Reg<F64>> = (0..3).map(|i| { let v = b.ld::<F32>(Space::Shared, abase.off(row + 4 * i)); b.cvt::<F64, F32>(v) }).collect();
                     let bv: Vec<Reg<F64>> = (0..3).map(|j| { let v = b.ld::<F32>(Space::Shared, bbase.off(row + 4 * j)); b.cvt::<F64, F32>(v) }).collect();
                     for i in 0..3 {
@@ -282,7 +289,7 @@ pub fn build(target: Target) -> Module {
         elim.eliminate(b, &vals, &lcol);
         let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
         b.if_then(diag_thread, |b| {
-            let dj = b.mul(tid, WIDTH + 1);
+            let dj = b.mul(tid, LD + 1);
             let da = b.shared_index(&lcol, dj);
             let d = b.ld::<F64>(Space::Shared, da);
             let live = b.setp(Cmp::Gt, d, 0.0f64);
@@ -313,7 +320,8 @@ pub fn build(target: Target) -> Module {
                 let rd = b.ld::<F64>(Space::Shared, rda);
                 let rsa = b.shared_index(&rscale, i);
                 let rsc = b.ld::<F64>(Space::Shared, rsa);
-                let ua = b.shared_index(&lcol, e);
+                let se = b.mad(i, LD, k);
+                let ua = b.shared_index(&lcol, se);
                 let u = b.ld::<F64>(Space::Shared, ua);
                 let t = b.mul(u, rsc);
                 let above = b.setp(Cmp::Gt, k, i);
@@ -333,13 +341,13 @@ pub fn build(target: Target) -> Module {
             b.if_then(restage, |b| stage_slab(b, y, slab, &ys, tid));
             b.bar_sync();
             let yrow: Addr = {
-                let i = b.mul(r_row, WIDTH);
+                let i = b.mul(r_row, YS);
                 b.shared_index(&ys, i).into()
             };
             for q in 0..6u32 {
                 let c = b.add(cq, 8 * q);
                 let erow: Addr = {
-                    let i = b.mul(c, WIDTH);
+                    let i = b.mul(c, LD);
                     b.shared_index(&erow, i).into()
                 };
                 let s = b.mov(0.0f64);

@@ -5,7 +5,7 @@
 //! The matrix state is 2304 = 256 x 9 f64 values: the lower triangle `S_ac` (a >= c, 1176
 //! values, numbered row by row) followed by the strictly lower triangle of E (`E_ac`, a > c,
 //! 1128 values); thread t owns values t + 256 q, q = 0..9, in registers. Step j reads two
-//! shared rows written one step earlier:
+//! shared rows (rows are `LD` = 49 f64 apart) written one step earlier:
 //! - `lcol[j][a] = S_aj` at step j (a >= j): the column being eliminated, `d_j = lcol[j][j]`;
 //! - `erow[j][c] = E_jc` (c < j; final since step j - 1), `erow[j][j] = 1`, zeros above;
 //!
@@ -17,10 +17,9 @@
 
 use crate::ptx::*;
 
-use super::orth::WIDTH;
+use super::orth::{LD, WIDTH};
 
 const W: u32 = WIDTH;
-const WW: u32 = W * W;
 const LOWER: u32 = W * (W + 1) / 2;
 /// Values per thread (256 threads).
 const PER: u32 = 9;
@@ -109,9 +108,9 @@ impl Elim {
             let la = b.shared_index(lcol, row);
             let lc = b.shared_index(lcol, col);
             let ec = b.shared_index(erow, col);
-            let li = b.mad(col, W, row);
+            let li = b.mad(col, LD, row);
             let lp = b.shared_index(lcol, li);
-            let ei = b.mad(row, W, col);
+            let ei = b.mad(row, LD, col);
             let ep = b.shared_index(erow, ei);
             let (src, publ) = match kind {
                 Some(true) => (lc, lp),
@@ -142,10 +141,10 @@ impl Elim {
 
     /// Zeroes `lcol` and sets `erow` to the identity (its diagonal and upper part never change).
     pub fn init_shared(&self, b: &mut KernelBuilder, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>) {
-        b.for_range(tid, WW, 256u32, |b, e, _| {
+        b.for_range(tid, W * LD, 256u32, |b, e, _| {
             let la = b.shared_index(lcol, e);
             b.st(Space::Shared, la, 0.0f64);
-            let diag = b.rem(e, W + 1);
+            let diag = b.rem(e, LD + 1);
             let on = b.setp(Cmp::Eq, diag, 0u32);
             let v = b.selp(1.0f64, 0.0f64, on);
             let ea = b.shared_index(erow, e);
@@ -220,8 +219,8 @@ impl Elim {
         b.bar_sync();
         b.for_range(0u32, W, 1u32, |b, j, _| {
             // Byte offset of row j in lcol / erow.
-            let off = b.mul(j, 8 * W);
-            let dj = b.mul(j, W + 1);
+            let off = b.mul(j, 8 * LD);
+            let dj = b.mul(j, LD + 1);
             let da = b.shared_index(lcol, dj);
             let d = b.ld::<F64>(Space::Shared, da);
             let live = b.setp(Cmp::Gt, d, 0.0f64);
