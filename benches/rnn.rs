@@ -88,15 +88,29 @@ fn gpu(c: &mut Criterion) {
                 t.elapsed()
             })
         });
+        let mut host = Vec::new();
         let total = common::wall_median_secs(15, || {
             r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
+            host.push(r.host_times());
         });
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            1e6 * v[v.len() / 2]
+        };
+        let host_us = [med(host.iter().map(|h| h.gram_wait_s).collect()), med(host.iter().map(|h| h.eigen_s).collect()), med(host.iter().map(|h| h.sync_wait_s).collect()), med(host.iter().map(|h| h.factors_s).collect())];
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
         let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
         rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth, 1e6 * orth1));
+        // CholQR phases of block 0 (clock stamps, 2 passes), in us at the nominal clock.
+        let stamps = r.orth_stamps(2).expect("stamps");
+        let mhz = f64::from(gpu.facts().clock_khz) / 1e3;
+        let names = ["A", "barrier", "B", "barrier", "C", "D"];
+        let phases: Vec<String> = (1..stamps.len()).map(|i| format!("p{} {} {:.1}", (i - 1) / 6, names[(i - 1) % 6], (stamps[i].wrapping_sub(stamps[i - 1])) as f64 / mhz)).collect();
+        let [gram_wait_us, eigen_us, sync_us, factors_us] = host_us;
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} host (median): wait for B^T's Gram {gram_wait_us:.1} us, small eigenproblem {eigen_us:.1} us (overlaps the final CholQR), then blocked {sync_us:.1} us, small factors {factors_us:.1} us; CholQR 2-pass phases of block 0 (us at {mhz:.0} MHz): {}", phases.join(", "));
         // The split-K plan's other targets (blocks per SM), the default last.
         for bps in (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM]) {
             r.set_gemm_blocks_per_sm(bps).expect("plan");

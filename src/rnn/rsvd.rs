@@ -10,7 +10,11 @@
 //! [`rsvd_cpu`] is the f64 reference (Householder QR and SVD from nalgebra). [`rsvd_model`]
 //! runs the GPU's algorithm on the CPU: f32 products, CholeskyQR in f64 ([`super::cholqr`]) and
 //! the small SVD taken of the l x l triangular factor of B^T — the tests use it to check the
-//! algorithm's accuracy without a GPU. [`small_svd`] is that last step, shared with the GPU path.
+//! algorithm's accuracy without a GPU. [`small_eigen`] and [`small_factors`] are that last step,
+//! shared with the GPU path: `B B^T = G = Z Sigma^2 Z^T` from the Gram of B^T (f64; available
+//! before B^T's CholQR, so the GPU path overlaps it with that), then `W_k = R Z_k Sigma_k^-1`
+//! with the CholQR factor R (`R^T R = G`: the first pass's shift cancels in `R_total`). A nearly
+//! rank-deficient B (`sigma_k < EIGEN_MIN_RATIO sigma_1`) takes [`small_svd`] of R instead.
 
 use super::cholqr;
 use super::testmat::to_dmatrix;
@@ -106,14 +110,78 @@ pub fn rsvd_cpu(a: &[f32], m: usize, n: usize, opts: &RsvdOptions) -> Result<Low
     to_lowrank(&u, &s, &vt, opts.rank)
 }
 
-/// The small SVD of the GPU path: from `R_total` (`width x width`, row-major) of `B^T = Q_b R`,
-/// take the SVD of its leading `l x l` block, `R = W Sigma Z^T`. Returns (S (k values), Z_k, W_k)
-/// with `Z_k` and `W_k` as `width x width` row-major f64 matrices whose first k columns hold the
-/// vectors (zeros elsewhere), ready for `U = Q Z_k` and `V = Q_b W_k`.
-pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-    if r_total.len() != width * width || l > width || k > l {
-        return Err(Error::Shape { what: "small SVD factor".into(), expected: format!("{width} x {width}, k <= l <= width"), got: format!("{} values, l {l}, k {k}", r_total.len()) });
+/// Smallest `sigma_k / sigma_1` for which the eigen route is taken: there the squared condition
+/// costs at most about `l eps (sigma_1 / sigma_k)^2 < 1e-6` relative in `sigma_k^2`.
+pub const EIGEN_MIN_RATIO: f64 = 1e-4;
+
+/// The eigen route's first half: `sigma_1..k` and `Z_k` (`l x k`) from `G = B B^T`.
+#[derive(Clone, Debug)]
+pub struct SmallEigen {
+    s: Vec<f64>,
+    z: DMatrix<f64>,
+}
+
+fn check_small(len: usize, width: usize, l: usize, k: usize, what: &str) -> Result<()> {
+    if len != width * width || l > width || k > l || k == 0 {
+        return Err(Error::Shape { what: what.into(), expected: format!("{width} x {width}, 1 <= k <= l <= width"), got: format!("{len} values, l {l}, k {k}") });
     }
+    Ok(())
+}
+
+/// The symmetric eigenproblem of `G = B B^T` (the Gram of B^T, `width x width` row-major, its
+/// leading `l x l` block used): the k largest eigenvalues' square roots and their vectors, or
+/// None when `sigma_k < EIGEN_MIN_RATIO sigma_1` (or G is not finite): then [`small_factors`]
+/// takes the SVD of R.
+pub fn small_eigen(gram: &[f64], width: usize, l: usize, k: usize) -> Result<Option<SmallEigen>> {
+    check_small(gram.len(), width, l, k, "small eigenproblem Gram")?;
+    let g = DMatrix::from_fn(l, l, |i, j| gram[i * width + j]);
+    if g.iter().any(|v| !v.is_finite()) {
+        return Ok(None);
+    }
+    let eig = g.symmetric_eigen();
+    let mut order: Vec<usize> = (0..l).collect();
+    // Descending; ties keep index order (deterministic).
+    order.sort_by(|&a, &b| eig.eigenvalues[b].total_cmp(&eig.eigenvalues[a]));
+    let (top, kth) = (eig.eigenvalues[order[0]], eig.eigenvalues[order[k - 1]]);
+    if !(top > 0.0 && top.is_finite() && kth >= EIGEN_MIN_RATIO * EIGEN_MIN_RATIO * top) {
+        return Ok(None);
+    }
+    let s = order[..k].iter().map(|&i| eig.eigenvalues[i].sqrt()).collect();
+    let z = DMatrix::from_fn(l, k, |i, j| eig.eigenvectors[(i, order[j])]);
+    Ok(Some(SmallEigen { s, z }))
+}
+
+/// The small factors of the GPU path from `R_total` (`width x width` row-major, `B^T = Q_b R`)
+/// and the eigen route's first half when it was taken: returns (S (k values), Z_k, W_k) with
+/// `Z_k` and `W_k` as `width x width` row-major f64 matrices whose first k columns hold the
+/// vectors (zeros elsewhere), ready for `U = Q Z_k` and `V = Q_b W_k`. With `eig`,
+/// `W_k = R Z_k Sigma_k^-1`; without, [`small_svd`] of R.
+pub fn small_factors(eig: Option<&SmallEigen>, r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    check_small(r_total.len(), width, l, k, "small SVD factor")?;
+    let Some(e) = eig else { return small_svd(r_total, width, l, k) };
+    if e.z.nrows() != l || e.z.ncols() != k {
+        return Err(Error::Shape { what: "small eigenvectors".into(), expected: format!("{l} x {k}"), got: format!("{} x {}", e.z.nrows(), e.z.ncols()) });
+    }
+    let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
+    if r.iter().any(|v| !v.is_finite()) {
+        return Err(Error::Kernel { kernel: "rnn_orth", code: 1, detail: "the triangular factor of B^T is not finite".into() });
+    }
+    let w = r * &e.z;
+    let mut zk = vec![0.0f64; width * width];
+    let mut wk = vec![0.0f64; width * width];
+    for i in 0..l {
+        for j in 0..k {
+            zk[i * width + j] = e.z[(i, j)];
+            wk[i * width + j] = w[(i, j)] / e.s[j];
+        }
+    }
+    Ok((e.s.clone(), zk, wk))
+}
+
+/// The exact route: the SVD of the leading `l x l` block of `R_total`, `R = W Sigma Z^T`
+/// (nalgebra, f64); returns (S, Z_k, W_k) as [`small_factors`].
+pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    check_small(r_total.len(), width, l, k, "small SVD factor")?;
     let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
     if r.iter().any(|v| !v.is_finite()) {
         return Err(Error::Kernel { kernel: "rnn_orth", code: 1, detail: "the triangular factor of B^T is not finite".into() });
@@ -165,8 +233,9 @@ pub fn rsvd_model(a: &[f32], m: usize, n: usize, opts: &RsvdOptions, mid_passes:
         q = cholqr::cholqr(&y, m, w, l, passes(it + 1 == opts.power_iters)).0;
     }
     let bt = gemm_f32(a, n, &q, w, n, m, true);
+    let eig = small_eigen(&cholqr::gram(&bt, n, w), w, l, opts.rank)?;
     let (qb, r_total) = cholqr::cholqr(&bt, n, w, l, final_passes);
-    let (s, zk, wk) = small_svd(&r_total, w, l, opts.rank)?;
+    let (s, zk, wk) = small_factors(eig.as_ref(), &r_total, w, l, opts.rank)?;
     let u = cholqr::apply(&q, m, w, &zk);
     let v = cholqr::apply(&qb, n, w, &wk);
     let k = opts.rank;
@@ -178,4 +247,43 @@ pub fn rsvd_model(a: &[f32], m: usize, n: usize, opts: &RsvdOptions, mid_passes:
         }
     }
     LowRank::new(m, n, k, uf, s.iter().map(|&v| v as f32).collect(), vt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eigen route against nalgebra's SVD of a CholQR factor R (`R^T R = G`) with
+    /// fast-decaying, slowly decaying and flat spectra: singular values, orthonormal Z_k and
+    /// W_k, and `R Z_k = W_k S`; a nearly rank-deficient G falls back to the SVD.
+    #[test]
+    fn small_eigen_route_matches_the_svd() {
+        let (w, l, k, rows) = (48, 42, 32, 400);
+        for (case, decay) in [(0u64, 0.8f64), (1, 0.97), (2, 1.0)] {
+            let mut rng = Rng::new(10 + case);
+            // B^T with columns of decaying scale (padding columns l..w zero), its Gram and R.
+            let bt: Vec<f32> = (0..rows * w).map(|i| if i % w < l { (rng.normal() * decay.powi((i % w) as i32)) as f32 } else { 0.0 }).collect();
+            let g = super::cholqr::gram(&bt, rows, w);
+            let (_, r) = super::cholqr::cholqr(&bt, rows, w, l, 2);
+            let eig = small_eigen(&g, w, l, k).unwrap().expect("well-conditioned case takes the eigen route");
+            let (s, zk, wk) = small_factors(Some(&eig), &r, w, l, k).unwrap();
+            let (exact, _, _) = small_svd(&r, w, l, k).unwrap();
+            for j in 0..k {
+                assert!((s[j] - exact[j]).abs() <= 1e-6 * exact[j], "case {case}: sigma_{j} {} vs {}", s[j], exact[j]);
+            }
+            for a in 0..k {
+                for b in 0..k {
+                    let dot: f64 = (0..l).map(|i| wk[i * w + a] * wk[i * w + b]).sum();
+                    let zdot: f64 = (0..l).map(|i| zk[i * w + a] * zk[i * w + b]).sum();
+                    let want = if a == b { 1.0 } else { 0.0 };
+                    assert!((dot - want).abs() < 1e-6 && (zdot - want).abs() < 1e-12, "case {case}: W or Z not orthonormal at {a},{b}: {dot} {zdot}");
+                }
+            }
+        }
+        let mut g = vec![0.0f64; w * w];
+        for i in 0..l {
+            g[i * w + i] = if i < 20 { 1.0 } else { 1e-18 };
+        }
+        assert!(small_eigen(&g, w, l, k).unwrap().is_none());
+    }
 }

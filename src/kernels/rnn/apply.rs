@@ -1,7 +1,9 @@
 //! `rnn_apply_small`: `out = X M` for a tall f32 `X` (`rows x W`, W = 48) and a small f64 `M`
-//! (`W x W`), rounded to f32: the randomized SVD's last step, `U = Q Z_k` and `V = Q_b W_k`.
+//! (`W x W`), rounded to f32: the randomized SVD's last step, `U = Q Z_k` and `V = Q_b W_k`, both
+//! in one launch: parameters `(x0, m0, out0, slabs0, x1, m1, out1)`; blocks below `slabs0` take
+//! slab `ctaid` of product 0, the others slab `ctaid - slabs0` of product 1.
 //!
-//! Launch: `rows / SLAB` blocks of [`THREADS`] threads (`rows % SLAB == 0`). Each block stages
+//! Launch: `rows0 / SLAB + rows1 / SLAB` blocks of [`THREADS`] threads (`rows % SLAB == 0`). Each block stages
 //! its 32 rows of X (f32) and all of M (f64) in shared memory; thread t computes row t / 8,
 //! columns t % 8 + 8q (q < 6): `s = sum_a x[a] M[a][c]` with f64 fma, a ascending — the same
 //! order as `rnn_orth`'s apply and `crate::rnn::cholqr::apply`. `out` must not alias `X`.
@@ -16,14 +18,26 @@ pub const THREADS: u32 = 256;
 pub fn build(target: Target) -> Module {
     let mut b = KernelBuilder::new("rnn_apply_small");
     b.reqntid(THREADS, 1, 1);
-    let px = b.param::<U64>("x");
-    let pm = b.param::<U64>("m");
-    let pout = b.param::<U64>("out");
-    let (x, m, out) = (b.global_ptr(&px), b.global_ptr(&pm), b.global_ptr(&pout));
+    let px0 = b.param::<U64>("x0");
+    let pm0 = b.param::<U64>("m0");
+    let pout0 = b.param::<U64>("out0");
+    let pslabs0 = b.param::<U32>("slabs0");
+    let px1 = b.param::<U64>("x1");
+    let pm1 = b.param::<U64>("m1");
+    let pout1 = b.param::<U64>("out1");
+    let (x0, m0, out0) = (b.global_ptr(&px0), b.global_ptr(&pm0), b.global_ptr(&pout0));
+    let (x1, m1, out1) = (b.global_ptr(&px1), b.global_ptr(&pm1), b.global_ptr(&pout1));
+    let slabs0 = b.ld_param(&pslabs0);
     let xs = b.shared_array::<F32>("slab", SLAB * WIDTH);
     let ms = b.shared_array::<F64>("m", WIDTH * WIDTH);
     let tid = b.special(Special::TidX);
-    let slab = b.special(Special::CtaidX);
+    let cta = b.special(Special::CtaidX);
+    let second = b.setp(Cmp::Ge, cta, slabs0);
+    let off = b.selp(slabs0, 0u32, second);
+    let slab = b.sub(cta, off);
+    let x = b.selp(x1, x0, second);
+    let m = b.selp(m1, m0, second);
+    let out = b.selp(out1, out0, second);
     for j in 0..2u32 {
         let idx = b.add(tid, 256 * j);
         let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);

@@ -24,6 +24,12 @@
 //!   computes row t / 8, columns t % 8 + 8q;
 //! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total_r`]).
 //!
+//! With `gram_only` != 0 the kernel stops after B of the first pass: `gram` holds `G = Y^T Y`
+//! (unshifted) and `y` is unchanged (the randomized SVD's eigen route starts from it).
+//!
+//! `stamps` (0 or [`STAMPS`] u64): when non-zero, thread 0 of block 0 writes `%clock64` at the phase
+//! boundaries of the first two passes (bench instrumentation; see [`STAMPS`]).
+//!
 //! Shared memory: the slab (32 x 52 f32), U and E (48 x 49 f64 each: padded rows, so that D's
 //! reads are free of bank conflicts), reduction scratch (2 KiB), three 48-entry f64 vectors.
 
@@ -42,6 +48,21 @@ pub const THREADS: u32 = 256;
 pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
 
 const WW: u32 = WIDTH * WIDTH;
+/// Clock stamps written when `stamps` is non-zero: [0] start (after setup), then per pass p < 2
+/// at `1 + 6 p + i`: i = 0 end of A, 1 after the first grid barrier, 2 end of B, 3 after the
+/// second grid barrier, 4 end of C (factor and scales), 5 end of D (and R_total).
+pub const STAMPS: u32 = 13;
+
+/// Thread 0 of block 0 writes `%clock64` to `stamps[idx]` when stamping is on (`on`).
+fn stamp(b: &mut KernelBuilder, on: Reg<Pred>, stamps: Reg<U64>, idx: Reg<U32>) {
+    let ok = b.setp(Cmp::Lt, idx, STAMPS);
+    let p = b.and(on, ok);
+    b.if_then(p, |b| {
+        let t = b.clock64();
+        let a = b.index_addr(stamps, idx, 8);
+        b.st(Space::Global, a, t);
+    });
+}
 /// Row stride (f64) of the shared U and E arrays: 49 puts the 8 rows D reads at once in 8
 /// different bank pairs.
 pub const LD: u32 = WIDTH + 1;
@@ -151,6 +172,8 @@ pub fn build(target: Target) -> Module {
     let pgram = b.param::<U64>("gram");
     let prt = b.param::<U64>("rt");
     let pbar = b.param::<U64>("bar");
+    let pstamps = b.param::<U64>("stamps");
+    let pgram_only = b.param::<U32>("gram_only");
     let (y, partial, gram, rt, bar) = (b.global_ptr(&py), b.global_ptr(&ppart), b.global_ptr(&pgram), b.global_ptr(&prt), b.global_ptr(&pbar));
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
     let ys = b.shared_array::<F32>("slab", SLAB * YS);
@@ -172,9 +195,31 @@ pub fn build(target: Target) -> Module {
     let ti = b.shr(tid, 4u32);
     let tj = b.and(tid, 15u32);
     let elim = Elim::new(&mut b, tid, &lcol, &erow);
-    elim.init_shared(&mut b, tid, &lcol, &erow);
+    let stamps = b.ld_param(&pstamps);
+    let stamping = {
+        let nz = b.setp(Cmp::Ne, stamps, 0u64);
+        let t0 = b.setp(Cmp::Eq, tid, 0u32);
+        let b0 = b.setp(Cmp::Eq, blk, 0u32);
+        let p = b.and(nz, t0);
+        b.and(p, b0)
+    };
+    let stamps = b.to_global(stamps);
+    b.bar_sync();
+    let z = b.mov(0u32);
+    stamp(&mut b, stamping, stamps, z);
 
-    b.for_range(0u32, passes, 1u32, |b, pass, _| {
+    let gram_only = b.ld_param(&pgram_only);
+    let gram_only = b.setp(Cmp::Ne, gram_only, 0u32);
+    b.for_range(0u32, passes, 1u32, |b, pass, exit| {
+        let sbase = b.mad(pass, 6u32, 1u32);
+        let at = |b: &mut KernelBuilder, i: u32| {
+            let idx = b.add(sbase, i);
+            stamp(b, stamping, stamps, idx);
+        };
+        // Every pass starts from lcol = 0, erow = I: the elimination reads their never-published
+        // parts as zeros and ones, and block 0's `total_r` overwrote both at the end of the
+        // previous pass (the barriers of A and the grid barrier order this before C).
+        elim.init_shared(b, tid, &lcol, &erow);
         // A: partial Gram blocks.
         let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
@@ -213,7 +258,9 @@ pub fn build(target: Target) -> Module {
                 b.st(Space::Global, a, acc[(i * 3 + j) as usize]);
             }
         }
+        at(b, 0);
         gb.sync(b);
+        at(b, 1);
         // B: reduce the partials, 32 entries per chunk.
         b.for_range(blk, WW / 32, nblk, |b, chunk, _| {
             let e = b.mad(chunk, 32u32, lane);
@@ -256,7 +303,11 @@ pub fn build(target: Target) -> Module {
             });
             b.bar_sync();
         });
+        at(b, 2);
+        // Gram-only launches stop here: `gram` holds G of the input (the kernel's end publishes it).
+        b.bra_if(gram_only, exit);
         gb.sync(b);
+        at(b, 3);
         // C: every block factors the same G (see `orth_elim`).
         let vals = elim.load(b, gram);
         let first_pass = b.setp(Cmp::Eq, pass, 0u32);
@@ -294,8 +345,8 @@ pub fn build(target: Target) -> Module {
             let d = b.ld::<F64>(Space::Shared, da);
             let live = b.setp(Cmp::Gt, d, 0.0f64);
             let sq = b.sqrt(d);
-            let one = b.mov(1.0f64);
-            let sc = b.div(one, sq);
+            // rcp.rn is div.rn(1, x): the same correctly rounded value, fewer instructions.
+            let sc = b.rcp(sq);
             let s_v = b.selp(sc, 1.0f64, live);
             let rd = b.selp(sq, 1.0f64, live);
             let rs_v = b.selp(sc, 0.0f64, live);
@@ -307,6 +358,7 @@ pub fn build(target: Target) -> Module {
             b.st(Space::Shared, a, rs_v);
         });
         b.bar_sync();
+        at(b, 4);
         // Block 0, first pass: R into rt slot 0: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i),
         // 0 (k < i). Later passes multiply it in at the end of the pass.
         let blk0 = b.setp(Cmp::Eq, blk, 0u32);
@@ -372,6 +424,7 @@ pub fn build(target: Target) -> Module {
         let later = b.setp(Cmp::Ne, pass, 0u32);
         let r_later = b.and(blk0, later);
         b.if_then(r_later, |b| total_r(b, pass, rt, tid, &lcol, &erow, &rdiag, &rscale));
+        at(b, 5);
     });
     gb.finish(&mut b);
     Module::single(target, b.finish())

@@ -10,7 +10,9 @@
 //! - `erow[j][c] = E_jc` (c < j; final since step j - 1), `erow[j][j] = 1`, zeros above;
 //!
 //! and updates `S_ac -= m_a S_cj` (c > j) and `E_ac -= m_a E_jc` (a > j >= c) with
-//! `m_a = S_aj * (1 / d_j)` (fma; a dead pivot d_j <= 0 gives 1 / d_j = 0). A value that became
+//! `m_a = S_aj * (1 / d_j)` (fma; a dead pivot d_j <= 0 gives 1 / d_j = 0). The other values
+//! take the same instruction unmasked and either stay unchanged (they read a zero) or were
+//! published already (their registers are dead; see `eliminate`). A value that became
 //! final (column j + 1 of S, row j + 1 of E) is stored to row j + 1 of `lcol` / `erow` by its
 //! owner right after its update, so step j + 1 only waits for one barrier. At the end `lcol`
 //! holds `U = D L^T` row by row (`lcol[i][k] = U_ik`, k >= i) and `erow` holds E.
@@ -224,35 +226,23 @@ impl Elim {
             let da = b.shared_index(lcol, dj);
             let d = b.ld::<F64>(Space::Shared, da);
             let live = b.setp(Cmp::Gt, d, 0.0f64);
-            let one = b.mov(1.0f64);
-            let inv = b.div(one, d);
+            // rcp.rn == div.rn(1, d) (both correctly rounded), on the critical path of each step.
+            let inv = b.rcp(d);
             let inv = b.selp(inv, 0.0f64, live);
+            // Every value takes the update unmasked: a value the step must not change either
+            // reads a zero (`lcol[j][c]`, c < j, and `erow[j][c]`, c > j, are never written;
+            // `lcol[j][a]`, a < j, likewise gives m_a = 0), or was published already and its
+            // register is dead (S values with c <= j, E rows a <= j): shared memory holds its
+            // final value and nothing reads the register again.
             for q in 0..PER as usize {
-                let (a, c) = (self.a[q], self.c[q]);
                 let maa = b.add(self.a_addr[q], off);
                 let saj = b.ld::<F64>(Space::Shared, maa);
                 let m = b.mul(saj, inv);
                 let nm = b.neg(m);
                 let sa = b.add(self.src_addr[q], off);
-                let act_l = |b: &mut KernelBuilder| b.setp(Cmp::Gt, c, j);
-                let act_r = |b: &mut KernelBuilder| {
-                    let below = b.setp(Cmp::Gt, a, j);
-                    let left_of = b.setp(Cmp::Le, c, j);
-                    b.and(below, left_of)
-                };
-                let active = match self.left[q] {
-                    Some(true) => act_l(b),
-                    Some(false) => act_r(b),
-                    None => {
-                        let l = act_l(b);
-                        let r = act_r(b);
-                        self.pick(b, l, r)
-                    }
-                };
                 let src = b.ld::<F64>(Space::Shared, sa);
                 let nv = b.fma(nm, src, vals[q]);
-                let v = b.selp(nv, vals[q], active);
-                b.mov_to(vals[q], v);
+                b.mov_to(vals[q], nv);
             }
             let j1 = b.add(j, 1u32);
             self.publish(b, vals, j1);

@@ -1,22 +1,25 @@
 //! [`GpuRsvd`]: the randomized truncated SVD on the GPU (algorithm: `crate::rnn::rsvd`). The
 //! products run in `rnn_gemm_nn`/`rnn_gemm_tn` (f32, split-K), the sketch in `rnn_gaussian`, every
 //! orthonormalisation in `rnn_orth` (CholeskyQR with f64 Gram and factors: [`MID_PASSES`] after
-//! intermediate products, [`FINAL_PASSES`] for the last Q and for B^T), the l x l SVD of B^T's
-//! triangular factor on the CPU (nalgebra, f64), and `U = Q Z_k`, `V = Q_b W_k` in
-//! `rnn_apply_small`. A is held zero-padded to multiples of 128 in both dimensions; the sketch
+//! intermediate products, [`FINAL_PASSES`] for the last Q and for B^T), the small factors on the
+//! CPU in f64 (`crate::rnn::rsvd::small_eigen`: the eigenproblem of B^T's Gram, computed by a
+//! Gram-only `rnn_orth` launch and solved while the GPU factors B^T; then
+//! `small_factors` with B^T's triangular factor), and `U = Q Z_k`, `V = Q_b W_k` in one
+//! `rnn_apply_small` launch. A is held zero-padded to multiples of 128 in both dimensions; the sketch
 //! width is padded to 48 (so rank + oversampling <= 48 on the GPU).
 
 use super::{cfg, cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN, THREADS as GEMM_THREADS};
-use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
+use crate::kernels::rnn::orth::{SLAB, STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
-use crate::rnn::rsvd::small_svd;
+use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
 use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, PushKernelArg};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// CholQR passes after the intermediate products: only their range matters there, and one
 /// shifted pass reaches the f64 reference's error (`rsvd_model` in tests/rnn_cpu.rs; measured
@@ -68,12 +71,38 @@ pub struct GpuRsvd {
     bar: DeviceBuffer<u32>,
     zw: DeviceBuffer<f64>,
     rt_host: PinnedBuffer<f64>,
+    gram_host: PinnedBuffer<f64>,
     bar_host: PinnedBuffer<u32>,
     zw_host: PinnedBuffer<f64>,
     u_out: DeviceBuffer<f32>,
     v_out: DeviceBuffer<f32>,
     orth_cap: u32,
     stage: Vec<f32>,
+    stamps: DeviceBuffer<u64>,
+    host: HostTimes,
+}
+
+/// Host-side times of the last [`GpuRsvd::run_device`], in seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostTimes {
+    /// From the last enqueue until B^T's Gram is on the host.
+    pub gram_wait_s: f64,
+    /// The small eigenproblem on the CPU (overlaps the final CholQR on the GPU).
+    pub eigen_s: f64,
+    /// Blocked in the final synchronisation after the eigenproblem (GPU work not hidden).
+    pub sync_wait_s: f64,
+    /// The small factors (`W_k`, or the SVD fallback) on the CPU.
+    pub factors_s: f64,
+}
+
+/// What one `rnn_orth` launch does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OrthMode {
+    Full,
+    /// With block 0's clock stamps (benchmarks).
+    Stamped,
+    /// Only the Gram matrix of the input, into `gram`.
+    GramOnly,
 }
 
 impl GpuRsvd {
@@ -116,12 +145,15 @@ impl GpuRsvd {
             bar: zeros(&st, 4, "CholQR barrier words")?,
             zw: zeros(&st, 2 * WW, "small-SVD Z_k and W_k")?,
             rt_host: PinnedBuffer::new(&gpu, WW, PinnedKind::Download)?,
+            gram_host: PinnedBuffer::new(&gpu, WW, PinnedKind::Download)?,
             bar_host: PinnedBuffer::new(&gpu, 4, PinnedKind::Download)?,
             zw_host: PinnedBuffer::new(&gpu, 2 * WW, PinnedKind::Upload)?,
             u_out: zeros(&st, mp * w, "rSVD U")?,
             v_out: zeros(&st, np * w, "rSVD V")?,
             orth_cap,
             stage: Vec::new(),
+            stamps: zeros(&st, STAMPS as usize, "CholQR clock stamps")?,
+            host: HostTimes::default(),
             gpu,
         };
         r.sketch()?;
@@ -196,14 +228,23 @@ impl GpuRsvd {
         Ok(())
     }
 
-    fn orth(&self, st: &Arc<CudaStream>, on_y: bool, passes: u32) -> Result<()> {
+    fn orth(&self, st: &Arc<CudaStream>, on_y: bool, passes: u32, mode: OrthMode) -> Result<()> {
         let (buf, rows) = if on_y { (&self.y, self.mp) } else { (&self.z, self.np) };
         let f = self.gpu.function(KernelId::RnnOrth)?;
         let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);
         let (r, l) = (rows as u32, self.l as u32);
+        let no_stamps = 0u64;
+        let gram_only = u32::from(mode == OrthMode::GramOnly);
         let mut lb = st.launch_builder(&f);
         lb.arg(buf.slice()).arg(&r).arg(&l).arg(&passes).arg(self.orth_partial.slice()).arg(self.gram.slice()).arg(self.rt.slice()).arg(self.bar.slice());
-        // SAFETY: parameters (y, rows, l, passes, partial, gram, rt, bar) as rnn_orth declares;
+        if mode == OrthMode::Stamped {
+            lb.arg(self.stamps.slice());
+        } else {
+            lb.arg(&no_stamps);
+        }
+        lb.arg(&gram_only);
+        // SAFETY: parameters (y, rows, l, passes, partial, gram, rt, bar, stamps, gram_only) as
+        // rnn_orth declares; stamps is null or holds STAMPS u64;
         // y holds rows x 48 (rows a multiple of 128, hence of SLAB); partial holds orth_cap >=
         // blocks Gram blocks; gram and rt hold 48x48 and 2x48x48 f64; bar holds 4 zeroed words.
         // blocks <= the co-resident capacity, which the cooperative launch enforces.
@@ -211,51 +252,67 @@ impl GpuRsvd {
         Ok(())
     }
 
-    fn apply(&self, st: &Arc<CudaStream>, on_y: bool) -> Result<()> {
-        let (x, half, out, rows) = if on_y { (&self.y, 0, &self.u_out, self.mp) } else { (&self.z, 1, &self.v_out, self.np) };
-        let m = self.zw.slice().slice(half * WW..(half + 1) * WW);
+    /// `U = Q Z_k` and `V = Q_b W_k` in one launch.
+    fn apply(&self, st: &Arc<CudaStream>) -> Result<()> {
+        let zk = self.zw.slice().slice(0..WW);
+        let wk = self.zw.slice().slice(WW..2 * WW);
+        let (slabs_u, slabs_v) = ((self.mp / SLAB as usize) as u32, (self.np / SLAB as usize) as u32);
         let f = self.gpu.function(KernelId::RnnApplySmall)?;
         let mut lb = st.launch_builder(&f);
-        lb.arg(x.slice()).arg(&m).arg(out.slice());
-        // SAFETY: (x, m, out) as rnn_apply_small declares: x and out hold rows x 48 f32, m is
-        // a 48 x 48 f64 half of zw (Z_k, then W_k); one block per 32-row slab.
-        unsafe { lb.launch(cfg(((rows / SLAB as usize) as u32, 1, 1), ORTH_THREADS, 0)) }.map_err(Error::driver("launching rnn_apply_small"))?;
+        lb.arg(self.y.slice()).arg(&zk).arg(self.u_out.slice()).arg(&slabs_u);
+        lb.arg(self.z.slice()).arg(&wk).arg(self.v_out.slice());
+        // SAFETY: (x0, m0, out0, slabs0, x1, m1, out1) as rnn_apply_small declares: y and u_out
+        // hold mp x 48 f32 (slabs_u slabs), z and v_out np x 48 (slabs_v slabs); Z_k and W_k are
+        // the 48 x 48 f64 halves of zw; one block per 32-row slab of either product.
+        unsafe { lb.launch(cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0)) }.map_err(Error::driver("launching rnn_apply_small"))?;
         Ok(())
     }
 
     /// Runs the whole decomposition of the uploaded matrix; U and V stay on the device
-    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Synchronises once, for the small SVD.
+    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Waits twice: for B^T's Gram (then
+    /// solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's factor.
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
         let q = self.opts.power_iters;
         self.gemm(&st, false, true)?;
-        self.orth(&st, true, if q == 0 { FINAL_PASSES } else { MID_PASSES })?;
+        self.orth(&st, true, if q == 0 { FINAL_PASSES } else { MID_PASSES }, OrthMode::Full)?;
         for it in 0..q {
             self.gemm(&st, true, false)?;
-            self.orth(&st, false, MID_PASSES)?;
+            self.orth(&st, false, MID_PASSES, OrthMode::Full)?;
             self.gemm(&st, false, false)?;
-            self.orth(&st, true, if it + 1 == q { FINAL_PASSES } else { MID_PASSES })?;
+            self.orth(&st, true, if it + 1 == q { FINAL_PASSES } else { MID_PASSES }, OrthMode::Full)?;
         }
         self.gemm(&st, true, false)?;
-        self.orth(&st, false, FINAL_PASSES)?;
+        // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T.
+        self.orth(&st, false, 1, OrthMode::GramOnly)?;
+        st.memcpy_dtoh(self.gram.slice(), self.gram_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        self.gram_host.record_use(&st)?;
+        self.orth(&st, false, FINAL_PASSES, OrthMode::Full)?;
         // R_total and the barrier words come back through pinned memory: two async copies, one
         // synchronisation.
         let slot = ((FINAL_PASSES - 1) % 2) as usize;
         st.memcpy_dtoh(&self.rt.slice().slice(slot * WW..(slot + 1) * WW), self.rt_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
         st.memcpy_dtoh(self.bar.slice(), self.bar_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        let t0 = Instant::now();
+        let g = self.gram_host.as_slice()?;
+        let t1 = Instant::now();
+        let eig = small_eigen(g, WIDTH as usize, self.l, self.opts.rank)?;
+        let t2 = Instant::now();
         st.synchronize().map_err(Error::driver("synchronizing the rSVD"))?;
+        let t3 = Instant::now();
         let status = self.bar_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?[2];
         if status != 0 {
             return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
         }
         let rt = self.rt_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?;
-        let (s, zk, wk) = small_svd(rt, WIDTH as usize, self.l, self.opts.rank)?;
+        let (s, zk, wk) = small_factors(eig.as_ref(), rt, WIDTH as usize, self.l, self.opts.rank)?;
+        let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
+        self.host = HostTimes { gram_wait_s: secs(t0, t1), eigen_s: secs(t1, t2), sync_wait_s: secs(t2, t3), factors_s: t3.elapsed().as_secs_f64() };
         let zw = self.zw_host.raw_mut().as_mut_slice().map_err(Error::driver("writing pinned memory"))?;
         zw[..WW].copy_from_slice(&zk);
         zw[WW..].copy_from_slice(&wk);
         st.memcpy_htod(self.zw_host.raw(), self.zw.slice_mut()).map_err(Error::driver("cuMemcpyHtoDAsync"))?;
-        self.apply(&st, true)?;
-        self.apply(&st, false)?;
+        self.apply(&st)?;
         Ok(s)
     }
 
@@ -291,7 +348,20 @@ impl GpuRsvd {
     /// benchmarks.
     pub fn enqueue_orth(&self, passes: u32) -> Result<()> {
         let st = self.gpu.stream().clone();
-        self.orth(&st, true, passes)
+        self.orth(&st, true, passes, OrthMode::Full)
+    }
+
+    /// Runs one orthonormalisation of the range basis with clock stamps and returns them
+    /// (`rnn_orth`'s [`STAMPS`] `%clock64` values of block 0; see `crate::kernels::rnn::orth`).
+    pub fn orth_stamps(&self, passes: u32) -> Result<Vec<u64>> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, true, passes, OrthMode::Stamped)?;
+        self.stamps.to_vec(&st)
+    }
+
+    /// Host-side times of the last [`GpuRsvd::run_device`].
+    pub fn host_times(&self) -> HostTimes {
+        self.host
     }
 
     /// Padded sizes (rows, columns) of A on the device.
