@@ -356,7 +356,10 @@ impl GpuRsvd {
     pub fn orth_stamps(&self, passes: u32) -> Result<Vec<u64>> {
         let st = self.gpu.stream().clone();
         self.orth(&st, true, passes, OrthMode::Stamped)?;
-        self.stamps.to_vec(&st)
+        let mut out = vec![0u64; STAMPS as usize];
+        st.memcpy_dtoh(self.stamps.slice(), &mut out).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.synchronize().map_err(Error::driver("synchronizing the clock stamps"))?;
+        Ok(out)
     }
 
     /// Host-side times of the last [`GpuRsvd::run_device`].
