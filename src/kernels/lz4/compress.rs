@@ -12,8 +12,12 @@
 //! page `[4 + 2k]` = stored bytes | [`RAW_FLAG`](super::RAW_FLAG), `[5 + 2k]` = byte offset of the
 //! page in `packed`, a multiple of 16).
 //!
+//! Shared memory per warp: the u16 hash table sized for `page_bytes` (`2^L` entries, `L` = 10, 11
+//! or 12 as the spec's `hash_log`), then the staged page and 16 bytes of slack.
+//!
 //! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
-//! zeroes its 4096-entry u16 hash table (16 vector stores per lane); takes the all-zero or short
+//! zeroes the `2^L` entries of the page's table (`L` from its own length; 4, 8 or 16 vector stores
+//! per lane); takes the all-zero or short
 //! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
 //! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
 //! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
@@ -26,7 +30,7 @@
 
 use super::emit::emit_sequence;
 use super::extend::extend;
-use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, ufor, uloop, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
+use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, ufor, uloop, Lanes, MAX_TABLE_BYTES, RAW_FLAG, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
@@ -44,6 +48,8 @@ pub(super) struct Page {
     pub(super) spage: Reg<U32>,
     pub(super) scratch: Reg<U64>,
     pub(super) p_len: Reg<U32>,
+    /// `32 - L`: the hash's right shift for this page's table of `2^L` buckets.
+    pub(super) hash_shift: Reg<U32>,
     /// Bytes of the block written to scratch so far (warp-uniform).
     pub(super) out: Reg<U32>,
     pub(super) raw: Label,
@@ -86,10 +92,13 @@ pub fn build(target: Target) -> Module {
     let warps = b.shr(ntid, 5u32);
     let cta = b.special(Special::CtaidX);
     let gwarp = b.mad(cta, warps, warp);
-    let per_warp = b.add(page_bytes, TABLE_BYTES + STAGE_SLACK_BYTES);
+    let halvings = table_halvings(&mut b, page_bytes);
+    let warp_table = b.shr(MAX_TABLE_BYTES, halvings);
+    let per_warp = b.add(page_bytes, warp_table);
+    let per_warp = b.add(per_warp, STAGE_SLACK_BYTES);
     let sbase = b.shared_base(&smem);
     let table = b.mad(warp, per_warp, sbase);
-    let spage = b.add(table, TABLE_BYTES);
+    let spage = b.add(table, warp_table);
     let scratch = b.mad_wide(gwarp, page_bytes, scratch);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
     let zero = b.mov(0u32);
@@ -118,9 +127,19 @@ pub fn build(target: Target) -> Module {
         let p_len = b.min(avail, page_bytes);
         let src = b.mad_wide(pg, page_bytes, input);
         let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
+        let halvings = table_halvings(b, p_len);
+        let hash_shift = b.add(halvings, 20u32);
         let tl = b.mad(ln.lane, 16u32, table);
-        for i in 0..16 {
-            b.st_v4::<U32>(Space::Shared, Addr::from(tl).off(512 * i), [zero; 4]);
+        let half4 = b.setp(Cmp::Ne, halvings, 2u32);
+        let whole8 = b.setp(Cmp::Eq, halvings, 0u32);
+        for i in 0..16u32 {
+            let a = Addr::from(tl).off(512 * i as i64);
+            match i {
+                0..4 => b.st_v4::<U32>(Space::Shared, a, [zero; 4]),
+                4..8 => b.guarded(half4, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+                _ => b.guarded(whole8, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+            }
         }
         b.warp_sync(FULL_MASK);
 
@@ -135,6 +154,7 @@ pub fn build(target: Target) -> Module {
             spage,
             scratch,
             p_len,
+            hash_shift,
             out,
             raw: raw.clone(),
             ext_fwd,
@@ -207,10 +227,19 @@ fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_le
     b.vote_any(nz)
 }
 
+/// `table_halvings` of a length in a register: `(len <= 4096) + (len <= 2048)`.
+fn table_halvings(b: &mut KernelBuilder, len: Reg<U32>) -> Reg<U32> {
+    let le4 = b.setp(Cmp::Le, len, 4096u32);
+    let le2 = b.setp(Cmp::Le, len, 2048u32);
+    let h4 = b.selp(1u32, 0u32, le4);
+    let h2 = b.selp(1u32, 0u32, le2);
+    b.add(h4, h2)
+}
+
 /// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `v`.
-fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>) -> Reg<U32> {
+fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>, hash_shift: Reg<U32>) -> Reg<U32> {
     let m = b.mul(v, HASH_MULTIPLIER);
-    let h = b.shr(m, 20u32);
+    let h = b.shr(m, hash_shift);
     b.shl(h, 1u32)
 }
 
@@ -237,7 +266,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
         let q = b.min(p, hash_end);
         let qa = b.add(pc.spage, q);
         let v = ld_shared_u32_unaligned(b, qa);
-        let hoff = bucket_offset(b, v);
+        let hoff = bucket_offset(b, v, pc.hash_shift);
         let grp = b.match_any(hoff);
         let active_mask = b.ballot(active);
         let taddr = b.add(pc.table, hoff);
@@ -306,7 +335,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             ubra_unless(b, far, &have_h2);
             let ea = b.add(pc.spage, e2);
             let ev = ld_shared_u32_unaligned(b, ea);
-            let eh = bucket_offset(b, ev);
+            let eh = bucket_offset(b, ev, pc.hash_shift);
             b.mov_to(h2, eh);
             b.place(&have_h2);
             let et = b.add(pc.table, h2);
