@@ -58,9 +58,9 @@ pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: 
     });
 }
 
-/// Copies `lit` literals from block byte `at` to page byte `op`, 32 a step.
-pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
-    let src = b.add(d.ib, at);
+/// Copies `lit` literals from the shared address `src` (in the staged block) to page byte `op`,
+/// 32 a step.
+pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, src: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
     let dst = b.add(d.ob, op);
     ufor(b, 0u32, lit, 32u32, |b, base, _| {
         let i = b.add(base, d.ln.lane);
