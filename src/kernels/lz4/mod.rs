@@ -13,6 +13,7 @@ pub mod compress;
 mod copy;
 mod emit;
 mod extend;
+mod page_io;
 pub mod decompress;
 
 use crate::ptx::*;
