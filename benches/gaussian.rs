@@ -39,6 +39,24 @@ fn problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     (gaussians, points, grad)
 }
 
+/// A badly conditioned set (kappa(L) ~ 1e2..1e4: diagonal rows scaled log-uniformly over 500x,
+/// strong shear, as the tests' `badly_conditioned`): most Gaussians take the compensated
+/// backward solve, so the SUMMARY shows what it costs.
+fn badly_conditioned_problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut rng = Rng::new(0x6A56);
+    let spec = GaussianSpec { extent_m: 1.0, diag_m: (1.0, 1.0), shear: 2.0, weight: (-0.5, 1.5) };
+    let mut gaussians = random_gaussians(&mut rng, n, &spec);
+    for g in gaussians.chunks_exact_mut(10) {
+        for row in [3..4, 4..6, 6..9] {
+            let scale = rng.range((0.002f64).ln(), 0.0).exp();
+            g[row].iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+    let points = sample_points(&mut rng, &gaussians, b, 1.3);
+    let grad: Vec<f64> = (0..b).map(|_| rng.range(-1.0, 1.0)).collect();
+    (gaussians, points, grad)
+}
+
 fn group<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut g = c.benchmark_group(name);
     g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
@@ -152,6 +170,22 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         }
     }
     g.finish();
+    if T::NAME == "f32" {
+        let (n, b) = SIZES[2];
+        let (gaussians, points, grad) = badly_conditioned_problem(n, b);
+        let mut field = GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        field.set_gaussians(&convert::<T>(&gaussians)).expect("valid Gaussians");
+        field.forward(&convert::<T>(&points)).expect("forward");
+        field.backward(&convert::<T>(&grad)).expect("backward");
+        let both = common::median_secs(&stream, 30, || {
+            field.forward_resident().expect("forward");
+            field.backward_resident().expect("backward")
+        });
+        summary.push(format!(
+            "SUMMARY gpu/gaussian f32 {n}x{b} badly-conditioned (compensated backward solves): forward+backward {:.1} us",
+            both * 1e6
+        ));
+    }
 }
 
 fn benches(c: &mut Criterion) {

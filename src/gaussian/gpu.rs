@@ -5,7 +5,8 @@
 //! then uploads, enqueues the kernels of `crate::kernels::gaussian` on the device's work stream
 //! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
 //! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of 256; see
-//! `kernels::gaussian::common`). Forward: fused kernel per (point block, Gaussian chunk), then an
+//! `kernels::gaussian::common`) and the f32 backward's compensation constants (8 per Gaussian:
+//! two-term diagonal and the flag of `layout::Prepared::compensated`). Forward: fused kernel per (point block, Gaussian chunk), then an
 //! ordered sum of the chunk rows. Backward: fused kernel per (Gaussian block, point chunk), then
 //! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
 //! to the largest problem seen and are reused, so a training loop does not allocate per step.
@@ -100,10 +101,12 @@ pub struct GpuGaussianField<T: GpuReal> {
     diag_eps: T,
     prepared: Vec<Prepared<T>>,
     staging: Vec<T>,
+    comp_staging: Vec<T>,
     n_pad: usize,
     b: usize,
     forward_valid: bool,
     prep: Slot<T>,
+    comp: Slot<T>,
     points: Slot<T>,
     dist_points: Slot<T>,
     grad_values: Slot<T>,
@@ -134,10 +137,12 @@ impl<T: GpuReal> GpuGaussianField<T> {
             diag_eps: T::from_f64(options.diag_eps),
             prepared: Vec::new(),
             staging: Vec::new(),
+            comp_staging: Vec::new(),
             n_pad: 0,
             b: 0,
             forward_valid: false,
             prep: Slot::new("gaussian prepared Gaussians"),
+            comp: Slot::new("gaussian compensation constants"),
             points: Slot::new("gaussian points"),
             dist_points: Slot::new("gaussian distance points"),
             grad_values: Slot::new("gaussian grad_values"),
@@ -161,7 +166,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
 
     /// Bytes currently allocated on the device (constant across steps of one size).
     pub fn device_bytes(&self) -> usize {
-        [&self.prep, &self.points, &self.dist_points, &self.grad_values, &self.values_dev, &self.scratch]
+        [&self.prep, &self.comp, &self.points, &self.dist_points, &self.grad_values, &self.values_dev, &self.scratch]
             .iter()
             .chain([&self.partial_gauss, &self.grad_points_dev, &self.grad_gaussians_dev, &self.dist].iter())
             .map(|s| s.bytes())
@@ -264,7 +269,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
             b: b as u32,
         };
         let gv = self.grad_values.get()?.slice();
-        launch::backward(&self.gpu, &stream, T::BACKWARD, &p, gv, &plan, partial_points.slice_mut(), partial_gauss.slice_mut())?;
+        let comp = self.comp.get()?.slice();
+        launch::backward(&self.gpu, &stream, T::BACKWARD, &p, gv, &plan, partial_points.slice_mut(), partial_gauss.slice_mut(), comp)?;
         launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, partial_points.slice(), plan.gauss_blocks, pts3, pts3, -T::ONE, &mut grad_points)?;
         launch::finish(&self.gpu, &stream, T::FINISH, &p, partial_gauss.slice(), plan.chunks, self.options.normalised, &mut grad_gaussians)
     }
@@ -274,7 +280,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
         launch::to_u32(self.prepared.len().div_ceil(pad) * pad * common::PREP_STRIDE as usize, "gaussian prepared scalars")?;
         self.stage();
         let stream = self.stream.clone();
-        self.prep.ensure(&stream, self.staging.len())?.upload(&stream, &self.staging)
+        self.prep.ensure(&stream, self.staging.len())?.upload(&stream, &self.staging)?;
+        self.comp.ensure(&stream, self.comp_staging.len())?.upload(&stream, &self.comp_staging)
     }
 
     /// Packs the prepared constants into the device layout (zero Gaussians as padding).
@@ -301,6 +308,14 @@ impl<T: GpuReal> GpuGaussianField<T> {
                 T::from_f64(g.norm.to_f64() * scale),
                 g.weight,
             ]);
+        }
+        let comp_stride = common::COMP_STRIDE as usize;
+        self.comp_staging.clear();
+        self.comp_staging.resize(self.n_pad * comp_stride, T::ZERO);
+        for (g, out) in self.prepared.iter().zip(self.comp_staging.chunks_exact_mut(comp_stride)) {
+            let flag = if g.compensated { T::ONE } else { T::ZERO };
+            let (a, lo) = (g.diag, g.diag_lo);
+            out.copy_from_slice(&[-a[0], -a[1], -a[2], flag, -lo[0], -lo[1], -lo[2], T::ZERO]);
         }
     }
 }

@@ -127,13 +127,15 @@ pub fn backward<T: DeviceRepr>(
     plan: &BackwardPlan,
     partial_points: &mut CudaSlice<T>,
     partial_gauss: &mut CudaSlice<T>,
+    comp: &CudaSlice<T>,
 ) -> Result<()> {
     let f = gpu.function(id)?;
     let cfg = config((plan.gauss_blocks, plan.chunks), backward::BLOCK)?;
     // SAFETY: parameters (prep, n_pad, points, grad_values, num_points, chunk_len,
-    // partial_points, partial_gauss) in the kernel's order and types; n_pad is a multiple of
-    // BLOCK * q so every thread's Gaussians exist; points/grad_values hold 3b / b scalars; the
-    // partial buffers hold gauss_blocks * 3b and chunks * n_pad * 10 scalars (checked by caller).
+    // partial_points, partial_gauss, comp) in the kernel's order and types; n_pad is a multiple
+    // of BLOCK * q so every thread's Gaussians exist; points/grad_values hold 3b / b scalars; the
+    // partial buffers hold gauss_blocks * 3b and chunks * n_pad * 10 scalars, comp n_pad *
+    // COMP_STRIDE (checked by caller).
     unsafe {
         stream
             .launch_builder(&f)
@@ -145,6 +147,7 @@ pub fn backward<T: DeviceRepr>(
             .arg(&plan.chunk_len)
             .arg(partial_points)
             .arg(partial_gauss)
+            .arg(comp)
             .launch(cfg)
     }
     .map_err(Error::driver("launching gaussian_backward"))?;

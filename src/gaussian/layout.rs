@@ -48,6 +48,14 @@ pub fn unpack<T: Real>(g: &[T; STRIDE]) -> ([T; 3], [T; 6], T) {
     )
 }
 
+/// Above this estimate of kappa(L) (`||L||_F ||L^-1||_F`), an f32 field evaluates the backward's
+/// per-pair solve with compensated arithmetic ([`Prepared::compensated`], see
+/// [`super::pair::solve_compensated`]): the plain f32 solves lose up to ~1e4 u of componentwise
+/// accuracy in s = Sigma^-1 r from kappa ~ 25 on (cancellations in both triangular solves).
+/// [`super::generate::GaussianSpec::default`] Gaussians exceed 16 about once in 1e5, so a GPU
+/// warp almost never takes the slower path on such sets.
+pub const COMPENSATE_KAPPA: f64 = 16.0;
+
 /// Per-Gaussian constants computed once per `set_gaussians`, so the per-pair loop has no division.
 /// `inv_diag[k] = 1 / (Lkk + eps)`; `norm` = (2 pi)^{-3/2} / prod_k (Lkk + eps) when the field is
 /// normalised, else 1; `weight_norm = w * norm`.
@@ -67,6 +75,25 @@ pub struct Prepared<T> {
     pub norm: T,
     /// `weight * norm`.
     pub weight_norm: T,
+    /// The guarded diagonal a_k = Lkk + eps as rounded to `T` (the value `inv_diag` inverts) and
+    /// the rest (Lkk + eps) - a_k, computed in f64 and rounded: together a_k to ~u^2.
+    pub diag: [T; 3],
+    pub diag_lo: [T; 3],
+    /// Whether the backward solves this Gaussian with compensated arithmetic: `T` is f32 and
+    /// the kappa(L) estimate exceeds [`COMPENSATE_KAPPA`].
+    pub compensated: bool,
+}
+
+/// `||L||_F ||L^-1||_F`, between kappa_2(L) and 3 kappa_2(L), of the guarded factor with
+/// diagonal `a` and off-diagonal entries (L10, L20, L21), in f64 (dimensionless).
+pub fn kappa_estimate(a: [f64; 3], l10: f64, l20: f64, l21: f64) -> f64 {
+    // L^-1 of a 3x3 lower-triangular matrix, entry by entry.
+    let i10 = -l10 / (a[0] * a[1]);
+    let i21 = -l21 / (a[1] * a[2]);
+    let i20 = (l21 * l10 / a[1] - l20) / (a[0] * a[2]);
+    let norm = (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] + l10 * l10 + l20 * l20 + l21 * l21).sqrt();
+    let inv_norm = (a.iter().map(|v| 1.0 / (v * v)).sum::<f64>() + i10 * i10 + i20 * i20 + i21 * i21).sqrt();
+    norm * inv_norm
 }
 
 /// Checks a packed Gaussian array and computes [`Prepared`] constants into `out` (reused: cleared
@@ -131,15 +158,23 @@ pub fn prepare<T: Real>(
                 g[CHOL + 5]
             )));
         }
+        let exact = [0, 2, 5].map(|d| g[CHOL + d].to_f64() + diag_eps.to_f64());
+        let diag_lo = [0, 1, 2].map(|k| T::from_f64(exact[k] - a[k].to_f64()));
+        let single = T::EPSILON.to_f64() > 1e-10;
+        let (l10, l20, l21) = (g[CHOL + 1], g[CHOL + 3], g[CHOL + 4]);
+        let compensated = single && kappa_estimate(exact, l10.to_f64(), l20.to_f64(), l21.to_f64()) > COMPENSATE_KAPPA;
         out.push(Prepared {
             mu: [g[0], g[1], g[2]],
-            l10: g[CHOL + 1],
-            l20: g[CHOL + 3],
-            l21: g[CHOL + 4],
+            l10,
+            l20,
+            l21,
             inv_diag,
             weight,
             norm,
             weight_norm,
+            diag: a,
+            diag_lo,
+            compensated,
         });
     }
     Ok(())

@@ -47,6 +47,9 @@ pub trait Real:
     fn exp(self) -> Self;
     /// Neither infinite nor NaN.
     fn is_finite(self) -> bool;
+    /// `self * a + b` with one rounding (fused multiply-add, as a GPU's `fma.rn`): the compensated
+    /// pair maths needs it to recover exact products and remainders.
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 macro_rules! impl_real {
@@ -73,6 +76,10 @@ macro_rules! impl_real {
             #[inline(always)]
             fn is_finite(self) -> bool {
                 <$t>::is_finite(self)
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                <$t>::mul_add(self, a, b)
             }
         }
     };

@@ -47,6 +47,13 @@ pub const PREP_WEIGHT: u32 = 11;
 /// The Gaussian count on the device is padded with zero Gaussians to a multiple of this (a
 /// multiple of every kernel's Gaussian tile).
 pub const GAUSSIAN_PAD: u32 = 256;
+/// Scalars per Gaussian of the compensation constants (f32 backward only), AoS, 16-byte aligned:
+/// `[-ah0, -ah1, -ah2, flag, -al0, -al1, -al2, 0]` with a_k = ah_k + al_k = Lkk + eps to ~u^2
+/// (`crate::gaussian::layout::Prepared::diag`, `diag_lo`) and flag 1 where the backward solves
+/// the Gaussian with [`solve_compensated`] (`Prepared::compensated`), else 0 (padding: 0).
+pub const COMP_STRIDE: u32 = 8;
+/// Offset of the flag within the compensation constants.
+pub const COMP_FLAG: u32 = 3;
 /// Raw per-Gaussian gradient sums per Gaussian (the packed gradient layout's 10 slots).
 pub const GRAD_STRIDE: u32 = 10;
 /// f32 exponent offset o = 126 - 87 log2(e): ex2(-d log2(e)/2 - o) is below 2^-126 (flushed)
@@ -212,6 +219,70 @@ pub fn back_solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, v: [Reg<T>
     let t0 = mul_add(b, g.neg_l[1], s2, t0);
     let s0 = b.mul(t0, g.inv[0]);
     [s0, s1, s2]
+}
+
+/// Knuth's two-sum: (s, e) with s = a + b rounded and s + e = a + b exactly.
+fn two_sum<T: KFloat>(b: &mut KernelBuilder, x: Reg<T>, y: Reg<T>) -> (Reg<T>, Reg<T>) {
+    let s = b.add(x, y);
+    let bb = b.sub(s, x);
+    let t = b.sub(s, bb);
+    let e1 = b.sub(x, t);
+    let e2 = b.sub(y, bb);
+    let e = b.add(e1, e2);
+    (s, e)
+}
+
+/// The compensated forward substitution of `crate::gaussian::pair::solve_compensated`, operation
+/// for operation (its docs give the error analysis): r = x - mu exactly (two-sum), each row's
+/// right-hand side as a two-term sum (products split with `fma`), each v_k as vh + vl through
+/// the exact remainder th - a_k vh. `neg_a` = -ah, `neg_a_lo` = -al (see [`COMP_STRIDE`]).
+/// Returns v rounded to one scalar per component.
+pub fn solve_compensated<T: KFloat>(
+    b: &mut KernelBuilder,
+    g: &GaussRegs<T>,
+    neg_a: [Reg<T>; 3],
+    neg_a_lo: [Reg<T>; 3],
+    x: [Reg<T>; 3],
+) -> [Reg<T>; 3] {
+    let r = [0, 1, 2].map(|k| {
+        let nmu = b.neg(g.mu[k]);
+        two_sum(b, x[k], nmu)
+    });
+    let divide = |b: &mut KernelBuilder, k: usize, th: Reg<T>, tl: Reg<T>| {
+        let vh = b.mul(th, g.inv[k]);
+        let rem = b.fma(neg_a[k], vh, th);
+        let low = b.fma(neg_a_lo[k], vh, tl);
+        let sum = b.add(rem, low);
+        (vh, b.mul(sum, g.inv[k]))
+    };
+    let [nl10, nl20, nl21] = g.neg_l;
+    let (v0h, v0l) = divide(b, 0, r[0].0, r[0].1);
+    // Row 1: t = r1 - L10 v0.
+    let p10 = b.mul(nl10, v0h);
+    let np10 = b.neg(p10);
+    let pe10 = b.fma(nl10, v0h, np10);
+    let (t1h, t1e) = two_sum(b, r[1].0, p10);
+    let a1 = b.add(t1e, pe10);
+    let a2 = b.fma(nl10, v0l, r[1].1);
+    let t1l = b.add(a1, a2);
+    let (v1h, v1l) = divide(b, 1, t1h, t1l);
+    // Row 2: t = r2 - L20 v0 - L21 v1.
+    let p20 = b.mul(nl20, v0h);
+    let np20 = b.neg(p20);
+    let pe20 = b.fma(nl20, v0h, np20);
+    let p21 = b.mul(nl21, v1h);
+    let np21 = b.neg(p21);
+    let pe21 = b.fma(nl21, v1h, np21);
+    let (m, me) = two_sum(b, r[2].0, p20);
+    let (t2h, t2e) = two_sum(b, m, p21);
+    let small = b.fma(nl20, v0l, r[2].1);
+    let small = b.fma(nl21, v1l, small);
+    let e1 = b.add(me, t2e);
+    let e2 = b.add(pe20, pe21);
+    let e = b.add(e1, e2);
+    let t2l = b.add(e, small);
+    let (v2h, v2l) = divide(b, 2, t2h, t2l);
+    [b.add(v0h, v0l), b.add(v1h, v1l), b.add(v2h, v2l)]
 }
 
 /// Byte address `base + (row * row_len + col) * elem_bytes` with 64-bit arithmetic.
