@@ -1,7 +1,8 @@
 //! Kernels of the learned-correction chain (see `crate::rnn`): dense encoder, persistent GRU
 //! rollout, the randomized SVD's GEMMs, Gaussian sketch, CholeskyQR and small apply, and the
 //! low-rank correction. `mathf` holds the accurate f32 transcendentals they share, `barrier` the
-//! grid barrier of the persistent kernels, `gru_tile` and `gru_exchange` the GRU rollout's
+//! grid barrier of the persistent kernels, `orth_elim` and `orth_total` the CholeskyQR's
+//! factorisation and R_total steps, `gru_tile` and `gru_exchange` the GRU rollout's
 //! mat-vec and its tagged-word state exchange.
 
 pub mod apply;
@@ -16,3 +17,4 @@ pub mod lowrank;
 pub mod mathf;
 pub mod orth;
 pub mod orth_elim;
+pub mod orth_total;

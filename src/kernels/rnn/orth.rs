@@ -35,6 +35,7 @@
 
 use super::barrier::GridBarrier;
 use super::orth_elim::Elim;
+use super::orth_total::total_r;
 use crate::ptx::*;
 
 /// Padded sketch width: the GPU randomized SVD supports rank + oversampling <= 48.
@@ -87,77 +88,6 @@ fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArr
             b.st_v4(Space::Shared, sa, v);
         });
     }
-}
-
-/// Block 0 after pass p >= 1 (D is done, so U's and E's shared arrays are free):
-/// `rt[p % 2] = R_p rt[(p - 1) % 2]` with R_p formed in place of U (its zero lower part is never
-/// written), the previous product staged in E's array; `out_ij = sum_k R_ik T_kj`, k ascending
-/// (fma), as `crate::rnn::cholqr::matmul`.
-#[allow(clippy::too_many_arguments)]
-fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>, rdiag: &SharedArray<F64>, rscale: &SharedArray<F64>) {
-    let prev = b.sub(pass, 1u32);
-    let prev = b.and(prev, 1u32);
-    let src = b.mul(prev, WW);
-    let dst = b.sub(WW, src);
-    b.bar_sync();
-    for q in 0..9u32 {
-        let e = b.add(tid, 256 * q);
-        let i = b.div(e, WIDTH);
-        let k = b.rem(e, WIDTH);
-        let ti = b.add(src, e);
-        let ta = b.index_addr(rt, ti, 8);
-        let t = b.ld::<F64>(Space::Global, ta);
-        let se = b.mad(i, LD, k);
-        let ea = b.shared_index(erow, se);
-        b.st(Space::Shared, ea, t);
-        let rda = b.shared_index(rdiag, i);
-        let rd = b.ld::<F64>(Space::Shared, rda);
-        let rsa = b.shared_index(rscale, i);
-        let rsc = b.ld::<F64>(Space::Shared, rsa);
-        let ua = b.shared_index(lcol, se);
-        let u = b.ld::<F64>(Space::Shared, ua);
-        let scaled = b.mul(u, rsc);
-        let above = b.setp(Cmp::Gt, k, i);
-        let v = b.selp(scaled, u, above);
-        let on = b.setp(Cmp::Eq, k, i);
-        let v = b.selp(rd, v, on);
-        b.st(Space::Shared, ua, v);
-    }
-    b.bar_sync();
-    let rows: Vec<Reg<U32>> = (0..9u32)
-        .map(|q| {
-            let e = b.add(tid, 256 * q);
-            let i = b.div(e, WIDTH);
-            b.mul(i, LD)
-        })
-        .collect();
-    let cols: Vec<Reg<U32>> = (0..9u32)
-        .map(|q| {
-            let e = b.add(tid, 256 * q);
-            b.rem(e, WIDTH)
-        })
-        .collect();
-    let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
-    b.for_range(0u32, WIDTH, 1u32, |b, k, _| {
-        let krow = b.mul(k, LD);
-        for q in 0..9 {
-            let ri = b.add(rows[q], k);
-            let ra = b.shared_index(lcol, ri);
-            let r = b.ld::<F64>(Space::Shared, ra);
-            let ti = b.add(krow, cols[q]);
-            let ta = b.shared_index(erow, ti);
-            let t = b.ld::<F64>(Space::Shared, ta);
-            let nv = b.fma(r, t, acc[q]);
-            b.mov_to(acc[q], nv);
-        }
-    });
-    for (q, v) in acc.iter().enumerate() {
-        let e = b.add(tid, 256 * q as u32);
-        let di = b.add(dst, e);
-        let da = b.index_addr(rt, di, 8);
-        b.st(Space::Global, da, *v);
-    }
-    b.bar_sync();
 }
 
 /// Builds the module.
