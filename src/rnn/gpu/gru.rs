@@ -90,18 +90,14 @@ fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Ve
 }
 
 fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary: bool) -> u32 {
-    if stationary {
-        // Only called for shapes whose size was checked against the limit (fits in u32).
-        4 * gru_stationary::smem_floats(rows.into(), ip as u64, h as u64, units.into(), chunk.into()) as u32
-    } else {
-        4 * smem_floats(rows, ip as u32, h as u32, units, chunk)
-    }
+    let f = if stationary { gru_stationary::smem_floats } else { smem_floats };
+    4 * f(rows, ip as u32, h as u32, units, chunk)
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
 /// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (gi of all
 /// `max_steps` in shared memory, co-resident) come first: the least per-step work of the busiest
-/// SM (blocks per SM x rows x 48 or 64 gate rows, the lanes' tile), then the most blocks (more
+/// SM (blocks per SM x rows x 64 gate rows, the lanes' fixed tile), then the most blocks (more
 /// warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
 /// co-resident with at least one step of gi in shared memory: the least estimated per-step work
 /// of the busiest SM (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest
@@ -138,16 +134,14 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
             let per_sm = blocks.div_ceil(sms);
             let (r64, h64) = (u64::from(r), h as u64);
             if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
-                let bytes = 4 * gru_stationary::smem_floats(r.into(), ip as u64, h as u64, units.into(), max_steps as u64);
+                let bytes = u64::from(4 * gru_stationary::smem_floats(r, ip as u32, hu, units, 1)) + 4 * u64::from(r) * u64::from(3 * units + ip as u32) * (max_steps as u64 - 1);
                 if bytes <= u64::from(optin) {
                     let bytes = smem_bytes(ip, h, r, units, chunk_all, true);
                     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
                     let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
                     best_cap = best_cap.max(cap);
-                    // Lanes cover gate rows in groups of 16 (3 groups up to 16 units, else 4); ties go
-                    // to more blocks: (cost, MAX - blocks).
-                    let groups16 = if 3 * units > 48 { 4 } else { 3 };
-                    let key = (per_sm * r64 * (16 * groups16 + 8), u32::MAX - blocks as u32);
+                    // Ties go to more blocks: (cost, MAX - blocks).
+                    let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
                     if blocks <= u64::from(cap) && key < best_st_key {
                         best_st_key = key;
                         best_st = Some(Shape { rows: r, slices: sl, units, chunk: chunk_all, blocks: blocks as u32, stationary: true });
