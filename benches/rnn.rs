@@ -104,7 +104,19 @@ fn gpu(c: &mut Criterion) {
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
-        rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth));
+        let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
+        rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth, 1e6 * orth1));
+        // The split-K plan's other targets (blocks per SM), the default last.
+        for bps in (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM]) {
+            r.set_gemm_blocks_per_sm(bps).expect("plan");
+            let total = common::wall_median_secs(15, || {
+                r.run_device().expect("rsvd");
+                gpu.sync().expect("sync");
+            });
+            let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+            let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+            println!("SUMMARY gpu/rnn rSVD {n}x{n} GEMM split-K target {bps} blocks/SM: {:.3} ms, A Omega {:.1} us, A^T Y {:.1} us", 1e3 * total, 1e6 * nn, 1e6 * tn);
+        }
     }
 
     // The chain: eager, graph, and 4 batches on 4 streams.
@@ -154,11 +166,11 @@ fn gpu(c: &mut Criterion) {
         let target = if n.starts_with("gru_rollout") { 40.0 } else { 60.0 };
         println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks of {rows} rows x <= {units} units, gi {chunk} steps at once, weights in {}), target < {target} us", if *held { "registers" } else { "shared memory" });
     }
-    for (n, total, nn, tn, orth) in &rsvd_ms {
+    for (n, total, nn, tn, orth, orth1) in &rsvd_ms {
         let gbs = |us: f64| (*n * *n * 4) as f64 / (us * 1e-6) / 1e9;
         println!(
             "SUMMARY gpu/rnn on {name}: rSVD {n}x{n} rank 32 (p 10, q 2): {total:.3} ms incl. small SVD on the CPU (target < 1 ms at 4096); \
-             A Omega {nn:.1} us ({:.0} GB/s of A), A^T Y {tn:.1} us ({:.0} GB/s), CholQR 2 passes {orth:.1} us; copy yardstick ~2900 GB/s",
+             A Omega {nn:.1} us ({:.0} GB/s of A), A^T Y {tn:.1} us ({:.0} GB/s), CholQR 2 passes {orth:.1} us, 1 pass {orth1:.1} us; copy yardstick ~2900 GB/s",
             gbs(*nn),
             gbs(*tn)
         );

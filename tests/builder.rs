@@ -143,3 +143,13 @@ fn acquire_loads_record_their_isa_needs() {
     let ptx = Module::single(Target::Sm75, k).emit().unwrap();
     assert!(ptx.contains("ld.acquire.gpu.global.u32 %r0, [%rd1];"), "{ptx}");
 }
+
+#[test]
+fn register_bound_is_a_directive_after_the_thread_bound() {
+    let mut b = KernelBuilder::new("regs");
+    b.maxntid(128, 1, 1);
+    b.maxnreg(72);
+    let _ = b.special(Special::TidX);
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains(".maxntid 128, 1, 1\n.maxnreg 72\n{"), "{ptx}");
+}

@@ -14,7 +14,7 @@ use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
 use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
-use ptxflow::rnn::gpu::rsvd::GpuRsvd;
+use ptxflow::rnn::gpu::rsvd::{GpuRsvd, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, lowrank_correct};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -162,6 +162,34 @@ fn gpu_rsvd_reaches_the_optimal_error() {
     rsvd_case(&gpu, 1024, 1024, Spectrum::Flat, 3);
     rsvd_case(&gpu, 1000, 700, Spectrum::Exponential { rate: 0.9 }, 4);
     rsvd_case(&gpu, 700, 1000, Spectrum::LowRank { rank: 10 }, 5);
+}
+
+/// Every split-K plan the bench compares, on a 4096 x 1024 matrix (32 row tiles, so the plans
+/// differ) of rank 256 with sigma_i = 0.9^i: its optimal rank-32 error is known exactly, so no
+/// full SVD is needed.
+#[test]
+fn gpu_rsvd_split_plans_reach_the_optimal_error() {
+    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_split_plans_reach_the_optimal_error") else { return };
+    let (m, n, r, k) = if sanitize() { (512, 256, 64, 32) } else { (4096, 1024, 256, 32) };
+    let mut rng = Rng::new(11);
+    let sigma = Spectrum::Exponential { rate: 0.9 }.values(r);
+    let u = nalgebra::DMatrix::from_fn(m, r, |_, _| rng.normal()).qr().q();
+    let v = nalgebra::DMatrix::from_fn(n, r, |_, _| rng.normal()).qr().q();
+    let a64 = u * nalgebra::DMatrix::from_diagonal(&nalgebra::DVector::from_vec(sigma.clone())) * v.transpose();
+    let a: Vec<f32> = (0..m * n).map(|i| a64[(i / n, i % n)] as f32).collect();
+    let opt = sigma[k..].iter().map(|s| s * s).sum::<f64>().sqrt();
+    let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
+    let mut rs = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
+    assert!(rs.set_gemm_blocks_per_sm(0).is_err() && rs.set_gemm_blocks_per_sm(MAX_GEMM_BLOCKS_PER_SM + 1).is_err());
+    for bps in 1..=MAX_GEMM_BLOCKS_PER_SM {
+        rs.set_gemm_blocks_per_sm(bps).unwrap();
+        let lr = rs.decompose(&a).unwrap();
+        let e = reconstruction_error(&a, &lr).unwrap();
+        let (ou, ov) = (column_orthonormality(lr.u(), m, k), row_orthonormality(lr.vt(), k, n));
+        eprintln!("rSVD {m}x{n} plan {bps} blocks/SM: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
+        assert!(e <= 1.01 * opt + floor, "plan {bps}: error {e} vs optimal {opt} (+{floor})");
+        assert!(ou < 1e-5 && ov < 1e-5, "plan {bps}: orthonormality {ou} {ov}");
+    }
 }
 
 #[test]

@@ -1,15 +1,16 @@
 //! CPU reference encoder of one page into one LZ4 block. This comment is the specification that the
 //! GPU kernel (one warp of 32 lanes per page) follows; both must produce byte-identical blocks.
 //!
-//! # Specification (version 1)
+//! # Specification (version 2)
 //!
 //! Input: a page of `P` bytes, `0 <= P <= 65536` (full pages are `page_bytes`, a multiple of 1024 in
 //! 1 KiB..=64 KiB; the last page of an input may be shorter and is encoded by the same rules with
 //! `P` = its length). All positions are byte indices into the page; nothing outside it is read.
 //!
 //! * `u32(p)` = the 4 bytes at `p..p+4`, little endian.
-//! * `hash(p) = (u32(p) * 2654435761 mod 2^32) >> 20` (HASH_LOG 12, 4096 buckets).
-//! * Table: 4096 entries of u16 holding `position + 1` (0 = empty), all zero at the start of every
+//! * `hash(p) = (u32(p) * 2654435761 mod 2^32) >> (32 - L)` with `L = hash_log(P)`: 10 for
+//!   `P <= 2048`, 11 for `P <= 4096`, else 12 (about one bucket per two positions, at most 4096).
+//! * Table: `2^L` entries of u16 holding `position + 1` (0 = empty), all zero at the start of every
 //!   page. Positions are < 65531, so `position + 1` fits.
 //! * A position `p` may start a match only if `p + 12 <= P` (MFLIMIT); a match ends (exclusive) at
 //!   most at `P - 5` (the last 5 bytes are always literals, LAST_LITERALS). Matches are >= 4 bytes.
@@ -48,6 +49,10 @@
 //! 3.621) and the in-window candidate (nci 3.621 -> 3.664, xml 2.608 -> 2.641): without it, a
 //! repeat less than 32 bytes away is never found, since its source was not yet in the table. With
 //! both, an all-zero page parses as 1 literal, one offset-1 match up to `P - 5`, and 5 literals.
+//! Version 2 sizes the table to the page (version 1: always 4096 buckets): the GPU keeps one
+//! table per warp in shared memory, and halving it for 4 KiB pages lets an SM hold more page
+//! warps, for a small loss (2 MiB prefixes, 4 KiB pages: dickens 1.315 -> 1.305, xml 2.638 ->
+//! 2.622, nci 3.601 -> 3.598; lz4_flex 1.312, 2.635, 3.599).
 //!
 //! Encoding of a sequence (standard LZ4 block format): token `min(lit,15) << 4 | min(ml-4,15)`;
 //! if `lit >= 15` the rest `lit - 15` as bytes of 255 followed by one byte < 255; the literals;
@@ -62,10 +67,17 @@
 use super::{PageKind, LAST_LITERALS, MAX_PAGE_BYTES, MFLIMIT, MIN_MATCH};
 use crate::{Error, Result};
 
-/// log2 of the number of hash buckets.
-pub const HASH_LOG: u32 = 12;
-/// Number of hash buckets (u16 entries) of the per-page table.
-pub const HASH_ENTRIES: usize = 1 << HASH_LOG;
+/// log2 of the largest number of hash buckets (pages above 4 KiB).
+pub const MAX_HASH_LOG: u32 = 12;
+/// Largest number of hash buckets (u16 entries) of the per-page table.
+pub const HASH_ENTRIES: usize = 1 << MAX_HASH_LOG;
+
+/// log2 of the hash buckets of a page of `page_len` bytes: 10 up to 2 KiB, 11 up to 4 KiB, else
+/// 12 (the spec's `L`).
+#[inline]
+pub fn hash_log(page_len: usize) -> u32 {
+    MAX_HASH_LOG - (page_len <= 4096) as u32 - (page_len <= 2048) as u32
+}
 /// Multiplier of the Fibonacci hash of 4 bytes.
 pub const HASH_MULTIPLIER: u32 = 2_654_435_761;
 
@@ -75,10 +87,10 @@ pub(crate) fn read_u32(page: &[u8], p: usize) -> u32 {
     u32::from_le_bytes(page[p..p + 4].try_into().expect("4-byte slice"))
 }
 
-/// The spec's hash of position `p` (bucket index < [`HASH_ENTRIES`]).
+/// The spec's hash of position `p` for a table of `2^log` buckets (bucket index < `2^log`).
 #[inline]
-pub(crate) fn hash_at(page: &[u8], p: usize) -> usize {
-    (read_u32(page, p).wrapping_mul(HASH_MULTIPLIER) >> (32 - HASH_LOG)) as usize
+pub(crate) fn hash_at(page: &[u8], p: usize, log: u32) -> usize {
+    (read_u32(page, p).wrapping_mul(HASH_MULTIPLIER) >> (32 - log)) as usize
 }
 
 /// Writes the 255-chained continuation of a length field.
@@ -139,7 +151,7 @@ impl Default for PageEncoder {
 }
 
 impl PageEncoder {
-    /// A fresh encoder (8 KiB table).
+    /// A fresh encoder (8 KiB table, of which a page uses `2^hash_log(P)` entries).
     pub fn new() -> Self {
         PageEncoder {
             table: Box::new([0; HASH_ENTRIES]),
@@ -162,12 +174,13 @@ impl PageEncoder {
             emit_sequence(out, &page[n - LAST_LITERALS..], None);
             return Ok(());
         }
-        let table = &mut *self.table;
+        let log = hash_log(n);
+        let table = &mut self.table[..1 << log];
         table.fill(0);
         let mut anchor = 0;
         let mut p = 0;
         while p + MFLIMIT <= n {
-            let h = hash_at(page, p);
+            let h = hash_at(page, p, log);
             let entry = table[h] as usize;
             table[h] = (p + 1) as u16;
             if entry == 0 || read_u32(page, entry - 1) != read_u32(page, p) {
@@ -183,7 +196,7 @@ impl PageEncoder {
                 m -= 1;
             }
             emit_sequence(out, &page[anchor..s], Some(((s - m) as u16, end - s)));
-            table[hash_at(page, end - 2)] = (end - 1) as u16;
+            table[hash_at(page, end - 2, log)] = (end - 1) as u16;
             p = end;
             anchor = end;
         }

@@ -8,7 +8,7 @@
 //! It exists to pin down the warp formulation: tests assert that it produces exactly the bytes of
 //! the sequential [`PageEncoder`](super::PageEncoder). It is slow; do not use it to compress.
 
-use super::block_encode::{emit_sequence, hash_at, read_u32, HASH_ENTRIES};
+use super::block_encode::{emit_sequence, hash_at, hash_log, read_u32};
 use super::{LAST_LITERALS, MAX_PAGE_BYTES, MFLIMIT, MIN_MATCH};
 use crate::{Error, Result};
 
@@ -23,7 +23,8 @@ pub fn encode_block_warp(page: &[u8]) -> Result<Vec<u8>> {
         return Err(Error::input(format!("page of {n} bytes exceeds 64 KiB")));
     }
     let mut out = Vec::new();
-    let mut table = vec![0u16; HASH_ENTRIES];
+    let log = hash_log(n);
+    let mut table = vec![0u16; 1 << log];
     let (mut cursor, mut anchor) = (0usize, 0usize);
     while cursor + MFLIMIT <= n {
         // Lane-private registers.
@@ -34,7 +35,7 @@ pub fn encode_block_warp(page: &[u8]) -> Result<Vec<u8>> {
             let p = cursor + lane;
             active[lane] = p + MFLIMIT <= n;
             if active[lane] {
-                hash[lane] = hash_at(page, p);
+                hash[lane] = hash_at(page, p, log);
             }
         }
         // Lookups: all lanes read the table before anyone writes (no insert is visible yet).
@@ -79,7 +80,7 @@ pub fn encode_block_warp(page: &[u8]) -> Result<Vec<u8>> {
             c -= 1;
         }
         emit_sequence(&mut out, &page[anchor..p], Some(((p - c) as u16, end - p)));
-        let slot = &mut table[hash_at(page, end - 2)];
+        let slot = &mut table[hash_at(page, end - 2, log)];
         *slot = (*slot).max((end - 1) as u16);
         cursor = end;
         anchor = end;

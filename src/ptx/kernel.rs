@@ -52,6 +52,7 @@ pub struct Attributes {
     pub maxntid: Option<[u32; 3]>,
     pub reqntid: Option<[u32; 3]>,
     pub minnctapersm: Option<u32>,
+    pub maxnreg: Option<u32>,
 }
 
 /// A module-scope declaration (shared or const memory).
@@ -201,6 +202,12 @@ impl KernelBuilder {
         self.attrs.minnctapersm = Some(n);
     }
 
+    /// `.maxnreg n`: at most `n` registers per thread (ptxas may use fewer; with `.maxntid` alone
+    /// it picks its own bound, which can leave more registers than an SM's occupancy wants).
+    pub fn maxnreg(&mut self, n: u32) {
+        self.attrs.maxnreg = Some(n);
+    }
+
     fn declare(&mut self, name: &str, text: String) {
         assert!(!self.decl_names.iter().any(|n| n == name), "duplicate symbol `{name}`");
         self.decl_names.push(name.to_string());
@@ -257,6 +264,9 @@ impl KernelBuilder {
         }
         if let Some(n) = self.attrs.minnctapersm {
             t.push_str(&format!(".minnctapersm {n}\n"));
+        }
+        if let Some(n) = self.attrs.maxnreg {
+            t.push_str(&format!(".maxnreg {n}\n"));
         }
         t.push_str("{\n");
         for (class, (ty, prefix)) in CLASS_DECLS.iter().enumerate() {

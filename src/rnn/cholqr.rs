@@ -6,13 +6,15 @@
 //! 2. first pass only: `G += s I` on the first `l` diagonal entries, with the shifted-CholQR
 //!    shift `s = 11 (rows l + l (l + 1)) 2^-53 trace(G)` (Fukaya et al. 2020), so that the
 //!    factorisation exists even when Y is numerically rank-deficient;
-//! 3. symmetric Gaussian elimination without pivoting on `[G | I]`: at step j every row a > j
-//!    subtracts `m = G'_aj / d_j` times row j (d_j = G'_jj; fma), in both halves. It leaves
-//!    `U = D L^T` on the left and `E = L^{-1}` on the right (`G = L D L^T`), so
-//!    `R = D^{-1/2} U` and `R^{-1} = E^T D^{-1/2}` with no triangular solve. Each step updates
-//!    `L - 1 - j` rows of exactly L entries, all independent: on the GPU one barrier per step.
-//!    A pivot that is not positive (an exactly zero column: the padding) eliminates nothing and
-//!    gets `R_jj = 1` with a zero row;
+//! 3. symmetric Gaussian elimination without pivoting on `[G | I]`, kept to the lower triangle
+//!    of G: at step j every row a > j subtracts `m_a = G'_aj (1 / d_j)` (d_j = G'_jj; fma)
+//!    times column j, `G'_ac -= m_a G'_cj` (j < c <= a), and times row j of the right half,
+//!    `E_ac -= m_a E_jc` (c <= j). It leaves `L D` below the diagonal (column j holds
+//!    `U_j. = (D L^T)_j.` at step j) and `E = L^{-1}` on the right (`G = L D L^T`), so
+//!    `R = D^{-1/2} U` and `R^{-1} = E^T D^{-1/2}` with no triangular solve. Each step's updates
+//!    are independent: on the GPU (`orth_elim`) each thread keeps 9 of the 2304 values in
+//!    registers and a step costs one barrier. A pivot that is not positive (an exactly zero
+//!    column: the padding) eliminates nothing and gets `R_jj = 1` with a zero row;
 //! 4. `Q = Y R^{-1}`: `q_c = (sum_a y_a E_ca) / sqrt(d_c)` in f64, rounded to f32.
 //!
 //! After the first pass Q spans Y's range with a condition number of at most about 1e5; each
@@ -58,13 +60,15 @@ pub fn factor(g: &[f64], width: usize, l: usize, shift: f64) -> Factor {
         u[j * w + j] += shift;
     }
     let mut e: Vec<f64> = (0..w * w).map(|i| f64::from(u8::from(i % (w + 1) == 0))).collect();
+    // Only the lower triangle of u is used (u[a][c], a >= c): column j is read, never written,
+    // during step j, and row j of e is final before it.
     for j in 0..w {
         let d = u[j * w + j];
         let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
         for a in j + 1..w {
             let m = u[a * w + j] * inv;
-            for c in j + 1..w {
-                u[a * w + c] = (-m).mul_add(u[j * w + c], u[a * w + c]);
+            for c in j + 1..=a {
+                u[a * w + c] = (-m).mul_add(u[c * w + j], u[a * w + c]);
             }
             for c in 0..=j {
                 e[a * w + c] = (-m).mul_add(e[j * w + c], e[a * w + c]);
@@ -84,7 +88,7 @@ pub fn factor(g: &[f64], width: usize, l: usize, shift: f64) -> Factor {
         };
         r[i * w + i] = rdiag;
         for k in i + 1..w {
-            r[i * w + k] = u[i * w + k] * rscale;
+            r[i * w + k] = u[k * w + i] * rscale;
         }
     }
     Factor { e, s, r }

@@ -12,8 +12,12 @@
 //! page `[4 + 2k]` = stored bytes | [`RAW_FLAG`](super::RAW_FLAG), `[5 + 2k]` = byte offset of the
 //! page in `packed`, a multiple of 16).
 //!
+//! Shared memory per warp: the u16 hash table sized for `page_bytes` (`2^L` entries, `L` = 10, 11
+//! or 12 as the spec's `hash_log`), then the staged page and 16 bytes of slack.
+//!
 //! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
-//! zeroes its 4096-entry u16 hash table (16 vector stores per lane); takes the all-zero or short
+//! zeroes the `2^L` entries of the page's table (`L` from its own length; 4, 8 or 16 vector stores
+//! per lane); takes the all-zero or short
 //! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
 //! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
 //! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
@@ -26,12 +30,17 @@
 
 use super::emit::emit_sequence;
 use super::extend::extend;
-use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, ufor, uloop, Lanes, RAW_FLAG, STAGE_SLACK_BYTES, TABLE_BYTES};
+use super::page_io::{finish, stage};
+use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, uloop, Lanes, MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
 /// cap registers at 80 and spill).
 pub const MAX_BLOCK: u32 = 160;
+/// Register bound per thread. ptxas alone takes 88 (sm_90), which lets an SM quarter hold 5
+/// warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7, and with the 8 KiB
+/// table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+pub const MAX_REGS: u32 = 72;
 /// Words before the per-page entries in `info`.
 pub const INFO_HEADER_WORDS: u32 = 4;
 /// Fibonacci hash multiplier of the spec.
@@ -44,6 +53,8 @@ pub(super) struct Page {
     pub(super) spage: Reg<U32>,
     pub(super) scratch: Reg<U64>,
     pub(super) p_len: Reg<U32>,
+    /// `32 - L`: the hash's right shift for this page's table of `2^L` buckets.
+    pub(super) hash_shift: Reg<U32>,
     /// Bytes of the block written to scratch so far (warp-uniform).
     pub(super) out: Reg<U32>,
     pub(super) raw: Label,
@@ -63,6 +74,7 @@ pub(super) struct Page {
 pub fn build(target: Target) -> Module {
     let mut b = KernelBuilder::new("lz4_compress");
     b.maxntid(MAX_BLOCK, 1, 1);
+    b.maxnreg(MAX_REGS);
     let input = b.param::<U64>("input");
     let input_bytes = b.param::<U32>("input_bytes");
     let page_bytes = b.param::<U32>("page_bytes");
@@ -86,10 +98,13 @@ pub fn build(target: Target) -> Module {
     let warps = b.shr(ntid, 5u32);
     let cta = b.special(Special::CtaidX);
     let gwarp = b.mad(cta, warps, warp);
-    let per_warp = b.add(page_bytes, TABLE_BYTES + STAGE_SLACK_BYTES);
+    let halvings = table_halvings(&mut b, page_bytes);
+    let warp_table = b.shr(MAX_TABLE_BYTES, halvings);
+    let per_warp = b.add(page_bytes, warp_table);
+    let per_warp = b.add(per_warp, STAGE_SLACK_BYTES);
     let sbase = b.shared_base(&smem);
     let table = b.mad(warp, per_warp, sbase);
-    let spage = b.add(table, TABLE_BYTES);
+    let spage = b.add(table, warp_table);
     let scratch = b.mad_wide(gwarp, page_bytes, scratch);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
     let zero = b.mov(0u32);
@@ -118,9 +133,19 @@ pub fn build(target: Target) -> Module {
         let p_len = b.min(avail, page_bytes);
         let src = b.mad_wide(pg, page_bytes, input);
         let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
+        let halvings = table_halvings(b, p_len);
+        let hash_shift = b.add(halvings, 20u32);
         let tl = b.mad(ln.lane, 16u32, table);
-        for i in 0..16 {
-            b.st_v4::<U32>(Space::Shared, Addr::from(tl).off(512 * i), [zero; 4]);
+        let half4 = b.setp(Cmp::Ne, halvings, 2u32);
+        let whole8 = b.setp(Cmp::Eq, halvings, 0u32);
+        for i in 0..16u32 {
+            let a = Addr::from(tl).off(512 * i as i64);
+            match i {
+                0..4 => b.st_v4::<U32>(Space::Shared, a, [zero; 4]),
+                4..8 => b.guarded(half4, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+                _ => b.guarded(whole8, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+            }
         }
         b.warp_sync(FULL_MASK);
 
@@ -135,6 +160,7 @@ pub fn build(target: Target) -> Module {
             spage,
             scratch,
             p_len,
+            hash_shift,
             out,
             raw: raw.clone(),
             ext_fwd,
@@ -171,46 +197,19 @@ pub fn build(target: Target) -> Module {
     Module::single(target, b.finish())
 }
 
-/// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
-fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_len: Reg<U32>, steps: Reg<U32>) -> Reg<Pred> {
-    let acc = b.mov(0u32);
-    ufor(b, 0u32, steps, 1u32, |b, s, _| {
-        let k = b.mad(s, 32u32, ln.lane);
-        let off = b.shl(k, 4u32);
-        let end = b.add(off, 16u32);
-        let full = b.setp(Cmp::Le, end, p_len);
-        let g = b.index_addr(src, off, 1);
-        let d = b.add(spage, off);
-        b.guarded(full, false, |b| {
-            let v = b.ld_v4::<U32>(Space::GlobalNc, g);
-            b.st_v4::<U32>(Space::Shared, d, v);
-            let o1 = b.or(v[0], v[1]);
-            let o2 = b.or(v[2], v[3]);
-            let o = b.or(o1, o2);
-            let a = b.or(acc, o);
-            b.mov_to(acc, a);
-        });
-    });
-    let tail_start = b.and(p_len, !15u32);
-    let tail_len = b.and(p_len, 15u32);
-    let in_tail = b.setp(Cmp::Lt, ln.lane, tail_len);
-    let off = b.add(tail_start, ln.lane);
-    let g = b.index_addr(src, off, 1);
-    let d = b.add(spage, off);
-    b.guarded(in_tail, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
-        b.st_narrow(Space::Shared, Narrow::U8, d, v);
-        let a = b.or(acc, v);
-        b.mov_to(acc, a);
-    });
-    let nz = b.setp(Cmp::Ne, acc, 0u32);
-    b.vote_any(nz)
+/// `table_halvings` of a length in a register: `(len <= 4096) + (len <= 2048)`.
+fn table_halvings(b: &mut KernelBuilder, len: Reg<U32>) -> Reg<U32> {
+    let le4 = b.setp(Cmp::Le, len, 4096u32);
+    let le2 = b.setp(Cmp::Le, len, 2048u32);
+    let h4 = b.selp(1u32, 0u32, le4);
+    let h2 = b.selp(1u32, 0u32, le2);
+    b.add(h4, h2)
 }
 
 /// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `v`.
-fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>) -> Reg<U32> {
+fn bucket_offset(b: &mut KernelBuilder, v: Reg<U32>, hash_shift: Reg<U32>) -> Reg<U32> {
     let m = b.mul(v, HASH_MULTIPLIER);
-    let h = b.shr(m, 20u32);
+    let h = b.shr(m, hash_shift);
     b.shl(h, 1u32)
 }
 
@@ -237,7 +236,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
         let q = b.min(p, hash_end);
         let qa = b.add(pc.spage, q);
         let v = ld_shared_u32_unaligned(b, qa);
-        let hoff = bucket_offset(b, v);
+        let hoff = bucket_offset(b, v, pc.hash_shift);
         let grp = b.match_any(hoff);
         let active_mask = b.ballot(active);
         let taddr = b.add(pc.table, hoff);
@@ -306,7 +305,7 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             ubra_unless(b, far, &have_h2);
             let ea = b.add(pc.spage, e2);
             let ev = ld_shared_u32_unaligned(b, ea);
-            let eh = bucket_offset(b, ev);
+            let eh = bucket_offset(b, ev, pc.hash_shift);
             b.mov_to(h2, eh);
             b.place(&have_h2);
             let et = b.add(pc.table, h2);
@@ -327,58 +326,4 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
     });
     let lit = b.sub(pc.p_len, anchor);
     emit_sequence(b, pc, anchor, lit, None);
-}
-
-/// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from
-/// the shared stage) there, and writes the page's two info words.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    lane0: Reg<Pred>,
-    info: Reg<U64>,
-    pg: Reg<U32>,
-    packed: Reg<U64>,
-    scratch: Reg<U64>,
-    raw: bool,
-) {
-    let stored = pc.out;
-    // Scratch bytes written by other lanes must be visible to the copy below.
-    b.warp_sync(FULL_MASK);
-    let padded = b.add(stored, 15u32);
-    let padded = b.and(padded, !15u32);
-    let off = b.mov(0u32);
-    b.guarded(lane0, false, |b| {
-        let t = b.atom::<U32>(Space::Global, AtomOp::Add, Addr::from(info).off(4), padded);
-        b.mov_to(off, t);
-    });
-    let off = bcast(b, off, 0u32);
-    let chunks = b.shr(padded, 4u32);
-    let dst = b.index_addr(packed, off, 1);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, pc.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
-        let d = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
-            let v = if raw {
-                let s = b.add(pc.spage, kb);
-                b.ld_v4::<U32>(Space::Shared, s)
-            } else {
-                let s = b.index_addr(scratch, kb, 1);
-                b.ld_v4::<U32>(Space::Global, s)
-            };
-            b.st_v4::<U32>(Space::Global, d, v);
-        });
-    });
-    let word = if raw { b.or(stored, RAW_FLAG) } else { b.mov(stored) };
-    let idx = b.shl(pg, 1u32);
-    let idx = b.add(idx, INFO_HEADER_WORDS);
-    let ia = b.index_addr(info, idx, 4);
-    b.guarded(lane0, false, |b| {
-        b.st(Space::Global, ia, word);
-        b.st(Space::Global, Addr::from(ia).off(4), off);
-    });
-    // The next page's staging overwrites the shared stage this copy read.
-    b.warp_sync(FULL_MASK);
 }

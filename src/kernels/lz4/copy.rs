@@ -1,8 +1,9 @@
 //! Byte movement for `lz4_decompress`, all 32 lanes a step: raw pages and rebuilt pages out to
-//! global memory, literals from the staged block, matches from the page rebuilt so far.
+//! global memory, literals from the staged block, matches from the page rebuilt so far, and whole
+//! short sequences (literals and match) in one step.
 
 use super::decompress::Dec;
-use super::{ld_shared_u32_unaligned, ubra_if, ufor, uloop};
+use super::{ld_shared_u32_unaligned, ubra_if, ubra_unless, ufor, uloop};
 use crate::ptx::*;
 
 /// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
@@ -58,9 +59,9 @@ pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: 
     });
 }
 
-/// Copies `lit` literals from block byte `at` to page byte `op`, 32 a step.
-pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
-    let src = b.add(d.ib, at);
+/// Copies `lit` literals from the shared address `src` (in the staged block) to page byte `op`,
+/// 32 a step.
+pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, src: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
     let dst = b.add(d.ob, op);
     ufor(b, 0u32, lit, 32u32, |b, base, _| {
         let i = b.add(base, d.ln.lane);
@@ -108,4 +109,42 @@ pub(super) fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: R
         b.mov_to(src, ns);
         b.warp_sync(FULL_MASK);
     });
+}
+
+/// Copies a checked sequence: `lit` literals from the shared address `lit_src` to page byte
+/// `op`, then `ml` bytes from `offset` back. When both fit 32 bytes (always so when `short`:
+/// lengths below 15 and 19) and the match source lies wholly before the literals, one step does
+/// both (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads
+/// before any stores).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, lit_src: Reg<U32>, op: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>, short: bool) {
+    let lane = d.ln.lane;
+    let span = b.add(lit, ml);
+    let apart = b.setp(Cmp::Ge, offset, span);
+    let one_step = if short {
+        apart
+    } else {
+        let fits = b.setp(Cmp::Le, span, 32u32);
+        b.and(fits, apart)
+    };
+    let general = b.label("general_copy");
+    let copied = b.label("copied");
+    ubra_unless(b, one_step, &general);
+    let is_lit = b.setp(Cmp::Lt, lane, lit);
+    let from_lit = b.add(lit_src, lane);
+    let dst = b.add(d.ob_lane, op);
+    let from_match = b.sub(dst, offset);
+    let src = b.selp(from_lit, from_match, is_lit);
+    let inside = b.setp(Cmp::Lt, lane, span);
+    b.guarded(inside, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+    });
+    b.warp_sync(FULL_MASK);
+    b.bra_uni(&copied);
+    b.place(&general);
+    copy_literals(b, d, lit_src, op, lit);
+    let mop = b.add(op, lit);
+    copy_match(b, d, mop, offset, ml);
+    b.place(&copied);
 }

@@ -16,16 +16,19 @@
 //! page as long as the original), copies the block to the end of its shared buffer (the page
 //! plus LZ4's in-place margin, so twice as many warps fit an SM as with separate input and output
 //! buffers) with 16-byte loads from the aligned address below it, then either copies a raw page
-//! out (aligned words assembled with a byte permute) or decodes: every lane follows the same parse (the token and offset loads are
-//! broadcasts), lanes copy literals 32 bytes per step, and matches 32 bytes per step, or, for an
-//! offset below 32, in doubling steps that never read a byte not yet written. Every length is
-//! checked against the block end and the original length before it is used, and every match
-//! must end before the block bytes not yet read (the page is rebuilt in place over the consumed
-//! block; a valid block never reaches them). The common sequence (both lengths below 15) checks
-//! all of this with one branch and re-parses step by step only when a check fails. The page is then written out with 16-byte stores and
-//! lane 0 writes its status.
+//! out (aligned words assembled with a byte permute) or decodes: every lane follows the same
+//! parse (the token and offset loads are broadcasts), lanes copy literals 32 bytes per step, and
+//! matches 32 bytes per step, or, for an offset below 32, in doubling steps that never read a byte
+//! not yet written. Every length is checked against the block end and the original length before
+//! it is used, and every match must end before the block bytes not yet read (the page is rebuilt
+//! in place over the consumed block; a valid block never reaches them). The common sequence (both
+//! lengths below 15) checks all of this with one branch and re-parses step by step only when a
+//! check fails; it loads the next token before copying (the copy cannot reach it), so the token's
+//! load latency overlaps the copy, and keeps the literal position as a shared address (the decode
+//! loop is issue-bound: ncu shows ~0.8 issued warps per scheduler). The page is then written out
+//! with 16-byte stores and lane 0 writes its status.
 
-use super::copy::{copy_literals, copy_match, copy_page_out, copy_raw_out};
+use super::copy::{copy_literals, copy_page_out, copy_raw_out, copy_sequence};
 use super::{bcast, lowest_bit, status, ubra_if, ubra_unless, ufor, uloop, Lanes};
 use crate::ptx::*;
 
@@ -37,8 +40,6 @@ pub(super) struct Dec {
     pub(super) ln: Lanes,
     pub(super) ib: Reg<U32>,
     pub(super) ob: Reg<U32>,
-    /// `ib - ob`: the page may be written up to `lim + ip` (block bytes from `ip` on are unread).
-    pub(super) lim: Reg<U32>,
     pub(super) stored: Reg<U32>,
     pub(super) orig: Reg<U32>,
     pub(super) code: Reg<U32>,
@@ -94,14 +95,16 @@ pub fn build(target: Target) -> Module {
     ufor(&mut b, gwarp, n_pages, all_warps, |b, pg, _| {
         let ea = b.index_addr(entries, pg, 16);
         let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
-        let code = b.mov(status::OK);
+        // Status code and bytes produced are set on each way out (not here), so neither is live
+        // across the decode loop.
+        let code = b.reg::<U32>();
+        let produced = b.reg::<U32>();
         let fail = b.label("fail");
         let done = b.label("page_done");
         let raw_bit = b.and(kind, 1u32);
         let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
         let bound_bit = b.and(kind, 2u32);
         let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
-        let produced = b.mov(0u32);
         // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
         let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
         let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
@@ -114,7 +117,7 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: ob, ob, lim: ob, stored, orig, code, bounded, ob_lane, fail: fail.clone() };
+        let d = Dec { ln, ib: ob, ob, stored, orig, code, bounded, ob_lane, fail: fail.clone() };
         fail_if(b, &d, bad, status::BAD_ENTRY);
         // Stage the block at the end of the buffer (the page is rebuilt from its start, in
         // place): 16-byte chunks from the aligned address at or below it.
@@ -140,21 +143,23 @@ pub fn build(target: Target) -> Module {
         });
         b.warp_sync(FULL_MASK);
         let ib = b.add(stage, delta);
-        let lim = b.sub(ib, ob);
-        let d = Dec { ib, lim, ..d };
+        let d = Dec { ib, ..d };
         let block = b.label("block");
         ubra_unless(b, is_raw, &block);
         let dst = b.mad_wide(pg, page_bytes, output);
         copy_raw_out(b, &d, dst);
         b.mov_to(produced, orig);
+        b.mov_to(code, status::OK);
         b.bra_uni(&done);
         b.place(&block);
         let op = decode(b, &d);
         let dst = b.mad_wide(pg, page_bytes, output);
         copy_page_out(b, &d, dst, op);
         b.mov_to(produced, op);
+        b.mov_to(code, status::OK);
         b.bra_uni(&done);
         b.place(&fail);
+        b.mov_to(produced, 0u32);
         b.place(&done);
         let sa = b.index_addr(status_p, pg, 4);
         let len_bits = b.shl(produced, 8u32);
@@ -223,20 +228,23 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
 /// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
 /// bytes); others copy literals and then the match in steps of their own.
 fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
-    let ip = b.mov(0u32);
     let op = b.mov(0u32);
     let empty = b.setp(Cmp::Eq, d.stored, 0u32);
     fail_if(b, d, empty, status::TRUNCATED);
+    // Loop-carried: the token (loaded while the previous sequence is copied, its latency off
+    // the critical path) and the shared address of the byte after it.
+    let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, d.ib);
+    let lit_addr = b.add(d.ib, 1u32);
+    let iend = b.add(d.ib, d.stored);
+    let fast = Fast { iend2: b.sub(iend, 2u32), unread_bias: b.sub(2u32, d.ob) };
     uloop(b, |b, block_end, next_seq| {
-        let ta = b.add(d.ib, ip);
-        let token = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, ta);
-        let ip1 = b.add(ip, 1u32);
-        b.mov_to(ip, ip1);
-        let lit = b.shr(token, 4u32);
-        let mcode = b.and(token, 15u32);
+        let lit = b.shr(tok, 4u32);
+        let mcode = b.and(tok, 15u32);
         let slow = b.label("slow_seq");
-        fast_sequence(b, d, [ip, op, lit, mcode], &slow, next_seq);
+        fast_sequence(b, d, &fast, [lit_addr, op, tok, lit, mcode], &slow, next_seq);
         b.place(&slow);
+        // Block index of the byte after the token (a fresh register: read_length advances it).
+        let ip = b.sub(lit_addr, d.ib);
         let long_lit = b.setp(Cmp::Eq, lit, 15u32);
         let short_lit = b.label("short_lit");
         ubra_unless(b, long_lit, &short_lit);
@@ -256,12 +264,12 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         b.mov_to(d.code, code);
         b.bra_uni(&d.fail);
         b.place(&lits_ok);
-        let lit_at = b.mov(ip);
+        let lit_src = b.add(d.ib, ip);
         let lit_end = b.add(ip, lit);
         let last = b.setp(Cmp::Eq, lit_end, d.stored);
         let not_last = b.label("not_last");
         ubra_unless(b, last, &not_last);
-        copy_literals(b, d, lit_at, op, lit);
+        copy_literals(b, d, lit_src, op, lit);
         let op2 = b.add(op, lit);
         b.mov_to(op, op2);
         b.bra_uni(block_end);
@@ -303,12 +311,19 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         b.mov_to(d.code, code);
         b.bra_uni(&d.fail);
         b.place(&match_ok);
-        // In place: the match must end before the block bytes still to be read.
+        // In place: the match must end before the block bytes still to be read (the page may
+        // be written up to the page index of block byte `ip`).
         let m_end = b.add(mop, ml);
-        let unread = b.add(d.lim, ip);
+        let next_addr = b.add(d.ib, ip);
+        let unread = b.sub(next_addr, d.ob);
         let clobber = b.setp(Cmp::Gt, m_end, unread);
         fail_if(b, d, clobber, status::MARGIN);
-        copy_sequence(b, d, lit_at, op, lit, offset, ml);
+        // A token follows (checked above); the copy below leaves it intact (clobber check).
+        let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, next_addr);
+        b.mov_to(tok, next_tok);
+        let next_lit = b.add(next_addr, 1u32);
+        b.mov_to(lit_addr, next_lit);
+        copy_sequence(b, d, lit_src, op, lit, offset, ml, false);
         let span = b.add(lit, ml);
         let op3 = b.add(op, span);
         b.mov_to(op, op3);
@@ -321,76 +336,51 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
 }
 
 
+/// Per-page constants of the fast path: `ib + stored - 2` (a sequence whose offset starts at or
+/// past it leaves no room for the offset and a further token) and `2 - ob` (added to the offset's
+/// address it gives the page index of the next token's block byte, below which the output must
+/// stay: the in-place bound).
+struct Fast {
+    iend2: Reg<U32>,
+    unread_bias: Reg<U32>,
+}
+
 /// The common sequence (literal and match lengths below 15, not the last one) with all its
 /// checks folded into one branch: falls through to `slow` (the step-by-step parse of the same
 /// token, which then finds the failing check in order) unless every check holds; otherwise
-/// copies the sequence, advances `ip` and `op` and continues the decode loop.
-fn fast_sequence(b: &mut KernelBuilder, d: &Dec, [ip, op, lit, mcode]: [Reg<U32>; 4], slow: &Label, next: &Label) {
+/// loads the next token, copies the sequence, advances `lit_addr` and `op` and continues.
+fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, [lit_addr, op, tok, lit, mcode]: [Reg<U32>; 5], slow: &Label, next: &Label) {
     let lit_short = b.setp(Cmp::Lt, lit, 15u32);
     let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
     let short = b.and(lit_short, ml_short);
     ubra_unless(b, short, slow);
-    let lit_end = b.add(ip, lit);
-    // At most 16 bytes past the block: inside the stage's slack, read but unused on failure.
-    let oa = b.add(d.ib, lit_end);
+    // The offset's address; at most 16 bytes past the block: inside the stage's slack, read
+    // but unused on failure.
+    let oa = b.add(lit_addr, lit);
     let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
     let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
-    let hi = b.shl(hi, 8u32);
-    let offset = b.or(lo, hi);
+    let offset = b.mad(hi, 256u32, lo);
     let ml = b.add(mcode, 4u32);
     let mop = b.add(op, lit);
     let m_end = b.add(mop, ml);
-    let ip3 = b.add(lit_end, 2u32);
     // Offset bytes and a further token inside the block; the output inside the page; the
     // offset inside the page and not zero; the output below the unread block bytes.
-    let need = b.add(lit_end, 3u32);
-    let bad = b.setp(Cmp::Gt, need, d.stored);
+    let bad = b.setp(Cmp::Ge, oa, f.iend2);
     let over = b.setp(Cmp::Gt, m_end, d.orig);
     let bad = b.or(bad, over);
     let off1 = b.sub(offset, 1u32);
     let reach = b.setp(Cmp::Ge, off1, mop);
     let bad = b.or(bad, reach);
-    let unread = b.add(d.lim, ip3);
+    let unread = b.add(oa, f.unread_bias);
     let clobber = b.setp(Cmp::Gt, m_end, unread);
     let bad = b.or(bad, clobber);
     ubra_if(b, bad, slow);
-    let lit_at = b.mov(ip);
-    b.mov_to(ip, ip3);
-    copy_sequence(b, d, lit_at, op, lit, offset, ml);
+    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(2));
+    let lit_src = b.mov(lit_addr);
+    let next_lit = b.add(oa, 3u32);
+    b.mov_to(lit_addr, next_lit);
+    copy_sequence(b, d, lit_src, op, lit, offset, ml, true);
+    b.mov_to(tok, next_tok);
     b.mov_to(op, m_end);
     b.bra_uni(next);
-}
-
-/// Copies a checked sequence: `lit` literals from block byte `lit_at` to page byte `op`, then
-/// `ml` bytes from `offset` back. When both fit 32 bytes and the match source lies wholly
-/// before the literals, one step does both (lanes below `lit` copy literals, the next `ml`
-/// lanes match bytes; every lane loads before any stores).
-fn copy_sequence(b: &mut KernelBuilder, d: &Dec, lit_at: Reg<U32>, op: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>) {
-    let lane = d.ln.lane;
-    let span = b.add(lit, ml);
-    let fits = b.setp(Cmp::Le, span, 32u32);
-    let apart = b.setp(Cmp::Ge, offset, span);
-    let one_step = b.and(fits, apart);
-    let general = b.label("general_copy");
-    let copied = b.label("copied");
-    ubra_unless(b, one_step, &general);
-    let is_lit = b.setp(Cmp::Lt, lane, lit);
-    // ib + lit_at + lane, as ob + lane + lim + lit_at (one register fewer in the loop).
-    let lit_rel = b.add(d.lim, lit_at);
-    let from_lit = b.add(d.ob_lane, lit_rel);
-    let dst = b.add(d.ob_lane, op);
-    let from_match = b.sub(dst, offset);
-    let src = b.selp(from_lit, from_match, is_lit);
-    let inside = b.setp(Cmp::Lt, lane, span);
-    b.guarded(inside, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-        b.st_narrow(Space::Shared, Narrow::U8, dst, v);
-    });
-    b.warp_sync(FULL_MASK);
-    b.bra_uni(&copied);
-    b.place(&general);
-    copy_literals(b, d, lit_at, op, lit);
-    let mop = b.add(op, lit);
-    copy_match(b, d, mop, offset, ml);
-    b.place(&copied);
 }

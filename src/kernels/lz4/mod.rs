@@ -13,20 +13,33 @@ pub mod compress;
 mod copy;
 mod emit;
 mod extend;
+mod page_io;
 pub mod decompress;
 
 use crate::ptx::*;
 
 /// Bit 31 of a page's metadata word: the page is stored raw (its bytes as they are).
 pub const RAW_FLAG: u32 = 1 << 31;
-/// Bytes of one warp's hash table (4096 u16 entries).
-pub const TABLE_BYTES: u32 = 8192;
+/// Bytes of the largest hash table (4096 u16 entries, pages above 4 KiB).
+pub const MAX_TABLE_BYTES: u32 = 8192;
 /// Slack after each staged page in shared memory: 16-byte chunk reads may run past its end.
 pub const STAGE_SLACK_BYTES: u32 = 16;
 
-/// Dynamic shared memory one compress warp uses: hash table, staged page, slack (bytes).
+/// Halvings of the largest table for a page of `page_len` bytes: 2 up to 2 KiB, 1 up to 4 KiB,
+/// else 0 (the spec's `12 - hash_log(P)`, see `crate::lz4::block_encode`).
+pub fn table_halvings(page_len: u32) -> u32 {
+    (page_len <= 4096) as u32 + (page_len <= 2048) as u32
+}
+
+/// Bytes of the hash table of a page of `page_len` bytes (2, 4 or 8 KiB).
+pub fn table_bytes(page_len: u32) -> u32 {
+    MAX_TABLE_BYTES >> table_halvings(page_len)
+}
+
+/// Dynamic shared memory one compress warp uses: the hash table of a full page, the staged page
+/// and slack (bytes).
 pub fn compress_shared_per_warp(page_bytes: u32) -> u32 {
-    TABLE_BYTES + page_bytes + STAGE_SLACK_BYTES
+    table_bytes(page_bytes) + page_bytes + STAGE_SLACK_BYTES
 }
 
 /// Bytes by which a decompress warp's buffer exceeds the page: LZ4's in-place margin

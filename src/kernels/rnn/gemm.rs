@@ -13,8 +13,8 @@
 //! `Bs[k][n]`; the next slice is loaded into registers while the current one is multiplied.
 //! Thread t owns rows `4 (t / 8) .. +4` and columns `6 (t % 8) .. +6` of the tile: per k one
 //! 16-byte load of A, three 8-byte loads of B, 24 fmas (k ascending within the range).
-//! nn stages A transposed (lane = row, so the scalar shared stores are conflict-free); tn copies
-//! rows of A straight into `As`.
+//! nn stages A transposed: a warp loads 16 rows x 32 bytes (whole sectors) and its scalar
+//! shared stores are conflict-free; tn copies rows of A straight into `As`.
 //!
 //! With S = 1 the block writes its tile of C. With S > 1 it writes its partial tile to
 //! `partial[z]` (`S x M x N`), fences, and counts itself in `counters[x * gridDim.y + y]`; the
@@ -53,6 +53,10 @@ struct Ctx {
     n0: Reg<U32>,
     tid: Reg<U32>,
     trans: bool,
+    /// nn: element offset in A of the thread's first load at k0 = 0 (see [`nn_slot`]).
+    nn_ld: Reg<U32>,
+    /// nn: `As` index of the thread's first store.
+    nn_st: Reg<U32>,
 }
 
 fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [Reg<F32>; 4] {
@@ -64,6 +68,19 @@ fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [
             out.expect("the closure always runs")
         }
     }
+}
+
+/// nn staging slot of a thread: row `16 (w / 4) + lane % 16` (+ 32 j) and 4-float chunk
+/// `2 (w % 4) + lane / 16` of the `BM x BK` tile. A warp covers 16 rows x 2 adjacent chunks, so
+/// its transposed stores `As[4 chunk + i][row]` hit 32 distinct banks (AS_STRIDE = 4 mod 32).
+fn nn_slot(b: &mut KernelBuilder, lane: Reg<U32>, w: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+    let hi = b.shr(w, 2u32);
+    let lo = b.and(lane, 15u32);
+    let row = b.mad(hi, 16u32, lo);
+    let wq = b.and(w, 3u32);
+    let half = b.shr(lane, 4u32);
+    let ch = b.mad(wq, 2u32, half);
+    (row, ch)
 }
 
 /// Global loads of one BK slice starting at inner index `k0`: 4 float4 of A, 2 float4 of B (the
@@ -81,12 +98,10 @@ fn load_slice(b: &mut KernelBuilder, c: &Ctx, k0: Reg<U32>, pred: Option<Reg<Pre
             let col = b.add(col, c.m0);
             b.mad(kr, c.lda, col)
         } else {
-            // A: row m0 + lane + 32j, columns k0 + 4w ..
-            let r = b.add(c.m0, lane);
-            let r = b.add(r, 32 * j);
-            let col = b.shl(w, 2u32);
-            let col = b.add(col, k0);
-            b.mad(r, c.lda, col)
+            // A: row m0 + nn_row + 32j, columns k0 + 4 nn_chunk .. (a warp reads 16 rows x 32
+            // contiguous bytes: whole sectors).
+            let base = b.add(c.nn_ld, k0);
+            b.mad(c.lda, 32 * j, base)
         };
         let addr = b.index_addr(c.a, idx, 4);
         av.push(ld_v4_if(b, addr, pred));
@@ -121,12 +136,9 @@ fn store_slice(b: &mut KernelBuilder, c: &Ctx, a_sh: &SharedArray<F32>, b_sh: &S
             let addr = b.shared_index(a_sh, e);
             b.st_v4(Space::Shared, addr, *v);
         } else {
-            let r = b.add(lane, 32 * j as u32);
-            let k4 = b.shl(w, 2u32);
-            let e = b.mad(k4, AS_STRIDE, r);
-            let addr: Addr = b.shared_index(a_sh, e).into();
+            let addr: Addr = b.shared_index(a_sh, c.nn_st).into();
             for (i, x) in v.iter().enumerate() {
-                b.st(Space::Shared, addr.off(i64::from(AS_STRIDE) * 4 * i as i64), *x);
+                b.st(Space::Shared, addr.off(4 * (32 * j as i64 + i64::from(AS_STRIDE) * i as i64)), *x);
             }
         }
     }
@@ -176,7 +188,19 @@ fn build(target: Target, trans: bool) -> Module {
     let k_begin = b.mul(bz, kps);
     let k_end = b.add(k_begin, kps);
     let k_end = b.min(k_end, k);
-    let ctx = Ctx { a, bm, lda, n, m0, n0, tid, trans };
+    let (nn_ld, nn_st) = if trans {
+        (m0, m0)
+    } else {
+        let lane = b.and(tid, 31u32);
+        let w = b.shr(tid, 5u32);
+        let (row, ch) = nn_slot(&mut b, lane, w);
+        let grow = b.add(m0, row);
+        let k4 = b.shl(ch, 2u32);
+        let ld = b.mad(grow, lda, k4);
+        let st = b.mad(k4, AS_STRIDE, row);
+        (ld, st)
+    };
+    let ctx = Ctx { a, bm, lda, n, m0, n0, tid, trans, nn_ld, nn_st };
     let tn = b.and(tid, 7u32);
     let tm = b.shr(tid, 3u32);
     let acc: Vec<Reg<F32>> = (0..24).map(|_| b.mov(0.0f32)).collect();

@@ -16,3 +16,4 @@ pub mod gru_tile;
 pub mod lowrank;
 pub mod mathf;
 pub mod orth;
+pub mod orth_elim;

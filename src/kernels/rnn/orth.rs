@@ -3,29 +3,32 @@
 //!
 //! Data: `y` is `rows x W` f32 row-major (W = [`WIDTH`] = 48; columns `l..W` are zero padding;
 //! `rows % SLAB == 0`). Scratch: `partial` (`blocks x W x W` f64), `gram` (`W x W` f64). Output:
-//! `y` holds Q; `rt` (`2 x W x W` f64) holds R_total in slot `(passes - 1) % 2` (block 0 writes
-//! it). `bar` holds the grid barrier's `arrive`, `exit` and `status` words.
+//! `y` holds Q; `rt` (`2 x W x W` f64) holds `R_total = R_p ... R_1` after pass p in slot
+//! `p % 2` (block 0 writes it; the final one in slot `(passes - 1) % 2`). `bar` holds the grid
+//! barrier's `arrive`, `exit` and `status` words.
 //!
 //! Launch: cooperative, `blocks` <= co-resident capacity, [`THREADS`] threads. Block b owns the
 //! row slabs b, b + blocks, ... of [`SLAB`] rows. Per pass:
 //! - A: thread (ti, tj) = (t / 16, t % 16) accumulates the 3 x 3 block `G[3ti.., 3tj..]` over the
 //!   block's slabs (staged in shared memory; f32 -> f64, fma) and writes it to `partial[b]`;
 //! - grid barrier; B: `gram[e] = sum_p partial[p][e]`, 32 entries per block at a time: eight
-//!   threads per entry sum p = q, q + 8, ... and thread q = 0 adds the eight in order
-//!   (deterministic); grid barrier;
-//! - C (every block, redundantly and identically): loads `[G | I]` (48 x 96 f64), adds the shift
-//!   on the first pass (every thread sums the trace itself, j ascending), then eliminates: step
-//!   j updates rows a > j, L entries each (left columns > j, right columns <= j), one entry per
-//!   thread-iteration (`m = G'_aj / d_j`, `fma(-m, row_j, row_a)`), barrier; finally the
-//!   per-column scales `1 / sqrt(d_c)` and R's diagonal; block 0 also multiplies R_total;
-//! - D: each slab is restaged and overwritten by `Q = Y R^{-1}`: `q_c = (sum_a y_a E_ca) s_c`
-//!   (f64 fma over a ascending, then rounded to f32): thread t computes row t / 8, columns
-//!   t % 8 + 8q.
+//!   threads per entry sum p = q, q + 8, ... (four independent loads per trip) and thread q = 0
+//!   adds the eight in order (deterministic); grid barrier;
+//! - C (every block, redundantly and identically): loads G's lower triangle into registers,
+//!   adds the shift on the first pass (every thread sums the trace itself, j ascending), then
+//!   eliminates it in 48 register-resident steps of one barrier each (`orth_elim`), leaving
+//!   `U = D L^T` and `E = L^{-1}` in shared memory; finally the per-column scales
+//!   `1 / sqrt(d_c)` and R's diagonal; block 0 writes R on the first pass;
+//! - D: each slab (restaged unless the block has only one) is overwritten by `Q = Y R^{-1}`:
+//!   `q_c = (sum_a y_a E_ca) s_c` (f64 fma over a ascending, then rounded to f32): thread t
+//!   computes row t / 8, columns t % 8 + 8q;
+//! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total_r`]).
 //!
-//! Shared memory: the slab (6 KiB f32), `[G | I]` (36 KiB f64), reduction scratch (2 KiB),
+//! Shared memory: the slab (6 KiB f32), U and E (18 KiB f64 each), reduction scratch (2 KiB),
 //! three 48-entry f64 vectors.
 
 use super::barrier::GridBarrier;
+use super::orth_elim::Elim;
 use crate::ptx::*;
 
 /// Padded sketch width: the GPU randomized SVD supports rank + oversampling <= 48.
@@ -59,6 +62,76 @@ fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArr
     }
 }
 
+/// Block 0 after pass p >= 1 (D is done, so U's and E's shared arrays are free):
+/// `rt[p % 2] = R_p rt[(p - 1) % 2]` with R_p formed in place of U (its zero lower part is never
+/// written), the previous product staged in E's array; `out_ij = sum_k R_ik T_kj`, k ascending
+/// (fma), as `crate::rnn::cholqr::matmul`.
+#[allow(clippy::too_many_arguments)]
+fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>, rdiag: &SharedArray<F64>, rscale: &SharedArray<F64>) {
+    let prev = b.sub(pass, 1u32);
+    let prev = b.and(prev, 1u32);
+    let src = b.mul(prev, WW);
+    let dst = b.sub(WW, src);
+    b.bar_sync();
+    for q in 0..9u32 {
+        let e = b.add(tid, 256 * q);
+        let i = b.div(e, WIDTH);
+        let k = b.rem(e, WIDTH);
+        let ti = b.add(src, e);
+        let ta = b.index_addr(rt, ti, 8);
+        let t = b.ld::<F64>(Space::Global, ta);
+        let ea = b.shared_index(erow, e);
+        b.st(Space::Shared, ea, t);
+        let rda = b.shared_index(rdiag, i);
+        let rd = b.ld::<F64>(Space::Shared, rda);
+        let rsa = b.shared_index(rscale, i);
+        let rsc = b.ld::<F64>(Space::Shared, rsa);
+        let ua = b.shared_index(lcol, e);
+        let u = b.ld::<F64>(Space::Shared, ua);
+        let scaled = b.mul(u, rsc);
+        let above = b.setp(Cmp::Gt, k, i);
+        let v = b.selp(scaled, u, above);
+        let on = b.setp(Cmp::Eq, k, i);
+        let v = b.selp(rd, v, on);
+        b.st(Space::Shared, ua, v);
+    }
+    b.bar_sync();
+    let rows: Vec<Reg<U32>> = (0..9u32)
+        .map(|q| {
+            let e = b.add(tid, 256 * q);
+            let i = b.div(e, WIDTH);
+            b.mul(i, WIDTH)
+        })
+        .collect();
+    let cols: Vec<Reg<U32>> = (0..9u32)
+        .map(|q| {
+            let e = b.add(tid, 256 * q);
+            b.rem(e, WIDTH)
+        })
+        .collect();
+    let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
+    b.for_range(0u32, WIDTH, 1u32, |b, k, _| {
+        let krow = b.mul(k, WIDTH);
+        for q in 0..9 {
+            let ri = b.add(rows[q], k);
+            let ra = b.shared_index(lcol, ri);
+            let r = b.ld::<F64>(Space::Shared, ra);
+            let ti = b.add(krow, cols[q]);
+            let ta = b.shared_index(erow, ti);
+            let t = b.ld::<F64>(Space::Shared, ta);
+            let nv = b.fma(r, t, acc[q]);
+            b.mov_to(acc[q], nv);
+        }
+    });
+    for (q, v) in acc.iter().enumerate() {
+        let e = b.add(tid, 256 * q as u32);
+        let di = b.add(dst, e);
+        let da = b.index_addr(rt, di, 8);
+        b.st(Space::Global, da, *v);
+    }
+    b.bar_sync();
+}
+
 /// Builds the module.
 pub fn build(target: Target) -> Module {
     let mut b = KernelBuilder::new("rnn_orth");
@@ -74,7 +147,8 @@ pub fn build(target: Target) -> Module {
     let (y, partial, gram, rt, bar) = (b.global_ptr(&py), b.global_ptr(&ppart), b.global_ptr(&pgram), b.global_ptr(&prt), b.global_ptr(&pbar));
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
     let ys = b.shared_array::<F32>("slab", SLAB * WIDTH);
-    let aug = b.shared_array::<F64>("aug", 2 * WW);
+    let lcol = b.shared_array::<F64>("lcol", WW);
+    let erow = b.shared_array::<F64>("erow", WW);
     let red = b.shared_array::<F64>("red", 256);
     let svec = b.shared_array::<F64>("scale", WIDTH);
     let rdiag = b.shared_array::<F64>("rdiag", WIDTH);
@@ -90,6 +164,8 @@ pub fn build(target: Target) -> Module {
     let nslabs = b.div(rows, SLAB);
     let ti = b.shr(tid, 4u32);
     let tj = b.and(tid, 15u32);
+    let elim = Elim::new(&mut b, tid, &lcol, &erow);
+    elim.init_shared(&mut b, tid, &lcol, &erow);
 
     b.for_range(0u32, passes, 1u32, |b, pass, _| {
         // A: partial Gram blocks.
@@ -135,12 +211,27 @@ pub fn build(target: Target) -> Module {
         b.for_range(blk, WW / 32, nblk, |b, chunk, _| {
             let e = b.mad(chunk, 32u32, lane);
             let s = b.mov(0.0f64);
-            b.for_range(warp, nblk, 8u32, |b, p, _| {
-                let pi = b.mad(p, WW, e);
-                let pa = b.index_addr(partial, pi, 8);
-                let v = b.ld::<F64>(Space::Global, pa);
-                let ns = b.add(s, v);
-                b.mov_to(s, ns);
+            // Four independent loads per trip (p, p + 8, p + 16, p + 24), added in that order:
+            // the same sum, in the same order, as one partial per trip.
+            b.for_range(warp, nblk, 32u32, |b, p, _| {
+                let vs: Vec<Reg<F64>> = (0..4u32)
+                    .map(|u| {
+                        let pu = b.add(p, 8 * u);
+                        let ok = b.setp(Cmp::Lt, pu, nblk);
+                        let v = b.mov(0.0f64);
+                        let pi = b.mad(pu, WW, e);
+                        let pa = b.index_addr(partial, pi, 8);
+                        b.guarded(ok, false, |b| {
+                            let x = b.ld::<F64>(Space::Global, pa);
+                            b.mov_to(v, x);
+                        });
+                        v
+                    })
+                    .collect();
+                for v in vs {
+                    let ns = b.add(s, v);
+                    b.mov_to(s, ns);
+                }
             });
             let slot = b.shared_index(&red, tid);
             b.st(Space::Shared, slot, s);
@@ -159,29 +250,22 @@ pub fn build(target: Target) -> Module {
             b.bar_sync();
         });
         gb.sync(b);
-        // C: every block eliminates the same [G | I].
-        for q in 0..9u32 {
-            let e = b.add(tid, 256 * q);
-            let ga = b.index_addr(gram, e, 8);
-            let v = b.ld::<F64>(Space::Global, ga);
-            let i = b.div(e, WIDTH);
-            let c = b.rem(e, WIDTH);
-            let left = b.mad(i, 2 * WIDTH, c);
-            let la = b.shared_index(&aug, left);
-            b.st(Space::Shared, la, v);
-            let on = b.setp(Cmp::Eq, i, c);
-            let one = b.selp(1.0f64, 0.0f64, on);
-            let right = b.add(left, WIDTH);
-            let ra = b.shared_index(&aug, right);
-            b.st(Space::Shared, ra, one);
-        }
-        b.bar_sync();
+        // C: every block factors the same G (see `orth_elim`).
+        let vals = elim.load(b, gram);
         let first_pass = b.setp(Cmp::Eq, pass, 0u32);
         b.if_then(first_pass, |b| {
+            let mine = b.setp(Cmp::Lt, tid, WIDTH);
+            b.if_then(mine, |b| {
+                let d = b.mul(tid, WIDTH + 1);
+                let ga = b.index_addr(gram, d, 8);
+                let v = b.ld::<F64>(Space::Global, ga);
+                let a = b.shared_index(&svec, tid);
+                b.st(Space::Shared, a, v);
+            });
+            b.bar_sync();
             let trace = b.mov(0.0f64);
             b.for_range(0u32, l, 1u32, |b, j, _| {
-                let d = b.mul(j, 2 * WIDTH + 1);
-                let a = b.shared_index(&aug, d);
+                let a = b.shared_index(&svec, j);
                 let v = b.ld::<F64>(Space::Shared, a);
                 let t = b.add(trace, v);
                 b.mov_to(trace, t);
@@ -193,59 +277,13 @@ pub fn build(target: Target) -> Module {
             let cnt = b.cvt::<F64, U32>(cnt);
             let k = b.mul(cnt, SHIFT_C);
             let shift = b.mul(k, trace);
-            b.bar_sync();
-            let mine = b.setp(Cmp::Lt, tid, l);
-            b.if_then(mine, |b| {
-                let d = b.mul(tid, 2 * WIDTH + 1);
-                let a = b.shared_index(&aug, d);
-                let v = b.ld::<F64>(Space::Shared, a);
-                let v = b.add(v, shift);
-                b.st(Space::Shared, a, v);
-            });
-            b.bar_sync();
+            elim.add_shift(b, &vals, shift, l);
         });
-        b.for_range(0u32, WIDTH, 1u32, |b, j, _| {
-            let dj = b.mul(j, 2 * WIDTH + 1);
-            let da = b.shared_index(&aug, dj);
-            let d = b.ld::<F64>(Space::Shared, da);
-            let live = b.setp(Cmp::Gt, d, 0.0f64);
-            let one = b.mov(1.0f64);
-            let inv = b.div(one, d);
-            let inv = b.selp(inv, 0.0f64, live);
-            let left_n = b.sub(WIDTH - 1, j);
-            let total = b.mul(left_n, WIDTH);
-            let j1 = b.add(j, 1u32);
-            let rowj = b.mul(j, 2 * WIDTH);
-            b.for_range(tid, total, THREADS, |b, e, _| {
-                let ar = b.div(e, WIDTH);
-                let ci = b.rem(e, WIDTH);
-                let a = b.add(j1, ar);
-                let is_left = b.setp(Cmp::Lt, ci, left_n);
-                let cl = b.add(j1, ci);
-                let cr = b.sub(ci, left_n);
-                let cr = b.add(cr, WIDTH);
-                let col = b.selp(cl, cr, is_left);
-                let rowa = b.mul(a, 2 * WIDTH);
-                let maj = b.add(rowa, j);
-                let maa = b.shared_index(&aug, maj);
-                let gaj = b.ld::<F64>(Space::Shared, maa);
-                let m = b.mul(gaj, inv);
-                let nm = b.neg(m);
-                let src = b.add(rowj, col);
-                let sa = b.shared_index(&aug, src);
-                let sv = b.ld::<F64>(Space::Shared, sa);
-                let dst = b.add(rowa, col);
-                let dsa = b.shared_index(&aug, dst);
-                let dv = b.ld::<F64>(Space::Shared, dsa);
-                let nv = b.fma(nm, sv, dv);
-                b.st(Space::Shared, dsa, nv);
-            });
-            b.bar_sync();
-        });
+        elim.eliminate(b, &vals, &lcol);
         let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
         b.if_then(diag_thread, |b| {
-            let dj = b.mul(tid, 2 * WIDTH + 1);
-            let da = b.shared_index(&aug, dj);
+            let dj = b.mul(tid, WIDTH + 1);
+            let da = b.shared_index(&lcol, dj);
             let d = b.ld::<F64>(Space::Shared, da);
             let live = b.setp(Cmp::Gt, d, 0.0f64);
             let sq = b.sqrt(d);
@@ -262,62 +300,37 @@ pub fn build(target: Target) -> Module {
             b.st(Space::Shared, a, rs_v);
         });
         b.bar_sync();
-        // Block 0: R_total <- R R_total (pass 0: R), ping-pong between the two rt slots. R is
-        // formed on the fly: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i), 0 (k < i).
+        // Block 0, first pass: R into rt slot 0: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i),
+        // 0 (k < i). Later passes multiply it in at the end of the pass.
         let blk0 = b.setp(Cmp::Eq, blk, 0u32);
-        b.if_then(blk0, |b| {
-            let slot = b.and(pass, 1u32);
-            let dst = b.mul(slot, WW);
-            let src = b.sub(WW, dst);
-            let first = b.setp(Cmp::Eq, pass, 0u32);
+        let r_first = b.and(blk0, first_pass);
+        b.if_then(r_first, |b| {
             for q in 0..9u32 {
                 let e = b.add(tid, 256 * q);
                 let i = b.div(e, WIDTH);
-                let j = b.rem(e, WIDTH);
+                let k = b.rem(e, WIDTH);
                 let rda = b.shared_index(&rdiag, i);
                 let rd = b.ld::<F64>(Space::Shared, rda);
                 let rsa = b.shared_index(&rscale, i);
                 let rsc = b.ld::<F64>(Space::Shared, rsa);
-                let rowi = b.mul(i, 2 * WIDTH);
-                let r_of = |b: &mut KernelBuilder, k: Reg<U32>| {
-                    let ui = b.add(rowi, k);
-                    let ua = b.shared_index(&aug, ui);
-                    let u = b.ld::<F64>(Space::Shared, ua);
-                    let t = b.mul(u, rsc);
-                    let above = b.setp(Cmp::Gt, k, i);
-                    let t = b.selp(t, 0.0f64, above);
-                    let on = b.setp(Cmp::Eq, k, i);
-                    b.selp(rd, t, on)
-                };
-                let v = b.mov(0.0f64);
-                b.if_else(
-                    first,
-                    |b| {
-                        let r = r_of(b, j);
-                        b.mov_to(v, r);
-                    },
-                    |b| {
-                        b.for_range(0u32, WIDTH, 1u32, |b, k, _| {
-                            let r = r_of(b, k);
-                            let ti_ = b.mad(k, WIDTH, j);
-                            let ti_ = b.add(ti_, src);
-                            let ta = b.index_addr(rt, ti_, 8);
-                            let t = b.ld::<F64>(Space::Global, ta);
-                            let nv = b.fma(r, t, v);
-                            b.mov_to(v, nv);
-                        });
-                    },
-                );
-                let di = b.add(e, dst);
-                let da = b.index_addr(rt, di, 8);
-                b.st(Space::Global, da, v);
+                let ua = b.shared_index(&lcol, e);
+                let u = b.ld::<F64>(Space::Shared, ua);
+                let t = b.mul(u, rsc);
+                let above = b.setp(Cmp::Gt, k, i);
+                let t = b.selp(t, 0.0f64, above);
+                let on = b.setp(Cmp::Eq, k, i);
+                let v = b.selp(rd, t, on);
+                let ra = b.index_addr(rt, e, 8);
+                b.st(Space::Global, ra, v);
             }
         });
         // D: Q = Y R^{-1} over the block's slabs, in place: q_c = (sum_a y_a E_ca) s_c.
         let r_row = b.shr(tid, 3u32);
         let cq = b.and(tid, 7u32);
+        // With one slab per block, the slab staged in A is still in shared memory.
+        let restage = b.setp(Cmp::Ne, nblk, nslabs);
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            stage_slab(b, y, slab, &ys, tid);
+            b.if_then(restage, |b| stage_slab(b, y, slab, &ys, tid));
             b.bar_sync();
             let yrow: Addr = {
                 let i = b.mul(r_row, WIDTH);
@@ -326,8 +339,8 @@ pub fn build(target: Target) -> Module {
             for q in 0..6u32 {
                 let c = b.add(cq, 8 * q);
                 let erow: Addr = {
-                    let i = b.mad(c, 2 * WIDTH, WIDTH);
-                    b.shared_index(&aug, i).into()
+                    let i = b.mul(c, WIDTH);
+                    b.shared_index(&erow, i).into()
                 };
                 let s = b.mov(0.0f64);
                 for a in 0..WIDTH {
@@ -348,6 +361,9 @@ pub fn build(target: Target) -> Module {
             }
             b.bar_sync();
         });
+        let later = b.setp(Cmp::Ne, pass, 0u32);
+        let r_later = b.and(blk0, later);
+        b.if_then(r_later, |b| total_r(b, pass, rt, tid, &lcol, &erow, &rdiag, &rscale));
     });
     gb.finish(&mut b);
     Module::single(target, b.finish())

@@ -34,8 +34,8 @@ impl Geometry {
     }
 }
 
-/// Registers of one SM.
-const SM_REGISTERS: u32 = 65536;
+/// Registers of one SM quarter (an SM has 4, each with its own scheduler and register file).
+const QUARTER_REGISTERS: u32 = 16384;
 
 /// What bounds how many blocks an SM holds: its shared memory (bytes) and the kernel's
 /// registers per thread (0 when unknown).
@@ -49,11 +49,14 @@ pub struct SmLimits {
 const SM_MAX_WARPS: u32 = 64;
 
 /// Blocks of `wpb` warps (of `per_warp` shared bytes each) that one SM holds at once: shared
-/// memory and registers (allocated per warp in units of 256) both bound it.
+/// memory and registers both bound it. Registers are allocated per warp in units of 256 from the
+/// file of the quarter the warp runs on, so an SM holds 4 times what one quarter holds (ncu's
+/// "Block Limit Registers" on an H100: 20 one-warp blocks at 88 registers, not 65536 / 2816 = 23;
+/// 5 blocks of 7 warps at 47, not 6).
 fn blocks_per_sm(per_warp: u32, wpb: u32, sm: SmLimits) -> u32 {
     let by_shared = sm.shared_bytes / (wpb * per_warp + SHARED_RESERVED_PER_BLOCK);
     let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
-    let by_regs = if warp_regs == 0 { u32::MAX } else { SM_REGISTERS / (warp_regs * wpb) };
+    let by_regs = if warp_regs == 0 { u32::MAX } else { 4 * (QUARTER_REGISTERS / warp_regs) / wpb };
     by_shared.min(by_regs).min(SM_MAX_WARPS / wpb).clamp(1, 32)
 }
 

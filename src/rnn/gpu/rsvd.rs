@@ -6,14 +6,14 @@
 //! `rnn_apply_small`. A is held zero-padded to multiples of 128 in both dimensions; the sketch
 //! width is padded to 48 (so rank + oversampling <= 48 on the GPU).
 
-use super::{cfg, check_barriers, cooperative_capacity, round_up, u32_of, zeros};
+use super::{cfg, cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN, THREADS as GEMM_THREADS};
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::rnn::rsvd::small_svd;
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
-use crate::runtime::{DeviceBuffer, Gpu};
+use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, PushKernelArg};
 use std::sync::Arc;
@@ -32,9 +32,14 @@ struct GemmPlan {
     k_per_split: u32,
 }
 
-fn plan(gpu: &Gpu, m: usize, k: usize) -> GemmPlan {
+/// Default GEMM split-K target: blocks per SM of `rnn_gemm_*` over the whole device.
+pub const GEMM_BLOCKS_PER_SM: u32 = 2;
+/// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
+pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
+
+fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
     let tiles = (m / BM as usize).max(1);
-    let target = 2 * gpu.facts().sm_count as usize;
+    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
     let s = (target / tiles).clamp(1, k / BK as usize);
     let kps = round_up(k.div_ceil(s), BK as usize);
     GemmPlan { splits: k.div_ceil(kps) as u32, k_per_split: kps as u32 }
@@ -61,8 +66,10 @@ pub struct GpuRsvd {
     gram: DeviceBuffer<f64>,
     rt: DeviceBuffer<f64>,
     bar: DeviceBuffer<u32>,
-    zk: DeviceBuffer<f64>,
-    wk: DeviceBuffer<f64>,
+    zw: DeviceBuffer<f64>,
+    rt_host: PinnedBuffer<f64>,
+    bar_host: PinnedBuffer<u32>,
+    zw_host: PinnedBuffer<f64>,
     u_out: DeviceBuffer<f32>,
     v_out: DeviceBuffer<f32>,
     orth_cap: u32,
@@ -70,7 +77,8 @@ pub struct GpuRsvd {
 }
 
 impl GpuRsvd {
-    /// Allocates everything for `m x n` inputs (rank + oversampling must be at most 48).
+    /// Allocates everything for `m x n` inputs (rank + oversampling must be at most 48) and
+    /// draws the Gaussian sketch (it depends only on the seed and the shape).
     pub fn new(gpu: Arc<Gpu>, m: usize, n: usize, opts: RsvdOptions) -> Result<Self> {
         opts.validate(m, n)?;
         let l = opts.width(m, n);
@@ -79,14 +87,15 @@ impl GpuRsvd {
         }
         let (mp, np) = (round_up(m, BM as usize), round_up(n, BM as usize));
         let _ = u32_of("padded matrix elements", mp * np)?;
-        let (nn, tn) = (plan(&gpu, mp, np), plan(&gpu, np, mp));
+        let (nn, tn) = (plan(&gpu, mp, np, GEMM_BLOCKS_PER_SM), plan(&gpu, np, mp, GEMM_BLOCKS_PER_SM));
+        let (nn_max, tn_max) = (plan(&gpu, mp, np, MAX_GEMM_BLOCKS_PER_SM), plan(&gpu, np, mp, MAX_GEMM_BLOCKS_PER_SM));
         let w = WIDTH as usize;
-        let partial = (nn.splits as usize * mp).max(tn.splits as usize * np) * w;
+        let partial = (nn_max.splits.max(nn.splits) as usize * mp).max(tn_max.splits.max(tn.splits) as usize * np) * w;
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
         let f = gpu.function(KernelId::RnnOrth)?;
         let orth_cap = cooperative_capacity(&gpu, &f, ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
         let st = gpu.stream().clone();
-        Ok(GpuRsvd {
+        let r = GpuRsvd {
             m,
             n,
             mp,
@@ -105,14 +114,30 @@ impl GpuRsvd {
             gram: zeros(&st, WW, "CholQR Gram")?,
             rt: zeros(&st, 2 * WW, "CholQR R_total")?,
             bar: zeros(&st, 4, "CholQR barrier words")?,
-            zk: zeros(&st, WW, "small-SVD Z_k")?,
-            wk: zeros(&st, WW, "small-SVD W_k")?,
+            zw: zeros(&st, 2 * WW, "small-SVD Z_k and W_k")?,
+            rt_host: PinnedBuffer::new(&gpu, WW, PinnedKind::Download)?,
+            bar_host: PinnedBuffer::new(&gpu, 4, PinnedKind::Download)?,
+            zw_host: PinnedBuffer::new(&gpu, 2 * WW, PinnedKind::Upload)?,
             u_out: zeros(&st, mp * w, "rSVD U")?,
             v_out: zeros(&st, np * w, "rSVD V")?,
             orth_cap,
             stage: Vec::new(),
             gpu,
-        })
+        };
+        r.sketch()?;
+        Ok(r)
+    }
+
+    /// Re-plans the products' split-K for `blocks_per_sm` blocks per SM (1..=
+    /// [`MAX_GEMM_BLOCKS_PER_SM`]; default [`GEMM_BLOCKS_PER_SM`]). The split count changes the
+    /// products' summation order (each plan is deterministic).
+    pub fn set_gemm_blocks_per_sm(&mut self, blocks_per_sm: u32) -> Result<()> {
+        if !(1..=MAX_GEMM_BLOCKS_PER_SM).contains(&blocks_per_sm) {
+            return Err(Error::input(format!("GEMM blocks per SM {blocks_per_sm} must be in 1..={MAX_GEMM_BLOCKS_PER_SM}")));
+        }
+        self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
+        self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
+        Ok(())
     }
 
     /// Uploads A (`m x n`, row-major), zero-padded on the device.
@@ -132,6 +157,21 @@ impl GpuRsvd {
         let r = self.a.upload(&st, &stage);
         self.stage = stage;
         r
+    }
+
+    /// Fills Omega (it depends only on the seed and the shape, so once per instance).
+    fn sketch(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        let f = self.gpu.function(KernelId::RnnGaussian)?;
+        let (rows, ld, l) = (self.np as u32, WIDTH, self.l as u32);
+        let (slo, shi) = (self.opts.seed as u32, (self.opts.seed >> 32) as u32);
+        let blocks = ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
+        let mut lb = st.launch_builder(&f);
+        lb.arg(self.omega.slice()).arg(&rows).arg(&ld).arg(&l).arg(&slo).arg(&shi);
+        // SAFETY: (out, rows, ld, l, seed_lo, seed_hi) as rnn_gaussian declares; out holds
+        // np x 48 values and the kernel writes exactly those.
+        unsafe { lb.launch(cfg((blocks, 1, 1), 256, 0)) }.map_err(Error::driver("launching rnn_gaussian"))?;
+        Ok(())
     }
 
     /// nn: `y = A (from_sketch ? omega : z)`; tn: `z = A^T y`.
@@ -172,12 +212,13 @@ impl GpuRsvd {
     }
 
     fn apply(&self, st: &Arc<CudaStream>, on_y: bool) -> Result<()> {
-        let (x, m, out, rows) = if on_y { (&self.y, &self.zk, &self.u_out, self.mp) } else { (&self.z, &self.wk, &self.v_out, self.np) };
+        let (x, half, out, rows) = if on_y { (&self.y, 0, &self.u_out, self.mp) } else { (&self.z, 1, &self.v_out, self.np) };
+        let m = self.zw.slice().slice(half * WW..(half + 1) * WW);
         let f = self.gpu.function(KernelId::RnnApplySmall)?;
         let mut lb = st.launch_builder(&f);
-        lb.arg(x.slice()).arg(m.slice()).arg(out.slice());
-        // SAFETY: (x, m, out) as rnn_apply_small declares: x and out hold rows x 48 f32, m holds
-        // 48 x 48 f64; one block per 32-row slab.
+        lb.arg(x.slice()).arg(&m).arg(out.slice());
+        // SAFETY: (x, m, out) as rnn_apply_small declares: x and out hold rows x 48 f32, m is
+        // a 48 x 48 f64 half of zw (Z_k, then W_k); one block per 32-row slab.
         unsafe { lb.launch(cfg(((rows / SLAB as usize) as u32, 1, 1), ORTH_THREADS, 0)) }.map_err(Error::driver("launching rnn_apply_small"))?;
         Ok(())
     }
@@ -186,15 +227,6 @@ impl GpuRsvd {
     /// (`mp x 48` and `np x 48`, first k columns). Returns S. Synchronises once, for the small SVD.
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
-        let f = self.gpu.function(KernelId::RnnGaussian)?;
-        let (rows, ld, l) = (self.np as u32, WIDTH, self.l as u32);
-        let (slo, shi) = (self.opts.seed as u32, (self.opts.seed >> 32) as u32);
-        let blocks = ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
-        let mut lb = st.launch_builder(&f);
-        lb.arg(self.omega.slice()).arg(&rows).arg(&ld).arg(&l).arg(&slo).arg(&shi);
-        // SAFETY: (out, rows, ld, l, seed_lo, seed_hi) as rnn_gaussian declares; out holds
-        // np x 48 values and the kernel writes exactly those.
-        unsafe { lb.launch(cfg((blocks, 1, 1), 256, 0)) }.map_err(Error::driver("launching rnn_gaussian"))?;
         let q = self.opts.power_iters;
         self.gemm(&st, false, true)?;
         self.orth(&st, true, if q == 0 { FINAL_PASSES } else { MID_PASSES })?;
@@ -206,14 +238,22 @@ impl GpuRsvd {
         }
         self.gemm(&st, true, false)?;
         self.orth(&st, false, FINAL_PASSES)?;
-        check_barriers(&st, &self.bar, 1, "rnn_orth")?;
+        // R_total and the barrier words come back through pinned memory: two async copies, one
+        // synchronisation.
         let slot = ((FINAL_PASSES - 1) % 2) as usize;
-        let mut rt = vec![0.0f64; WW];
-        st.memcpy_dtoh(&self.rt.slice().slice(slot * WW..(slot + 1) * WW), &mut rt).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(&self.rt.slice().slice(slot * WW..(slot + 1) * WW), self.rt_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(self.bar.slice(), self.bar_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
         st.synchronize().map_err(Error::driver("synchronizing the rSVD"))?;
-        let (s, zk, wk) = small_svd(&rt, WIDTH as usize, self.l, self.opts.rank)?;
-        self.zk.upload(&st, &zk)?;
-        self.wk.upload(&st, &wk)?;
+        let status = self.bar_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?[2];
+        if status != 0 {
+            return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
+        }
+        let rt = self.rt_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?;
+        let (s, zk, wk) = small_svd(rt, WIDTH as usize, self.l, self.opts.rank)?;
+        let zw = self.zw_host.raw_mut().as_mut_slice().map_err(Error::driver("writing pinned memory"))?;
+        zw[..WW].copy_from_slice(&zk);
+        zw[WW..].copy_from_slice(&wk);
+        st.memcpy_htod(self.zw_host.raw(), self.zw.slice_mut()).map_err(Error::driver("cuMemcpyHtoDAsync"))?;
         self.apply(&st, true)?;
         self.apply(&st, false)?;
         Ok(s)

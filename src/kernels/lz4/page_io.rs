@@ -1,0 +1,98 @@
+//! Page in and block out for `lz4_compress`: staging a page from global into the warp's shared
+//! stage (16-byte loads, OR-ing all bytes to spot all-zero pages), and storing the finished block
+//! (from the warp's global scratch) or the raw page (from the stage) into `packed` at an offset
+//! reserved with one atomic, with the page's two info words.
+
+use super::compress::{Page, INFO_HEADER_WORDS};
+use super::{bcast, ufor, Lanes, RAW_FLAG};
+use crate::ptx::*;
+
+/// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
+pub(super) fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_len: Reg<U32>, steps: Reg<U32>) -> Reg<Pred> {
+    let acc = b.mov(0u32);
+    ufor(b, 0u32, steps, 1u32, |b, s, _| {
+        let k = b.mad(s, 32u32, ln.lane);
+        let off = b.shl(k, 4u32);
+        let end = b.add(off, 16u32);
+        let full = b.setp(Cmp::Le, end, p_len);
+        let g = b.index_addr(src, off, 1);
+        let d = b.add(spage, off);
+        b.guarded(full, false, |b| {
+            let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+            b.st_v4::<U32>(Space::Shared, d, v);
+            let o1 = b.or(v[0], v[1]);
+            let o2 = b.or(v[2], v[3]);
+            let o = b.or(o1, o2);
+            let a = b.or(acc, o);
+            b.mov_to(acc, a);
+        });
+    });
+    let tail_start = b.and(p_len, !15u32);
+    let tail_len = b.and(p_len, 15u32);
+    let in_tail = b.setp(Cmp::Lt, ln.lane, tail_len);
+    let off = b.add(tail_start, ln.lane);
+    let g = b.index_addr(src, off, 1);
+    let d = b.add(spage, off);
+    b.guarded(in_tail, false, |b| {
+        let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
+        b.st_narrow(Space::Shared, Narrow::U8, d, v);
+        let a = b.or(acc, v);
+        b.mov_to(acc, a);
+    });
+    let nz = b.setp(Cmp::Ne, acc, 0u32);
+    b.vote_any(nz)
+}
+
+/// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from
+/// the shared stage) there, and writes the page's two info words.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn finish(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    lane0: Reg<Pred>,
+    info: Reg<U64>,
+    pg: Reg<U32>,
+    packed: Reg<U64>,
+    scratch: Reg<U64>,
+    raw: bool,
+) {
+    let stored = pc.out;
+    // Scratch bytes written by other lanes must be visible to the copy below.
+    b.warp_sync(FULL_MASK);
+    let padded = b.add(stored, 15u32);
+    let padded = b.and(padded, !15u32);
+    let off = b.mov(0u32);
+    b.guarded(lane0, false, |b| {
+        let t = b.atom::<U32>(Space::Global, AtomOp::Add, Addr::from(info).off(4), padded);
+        b.mov_to(off, t);
+    });
+    let off = bcast(b, off, 0u32);
+    let chunks = b.shr(padded, 4u32);
+    let dst = b.index_addr(packed, off, 1);
+    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
+        let k = b.add(base, pc.ln.lane);
+        let inside = b.setp(Cmp::Lt, k, chunks);
+        let kb = b.shl(k, 4u32);
+        let d = b.index_addr(dst, kb, 1);
+        b.guarded(inside, false, |b| {
+            let v = if raw {
+                let s = b.add(pc.spage, kb);
+                b.ld_v4::<U32>(Space::Shared, s)
+            } else {
+                let s = b.index_addr(scratch, kb, 1);
+                b.ld_v4::<U32>(Space::Global, s)
+            };
+            b.st_v4::<U32>(Space::Global, d, v);
+        });
+    });
+    let word = if raw { b.or(stored, RAW_FLAG) } else { b.mov(stored) };
+    let idx = b.shl(pg, 1u32);
+    let idx = b.add(idx, INFO_HEADER_WORDS);
+    let ia = b.index_addr(info, idx, 4);
+    b.guarded(lane0, false, |b| {
+        b.st(Space::Global, ia, word);
+        b.st(Space::Global, Addr::from(ia).off(4), off);
+    });
+    // The next page's staging overwrites the shared stage this copy read.
+    b.warp_sync(FULL_MASK);
+}
