@@ -12,7 +12,9 @@ use super::gru_rollout::{P, THREADS};
 use super::mathf::hash32;
 use crate::ptx::*;
 
-/// Pairs a thread has in flight (Bg = 8, H = 256: 4 pairs per thread; 6 or more spill on sm_90).
+/// Pairs a thread has in flight on the shared-memory path (Bg = 8, H = 256: 4 pairs per thread;
+/// 6 or more spill on sm_90). The weight-stationary path passes 2: its 64 held weights leave no
+/// room for more (3 or 4 spill).
 pub const IN_FLIGHT: u32 = 4;
 
 /// Per-block values the exchange needs (registers of the rollout kernel).
