@@ -59,8 +59,17 @@ fn gpu(c: &mut Criterion) {
     let xs = s.clone_htod(&rng.vec_f32(10 * 32 * 128, -1.0, 1.0)).expect("upload");
     let h0 = s.clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5)).expect("upload");
     let mut gru_us = Vec::new();
-    let launch = |rows, slices| GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows) };
-    for (name, members, launch) in [("gru_rollout", vec![single.clone()], GruLaunch::default()), ("gru_ensemble5", ens.clone(), GruLaunch::default()), ("gru_rollout_r8_s32", vec![single.clone()], launch(8, 32)), ("gru_rollout_r8_s33", vec![single.clone()], launch(8, 33)), ("gru_ensemble5_r16_s16", ens.clone(), launch(16, 16)), ("gru_ensemble5_r16_s13", ens.clone(), launch(16, 13)), ("gru_ensemble5_r32_s26", ens.clone(), launch(32, 26)), ("gru_ensemble5_r8_s13", ens.clone(), launch(8, 13))] {
+    let launch = |rows, slices, held| GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), stationary: Some(held) };
+    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
+    for (name, members, launch) in [
+        ("gru_rollout", vec![single.clone()], GruLaunch::default()),
+        ("gru_ensemble5", ens.clone(), GruLaunch::default()),
+        ("gru_rollout_shared", vec![single.clone()], shared),
+        ("gru_ensemble5_shared", ens.clone(), shared),
+        ("gru_ensemble5_r16_s13_held", ens.clone(), launch(16, 13, true)),
+        ("gru_ensemble5_r8_s13_held", ens.clone(), launch(8, 13, true)),
+        ("gru_ensemble5_r8_s13_shared", ens.clone(), launch(8, 13, false)),
+    ] {
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
         g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
@@ -68,7 +77,7 @@ fn gpu(c: &mut Criterion) {
         });
         let t = per_call(&s, 100, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
         gg.check(&s).expect("barriers");
-        gru_us.push((name, 1e6 * t, gg.blocks(), gg.rows_per_block(), gg.units_per_block(), gg.projection_steps()));
+        gru_us.push((name, 1e6 * t, gg.blocks(), gg.rows_per_block(), gg.units_per_block(), gg.projection_steps(), gg.stationary()));
     }
 
     // Randomized SVD (A on the device; one sync inside for the small SVD).
@@ -167,9 +176,9 @@ fn gpu(c: &mut Criterion) {
 
     let name = &gpu.facts().name;
     println!("SUMMARY gpu/rnn on {name} (device time per call, back-to-back): dense+ReLU 32x64->128 {:.1} us (f16 weights {:.1} us), target < 8 us", dense_us[0], dense_us[1]);
-    for (n, us, blocks, rows, units, chunk) in &gru_us {
+    for (n, us, blocks, rows, units, chunk, held) in &gru_us {
         let target = if n.starts_with("gru_rollout") { 40.0 } else { 60.0 };
-        println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks of {rows} rows x <= {units} units, gi {chunk} steps at once), target < {target} us");
+        println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks of {rows} rows x <= {units} units, gi {chunk} steps at once, weights in {}), target < {target} us", if *held { "registers" } else { "shared memory" });
     }
     for (n, total, nn, tn, orth, orth1) in &rsvd_ms {
         let gbs = |us: f64| (*n * *n * 4) as f64 / (us * 1e-6) / 1e9;

@@ -73,8 +73,8 @@ fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: u
     assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "rollout not reproducible");
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary()
     );
     e
 }
@@ -100,10 +100,18 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
         (200, 384, 4, 9, false, 16, 26),
         (200, 384, 4, 9, true, 4, 24),
     ] {
-        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows) };
+        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), stationary: None };
         let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, launch);
         assert!(e < 1e-5, "GRU {rows} rows x {slices} unit slices, I={i} H={h} T={t} B={b}: {e:e}");
     }
+    // Both paths on shapes either could take: weights in shared memory, and in registers with a
+    // partial batch group (B = 9 of 16 rows) and layer norm.
+    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
+    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 5 }), shared);
+    assert!(e < 1e-5, "GRU, weights in shared memory: {e:e}");
+    let held = GruLaunch { unit_slices: Some(13), rows_per_block: Some(16), stationary: Some(true) };
+    let e = gru_case(&gpu, 100, 256, RolloutShape { steps: 6, batch: 9 }, 1, true, None, held);
+    assert!(e < 1e-5, "GRU, weights in registers, B=9: {e:e}");
     let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 40, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 9 }), auto);
     assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
@@ -118,6 +126,9 @@ fn gpu_gru_ensemble_matches_f64_reference() {
     }
     let e = gru_case(&gpu, 128, 256, shape, 5, false, Some(Dropout { p: 0.1, seed: 7 }), GruLaunch::default());
     assert!(e < 1e-5, "ensemble with dropout: {e:e}");
+    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
+    let e = gru_case(&gpu, 128, 256, shape, 5, false, None, shared);
+    assert!(e < 1e-5, "ensemble, weights in shared memory: {e:e}");
 }
 
 fn rsvd_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, m: usize, n: usize, spec: Spectrum, seed: u64) {

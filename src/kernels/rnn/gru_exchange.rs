@@ -12,7 +12,9 @@ use super::gru_rollout::{P, THREADS};
 use super::mathf::hash32;
 use crate::ptx::*;
 
-/// Pairs a thread has in flight (Bg = 8, H = 256: 4 pairs per thread; 6 or more spill on sm_90).
+/// Pairs a thread has in flight on the shared-memory path (Bg = 8, H = 256: 4 pairs per thread;
+/// 6 or more spill on sm_90). The weight-stationary path passes 2: its 64 held weights leave no
+/// room for more (3 or 4 spill).
 pub const IN_FLIGHT: u32 = 4;
 
 /// Per-block values the exchange needs (registers of the rollout kernel).
@@ -48,7 +50,7 @@ impl Exchange<'_> {
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
 /// round trip after the last producer's store, not one per pair.
-pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
+pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_flight: u32) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
     let tag = b.add(tag, 1u32);
@@ -60,7 +62,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
     let status = b.add(p.state, st_e);
     let status = b.add(status, 8u64);
     let start = b.clock64();
-    b.for_range(ex.tid, pairs, THREADS * IN_FLIGHT, |b, base, _| {
+    b.for_range(ex.tid, pairs, THREADS * in_flight, |b, base, _| {
         // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
         // pair base + THREADS u sits 2 THREADS u further (constant address offsets).
         let off = b.shl(base, 1u32);
@@ -68,8 +70,8 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
         let addr: Addr = b.index_addr(p.hx, wi, 8).into();
         let si = b.add(ex.o_h, off);
         let saddr: Addr = b.shared_index(ex.smem, si).into();
-        let mut pend = Vec::with_capacity(IN_FLIGHT as usize);
-        for u in 0..IN_FLIGHT {
+        let mut pend = Vec::with_capacity(in_flight as usize);
+        for u in 0..in_flight {
             let idx = b.add(base, THREADS * u);
             let live = b.setp(Cmp::Lt, idx, pairs);
             let a = addr.off(i64::from(16 * THREADS * u));
@@ -98,7 +100,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
                 });
                 stale.push(ok);
             }
-            b.bra_if(all.expect("IN_FLIGHT >= 1"), brk);
+            b.bra_if(all.expect("in_flight >= 1"), brk);
             let now = b.clock64();
             let waited = b.sub(now, start);
             let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);

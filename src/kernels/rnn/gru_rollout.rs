@@ -36,10 +36,14 @@
 //!    place (two warp sums) and applies dropout (hash of (e, t, row, unit)); the block's own
 //!    units go to `out`; bar.sync.
 //!
+//! Two paths (parameter `stationary`): the one above, with the weights in shared memory, and
+//! `gru_stationary`'s, with the weights in registers and gi of every step computed first (the
+//! host's choice; same cell, exchange and transform, same maths up to f32 summation order).
+//!
 //! A poll longer than `barrier::TIMEOUT_CYCLES` (blocks not co-resident) sets the member's
 //! status word and goes on with wrong values instead of hanging; the host reports an error.
 
-use super::gru_exchange::{gather, transform, Exchange};
+use super::gru_exchange::{gather, transform, Exchange, IN_FLIGHT};
 use super::gru_tile::{copy_rows, matvec, MatVec};
 use super::mathf::{sigmoid, tanh};
 use crate::ptx::*;
@@ -83,12 +87,14 @@ pub(super) struct P {
     pub scale: Reg<F32>,
     pub slo: Reg<U32>,
     pub shi: Reg<U32>,
+    /// The weight-stationary path (`gru_stationary`).
+    pub stationary: Reg<Pred>,
 }
 
 fn params(b: &mut KernelBuilder) -> P {
     let names = ["x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "ln_gain", "ln_bias", "hx", "out", "state"];
     let ptrs: Vec<Param<U64>> = names.iter().map(|n| b.param::<U64>(n)).collect();
-    let u32s = ["x_member_stride", "steps", "batch", "batch_pad", "input_pad", "hidden", "slices", "rows", "chunk", "layer_norm", "dropout", "drop_threshold", "seed_lo", "seed_hi"];
+    let u32s = ["x_member_stride", "steps", "batch", "batch_pad", "input_pad", "hidden", "slices", "rows", "chunk", "layer_norm", "dropout", "drop_threshold", "seed_lo", "seed_hi", "stationary"];
     let us: Vec<Param<U32>> = u32s.iter().map(|n| b.param::<U32>(n)).collect();
     let peps = b.param::<F32>("ln_eps");
     let pscale = b.param::<F32>("drop_scale");
@@ -96,11 +102,47 @@ fn params(b: &mut KernelBuilder) -> P {
     let u: Vec<Reg<U32>> = us.iter().map(|p| b.ld_param(p)).collect();
     let ln = b.setp(Cmp::Ne, u[9], 0u32);
     let drop = b.setp(Cmp::Ne, u[10], 0u32);
+    let stationary = b.setp(Cmp::Ne, u[14], 0u32);
     let eps = b.ld_param(&peps);
     let scale = b.ld_param(&pscale);
     P {
         x: g[0], h0: g[1], w_ih: g[2], w_hh: g[3], b_ih: g[4], b_hh: g[5], gain: g[6], beta: g[7], hx: g[8], out: g[9], state: g[10],
-        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13],
+        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13], stationary,
+    }
+}
+
+/// Per-block values both paths use (registers of the kernel).
+pub(super) struct Ctx<'a> {
+    pub p: &'a P,
+    pub smem: &'a SharedArray<F32>,
+    pub tid: Reg<U32>,
+    pub lane: Reg<U32>,
+    pub warp: Reg<U32>,
+    pub e: Reg<U32>,
+    /// e * steps.
+    pub et: Reg<U32>,
+    pub row0: Reg<U32>,
+    pub rows: Reg<U32>,
+    pub j0: Reg<U32>,
+    pub j1: Reg<U32>,
+    /// Units of this block and its gate rows 3J.
+    pub j: Reg<U32>,
+    pub r3: Reg<U32>,
+    /// Member offsets: e 3H (biases), e 3H Ip (W_ih), e 3H H (W_hh), e x_member_stride (x).
+    pub e_h3: Reg<U32>,
+    pub e_wih: Reg<U32>,
+    pub e_whh: Reg<U32>,
+    pub e_x: Reg<U32>,
+    pub epoch: Reg<U32>,
+}
+
+impl Ctx<'_> {
+    /// Local row lr = 3 jj + q  ->  global gate row q H + j0 + jj.
+    pub fn grow(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U32> {
+        let jj = b.div(lr, 3u32);
+        let q = b.rem(lr, 3u32);
+        let t = b.mad(q, self.p.h, self.j0);
+        b.add(t, jj)
     }
 }
 
@@ -141,15 +183,6 @@ pub fn build(target: Target) -> Module {
     let rows = b.min(left, p.bg);
     let r3 = b.mul(j, 3u32);
     let h3 = b.mul(p.h, 3u32);
-    // Shared layout (floats).
-    let o_wih = b.mul(r3, p.h);
-    let o_x = b.mad(r3, p.ip, o_wih);
-    let cbg = b.mul(p.chunk, p.bg);
-    let o_gi = b.mad(cbg, p.ip, o_x);
-    let o_h = b.mad(cbg, r3, o_gi);
-    let o_gh = b.mad(p.bg, p.h, o_h);
-    let zero = b.mov(0u32);
-    // Member offsets (elements) and state words.
     let e_h3 = b.mul(e, h3);
     let e_wih = b.mul(e_h3, p.ip);
     let e_whh = b.mul(e_h3, p.h);
@@ -157,83 +190,9 @@ pub fn build(target: Target) -> Module {
     let st_e = b.mul_wide(e, 16u32);
     let epoch_a = b.add(p.state, st_e);
     let epoch = b.ld::<U32>(Space::Global, epoch_a);
-    // Local row lr = 3 jj + q  <->  global gate row q H + j0 + jj.
-    let grow = |b: &mut KernelBuilder, lr: Reg<U32>| {
-        let jj = b.div(lr, 3u32);
-        let q = b.rem(lr, 3u32);
-        let t = b.mad(q, p.h, j0);
-        b.add(t, jj)
-    };
-    copy_rows(&mut b, &smem, zero, r3, p.h, tid, p.w_hh, &|b, lr| {
-        let gr = grow(b, lr);
-        let t = b.mul(gr, p.h);
-        b.add(t, e_whh)
-    }, true);
-    copy_rows(&mut b, &smem, o_wih, r3, p.ip, tid, p.w_ih, &|b, lr| {
-        let gr = grow(b, lr);
-        let t = b.mul(gr, p.ip);
-        b.add(t, e_wih)
-    }, true);
-    copy_rows(&mut b, &smem, o_h, rows, p.h, tid, p.h0, &|b, r| {
-        let er = b.mad(e, p.bp, row0);
-        let er = b.add(er, r);
-        b.mul(er, p.h)
-    }, true);
-    let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| {
-        let gr = grow(b, lr);
-        let i = b.add(gr, e_h3);
-        b.index_addr(p.b_ih, i, 4)
-    };
     let et = b.mul(e, p.steps);
-    let ex = Exchange { p: &p, smem: &smem, o_h, e, et, row0, rows, j0, j1, tid, lane, warp, epoch };
-
-    // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).
-    let project = |b: &mut KernelBuilder, t: Reg<U32>| {
-        let todo = b.sub(p.steps, t);
-        let cs = b.min(todo, p.chunk);
-        let xrows = b.mul(cs, rows);
-        copy_rows(b, &smem, o_x, xrows, p.ip, tid, p.x, &|b, q| {
-            let step = b.div(q, rows);
-            let r = b.rem(q, rows);
-            let ts = b.add(t, step);
-            let xr = b.mad(ts, p.bp, row0);
-            let xr = b.add(xr, r);
-            b.mad(xr, p.ip, e_x)
-        }, true);
-        b.bar_sync();
-        let mv = MatVec { smem: &smem, src: o_x, w: o_wih, out: o_gi, k: p.ip, rows: xrows, wrows: r3, bias: Some(&bias_ih) };
-        matvec(b, &mv, lane, warp);
-    };
-    project(&mut b, zero);
-    b.bar_sync();
-
-    b.for_range(0u32, p.steps, 1u32, |b, t, _| {
-        let tc = b.rem(t, p.chunk);
-        let mv = MatVec { smem: &smem, src: o_h, w: zero, out: o_gh, k: p.h, rows, wrows: r3, bias: None };
-        matvec(b, &mv, lane, warp);
-        b.bar_sync();
-        let cells = b.mul(rows, j);
-        b.for_range(tid, cells, THREADS, |b, idx, _| {
-            let row = b.div(idx, j);
-            let jj = b.rem(idx, j);
-            cell(b, &ex, &smem, t, tc, row, jj, e_h3, o_gi, o_gh, r3);
-        });
-        b.bar_sync();
-        // The next chunk's gi (gi of this step is consumed) fills the wait for the other blocks.
-        let t1 = b.add(t, 1u32);
-        let more = b.setp(Cmp::Lt, t1, p.steps);
-        let t1c = b.rem(t1, p.chunk);
-        let boundary = b.setp(Cmp::Eq, t1c, 0u32);
-        let next = b.and(more, boundary);
-        b.if_then(next, |b| project(b, t1));
-        gather(b, &ex, t);
-        b.bar_sync();
-        let xf = b.or(p.ln, p.drop);
-        b.if_then(xf, |b| {
-            transform(b, &ex, t);
-            b.bar_sync();
-        });
-    });
+    let c = Ctx { p: &p, smem: &smem, tid, lane, warp, e, et, row0, rows, j0, j1, j, r3, e_h3, e_wih, e_whh, e_x, epoch };
+    b.if_else(p.stationary, |b| super::gru_stationary::rollout(b, &c), |b| shared_rollout(b, &c));
     // Exit accounting: the last block of the member advances the epoch and resets the count.
     let exit_a = b.add(epoch_a, 4u64);
     let thread0 = b.setp(Cmp::Eq, tid, 0u32);
@@ -251,10 +210,100 @@ pub fn build(target: Target) -> Module {
     Module::single(target, b.finish())
 }
 
-/// Step 2 of the module notes for the calling thread's (row, unit).
+/// The shared-memory path (`stationary == 0`): weights in shared memory, `gru_tile::matvec`.
+fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
+    let p = c.p;
+    let smem = c.smem;
+    let (tid, lane, warp, e, rows, r3) = (c.tid, c.lane, c.warp, c.e, c.rows, c.r3);
+    // Shared layout (floats).
+    let o_wih = b.mul(r3, p.h);
+    let o_x = b.mad(r3, p.ip, o_wih);
+    let cbg = b.mul(p.chunk, p.bg);
+    let o_gi = b.mad(cbg, p.ip, o_x);
+    let o_h = b.mad(cbg, r3, o_gi);
+    let o_gh = b.mad(p.bg, p.h, o_h);
+    let zero = b.mov(0u32);
+    copy_rows(b, smem, zero, r3, p.h, tid, p.w_hh, &|b, lr| {
+        let gr = c.grow(b, lr);
+        b.mad(gr, p.h, c.e_whh)
+    }, true);
+    copy_rows(b, smem, o_wih, r3, p.ip, tid, p.w_ih, &|b, lr| {
+        let gr = c.grow(b, lr);
+        b.mad(gr, p.ip, c.e_wih)
+    }, true);
+    copy_rows(b, smem, o_h, rows, p.h, tid, p.h0, &|b, r| {
+        let er = b.mad(e, p.bp, c.row0);
+        let er = b.add(er, r);
+        b.mul(er, p.h)
+    }, true);
+    let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| {
+        let gr = c.grow(b, lr);
+        let i = b.add(gr, c.e_h3);
+        b.index_addr(p.b_ih, i, 4)
+    };
+    let ex = Exchange { p, smem, o_h, e, et: c.et, row0: c.row0, rows, j0: c.j0, j1: c.j1, tid, lane, warp, epoch: c.epoch };
+
+    // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).
+    let project = |b: &mut KernelBuilder, t: Reg<U32>| {
+        let todo = b.sub(p.steps, t);
+        let cs = b.min(todo, p.chunk);
+        let xrows = b.mul(cs, rows);
+        copy_rows(b, smem, o_x, xrows, p.ip, tid, p.x, &|b, q| {
+            let step = b.div(q, rows);
+            let r = b.rem(q, rows);
+            let ts = b.add(t, step);
+            let xr = b.mad(ts, p.bp, c.row0);
+            let xr = b.add(xr, r);
+            b.mad(xr, p.ip, c.e_x)
+        }, true);
+        b.bar_sync();
+        let mv = MatVec { smem, src: o_x, w: o_wih, out: o_gi, k: p.ip, rows: xrows, wrows: r3, bias: Some(&bias_ih) };
+        matvec(b, &mv, lane, warp);
+    };
+    project(b, zero);
+    b.bar_sync();
+
+    b.for_range(0u32, p.steps, 1u32, |b, t, _| {
+        let tc = b.rem(t, p.chunk);
+        let mv = MatVec { smem, src: o_h, w: zero, out: o_gh, k: p.h, rows, wrows: r3, bias: None };
+        matvec(b, &mv, lane, warp);
+        b.bar_sync();
+        let cells = b.mul(rows, c.j);
+        b.for_range(tid, cells, THREADS, |b, idx, _| {
+            let row = b.div(idx, c.j);
+            let jj = b.rem(idx, c.j);
+            let gh_row = b.mad(row, r3, o_gh);
+            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| {
+                let i = b.add(gh_row, lr);
+                let a = b.shared_index(smem, i);
+                b.ld::<F32>(Space::Shared, a)
+            };
+            cell(b, &ex, smem, c, t, tc, row, jj, o_gi, &gh);
+        });
+        b.bar_sync();
+        // The next chunk's gi (gi of this step is consumed) fills the wait for the other blocks.
+        let t1 = b.add(t, 1u32);
+        let more = b.setp(Cmp::Lt, t1, p.steps);
+        let t1c = b.rem(t1, p.chunk);
+        let boundary = b.setp(Cmp::Eq, t1c, 0u32);
+        let next = b.and(more, boundary);
+        b.if_then(next, |b| project(b, t1));
+        gather(b, &ex, t, IN_FLIGHT);
+        b.bar_sync();
+        let xf = b.or(p.ln, p.drop);
+        b.if_then(xf, |b| {
+            transform(b, &ex, t);
+            b.bar_sync();
+        });
+    });
+}
+
+/// Step 2 of the module notes for the calling thread's (row, unit); `gh(b, lr)` is `W_hh h` of
+/// the row at local gate row lr.
 #[allow(clippy::too_many_arguments)]
-fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, e_h3: Reg<U32>, o_gi: Reg<U32>, o_gh: Reg<U32>, r3: Reg<U32>) {
+pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, c: &Ctx<'_>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, o_gi: Reg<U32>, gh: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<F32>) {
     let p = ex.p;
+    let (e_h3, r3) = (c.e_h3, c.r3);
     let unit = b.add(ex.j0, jj);
     let bhh: Vec<Reg<F32>> = (0..3u32)
         .map(|q| {
@@ -268,15 +317,19 @@ fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, t: Re
     let gi_row = b.mad(tc, ex.rows, row);
     let gi_base = b.mad(gi_row, r3, lr0);
     let gi_base = b.add(gi_base, o_gi);
-    let gh_base = b.mad(row, r3, lr0);
-    let gh_base = b.add(gh_base, o_gh);
     let at = |b: &mut KernelBuilder, base: Reg<U32>, q: u32| {
         let i = b.add(base, q);
         let a = b.shared_index(smem, i);
         b.ld::<F32>(Space::Shared, a)
     };
     let (gir, giz, gin) = (at(b, gi_base, 0), at(b, gi_base, 1), at(b, gi_base, 2));
-    let (ghr, ghz, ghn) = (at(b, gh_base, 0), at(b, gh_base, 1), at(b, gh_base, 2));
+    let ghs: Vec<Reg<F32>> = (0..3u32)
+        .map(|q| {
+            let lr = b.add(lr0, q);
+            gh(b, lr)
+        })
+        .collect();
+    let (ghr, ghz, ghn) = (ghs[0], ghs[1], ghs[2]);
     let ar = b.add(gir, ghr);
     let ar = b.add(ar, bhh[0]);
     let rg = sigmoid(b, ar);

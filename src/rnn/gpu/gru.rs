@@ -5,6 +5,7 @@
 
 use super::{allow_dynamic_smem, cfg, check_barriers, cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
+use crate::kernels::rnn::gru_stationary;
 use crate::kernels::KernelId;
 use crate::rnn::reference::RolloutShape;
 use crate::rnn::weights::{check_finite, check_len};
@@ -22,10 +23,14 @@ pub struct GruLaunch {
     pub unit_slices: Option<u32>,
     /// Batch rows per block (a multiple of 4, at most 32).
     pub rows_per_block: Option<u32>,
+    /// Weights in registers (`gru_stationary`): possible when H = 256, the padded input is 128,
+    /// a block owns at most 21 units and gi of every step fits in shared memory. `None`: used
+    /// whenever possible; `Some(true)` fails with `Capacity` where it is not.
+    pub stationary: Option<bool>,
 }
 
 /// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
-/// `chunk` steps at once.
+/// `chunk` steps at once, weights in registers or in shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Shape {
     rows: u32,
@@ -33,6 +38,7 @@ struct Shape {
     units: u32,
     chunk: u32,
     blocks: u32,
+    stationary: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -83,15 +89,19 @@ fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Ve
     }
 }
 
-fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32) -> u32 {
-    4 * smem_floats(rows, ip as u32, h as u32, units, chunk)
+fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary: bool) -> u32 {
+    let f = if stationary { gru_stationary::smem_floats } else { smem_floats };
+    4 * f(rows, ip as u32, h as u32, units, chunk)
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
-/// one or two blocks per SM (or the caller's choices). Among those whose grid is co-resident with
-/// at least one step of gi in shared memory: the least estimated per-step work of the busiest SM
-/// (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest blocks. Then as
-/// many gi steps as keep the grid resident.
+/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (gi of all
+/// `max_steps` in shared memory, co-resident) come first: the least per-step work of the busiest
+/// SM (blocks per SM x rows x 64 gate rows, the lanes' fixed tile), then the most blocks (more
+/// warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
+/// co-resident with at least one step of gi in shared memory: the least estimated per-step work
+/// of the busiest SM (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest
+/// blocks, and as many gi steps as keep the grid resident.
 fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_steps: usize, launch: GruLaunch) -> Result<Shape> {
     let f = gpu.function(KernelId::RnnGruRollout)?;
     let (hu, e) = (h as u32, members as u64);
@@ -108,6 +118,8 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
         None => vec![4, 8, 16, 32],
     };
     let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
+    let (mut best_st, mut best_st_key) = (None, (u64::MAX, u32::MAX));
+    let chunk_all = u32::try_from(max_steps).unwrap_or(u32::MAX);
     for &r in &rows {
         let r = r.min(bp as u32);
         let groups = bp.div_ceil(r as usize) as u64;
@@ -119,7 +131,27 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
             let units = 2 * (hu / 2).div_ceil(sl);
             let blocks = e * groups * u64::from(sl);
             needed = needed.min(blocks as usize);
-            let bytes = smem_bytes(ip, h, r, units, 1);
+            let per_sm = blocks.div_ceil(sms);
+            let (r64, h64) = (u64::from(r), h as u64);
+            if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
+                let bytes = u64::from(4 * gru_stationary::smem_floats(r, ip as u32, hu, units, 1)) + 4 * u64::from(r) * u64::from(3 * units + ip as u32) * (max_steps as u64 - 1);
+                if bytes <= u64::from(optin) {
+                    let bytes = smem_bytes(ip, h, r, units, chunk_all, true);
+                    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+                    let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+                    best_cap = best_cap.max(cap);
+                    // Ties go to more blocks: (cost, MAX - blocks).
+                    let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
+                    if blocks <= u64::from(cap) && key < best_st_key {
+                        best_st_key = key;
+                        best_st = Some(Shape { rows: r, slices: sl, units, chunk: chunk_all, blocks: blocks as u32, stationary: true });
+                    }
+                }
+            }
+            if launch.stationary == Some(true) {
+                continue;
+            }
+            let bytes = smem_bytes(ip, h, r, units, 1, false);
             if bytes > optin {
                 continue;
             }
@@ -129,19 +161,22 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
             if blocks > u64::from(cap) {
                 continue;
             }
-            let per_sm = blocks.div_ceil(sms);
-            let (r64, h64) = (u64::from(r), h as u64);
             let key = (per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64), blocks as u32);
             if key < best_key {
                 best_key = key;
-                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32 });
+                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32, stationary: false });
             }
         }
+    }
+    if let Some(shape) = best_st {
+        let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, true);
+        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        return Ok(shape);
     }
     let mut shape = best.ok_or(Error::Capacity { what: "co-resident GRU blocks".into(), needed, capacity: best_cap as usize })?;
     // More gi steps per projection while the grid stays resident.
     for c in 2..=max_steps as u32 {
-        let bytes = smem_bytes(ip, h, shape.rows, shape.units, c);
+        let bytes = smem_bytes(ip, h, shape.rows, shape.units, c, false);
         if bytes > optin {
             break;
         }
@@ -151,7 +186,7 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
         }
         shape.chunk = c;
     }
-    let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk);
+    let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, false);
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
     Ok(shape)
 }
@@ -176,7 +211,7 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     let sh = d.shape;
     // Same rows per block at a smaller batch: the grid only shrinks, so it stays resident.
     let rows = sh.rows.min(bp as u32);
-    let bytes = smem_bytes(d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk);
+    let bytes = smem_bytes(d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk, sh.stationary);
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
     let blocks = u32_of("GRU blocks", d.members * bp.div_ceil(rows as usize) * sh.slices as usize)?;
     let (steps, batch, bpu) = (u32_of("steps", shape.steps)?, u32_of("batch", shape.batch)?, u32_of("batch", bp)?);
@@ -188,13 +223,13 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
         _ => (0u32, 0u32, 1.0f32, 0u64),
     };
     let (seed_lo, seed_hi) = (seed as u32, (seed >> 32) as u32);
-    let xms = 0u32;
+    let (xms, stationary) = (0u32, u32::from(sh.stationary));
     let mut lb = stream.launch_builder(&f);
     lb.arg(x).arg(h0).arg(w.w_ih.slice()).arg(w.w_hh.slice()).arg(w.b_ih.slice()).arg(w.b_hh.slice());
     lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hx.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
-    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi);
+    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi).arg(&stationary);
     lb.arg(&d.ln_eps).arg(&scale);
-    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 14 u32, 2 f32).
+    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 15 u32, 2 f32).
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
     // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
     // E*steps*Bp*H; bar holds 4 words per member (exit count zero between launches: the last
@@ -280,6 +315,10 @@ impl GpuGru {
     /// Batch rows each block owns (at the largest batch).
     pub fn rows_per_block(&self) -> u32 {
         self.dims.shape.rows
+    }
+    /// Whether the weights are held in registers (`gru_stationary`).
+    pub fn stationary(&self) -> bool {
+        self.dims.shape.stationary
     }
     /// Steps of the input projection computed at once.
     pub fn projection_steps(&self) -> u32 {
