@@ -32,7 +32,7 @@ pub fn run() -> ptxflow::Result<()> {
     if let Some(g) = &gpu {
         rows.push(ndt_row(Some(g.clone()))?);
     }
-    rows.push(lz4_row()?);
+    rows.extend(lz4_rows(gpu.clone())?);
     rows.push(gaussian_row(gpu.clone())?);
     rows.extend(rnn_rows(gpu.clone())?);
     print_table(&rows);
@@ -106,7 +106,9 @@ fn ndt_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
     })
 }
 
-fn lz4_row() -> ptxflow::Result<Row> {
+fn lz4_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
+    use ptxflow::lz4::gpu::{GpuOptions, GpuPageStream};
+    use ptxflow::lz4::{CodecPath, FrameEncoder, FrameOptions, DEFAULT_PAGE_BYTES};
     // Generated text-like data: words drawn from a small vocabulary, so LZ4 finds matches.
     let mut rng = Rng::new(5);
     let words = ["point", "cloud", "voxel", "kernel", "warp", "page", "frame", "block", "the", "of"];
@@ -115,20 +117,44 @@ fn lz4_row() -> ptxflow::Result<Row> {
         data.extend_from_slice(words[rng.below(words.len() as u64) as usize].as_bytes());
         data.push(if rng.below(8) == 0 { b'\n' } else { b' ' });
     }
+    let name = format!("lz4: compress {} MiB, 4 KiB pages", data.len() >> 20);
     let t = Instant::now();
-    let frame = ptxflow::lz4::compress_frame(&data, ptxflow::lz4::DEFAULT_PAGE_BYTES)?;
+    let frame = ptxflow::lz4::compress_frame(&data, DEFAULT_PAGE_BYTES)?;
     let seconds = t.elapsed().as_secs_f64();
     let back = ptxflow::lz4::decompress_frame(&frame)?;
-    Ok(Row {
-        pipeline: format!("lz4: compress {} MiB, 4 KiB pages", data.len() >> 20),
+    let ratio = data.len() as f64 / frame.len() as f64;
+    let mut rows = vec![Row {
+        pipeline: name.clone(),
         device: "cpu".into(),
         seconds,
+        agreement: format!("ratio {ratio:.3}; round trip {}", if back == data { "exact" } else { "MISMATCH" }),
+    }];
+    let Some(gpu) = gpu else { return Ok(rows) };
+    let mut stream = GpuPageStream::new(gpu, DEFAULT_PAGE_BYTES, GpuOptions::default())?;
+    let options = FrameOptions { page_bytes: DEFAULT_PAGE_BYTES, content_size: Some(data.len() as u64), block_checksum: false };
+    // The first frame loads the kernels and fills the pinned ring; the second one is timed.
+    let encode = |stream: &mut GpuPageStream| -> ptxflow::Result<(Vec<u8>, CodecPath)> {
+        let mut enc = FrameEncoder::new(Vec::with_capacity(data.len() / 2), std::path::Path::new("<memory>"), stream, options)?;
+        enc.write(&data)?;
+        let path = enc.path();
+        Ok((enc.finish()?.0, path))
+    };
+    encode(&mut stream)?;
+    let t = Instant::now();
+    let (gpu_frame, path) = encode(&mut stream)?;
+    let seconds = t.elapsed().as_secs_f64();
+    rows.push(Row {
+        pipeline: name,
+        device: if path == CodecPath::Gpu { "gpu" } else { "cpu*" }.into(),
+        seconds,
         agreement: format!(
-            "ratio {:.3}; round trip {}",
-            data.len() as f64 / frame.len() as f64,
-            if back == data { "exact" } else { "MISMATCH" }
+            "frame {} the CPU's ({} bytes); pinned ring, host to host{}",
+            if gpu_frame == frame { "byte-identical to" } else { "DIFFERS from" },
+            gpu_frame.len(),
+            if path == CodecPath::Gpu { String::new() } else { format!(" (fell back to the CPU: {})", stream.fallback_reason().unwrap_or("?")) }
         ),
-    })
+    });
+    Ok(rows)
 }
 
 fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
