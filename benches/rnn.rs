@@ -77,6 +77,20 @@ fn gpu(c: &mut Criterion) {
         });
         let t = per_call(&s, 100, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
         gg.check(&s).expect("barriers");
+        if gg.stationary() && !name.contains("_s13_") {
+            // Phases of block 0 (clock stamps, `gru_stationary::STAMPS`), us at the nominal clock.
+            let st = gg.rollout_device_stamped(&s, &xs.slice(..), &h0.slice(..), SHAPE).expect("stamps");
+            let mhz = f64::from(gpu.facts().clock_khz) / 1e3;
+            let us = |i: usize| st[i + 1].wrapping_sub(st[i]) as f64 / mhz;
+            let steps: Vec<[f64; 3]> = (0..SHAPE.steps).map(|t| [us(3 + 3 * t), us(4 + 3 * t), us(5 + 3 * t)]).collect();
+            let tot = |k: usize| steps.iter().map(|p| p[k]).sum::<f64>();
+            let list = |k: usize| steps.iter().map(|p| format!("{:.2}", p[k])).collect::<Vec<_>>().join(" ");
+            println!(
+                "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): stage x/h0 (W_ih loads in flight) {:.2}, gi but the last sums {:.2}, W_hh issue + last sums {:.2}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], exchange {:.2} [{}]; total {:.2}",
+                us(0), us(1), us(2), tot(0), list(0), tot(1), list(1), tot(2), list(2),
+                st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
+            );
+        }
         gru_us.push((name, 1e6 * t, gg.blocks(), gg.rows_per_block(), gg.units_per_block(), gg.projection_steps(), gg.stationary()));
     }
 

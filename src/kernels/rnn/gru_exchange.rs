@@ -49,8 +49,9 @@ impl Exchange<'_> {
 
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
-/// round trip after the last producer's store, not one per pair.
-pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_flight: u32) {
+/// round trip after the last producer's store, not one per pair. With `skip_own`, the pairs of
+/// the block's own units (j0 .. j1, even bounds) are left alone: the cell wrote them.
+pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_flight: u32, skip_own: bool) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
     let tag = b.add(tag, 1u32);
@@ -74,6 +75,16 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_f
         for u in 0..in_flight {
             let idx = b.add(base, THREADS * u);
             let live = b.setp(Cmp::Lt, idx, pairs);
+            let live = if skip_own {
+                let u = b.rem(idx, half);
+                let u = b.shl(u, 1u32);
+                let below = b.setp(Cmp::Lt, u, ex.j0);
+                let above = b.setp(Cmp::Ge, u, ex.j1);
+                let other = b.or(below, above);
+                b.and(live, other)
+            } else {
+                live
+            };
             let a = addr.off(i64::from(16 * THREADS * u));
             let w = [b.mov(0u64), b.mov(0u64)];
             b.guarded(live, false, |b| {

@@ -38,7 +38,9 @@
 //!
 //! Two paths (parameter `stationary`): the one above, with the weights in shared memory, and
 //! `gru_stationary`'s, with the weights in registers and gi of every step computed first (the
-//! host's choice; same cell, exchange and transform, same maths up to f32 summation order).
+//! host's choice; same cell, exchange and transform, same maths up to f32 summation order; it
+//! drops the barrier between the cell and the exchange, see its notes). Parameter `stamps` (0 or
+//! `gru_stationary::STAMPS` u64): block 0's clock stamps on the stationary path, for benchmarks.
 //!
 //! A poll longer than `barrier::TIMEOUT_CYCLES` (blocks not co-resident) sets the member's
 //! status word and goes on with wrong values instead of hanging; the host reports an error.
@@ -89,6 +91,10 @@ pub(super) struct P {
     pub shi: Reg<U32>,
     /// The weight-stationary path (`gru_stationary`).
     pub stationary: Reg<Pred>,
+    /// Clock stamps (0 or `gru_stationary::STAMPS` u64; bench instrumentation).
+    pub stamps: Param<U64>,
+    /// Stamps on and this is thread 0 of block 0.
+    pub stamping: Reg<Pred>,
 }
 
 fn params(b: &mut KernelBuilder) -> P {
@@ -98,6 +104,7 @@ fn params(b: &mut KernelBuilder) -> P {
     let us: Vec<Param<U32>> = u32s.iter().map(|n| b.param::<U32>(n)).collect();
     let peps = b.param::<F32>("ln_eps");
     let pscale = b.param::<F32>("drop_scale");
+    let stamps = b.param::<U64>("stamps");
     let g: Vec<Reg<U64>> = ptrs.iter().map(|p| b.global_ptr(p)).collect();
     let u: Vec<Reg<U32>> = us.iter().map(|p| b.ld_param(p)).collect();
     let ln = b.setp(Cmp::Ne, u[9], 0u32);
@@ -105,9 +112,19 @@ fn params(b: &mut KernelBuilder) -> P {
     let stationary = b.setp(Cmp::Ne, u[14], 0u32);
     let eps = b.ld_param(&peps);
     let scale = b.ld_param(&pscale);
+    let sp = b.ld_param(&stamps);
+    let stamping = {
+        let nz = b.setp(Cmp::Ne, sp, 0u64);
+        let tid = b.special(Special::TidX);
+        let cta = b.special(Special::CtaidX);
+        let t0 = b.setp(Cmp::Eq, tid, 0u32);
+        let b0 = b.setp(Cmp::Eq, cta, 0u32);
+        let p = b.and(nz, t0);
+        b.and(p, b0)
+    };
     P {
         x: g[0], h0: g[1], w_ih: g[2], w_hh: g[3], b_ih: g[4], b_hh: g[5], gain: g[6], beta: g[7], hx: g[8], out: g[9], state: g[10],
-        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13], stationary,
+        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13], stationary, stamps, stamping,
     }
 }
 
@@ -278,7 +295,7 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
                 let a = b.shared_index(smem, i);
                 b.ld::<F32>(Space::Shared, a)
             };
-            cell(b, &ex, smem, c, t, tc, row, jj, o_gi, &gh);
+            cell(b, &ex, smem, c, t, tc, row, jj, o_gi, &gh, false);
         });
         b.bar_sync();
         // The next chunk's gi (gi of this step is consumed) fills the wait for the other blocks.
@@ -288,7 +305,7 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let boundary = b.setp(Cmp::Eq, t1c, 0u32);
         let next = b.and(more, boundary);
         b.if_then(next, |b| project(b, t1));
-        gather(b, &ex, t, IN_FLIGHT);
+        gather(b, &ex, t, IN_FLIGHT, false);
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {
@@ -299,9 +316,11 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
 }
 
 /// Step 2 of the module notes for the calling thread's (row, unit); `gh(b, lr)` is `W_hh h` of
-/// the row at local gate row lr.
+/// the row at local gate row lr. With `to_shared`, h' also replaces h in the shared rows (only
+/// this thread reads that element in the cell, and a gather that skips the block's own units
+/// never writes it), so no barrier is needed before the gather.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, c: &Ctx<'_>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, o_gi: Reg<U32>, gh: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<F32>) {
+pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, c: &Ctx<'_>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, o_gi: Reg<U32>, gh: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<F32>, to_shared: bool) {
     let p = ex.p;
     let (e_h3, r3) = (c.e_h3, c.r3);
     let unit = b.add(ex.j0, jj);
@@ -345,6 +364,9 @@ pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<
     let hprev = b.ld::<F32>(Space::Shared, ha);
     let d = b.sub(hprev, n);
     let hn = b.fma(zg, d, n);
+    if to_shared {
+        b.st(Space::Shared, ha, hn);
+    }
     // Word index ((e T + t) Bp + row0 + row) H + unit, shared by hx and out.
     let wi = ex.word_index(b, t, row);
     let wi = b.add(wi, unit);

@@ -5,7 +5,7 @@
 
 use super::{allow_dynamic_smem, cfg, check_barriers, cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
-use crate::kernels::rnn::gru_stationary;
+use crate::kernels::rnn::gru_stationary::{self, STAMPS};
 use crate::kernels::KernelId;
 use crate::rnn::reference::RolloutShape;
 use crate::rnn::weights::{check_finite, check_len};
@@ -69,6 +69,8 @@ struct State {
     out: DeviceBuffer<f32>,
     /// `epoch, exit, status, -` per member.
     bar: DeviceBuffer<u32>,
+    /// Block 0's clock stamps of a stamped launch (benchmarks; see `gru_stationary::STAMPS`).
+    stamps: DeviceBuffer<u64>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -192,7 +194,7 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
 }
 
 #[allow(clippy::too_many_arguments)]
-fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
+fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>, stamped: bool) -> Result<()> {
     let bp = round_up(shape.batch, 4);
     if shape.steps == 0 || shape.batch == 0 || shape.steps > d.max_steps || bp > d.max_batch_pad {
         return Err(Error::Capacity { what: "GRU rollout steps x padded batch".into(), needed: shape.steps * bp, capacity: d.max_steps * d.max_batch_pad });
@@ -229,7 +231,14 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hx.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
     lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi).arg(&stationary);
     lb.arg(&d.ln_eps).arg(&scale);
-    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 15 u32, 2 f32).
+    let no_stamps = 0u64;
+    if stamped {
+        lb.arg(st.stamps.slice_mut());
+    } else {
+        lb.arg(&no_stamps);
+    }
+    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 15 u32, 2 f32,
+    // the stamps pointer: null or STAMPS u64).
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
     // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
     // E*steps*Bp*H; bar holds 4 words per member (exit count zero between launches: the last
@@ -295,7 +304,7 @@ impl GpuGru {
             ln_gain: DeviceBuffer::from_host(&s, &gain, "layer-norm gain")?,
             ln_bias: DeviceBuffer::from_host(&s, &beta, "layer-norm bias")?,
         };
-        let state = State { hx: zeros(&s, seq, "GRU exchange words")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")? };
+        let state = State { hx: zeros(&s, seq, "GRU exchange words")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")?, stamps: zeros(&s, STAMPS as usize, "GRU clock stamps")? };
         let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
         let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
         Ok(GpuGru { gpu, dims, weights, x, h0, state, stage: Vec::new() })
@@ -340,7 +349,18 @@ impl GpuGru {
     /// Enqueues a rollout on `stream`: `x` is `steps x Bp x input_pad` (shared by the members),
     /// `h0` is `E x Bp x H` with Bp = batch rounded up to 4; results in [`GpuGru::out_device`].
     pub fn rollout_device(&mut self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
-        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, dropout)
+        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, dropout, false)
+    }
+
+    /// [`GpuGru::rollout_device`] with block 0's clock stamps (weight-stationary path only; see
+    /// `gru_stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
+    pub fn rollout_device_stamped(&mut self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape) -> Result<Vec<u64>> {
+        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, None, true)?;
+        self.check(stream)?;
+        self.state.stamps.set_len(STAMPS as usize)?;
+        let mut out = vec![0u64; STAMPS as usize];
+        self.state.stamps.download_into(stream, &mut out)?;
+        Ok(out)
     }
 
     /// Fails if a barrier of the last launch timed out (synchronises `stream`).
@@ -380,7 +400,7 @@ impl GpuGru {
         self.h0.upload(&s, &stage)?;
         let xv = self.x.slice().slice(0..t * bp * d.input_pad);
         let hv = self.h0.slice().slice(0..e * bp * h);
-        launch(&self.gpu, &d, &self.weights, &mut self.state, &s, &xv, &hv, shape, dropout)?;
+        launch(&self.gpu, &d, &self.weights, &mut self.state, &s, &xv, &hv, shape, dropout, false)?;
         self.check(&s)?;
         stage.resize(e * t * bp * h, 0.0);
         self.state.out.download_into(&s, &mut stage)?;
