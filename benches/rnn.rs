@@ -86,7 +86,7 @@ fn gpu(c: &mut Criterion) {
             let tot = |k: usize| steps.iter().map(|p| p[k]).sum::<f64>();
             let list = |k: usize| steps.iter().map(|p| format!("{:.2}", p[k])).collect::<Vec<_>>().join(" ");
             println!(
-                "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): stage x/h0 (W_ih loads in flight) {:.2}, gi but the last sums {:.2}, W_hh issue + last sums {:.2}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], exchange {:.2} [{}]; total {:.2}",
+                "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): stage W_ih/x0/x1/h0 {:.2}, W_hh issue + step 0 gi {:.2}, barrier {:.2}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], next gi + exchange {:.2} [{}]; total {:.2}",
                 us(0), us(1), us(2), tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );

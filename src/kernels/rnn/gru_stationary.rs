@@ -1,7 +1,7 @@
 //! The GRU rollout's weight-stationary path (`stationary != 0`; the host picks it when H = 256,
-//! Ip = 128, a block owns at most 64 gate rows (3J <= 64) and gi of every step fits in shared
-//! memory). The block's weights live in registers, so shared memory only feeds the broadcast
-//! operand, and no lane reduction is needed.
+//! Ip = 128, a block owns at most 64 gate rows (3J <= 64) and its shared layout fits). W_hh
+//! lives in registers, so shared memory only feeds the mat-vec's broadcast operand and no lane
+//! reduction is needed; W_ih (used once per step) lives in shared memory.
 //!
 //! Mat-vec `out[b][r] = sum_k src[b][k] w[r][k]` (K = 16 KS): lane l of warp w holds rows
 //! `g + 16 q` (g = l % 16, q < 4; rows past 3J repeat the last row and are never read) over the
@@ -16,28 +16,30 @@
 //! half-warp broadcast pairing), against 24 fmas per 10 loaded plus a 27-shuffle reduction in
 //! `gru_tile::matvec`.
 //!
-//! Flow: the prologue holds W_ih (KS = 8), stages x of every step and h0, and computes
-//! `gi = W_ih x + b_ih` for all steps, two steps per pass (partials of 2 Bg source rows,
-//! bar.sync, sums, bar.sync), then holds W_hh (KS = 16, 64 registers) for the whole rollout
-//! (its loads are issued before the last pass's sums).
-//! Step t: partials of `W_hh h`; bar.sync; the cell (`gru_rollout::cell`) sums the 8 slots of its
-//! 3 gate rows and writes h' to `hx` and over its own h element in shared memory; the gather
-//! follows without a barrier (it skips the block's own units, and a cell only reads its own
-//! element of h); bar.sync; transform as in the shared-memory path.
+//! Flow: the prologue stages W_ih (rows `3J x Ip`, row stride [`WIH_STRIDE`]), h0 and x of
+//! steps 0 and 1 in shared memory, issues the loads of W_hh (KS = 16, 64 registers held for the
+//! whole rollout) and computes step 0's `gi = W_ih x + b_ih` ([`project`]) while they are in
+//! flight. Step t: partials of `W_hh h`; bar.sync; the cell (`gru_rollout::cell`) sums the 8
+//! slots of its 3 gate rows and writes h' to `hx` and over its own h element in shared memory;
+//! then, without a barrier, gi of step t + 1 (x of step t + 2 is loaded meanwhile into the x
+//! buffer step t's gi no longer needs), which fills the time the other blocks' h' take to arrive;
+//! the gather follows (it skips the block's own units, and a cell only reads its own element of
+//! h); bar.sync; transform as in the shared-memory path. gi and x are double-buffered by step
+//! parity: a buffer is rewritten only after the barrier that follows its last read.
 //! Clock stamps for benchmarks: [`STAMPS`].
-//! Shared layout (floats): h `Bg x H` | gi `C Bg x 3J` | x stage `C Bg x Ip` | scratch
-//! [`scratch_floats`]`(Bg)`, with C >= T.
+//! Shared layout (floats): h `Bg x H` | gi `2 Bg x 3J` | W_ih `3J x WIH_STRIDE` | x `2 Bg x Ip`
+//! | scratch [`scratch_floats`]`(Bg)` (buffer s of gi and x starts `s x rows` rows in).
 
 use super::gru_exchange::{gather, transform, Exchange};
 use super::gru_rollout::{cell, Ctx, P, THREADS};
-use super::gru_tile::copy_rows;
+use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
 /// Clock stamps of the weight-stationary path when `stamps` is non-zero (thread 0 of block 0,
-/// `%clock64` after the barrier that ends each phase): [0] start, [1] x, h0 staged (W_ih loads
-/// issued), [2] the projection but the last pass's sums, [3] W_hh loads issued and the last
-/// sums, then per step t < 16 at `4 + 3 t + i`: i = 0 mat-vec, 1 cell (thread 0's, no barrier),
-/// 2 exchange (and transform).
+/// `%clock64`): [0] start, [1] W_ih, x0, x1, h0 staged (after the barrier), [2] W_hh loads
+/// issued and step 0's gi (thread 0's), [3] after the barrier, then per step t < 16 at
+/// `4 + 3 t + i`: i = 0 mat-vec, 1 cell (thread 0's, no barrier), 2 gi of step t + 1, exchange
+/// (and transform).
 pub const STAMPS: u32 = 4 + 3 * 16;
 
 /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
@@ -61,14 +63,19 @@ pub const SLOTS: u32 = 8;
 /// banks.
 pub const ROW_STRIDE: u32 = 72;
 
-/// Scratch floats for up to `2 bg` source rows (the prologue does two steps per pass).
+/// Scratch floats for up to `bg` source rows.
 pub fn scratch_floats(bg: u32) -> u32 {
-    SLOTS * 2 * bg * ROW_STRIDE
+    SLOTS * bg * ROW_STRIDE
 }
 
-/// Shared floats of the stationary path for `bg` rows, `j` units, `c >= T` steps of gi.
-pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
-    bg * h + c * bg * (3 * j + ip) + scratch_floats(bg)
+/// Shared row stride of the held W_ih (floats, Ip = 128 plus 4): the 8 lanes of a quarter-warp
+/// read 8 consecutive rows' float4s in 8 different bank groups.
+pub const WIH_STRIDE: u32 = 132;
+
+/// Shared floats of the stationary path for `bg` rows, `j` units (`Ip` must be 128; the
+/// parameter `_c` (gi steps) is kept for the host's signature: this path keeps 2).
+pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, _c: u32) -> u32 {
+    bg * h + 2 * bg * 3 * j + 3 * j * WIH_STRIDE + 2 * bg * ip + scratch_floats(bg)
 }
 
 /// A lane's place in the mat-vec: K slice `slot = 2 warp + half`, rows `g + 16 q`.
@@ -104,7 +111,7 @@ fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, r3: Reg<U32
     Held { ks, w }
 }
 
-/// Partial sums of `rows` (a multiple of 4, at most `2 Bg`) source rows at shared offset `src`
+/// Partial sums of `rows` (a multiple of 4, at most `Bg`) source rows at shared offset `src`
 /// (row stride `k` floats) into the scratch at `scratch` (see the module notes). No barrier
 /// inside.
 #[allow(clippy::too_many_arguments)]
@@ -177,15 +184,146 @@ pub(super) fn sum(b: &mut KernelBuilder, smem: &SharedArray<F32>, scratch: Reg<U
     total
 }
 
+/// Offsets (floats) of the stationary path's shared regions.
+struct Layout {
+    gi: Reg<U32>,
+    w: Reg<U32>,
+    x: Reg<U32>,
+    scratch: Reg<U32>,
+    /// Floats of one x buffer (`rows x Ip`).
+    xbuf: Reg<U32>,
+}
+
+/// The shared layout (computed where it is used: the step loop has no registers to keep it).
+fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
+    let p = c.p;
+    let gi = b.mul(p.bg, p.h);
+    let bg2 = b.shl(p.bg, 1u32);
+    let w = b.mad(bg2, c.r3, gi);
+    let x = b.mad(c.r3, WIH_STRIDE, w);
+    let scratch = b.mad(bg2, p.ip, x);
+    let xbuf = b.mul(c.rows, p.ip);
+    Layout { gi, w, x, scratch, xbuf }
+}
+
+/// `gi[s][row][lr] = b_ih[lr] + sum_k W_ih[lr][k] x[s][row][k]` of step s (x buffer `s % 2` to
+/// gi buffer `s % 2`), Ip = 128; no barrier inside. Lane l of warp w: local gate row
+/// `r = 8 w + l % 8` (rows past 3J repeat the last and are not stored), k slice `kq = l / 8`
+/// (k = 4 kq + 16 m + i, m < 8: the slices' float4s interleave, so a warp's 4 x addresses sit
+/// in different banks). Per 4 batch rows: 4 accumulators, one float4 of W_ih (a quarter-warp
+/// reads 8 rows, conflict-free with [`WIH_STRIDE`]) per 4 float4 of x (one address per
+/// quarter-warp: broadcasts), then a transposing butterfly over the slices (xor 16 keeps 2
+/// rows, xor 8 keeps 1; 3 shuffles) leaves lane l with row `rb + kq`. 8 accumulators (fewer
+/// W_ih loads) spill next to the 64 held weights. Fixed order, so the result is deterministic.
+fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
+    let (p, smem) = (c.p, c.smem);
+    let lay = layout(b, c);
+    let kq = b.shr(c.lane, 3u32);
+    let rr = b.and(c.lane, 7u32);
+    let r = b.mad(c.warp, 8u32, rr);
+    let lastr = b.sub(c.r3, 1u32);
+    let rc = b.min(r, lastr);
+    let keep_r = b.setp(Cmp::Lt, r, c.r3);
+    let sb = b.and(s, 1u32);
+    let kq4 = b.shl(kq, 2u32);
+    let xb = b.mad(sb, lay.xbuf, lay.x);
+    let xb = b.add(xb, kq4);
+    let wi = b.mad(rc, WIH_STRIDE, lay.w);
+    let wi = b.add(wi, kq4);
+    let wa: Addr = b.shared_index(smem, wi).into();
+    let girow = b.mul(sb, c.rows);
+    let b1 = b.and(kq, 2u32);
+    let b1 = b.setp(Cmp::Ne, b1, 0u32);
+    let b0 = b.and(kq, 1u32);
+    let b0 = b.setp(Cmp::Ne, b0, 0u32);
+    // Groups of 4 batch rows (rows is a multiple of 4): accumulator i holds row rb + i, at one
+    // address register plus constant offsets.
+    b.for_range(0u32, c.rows, 4u32, |b, rb, _| {
+        let acc: Vec<Reg<F32>> = (0..4).map(|_| b.mov(0.0f32)).collect();
+        let xi = b.mad(rb, p.ip, xb);
+        let xa: Addr = b.shared_index(smem, xi).into();
+        for m in 0..8i64 {
+            let w = b.ld_v4::<F32>(Space::Shared, wa.off(64 * m));
+            for (i, &ai) in acc.iter().enumerate() {
+                let xv = b.ld_v4::<F32>(Space::Shared, xa.off(64 * m + 512 * i as i64));
+                for e in 0..4 {
+                    let v = b.fma(xv[e], w[e], ai);
+                    b.mov_to(ai, v);
+                }
+            }
+        }
+        let gr = c.grow(b, rc);
+        let bi = b.add(gr, c.e_h3);
+        let ba = b.index_addr(p.b_ih, bi, 4);
+        let bias = b.ld::<F32>(Space::GlobalNc, ba);
+        // Slices kq and kq ^ 2 swap halves (xor 16), then kq and kq ^ 1 (xor 8): lane ends
+        // with row rb + kq.
+        let v: Vec<Reg<F32>> = (0..2)
+            .map(|i| {
+                let keep = b.selp(acc[2 + i], acc[i], b1);
+                let send = b.selp(acc[i], acc[2 + i], b1);
+                let recv = b.shfl(Shfl::Xor, send, 16u32);
+                b.add(keep, recv)
+            })
+            .collect();
+        let keep = b.selp(v[1], v[0], b0);
+        let send = b.selp(v[0], v[1], b0);
+        let recv = b.shfl(Shfl::Xor, send, 8u32);
+        let sum = b.add(keep, recv);
+        let g = b.add(sum, bias);
+        let row = b.add(rb, kq);
+        let gi = b.add(girow, row);
+        let gi = b.mad(gi, c.r3, r);
+        let gi = b.add(gi, lay.gi);
+        let ga = b.shared_index(smem, gi);
+        b.guarded(keep_r, false, |b| b.st(Space::Shared, ga, g));
+    });
+}
+
+/// x of step `ts` for the block's rows into x buffer `ts % 2` when `on`, one float4 per thread
+/// per round (Ip = 128, so the rows are contiguous in both): `before` runs, the first round's
+/// load is issued, `during` runs (its latency hides there), then the stores. Issuing the load
+/// before `before` (the projection) spills.
+fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, before: &dyn Fn(&mut KernelBuilder), during: &dyn Fn(&mut KernelBuilder)) {
+    let p = c.p;
+    let lay = layout(b, c);
+    let n4 = b.shl(c.rows, 5u32);
+    let g0 = b.mad(ts, p.bp, c.row0);
+    let g0 = b.mad(g0, p.ip, c.e_x);
+    let sb = b.and(ts, 1u32);
+    let s0 = b.mad(sb, lay.xbuf, lay.x);
+    let addrs = |b: &mut KernelBuilder, idx: Reg<U32>| {
+        let i4 = b.shl(idx, 2u32);
+        let g = b.add(g0, i4);
+        let ga = b.index_addr(p.x, g, 4);
+        let si = b.add(s0, i4);
+        (ga, b.shared_index(c.smem, si))
+    };
+    let first = b.setp(Cmp::Lt, c.tid, n4);
+    let first = b.and(first, on);
+    let (ga, sa) = addrs(b, c.tid);
+    before(b);
+    let mut v = None;
+    b.guarded(first, false, |b| v = Some(b.ld_v4::<F32>(Space::GlobalNc, ga)));
+    during(b);
+    let v = v.expect("the closure always runs");
+    b.guarded(first, false, |b| b.st_v4(Space::Shared, sa, v));
+    b.if_then(on, |b| {
+        let next = b.add(c.tid, THREADS);
+        b.for_range(next, n4, THREADS, |b, idx, _| {
+            let (ga, sa) = addrs(b, idx);
+            let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
+            b.st_v4(Space::Shared, sa, v);
+        });
+    });
+}
+
 /// The whole rollout on the stationary path (all threads; the caller does the exit accounting).
 pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let p = c.p;
     let smem = c.smem;
     let zero = b.mov(0u32);
-    let o_gi = b.mul(p.bg, p.h);
-    let cbg = b.mul(p.chunk, p.bg);
-    let o_x = b.mad(cbg, c.r3, o_gi);
-    let o_s = b.mad(cbg, p.ip, o_x);
+    let lay = layout(b, c);
     let half = b.shr(c.lane, 4u32);
     let lane = Lane { slot: b.mad(c.warp, 2u32, half), g: b.and(c.lane, 15u32), warp: c.warp, half };
     let at = |b: &mut KernelBuilder, i: u32| {
@@ -193,18 +331,20 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         stamp(b, p, idx);
     };
     at(b, 0);
-    // W_ih held (KS = 8) first: its loads are in flight while x and h0 are staged.
-    let wih = hold(b, 8, &lane, p.w_ih, c.r3, &|b, lr| {
+    let stride = b.mov(WIH_STRIDE);
+    copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
         let gr = c.grow(b, lr);
         b.mad(gr, p.ip, c.e_wih)
-    });
+    }, true);
     copy_rows(b, smem, zero, c.rows, p.h, c.tid, p.h0, &|b, r| {
         let er = b.mad(c.e, p.bp, c.row0);
         let er = b.add(er, r);
         b.mul(er, p.h)
     }, true);
-    let xrows = b.mul(p.steps, c.rows);
-    copy_rows(b, smem, o_x, xrows, p.ip, c.tid, p.x, &|b, q| {
+    // x of steps 0 and 1: rows (step, row) in order fill buffers 0 and 1.
+    let first = b.min(p.steps, 2u32);
+    let xrows = b.mul(first, c.rows);
+    copy_rows(b, smem, lay.x, xrows, p.ip, c.tid, p.x, &|b, q| {
         let step = b.div(q, c.rows);
         let r = b.rem(q, c.rows);
         let xr = b.mad(step, p.bp, c.row0);
@@ -213,70 +353,39 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     }, true);
     b.bar_sync();
     at(b, 1);
-    // gi of every step, two steps per pass (the scratch holds 2 Bg source rows): partials,
-    // bar.sync, sums, bar.sync; the last pass's sums come after W_hh's loads are issued.
-    let rows_of = |b: &mut KernelBuilder, t: Reg<U32>| {
-        let left = b.sub(p.steps, t);
-        let ns = b.min(left, 2u32);
-        b.mul(ns, c.rows)
-    };
-    let sums = |b: &mut KernelBuilder, t: Reg<U32>| {
-        let prows = rows_of(b, t);
-        let tx = b.mul(t, c.rows);
-        let outs = b.mul(prows, c.r3);
-        b.for_range(c.tid, outs, THREADS, |b, o, _| {
-            let row = b.div(o, c.r3);
-            let lr = b.rem(o, c.r3);
-            let v = sum(b, smem, o_s, prows, row, lr);
-            let gr = c.grow(b, lr);
-            let bi = b.add(gr, c.e_h3);
-            let ba = b.index_addr(p.b_ih, bi, 4);
-            let bv = b.ld::<F32>(Space::GlobalNc, ba);
-            let v = b.add(v, bv);
-            let gi = b.mad(tx, c.r3, o);
-            let gi = b.add(gi, o_gi);
-            let ga = b.shared_index(smem, gi);
-            b.st(Space::Shared, ga, v);
-        });
-        b.bar_sync();
-    };
-    b.for_range(0u32, p.steps, 2u32, |b, t, _| {
-        let prows = rows_of(b, t);
-        let tx = b.mul(t, c.rows);
-        let src = b.mad(tx, p.ip, o_x);
-        partials(b, smem, &wih, &lane, src, p.ip, prows, o_s);
-        b.bar_sync();
-        let t2 = b.add(t, 2u32);
-        let more = b.setp(Cmp::Lt, t2, p.steps);
-        b.if_then(more, |b| sums(b, t));
-    });
-    at(b, 2);
-    // W_hh held (KS = 16) for the whole rollout.
+    // W_hh held (KS = 16) for the whole rollout; step 0's gi while its loads are in flight.
     let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
         let gr = c.grow(b, lr);
         b.mad(gr, p.h, c.e_whh)
     });
-    let last = b.sub(p.steps, 1u32);
-    let last = b.shr(last, 1u32);
-    let last = b.shl(last, 1u32);
-    sums(b, last);
+    project(b, c, zero);
+    at(b, 2);
+    b.bar_sync();
     at(b, 3);
     let ex = Exchange { p, smem, o_h: zero, e: c.e, et: c.et, row0: c.row0, rows: c.rows, j0: c.j0, j1: c.j1, tid: c.tid, lane: c.lane, warp: c.warp, epoch: c.epoch };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let sidx = b.mad(t, 3u32, 4u32);
-        partials(b, smem, &whh, &lane, zero, p.h, c.rows, o_s);
+        let lay = layout(b, c);
+        partials(b, smem, &whh, &lane, zero, p.h, c.rows, lay.scratch);
         b.bar_sync();
         stamp(b, p, sidx);
         let cells = b.mul(c.rows, c.j);
         b.for_range(c.tid, cells, THREADS, |b, idx, _| {
             let row = b.div(idx, c.j);
             let jj = b.rem(idx, c.j);
-            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, o_s, c.rows, row, lr);
-            cell(b, &ex, smem, c, t, t, row, jj, o_gi, &gh, true);
+            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.scratch, c.rows, row, lr);
+            let tc = b.and(t, 1u32);
+            cell(b, &ex, smem, c, t, tc, row, jj, lay.gi, &gh, true);
         });
         let s1 = b.add(sidx, 1u32);
         stamp(b, p, s1);
-        gather(b, &ex, t, 2, true);
+        // gi of step t + 1 (buffer (t + 1) % 2, last read by step t - 1's cell) and x of step
+        // t + 2 into buffer t % 2 (last read by step t - 1's projection).
+        let t1 = b.add(t, 1u32);
+        let t2 = b.add(t, 2u32);
+        let more1 = b.setp(Cmp::Lt, t1, p.steps);
+        let more2 = b.setp(Cmp::Lt, t2, p.steps);
+        stream_x(b, c, t2, more2, &|b| b.if_then(more1, |b| project(b, c, t1)), &|b| gather(b, &ex, t, 2, true));
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {

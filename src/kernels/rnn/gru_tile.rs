@@ -25,6 +25,12 @@ const UNROLL: u32 = 8;
 /// [`UNROLL`] float4 loads, then their stores, so one L2 round trip covers each group.
 #[allow(clippy::too_many_arguments)]
 pub fn copy_rows(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>, nc: bool) {
+    copy_rows_to(b, smem, dst, k, rows, k, tid, src, row_elem, nc);
+}
+
+/// [`copy_rows`] with shared row stride `dst_stride` floats (a multiple of 4, at least k).
+#[allow(clippy::too_many_arguments)]
+pub fn copy_rows_to(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, dst_stride: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>, nc: bool) {
     let k4 = b.shr(k, 2u32);
     let total = b.mul(rows, k4);
     b.for_range(tid, total, super::gru_rollout::THREADS * UNROLL, |b, base, _| {
@@ -35,7 +41,7 @@ pub fn copy_rows(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, 
             let r = b.div(idx, k4);
             let c = b.rem(idx, k4);
             let c = b.shl(c, 2u32);
-            let se = b.mad(r, k, c);
+            let se = b.mad(r, dst_stride, c);
             let se = b.add(se, dst);
             let sa = b.shared_index(smem, se);
             let start = row_elem(b, r);

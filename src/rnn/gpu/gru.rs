@@ -97,8 +97,8 @@ fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
-/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (gi of all
-/// `max_steps` in shared memory, co-resident) come first: the least per-step work of the busiest
+/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (W_ih and 2
+/// steps of x and gi in shared memory, co-resident) come first: the least per-step work of the busiest
 /// SM (blocks per SM x rows x 64 gate rows, the lanes' fixed tile), then the most blocks (more
 /// warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
 /// co-resident with at least one step of gi in shared memory: the least estimated per-step work
@@ -121,7 +121,6 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
     };
     let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
     let (mut best_st, mut best_st_key) = (None, (u64::MAX, u32::MAX));
-    let chunk_all = u32::try_from(max_steps).unwrap_or(u32::MAX);
     for &r in &rows {
         let r = r.min(bp as u32);
         let groups = bp.div_ceil(r as usize) as u64;
@@ -136,9 +135,8 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
             let per_sm = blocks.div_ceil(sms);
             let (r64, h64) = (u64::from(r), h as u64);
             if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
-                let bytes = u64::from(4 * gru_stationary::smem_floats(r, ip as u32, hu, units, 1)) + 4 * u64::from(r) * u64::from(3 * units + ip as u32) * (max_steps as u64 - 1);
-                if bytes <= u64::from(optin) {
-                    let bytes = smem_bytes(ip, h, r, units, chunk_all, true);
+                let bytes = smem_bytes(ip, h, r, units, 2, true);
+                if bytes <= optin {
                     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
                     let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
                     best_cap = best_cap.max(cap);
@@ -146,7 +144,7 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
                     let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
                     if blocks <= u64::from(cap) && key < best_st_key {
                         best_st_key = key;
-                        best_st = Some(Shape { rows: r, slices: sl, units, chunk: chunk_all, blocks: blocks as u32, stationary: true });
+                        best_st = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32, stationary: true });
                     }
                 }
             }
