@@ -231,4 +231,8 @@ fn page_codec_batches_and_stream_backpressure() {
     assert!(s.pop_page(&mut page).unwrap());
     assert_eq!(page.original_bytes, 100);
     assert!(!s.pop_page(&mut page).unwrap());
+    // Drained after its short page, the stream takes the next input (the next frame).
+    s.push_page(&data[..1024]).unwrap();
+    assert!(s.pop_page(&mut page).unwrap());
+    assert_eq!(decode_block(&page.bytes, 1024).unwrap(), &data[..1024]);
 }

@@ -200,8 +200,9 @@ pub trait PageStream {
     fn pending(&self) -> usize;
 
     /// Queues one page: `page_bytes` long, or shorter (non-empty) for the last page of the input,
-    /// after which nothing more may be pushed. Fails with [`Error::Capacity`] when no slot is free
-    /// and [`Error::Input`] for an empty, oversized or post-final page.
+    /// after which nothing more may be pushed until every pending page was popped (then the stream
+    /// takes the next input, e.g. the next frame). Fails with [`Error::Capacity`] when no slot is
+    /// free and [`Error::Input`] for an empty, oversized or post-final page.
     fn push_page(&mut self, page: &[u8]) -> Result<()>;
 
     /// Writes the oldest pending page, compressed, into `out` and returns true; false when nothing
@@ -258,7 +259,7 @@ impl PageStream for CpuPageStream {
     }
 
     fn push_page(&mut self, page: &[u8]) -> Result<()> {
-        if self.closed {
+        if self.closed && self.pending() > 0 {
             return Err(Error::input("page pushed after a short (final) page"));
         }
         if page.is_empty() || page.len() > self.page_bytes {

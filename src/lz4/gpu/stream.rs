@@ -186,7 +186,7 @@ impl PageStream for GpuPageStream {
     }
 
     fn push_page(&mut self, page: &[u8]) -> Result<()> {
-        if self.closed {
+        if self.closed && self.pending > 0 {
             return Err(Error::input("page pushed after a short (final) page"));
         }
         if page.is_empty() || page.len() > self.page_bytes {
