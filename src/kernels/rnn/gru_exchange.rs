@@ -8,7 +8,7 @@
 //! re-loads the pairs whose tags are not yet this step's, all in one round.
 
 use super::barrier::TIMEOUT_CYCLES;
-use super::gru_rollout::{P, THREADS};
+use super::gru_rollout::{Ctx, THREADS};
 use super::mathf::hash32;
 use crate::ptx::*;
 
@@ -17,24 +17,18 @@ use crate::ptx::*;
 /// room for more (3 or 4 spill).
 pub const IN_FLIGHT: u32 = 4;
 
-/// Per-block values the exchange needs (registers of the rollout kernel).
+/// What the exchange needs: the kernel's per-block registers ([`Ctx`], reached through `Deref`)
+/// and where the block's h rows start in the shared array (floats).
 pub(super) struct Exchange<'a> {
-    pub p: &'a P,
-    pub smem: &'a SharedArray<F32>,
-    /// Offset of the block's h rows in the shared array (floats).
+    pub c: &'a Ctx<'a>,
     pub o_h: Reg<U32>,
-    pub e: Reg<U32>,
-    /// e * steps.
-    pub et: Reg<U32>,
-    pub row0: Reg<U32>,
-    pub rows: Reg<U32>,
-    pub j0: Reg<U32>,
-    /// One past the block's last unit.
-    pub j1: Reg<U32>,
-    pub tid: Reg<U32>,
-    pub lane: Reg<U32>,
-    pub warp: Reg<U32>,
-    pub epoch: Reg<U32>,
+}
+
+impl<'a> std::ops::Deref for Exchange<'a> {
+    type Target = Ctx<'a>;
+    fn deref(&self) -> &Ctx<'a> {
+        self.c
+    }
 }
 
 impl Exchange<'_> {

@@ -258,7 +258,7 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let i = b.add(gr, c.e_h3);
         b.index_addr(p.b_ih, i, 4)
     };
-    let ex = Exchange { p, smem, o_h, e, et: c.et, row0: c.row0, rows, j0: c.j0, j1: c.j1, tid, lane, warp, epoch: c.epoch };
+    let ex = Exchange { c, o_h };
 
     // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).
     let project = |b: &mut KernelBuilder, t: Reg<U32>| {

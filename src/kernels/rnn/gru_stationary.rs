@@ -362,7 +362,7 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     at(b, 2);
     b.bar_sync();
     at(b, 3);
-    let ex = Exchange { p, smem, o_h: zero, e: c.e, et: c.et, row0: c.row0, rows: c.rows, j0: c.j0, j1: c.j1, tid: c.tid, lane: c.lane, warp: c.warp, epoch: c.epoch };
+    let ex = Exchange { c, o_h: zero };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let sidx = b.mad(t, 3u32, 4u32);
         let lay = layout(b, c);
