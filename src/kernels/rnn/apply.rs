@@ -8,7 +8,7 @@
 //! columns t % 8 + 8q (q < 6): `s = sum_a x[a] M[a][c]` with f64 fma, a ascending — the same
 //! order as `rnn_orth`'s apply and `crate::rnn::cholqr::apply`. `out` must not alias `X`.
 
-use super::orth::{SLAB, WIDTH};
+use super::orth::{stage_slab_to, SLAB, WIDTH};
 use crate::ptx::*;
 
 /// Threads per block.
@@ -38,22 +38,7 @@ pub fn build(target: Target) -> Module {
     let x = b.selp(x1, x0, second);
     let m = b.selp(m1, m0, second);
     let out = b.selp(out1, out0, second);
-    for j in 0..2u32 {
-        let idx = b.add(tid, 256 * j);
-        let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);
-        b.if_then(live, |b| {
-            let row = b.div(idx, WIDTH / 4);
-            let ch = b.rem(idx, WIDTH / 4);
-            let grow = b.mad(slab, SLAB, row);
-            let col = b.shl(ch, 2u32);
-            let e = b.mad(grow, WIDTH, col);
-            let ga = b.index_addr(x, e, 4);
-            let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
-            let le = b.mad(row, WIDTH, col);
-            let sa = b.shared_index(&xs, le);
-            b.st_v4(Space::Shared, sa, v);
-        });
-    }
+    stage_slab_to(&mut b, x, slab, &xs, tid, Space::GlobalNc, WIDTH);
     for q in 0..9u32 {
         let e = b.add(tid, 256 * q);
         let ga = b.index_addr(m, e, 8);

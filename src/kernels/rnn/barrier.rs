@@ -60,13 +60,7 @@ impl GridBarrier {
                 let seen = b.ld_acquire_gpu::<U32>(arrive);
                 let done = b.setp(Cmp::Ge, seen, target);
                 b.bra_if(done, brk);
-                let now = b.clock64();
-                let waited = b.sub(now, start);
-                let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
-                b.if_then(late, |b| {
-                    b.st(Space::Global, status, 1u32);
-                    b.bra(brk);
-                });
+                give_up_when_late(b, start, status, brk);
             });
             b.fence_acq_rel(Scope::Gpu);
         });
@@ -92,4 +86,16 @@ impl GridBarrier {
             });
         });
     }
+}
+
+/// Inside a spin loop started at clock `start`: once it has spun longer than [`TIMEOUT_CYCLES`],
+/// sets the status word at `status` to 1 and leaves through `brk` (wrong results, never a hang).
+pub(super) fn give_up_when_late(b: &mut KernelBuilder, start: Reg<U64>, status: Reg<U64>, brk: &Label) {
+    let now = b.clock64();
+    let waited = b.sub(now, start);
+    let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
+    b.if_then(late, |b| {
+        b.st(Space::Global, status, 1u32);
+        b.bra(brk);
+    });
 }

@@ -7,7 +7,7 @@
 //! elements), up to [`IN_FLIGHT`] pairs at once so that one L2 round trip covers them; it
 //! re-loads the pairs whose tags are not yet this step's, all in one round.
 
-use super::barrier::TIMEOUT_CYCLES;
+use super::barrier::give_up_when_late;
 use super::gru_rollout::{Ctx, THREADS};
 use super::mathf::hash32;
 use crate::ptx::*;
@@ -106,13 +106,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_f
                 stale.push(ok);
             }
             b.bra_if(all.expect("in_flight >= 1"), brk);
-            let now = b.clock64();
-            let waited = b.sub(now, start);
-            let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);
-            b.if_then(late, |b| {
-                b.st(Space::Global, status, 1u32);
-                b.bra(brk);
-            });
+            give_up_when_late(b, start, status, brk);
             for ((_, a, w), ok) in pend.iter().zip(stale) {
                 b.guarded(ok, true, |b| {
                     let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());

@@ -71,7 +71,9 @@ pub const LD: u32 = WIDTH + 1;
 /// different banks.
 const YS: u32 = WIDTH + 4;
 
-fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArray<F32>, tid: Reg<U32>) {
+/// Copies row slab `slab` of the `rows x WIDTH` f32 matrix at `y` into `ys` (row stride
+/// `stride` floats): 16-byte loads from `space`, two per thread of a 256-thread block.
+pub(super) fn stage_slab_to(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArray<F32>, tid: Reg<U32>, space: Space, stride: u32) {
     for j in 0..2u32 {
         let idx = b.add(tid, 256 * j);
         let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);
@@ -82,8 +84,8 @@ fn stage_slab(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArr
             let col = b.shl(ch, 2u32);
             let e = b.mad(grow, WIDTH, col);
             let ga = b.index_addr(y, e, 4);
-            let v = b.ld_v4::<F32>(Space::Global, ga);
-            let le = b.mad(row, YS, col);
+            let v = b.ld_v4::<F32>(space, ga);
+            let le = b.mad(row, stride, col);
             let sa = b.shared_index(ys, le);
             b.st_v4(Space::Shared, sa, v);
         });
@@ -153,7 +155,7 @@ pub fn build(target: Target) -> Module {
         // A: partial Gram blocks.
         let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            stage_slab(b, y, slab, &ys, tid);
+            stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS);
             b.bar_sync();
             // Rows in groups of 4 (a runtime loop keeps register pressure low).
             b.for_range(0u32, SLAB, 4u32, |b, r0, _| {
@@ -320,7 +322,7 @@ pub fn build(target: Target) -> Module {
         // With one slab per block, the slab staged in A is still in shared memory.
         let restage = b.setp(Cmp::Ne, nblk, nslabs);
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            b.if_then(restage, |b| stage_slab(b, y, slab, &ys, tid));
+            b.if_then(restage, |b| stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS));
             b.bar_sync();
             let yrow: Addr = {
                 let i = b.mul(r_row, YS);
