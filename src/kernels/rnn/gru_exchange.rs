@@ -41,15 +41,26 @@ impl Exchange<'_> {
     }
 }
 
+/// How [`gather`] runs: pairs in flight per thread, whether the block's own units are skipped
+/// (j0 .. j1, even bounds: the cell wrote them), `H / 2` when it is known when the kernel is built
+/// (the unit of a pair is then a mask, not a division).
+pub(super) struct Gather {
+    pub in_flight: u32,
+    pub skip_own: bool,
+    pub half_h: Option<u32>,
+}
+
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
-/// round trip after the last producer's store, not one per pair. With `skip_own`, the pairs of
-/// the block's own units (j0 .. j1, even bounds) are left alone: the cell wrote them.
-pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_flight: u32, skip_own: bool) {
+/// round trip after the last producer's store, not one per pair.
+pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &Gather) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
     let tag = b.add(tag, 1u32);
-    let half = b.shr(p.h, 1u32);
+    let half = match g.half_h {
+        Some(hh) => b.mov(hh),
+        None => b.shr(p.h, 1u32),
+    };
     let pairs = b.mul(ex.rows, half);
     let zero = b.mov(0u32);
     let base_w = ex.word_index(b, t, zero);
@@ -57,7 +68,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_f
     let status = b.add(p.state, st_e);
     let status = b.add(status, 8u64);
     let start = b.clock64();
-    b.for_range(ex.tid, pairs, THREADS * in_flight, |b, base, _| {
+    b.for_range(ex.tid, pairs, THREADS * g.in_flight, |b, base, _| {
         // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
         // pair base + THREADS u sits 2 THREADS u further (constant address offsets).
         let off = b.shl(base, 1u32);
@@ -65,12 +76,15 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, in_f
         let addr: Addr = b.index_addr(p.hx, wi, 8).into();
         let si = b.add(ex.o_h, off);
         let saddr: Addr = b.shared_index(ex.smem, si).into();
-        let mut pend = Vec::with_capacity(in_flight as usize);
-        for u in 0..in_flight {
+        let mut pend = Vec::with_capacity(g.in_flight as usize);
+        for u in 0..g.in_flight {
             let idx = b.add(base, THREADS * u);
             let live = b.setp(Cmp::Lt, idx, pairs);
-            let live = if skip_own {
-                let u = b.rem(idx, half);
+            let live = if g.skip_own {
+                let u = match g.half_h {
+                    Some(hh) => b.and(idx, hh - 1),
+                    None => b.rem(idx, half),
+                };
                 let u = b.shl(u, 1u32);
                 let below = b.setp(Cmp::Lt, u, ex.j0);
                 let above = b.setp(Cmp::Ge, u, ex.j1);

@@ -45,7 +45,7 @@
 //! A poll longer than `barrier::TIMEOUT_CYCLES` (blocks not co-resident) sets the member's
 //! status word and goes on with wrong values instead of hanging; the host reports an error.
 
-use super::gru_exchange::{gather, transform, Exchange, IN_FLIGHT};
+use super::gru_exchange::{gather, transform, Exchange, Gather, IN_FLIGHT};
 use super::gru_tile::{copy_rows, matvec, MatVec};
 use super::mathf::{sigmoid, tanh};
 use crate::ptx::*;
@@ -305,7 +305,7 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let boundary = b.setp(Cmp::Eq, t1c, 0u32);
         let next = b.and(more, boundary);
         b.if_then(next, |b| project(b, t1));
-        gather(b, &ex, t, IN_FLIGHT, false);
+        gather(b, &ex, t, &Gather { in_flight: IN_FLIGHT, skip_own: false, half_h: None });
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {

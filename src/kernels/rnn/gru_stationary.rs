@@ -30,7 +30,7 @@
 //! Shared layout (floats): h `Bg x H` | gi `2 Bg x 3J` | W_ih `3J x WIH_STRIDE` | x `2 Bg x Ip`
 //! | scratch [`scratch_floats`]`(Bg)` (buffer s of gi and x starts `s x rows` rows in).
 
-use super::gru_exchange::{gather, transform, Exchange};
+use super::gru_exchange::{gather, transform, Exchange, Gather};
 use super::gru_rollout::{cell, Ctx, P, THREADS};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
@@ -215,12 +215,21 @@ fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
 /// quarter-warp: broadcasts), then a transposing butterfly over the slices (xor 16 keeps 2
 /// rows, xor 8 keeps 1; 3 shuffles) leaves lane l with row `rb + kq`. 8 accumulators (fewer
 /// W_ih loads) spill next to the 64 held weights. Fixed order, so the result is deterministic.
-fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
+fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, w0: Reg<U32>, nw: Reg<U32>) {
+    // Chunks of 8 gate rows: warp w0 + i takes chunks i, i + nw, ... below ceil(3J / 8).
+    let first = b.sub(c.warp, w0);
+    let r7 = b.add(c.r3, 7u32);
+    let chunks = b.shr(r7, 3u32);
+    b.for_range(first, chunks, nw, |b, chunk, _| project_rows(b, c, s, chunk));
+}
+
+/// [`project`]'s work for gate rows `8 chunk ..` (one warp).
+fn project_rows(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, chunk: Reg<U32>) {
     let (p, smem) = (c.p, c.smem);
     let lay = layout(b, c);
     let kq = b.shr(c.lane, 3u32);
     let rr = b.and(c.lane, 7u32);
-    let r = b.mad(c.warp, 8u32, rr);
+    let r = b.mad(chunk, 8u32, rr);
     let lastr = b.sub(c.r3, 1u32);
     let rc = b.min(r, lastr);
     let keep_r = b.setp(Cmp::Lt, r, c.r3);
@@ -281,10 +290,9 @@ fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
 }
 
 /// x of step `ts` for the block's rows into x buffer `ts % 2` when `on`, one float4 per thread
-/// per round (Ip = 128, so the rows are contiguous in both): `before` runs, the first round's
-/// load is issued, `during` runs (its latency hides there), then the stores. Issuing the load
-/// before `before` (the projection) spills.
-fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, before: &dyn Fn(&mut KernelBuilder), during: &dyn Fn(&mut KernelBuilder)) {
+/// per round (Ip = 128, so the rows are contiguous in both): the first round's load is issued,
+/// `during` runs (its latency hides there), then the stores.
+fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, during: &dyn Fn(&mut KernelBuilder)) {
     let p = c.p;
     let lay = layout(b, c);
     let n4 = b.shl(c.rows, 5u32);
@@ -302,7 +310,6 @@ fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, bef
     let first = b.setp(Cmp::Lt, c.tid, n4);
     let first = b.and(first, on);
     let (ga, sa) = addrs(b, c.tid);
-    before(b);
     let mut v = None;
     b.guarded(first, false, |b| v = Some(b.ld_v4::<F32>(Space::GlobalNc, ga)));
     during(b);
@@ -318,6 +325,26 @@ fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, bef
     });
 }
 
+/// gi of step `s` split between the warps with cells (the first `cw`) and the others: the
+/// `8 - cw` spare warps start at once (during the cells) and take chunks of 8 gate rows
+/// `0 .. K`, `K = min(chunks, 2 (8 - cw))`, in turn; the cell warps take the chunks from K on
+/// after their cells. Everything is warp-uniform (the addressing stays in uniform registers).
+fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cw: Reg<U32>) {
+    let r7 = b.add(c.r3, 7u32);
+    let chunks = b.shr(r7, 3u32);
+    let all = b.mov(THREADS / 32);
+    let spare = b.sub(all, cw);
+    let k = b.shl(spare, 1u32);
+    let k = b.min(k, chunks);
+    let is_spare = b.setp(Cmp::Ge, c.warp, cw);
+    let first_spare = b.sub(c.warp, cw);
+    let first_cell = b.add(k, c.warp);
+    let first = b.selp(first_spare, first_cell, is_spare);
+    let end = b.selp(k, chunks, is_spare);
+    let stride = b.selp(spare, cw, is_spare);
+    b.for_range(first, end, stride, |b, chunk, _| project_rows(b, c, s, chunk));
+}
+
 /// The whole rollout on the stationary path (all threads; the caller does the exit accounting).
 pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let p = c.p;
@@ -331,6 +358,12 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         stamp(b, p, idx);
     };
     at(b, 0);
+    // W_hh held (KS = 16) for the whole rollout: its loads are issued first, so the staging
+    // below and step 0's gi run while they are in flight.
+    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
+        let gr = c.grow(b, lr);
+        b.mad(gr, p.h, c.e_whh)
+    });
     let stride = b.mov(WIH_STRIDE);
     copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
         let gr = c.grow(b, lr);
@@ -353,12 +386,8 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     }, true);
     b.bar_sync();
     at(b, 1);
-    // W_hh held (KS = 16) for the whole rollout; step 0's gi while its loads are in flight.
-    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.h, c.e_whh)
-    });
-    project(b, c, zero);
+    let all = b.mov(THREADS / 32);
+    project(b, c, zero, zero, all);
     at(b, 2);
     b.bar_sync();
     at(b, 3);
@@ -369,6 +398,9 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         partials(b, smem, &whh, &lane, zero, p.h, c.rows, lay.scratch);
         b.bar_sync();
         stamp(b, p, sidx);
+        // The cells take the first ceil(cells / 32) warps; every warp then takes chunks of gi
+        // of step t + 1 (buffer (t + 1) % 2, last read by step t - 1's cell) until none is
+        // left, so the warps without cells start at once.
         let cells = b.mul(c.rows, c.j);
         b.for_range(c.tid, cells, THREADS, |b, idx, _| {
             let row = b.div(idx, c.j);
@@ -379,13 +411,16 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         });
         let s1 = b.add(sidx, 1u32);
         stamp(b, p, s1);
-        // gi of step t + 1 (buffer (t + 1) % 2, last read by step t - 1's cell) and x of step
-        // t + 2 into buffer t % 2 (last read by step t - 1's projection).
         let t1 = b.add(t, 1u32);
         let t2 = b.add(t, 2u32);
         let more1 = b.setp(Cmp::Lt, t1, p.steps);
         let more2 = b.setp(Cmp::Lt, t2, p.steps);
-        stream_x(b, c, t2, more2, &|b| b.if_then(more1, |b| project(b, c, t1)), &|b| gather(b, &ex, t, 2, true));
+        let c31 = b.add(cells, 31u32);
+        let cw = b.shr(c31, 5u32);
+        let cw = b.min(cw, THREADS / 32);
+        b.if_then(more1, |b| project_split(b, c, t1, cw));
+        // x of step t + 2 into buffer t % 2 (last read by step t - 1's projection).
+        stream_x(b, c, t2, more2, &|b| gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128) }));
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {
