@@ -16,9 +16,10 @@ fn rel_inf(got: &[f64], want: &[f64]) -> f64 {
     got.iter().zip(want).fold(0.0f64, |m, (g, w)| m.max((g - w).abs())) / scale
 }
 
-/// The GRU step with the kernels' f32 operations (fma dot products, `mathf` transcendentals,
-/// `h' = fma(z, h - n, n)`, layer norm as the kernel does it).
-fn gru_rollout_f32(w: &GruWeights, x: &[f32], h0: &[f32], shape: RolloutShape) -> Vec<f64> {
+/// The GRU step with the kernels' f32 operations (fma dot products, `h' = fma(z, h - n, n)`,
+/// layer norm as the kernel does it) and the transcendentals `sig`, `th`: the IEEE `mathf`
+/// mirrors, or the model of the cell's SFU forms with their errors pushed one way.
+fn gru_rollout_f32(w: &GruWeights, x: &[f32], h0: &[f32], shape: RolloutShape, sig: &dyn Fn(f32) -> f32, th: &dyn Fn(f32) -> f32) -> Vec<f64> {
     let (ni, nh, nb) = (w.input(), w.hidden(), shape.batch);
     let mut h = h0.to_vec();
     let mut out = Vec::new();
@@ -31,9 +32,9 @@ fn gru_rollout_f32(w: &GruWeights, x: &[f32], h0: &[f32], shape: RolloutShape) -
             for j in 0..nh {
                 let gi = |g: usize| dot(w.w_ih(), g * nh + j, ni, xr) + w.b_ih()[g * nh + j];
                 let gh = |g: usize| dot(w.w_hh(), g * nh + j, nh, hr);
-                let r = mathf::sigmoid(gi(0) + gh(0) + w.b_hh()[j]);
-                let z = mathf::sigmoid(gi(1) + gh(1) + w.b_hh()[nh + j]);
-                let n = mathf::tanh(r.mul_add(gh(2) + w.b_hh()[2 * nh + j], gi(2)));
+                let r = sig(gi(0) + gh(0) + w.b_hh()[j]);
+                let z = sig(gi(1) + gh(1) + w.b_hh()[nh + j]);
+                let n = th(r.mul_add(gh(2) + w.b_hh()[2 * nh + j], gi(2)));
                 next[b * nh + j] = z.mul_add(hr[j] - n, n);
             }
             if let Some(ln) = w.layer_norm() {
@@ -61,10 +62,19 @@ fn f32_gru_arithmetic_is_within_1e5_of_f64() {
         let x = rng.vec_f32(10 * 8 * 128, -1.0, 1.0);
         let h0 = rng.vec_f32(8 * 256, -0.5, 0.5);
         let want = gru_rollout(&w, &x, &h0, shape, None, 0).unwrap();
-        let got = gru_rollout_f32(&w, &x, &h0, shape);
+        let got = gru_rollout_f32(&w, &x, &h0, shape, &mathf::sigmoid, &mathf::tanh);
         let e = rel_inf(&got, &want);
         eprintln!("f32 GRU arithmetic, layer norm {ln}: max rel error {e:.2e}");
         assert!(e < 1e-5, "f32 arithmetic error {e:e} (layer norm {ln})");
+        // The cell's SFU forms (what the kernels run), their errors pushed each way.
+        for dir in [1.0, -1.0] {
+            let sig = |v: f32| mathf::sfu_model::sigmoid(v, dir);
+            let th = |v: f32| mathf::sfu_model::tanh(v, dir);
+            let got = gru_rollout_f32(&w, &x, &h0, shape, &sig, &th);
+            let e = rel_inf(&got, &want);
+            eprintln!("f32 GRU arithmetic with SFU sigmoid/tanh pushed {dir:+} x {} ulp, layer norm {ln}: max rel error {e:.2e}", mathf::sfu_model::SFU_ULPS);
+            assert!(e < 1e-5, "SFU model error {e:e} (layer norm {ln}, direction {dir})");
+        }
     }
 }
 

@@ -195,6 +195,11 @@ impl KernelBuilder {
         self.op1(if T::BITS == 64 { "rcp.approx.ftz" } else { "rcp.approx" }, a)
     }
 
+    /// `rcp.approx.ftz.f32`: one SFU instruction, subnormals flushed to zero.
+    pub fn rcp_approx_ftz(&mut self, a: impl Operand<F32>) -> Reg<F32> {
+        self.op1("rcp.approx.ftz", a)
+    }
+
     /// `sqrt.rn`: correctly rounded square root.
     pub fn sqrt<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
         self.op1("sqrt.rn", a)

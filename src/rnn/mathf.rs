@@ -32,16 +32,64 @@ pub fn tanh(x: f32) -> f32 {
     let q = 2.0 / (expf(a + a) + 1.0);
     let big = 1.0 - q;
     let big = if x < 0.0 { -big } else { big };
+    if a < TANH_SMALL {
+        tanh_small(x)
+    } else {
+        big
+    }
+}
+
+/// tanh's odd Taylor polynomial for |x| < `TANH_SMALL`, as the kernels compute it.
+fn tanh_small(x: f32) -> f32 {
     let s = x * x;
     let mut p = TANH_POLY[0];
     for &c in &TANH_POLY[1..] {
         p = p.mul_add(s, c);
     }
-    let small = x.mul_add(s * p, x);
-    if a < TANH_SMALL {
-        small
-    } else {
-        big
+    x.mul_add(s * p, x)
+}
+
+/// Models of the GRU cell's SFU forms (`sigmoid_sfu`, `tanh_sfu` of the kernels), for accuracy
+/// studies without a GPU: the f32 steps as the kernel does them, with each SFU result
+/// (`ex2.approx.ftz`, `rcp.approx.ftz`) taken exact and pushed [`SFU_ULPS`] ulps in the direction
+/// `dir` (+1 or -1). CUDA documents 2 ulp for `exp2f` (which is `ex2.approx`) and for
+/// `__fdividef`; the model assumes twice that.
+pub mod sfu_model {
+    use super::{LOG2E, TANH_SMALL};
+
+    /// Ulps each SFU result is pushed by.
+    pub const SFU_ULPS: f64 = 4.0;
+
+    fn push(v: f64, dir: f64) -> f32 {
+        (v * (1.0 + dir * SFU_ULPS * f64::from(f32::EPSILON) / 2.0)) as f32
+    }
+
+    fn ex2(t: f32, dir: f64) -> f32 {
+        push(f64::from(t).exp2(), dir)
+    }
+
+    fn rcp(d: f32, dir: f64) -> f32 {
+        push(1.0 / f64::from(d), dir)
+    }
+
+    /// `sigmoid_sfu` with its SFU errors pushed in direction `dir`.
+    pub fn sigmoid(x: f32, dir: f64) -> f32 {
+        rcp(ex2(x * -LOG2E, dir) + 1.0, dir)
+    }
+
+    /// `tanh_sfu` with its SFU errors pushed in direction `dir`.
+    pub fn tanh(x: f32, dir: f64) -> f32 {
+        let a = x.abs();
+        if a < TANH_SMALL {
+            return super::tanh_small(x);
+        }
+        let q = rcp(ex2(a * (2.0 * LOG2E), dir) + 1.0, dir);
+        let big = q.mul_add(-2.0, 1.0);
+        if x < 0.0 {
+            -big
+        } else {
+            big
+        }
     }
 }
 

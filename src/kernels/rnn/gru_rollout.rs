@@ -5,7 +5,8 @@
 //! Sizes: batch Bp (multiple of 4, host-padded), input Ip and hidden H (multiples of 128; the host
 //! pads the input with zero columns). Arrays (row-major f32): `x` `T x Bp x Ip` (member e reads
 //! `x + e * x_member_stride`), `h0` `E x Bp x H`, `w_ih` `E x 3H x Ip`, `w_hh` `E x 3H x H`,
-//! `b_ih`/`b_hh` `E x 3H`, `ln_gain`/`ln_bias` `E x H`, `out` `E x T x Bp x H`; `hx` (exchange,
+//! `b_ih`/`b_hh` `E x 3H` (the host folds b_hh of the r and z gates into `b_ih`: the kernel reads
+//! b_hh only for n), `ln_gain`/`ln_bias` `E x H`, `out` `E x T x Bp x H`; `hx` (exchange,
 //! u64) `E x T x Bp x H`; `state` holds `epoch, exit, status, -` (u32) per member.
 //!
 //! Batch rows are independent (layer norm is per row too), so the grid is split into groups:
@@ -20,8 +21,9 @@
 //! t + 1 .. t + 1 + C between step t's cell and its exchange, where it fills the wait).
 //! Per step t:
 //! 1. `gh = W_hh h` (`gru_tile::matvec`); bar.sync;
-//! 2. cell, a thread per (row, unit): r, z from `gi + gh + b_h` (b_hh through the read-only
-//!    cache), `n = tanh(gi_n + r (gh_n + b_hn))`, `h' = n + z (h - n)` (one fma). h' goes
+//! 2. cell, a thread per (row, unit): r, z from `gi + gh` (gi holds both biases), `n =
+//!    tanh(gi_n + r (gh_n + b_hn))` (b_hn through the read-only cache), `h' = n + z (h - n)` (one
+//!    fma), with `mathf`'s SFU forms of sigmoid and tanh. h' goes
 //!    to `hx[e][t][row][unit]` as one 64-bit word `f32 bits | tag << 32` (`st.relaxed.gpu`),
 //!    `tag = epoch + t + 1`; without layer norm and dropout also straight to `out`; bar.sync;
 //! 3. exchange (`gru_exchange::gather`): the block polls its rows of `hx[e][t]` with 16-byte
@@ -47,7 +49,7 @@
 
 use super::gru_exchange::{gather, transform, Exchange, Gather, IN_FLIGHT};
 use super::gru_tile::{copy_rows, matvec, MatVec};
-use super::mathf::{sigmoid, tanh};
+use super::mathf::{sigmoid_sfu, tanh_sfu};
 use crate::ptx::*;
 
 /// Threads per block.
@@ -324,14 +326,13 @@ pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<
     let p = ex.p;
     let (e_h3, r3) = (c.e_h3, c.r3);
     let unit = b.add(ex.j0, jj);
-    let bhh: Vec<Reg<F32>> = (0..3u32)
-        .map(|q| {
-            let i = b.mad(p.h, q, unit);
-            let i = b.add(i, e_h3);
-            let a = b.index_addr(p.b_hh, i, 4);
-            b.ld::<F32>(Space::GlobalNc, a)
-        })
-        .collect();
+    // b_hh of the n gate (the host folded those of r and z into b_ih).
+    let bhn = {
+        let i = b.mad(p.h, 2u32, unit);
+        let i = b.add(i, e_h3);
+        let a = b.index_addr(p.b_hh, i, 4);
+        b.ld::<F32>(Space::GlobalNc, a)
+    };
     let lr0 = b.mul(jj, 3u32);
     let gi_row = b.mad(tc, ex.rows, row);
     let gi_base = b.mad(gi_row, r3, lr0);
@@ -350,14 +351,12 @@ pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<
         .collect();
     let (ghr, ghz, ghn) = (ghs[0], ghs[1], ghs[2]);
     let ar = b.add(gir, ghr);
-    let ar = b.add(ar, bhh[0]);
-    let rg = sigmoid(b, ar);
+    let rg = sigmoid_sfu(b, ar);
     let az = b.add(giz, ghz);
-    let az = b.add(az, bhh[1]);
-    let zg = sigmoid(b, az);
-    let u = b.add(ghn, bhh[2]);
+    let zg = sigmoid_sfu(b, az);
+    let u = b.add(ghn, bhn);
     let an = b.fma(rg, u, gin);
-    let n = tanh(b, an);
+    let n = tanh_sfu(b, an);
     let hi = b.mad(row, p.h, unit);
     let hi = b.add(hi, ex.o_h);
     let ha = b.shared_index(smem, hi);

@@ -1,7 +1,8 @@
-//! Accurate f32 transcendentals for the RNN kernels, built from IEEE-rounded instructions only
-//! (`fma.rn`, `mul.rn`, `div.rn`, `cvt.rni`), never from `ex2.approx`. `crate::rnn::mathf` mirrors
-//! every step on the CPU with the same operations in the same order, so the CPU mirror and the
-//! kernels give the same bits; its tests measure the error against f64.
+//! f32 transcendentals for the RNN kernels. `expf`, `sigmoid` and `tanh` are built from
+//! IEEE-rounded instructions only (`fma.rn`, `mul.rn`, `div.rn`, `cvt.rni`): `crate::rnn::mathf`
+//! mirrors every step on the CPU with the same operations in the same order, so the CPU mirror
+//! and the kernels give the same bits; its tests measure the error against f64. The GRU cell,
+//! where they sit on every step's critical path, uses the SFU forms below instead.
 //!
 //! - `expf(x)`: clamp x to [-87, 88]; n = rint(x log2 e); r = x - n ln2 (two fmas, ln2 split in
 //!   hi + lo); e^r by the degree-7 Taylor polynomial on |r| <= 0.35 (truncation < 1e-8 relative);
@@ -10,6 +11,11 @@
 //! - `tanh(x)`: |x| < 0.125: x + x s P(s), s = x², P the Taylor terms to x^7 (error < 2e-9
 //!   relative); otherwise sign(x) (1 - 2 / (expf(2|x|) + 1)), whose cancellation costs at most
 //!   8x at |x| = 0.125 (under 1e-6 relative).
+//! - `sigmoid_sfu(x)`, `tanh_sfu(x)`: the GRU cell's forms, on its critical path every step: the
+//!   same formulas with `expf` and `div.rn` replaced by the SFU's `ex2.approx.ftz` (2^(x log2 e))
+//!   and `rcp.approx.ftz` (a handful of instructions instead of about forty). Not bit-exact on the
+//!   CPU; `crate::rnn::mathf::sfu_model` bounds them (a few ulp, amplified at most 8x by tanh's
+//!   cancellation above |x| = 0.125), and the GPU tests measure the rollouts against f64.
 //! - `hash32(i, seed)`: murmur3's fmix32 applied twice with the seed words mixed in: the
 //!   counter-based random bits of the dropout masks and Gaussian test matrices.
 
@@ -78,16 +84,46 @@ pub fn tanh(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     let negative = b.setp(Cmp::Lt, x, 0.0f32);
     let nbig = b.neg(big);
     let big = b.selp(nbig, big, negative);
-    // Small branch: x + x * (s * P(s)).
+    let small = tanh_small(b, x);
+    let is_small = b.setp(Cmp::Lt, a, TANH_SMALL);
+    b.selp(small, big, is_small)
+}
+
+/// 1 / (1 + 2^(-x log2 e)) with the SFU (see the module notes). Large |x| saturate to 0 or 1
+/// (2^t overflows to infinity, whose reciprocal is 0); NaN stays NaN.
+pub fn sigmoid_sfu(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
+    let t = b.mul(x, -LOG2E);
+    let e = b.ex2_approx_ftz(t);
+    let d = b.add(e, 1.0f32);
+    b.rcp_approx_ftz(d)
+}
+
+/// tanh(x) with the SFU: |x| < [`TANH_SMALL`] as [`tanh`], otherwise
+/// sign(x) (1 - 2 / (2^(2|x| log2 e) + 1)).
+pub fn tanh_sfu(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
+    let a = b.abs(x);
+    let t = b.mul(a, 2.0 * LOG2E);
+    let e = b.ex2_approx_ftz(t);
+    let d = b.add(e, 1.0f32);
+    let q = b.rcp_approx_ftz(d);
+    let big = b.fma(q, -2.0f32, 1.0f32);
+    let negative = b.setp(Cmp::Lt, x, 0.0f32);
+    let nbig = b.neg(big);
+    let big = b.selp(nbig, big, negative);
+    let small = tanh_small(b, x);
+    let is_small = b.setp(Cmp::Lt, a, TANH_SMALL);
+    b.selp(small, big, is_small)
+}
+
+/// The odd Taylor polynomial of tanh for |x| < [`TANH_SMALL`]: x + x (s P(s)), s = x².
+fn tanh_small(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     let s = b.mul(x, x);
     let mut p = b.mov(TANH_POLY[0]);
     for &c in &TANH_POLY[1..] {
         p = b.fma(p, s, c);
     }
     let sp = b.mul(s, p);
-    let small = b.fma(x, sp, x);
-    let is_small = b.setp(Cmp::Lt, a, TANH_SMALL);
-    b.selp(small, big, is_small)
+    b.fma(x, sp, x)
 }
 
 fn fmix32(b: &mut KernelBuilder, h: Reg<U32>) -> Reg<U32> {

@@ -275,7 +275,9 @@ impl GpuGru {
             }
             pad_cols(w.w_ih(), 3 * hidden, input, input_pad, &mut wih);
             whh.extend_from_slice(w.w_hh());
-            bih.extend_from_slice(w.b_ih());
+            // The kernel adds b_hh of the r and z gates through gi (its notes): fold them here.
+            let (ih, hh) = (w.b_ih(), w.b_hh());
+            bih.extend((0..3 * hidden).map(|i| if i < 2 * hidden { ih[i] + hh[i] } else { ih[i] }));
             bhh.extend_from_slice(w.b_hh());
             match w.layer_norm() {
                 Some(ln) => {
