@@ -116,6 +116,11 @@ impl KernelBuilder {
         d
     }
 
+    /// `prefetch.global.L1 [a]`: brings the line holding `a` into L1 (no register, no wait).
+    pub fn prefetch_l1(&mut self, addr: impl Into<Addr>) {
+        self.instr(format!("prefetch.global.L1 {}", addr.into()));
+    }
+
     /// `st.<space>.v2.<T>`.
     pub fn st_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 2]) {
         assert!(space.writable(), "cannot store to .{}", space.name());

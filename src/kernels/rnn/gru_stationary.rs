@@ -289,36 +289,44 @@ fn project_rows(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, chunk: Reg<U32>
     });
 }
 
-/// x of step `ts` for the block's rows into x buffer `ts % 2` when `on`, one float4 per thread
-/// per round (Ip = 128, so the rows are contiguous in both): the first round's load is issued,
-/// `during` runs (its latency hides there), then the stores.
-fn stream_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>, during: &dyn Fn(&mut KernelBuilder)) {
+/// Element index of x of step `ts`, the block's first row (the rows are contiguous: Ip = 128).
+fn x_elem(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>) -> Reg<U32> {
     let p = c.p;
-    let lay = layout(b, c);
-    let n4 = b.shl(c.rows, 5u32);
     let g0 = b.mad(ts, p.bp, c.row0);
-    let g0 = b.mad(g0, p.ip, c.e_x);
-    let sb = b.and(ts, 1u32);
-    let s0 = b.mad(sb, lay.xbuf, lay.x);
-    let addrs = |b: &mut KernelBuilder, idx: Reg<U32>| {
-        let i4 = b.shl(idx, 2u32);
-        let g = b.add(g0, i4);
-        let ga = b.index_addr(p.x, g, 4);
-        let si = b.add(s0, i4);
-        (ga, b.shared_index(c.smem, si))
-    };
-    let first = b.setp(Cmp::Lt, c.tid, n4);
-    let first = b.and(first, on);
-    let (ga, sa) = addrs(b, c.tid);
-    let mut v = None;
-    b.guarded(first, false, |b| v = Some(b.ld_v4::<F32>(Space::GlobalNc, ga)));
-    during(b);
-    let v = v.expect("the closure always runs");
-    b.guarded(first, false, |b| b.st_v4(Space::Shared, sa, v));
+    b.mad(g0, p.ip, c.e_x)
+}
+
+/// `prefetch.global.L1` of x of step `ts` (the block's rows, a 128-byte line per thread) when
+/// `on`, so that [`copy_x`] finds it in L1 later in the step. (Loading it into registers early
+/// instead makes the compiler spill them, and the spill store waits for the load.)
+fn prefetch_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>) {
+    let lines = b.shl(c.rows, 2u32);
+    let mine = b.setp(Cmp::Lt, c.tid, lines);
+    let mine = b.and(mine, on);
+    b.if_then(mine, |b| {
+        let g0 = x_elem(b, c, ts);
+        let e = b.mad(c.tid, 32u32, g0);
+        let a = b.index_addr(c.p.x, e, 4);
+        b.prefetch_l1(a);
+    });
+}
+
+/// x of step `ts` for the block's rows into x buffer `ts % 2` when `on` (a float4 per thread per
+/// round).
+fn copy_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>) {
+    let p = c.p;
     b.if_then(on, |b| {
-        let next = b.add(c.tid, THREADS);
-        b.for_range(next, n4, THREADS, |b, idx, _| {
-            let (ga, sa) = addrs(b, idx);
+        let lay = layout(b, c);
+        let n4 = b.shl(c.rows, 5u32);
+        let g0 = x_elem(b, c, ts);
+        let sb = b.and(ts, 1u32);
+        let s0 = b.mad(sb, lay.xbuf, lay.x);
+        b.for_range(c.tid, n4, THREADS, |b, idx, _| {
+            let i4 = b.shl(idx, 2u32);
+            let g = b.add(g0, i4);
+            let ga = b.index_addr(p.x, g, 4);
+            let si = b.add(s0, i4);
+            let sa = b.shared_index(c.smem, si);
             let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
             b.st_v4(Space::Shared, sa, v);
         });
@@ -401,6 +409,11 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let sidx = b.mad(t, 3u32, 4u32);
+        {
+            let t2 = b.add(t, 2u32);
+            let more2 = b.setp(Cmp::Lt, t2, p.steps);
+            prefetch_x(b, c, t2, more2);
+        }
         let lay = layout(b, c);
         partials(b, smem, &whh, &lane, zero, p.h, c.rows, lay.scratch);
         b.bar_sync();
@@ -428,8 +441,10 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let cw = b.shr(c31, 5u32);
         let cw = b.min(cw, THREADS / 32);
         b.if_then(more1, |b| project_split(b, c, t1, cw));
-        // x of step t + 2 into buffer t % 2 (last read by step t - 1's projection).
-        stream_x(b, c, t2, more2, &|b| gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128) }));
+        gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128) });
+        // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by
+        // step t - 1's projection.
+        copy_x(b, c, t2, more2);
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {
