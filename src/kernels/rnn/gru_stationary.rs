@@ -32,6 +32,7 @@
 
 use super::gru_exchange::{gather, transform, Exchange, Gather};
 use super::gru_rollout::{cell, Ctx, P, THREADS};
+use super::gru_project::{copy_x, prefetch_x, project, project_split};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
@@ -79,22 +80,22 @@ pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, _c: u32) -> u32 {
 }
 
 /// A lane's place in the mat-vec: K slice `slot = 2 warp + half`, rows `g + 16 q`.
-struct Lane {
-    slot: Reg<U32>,
-    g: Reg<U32>,
-    warp: Reg<U32>,
-    half: Reg<U32>,
+pub(super) struct Lane {
+    pub slot: Reg<U32>,
+    pub g: Reg<U32>,
+    pub warp: Reg<U32>,
+    pub half: Reg<U32>,
 }
 
 /// Registers holding a lane's weights: `w[q * KS/4 + m]` is rows `g + 16 q`, k `slot KS + 4m ..`.
-struct Held {
-    ks: u32,
-    w: Vec<[Reg<F32>; 4]>,
+pub(super) struct Held {
+    pub ks: u32,
+    pub w: Vec<[Reg<F32>; 4]>,
 }
 
 /// Loads the lane's weights from global memory: `row_elem(lr)` is the element index of local
 /// row lr's first weight, `k` the row length.
-fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, r3: Reg<U32>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>) -> Held {
+pub(super) fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, r3: Reg<U32>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>) -> Held {
     let last = b.sub(r3, 1u32);
     let k0 = b.mul(lane.slot, ks);
     let mut w = Vec::with_capacity((ks as usize / 4) * 4);
@@ -115,7 +116,7 @@ fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, r3: Reg<U32
 /// (row stride `k` floats) into the scratch at `scratch` (see the module notes). No barrier
 /// inside.
 #[allow(clippy::too_many_arguments)]
-fn partials(b: &mut KernelBuilder, smem: &SharedArray<F32>, held: &Held, lane: &Lane, src: Reg<U32>, k: Reg<U32>, rows: Reg<U32>, scratch: Reg<U32>) {
+pub(super) fn partials(b: &mut KernelBuilder, smem: &SharedArray<F32>, held: &Held, lane: &Lane, src: Reg<U32>, k: Reg<U32>, rows: Reg<U32>, scratch: Reg<U32>) {
     let ks = held.ks;
     let k0 = b.mul(lane.slot, ks);
     let src0 = b.add(src, k0);
@@ -185,17 +186,17 @@ pub(super) fn sum(b: &mut KernelBuilder, smem: &SharedArray<F32>, scratch: Reg<U
 }
 
 /// Offsets (floats) of the stationary path's shared regions.
-struct Layout {
-    gi: Reg<U32>,
-    w: Reg<U32>,
-    x: Reg<U32>,
-    scratch: Reg<U32>,
+pub(super) struct Layout {
+    pub gi: Reg<U32>,
+    pub w: Reg<U32>,
+    pub x: Reg<U32>,
+    pub scratch: Reg<U32>,
     /// Floats of one x buffer (`rows x Ip`).
-    xbuf: Reg<U32>,
+    pub xbuf: Reg<U32>,
 }
 
 /// The shared layout (computed where it is used: the step loop has no registers to keep it).
-fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
+pub(super) fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
     let p = c.p;
     let gi = b.mul(p.bg, p.h);
     let bg2 = b.shl(p.bg, 1u32);
@@ -204,153 +205,6 @@ fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
     let scratch = b.mad(bg2, p.ip, x);
     let xbuf = b.mul(c.rows, p.ip);
     Layout { gi, w, x, scratch, xbuf }
-}
-
-/// `gi[s][row][lr] = b_ih[lr] + sum_k W_ih[lr][k] x[s][row][k]` of step s (x buffer `s % 2` to
-/// gi buffer `s % 2`), Ip = 128; no barrier inside. Lane l of warp w: local gate row
-/// `r = 8 w + l % 8` (rows past 3J repeat the last and are not stored), k slice `kq = l / 8`
-/// (k = 4 kq + 16 m + i, m < 8: the slices' float4s interleave, so a warp's 4 x addresses sit
-/// in different banks). Per 4 batch rows: 4 accumulators, one float4 of W_ih (a quarter-warp
-/// reads 8 rows, conflict-free with [`WIH_STRIDE`]) per 4 float4 of x (one address per
-/// quarter-warp: broadcasts), then a transposing butterfly over the slices (xor 16 keeps 2
-/// rows, xor 8 keeps 1; 3 shuffles) leaves lane l with row `rb + kq`. 8 accumulators (fewer
-/// W_ih loads) spill next to the 64 held weights. Fixed order, so the result is deterministic.
-fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, w0: Reg<U32>, nw: Reg<U32>) {
-    // Chunks of 8 gate rows: warp w0 + i takes chunks i, i + nw, ... below ceil(3J / 8).
-    let first = b.sub(c.warp, w0);
-    let r7 = b.add(c.r3, 7u32);
-    let chunks = b.shr(r7, 3u32);
-    b.for_range(first, chunks, nw, |b, chunk, _| project_rows(b, c, s, chunk));
-}
-
-/// [`project`]'s work for gate rows `8 chunk ..` (one warp).
-fn project_rows(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, chunk: Reg<U32>) {
-    let (p, smem) = (c.p, c.smem);
-    let lay = layout(b, c);
-    let kq = b.shr(c.lane, 3u32);
-    let rr = b.and(c.lane, 7u32);
-    let r = b.mad(chunk, 8u32, rr);
-    let lastr = b.sub(c.r3, 1u32);
-    let rc = b.min(r, lastr);
-    let keep_r = b.setp(Cmp::Lt, r, c.r3);
-    let sb = b.and(s, 1u32);
-    let kq4 = b.shl(kq, 2u32);
-    let xb = b.mad(sb, lay.xbuf, lay.x);
-    let xb = b.add(xb, kq4);
-    let wi = b.mad(rc, WIH_STRIDE, lay.w);
-    let wi = b.add(wi, kq4);
-    let wa: Addr = b.shared_index(smem, wi).into();
-    let girow = b.mul(sb, c.rows);
-    let b1 = b.and(kq, 2u32);
-    let b1 = b.setp(Cmp::Ne, b1, 0u32);
-    let b0 = b.and(kq, 1u32);
-    let b0 = b.setp(Cmp::Ne, b0, 0u32);
-    // Groups of 4 batch rows (rows is a multiple of 4): accumulator i holds row rb + i, at one
-    // address register plus constant offsets.
-    b.for_range(0u32, c.rows, 4u32, |b, rb, _| {
-        let acc: Vec<Reg<F32>> = (0..4).map(|_| b.mov(0.0f32)).collect();
-        let xi = b.mad(rb, p.ip, xb);
-        let xa: Addr = b.shared_index(smem, xi).into();
-        for m in 0..8i64 {
-            let w = b.ld_v4::<F32>(Space::Shared, wa.off(64 * m));
-            for (i, &ai) in acc.iter().enumerate() {
-                let xv = b.ld_v4::<F32>(Space::Shared, xa.off(64 * m + 512 * i as i64));
-                for e in 0..4 {
-                    let v = b.fma(xv[e], w[e], ai);
-                    b.mov_to(ai, v);
-                }
-            }
-        }
-        let gr = c.grow(b, rc);
-        let bi = b.add(gr, c.e_h3);
-        let ba = b.index_addr(p.b_ih, bi, 4);
-        let bias = b.ld::<F32>(Space::GlobalNc, ba);
-        // Slices kq and kq ^ 2 swap halves (xor 16), then kq and kq ^ 1 (xor 8): lane ends
-        // with row rb + kq.
-        let v: Vec<Reg<F32>> = (0..2)
-            .map(|i| {
-                let keep = b.selp(acc[2 + i], acc[i], b1);
-                let send = b.selp(acc[i], acc[2 + i], b1);
-                let recv = b.shfl(Shfl::Xor, send, 16u32);
-                b.add(keep, recv)
-            })
-            .collect();
-        let keep = b.selp(v[1], v[0], b0);
-        let send = b.selp(v[0], v[1], b0);
-        let recv = b.shfl(Shfl::Xor, send, 8u32);
-        let sum = b.add(keep, recv);
-        let g = b.add(sum, bias);
-        let row = b.add(rb, kq);
-        let gi = b.add(girow, row);
-        let gi = b.mad(gi, c.r3, r);
-        let gi = b.add(gi, lay.gi);
-        let ga = b.shared_index(smem, gi);
-        b.guarded(keep_r, false, |b| b.st(Space::Shared, ga, g));
-    });
-}
-
-/// Element index of x of step `ts`, the block's first row (the rows are contiguous: Ip = 128).
-fn x_elem(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>) -> Reg<U32> {
-    let p = c.p;
-    let g0 = b.mad(ts, p.bp, c.row0);
-    b.mad(g0, p.ip, c.e_x)
-}
-
-/// `prefetch.global.L1` of x of step `ts` (the block's rows, a 128-byte line per thread) when
-/// `on`, so that [`copy_x`] finds it in L1 later in the step. (Loading it into registers early
-/// instead makes the compiler spill them, and the spill store waits for the load.)
-fn prefetch_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>) {
-    let lines = b.shl(c.rows, 2u32);
-    let mine = b.setp(Cmp::Lt, c.tid, lines);
-    let mine = b.and(mine, on);
-    b.if_then(mine, |b| {
-        let g0 = x_elem(b, c, ts);
-        let e = b.mad(c.tid, 32u32, g0);
-        let a = b.index_addr(c.p.x, e, 4);
-        b.prefetch_l1(a);
-    });
-}
-
-/// x of step `ts` for the block's rows into x buffer `ts % 2` when `on` (a float4 per thread per
-/// round).
-fn copy_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<Pred>) {
-    let p = c.p;
-    b.if_then(on, |b| {
-        let lay = layout(b, c);
-        let n4 = b.shl(c.rows, 5u32);
-        let g0 = x_elem(b, c, ts);
-        let sb = b.and(ts, 1u32);
-        let s0 = b.mad(sb, lay.xbuf, lay.x);
-        b.for_range(c.tid, n4, THREADS, |b, idx, _| {
-            let i4 = b.shl(idx, 2u32);
-            let g = b.add(g0, i4);
-            let ga = b.index_addr(p.x, g, 4);
-            let si = b.add(s0, i4);
-            let sa = b.shared_index(c.smem, si);
-            let v = b.ld_v4::<F32>(Space::GlobalNc, ga);
-            b.st_v4(Space::Shared, sa, v);
-        });
-    });
-}
-
-/// gi of step `s` split between the warps with cells (the first `cw`) and the others: the
-/// `8 - cw` spare warps start at once (during the cells) and take chunks of 8 gate rows
-/// `0 .. K`, `K = min(chunks, 2 (8 - cw))`, in turn; the cell warps take the chunks from K on
-/// after their cells. Everything is warp-uniform (the addressing stays in uniform registers).
-fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cw: Reg<U32>) {
-    let r7 = b.add(c.r3, 7u32);
-    let chunks = b.shr(r7, 3u32);
-    let all = b.mov(THREADS / 32);
-    let spare = b.sub(all, cw);
-    let k = b.shl(spare, 1u32);
-    let k = b.min(k, chunks);
-    let is_spare = b.setp(Cmp::Ge, c.warp, cw);
-    let first_spare = b.sub(c.warp, cw);
-    let first_cell = b.add(k, c.warp);
-    let first = b.selp(first_spare, first_cell, is_spare);
-    let end = b.selp(k, chunks, is_spare);
-    let stride = b.selp(spare, cw, is_spare);
-    b.for_range(first, end, stride, |b, chunk, _| project_rows(b, c, s, chunk));
 }
 
 /// The whole rollout on the stationary path (all threads; the caller does the exit accounting).

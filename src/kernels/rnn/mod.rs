@@ -3,7 +3,8 @@
 //! low-rank correction. `mathf` holds the accurate f32 transcendentals they share, `barrier` the
 //! grid barrier of the persistent kernels, `orth_elim` and `orth_total` the CholeskyQR's
 //! factorisation and R_total steps, `gru_tile` and `gru_exchange` the GRU rollout's mat-vec and
-//! its tagged-word state exchange, `gru_stationary` its weight-in-registers path.
+//! its tagged-word state exchange, `gru_stationary` its weight-in-registers path and
+//! `gru_project` that path's input projection.
 
 pub mod apply;
 pub mod barrier;
@@ -11,6 +12,7 @@ pub mod dense;
 pub mod gaussian;
 pub mod gemm;
 pub mod gru_exchange;
+pub mod gru_project;
 pub mod gru_rollout;
 pub mod gru_stationary;
 pub mod gru_tile;
