@@ -100,7 +100,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
         (200, 384, 4, 9, false, 16, 26),
         (200, 384, 4, 9, true, 4, 24),
     ] {
-        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), stationary: None };
+        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), ..GruLaunch::default() };
         let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, launch);
         assert!(e < 1e-5, "GRU {rows} rows x {slices} unit slices, I={i} H={h} T={t} B={b}: {e:e}");
     }
@@ -109,9 +109,12 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
     let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
     let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 5 }), shared);
     assert!(e < 1e-5, "GRU, weights in shared memory: {e:e}");
-    let held = GruLaunch { unit_slices: Some(13), rows_per_block: Some(16), stationary: Some(true) };
-    let e = gru_case(&gpu, 100, 256, RolloutShape { steps: 6, batch: 9 }, 1, true, None, held);
-    assert!(e < 1e-5, "GRU, weights in registers, B=9: {e:e}");
+    // The weight-stationary path's two modes: gi of every step first, and gi step by step.
+    for precompute in [true, false] {
+        let held = GruLaunch { unit_slices: Some(13), rows_per_block: Some(16), stationary: Some(true), precompute: Some(precompute) };
+        let e = gru_case(&gpu, 100, 256, RolloutShape { steps: 6, batch: 9 }, 1, true, None, held);
+        assert!(e < 1e-5, "GRU, weights in registers, B=9, gi first {precompute}: {e:e}");
+    }
     let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 40, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 9 }), auto);
     assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
@@ -129,6 +132,9 @@ fn gpu_gru_ensemble_matches_f64_reference() {
     let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
     let e = gru_case(&gpu, 128, 256, shape, 5, false, None, shared);
     assert!(e < 1e-5, "ensemble, weights in shared memory: {e:e}");
+    let per_step = GruLaunch { precompute: Some(false), ..GruLaunch::default() };
+    let e = gru_case(&gpu, 128, 256, shape, 5, true, Some(Dropout { p: 0.1, seed: 3 }), per_step);
+    assert!(e < 1e-5, "ensemble, gi step by step: {e:e}");
 }
 
 fn rsvd_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, m: usize, n: usize, spec: Spectrum, seed: u64) {

@@ -1,9 +1,10 @@
 //! The weight-stationary GRU path's input projection `gi = W_ih x + b_ih` (see
-//! `gru_stationary`'s notes): per step from W_ih in shared memory, split between warps, and the
-//! streaming of x into shared memory.
+//! `gru_stationary`'s notes): per step from W_ih in shared memory, split between warps, with x
+//! streamed into shared memory, or for every step before step 0 from W_ih in registers.
 
 use super::gru_rollout::{Ctx, THREADS};
-use super::gru_stationary::{layout, WIH_STRIDE};
+use super::gru_stationary::{hold, layout, partials, sum, Lane, WIH_STRIDE};
+use super::gru_tile::copy_rows;
 use crate::ptx::*;
 
 /// `gi[s][row][lr] = b_ih[lr] + sum_k W_ih[lr][k] x[s][row][k]` of step s (x buffer `s % 2` to
@@ -153,3 +154,57 @@ pub(super) fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cw:
     b.for_range(first, end, stride, |b, chunk, _| project_rows(b, c, s, chunk));
 }
 
+/// x of steps `0 .. min(steps, count)` into x buffers 0, 1, ... (rows (step, row) in order; no
+/// barrier inside).
+pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U32>) {
+    let p = c.p;
+    let lay = layout(b, c);
+    let first = b.min(p.steps, count);
+    let xrows = b.mul(first, c.rows);
+    copy_rows(b, c.smem, lay.x, xrows, p.ip, c.tid, p.x, &|b, q| {
+        let step = b.div(q, c.rows);
+        let r = b.rem(q, c.rows);
+        let xr = b.mad(step, p.bp, c.row0);
+        let xr = b.add(xr, r);
+        b.mad(xr, p.ip, c.e_x)
+    }, true);
+}
+
+/// Precompute mode (`chunk != 0`): gi of every step before step 0, with W_ih held in registers
+/// for it (KS = 8: 32 per lane, the same lane layout as W_hh's) and x of every step staged in
+/// shared memory. Per step s: [`partials`] of `W_ih x[s]` into the scratch; bar.sync; each
+/// (row, gate row) sums its 8 slots in order and adds b_ih into gi buffer s; bar.sync. Ends
+/// with a barrier; the registers of W_ih are free afterwards.
+pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
+    let (p, smem) = (c.p, c.smem);
+    let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| {
+        let gr = c.grow(b, lr);
+        b.mad(gr, p.ip, c.e_wih)
+    });
+    stage_x(b, c, p.steps);
+    b.bar_sync();
+    let outs = b.mul(c.rows, c.r3);
+    b.for_range(0u32, p.steps, 1u32, |b, s, _| {
+        let lay = layout(b, c);
+        let src = b.mad(s, lay.xbuf, lay.x);
+        partials(b, smem, &wih, lane, src, p.ip, c.rows, lay.scratch);
+        b.bar_sync();
+        let gi0 = b.mul(s, c.rows);
+        b.for_range(c.tid, outs, THREADS, |b, idx, _| {
+            let row = b.div(idx, c.r3);
+            let lr = b.rem(idx, c.r3);
+            let v = sum(b, smem, lay.scratch, c.rows, row, lr);
+            let gr = c.grow(b, lr);
+            let bi = b.add(gr, c.e_h3);
+            let ba = b.index_addr(p.b_ih, bi, 4);
+            let bias = b.ld::<F32>(Space::GlobalNc, ba);
+            let g = b.add(v, bias);
+            let gi = b.add(gi0, row);
+            let gi = b.mad(gi, c.r3, lr);
+            let gi = b.add(gi, lay.gi);
+            let ga = b.shared_index(smem, gi);
+            b.st(Space::Shared, ga, g);
+        });
+        b.bar_sync();
+    });
+}

@@ -1,7 +1,7 @@
 //! The GRU rollout's weight-stationary path (`stationary != 0`; the host picks it when H = 256,
 //! Ip = 128, a block owns at most 64 gate rows (3J <= 64) and its shared layout fits). W_hh
 //! lives in registers, so shared memory only feeds the mat-vec's broadcast operand and no lane
-//! reduction is needed; W_ih (used once per step) lives in shared memory.
+//! reduction is needed.
 //!
 //! Mat-vec `out[b][r] = sum_k src[b][k] w[r][k]` (K = 16 KS): lane l of warp w holds rows
 //! `g + 16 q` (g = l % 16, q < 4; rows past 3J repeat the last row and are never read) over the
@@ -16,31 +16,40 @@
 //! half-warp broadcast pairing), against 24 fmas per 10 loaded plus a 27-shuffle reduction in
 //! `gru_tile::matvec`.
 //!
-//! Flow: the prologue stages W_ih (rows `3J x Ip`, row stride [`WIH_STRIDE`]), h0 and x of
-//! steps 0 and 1 in shared memory, issues the loads of W_hh (KS = 16, 64 registers held for the
-//! whole rollout) and computes step 0's `gi = W_ih x + b_ih` ([`project`]) while they are in
-//! flight. Step t: partials of `W_hh h`; bar.sync; the cell (`gru_rollout::cell`) sums the 8
-//! slots of its 3 gate rows and writes h' to `hx` and over its own h element in shared memory;
-//! then, without a barrier, gi of step t + 1 (x of step t + 2 is loaded meanwhile into the x
-//! buffer step t's gi no longer needs), which fills the time the other blocks' h' take to arrive;
-//! the gather follows (it skips the block's own units, and a cell only reads its own element of
-//! h); bar.sync; transform as in the shared-memory path. gi and x are double-buffered by step
-//! parity: a buffer is rewritten only after the barrier that follows its last read.
-//! Clock stamps for benchmarks: [`STAMPS`].
-//! Shared layout (floats): h `Bg x H` | gi `2 Bg x 3J` | W_ih `3J x WIH_STRIDE` | x `2 Bg x Ip`
-//! | scratch [`scratch_floats`]`(Bg)` (buffer s of gi and x starts `s x rows` rows in).
+//! Two modes for `gi = W_ih x + b_ih` (`gru_project`), chosen by the host through `chunk`:
+//! - precompute (`chunk` = max steps, when x and gi of every step fit in shared memory): before
+//!   step 0, with W_ih held in 32 registers (the same lane layout, KS = 8) and x of every step
+//!   staged, [`partials`] and the 8-slot sums give gi of every step (FMA-bound, no shared W_ih
+//!   traffic); the steps then only read it. Measured on an H100, the per-step projection was
+//!   the largest part of a step after the exchange.
+//! - per step (`chunk` = 0): W_ih in shared memory (row stride [`WIH_STRIDE`]); step 0's gi in
+//!   the prologue, gi of step t + 1 during step t, split between the warps without cells (they
+//!   start during the cells) and the cell warps (`project_split`); x of step t + 2 is prefetched
+//!   to L1 at the top of step t and copied to shared memory after the gather. gi and x are
+//!   double-buffered by step parity: a buffer is rewritten only after the barrier that follows
+//!   its last read.
+//!
+//! Flow: the prologue stages h0 and, per mode, x and gi (above), then issues the loads of W_hh
+//! (KS = 16, 64 registers held for the whole rollout). Step t: partials of `W_hh h`; bar.sync;
+//! the cell (`gru_rollout::cell`) sums the 8 slots of its 3 gate rows and writes h' to `hx` and
+//! over its own h element in shared memory; (per-step mode: gi of step t + 1); the gather (it
+//! skips the block's own units, and a cell only reads its own element of h); bar.sync; transform
+//! as in the shared-memory path. Clock stamps for benchmarks: [`STAMPS`].
+//! Shared layout (floats): h `Bg x H` | gi `nb Bg x 3J` | W_ih `3J x WIH_STRIDE` (per-step mode
+//! only) | x `nb Bg x Ip` | scratch [`scratch_floats`]`(Bg)`, nb = 2 or max(chunk, 2) (buffer s
+//! of gi and x starts `s x rows` rows in).
 
 use super::gru_exchange::{gather, transform, Exchange, Gather};
 use super::gru_rollout::{cell, Ctx, P, THREADS};
-use super::gru_project::{copy_x, prefetch_x, project, project_split};
+use super::gru_project::{copy_x, precompute, prefetch_x, project, project_split, stage_x};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
 /// Clock stamps of the weight-stationary path when `stamps` is non-zero (thread 0 of block 0,
-/// `%clock64`): [0] start, [1] W_ih, x0, x1, h0 staged (after the barrier), [2] W_hh loads
-/// issued and step 0's gi (thread 0's), [3] after the barrier, then per step t < 16 at
-/// `4 + 3 t + i`: i = 0 mat-vec, 1 cell (thread 0's, no barrier), 2 gi of step t + 1, exchange
-/// (and transform).
+/// `%clock64`): [0] start, [1] staged and gi computed (of every step, or of step 0), [2] W_hh
+/// loads issued, [3] after the barrier, then per step t < 16 at `4 + 3 t + i`: i = 0 mat-vec,
+/// 1 cell (thread 0's, no barrier), 2 gi of step t + 1 (per-step mode), exchange (and
+/// transform).
 pub const STAMPS: u32 = 4 + 3 * 16;
 
 /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
@@ -73,10 +82,12 @@ pub fn scratch_floats(bg: u32) -> u32 {
 /// read 8 consecutive rows' float4s in 8 different bank groups.
 pub const WIH_STRIDE: u32 = 132;
 
-/// Shared floats of the stationary path for `bg` rows, `j` units (`Ip` must be 128; the
-/// parameter `_c` (gi steps) is kept for the host's signature: this path keeps 2).
-pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, _c: u32) -> u32 {
-    bg * h + 2 * bg * 3 * j + 3 * j * WIH_STRIDE + 2 * bg * ip + scratch_floats(bg)
+/// Shared floats of the stationary path for `bg` rows, `j` units and `c` (the kernel's `chunk`):
+/// 0 for gi per step (2 gi and x buffers and W_ih), otherwise gi of every step computed first
+/// (max(c, 2) buffers of gi and x, c >= steps, no W_ih). `Ip` must be 128.
+pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
+    let (nb, wih) = if c == 0 { (2, 3 * j * WIH_STRIDE) } else { (c.max(2), 0) };
+    bg * h + nb * bg * 3 * j + wih + nb * bg * ip + scratch_floats(bg)
 }
 
 /// A lane's place in the mat-vec: K slice `slot = 2 warp + half`, rows `g + 16 q`.
@@ -195,16 +206,34 @@ pub(super) struct Layout {
     pub xbuf: Reg<U32>,
 }
 
-/// The shared layout (computed where it is used: the step loop has no registers to keep it).
+/// The shared layout (computed where it is used: the step loop has no registers to keep it),
+/// per [`smem_floats`]'s two modes.
 pub(super) fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
     let p = c.p;
+    // nb = max(chunk, 2) buffers; W_ih only when chunk = 0 (arithmetic, no predicate).
+    let nb = b.max(p.chunk, 2u32);
     let gi = b.mul(p.bg, p.h);
-    let bg2 = b.shl(p.bg, 1u32);
-    let w = b.mad(bg2, c.r3, gi);
-    let x = b.mad(c.r3, WIH_STRIDE, w);
-    let scratch = b.mad(bg2, p.ip, x);
+    let nbg = b.mul(nb, p.bg);
+    let w = b.mad(nbg, c.r3, gi);
+    let one = b.min(p.chunk, 1u32);
+    let keep = b.sub(1u32, one);
+    let wih = b.mul(c.r3, WIH_STRIDE);
+    let wih = b.mul(wih, keep);
+    let x = b.add(w, wih);
+    let scratch = b.mad(nbg, p.ip, x);
     let xbuf = b.mul(c.rows, p.ip);
     Layout { gi, w, x, scratch, xbuf }
+}
+
+/// `a && !n`.
+fn and_not(b: &mut KernelBuilder, a: Reg<Pred>, n: Reg<Pred>) -> Reg<Pred> {
+    let nn = b.not(n);
+    b.and(a, nn)
+}
+
+/// Whether gi of every step is computed before step 0 (`chunk != 0`).
+pub(super) fn precomputed(b: &mut KernelBuilder, p: &P) -> Reg<Pred> {
+    b.setp(Cmp::Ne, p.chunk, 0u32)
 }
 
 /// The whole rollout on the stationary path (all threads; the caller does the exit accounting).
@@ -220,36 +249,29 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         stamp(b, p, idx);
     };
     at(b, 0);
-    // W_hh held (KS = 16) for the whole rollout: its loads are issued first, so the staging
-    // below and step 0's gi run while they are in flight.
-    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.h, c.e_whh)
-    });
-    let stride = b.mov(WIH_STRIDE);
-    copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.ip, c.e_wih)
-    }, true);
+    let pre = precomputed(b, p);
     copy_rows(b, smem, zero, c.rows, p.h, c.tid, p.h0, &|b, r| {
         let er = b.mad(c.e, p.bp, c.row0);
         let er = b.add(er, r);
         b.mul(er, p.h)
     }, true);
-    // x of steps 0 and 1: rows (step, row) in order fill buffers 0 and 1.
-    let first = b.min(p.steps, 2u32);
-    let xrows = b.mul(first, c.rows);
-    copy_rows(b, smem, lay.x, xrows, p.ip, c.tid, p.x, &|b, q| {
-        let step = b.div(q, c.rows);
-        let r = b.rem(q, c.rows);
-        let xr = b.mad(step, p.bp, c.row0);
-        let xr = b.add(xr, r);
-        b.mad(xr, p.ip, c.e_x)
-    }, true);
-    b.bar_sync();
+    b.if_else(pre, |b| precompute(b, c, &lane), |b| {
+        let stride = b.mov(WIH_STRIDE);
+        copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
+            let gr = c.grow(b, lr);
+            b.mad(gr, p.ip, c.e_wih)
+        }, true);
+        stage_x(b, c, 2);
+        b.bar_sync();
+        let all = b.mov(THREADS / 32);
+        project(b, c, zero, zero, all);
+    });
     at(b, 1);
-    let all = b.mov(THREADS / 32);
-    project(b, c, zero, zero, all);
+    // W_hh held (KS = 16) for the whole rollout (its loads are in flight until step 0's mat-vec).
+    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
+        let gr = c.grow(b, lr);
+        b.mad(gr, p.h, c.e_whh)
+    });
     at(b, 2);
     b.bar_sync();
     at(b, 3);
@@ -266,6 +288,8 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         {
             let t2 = b.add(t, 2u32);
             let more2 = b.setp(Cmp::Lt, t2, p.steps);
+            let pre = precomputed(b, p);
+            let more2 = and_not(b, more2, pre);
             prefetch_x(b, c, t2, more2);
         }
         let lay = layout(b, c);
@@ -282,15 +306,20 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
             let jj = b.mul(row, c.j);
             let jj = b.sub(idx, jj);
             let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.scratch, c.rows, row, lr);
-            let tc = b.and(t, 1u32);
+            let pre = precomputed(b, p);
+            let parity = b.and(t, 1u32);
+            let tc = b.selp(t, parity, pre);
             cell(b, &ex, smem, c, t, tc, row, jj, lay.gi, &gh, true);
         });
         let s1 = b.add(sidx, 1u32);
         stamp(b, p, s1);
         let t1 = b.add(t, 1u32);
         let t2 = b.add(t, 2u32);
+        let pre = precomputed(b, p);
         let more1 = b.setp(Cmp::Lt, t1, p.steps);
+        let more1 = and_not(b, more1, pre);
         let more2 = b.setp(Cmp::Lt, t2, p.steps);
+        let more2 = and_not(b, more2, pre);
         let c31 = b.add(cells, 31u32);
         let cw = b.shr(c31, 5u32);
         let cw = b.min(cw, THREADS / 32);

@@ -27,6 +27,10 @@ pub struct GruLaunch {
     /// a block owns at most 21 units and gi of every step fits in shared memory. `None`: used
     /// whenever possible; `Some(true)` fails with `Capacity` where it is not.
     pub stationary: Option<bool>,
+    /// On the weight-stationary path, gi of every step computed before step 0 (W_ih in
+    /// registers meanwhile; x and gi of `max_steps` steps must fit in shared memory) rather than
+    /// step by step from W_ih in shared memory. `None`: whenever it fits.
+    pub precompute: Option<bool>,
 }
 
 /// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
@@ -135,16 +139,28 @@ fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_s
             let per_sm = blocks.div_ceil(sms);
             let (r64, h64) = (u64::from(r), h as u64);
             if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
-                let bytes = smem_bytes(ip, h, r, units, 2, true);
-                if bytes <= optin {
+                // chunk: max_steps (gi of every step first) or 0 (gi per step).
+                let modes: Vec<u32> = match launch.precompute {
+                    Some(true) => vec![max_steps as u32],
+                    Some(false) => vec![0],
+                    None => vec![max_steps as u32, 0],
+                };
+                for chunk in modes {
+                    let bytes = smem_bytes(ip, h, r, units, chunk, true);
+                    if bytes > optin {
+                        continue;
+                    }
                     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
                     let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
                     best_cap = best_cap.max(cap);
-                    // Ties go to more blocks: (cost, MAX - blocks).
+                    // Ties go to more blocks: (cost, MAX - blocks); the first mode that fits wins.
                     let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
-                    if blocks <= u64::from(cap) && key < best_st_key {
-                        best_st_key = key;
-                        best_st = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32, stationary: true });
+                    if blocks <= u64::from(cap) {
+                        if key < best_st_key {
+                            best_st_key = key;
+                            best_st = Some(Shape { rows: r, slices: sl, units, chunk, blocks: blocks as u32, stationary: true });
+                        }
+                        break;
                     }
                 }
             }
@@ -329,9 +345,15 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         self.dims.shape.stationary
     }
-    /// Steps of the input projection computed at once.
+    /// Steps of the input projection computed at once (on the weight-stationary path: every
+    /// step before step 0, or 1).
     pub fn projection_steps(&self) -> u32 {
-        self.dims.shape.chunk
+        let sh = self.dims.shape;
+        if sh.stationary && sh.chunk == 0 {
+            1
+        } else {
+            sh.chunk
+        }
     }
     /// Blocks of the persistent grid (at the largest batch).
     pub fn blocks(&self) -> usize {
