@@ -43,11 +43,13 @@ impl Exchange<'_> {
 
 /// How [`gather`] runs: pairs in flight per thread, whether the block's own units are skipped
 /// (j0 .. j1, even bounds: the cell wrote them), `H / 2` when it is known when the kernel is built
-/// (the unit of a pair is then a mask, not a division).
+/// (the unit of a pair is then a mask, not a division), and whether to gather at all.
 pub(super) struct Gather {
     pub in_flight: u32,
     pub skip_own: bool,
     pub half_h: Option<u32>,
+    /// When given and false, nothing is gathered (no pair is live).
+    pub on: Option<Reg<Pred>>,
 }
 
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
@@ -62,6 +64,10 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
         None => b.shr(p.h, 1u32),
     };
     let pairs = b.mul(ex.rows, half);
+    let pairs = match g.on {
+        Some(on) => b.selp(pairs, 0u32, on),
+        None => pairs,
+    };
     let zero = b.mov(0u32);
     let base_w = ex.word_index(b, t, zero);
     let st_e = b.mul_wide(ex.e, 16u32);

@@ -172,10 +172,12 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
 
 /// Precompute mode (`chunk != 0`): gi of every step before step 0, with W_ih held in registers
 /// for it (KS = 8: 32 per lane, the same lane layout as W_hh's) and x of every step staged in
-/// shared memory. Per step s: [`partials`] of `W_ih x[s]` into the scratch; bar.sync; each
-/// (row, gate row) sums its 8 slots in order and adds b_ih into gi buffer s; bar.sync. Ends
-/// with a barrier; the registers of W_ih are free afterwards.
-pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
+/// shared memory. Steps go in phases of two (2 Bg source rows, so half as many barriers): per
+/// phase, [`partials`] of `W_ih x` into the scratch (sized for 2 Bg rows in this mode);
+/// bar.sync; [`precompute_sums`]; bar.sync. The last phase stops after its partials' barrier
+/// (`W_ih`'s registers are free from there) and returns its index: the caller issues W_hh's
+/// loads, then runs its sums and a barrier.
+pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg<U32> {
     let (p, smem) = (c.p, c.smem);
     let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| {
         let gr = c.grow(b, lr);
@@ -183,28 +185,63 @@ pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
     });
     stage_x(b, c, p.steps);
     b.bar_sync();
-    let outs = b.mul(c.rows, c.r3);
-    b.for_range(0u32, p.steps, 1u32, |b, s, _| {
+    let s1 = b.add(p.steps, 1u32);
+    let phases = b.shr(s1, 1u32);
+    let last = b.sub(phases, 1u32);
+    b.for_range(0u32, phases, 1u32, |b, ph, _| {
         let lay = layout(b, c);
-        let src = b.mad(s, lay.xbuf, lay.x);
-        partials(b, smem, &wih, lane, src, p.ip, c.rows, lay.scratch);
+        let s0 = b.shl(ph, 1u32);
+        let src = b.mad(s0, lay.xbuf, lay.x);
+        let rows = phase_rows(b, c, ph);
+        partials(b, smem, &wih, lane, src, p.ip, rows, lay.scratch);
         b.bar_sync();
-        let gi0 = b.mul(s, c.rows);
-        b.for_range(c.tid, outs, THREADS, |b, idx, _| {
-            let row = b.div(idx, c.r3);
-            let lr = b.rem(idx, c.r3);
-            let v = sum(b, smem, lay.scratch, c.rows, row, lr);
-            let gr = c.grow(b, lr);
-            let bi = b.add(gr, c.e_h3);
-            let ba = b.index_addr(p.b_ih, bi, 4);
-            let bias = b.ld::<F32>(Space::GlobalNc, ba);
-            let g = b.add(v, bias);
-            let gi = b.add(gi0, row);
-            let gi = b.mad(gi, c.r3, lr);
-            let gi = b.add(gi, lay.gi);
-            let ga = b.shared_index(smem, gi);
-            b.st(Space::Shared, ga, g);
+        let more = b.setp(Cmp::Lt, ph, last);
+        b.if_then(more, |b| {
+            precompute_sums(b, c, ph);
+            b.bar_sync();
         });
-        b.bar_sync();
+    });
+    last
+}
+
+/// Source rows of precompute phase `ph`: Bg per step of steps `2 ph`, `2 ph + 1` (< steps).
+fn phase_rows(b: &mut KernelBuilder, c: &Ctx<'_>, ph: Reg<U32>) -> Reg<U32> {
+    let s0 = b.shl(ph, 1u32);
+    let left = b.sub(c.p.steps, s0);
+    let n = b.min(left, 2u32);
+    b.mul(n, c.rows)
+}
+
+/// The sums of precompute phase `ph`: gi row `2 ph Bg + q`, gate row lr = its 8 scratch slots in
+/// order plus b_ih (all threads; no barrier inside).
+pub(super) fn precompute_sums(b: &mut KernelBuilder, c: &Ctx<'_>, ph: Reg<U32>) {
+    let (p, smem) = (c.p, c.smem);
+    let lay = layout(b, c);
+    let rows = phase_rows(b, c, ph);
+    let outs = b.mul(rows, c.r3);
+    let q0 = b.shl(ph, 1u32);
+    let q0 = b.mul(q0, c.rows);
+    // idx / 3J as (idx * ceil(2^20 / 3J)) >> 20: exact while idx 3J < 2^20 (idx < 2 x 32 x 64).
+    let magic = {
+        let rm = b.sub(c.r3, 1u32);
+        let m = b.add(rm, 1u32 << 20);
+        b.div(m, c.r3)
+    };
+    b.for_range(c.tid, outs, THREADS, |b, idx, _| {
+        let q = b.mul(idx, magic);
+        let q = b.shr(q, 20u32);
+        let lr = b.mul(q, c.r3);
+        let lr = b.sub(idx, lr);
+        let v = sum(b, smem, lay.scratch, rows, q, lr);
+        let gr = c.grow(b, lr);
+        let bi = b.add(gr, c.e_h3);
+        let ba = b.index_addr(p.b_ih, bi, 4);
+        let bias = b.ld::<F32>(Space::GlobalNc, ba);
+        let g = b.add(v, bias);
+        let gi = b.add(q0, q);
+        let gi = b.mad(gi, c.r3, lr);
+        let gi = b.add(gi, lay.gi);
+        let ga = b.shared_index(smem, gi);
+        b.st(Space::Shared, ga, g);
     });
 }

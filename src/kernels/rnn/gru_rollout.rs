@@ -307,7 +307,10 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let boundary = b.setp(Cmp::Eq, t1c, 0u32);
         let next = b.and(more, boundary);
         b.if_then(next, |b| project(b, t1));
-        gather(b, &ex, t, &Gather { in_flight: IN_FLIGHT, skip_own: false, half_h: None });
+        // The last step's h is only gathered for layer norm or dropout (whole rows).
+        let xf = b.or(p.ln, p.drop);
+        let need = b.or(more, xf);
+        gather(b, &ex, t, &Gather { in_flight: IN_FLIGHT, skip_own: false, half_h: None, on: Some(need) });
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {

@@ -41,7 +41,7 @@
 
 use super::gru_exchange::{gather, transform, Exchange, Gather};
 use super::gru_rollout::{cell, Ctx, P, THREADS};
-use super::gru_project::{copy_x, precompute, prefetch_x, project, project_split, stage_x};
+use super::gru_project::{copy_x, precompute, precompute_sums, prefetch_x, project, project_split, stage_x};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
@@ -84,10 +84,11 @@ pub const WIH_STRIDE: u32 = 132;
 
 /// Shared floats of the stationary path for `bg` rows, `j` units and `c` (the kernel's `chunk`):
 /// 0 for gi per step (2 gi and x buffers and W_ih), otherwise gi of every step computed first
-/// (max(c, 2) buffers of gi and x, c >= steps, no W_ih). `Ip` must be 128.
+/// (max(c, 2) buffers of gi and x, c >= steps, no W_ih, scratch for 2 Bg rows). `Ip` must be
+/// 128.
 pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
-    let (nb, wih) = if c == 0 { (2, 3 * j * WIH_STRIDE) } else { (c.max(2), 0) };
-    bg * h + nb * bg * 3 * j + wih + nb * bg * ip + scratch_floats(bg)
+    let (nb, wih, sc) = if c == 0 { (2, 3 * j * WIH_STRIDE, scratch_floats(bg)) } else { (c.max(2), 0, scratch_floats(2 * bg)) };
+    bg * h + nb * bg * 3 * j + wih + nb * bg * ip + sc
 }
 
 /// A lane's place in the mat-vec: K slice `slot = 2 warp + half`, rows `g + 16 q`.
@@ -255,7 +256,12 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let er = b.add(er, r);
         b.mul(er, p.h)
     }, true);
-    b.if_else(pre, |b| precompute(b, c, &lane), |b| {
+    // Precompute mode: the last phase of gi's sums waits for W_hh's loads to be issued.
+    let last = b.mov(0u32);
+    b.if_else(pre, |b| {
+        let l = precompute(b, c, &lane);
+        b.mov_to(last, l);
+    }, |b| {
         let stride = b.mov(WIH_STRIDE);
         copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
             let gr = c.grow(b, lr);
@@ -272,6 +278,7 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let gr = c.grow(b, lr);
         b.mad(gr, p.h, c.e_whh)
     });
+    b.if_then(pre, |b| precompute_sums(b, c, last));
     at(b, 2);
     b.bar_sync();
     at(b, 3);
@@ -282,6 +289,12 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let jm = b.sub(c.j, 1u32);
         let m = b.add(jm, 65536u32);
         b.div(m, c.j)
+    };
+    // Steps t whose gather is needed: t + 1 < steps, or every step with layer norm or dropout.
+    let gather_until = {
+        let xf = b.or(p.ln, p.drop);
+        let extra = b.selp(1u32, 0u32, xf);
+        b.add(p.steps, extra)
     };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let sidx = b.mad(t, 3u32, 4u32);
@@ -324,7 +337,9 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let cw = b.shr(c31, 5u32);
         let cw = b.min(cw, THREADS / 32);
         b.if_then(more1, |b| project_split(b, c, t1, cw));
-        gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128) });
+        // The last step's h is only gathered for layer norm or dropout (whole rows).
+        let need = b.setp(Cmp::Lt, t1, gather_until);
+        gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128), on: Some(need) });
         // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by
         // step t - 1's projection.
         copy_x(b, c, t2, more2);
