@@ -7,7 +7,7 @@
 //! `x + e * x_member_stride`), `h0` `E x Bp x H`, `w_ih` `E x 3H x Ip`, `w_hh` `E x 3H x H`,
 //! `b_ih`/`b_hh` `E x 3H` (the host folds b_hh of the r and z gates into `b_ih`: the kernel reads
 //! b_hh only for n), `ln_gain`/`ln_bias` `E x H`, `out` `E x T x Bp x H`; `hx` (exchange,
-//! u64) `E x T x Bp x H`; `state` holds `epoch, exit, status, -` (u32) per member.
+//! u64) `E x T x Bp x H`; `state` holds `epoch, count, status, -` (u32) per member.
 //!
 //! Batch rows are independent (layer norm is per row too), so the grid is split into groups:
 //! block c is member e, batch group g (rows `g Bg .. + Bg`, the last group may be shorter, a
@@ -31,9 +31,11 @@
 //!    tag arrive together), re-reading only pairs whose tag is not yet this step's, and stores
 //!    the values into its shared h; bar.sync. No fence, counter or barrier: each word validates
 //!    itself. `hx[e][t]` is written once per launch, so there is no reuse hazard; stale words of
-//!    earlier launches carry older tags (`epoch` advances by T per launch: the last block of a
-//!    member to exit adds T, after a `fence.acq_rel` + atomic exit count that follows every
-//!    block's read of it). A tag could only repeat after 2^32 steps of one object.
+//!    earlier launches carry older tags (`epoch` advances by T per launch: at the start, after a
+//!    bar.sync that follows every thread's read of it, thread 0 of each block counts the block
+//!    in (`fence.acq_rel` + atomic add); the member's last block adds T and resets the count).
+//!    A tag could only repeat after 2^32 steps of one object. The step loop skips the last
+//!    step's gather unless layer norm or dropout need whole rows.
 //! 4. with layer norm or dropout (`gru_exchange::transform`): one warp per row normalises in
 //!    place (two warp sums) and applies dropout (hash of (e, t, row, unit)); the block's own
 //!    units go to `out`; bar.sync.
@@ -210,22 +212,26 @@ pub fn build(target: Target) -> Module {
     let epoch_a = b.add(p.state, st_e);
     let epoch = b.ld::<U32>(Space::Global, epoch_a);
     let et = b.mul(e, p.steps);
-    let c = Ctx { p: &p, smem: &smem, tid, lane, warp, e, et, row0, rows, j0, j1, j, r3, e_h3, e_wih, e_whh, e_x, epoch };
-    b.if_else(p.stationary, |b| super::gru_stationary::rollout(b, &c), |b| shared_rollout(b, &c));
-    // Exit accounting: the last block of the member advances the epoch and resets the count.
-    let exit_a = b.add(epoch_a, 4u64);
+    // Read accounting, at the start (not on the way out, where thread 0's fence would wait for
+    // the last step's stores): once every thread of the block has read the epoch (bar.sync),
+    // thread 0 counts the block in; the member's last block advances the epoch by T for the
+    // next launch and resets the count.
+    b.bar_sync();
+    let count_a = b.add(epoch_a, 4u64);
     let thread0 = b.setp(Cmp::Eq, tid, 0u32);
     b.if_then(thread0, |b| {
         b.fence_acq_rel(Scope::Gpu);
-        let old = b.atom(Space::Global, AtomOp::Add, exit_a, 1u32);
+        let old = b.atom(Space::Global, AtomOp::Add, count_a, 1u32);
         let last = b.sub(bpm, 1u32);
         let is_last = b.setp(Cmp::Eq, old, last);
         b.if_then(is_last, |b| {
             let next = b.add(epoch, p.steps);
             b.st(Space::Global, epoch_a, next);
-            b.st(Space::Global, exit_a, 0u32);
+            b.st(Space::Global, count_a, 0u32);
         });
     });
+    let c = Ctx { p: &p, smem: &smem, tid, lane, warp, e, et, row0, rows, j0, j1, j, r3, e_h3, e_wih, e_whh, e_x, epoch };
+    b.if_else(p.stationary, |b| super::gru_stationary::rollout(b, &c), |b| shared_rollout(b, &c));
     Module::single(target, b.finish())
 }
 

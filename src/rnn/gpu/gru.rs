@@ -71,7 +71,7 @@ struct State {
     /// Tagged exchange words (see the kernel notes); never cleared: tags tell launches apart.
     hx: DeviceBuffer<u64>,
     out: DeviceBuffer<f32>,
-    /// `epoch, exit, status, -` per member.
+    /// `epoch, count, status, -` per member.
     bar: DeviceBuffer<u32>,
     /// Block 0's clock stamps of a stamped launch (benchmarks; see `gru_stationary::STAMPS`).
     stamps: DeviceBuffer<u64>,
@@ -255,8 +255,9 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     // the stamps pointer: null or STAMPS u64).
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
     // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
-    // E*steps*Bp*H; bar holds 4 words per member (exit count zero between launches: the last
-    // block out resets it). The shared memory holds `chunk` gi steps of `rows` x `units`; the
+    // E*steps*Bp*H; bar holds 4 words per member (read count zero between launches: the last
+    // block to count itself in resets it). The shared memory follows the kernel's smem_floats
+    // for this shape and `chunk`; the
     // grid fits the co-resident capacity (checked when the shape was chosen, and a smaller batch
     // only removes blocks) and the cooperative launch refuses a grid that does not.
     unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }.map_err(Error::driver("launching rnn_gru_rollout"))?;
