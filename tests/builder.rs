@@ -116,6 +116,19 @@ fn flush_to_zero_exponential_is_one_instruction() {
 }
 
 #[test]
+fn sfu_reciprocal_and_l1_prefetch_are_single_instructions() {
+    let mut b = KernelBuilder::new("sfu");
+    let x = b.mov(3.0f32);
+    let _ = b.rcp_approx_ftz(x);
+    let p = b.param::<U64>("p");
+    let a = b.global_ptr(&p);
+    b.prefetch_l1(a);
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains("rcp.approx.ftz.f32 %f1, %f0;"), "{ptx}");
+    assert!(ptx.contains("prefetch.global.L1 [%rd"), "{ptx}");
+}
+
+#[test]
 fn relaxed_tagged_words_are_strong_gpu_scope_accesses() {
     let mut b = KernelBuilder::new("tagged");
     let p = b.param::<U64>("words");

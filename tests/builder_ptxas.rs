@@ -69,6 +69,7 @@ fn kitchen_sink(target: Target) -> String {
     let _ = b.rsqrt(g);
     let _ = b.rcp(g);
     let _ = b.rcp_approx(g);
+    let _ = b.rcp_approx_ftz(g);
     let _ = b.sin_approx(g);
     let _ = b.cos_approx(g);
     let _ = b.exp_approx(g);
@@ -121,6 +122,7 @@ fn kitchen_sink(target: Target) -> String {
         b.st_v2(Space::Global, addr, q2);
         let tagged = b.ld_relaxed_gpu_v2::<U64>(addr);
         b.st_relaxed_gpu(addr, tagged[1]);
+        b.prefetch_l1(addr);
         let byte = b.ld_narrow::<U32>(Space::Global, Narrow::U8, addr);
         b.st_narrow(Space::Global, Narrow::U8, addr, byte);
         let half = b.ld_narrow::<U16>(Space::Global, Narrow::U16, addr);

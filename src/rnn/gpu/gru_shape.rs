@@ -1,0 +1,136 @@
+//! The GRU rollout's launch shape: batch rows and hidden units per block, weights in registers
+//! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
+//! reports (see [`choose_shape`]).
+
+use super::gru::GruLaunch;
+use super::{allow_dynamic_smem, cooperative_capacity};
+use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
+use crate::kernels::rnn::gru_stationary;
+use crate::kernels::KernelId;
+use crate::runtime::Gpu;
+use crate::{Error, Result};
+
+/// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
+/// `chunk` steps at once, weights in registers or in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Shape {
+    pub rows: u32,
+    pub slices: u32,
+    pub units: u32,
+    pub chunk: u32,
+    pub blocks: u32,
+    pub stationary: bool,
+}
+
+pub(super) fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary: bool) -> u32 {
+    let f = if stationary { gru_stationary::smem_floats } else { smem_floats };
+    4 * f(rows, ip as u32, h as u32, units, chunk)
+}
+
+/// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
+/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (W_ih and 2
+/// steps of x and gi in shared memory, co-resident) come first: the least per-step work of the busiest
+/// SM (blocks per SM x rows x 64 gate rows, the lanes' fixed tile), then the most blocks (more
+/// warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
+/// co-resident with at least one step of gi in shared memory: the least estimated per-step work
+/// of the busiest SM (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest
+/// blocks, and as many gi steps as keep the grid resident.
+pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_steps: usize, launch: GruLaunch) -> Result<Shape> {
+    let f = gpu.function(KernelId::RnnGruRollout)?;
+    let (hu, e) = (h as u32, members as u64);
+    let sms = u64::from(gpu.facts().sm_count.max(1));
+    let optin = gpu.facts().max_shared_per_block_optin;
+    if let Some(sl) = launch.unit_slices {
+        if sl == 0 || sl > hu / 2 {
+            return Err(Error::input(format!("unit slices {sl} must be in 1..={}", hu / 2)));
+        }
+    }
+    let rows: Vec<u32> = match launch.rows_per_block {
+        Some(r) if r == 0 || r % 4 != 0 || r > 32 => return Err(Error::input(format!("rows per block {r} must be a multiple of 4 and at most 32"))),
+        Some(r) => vec![r],
+        None => vec![4, 8, 16, 32],
+    };
+    let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
+    let (mut best_st, mut best_st_key) = (None, (u64::MAX, u32::MAX));
+    for &r in &rows {
+        let r = r.min(bp as u32);
+        let groups = bp.div_ceil(r as usize) as u64;
+        let slices: Vec<u32> = match launch.unit_slices {
+            Some(sl) => vec![sl],
+            None => (1..=2u64).map(|k| (k * sms / (e * groups)).clamp(1, u64::from(hu / 2)) as u32).collect(),
+        };
+        for sl in slices {
+            let units = 2 * (hu / 2).div_ceil(sl);
+            let blocks = e * groups * u64::from(sl);
+            needed = needed.min(blocks as usize);
+            let per_sm = blocks.div_ceil(sms);
+            let (r64, h64) = (u64::from(r), h as u64);
+            if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
+                // chunk: max_steps (gi of every step first) or 0 (gi per step).
+                let modes: Vec<u32> = match launch.precompute {
+                    Some(true) => vec![max_steps as u32],
+                    Some(false) => vec![0],
+                    None => vec![max_steps as u32, 0],
+                };
+                for chunk in modes {
+                    let bytes = smem_bytes(ip, h, r, units, chunk, true);
+                    if bytes > optin {
+                        continue;
+                    }
+                    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+                    let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+                    best_cap = best_cap.max(cap);
+                    // Ties go to more blocks: (cost, MAX - blocks); the first mode that fits wins.
+                    let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
+                    if blocks <= u64::from(cap) {
+                        if key < best_st_key {
+                            best_st_key = key;
+                            best_st = Some(Shape { rows: r, slices: sl, units, chunk, blocks: blocks as u32, stationary: true });
+                        }
+                        break;
+                    }
+                }
+            }
+            if launch.stationary == Some(true) {
+                continue;
+            }
+            let bytes = smem_bytes(ip, h, r, units, 1, false);
+            if bytes > optin {
+                continue;
+            }
+            allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+            let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+            best_cap = best_cap.max(cap);
+            if blocks > u64::from(cap) {
+                continue;
+            }
+            let key = (per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64), blocks as u32);
+            if key < best_key {
+                best_key = key;
+                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32, stationary: false });
+            }
+        }
+    }
+    if let Some(shape) = best_st {
+        let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, true);
+        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        return Ok(shape);
+    }
+    let mut shape = best.ok_or(Error::Capacity { what: "co-resident GRU blocks".into(), needed, capacity: best_cap as usize })?;
+    // More gi steps per projection while the grid stays resident.
+    for c in 2..=max_steps as u32 {
+        let bytes = smem_bytes(ip, h, shape.rows, shape.units, c, false);
+        if bytes > optin {
+            break;
+        }
+        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        if cooperative_capacity(gpu, &f, THREADS, bytes)? < shape.blocks {
+            break;
+        }
+        shape.chunk = c;
+    }
+    let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, false);
+    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+    Ok(shape)
+}
+
