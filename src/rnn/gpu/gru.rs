@@ -25,7 +25,7 @@ pub struct GruLaunch {
     /// Batch rows per block (a multiple of 4, at most 32).
     pub rows_per_block: Option<u32>,
     /// Weights in registers (`gru_stationary`): possible when H = 256, the padded input is 128,
-    /// a block owns at most 21 units and gi of every step fits in shared memory. `None`: used
+    /// a block owns at most 21 units and its shared layout fits (see `precompute`). `None`: used
     /// whenever possible; `Some(true)` fails with `Capacity` where it is not.
     pub stationary: Option<bool>,
     /// On the weight-stationary path, gi of every step computed before step 0 (W_ih in

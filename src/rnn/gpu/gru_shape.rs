@@ -22,16 +22,19 @@ pub(super) struct Shape {
     pub stationary: bool,
 }
 
+/// Dynamic shared memory of the rollout kernel for one block shape (`chunk` as the kernel reads
+/// it: gi steps at once on the shared-memory path; 0 or max steps on the stationary path).
 pub(super) fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary: bool) -> u32 {
     let f = if stationary { gru_stationary::smem_floats } else { smem_floats };
     4 * f(rows, ip as u32, h as u32, units, chunk)
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
-/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates (W_ih and 2
-/// steps of x and gi in shared memory, co-resident) come first: the least per-step work of the busiest
-/// SM (blocks per SM x rows x 64 gate rows, the lanes' fixed tile), then the most blocks (more
-/// warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
+/// one or two blocks per SM (or the caller's choices). Weight-stationary candidates come first,
+/// each in precompute mode (x and gi of `max_steps` steps in shared memory, `chunk` =
+/// max_steps) when its grid stays co-resident so, else per step (W_ih and 2 steps of x and gi,
+/// `chunk` = 0): the least per-step work of the busiest SM (blocks per SM x rows x 64 gate rows,
+/// the lanes' fixed tile), then the most blocks (more warps per SM hide latency). Otherwise, among shared-memory candidates whose grid is
 /// co-resident with at least one step of gi in shared memory: the least estimated per-step work
 /// of the busiest SM (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest
 /// blocks, and as many gi steps as keep the grid resident.
