@@ -81,6 +81,12 @@ pub fn tanh(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     let q = b.div(two, d);
     let one = b.mov(1.0f32);
     let big = b.sub(one, q);
+    tanh_finish(b, x, a, big)
+}
+
+/// Both tanh forms' ending: sign(x) on `big` (tanh(|x|) for large |x|), the Taylor branch for
+/// |x| < [`TANH_SMALL`].
+fn tanh_finish(b: &mut KernelBuilder, x: Reg<F32>, a: Reg<F32>, big: Reg<F32>) -> Reg<F32> {
     let negative = b.setp(Cmp::Lt, x, 0.0f32);
     let nbig = b.neg(big);
     let big = b.selp(nbig, big, negative);
@@ -107,12 +113,7 @@ pub fn tanh_sfu(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     let d = b.add(e, 1.0f32);
     let q = b.rcp_approx_ftz(d);
     let big = b.fma(q, -2.0f32, 1.0f32);
-    let negative = b.setp(Cmp::Lt, x, 0.0f32);
-    let nbig = b.neg(big);
-    let big = b.selp(nbig, big, negative);
-    let small = tanh_small(b, x);
-    let is_small = b.setp(Cmp::Lt, a, TANH_SMALL);
-    b.selp(small, big, is_small)
+    tanh_finish(b, x, a, big)
 }
 
 /// The odd Taylor polynomial of tanh for |x| < [`TANH_SMALL`]: x + x (s P(s)), s = x².
