@@ -1,6 +1,7 @@
 //! CPU mirrors of the kernels' f32 transcendentals (`crate::kernels::rnn::mathf`): the same
-//! IEEE-rounded operations in the same order, so they give the kernels' bits. Used to measure the
-//! kernels' accuracy against f64 without a GPU, and by the dropout mask on both sides.
+//! IEEE-rounded operations in the same order, so they give the kernels' bits, and a model of the
+//! GRU cell's SFU forms ([`sfu_model`]), which no CPU can reproduce bit for bit. Used to measure
+//! the kernels' accuracy against f64 without a GPU, and by the dropout mask on both sides.
 
 use crate::kernels::rnn::mathf::*;
 
