@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod device;
 pub mod fd;
 
 use nalgebra::{Matrix3, Vector3};
