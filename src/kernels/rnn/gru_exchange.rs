@@ -145,6 +145,17 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
     });
 }
 
+/// For each 128-float chunk c of a row (this lane's float4 at shared offset `rbase + 128 c`):
+/// `body(b, c, its shared address, its 4 values)`.
+fn row_chunks(b: &mut KernelBuilder, smem: &SharedArray<F32>, chunks: Reg<U32>, rbase: Reg<U32>, body: &dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, [Reg<F32>; 4])) {
+    b.for_range(0u32, chunks, 1u32, |b, c, _| {
+        let k = b.mad(c, 128u32, rbase);
+        let sa = b.shared_index(smem, k);
+        let v = b.ld_v4::<F32>(Space::Shared, sa);
+        body(b, c, sa, v);
+    });
+}
+
 /// Step 4: layer norm (two warp sums: mean, then variance about the mean) and dropout (hash of
 /// (e, t, row, unit) vs a threshold, kept values times 1/(1-p)) in place, one warp per row,
 /// float4 per lane; the block's own units also go to `out[e][t]`.
@@ -159,10 +170,7 @@ pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
         let rbase = b.mad(row, p.h, lane4);
         let rbase = b.add(rbase, ex.o_h);
         let sum = b.mov(0.0f32);
-        b.for_range(0u32, chunks, 1u32, |b, c, _| {
-            let k = b.mad(c, 128u32, rbase);
-            let sa = b.shared_index(smem, k);
-            let v = b.ld_v4::<F32>(Space::Shared, sa);
+        row_chunks(b, smem, chunks, rbase, &|b, _, _, v| {
             for x in v {
                 let s = b.add(sum, x);
                 b.mov_to(sum, s);
@@ -175,10 +183,7 @@ pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
             let m = b.div(total, hf);
             b.mov_to(mean, m);
             let sq = b.mov(0.0f32);
-            b.for_range(0u32, chunks, 1u32, |b, c, _| {
-                let k = b.mad(c, 128u32, rbase);
-                let sa = b.shared_index(smem, k);
-                let v = b.ld_v4::<F32>(Space::Shared, sa);
+            row_chunks(b, smem, chunks, rbase, &|b, _, _, v| {
                 for x in v {
                     let d = b.sub(x, m);
                     let s = b.fma(d, d, sq);
@@ -195,10 +200,7 @@ pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
         });
         let out_row = ex.word_index(b, t, row);
         let grow = b.add(ex.row0, row);
-        b.for_range(0u32, chunks, 1u32, |b, c, _| {
-            let k = b.mad(c, 128u32, rbase);
-            let sa = b.shared_index(smem, k);
-            let v = b.ld_v4::<F32>(Space::Shared, sa);
+        row_chunks(b, smem, chunks, rbase, &|b, c, sa, v| {
             let unit0 = b.mad(c, 128u32, lane4);
             let mut outv = [v[0]; 4];
             for (i, &x) in v.iter().enumerate() {

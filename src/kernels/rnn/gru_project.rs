@@ -2,7 +2,7 @@
 //! `gru_stationary`'s notes): per step from W_ih in shared memory, split between warps, with x
 //! streamed into shared memory, or for every step before step 0 from W_ih in registers.
 
-use super::gru_rollout::{Ctx, THREADS};
+use super::gru_rollout::{reciprocal, Ctx, THREADS};
 use super::gru_stationary::{hold, layout, partials, sum, Lane, WIH_STRIDE};
 use super::gru_tile::copy_rows;
 use crate::ptx::*;
@@ -62,9 +62,7 @@ fn project_rows(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, chunk: Reg<U32>
                 }
             }
         }
-        let gr = c.grow(b, rc);
-        let bi = b.add(gr, c.e_h3);
-        let ba = b.index_addr(p.b_ih, bi, 4);
+        let ba = c.b_ih_addr(b, rc);
         let bias = b.ld::<F32>(Space::GlobalNc, ba);
         // Slices kq and kq ^ 2 swap halves (xor 16), then kq and kq ^ 1 (xor 8): lane ends
         // with row rb + kq.
@@ -215,27 +213,21 @@ fn phase_rows(b: &mut KernelBuilder, c: &Ctx<'_>, ph: Reg<U32>) -> Reg<U32> {
 /// The sums of precompute phase `ph`: gi row `2 ph Bg + q`, gate row lr = its 8 scratch slots in
 /// order plus b_ih (all threads; no barrier inside).
 pub(super) fn precompute_sums(b: &mut KernelBuilder, c: &Ctx<'_>, ph: Reg<U32>) {
-    let (p, smem) = (c.p, c.smem);
+    let smem = c.smem;
     let lay = layout(b, c);
     let rows = phase_rows(b, c, ph);
     let outs = b.mul(rows, c.r3);
     let q0 = b.shl(ph, 1u32);
     let q0 = b.mul(q0, c.rows);
-    // idx / 3J as (idx * ceil(2^20 / 3J)) >> 20: exact while idx 3J < 2^20 (idx < 2 x 32 x 64).
-    let magic = {
-        let rm = b.sub(c.r3, 1u32);
-        let m = b.add(rm, 1u32 << 20);
-        b.div(m, c.r3)
-    };
+    // idx / 3J by `gru_rollout::reciprocal`: idx 3J < 2^20 (idx < 2 x 32 x 64).
+    let magic = reciprocal(b, c.r3, 20);
     b.for_range(c.tid, outs, THREADS, |b, idx, _| {
         let q = b.mul(idx, magic);
         let q = b.shr(q, 20u32);
         let lr = b.mul(q, c.r3);
         let lr = b.sub(idx, lr);
         let v = sum(b, smem, lay.scratch, rows, q, lr);
-        let gr = c.grow(b, lr);
-        let bi = b.add(gr, c.e_h3);
-        let ba = b.index_addr(p.b_ih, bi, 4);
+        let ba = c.b_ih_addr(b, lr);
         let bias = b.ld::<F32>(Space::GlobalNc, ba);
         let g = b.add(v, bias);
         let gi = b.add(q0, q);

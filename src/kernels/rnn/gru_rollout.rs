@@ -158,6 +158,13 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Address of b_ih of local gate row lr (member e).
+    pub fn b_ih_addr(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U64> {
+        let gr = self.grow(b, lr);
+        let i = b.add(gr, self.e_h3);
+        b.index_addr(self.p.b_ih, i, 4)
+    }
+
     /// Local row lr = 3 jj + q  ->  global gate row q H + j0 + jj.
     pub fn grow(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U32> {
         let jj = b.div(lr, 3u32);
@@ -165,6 +172,14 @@ impl Ctx<'_> {
         let t = b.mad(q, self.p.h, self.j0);
         b.add(t, jj)
     }
+}
+
+/// `m = (d - 1 + 2^shift) / d`: with it, `idx / d` is `(idx * m) >> shift` while
+/// `idx d < 2^shift` (the error idx / 2^shift stays under 1/d), a multiply instead of a division.
+pub(super) fn reciprocal(b: &mut KernelBuilder, d: Reg<U32>, shift: u32) -> Reg<U32> {
+    let dm = b.sub(d, 1u32);
+    let m = b.add(dm, 1u32 << shift);
+    b.div(m, d)
 }
 
 /// Builds the module.
@@ -261,11 +276,7 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let er = b.add(er, r);
         b.mul(er, p.h)
     }, true);
-    let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| {
-        let gr = c.grow(b, lr);
-        let i = b.add(gr, c.e_h3);
-        b.index_addr(p.b_ih, i, 4)
-    };
+    let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| c.b_ih_addr(b, lr);
     let ex = Exchange { c, o_h };
 
     // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).

@@ -40,7 +40,7 @@
 //! of gi and x starts `s x rows` rows in).
 
 use super::gru_exchange::{gather, transform, Exchange, Gather};
-use super::gru_rollout::{cell, Ctx, P, THREADS};
+use super::gru_rollout::{cell, reciprocal, Ctx, P, THREADS};
 use super::gru_project::{copy_x, precompute, precompute_sums, prefetch_x, project, project_split, stage_x};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
@@ -283,13 +283,8 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     b.bar_sync();
     at(b, 3);
     let ex = Exchange { c, o_h: zero };
-    // idx / J as (idx * ceil(2^16 / J)) >> 16: the error is below idx / 2^16, under 1/J while
-    // idx J < 2^16 (here idx < 32 rows x J and J <= 21), so the floor is exact.
-    let magic = {
-        let jm = b.sub(c.j, 1u32);
-        let m = b.add(jm, 65536u32);
-        b.div(m, c.j)
-    };
+    // idx / J by `gru_rollout::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
+    let magic = reciprocal(b, c.j, 16);
     // Steps t whose gather is needed: t + 1 < steps, or every step with layer norm or dropout.
     let gather_until = {
         let xf = b.or(p.ln, p.drop);
@@ -309,9 +304,9 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         partials(b, smem, &whh, &lane, zero, p.h, c.rows, lay.scratch);
         b.bar_sync();
         stamp(b, p, sidx);
-        // The cells take the first ceil(cells / 32) warps; every warp then takes chunks of gi
-        // of step t + 1 (buffer (t + 1) % 2, last read by step t - 1's cell) until none is
-        // left, so the warps without cells start at once.
+        // The cells take the first ceil(cells / 32) warps; in per-step mode gi of step t + 1
+        // (buffer (t + 1) % 2, last read by step t - 1's cell) is then split between the other
+        // warps, which start at once, and the cell warps (`project_split`).
         let cells = b.mul(c.rows, c.j);
         b.for_range(c.tid, cells, THREADS, |b, idx, _| {
             let row = b.mul(idx, magic);
