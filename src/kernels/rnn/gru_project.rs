@@ -16,12 +16,11 @@ use crate::ptx::*;
 /// quarter-warp: broadcasts), then a transposing butterfly over the slices (xor 16 keeps 2
 /// rows, xor 8 keeps 1; 3 shuffles) leaves lane l with row `rb + kq`. 8 accumulators (fewer
 /// W_ih loads) spill next to the 64 held weights. Fixed order, so the result is deterministic.
-pub(super) fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, w0: Reg<U32>, nw: Reg<U32>) {
-    // Chunks of 8 gate rows: warp w0 + i takes chunks i, i + nw, ... below ceil(3J / 8).
-    let first = b.sub(c.warp, w0);
+pub(super) fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
+    // Chunks of 8 gate rows: warp w takes chunks w, w + 8, ... below ceil(3J / 8).
     let r7 = b.add(c.r3, 7u32);
     let chunks = b.shr(r7, 3u32);
-    b.for_range(first, chunks, nw, |b, chunk, _| project_rows(b, c, s, chunk));
+    b.for_range(c.warp, chunks, THREADS / 32, |b, chunk, _| project_rows(b, c, s, chunk));
 }
 
 /// [`project`]'s work for gate rows `8 chunk ..` (one warp).

@@ -269,8 +269,7 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         }, true);
         stage_x(b, c, 2);
         b.bar_sync();
-        let all = b.mov(THREADS / 32);
-        project(b, c, zero, zero, all);
+        project(b, c, zero);
     });
     at(b, 1);
     // W_hh held (KS = 16) for the whole rollout (its loads are in flight until step 0's mat-vec).
