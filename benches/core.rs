@@ -14,13 +14,17 @@ const N_ADD: usize = 1 << 26; // 64 Mi f32 = 256 MiB per array, far beyond L2
 const N_SUM: usize = 100_000_000;
 
 fn gpu(c: &mut Criterion) {
-    let Some(gpu) = common::gpu_or_skip() else { return };
+    let Some(gpu) = common::gpu_or_skip() else {
+        return;
+    };
     let stream = gpu.stream().clone();
     let ops = GpuOps::new(gpu.clone()).expect("GpuOps");
     let mut rng = Rng::new(1);
     let host = rng.vec_f32(N_SUM, -1.0, 1.0);
     let a = stream.clone_htod(&host[..N_ADD]).expect("upload");
-    let b = stream.clone_htod(&rng.vec_f32(N_ADD, -1.0, 1.0)).expect("upload");
+    let b = stream
+        .clone_htod(&rng.vec_f32(N_ADD, -1.0, 1.0))
+        .expect("upload");
     let mut out = stream.alloc_zeros::<f32>(N_ADD).expect("alloc");
     let x = stream.clone_htod(&host).expect("upload");
     let mut total = stream.alloc_zeros::<f64>(1).expect("alloc");
@@ -30,26 +34,44 @@ fn gpu(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(3));
     g.throughput(Throughput::Bytes((8 * N_ADD) as u64));
     g.bench_function(BenchmarkId::new("copy_dtod", N_ADD), |bch| {
-        bch.iter_custom(|it| common::event_timed(&stream, it, || stream.memcpy_dtod(&a, &mut out).expect("copy")))
+        bch.iter_custom(|it| {
+            common::event_timed(&stream, it, || {
+                stream.memcpy_dtod(&a, &mut out).expect("copy")
+            })
+        })
     });
     g.throughput(Throughput::Bytes((12 * N_ADD) as u64));
     g.bench_function(BenchmarkId::new("correct_add", N_ADD), |bch| {
         bch.iter_custom(|it| {
             common::event_timed(&stream, it, || {
-                ops.correct_add_device(&stream, &av, &bv, &mut out.slice_mut(0..N_ADD)).expect("launch")
+                ops.correct_add_device(&stream, &av, &bv, &mut out.slice_mut(0..N_ADD))
+                    .expect("launch")
             })
         })
     });
     g.throughput(Throughput::Bytes((4 * N_SUM) as u64));
     g.bench_function(BenchmarkId::new("reduce_sum", N_SUM), |bch| {
-        bch.iter_custom(|it| common::event_timed(&stream, it, || ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total).expect("launch")))
+        bch.iter_custom(|it| {
+            common::event_timed(&stream, it, || {
+                ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total)
+                    .expect("launch")
+            })
+        })
     });
     g.finish();
 
     // Summary from medians of event-timed single runs in this same process.
-    let copy = common::median_secs(&stream, 30, || stream.memcpy_dtod(&a, &mut out).expect("copy"));
-    let add = common::median_secs(&stream, 30, || ops.correct_add_device(&stream, &av, &bv, &mut out.slice_mut(0..N_ADD)).expect("launch"));
-    let sum = common::median_secs(&stream, 30, || ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total).expect("launch"));
+    let copy = common::median_secs(&stream, 30, || {
+        stream.memcpy_dtod(&a, &mut out).expect("copy")
+    });
+    let add = common::median_secs(&stream, 30, || {
+        ops.correct_add_device(&stream, &av, &bv, &mut out.slice_mut(0..N_ADD))
+            .expect("launch")
+    });
+    let sum = common::median_secs(&stream, 30, || {
+        ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total)
+            .expect("launch")
+    });
     let copy_gbs = 8.0 * N_ADD as f64 / copy / 1e9;
     let add_gbs = 12.0 * N_ADD as f64 / add / 1e9;
     let read_once = 4.0 * N_SUM as f64 / (copy_gbs * 1e9);
@@ -77,9 +99,13 @@ fn cpu(c: &mut Criterion) {
     let mut g = c.benchmark_group("cpu/core");
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     g.throughput(Throughput::Bytes((12 * n) as u64));
-    g.bench_function(BenchmarkId::new("correct_add", n), |b| b.iter(|| CpuOps.correct_add(&p, &q, &mut out).expect("cpu")));
+    g.bench_function(BenchmarkId::new("correct_add", n), |b| {
+        b.iter(|| CpuOps.correct_add(&p, &q, &mut out).expect("cpu"))
+    });
     g.throughput(Throughput::Bytes((4 * n) as u64));
-    g.bench_function(BenchmarkId::new("reduce_sum", n), |b| b.iter(|| CpuOps.sum(&p).expect("cpu")));
+    g.bench_function(BenchmarkId::new("reduce_sum", n), |b| {
+        b.iter(|| CpuOps.sum(&p).expect("cpu"))
+    });
     g.finish();
 }
 

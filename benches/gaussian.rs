@@ -18,7 +18,9 @@ mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ptxflow::gaussian::generate::{convert, random_gaussians, sample_points, GaussianSpec};
-use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real};
+use ptxflow::gaussian::{
+    FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real,
+};
 use ptxflow::rng::Rng;
 use ptxflow::runtime::Gpu;
 use std::hint::black_box;
@@ -44,7 +46,12 @@ fn problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 /// backward solve, so the SUMMARY shows what it costs.
 fn badly_conditioned_problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut rng = Rng::new(0x6A56);
-    let spec = GaussianSpec { extent_m: 1.0, diag_m: (1.0, 1.0), shear: 2.0, weight: (-0.5, 1.5) };
+    let spec = GaussianSpec {
+        extent_m: 1.0,
+        diag_m: (1.0, 1.0),
+        shear: 2.0,
+        weight: (-0.5, 1.5),
+    };
     let mut gaussians = random_gaussians(&mut rng, n, &spec);
     for g in gaussians.chunks_exact_mut(10) {
         for row in [3..4, 4..6, 6..9] {
@@ -57,29 +64,58 @@ fn badly_conditioned_problem(n: usize, b: usize) -> (Vec<f64>, Vec<f64>, Vec<f64
     (gaussians, points, grad)
 }
 
-fn group<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+fn group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut g = c.benchmark_group(name);
-    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
     g
 }
 
 fn cpu_type<T: Real>(c: &mut Criterion) {
     let mut g = group(c, "cpu/gaussian");
     for (n, b) in SIZES {
-        let (sampled, label) = if b > 10_000 { (CPU_SAMPLE_POINTS, format!("{n}x{b}-sampled-{CPU_SAMPLE_POINTS}")) } else { (b, format!("{n}x{b}")) };
+        let (sampled, label) = if b > 10_000 {
+            (
+                CPU_SAMPLE_POINTS,
+                format!("{n}x{b}-sampled-{CPU_SAMPLE_POINTS}"),
+            )
+        } else {
+            (b, format!("{n}x{b}"))
+        };
         let (gaussians, points, grad) = problem(n, b);
-        let (gaussians, points, grad) = (convert::<T>(&gaussians), convert::<T>(&points[..3 * sampled]), convert::<T>(&grad[..sampled]));
-        let mut field = GaussianField::<T>::with_gaussians(FieldOptions::default(), &gaussians).expect("generated Gaussians are valid");
+        let (gaussians, points, grad) = (
+            convert::<T>(&gaussians),
+            convert::<T>(&points[..3 * sampled]),
+            convert::<T>(&grad[..sampled]),
+        );
+        let mut field = GaussianField::<T>::with_gaussians(FieldOptions::default(), &gaussians)
+            .expect("generated Gaussians are valid");
         g.throughput(Throughput::Elements((n * sampled) as u64));
-        g.bench_function(BenchmarkId::new(format!("forward/{}", T::NAME), &label), |bench| {
-            bench.iter(|| black_box(field.forward(black_box(&points)).expect("valid points")[0]))
-        });
-        g.bench_function(BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label), |bench| {
-            bench.iter(|| {
-                field.forward(black_box(&points)).expect("valid points");
-                black_box(field.backward(black_box(&grad)).expect("valid gradient").gaussians[0])
-            })
-        });
+        g.bench_function(
+            BenchmarkId::new(format!("forward/{}", T::NAME), &label),
+            |bench| {
+                bench
+                    .iter(|| black_box(field.forward(black_box(&points)).expect("valid points")[0]))
+            },
+        );
+        g.bench_function(
+            BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label),
+            |bench| {
+                bench.iter(|| {
+                    field.forward(black_box(&points)).expect("valid points");
+                    black_box(
+                        field
+                            .backward(black_box(&grad))
+                            .expect("valid gradient")
+                            .gaussians[0],
+                    )
+                })
+            },
+        );
     }
     g.finish();
 }
@@ -104,25 +140,38 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
     let mut g = group(c, "gpu/gaussian");
     for (n, b) in SIZES {
         let (gaussians, points, grad) = problem(n, b);
-        let (gaussians, points, grad) = (convert::<T>(&gaussians), convert::<T>(&points), convert::<T>(&grad));
-        let mut field = GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        let (gaussians, points, grad) = (
+            convert::<T>(&gaussians),
+            convert::<T>(&points),
+            convert::<T>(&grad),
+        );
+        let mut field =
+            GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
         field.set_gaussians(&gaussians).expect("valid Gaussians");
         field.forward(&points).expect("forward");
         field.backward(&grad).expect("backward");
         let label = format!("{n}x{b}");
         let pairs = (n * b) as f64;
         g.throughput(Throughput::Elements(pairs as u64));
-        g.bench_function(BenchmarkId::new(format!("forward/{}", T::NAME), &label), |bench| {
-            bench.iter_custom(|it| common::event_timed(&stream, it, || field.forward_resident().expect("forward")))
-        });
-        g.bench_function(BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label), |bench| {
-            bench.iter_custom(|it| {
-                common::event_timed(&stream, it, || {
-                    field.forward_resident().expect("forward");
-                    field.backward_resident().expect("backward")
+        g.bench_function(
+            BenchmarkId::new(format!("forward/{}", T::NAME), &label),
+            |bench| {
+                bench.iter_custom(|it| {
+                    common::event_timed(&stream, it, || field.forward_resident().expect("forward"))
                 })
-            })
-        });
+            },
+        );
+        g.bench_function(
+            BenchmarkId::new(format!("forward_backward/{}", T::NAME), &label),
+            |bench| {
+                bench.iter_custom(|it| {
+                    common::event_timed(&stream, it, || {
+                        field.forward_resident().expect("forward");
+                        field.backward_resident().expect("backward")
+                    })
+                })
+            },
+        );
         let fwd = common::median_secs(&stream, 30, || field.forward_resident().expect("forward"));
         let both = common::median_secs(&stream, 30, || {
             field.forward_resident().expect("forward");
@@ -148,12 +197,20 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
             100.0 * flop_fb / peak
         ));
         if n == 1000 && b == 500 && T::NAME == "f32" {
-            g.bench_function(BenchmarkId::new(format!("api_forward_backward/{}", T::NAME), &label), |bench| {
-                bench.iter(|| {
-                    field.forward(black_box(&points)).expect("forward");
-                    black_box(field.backward(black_box(&grad)).expect("backward").gaussians[0])
-                })
-            });
+            g.bench_function(
+                BenchmarkId::new(format!("api_forward_backward/{}", T::NAME), &label),
+                |bench| {
+                    bench.iter(|| {
+                        field.forward(black_box(&points)).expect("forward");
+                        black_box(
+                            field
+                                .backward(black_box(&grad))
+                                .expect("backward")
+                                .gaussians[0],
+                        )
+                    })
+                },
+            );
             let mut wall: Vec<f64> = (0..101)
                 .map(|_| {
                     let t = Instant::now();
@@ -173,8 +230,11 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
     if T::NAME == "f32" {
         let (n, b) = SIZES[2];
         let (gaussians, points, grad) = badly_conditioned_problem(n, b);
-        let mut field = GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
-        field.set_gaussians(&convert::<T>(&gaussians)).expect("valid Gaussians");
+        let mut field =
+            GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        field
+            .set_gaussians(&convert::<T>(&gaussians))
+            .expect("valid Gaussians");
         field.forward(&convert::<T>(&points)).expect("forward");
         field.backward(&convert::<T>(&grad)).expect("backward");
         let both = common::median_secs(&stream, 30, || {

@@ -23,7 +23,10 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     let mut rng = Rng::new(1);
     let mut v = vec![
         ("zeros", vec![0u8; INPUT_BYTES]),
-        ("random", (0..INPUT_BYTES).map(|_| rng.next_u64() as u8).collect()),
+        (
+            "random",
+            (0..INPUT_BYTES).map(|_| rng.next_u64() as u8).collect(),
+        ),
     ];
     if let Some(d) = lz4_support::corpus("dickens", Some(INPUT_BYTES)) {
         v.insert(0, ("dickens", d));
@@ -44,15 +47,25 @@ fn compress_all(enc: &mut PageEncoder, data: &[u8]) -> Vec<(Vec<u8>, PageKind, u
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("cpu");
-    group.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
     let mut enc = PageEncoder::new();
     for (name, data) in inputs() {
         group.throughput(Throughput::Bytes(data.len() as u64));
         let ours = compress_all(&mut enc, &data);
         let ours_bytes: usize = ours.iter().map(|p| p.0.len()).sum();
-        let flex: Vec<Vec<u8>> = data.chunks(PAGE_BYTES).map(lz4_flex::block::compress).collect();
+        let flex: Vec<Vec<u8>> = data
+            .chunks(PAGE_BYTES)
+            .map(lz4_flex::block::compress)
+            .collect();
         let flex_bytes: usize = flex.iter().map(|b| b.len()).sum();
-        let flex_stored: usize = flex.iter().zip(data.chunks(PAGE_BYTES)).map(|(b, p)| b.len().min(p.len())).sum();
+        let flex_stored: usize = flex
+            .iter()
+            .zip(data.chunks(PAGE_BYTES))
+            .map(|(b, p)| b.len().min(p.len()))
+            .sum();
         eprintln!(
             "lz4 ratio on {name} ({} B, 4 KiB pages): ours {:.3}, lz4_flex {:.3} ({:.3} with raw pages)",
             data.len(),
@@ -86,7 +99,13 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("lz4/compress_parallel", name), |b| {
             let mut codec = CpuPageCodec;
-            b.iter(|| black_box(codec.compress_pages(&data, PAGE_BYTES).expect("valid page size")))
+            b.iter(|| {
+                black_box(
+                    codec
+                        .compress_pages(&data, PAGE_BYTES)
+                        .expect("valid page size"),
+                )
+            })
         });
         group.bench_function(BenchmarkId::new("lz4_flex/compress", name), |b| {
             b.iter(|| {
@@ -99,7 +118,9 @@ fn bench(c: &mut Criterion) {
             let mut out = vec![0u8; PAGE_BYTES];
             b.iter(|| {
                 for block in &flex {
-                    black_box(lz4_flex::block::decompress_into(block, &mut out).expect("valid block"));
+                    black_box(
+                        lz4_flex::block::decompress_into(block, &mut out).expect("valid block"),
+                    );
                 }
             })
         });

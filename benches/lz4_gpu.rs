@@ -22,7 +22,13 @@ const PASSES: usize = 16;
 
 fn gpu_inputs() -> Vec<(&'static str, Vec<u8>)> {
     let mut rng = Rng::new(2);
-    let mut v = vec![("zeros", vec![0u8; GPU_INPUT_BYTES]), ("random", (0..GPU_INPUT_BYTES).map(|_| rng.next_u64() as u8).collect())];
+    let mut v = vec![
+        ("zeros", vec![0u8; GPU_INPUT_BYTES]),
+        (
+            "random",
+            (0..GPU_INPUT_BYTES).map(|_| rng.next_u64() as u8).collect(),
+        ),
+    ];
     if let Some(d) = super::lz4_support::corpus("dickens", None) {
         let tiled: Vec<u8> = d.iter().copied().cycle().take(GPU_INPUT_BYTES).collect();
         v.insert(0, ("dickens", tiled));
@@ -50,7 +56,9 @@ fn resident(k: &Lz4Kernels, s: &Arc<CudaStream>, data: &[u8]) -> Resident {
     let g = k.compress_geometry(PAGE_BYTES, n);
     let mut r = Resident {
         input: s.clone_htod(data).expect("upload"),
-        scratch: s.alloc_zeros(g.warps() as usize * PAGE_BYTES).expect("alloc"),
+        scratch: s
+            .alloc_zeros(g.warps() as usize * PAGE_BYTES)
+            .expect("alloc"),
         packed: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
         dpacked: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
         info: s.alloc_zeros(info_words(n)).expect("alloc"),
@@ -75,19 +83,40 @@ fn verify(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident, data: &[u8]) {
     s.memset_zeros(&mut r.output).expect("memset");
     decompress(k, s, r);
     let status = s.clone_dtoh(&r.status).expect("download");
-    assert!(status.iter().all(|&c| c & 0xFF == 0), "device round trip failed");
+    assert!(
+        status.iter().all(|&c| c & 0xFF == 0),
+        "device round trip failed"
+    );
     let out = s.clone_dtoh(&r.output).expect("download");
     assert!(out[..data.len()] == *data, "device round trip differs");
 }
 
 fn compress(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident, len: usize) {
     let input = r.input.slice(..);
-    k.compress(s, &input, len, PAGE_BYTES, &mut r.scratch, &mut r.packed.slice_mut(..), &mut r.info.slice_mut(..)).expect("launch");
+    k.compress(
+        s,
+        &input,
+        len,
+        PAGE_BYTES,
+        &mut r.scratch,
+        &mut r.packed.slice_mut(..),
+        &mut r.info.slice_mut(..),
+    )
+    .expect("launch");
 }
 
 fn decompress(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident) {
     let n = r.pages.len();
-    k.decompress(s, &r.dpacked.slice(..), &r.entries.slice(..), n, PAGE_BYTES, &mut r.output.slice_mut(..), &mut r.status.slice_mut(..)).expect("launch");
+    k.decompress(
+        s,
+        &r.dpacked.slice(..),
+        &r.entries.slice(..),
+        n,
+        PAGE_BYTES,
+        &mut r.output.slice_mut(..),
+        &mut r.status.slice_mut(..),
+    )
+    .expect("launch");
 }
 
 /// Pinned host-to-device bandwidth (GB/s): median of event-timed 64 MiB copies.
@@ -100,7 +129,8 @@ fn pinned_h2d_gbs(gpu: &Arc<Gpu>, s: &Arc<CudaStream>) -> f64 {
 
 /// Host read bandwidth (GB/s) of a cuMemHostAlloc'd download buffer and of ordinary memory.
 fn host_read_gbs(gpu: &Arc<Gpu>) -> (f64, f64) {
-    let mut pinned = PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Download).expect("pinned");
+    let mut pinned =
+        PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Download).expect("pinned");
     let plain = vec![1u8; RING_BYTES];
     let rate = |bytes: &[u8]| {
         let t = std::time::Instant::now();
@@ -114,11 +144,15 @@ fn host_read_gbs(gpu: &Arc<Gpu>) -> (f64, f64) {
 
 /// lz4_flex's stored bytes on the same pages (raw when its block is not smaller).
 fn flex_stored(data: &[u8]) -> usize {
-    data.chunks(PAGE_BYTES).map(|p| lz4_flex::block::compress(p).len().min(p.len())).sum()
+    data.chunks(PAGE_BYTES)
+        .map(|p| lz4_flex::block::compress(p).len().min(p.len()))
+        .sum()
 }
 
 pub fn bench(c: &mut Criterion) {
-    let Some(gpu) = common::gpu_or_skip() else { return };
+    let Some(gpu) = common::gpu_or_skip() else {
+        return;
+    };
     let s = gpu.stream().clone();
     if std::env::var("PTXFLOW_LZ4_NCU").is_ok_and(|v| v == "1") {
         let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
@@ -133,7 +167,9 @@ pub fn bench(c: &mut Criterion) {
     let (read_pinned, read_plain) = host_read_gbs(&gpu);
     let mut summary = Vec::new();
     let mut g = c.benchmark_group("gpu/lz4");
-    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
     for (name, data) in gpu_inputs() {
         let bytes = data.len();
         let mut r = resident(&k, &s, &data);
@@ -148,24 +184,42 @@ pub fn bench(c: &mut Criterion) {
         let ring_input = &data[..RING_BYTES.min(bytes)];
         g.throughput(Throughput::Bytes((ring_input.len() * passes) as u64));
         for overlap in [true, false] {
-            let id = if overlap { "pinned_pipeline_overlap" } else { "pinned_pipeline_serial" };
+            let id = if overlap {
+                "pinned_pipeline_overlap"
+            } else {
+                "pinned_pipeline_serial"
+            };
             g.bench_function(BenchmarkId::new(id, name), |b| {
                 b.iter_custom(|it| {
-                    let secs: f64 = (0..it).map(|_| codec.time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap).expect("pipeline")).sum();
+                    let secs: f64 = (0..it)
+                        .map(|_| {
+                            codec
+                                .time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap)
+                                .expect("pipeline")
+                        })
+                        .sum();
                     Duration::from_secs_f64(secs)
                 })
             });
         }
         g.throughput(Throughput::Bytes(bytes as u64));
         g.bench_function(BenchmarkId::new("compress_pages", name), |b| {
-            b.iter(|| std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress")))
+            b.iter(|| {
+                std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"))
+            })
         });
 
         // Summary figures from medians in this same process.
         let ck = common::median_secs(&s, 10, || compress(&k, &s, &mut r, bytes));
         let dk = common::median_secs(&s, 10, || decompress(&k, &s, &mut r));
         let mut pipe = |overlap| {
-            let mut v: Vec<f64> = (0..5).map(|_| codec.time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap).expect("pipeline")).collect();
+            let mut v: Vec<f64> = (0..5)
+                .map(|_| {
+                    codec
+                        .time_pinned_pipeline(ring_input, PAGE_BYTES, passes, overlap)
+                        .expect("pipeline")
+                })
+                .collect();
             v.sort_by(f64::total_cmp);
             (ring_input.len() * passes) as f64 / v[2] / 1e9
         };
@@ -174,9 +228,17 @@ pub fn bench(c: &mut Criterion) {
         let t = std::time::Instant::now();
         let pages = codec.compress_pages(&data, PAGE_BYTES).expect("compress");
         let pageable = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
-        assert_eq!(pages.path, ptxflow::lz4::CodecPath::Gpu, "{:?}", codec.fallback_reason());
+        assert_eq!(
+            pages.path,
+            ptxflow::lz4::CodecPath::Gpu,
+            "{:?}",
+            codec.fallback_reason()
+        );
         let ours: usize = r.pages.iter().map(|p| p.stored_bytes).sum();
-        let (ratio, flex) = (bytes as f64 / ours as f64, bytes as f64 / flex_stored(&data) as f64);
+        let (ratio, flex) = (
+            bytes as f64 / ours as f64,
+            bytes as f64 / flex_stored(&data) as f64,
+        );
         eprintln!("lz4 GPU {name}: stored {ours} B (ratio {ratio:.3}), lz4_flex ratio {flex:.3}; batch codec {} B", pages.stored_bytes());
         summary.push(format!(
             "{name}: compress kernel {:.1} GB/s, decompress kernel {:.1} GB/s, ratio {ratio:.3} vs lz4_flex {flex:.3} ({:+.1}%), \

@@ -28,7 +28,12 @@ use ptxflow::rng::Rng;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const SIZES: [(&str, usize); 4] = [("1k", 1_000), ("10k", 10_000), ("100k", 100_000), ("1M", 1_000_000)];
+const SIZES: [(&str, usize); 4] = [
+    ("1k", 1_000),
+    ("10k", 10_000),
+    ("100k", 100_000),
+    ("1M", 1_000_000),
+];
 const HYPOTHESES: usize = 256;
 
 fn data_dir() -> Option<PathBuf> {
@@ -36,7 +41,10 @@ fn data_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("ndt benches skipped: {} not found (set PTXFLOW_DATA_DIR)", dir.display());
+        eprintln!(
+            "ndt benches skipped: {} not found (set PTXFLOW_DATA_DIR)",
+            dir.display()
+        );
         None
     }
 }
@@ -67,40 +75,73 @@ fn load(dir: &std::path::Path) -> Data {
     let source = voxel_grid_filter(&source_raw, 0.1).expect("leaf");
     let params = NdtParams::default();
     let map = VoxelMap::build(&target_filtered.points, params.resolution_m).expect("map");
-    let solved = align_clouds(&target_filtered.points, &source.points, &Isometry3::identity(), &params).expect("align").pose;
+    let solved = align_clouds(
+        &target_filtered.points,
+        &source.points,
+        &Isometry3::identity(),
+        &params,
+    )
+    .expect("align")
+    .pose;
     let mut rng = Rng::new(5);
-    let cloud_1m = (0..1_000_000).map(|i| source_raw.points[i % source_raw.len()].map(|c| c + (0.02 * rng.normal()) as f32)).collect();
+    let cloud_1m = (0..1_000_000)
+        .map(|i| source_raw.points[i % source_raw.len()].map(|c| c + (0.02 * rng.normal()) as f32))
+        .collect();
     let room_target = read("room_scan1.pcd");
     let room_source = voxel_grid_filter(&read("room_scan2.pcd"), 0.14).expect("leaf");
-    let room_init = Isometry3::from_parts(Translation3::new(1.79387, 0.720047, 0.0), UnitQuaternion::from_euler_angles(0.0, 0.0, 0.6931));
+    let room_init = Isometry3::from_parts(
+        Translation3::new(1.79387, 0.720047, 0.0),
+        UnitQuaternion::from_euler_angles(0.0, 0.0, 0.6931),
+    );
     Data {
-        velodyne: Problem { map, source: source.points, init: Isometry3::identity() },
-        room: Problem { map: VoxelMap::build(&room_target.points, 1.0).expect("map"), source: room_source.points, init: room_init },
+        velodyne: Problem {
+            map,
+            source: source.points,
+            init: Isometry3::identity(),
+        },
+        room: Problem {
+            map: VoxelMap::build(&room_target.points, 1.0).expect("map"),
+            source: room_source.points,
+            init: room_init,
+        },
         target_raw,
         target_filtered,
         cloud_1m,
         solved,
-        hypotheses: hypotheses(&Isometry3::identity(), HYPOTHESES, 1.0, 10.0, 2024).expect("ranges"),
+        hypotheses: hypotheses(&Isometry3::identity(), HYPOTHESES, 1.0, 10.0, 2024)
+            .expect("ranges"),
         room_file: dir.join("room_scan1.pcd"),
     }
 }
 
 fn cpu_align(p: &Problem) -> NdtResult {
     let params = NdtParams::default();
-    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio).expect("linearizer");
+    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio)
+        .expect("linearizer");
     align(&mut lin, 0, &p.init, &params.solver).expect("align")
 }
 
 fn cpu_batch(d: &Data, count: usize) -> BatchReport {
     let params = NdtParams::default();
     let p = &d.velodyne;
-    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio).expect("linearizer");
+    let mut lin = CpuLinearizer::new(&p.map, vec![&p.source], params.search, params.outlier_ratio)
+        .expect("linearizer");
     align_hypotheses(&mut lin, 0, &d.hypotheses[..count], &params.solver).expect("batch")
 }
 
-fn gpu_pipeline(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, p: &Problem, points: usize, requests: usize) -> GpuDerivativePipeline {
-    let cap = GpuCapacity { points, voxels: p.map.len(), requests };
-    let mut pipe = GpuDerivativePipeline::new(gpu.clone(), cap, NeighbourSearch::Direct7, 0.55).expect("pipeline");
+fn gpu_pipeline(
+    gpu: &std::sync::Arc<ptxflow::runtime::Gpu>,
+    p: &Problem,
+    points: usize,
+    requests: usize,
+) -> GpuDerivativePipeline {
+    let cap = GpuCapacity {
+        points,
+        voxels: p.map.len(),
+        requests,
+    };
+    let mut pipe = GpuDerivativePipeline::new(gpu.clone(), cap, NeighbourSearch::Direct7, 0.55)
+        .expect("pipeline");
     pipe.upload_target(&p.map).expect("target");
     pipe
 }
@@ -119,7 +160,9 @@ fn cpu_benches(c: &mut Criterion, d: &Data) {
     let params = NdtParams::default();
     let gauss = GaussConstants::new(params.resolution_m, params.outlier_ratio).expect("constants");
     let mut g = c.benchmark_group("cpu/ndt");
-    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
     for (name, n) in SIZES {
         let pts = &d.cloud_1m[..n];
         g.throughput(Throughput::Elements(n as u64));
@@ -137,37 +180,70 @@ fn cpu_benches(c: &mut Criterion, d: &Data) {
     g.sampling_mode(SamplingMode::Auto);
     g.throughput(Throughput::Elements(d.velodyne.source.len() as u64));
     g.bench_function("align_clouds/velodyne", |b| {
-        b.iter(|| align_clouds(&d.target_filtered.points, &d.velodyne.source, &Isometry3::identity(), &params).expect("align"))
+        b.iter(|| {
+            align_clouds(
+                &d.target_filtered.points,
+                &d.velodyne.source,
+                &Isometry3::identity(),
+                &params,
+            )
+            .expect("align")
+        })
     });
     g.throughput(Throughput::Elements(d.target_raw.len() as u64));
-    g.bench_function("voxel_map/69k", |b| b.iter(|| VoxelMap::build(&d.target_raw.points, 1.0).expect("map")));
-    g.throughput(Throughput::Bytes(std::fs::metadata(&d.room_file).map(|m| m.len()).unwrap_or(0)));
-    g.bench_function("read/room_scan1", |b| b.iter(|| read_cloud(&d.room_file).expect("read")));
+    g.bench_function("voxel_map/69k", |b| {
+        b.iter(|| VoxelMap::build(&d.target_raw.points, 1.0).expect("map"))
+    });
+    g.throughput(Throughput::Bytes(
+        std::fs::metadata(&d.room_file)
+            .map(|m| m.len())
+            .unwrap_or(0),
+    ));
+    g.bench_function("read/room_scan1", |b| {
+        b.iter(|| read_cloud(&d.room_file).expect("read"))
+    });
     g.finish();
 }
 
 fn gpu_benches(c: &mut Criterion, d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     let mut g = c.benchmark_group("gpu/ndt");
-    g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
     let mut pipe = gpu_pipeline(gpu, &d.velodyne, 1_000_000, HYPOTHESES);
     for (name, n) in SIZES {
         pipe.upload_source(&d.cloud_1m[..n]).expect("source");
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_function(format!("derivatives/{name}"), |b| b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize")));
+        g.bench_function(format!("derivatives/{name}"), |b| {
+            b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize"))
+        });
     }
     for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
         let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
         g.throughput(Throughput::Elements(p.source.len() as u64));
-        g.bench_function(format!("align/{name}"), |b| b.iter(|| gpu_align(&mut pipe, p)));
+        g.bench_function(format!("align/{name}"), |b| {
+            b.iter(|| gpu_align(&mut pipe, p))
+        });
     }
     g.throughput(Throughput::Elements(HYPOTHESES as u64));
-    g.bench_function(format!("batch/{HYPOTHESES}"), |b| b.iter(|| gpu_batch(&mut pipe, d)));
+    g.bench_function(format!("batch/{HYPOTHESES}"), |b| {
+        b.iter(|| gpu_batch(&mut pipe, d))
+    });
     pipe.upload_source(&d.velodyne.source[..1]).expect("source");
     for transfer in [Transfer::Mapped, Transfer::Copy] {
         pipe.set_transfer(transfer).expect("transfer");
         g.throughput(Throughput::Elements(1));
-        let name = format!("iteration/{}_1pt", if transfer == Transfer::Mapped { "mapped" } else { "copy" });
-        g.bench_function(name, |b| b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize")));
+        let name = format!(
+            "iteration/{}_1pt",
+            if transfer == Transfer::Mapped {
+                "mapped"
+            } else {
+                "copy"
+            }
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| pipe.linearize_pose(0, &d.solved).expect("linearize"))
+        });
     }
     g.finish();
 }
@@ -181,10 +257,20 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
     let mut pipe = gpu.map(|g| gpu_pipeline(g, &d.velodyne, 1_000_000, HYPOTHESES));
     for (name, n) in SIZES {
         let pts = &d.cloud_1m[..n];
-        let cpu = common::wall_median_secs(10, || drop(linearize_points(&d.velodyne.map, pts, &d.solved, params.search, gauss)));
+        let cpu = common::wall_median_secs(10, || {
+            drop(linearize_points(
+                &d.velodyne.map,
+                pts,
+                &d.solved,
+                params.search,
+                gauss,
+            ))
+        });
         let gpu_s = pipe.as_mut().map(|p| {
             p.upload_source(pts).expect("source");
-            common::wall_median_secs(50, || drop(p.linearize_pose(0, &d.solved).expect("linearize")))
+            common::wall_median_secs(50, || {
+                drop(p.linearize_pose(0, &d.solved).expect("linearize"))
+            })
         });
         let line = match gpu_s {
             Some(t) => format!(
@@ -206,7 +292,13 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
             let mut pipe = gpu_pipeline(g, p, p.source.len(), 1);
             common::wall_median_secs(30, || drop(gpu_align(&mut pipe, p)))
         });
-        let tail = gpu_s.map_or(String::new(), |t| format!("; GPU incl. source upload {:.3} ms, speedup {:.1}x", t * 1e3, cpu / t));
+        let tail = gpu_s.map_or(String::new(), |t| {
+            format!(
+                "; GPU incl. source upload {:.3} ms, speedup {:.1}x",
+                t * 1e3,
+                cpu / t
+            )
+        });
         println!(
             "SUMMARY ndt align {name} ({} points, {} evaluations, {}): CPU ({threads} threads) {:.3} ms{tail}",
             p.source.len(),
@@ -218,14 +310,20 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
     let t = Instant::now();
     drop(cpu_batch(d, HYPOTHESES));
     let cpu = t.elapsed().as_secs_f64();
-    let gpu_s = pipe.as_mut().map(|p| common::wall_median_secs(10, || drop(gpu_batch(p, d))));
-    let tail = gpu_s.map_or(String::new(), |t| format!("; GPU {:.2} ms, speedup {:.1}x", t * 1e3, cpu / t));
+    let gpu_s = pipe
+        .as_mut()
+        .map(|p| common::wall_median_secs(10, || drop(gpu_batch(p, d))));
+    let tail = gpu_s.map_or(String::new(), |t| {
+        format!("; GPU {:.2} ms, speedup {:.1}x", t * 1e3, cpu / t)
+    });
     println!("SUMMARY ndt batch {HYPOTHESES} hypotheses (velodyne): CPU ({threads} threads, one run) {:.1} ms{tail}", cpu * 1e3);
     if let Some(p) = pipe.as_mut() {
         p.upload_source(&d.velodyne.source[..1]).expect("source");
         for transfer in [Transfer::Mapped, Transfer::Copy] {
             p.set_transfer(transfer).expect("transfer");
-            let t = common::wall_median_secs(200, || drop(p.linearize_pose(0, &d.solved).expect("linearize")));
+            let t = common::wall_median_secs(200, || {
+                drop(p.linearize_pose(0, &d.solved).expect("linearize"))
+            });
             println!("SUMMARY ndt iteration floor ({transfer:?}, 1-point source): {:.1} us per linearize (launch + sync + host work)", t * 1e6);
         }
     }

@@ -19,7 +19,10 @@ use ptxflow::rnn::testmat::timing_matrix;
 use ptxflow::rnn::*;
 use std::time::{Duration, Instant};
 
-const SHAPE: RolloutShape = RolloutShape { steps: 10, batch: 32 };
+const SHAPE: RolloutShape = RolloutShape {
+    steps: 10,
+    batch: 32,
+};
 
 /// Device time per call over `n` back-to-back calls (what a steady loop sees).
 fn per_call(s: &std::sync::Arc<ptxflow::runtime::CudaStream>, n: u64, mut f: impl FnMut()) -> f64 {
@@ -28,64 +31,141 @@ fn per_call(s: &std::sync::Arc<ptxflow::runtime::CudaStream>, n: u64, mut f: imp
 }
 
 fn gpu(c: &mut Criterion) {
-    let Some(gpu) = common::gpu_or_skip() else { return };
+    let Some(gpu) = common::gpu_or_skip() else {
+        return;
+    };
     let s = gpu.stream().clone();
-    for id in [ptxflow::kernels::KernelId::RnnGruRollout, ptxflow::kernels::KernelId::RnnOrth, ptxflow::kernels::KernelId::RnnGemmNn] {
+    for id in [
+        ptxflow::kernels::KernelId::RnnGruRollout,
+        ptxflow::kernels::KernelId::RnnOrth,
+        ptxflow::kernels::KernelId::RnnGemmNn,
+    ] {
         if let Ok(r) = gpu.kernel_resources(id) {
-            println!("SUMMARY gpu/rnn resources {}: {} registers, {} B static shared, {} B local", id.name(), r.registers, r.static_shared_bytes, r.local_bytes);
+            println!(
+                "SUMMARY gpu/rnn resources {}: {} registers, {} B static shared, {} B local",
+                id.name(),
+                r.registers,
+                r.static_shared_bytes,
+                r.local_bytes
+            );
         }
     }
     let mut rng = Rng::new(1);
     let mut g = c.benchmark_group("gpu/rnn");
-    g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
 
     // Dense 32 x 64 -> 128.
     let layer = DenseLayer::random(&mut rng, 64, 128);
-    let x = s.clone_htod(&rng.vec_f32(32 * 64, -1.0, 1.0)).expect("upload");
+    let x = s
+        .clone_htod(&rng.vec_f32(32 * 64, -1.0, 1.0))
+        .expect("upload");
     let mut y = s.alloc_zeros::<f32>(32 * 128).expect("alloc");
-    let mut dense = [("dense", WeightStorage::F32), ("dense_f16", WeightStorage::F16)].map(|(n, st)| (n, GpuDense::new(gpu.clone(), &layer, st, 32).expect("dense")));
+    let mut dense = [
+        ("dense", WeightStorage::F32),
+        ("dense_f16", WeightStorage::F16),
+    ]
+    .map(|(n, st)| {
+        (
+            n,
+            GpuDense::new(gpu.clone(), &layer, st, 32).expect("dense"),
+        )
+    });
     let mut dense_us = [0.0; 2];
     for (i, (name, d)) in dense.iter_mut().enumerate() {
         g.throughput(Throughput::Elements(32 * 128));
         g.bench_function(BenchmarkId::new(*name, "b32"), |b| {
-            b.iter_custom(|it| common::event_timed(&s, it, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense")))
+            b.iter_custom(|it| {
+                common::event_timed(&s, it, || {
+                    d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..))
+                        .expect("dense")
+                })
+            })
         });
-        dense_us[i] = 1e6 * per_call(&s, 200, || d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..)).expect("dense"));
+        dense_us[i] = 1e6
+            * per_call(&s, 200, || {
+                d.forward_device(&s, &x.slice(..), 32, &mut y.slice_mut(..))
+                    .expect("dense")
+            });
     }
 
     // GRU rollouts, device-resident inputs.
     let single = GruWeights::random(&mut rng, 128, 256, false);
-    let ens: Vec<GruWeights> = (0..5).map(|_| GruWeights::random(&mut rng, 128, 256, false)).collect();
-    let xs = s.clone_htod(&rng.vec_f32(10 * 32 * 128, -1.0, 1.0)).expect("upload");
-    let h0 = s.clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5)).expect("upload");
+    let ens: Vec<GruWeights> = (0..5)
+        .map(|_| GruWeights::random(&mut rng, 128, 256, false))
+        .collect();
+    let xs = s
+        .clone_htod(&rng.vec_f32(10 * 32 * 128, -1.0, 1.0))
+        .expect("upload");
+    let h0 = s
+        .clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5))
+        .expect("upload");
     let mut gru_us = Vec::new();
-    let launch = |rows, slices, held| GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), stationary: Some(held), precompute: None };
-    let per_step = GruLaunch { precompute: Some(false), ..GruLaunch::default() };
-    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
+    let launch = |rows, slices, held| GruLaunch {
+        unit_slices: Some(slices),
+        rows_per_block: Some(rows),
+        stationary: Some(held),
+        precompute: None,
+    };
+    let per_step = GruLaunch {
+        precompute: Some(false),
+        ..GruLaunch::default()
+    };
+    let shared = GruLaunch {
+        stationary: Some(false),
+        ..GruLaunch::default()
+    };
     for (name, members, launch) in [
         ("gru_rollout", vec![single.clone()], GruLaunch::default()),
         ("gru_ensemble5", ens.clone(), GruLaunch::default()),
         ("gru_rollout_shared", vec![single.clone()], shared),
         ("gru_ensemble5_shared", ens.clone(), shared),
-        ("gru_ensemble5_r16_s13_held", ens.clone(), launch(16, 13, true)),
+        (
+            "gru_ensemble5_r16_s13_held",
+            ens.clone(),
+            launch(16, 13, true),
+        ),
         ("gru_ensemble5_per_step", ens.clone(), per_step),
-        ("gru_ensemble5_r8_s13_shared", ens.clone(), launch(8, 13, false)),
+        (
+            "gru_ensemble5_r8_s13_shared",
+            ens.clone(),
+            launch(8, 13, false),
+        ),
     ] {
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
         g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
-            b.iter_custom(|it| common::event_timed(&s, it, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout")))
+            b.iter_custom(|it| {
+                common::event_timed(&s, it, || {
+                    gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                        .expect("rollout")
+                })
+            })
         });
-        let t = per_call(&s, 100, || gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None).expect("rollout"));
+        let t = per_call(&s, 100, || {
+            gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                .expect("rollout")
+        });
         gg.check(&s).expect("barriers");
         if gg.stationary() && !name.contains("_s13_") {
             // Phases of block 0 (clock stamps, `gru_stationary::STAMPS`), us at the nominal clock.
-            let st = gg.rollout_device_stamped(&s, &xs.slice(..), &h0.slice(..), SHAPE).expect("stamps");
+            let st = gg
+                .rollout_device_stamped(&s, &xs.slice(..), &h0.slice(..), SHAPE)
+                .expect("stamps");
             let mhz = f64::from(gpu.facts().clock_khz) / 1e3;
             let us = |i: usize| st[i + 1].wrapping_sub(st[i]) as f64 / mhz;
-            let steps: Vec<[f64; 3]> = (0..SHAPE.steps).map(|t| [us(3 + 3 * t), us(4 + 3 * t), us(5 + 3 * t)]).collect();
+            let steps: Vec<[f64; 3]> = (0..SHAPE.steps)
+                .map(|t| [us(3 + 3 * t), us(4 + 3 * t), us(5 + 3 * t)])
+                .collect();
             let tot = |k: usize| steps.iter().map(|p| p[k]).sum::<f64>();
-            let list = |k: usize| steps.iter().map(|p| format!("{:.2}", p[k])).collect::<Vec<_>>().join(" ");
+            let list = |k: usize| {
+                steps
+                    .iter()
+                    .map(|p| format!("{:.2}", p[k]))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
             println!(
                 "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], next gi + exchange {:.2} [{}]; total {:.2}",
                 if gg.projection_steps() > 1 { "every step" } else { "step 0" },
@@ -93,7 +173,15 @@ fn gpu(c: &mut Criterion) {
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
         }
-        gru_us.push((name, 1e6 * t, gg.blocks(), gg.rows_per_block(), gg.units_per_block(), gg.projection_steps(), gg.stationary()));
+        gru_us.push((
+            name,
+            1e6 * t,
+            gg.blocks(),
+            gg.rows_per_block(),
+            gg.units_per_block(),
+            gg.projection_steps(),
+            gg.stationary(),
+        ));
     }
 
     // Randomized SVD (A on the device; one sync inside for the small SVD).
@@ -123,7 +211,12 @@ fn gpu(c: &mut Criterion) {
             v.sort_by(f64::total_cmp);
             1e6 * v[v.len() / 2]
         };
-        let host_us = [med(host.iter().map(|h| h.gram_wait_s).collect()), med(host.iter().map(|h| h.eigen_s).collect()), med(host.iter().map(|h| h.sync_wait_s).collect()), med(host.iter().map(|h| h.factors_s).collect())];
+        let host_us = [
+            med(host.iter().map(|h| h.gram_wait_s).collect()),
+            med(host.iter().map(|h| h.eigen_s).collect()),
+            med(host.iter().map(|h| h.sync_wait_s).collect()),
+            med(host.iter().map(|h| h.factors_s).collect()),
+        ];
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
@@ -133,11 +226,22 @@ fn gpu(c: &mut Criterion) {
         let stamps = r.orth_stamps(2).expect("stamps");
         let mhz = f64::from(gpu.facts().clock_khz) / 1e3;
         let names = ["A", "barrier", "B", "barrier", "C", "D"];
-        let phases: Vec<String> = (1..stamps.len()).map(|i| format!("p{} {} {:.1}", (i - 1) / 6, names[(i - 1) % 6], (stamps[i].wrapping_sub(stamps[i - 1])) as f64 / mhz)).collect();
+        let phases: Vec<String> = (1..stamps.len())
+            .map(|i| {
+                format!(
+                    "p{} {} {:.1}",
+                    (i - 1) / 6,
+                    names[(i - 1) % 6],
+                    (stamps[i].wrapping_sub(stamps[i - 1])) as f64 / mhz
+                )
+            })
+            .collect();
         let [gram_wait_us, eigen_us, sync_us, factors_us] = host_us;
         println!("SUMMARY gpu/rnn rSVD {n}x{n} host (median): wait for B^T's Gram {gram_wait_us:.1} us, small eigenproblem {eigen_us:.1} us (overlaps the final CholQR), then blocked {sync_us:.1} us, small factors {factors_us:.1} us; CholQR 2-pass phases of block 0 (us at {mhz:.0} MHz): {}", phases.join(", "));
         // The split-K plan's other targets (blocks per SM), the default last.
-        for bps in (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM]) {
+        for bps in (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM)
+            .chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM])
+        {
             r.set_gemm_blocks_per_sm(bps).expect("plan");
             let total = common::wall_median_secs(15, || {
                 r.run_device().expect("rsvd");
@@ -157,12 +261,18 @@ fn gpu(c: &mut Criterion) {
     chain.upload(&feats, &hh).expect("upload");
     let cs = chain.stream().clone();
     g.throughput(Throughput::Elements(32 * 256));
-    g.bench_function(BenchmarkId::new("chain_eager", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue().expect("chain"))));
+    g.bench_function(BenchmarkId::new("chain_eager", "t10_b32"), |b| {
+        b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue().expect("chain")))
+    });
     let eager_us = 1e6 * per_call(&cs, 100, || chain.enqueue().expect("chain"));
     let graph = chain.capture_graph();
     let graph_us = match &graph {
         Ok(()) => {
-            g.bench_function(BenchmarkId::new("chain_graph", "t10_b32"), |b| b.iter_custom(|it| common::event_timed(&cs, it, || chain.enqueue_graph().expect("graph"))));
+            g.bench_function(BenchmarkId::new("chain_graph", "t10_b32"), |b| {
+                b.iter_custom(|it| {
+                    common::event_timed(&cs, it, || chain.enqueue_graph().expect("graph"))
+                })
+            });
             Some(1e6 * per_call(&cs, 100, || chain.enqueue_graph().expect("graph")))
         }
         Err(e) => {
@@ -170,7 +280,9 @@ fn gpu(c: &mut Criterion) {
             None
         }
     };
-    let mut chains: Vec<GpuChain> = (0..4).map(|_| GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain")).collect();
+    let mut chains: Vec<GpuChain> = (0..4)
+        .map(|_| GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain"))
+        .collect();
     for c in chains.iter_mut() {
         c.upload(&feats, &hh).expect("upload");
     }
@@ -193,7 +305,11 @@ fn gpu(c: &mut Criterion) {
     let name = &gpu.facts().name;
     println!("SUMMARY gpu/rnn on {name} (device time per call, back-to-back): dense+ReLU 32x64->128 {:.1} us (f16 weights {:.1} us), target < 8 us", dense_us[0], dense_us[1]);
     for (n, us, blocks, rows, units, chunk, held) in &gru_us {
-        let target = if n.starts_with("gru_rollout") { 40.0 } else { 60.0 };
+        let target = if n.starts_with("gru_rollout") {
+            40.0
+        } else {
+            60.0
+        };
         println!("SUMMARY gpu/rnn on {name}: {n} T=10 B=32 H=256: {us:.1} us ({blocks} blocks of {rows} rows x <= {units} units, gi {chunk} steps at once, weights in {}), target < {target} us", if *held { "registers" } else { "shared memory" });
     }
     for (n, total, nn, tn, orth, orth1) in &rsvd_ms {
@@ -217,26 +333,40 @@ fn gpu(c: &mut Criterion) {
 fn cpu(c: &mut Criterion) {
     let mut rng = Rng::new(2);
     let mut g = c.benchmark_group("cpu/rnn");
-    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
     let layer = DenseLayer::random(&mut rng, 64, 128);
     let x = rng.vec_f32(32 * 64, -1.0, 1.0);
     g.throughput(Throughput::Elements(32 * 128));
-    g.bench_function(BenchmarkId::new("dense", "b32"), |b| b.iter(|| dense_relu(&layer, &x, 32).expect("dense")));
+    g.bench_function(BenchmarkId::new("dense", "b32"), |b| {
+        b.iter(|| dense_relu(&layer, &x, 32).expect("dense"))
+    });
     let w = GruWeights::random(&mut rng, 128, 256, false);
-    let ens: Vec<GruWeights> = (0..5).map(|_| GruWeights::random(&mut rng, 128, 256, false)).collect();
+    let ens: Vec<GruWeights> = (0..5)
+        .map(|_| GruWeights::random(&mut rng, 128, 256, false))
+        .collect();
     let xs = rng.vec_f32(10 * 32 * 128, -1.0, 1.0);
     let h0 = rng.vec_f32(5 * 32 * 256, -0.5, 0.5);
     g.throughput(Throughput::Elements(10 * 32 * 256));
-    g.bench_function(BenchmarkId::new("gru_rollout", "t10_b32"), |b| b.iter(|| gru_rollout(&w, &xs, &h0[..32 * 256], SHAPE, None, 0).expect("gru")));
+    g.bench_function(BenchmarkId::new("gru_rollout", "t10_b32"), |b| {
+        b.iter(|| gru_rollout(&w, &xs, &h0[..32 * 256], SHAPE, None, 0).expect("gru"))
+    });
     g.throughput(Throughput::Elements(5 * 10 * 32 * 256));
-    g.bench_function(BenchmarkId::new("gru_ensemble5", "t10_b32"), |b| b.iter(|| gru_ensemble_rollout(&ens, &xs, &h0, SHAPE, None).expect("gru")));
+    g.bench_function(BenchmarkId::new("gru_ensemble5", "t10_b32"), |b| {
+        b.iter(|| gru_ensemble_rollout(&ens, &xs, &h0, SHAPE, None).expect("gru"))
+    });
     let a = timing_matrix(3, 1024, 1024, 1e-3);
     g.throughput(Throughput::Bytes((6 * 1024 * 1024 * 4) as u64));
-    g.bench_function(BenchmarkId::new("rsvd_rank32", 1024), |b| b.iter(|| rsvd_cpu(&a, 1024, 1024, &RsvdOptions::rank(32)).expect("rsvd")));
+    g.bench_function(BenchmarkId::new("rsvd_rank32", 1024), |b| {
+        b.iter(|| rsvd_cpu(&a, 1024, 1024, &RsvdOptions::rank(32)).expect("rsvd"))
+    });
     let model = ChainModel::random(5, ChainDims::default()).expect("model");
     let feats = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);
     g.throughput(Throughput::Elements(32 * 256));
-    g.bench_function(BenchmarkId::new("chain", "t10_b32"), |b| b.iter(|| chain_cpu(&model, &feats, &h0[..32 * 256], SHAPE).expect("chain")));
+    g.bench_function(BenchmarkId::new("chain", "t10_b32"), |b| {
+        b.iter(|| chain_cpu(&model, &feats, &h0[..32 * 256], SHAPE).expect("chain"))
+    });
     g.finish();
 }
 

@@ -6,7 +6,11 @@ use std::process::ExitCode;
 mod cli;
 
 #[derive(Parser)]
-#[command(name = "ptxflow", version, about = "PTX generated from Rust, GPU pipelines through cudarc")]
+#[command(
+    name = "ptxflow",
+    version,
+    about = "PTX generated from Rust, GPU pipelines through cudarc"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -62,7 +62,10 @@ fn shared_arrays_are_addressed_through_their_symbol() {
     b.st(Space::Shared, d.at(3), w);
     let ptx = emit(b, Target::Sm90);
     assert!(ptx.contains(".shared .align 16 .b8 tile[256];"), "{ptx}");
-    assert!(ptx.contains(".extern .shared .align 16 .b8 dyn[];"), "{ptx}");
+    assert!(
+        ptx.contains(".extern .shared .align 16 .b8 dyn[];"),
+        "{ptx}"
+    );
     assert!(ptx.contains("mov.u32 %r1, tile;"), "{ptx}");
     assert!(ptx.contains("st.shared.f64 [dyn+24], %fd0;"), "{ptx}");
 }
@@ -139,8 +142,14 @@ fn relaxed_tagged_words_are_strong_gpu_scope_accesses() {
     assert_eq!(k.needs_sm(), 70);
     assert_eq!(k.needs_ptx(), PtxVersion(6, 0));
     let ptx = Module::single(Target::Sm75, k).emit().unwrap();
-    assert!(ptx.contains("ld.relaxed.gpu.global.v2.u64 {%rd2, %rd3}, [%rd1];"), "{ptx}");
-    assert!(ptx.contains("st.relaxed.gpu.global.u64 [%rd1+16], %rd2;"), "{ptx}");
+    assert!(
+        ptx.contains("ld.relaxed.gpu.global.v2.u64 {%rd2, %rd3}, [%rd1];"),
+        "{ptx}"
+    );
+    assert!(
+        ptx.contains("st.relaxed.gpu.global.u64 [%rd1+16], %rd2;"),
+        "{ptx}"
+    );
 }
 
 #[test]
@@ -154,7 +163,10 @@ fn acquire_loads_record_their_isa_needs() {
     assert_eq!(k.needs_sm(), 70);
     assert_eq!(k.needs_ptx(), PtxVersion(6, 0));
     let ptx = Module::single(Target::Sm75, k).emit().unwrap();
-    assert!(ptx.contains("ld.acquire.gpu.global.u32 %r0, [%rd1];"), "{ptx}");
+    assert!(
+        ptx.contains("ld.acquire.gpu.global.u32 %r0, [%rd1];"),
+        "{ptx}"
+    );
 }
 
 #[test]

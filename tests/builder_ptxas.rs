@@ -173,10 +173,20 @@ fn every_instruction_family_assembles_for_every_target() {
         let path = dir.join(format!("sink_{}.ptx", target.name()));
         std::fs::write(&path, &ptx).unwrap();
         let o = Command::new(&ptxas)
-            .args(["--warning-as-error", &format!("-arch={}", target.name()), path.to_str().unwrap(), "-o", "/dev/null"])
+            .args([
+                "--warning-as-error",
+                &format!("-arch={}", target.name()),
+                path.to_str().unwrap(),
+                "-o",
+                "/dev/null",
+            ])
             .output()
             .expect("run ptxas");
-        assert!(o.status.success(), "ptxas rejected the kitchen sink for {target}:\n{}\n{ptx}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "ptxas rejected the kitchen sink for {target}:\n{}\n{ptx}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -3,16 +3,27 @@
 use std::process::Command;
 
 fn ptxflow(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ptxflow")).args(args).output().expect("run ptxflow")
+    Command::new(env!("CARGO_BIN_EXE_ptxflow"))
+        .args(args)
+        .output()
+        .expect("run ptxflow")
 }
 
 #[test]
 fn info_runs_and_lists_kernels() {
     let o = ptxflow(&["info"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for &id in ptxflow::kernels::ALL_KERNELS {
-        assert!(text.contains(id.name()), "info does not list {}:\n{text}", id.name());
+        assert!(
+            text.contains(id.name()),
+            "info does not list {}:\n{text}",
+            id.name()
+        );
     }
 }
 
@@ -35,6 +46,10 @@ fn emit_writes_every_kernel_and_rejects_unknown_targets() {
 fn demo_runs_and_agrees() {
     let o = ptxflow(&["demo"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(text.contains("0 of 10000003 elements differ"), "{text}");
 }

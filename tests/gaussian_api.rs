@@ -23,7 +23,10 @@ fn set_gaussians_rejects_bad_shapes_and_values() {
 #[test]
 fn tiny_diagonal_overflow_is_an_error_in_f32() {
     // 1e-39 is positive (subnormal), but with diag_eps = 0 its reciprocal overflows f32.
-    let options = FieldOptions { normalised: false, diag_eps: 0.0 };
+    let options = FieldOptions {
+        normalised: false,
+        diag_eps: 0.0,
+    };
     let mut f = GaussianField::<f32>::new(options).unwrap();
     let g = pack([0.0f32; 3], [1e-39, 0.0, 1.0, 0.0, 0.0, 1.0], 1.0);
     assert!(matches!(f.set_gaussians(&g), Err(Error::Input { .. })));
@@ -36,8 +39,14 @@ fn tiny_diagonal_overflow_is_an_error_in_f32() {
 #[test]
 fn bad_options_are_rejected() {
     for eps in [-1e-6, f64::NAN, f64::INFINITY] {
-        let options = FieldOptions { normalised: false, diag_eps: eps };
-        assert!(matches!(GaussianField::<f64>::new(options), Err(Error::Input { .. })));
+        let options = FieldOptions {
+            normalised: false,
+            diag_eps: eps,
+        };
+        assert!(matches!(
+            GaussianField::<f64>::new(options),
+            Err(Error::Input { .. })
+        ));
     }
 }
 
@@ -74,11 +83,19 @@ fn buffers_are_reused_across_steps() {
 #[test]
 fn results_are_bit_identical_on_any_thread_count() {
     let p = badly_conditioned(50, 3000, 41);
-    let g: Vec<f64> = (0..3000).map(|i| ((i * 7919) % 13) as f64 / 13.0 - 0.5).collect();
+    let g: Vec<f64> = (0..3000)
+        .map(|i| ((i * 7919) % 13) as f64 / 13.0 - 0.5)
+        .collect();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         pool.install(|| {
-            let options = FieldOptions { normalised: true, ..FieldOptions::default() };
+            let options = FieldOptions {
+                normalised: true,
+                ..FieldOptions::default()
+            };
             let mut f = GaussianField::<f64>::with_gaussians(options, &p.gaussians).unwrap();
             let values = f.forward(&p.points).unwrap().to_vec();
             let grads = f.backward(&g).unwrap();
@@ -89,23 +106,36 @@ fn results_are_bit_identical_on_any_thread_count() {
     for threads in [2, 3, 8] {
         let other = run(threads);
         let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-        assert!(same(&one.0, &other.0), "values differ with {threads} threads");
-        assert!(same(&one.1, &other.1), "point gradients differ with {threads} threads");
-        assert!(same(&one.2, &other.2), "Gaussian gradients differ with {threads} threads");
+        assert!(
+            same(&one.0, &other.0),
+            "values differ with {threads} threads"
+        );
+        assert!(
+            same(&one.1, &other.1),
+            "point gradients differ with {threads} threads"
+        );
+        assert!(
+            same(&one.2, &other.2),
+            "Gaussian gradients differ with {threads} threads"
+        );
     }
 }
 
 #[test]
 fn gradient_accessors_follow_the_layout() {
     let p = well_conditioned(3, 10, 51);
-    let mut f = GaussianField::<f64>::with_gaussians(FieldOptions::default(), &p.gaussians).unwrap();
+    let mut f =
+        GaussianField::<f64>::with_gaussians(FieldOptions::default(), &p.gaussians).unwrap();
     f.forward(&p.points).unwrap();
     let g = f.backward(&[1.0; 10]).unwrap();
     assert_eq!((g.num_points(), g.num_gaussians()), (10, 3));
     for j in 0..3 {
         let raw = &g.gaussians[j * STRIDE..(j + 1) * STRIDE];
         assert_eq!(g.grad_mean(j), [raw[0], raw[1], raw[2]]);
-        assert_eq!(g.grad_chol(j), [raw[3], raw[4], raw[5], raw[6], raw[7], raw[8]]);
+        assert_eq!(
+            g.grad_chol(j),
+            [raw[3], raw[4], raw[5], raw[6], raw[7], raw[8]]
+        );
         assert_eq!(g.grad_weight(j), raw[9]);
     }
     assert_eq!(g.grad_point(4), [g.points[12], g.points[13], g.points[14]]);
@@ -123,6 +153,12 @@ fn fit_demo_reduces_the_loss_f64_and_f32() {
     let r32 = fit(&mut f32_field, &config).unwrap();
     eprintln!("{r32}");
     assert!(r32.last_loss < 1e-3 * r32.first_loss, "{r32}");
-    let bad = FitConfig { points: 0, ..FitConfig::default() };
-    assert!(matches!(fit(&mut f64_field, &bad), Err(Error::Input { .. })));
+    let bad = FitConfig {
+        points: 0,
+        ..FitConfig::default()
+    };
+    assert!(matches!(
+        fit(&mut f64_field, &bad),
+        Err(Error::Input { .. })
+    ));
 }

@@ -24,9 +24,12 @@ use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, Real};
 use ptxflow::rng::Rng;
 
 fn cpu_f64(normalised: bool) -> GaussianField<f64> {
-    GaussianField::new(FieldOptions { normalised, ..FieldOptions::default() }).unwrap()
+    GaussianField::new(FieldOptions {
+        normalised,
+        ..FieldOptions::default()
+    })
+    .unwrap()
 }
-
 
 #[test]
 fn gradients_match_finite_differences_well_conditioned() {
@@ -38,9 +41,14 @@ fn gradients_match_finite_differences_well_conditioned() {
 #[test]
 fn gradients_match_finite_differences_badly_conditioned() {
     let p = badly_conditioned(8, 24, 14);
-    let kmax = (0..8).map(|j| chol_condition(&p.gaussians, j, 1e-6)).fold(0.0, f64::max);
+    let kmax = (0..8)
+        .map(|j| chol_condition(&p.gaussians, j, 1e-6))
+        .fold(0.0, f64::max);
     eprintln!("badly-conditioned: max kappa(L) = {kmax:.3e}");
-    assert!(kmax > 1e3, "problem should include a badly conditioned Gaussian");
+    assert!(
+        kmax > 1e3,
+        "problem should include a badly conditioned Gaussian"
+    );
     check_gradients(&mut cpu_f64(false), &p, 15);
     check_gradients(&mut cpu_f64(true), &p, 16);
 }
@@ -52,26 +60,56 @@ fn gradients_match_finite_differences_badly_conditioned() {
 /// F = sum of |pair term| over pairs beyond the f32 cutoff, which f32 flushes to 0.
 #[test]
 fn gradients_f32_match_f64_within_rounding_bound() {
-    for p in [well_conditioned(20, 200, 21), badly_conditioned(20, 200, 22)] {
+    for p in [
+        well_conditioned(20, 200, 21),
+        badly_conditioned(20, 200, 22),
+    ] {
         for normalised in [false, true] {
-            let options = FieldOptions { normalised, ..FieldOptions::default() };
+            let options = FieldOptions {
+                normalised,
+                ..FieldOptions::default()
+            };
             let gs = round_to_f32(&p.gaussians);
             let ps = round_to_f32(&p.points);
             let mut rng = Rng::new(23);
-            let g: Vec<f64> = round_to_f32(&(0..ps.len() / 3).map(|_| rng.range(-1.0, 1.0)).collect::<Vec<_>>());
+            let g: Vec<f64> = round_to_f32(
+                &(0..ps.len() / 3)
+                    .map(|_| rng.range(-1.0, 1.0))
+                    .collect::<Vec<_>>(),
+            );
 
             let mut f64_field = GaussianField::<f64>::with_gaussians(options, &gs).unwrap();
             f64_field.forward(&ps).unwrap();
             let g64 = f64_field.backward(&g).unwrap();
-            let mut f32_field = GaussianField::<f32>::with_gaussians(options, &convert(&gs)).unwrap();
+            let mut f32_field =
+                GaussianField::<f32>::with_gaussians(options, &convert(&gs)).unwrap();
             f32_field.forward(&convert::<f32>(&ps)).unwrap();
             let g32 = f32_field.backward(&convert::<f32>(&g)).unwrap();
-            let scale = backward_error_scale(&gs, &ps, &g, normalised, options.diag_eps, f32::EXP_CUTOFF_D as f64);
+            let scale = backward_error_scale(
+                &gs,
+                &ps,
+                &g,
+                normalised,
+                options.diag_eps,
+                f32::EXP_CUTOFF_D as f64,
+            );
 
             let u32 = f32::EPSILON as f64;
             for (what, a32, a64, rounding, flushed) in [
-                ("point", g32.points, g64.points, &scale.points, &scale.flushed_points),
-                ("gaussian", g32.gaussians, g64.gaussians, &scale.gaussians, &scale.flushed_gaussians),
+                (
+                    "point",
+                    g32.points,
+                    g64.points,
+                    &scale.points,
+                    &scale.flushed_points,
+                ),
+                (
+                    "gaussian",
+                    g32.gaussians,
+                    g64.gaussians,
+                    &scale.gaussians,
+                    &scale.flushed_gaussians,
+                ),
             ] {
                 let mut worst = 0.0f64;
                 let mut worst_normwise = 0.0f64;

@@ -54,10 +54,20 @@ const ALL: u32 = R | DIAG | FWD | BACK;
 fn emulate(g: &[f64], x: &[f64], mask: u32, fused: bool) -> ([f64; 3], [f64; 3]) {
     let rd = |bit: u32, v: f64| if mask & bit != 0 { r32(v) } else { v };
     let r = [0, 1, 2].map(|k| rd(R, x[k] - g[k]));
-    let a = [rd(DIAG, g[3] + EPS), rd(DIAG, g[5] + EPS), rd(DIAG, g[8] + EPS)];
+    let a = [
+        rd(DIAG, g[3] + EPS),
+        rd(DIAG, g[5] + EPS),
+        rd(DIAG, g[8] + EPS),
+    ];
     let inv = a.map(|a| rd(DIAG, 1.0 / a));
     let (l10, l20, l21) = (g[4], g[6], g[7]);
-    let ma = |bit: u32, c: f64, l: f64, v: f64| if fused { rd(bit, c - l * v) } else { rd(bit, c - rd(bit, l * v)) };
+    let ma = |bit: u32, c: f64, l: f64, v: f64| {
+        if fused {
+            rd(bit, c - l * v)
+        } else {
+            rd(bit, c - rd(bit, l * v))
+        }
+    };
     let v0 = rd(FWD, r[0] * inv[0]);
     let v1 = rd(FWD, ma(FWD, r[1], l10, v0) * inv[1]);
     let t2 = ma(FWD, r[2], l20, v0);
@@ -93,7 +103,12 @@ fn field_s(g: &[f64], x: &[f64], fused: bool) -> [f64; 3] {
         return pair::back_solve(p, v).map(f64::from);
     }
     let v = pair::solve_compensated(p, xf);
-    if fused { back_solve_fused(p, v) } else { pair::back_solve(p, v) }.map(f64::from)
+    if fused {
+        back_solve_fused(p, v)
+    } else {
+        pair::back_solve(p, v)
+    }
+    .map(f64::from)
 }
 
 /// Worst relative error of dLoss/dx over the points of `p` (see the module docs) when s comes
@@ -101,7 +116,9 @@ fn field_s(g: &[f64], x: &[f64], fused: bool) -> [f64; 3] {
 fn worst_point_error(p: &Problem, s_of: &dyn Fn(&[f64], &[f64]) -> [f64; 3]) -> f64 {
     let (gs, ps) = (round_to_f32(&p.gaussians), round_to_f32(&p.points));
     let mut rng = Rng::new(26);
-    let grad: Vec<f64> = (0..ps.len() / 3).map(|_| r32(rng.range(-1.0, 1.0))).collect();
+    let grad: Vec<f64> = (0..ps.len() / 3)
+        .map(|_| r32(rng.range(-1.0, 1.0)))
+        .collect();
     let mut worst = 0.0f64;
     for (x, gv) in ps.chunks_exact(3).zip(&grad) {
         let (mut err, mut abs) = ([0.0; 3], [0.0; 3]);
@@ -131,7 +148,11 @@ fn random_problem() -> Problem {
     let mut rng = Rng::new(23);
     let gaussians = random_gaussians(&mut rng, 300, &GaussianSpec::default());
     let points = sample_points(&mut rng, &gaussians, 1000, 1.5);
-    Problem { name: "random", gaussians, points }
+    Problem {
+        name: "random",
+        gaussians,
+        points,
+    }
 }
 
 #[test]
@@ -151,7 +172,10 @@ fn plain_f32_error_comes_from_the_forward_substitution() {
     // Before the fix: both f32 fields missed the 1e-4 requirement on this set...
     assert!(rows[0].1 > 1e-4 && rows[0].2 > 1e-4, "{rows:?}");
     // ...because of the forward substitution's inputs and operations, not the back substitution.
-    assert!(rows[1].1 > 1e-4 && rows[2].1 > 1e-4 && rows[3].1 > 1e-4, "{rows:?}");
+    assert!(
+        rows[1].1 > 1e-4 && rows[2].1 > 1e-4 && rows[3].1 > 1e-4,
+        "{rows:?}"
+    );
     assert!(rows[4].1 < 3e-5 && rows[4].2 < 3e-5, "{rows:?}");
 }
 

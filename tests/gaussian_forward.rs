@@ -23,15 +23,26 @@ use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, Real};
 const C: f64 = 16.0;
 
 fn options(normalised: bool) -> FieldOptions {
-    FieldOptions { normalised, ..FieldOptions::default() }
+    FieldOptions {
+        normalised,
+        ..FieldOptions::default()
+    }
 }
 
 /// Per-point error scale sum_j |t_ij| (1 + d_ij) kappa_j^power over pairs with d_ij <= cutoff_d,
 /// and the sum of |t_ij| over the pairs beyond it (flushed to 0 by the type with that cutoff).
-fn error_scale(p: &Problem, normalised: bool, eps: f64, power: i32, cutoff_d: f64) -> (Vec<f64>, Vec<f64>) {
+fn error_scale(
+    p: &Problem,
+    normalised: bool,
+    eps: f64,
+    power: i32,
+    cutoff_d: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let n = p.gaussians.len() / STRIDE;
     let d = reference_distances(&p.gaussians, &p.points, eps);
-    let kappa: Vec<f64> = (0..n).map(|j| chol_condition(&p.gaussians, j, eps)).collect();
+    let kappa: Vec<f64> = (0..n)
+        .map(|j| chol_condition(&p.gaussians, j, eps))
+        .collect();
     let (mut scale, mut flushed) = (Vec::new(), Vec::new());
     for row in d.chunks_exact(n) {
         let (mut s, mut f) = (0.0, 0.0);
@@ -58,7 +69,8 @@ fn error_scale(p: &Problem, normalised: bool, eps: f64, power: i32, cutoff_d: f6
 
 fn check_f64_forward(p: &Problem, normalised: bool) {
     let eps = FieldOptions::default().diag_eps;
-    let mut field = GaussianField::<f64>::with_gaussians(options(normalised), &p.gaussians).unwrap();
+    let mut field =
+        GaussianField::<f64>::with_gaussians(options(normalised), &p.gaussians).unwrap();
     let values = field.forward(&p.points).unwrap().to_vec();
     let (reference, _) = reference_field(&p.gaussians, &p.points, normalised, eps);
     let (scale, flushed) = error_scale(p, normalised, eps, 2, f64::EXP_CUTOFF_D);
@@ -72,7 +84,10 @@ fn check_f64_forward(p: &Problem, normalised: bool) {
             p.name
         );
     }
-    eprintln!("{} normalised={normalised}: worst error / bound = {worst:.3}", p.name);
+    eprintln!(
+        "{} normalised={normalised}: worst error / bound = {worst:.3}",
+        p.name
+    );
 }
 
 #[test]
@@ -86,9 +101,14 @@ fn forward_f64_matches_nalgebra_reference_well_conditioned() {
 fn forward_f64_matches_nalgebra_reference_badly_conditioned() {
     let p = badly_conditioned(40, 300, 2);
     let n = p.gaussians.len() / STRIDE;
-    let kmax = (0..n).map(|j| chol_condition(&p.gaussians, j, 1e-6)).fold(0.0, f64::max);
+    let kmax = (0..n)
+        .map(|j| chol_condition(&p.gaussians, j, 1e-6))
+        .fold(0.0, f64::max);
     eprintln!("badly-conditioned: max kappa(L) = {kmax:.3e}");
-    assert!(kmax > 1e3, "problem should be badly conditioned, max kappa(L) = {kmax}");
+    assert!(
+        kmax > 1e3,
+        "problem should be badly conditioned, max kappa(L) = {kmax}"
+    );
     check_f64_forward(&p, false);
     check_f64_forward(&p, true);
 }
@@ -115,7 +135,8 @@ fn forward_equals_sum_over_distance_matrix() {
     let p = well_conditioned(20, 64, 5);
     let n = 20;
     for normalised in [false, true] {
-        let mut field = GaussianField::<f64>::with_gaussians(options(normalised), &p.gaussians).unwrap();
+        let mut field =
+            GaussianField::<f64>::with_gaussians(options(normalised), &p.gaussians).unwrap();
         let mut d = vec![0.0; 64 * n];
         field.distances_into(&p.points, &mut d).unwrap();
         let values = field.forward(&p.points).unwrap();
@@ -132,7 +153,11 @@ fn forward_equals_sum_over_distance_matrix() {
                 f += p.gaussians[j * STRIDE + 9] * c * (-0.5 * dij).exp();
             }
             let bound = C * n as f64 * f64::EPSILON * abs_sums[i];
-            assert!((values[i] - f).abs() <= bound, "point {i}: {} vs {f}", values[i]);
+            assert!(
+                (values[i] - f).abs() <= bound,
+                "point {i}: {} vs {f}",
+                values[i]
+            );
         }
     }
 }
@@ -146,11 +171,16 @@ fn check_f32_forward(p: &Problem, normalised: bool) {
         points: round_to_f32(&p.points),
     };
     let n = p.gaussians.len() / STRIDE;
-    let mut f64_field = GaussianField::<f64>::with_gaussians(options(normalised), &p64.gaussians).unwrap();
+    let mut f64_field =
+        GaussianField::<f64>::with_gaussians(options(normalised), &p64.gaussians).unwrap();
     let v64 = f64_field.forward(&p64.points).unwrap().to_vec();
     let mut f32_field =
-        GaussianField::<f32>::with_gaussians(options(normalised), &convert::<f32>(&p64.gaussians)).unwrap();
-    let v32 = f32_field.forward(&convert::<f32>(&p64.points)).unwrap().to_vec();
+        GaussianField::<f32>::with_gaussians(options(normalised), &convert::<f32>(&p64.gaussians))
+            .unwrap();
+    let v32 = f32_field
+        .forward(&convert::<f32>(&p64.points))
+        .unwrap()
+        .to_vec();
     let (scale, flushed) = error_scale(&p64, normalised, eps, 1, f32::EXP_CUTOFF_D as f64);
     let (_, abs_sums) = reference_field(&p64.gaussians, &p64.points, normalised, eps);
     let u32 = f32::EPSILON as f64;
@@ -161,7 +191,13 @@ fn check_f32_forward(p: &Problem, normalised: bool) {
         let err = (v32[i] as f64 - v64[i]).abs();
         worst = worst.max(err / bound);
         worst_rel = worst_rel.max(err / abs_sums[i]);
-        assert!(err <= bound, "{} point {i}: f32 {} vs f64 {} (bound {bound:e})", p.name, v32[i], v64[i]);
+        assert!(
+            err <= bound,
+            "{} point {i}: f32 {} vs f64 {} (bound {bound:e})",
+            p.name,
+            v32[i],
+            v64[i]
+        );
     }
     eprintln!(
         "{} normalised={normalised}: f32 worst error / bound = {worst:.3}, worst error / A_i = {worst_rel:.2e}",

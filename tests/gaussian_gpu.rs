@@ -30,7 +30,11 @@ use ptxflow::gaussian::layout::{pack, STRIDE};
 use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, Real};
 
 fn forward_problems() -> Vec<Problem> {
-    let mut v = vec![random_problem(1, 1, 1), random_problem(7, 33, 2), random_problem(300, 1000, 3)];
+    let mut v = vec![
+        random_problem(1, 1, 1),
+        random_problem(7, 33, 2),
+        random_problem(300, 1000, 3),
+    ];
     if !sanitizing() {
         v.push(random_problem(1000, 2049, 4));
     }
@@ -55,16 +59,27 @@ fn check_forward<F: Testable>(field: &mut F, p: &Problem, tol: f64) -> f64 {
             for (j, &dij) in row.iter().enumerate() {
                 if dij > cutoff {
                     let l = chol_matrix(&q.gaussians, j, opts.diag_eps);
-                    let c = if opts.normalised { (2.0 * std::f64::consts::PI).powf(-1.5) / l.determinant() } else { 1.0 };
+                    let c = if opts.normalised {
+                        (2.0 * std::f64::consts::PI).powf(-1.5) / l.determinant()
+                    } else {
+                        1.0
+                    };
                     fl[i] += (q.gaussians[j * STRIDE + 9] * c * (-0.5 * dij).exp()).abs();
                 }
             }
         }
         ((), fl)
     };
-    field.set_gaussians(&convert::<F::Scalar>(&q.gaussians)).unwrap();
+    field
+        .set_gaussians(&convert::<F::Scalar>(&q.gaussians))
+        .unwrap();
     field.poison();
-    let values: Vec<f64> = field.forward(&convert::<F::Scalar>(&q.points)).unwrap().iter().map(|v| v.to_f64()).collect();
+    let values: Vec<f64> = field
+        .forward(&convert::<F::Scalar>(&q.points))
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
     assert_eq!(values.len(), reference.len());
     let mut worst = 0.0f64;
     for i in 0..values.len() {
@@ -100,14 +115,20 @@ fn check_forward<F: Testable>(field: &mut F, p: &Problem, tol: f64) -> f64 {
 fn forward_matches_cpu_f64_reference_cpu_f32_baseline() {
     for p in forward_problems() {
         for normalised in [false, true] {
-            check_forward(&mut GaussianField::<f32>::new(options(normalised)).unwrap(), &p, 1e-5);
+            check_forward(
+                &mut GaussianField::<f32>::new(options(normalised)).unwrap(),
+                &p,
+                1e-5,
+            );
         }
     }
 }
 
 #[test]
 fn gpu_forward_matches_cpu_f64_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_forward_matches_cpu_f64_reference") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_forward_matches_cpu_f64_reference") else {
+        return;
+    };
     for p in forward_problems() {
         for normalised in [false, true] {
             check_forward(&mut gpu_field::<f32>(&gpu, normalised), &p, 1e-5);
@@ -118,10 +139,18 @@ fn gpu_forward_matches_cpu_f64_reference() {
 
 #[test]
 fn gpu_forward_with_one_gaussian_chunk_writes_values_directly() {
-    let Some(gpu) = common::gpu_or_skip("gpu_forward_with_one_gaussian_chunk_writes_values_directly") else { return };
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_forward_with_one_gaussian_chunk_writes_values_directly")
+    else {
+        return;
+    };
     // At least as many point blocks (512 points) as resident block slots (at most 16 blocks of
     // 128 threads per SM) leave one Gaussian chunk: the forward then skips the row sum.
-    let b = (gpu.facts().sm_count as usize * 16 * 512 + 1).min(if sanitizing() { 70_000 } else { usize::MAX });
+    let b = (gpu.facts().sm_count as usize * 16 * 512 + 1).min(if sanitizing() {
+        70_000
+    } else {
+        usize::MAX
+    });
     let p = random_problem(3, b, 7);
     let mut f = gpu_field::<f32>(&gpu, true);
     f.set_gaussians(&convert::<f32>(&p.gaussians)).unwrap();
@@ -140,10 +169,14 @@ fn check_distances<F: Testable>(field: &mut F, p: &Problem) {
     let mut cpu = GaussianField::<f64>::with_gaussians(field.options(), &q.gaussians).unwrap();
     let mut reference = vec![0.0; b * n];
     cpu.distances_into(&q.points, &mut reference).unwrap();
-    field.set_gaussians(&convert::<F::Scalar>(&q.gaussians)).unwrap();
+    field
+        .set_gaussians(&convert::<F::Scalar>(&q.gaussians))
+        .unwrap();
     field.poison();
     let mut out = vec![F::Scalar::from_f64(f64::NAN); b * n];
-    field.distances_into(&convert::<F::Scalar>(&q.points), &mut out).unwrap();
+    field
+        .distances_into(&convert::<F::Scalar>(&q.points), &mut out)
+        .unwrap();
     let u = F::Scalar::EPSILON.to_f64();
     let (mut worst, mut identical) = (0.0f64, 0usize);
     for (k, (&dv, &r)) in out.iter().zip(&reference).enumerate() {
@@ -153,7 +186,13 @@ fn check_distances<F: Testable>(field: &mut F, p: &Problem) {
         let bound = 16.0 * u * kappa * (1.0 + r);
         worst = worst.max((dv - r).abs() / bound);
         identical += usize::from(dv.to_bits() == r.to_bits());
-        assert!((dv - r).abs() <= bound, "{} {} {} d[{k}] = {dv} vs {r}", field.device(), F::Scalar::NAME, q.name);
+        assert!(
+            (dv - r).abs() <= bound,
+            "{} {} {} d[{k}] = {dv} vs {r}",
+            field.device(),
+            F::Scalar::NAME,
+            q.name
+        );
     }
     eprintln!(
         "distances {} {} {:17} {b}x{n}: worst error / bound {worst:.3}, {identical} of {} bit-identical to CPU f64",
@@ -166,8 +205,15 @@ fn check_distances<F: Testable>(field: &mut F, p: &Problem) {
 
 #[test]
 fn gpu_distance_matrix_matches_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_distance_matrix_matches_cpu") else { return };
-    for p in [random_problem(257, 70, 11), well_conditioned(30, 50, 12), badly_conditioned(30, 50, 13), random_problem(1, 1, 14)] {
+    let Some(gpu) = common::gpu_or_skip("gpu_distance_matrix_matches_cpu") else {
+        return;
+    };
+    for p in [
+        random_problem(257, 70, 11),
+        well_conditioned(30, 50, 12),
+        badly_conditioned(30, 50, 13),
+        random_problem(1, 1, 14),
+    ] {
         check_distances(&mut gpu_field::<f32>(&gpu, false), &p);
         check_distances(&mut gpu_field::<f64>(&gpu, false), &p);
     }
@@ -175,57 +221,96 @@ fn gpu_distance_matrix_matches_cpu() {
 
 #[test]
 fn gpu_api_contract_matches_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_api_contract_matches_cpu") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_api_contract_matches_cpu") else {
+        return;
+    };
     api::set_gaussians_rejects_bad_shapes_and_values(&mut gpu_field::<f64>(&gpu, false));
     api::forward_and_distances_reject_bad_points(&mut gpu_field::<f64>(&gpu, false));
     api::backward_checks_call_order_and_shapes(&mut gpu_field::<f64>(&gpu, true));
     // Same inputs, same error text on both devices.
-    let bad_options = FieldOptions { normalised: false, diag_eps: -1.0 };
-    let (c, g) = (GaussianField::<f64>::new(bad_options).unwrap_err(), GpuGaussianField::<f64>::new(gpu.clone(), bad_options).err().unwrap());
+    let bad_options = FieldOptions {
+        normalised: false,
+        diag_eps: -1.0,
+    };
+    let (c, g) = (
+        GaussianField::<f64>::new(bad_options).unwrap_err(),
+        GpuGaussianField::<f64>::new(gpu.clone(), bad_options)
+            .err()
+            .unwrap(),
+    );
     assert_eq!(c.to_string(), g.to_string());
     let mut cpu = GaussianField::<f64>::new(FieldOptions::default()).unwrap();
     let mut dev = gpu_field::<f64>(&gpu, false);
     let mut bad = api::one_gaussian();
     bad[5] = -1.0;
-    assert_eq!(cpu.set_gaussians(&bad).unwrap_err().to_string(), dev.set_gaussians(&bad).unwrap_err().to_string());
-    assert_eq!(cpu.forward(&[0.0; 3]).unwrap_err().to_string(), dev.forward(&[0.0; 3]).unwrap_err().to_string());
+    assert_eq!(
+        cpu.set_gaussians(&bad).unwrap_err().to_string(),
+        dev.set_gaussians(&bad).unwrap_err().to_string()
+    );
+    assert_eq!(
+        cpu.forward(&[0.0; 3]).unwrap_err().to_string(),
+        dev.forward(&[0.0; 3]).unwrap_err().to_string()
+    );
     cpu.set_gaussians(&api::one_gaussian()).unwrap();
     dev.set_gaussians(&api::one_gaussian()).unwrap();
     let pts = [0.0, f64::INFINITY, 0.0];
-    assert_eq!(cpu.forward(&pts).unwrap_err().to_string(), dev.forward(&pts).unwrap_err().to_string());
+    assert_eq!(
+        cpu.forward(&pts).unwrap_err().to_string(),
+        dev.forward(&pts).unwrap_err().to_string()
+    );
     cpu.forward(&[0.1, 0.2, 0.3]).unwrap();
     dev.forward(&[0.1, 0.2, 0.3]).unwrap();
-    assert_eq!(cpu.backward(&[1.0, 2.0]).unwrap_err().to_string(), dev.backward(&[1.0, 2.0]).unwrap_err().to_string());
+    assert_eq!(
+        cpu.backward(&[1.0, 2.0]).unwrap_err().to_string(),
+        dev.backward(&[1.0, 2.0]).unwrap_err().to_string()
+    );
 }
 
 #[test]
 fn gpu_far_pairs_with_tiny_gaussians_add_exactly_zero() {
-    let Some(gpu) = common::gpu_or_skip("gpu_far_pairs_with_tiny_gaussians_add_exactly_zero") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_far_pairs_with_tiny_gaussians_add_exactly_zero")
+    else {
+        return;
+    };
     // 1/a = 1e5 and a point 1e30 away: v and s overflow f32, e' = 0; the pair must be skipped
     // (CPU) or zeroed (GPU), never 0 * inf = NaN.
-    let opts = FieldOptions { normalised: true, diag_eps: 0.0 };
+    let opts = FieldOptions {
+        normalised: true,
+        diag_eps: 0.0,
+    };
     let g = pack([0.0f32; 3], [1e-5, 0.0, 1e-5, 0.0, 0.0, 1e-5], 1.0);
     let pts = [1e30f32, 0.0, 0.0, 0.0, 0.0, 0.0];
     let mut cpu = GaussianField::<f32>::with_gaussians(opts, &g).unwrap();
     let mut dev = GpuGaussianField::<f32>::new(gpu.clone(), opts).unwrap();
     dev.set_gaussians(&g).unwrap();
-    let (vc, vd) = (cpu.forward(&pts).unwrap().to_vec(), dev.forward(&pts).unwrap().to_vec());
+    let (vc, vd) = (
+        cpu.forward(&pts).unwrap().to_vec(),
+        dev.forward(&pts).unwrap().to_vec(),
+    );
     assert_eq!(vc[0], 0.0);
     assert_eq!(vd[0], 0.0);
-    assert!((vd[1] - vc[1]).abs() <= 1e-5 * vc[1].abs(), "{vd:?} vs {vc:?}");
+    assert!(
+        (vd[1] - vc[1]).abs() <= 1e-5 * vc[1].abs(),
+        "{vd:?} vs {vc:?}"
+    );
     let gc = cpu.backward(&[1.0, 1.0]).unwrap();
     let (gcp, gcg) = (gc.points.to_vec(), gc.gaussians.to_vec());
     let gd = dev.backward(&[1.0, 1.0]).unwrap();
     assert_eq!(&gd.points[..3], &[0.0, 0.0, 0.0]);
     assert_eq!(&gcp[..3], &[0.0, 0.0, 0.0]);
     for (k, (a, c)) in gd.gaussians.iter().zip(&gcg).enumerate() {
-        assert!(a.is_finite() && (a - c).abs() <= 1e-4 * c.abs().max(1.0), "gradient {k}: {a} vs {c}");
+        assert!(
+            a.is_finite() && (a - c).abs() <= 1e-4 * c.abs().max(1.0),
+            "gradient {k}: {a} vs {c}"
+        );
     }
 }
 
 #[test]
 fn gpu_buffers_are_reused_across_steps() {
-    let Some(gpu) = common::gpu_or_skip("gpu_buffers_are_reused_across_steps") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_buffers_are_reused_across_steps") else {
+        return;
+    };
     let big = random_problem(300, 1500, 31);
     let small = random_problem(100, 700, 32);
     let mut f = gpu_field::<f32>(&gpu, false);
@@ -236,7 +321,12 @@ fn gpu_buffers_are_reused_across_steps() {
         let values_ptr = f.forward(&convert::<f32>(&p.points)).unwrap().as_ptr();
         let grad = vec![1.0f32; p.points.len() / 3];
         let g = f.backward(&grad).unwrap();
-        let now = (values_ptr, g.points.as_ptr(), g.gaussians.as_ptr(), f.device_bytes());
+        let now = (
+            values_ptr,
+            g.points.as_ptr(),
+            g.gaussians.as_ptr(),
+            f.device_bytes(),
+        );
         if let Some(prev) = seen {
             assert_eq!(prev, now, "step {step} reallocated a buffer");
         }
@@ -246,9 +336,13 @@ fn gpu_buffers_are_reused_across_steps() {
 
 #[test]
 fn gpu_results_are_bit_identical_across_runs() {
-    let Some(gpu) = common::gpu_or_skip("gpu_results_are_bit_identical_across_runs") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_results_are_bit_identical_across_runs") else {
+        return;
+    };
     let p = badly_conditioned(50, if sanitizing() { 300 } else { 3000 }, 41);
-    let g: Vec<f32> = (0..p.points.len() / 3).map(|i| ((i * 7919) % 13) as f32 / 13.0 - 0.5).collect();
+    let g: Vec<f32> = (0..p.points.len() / 3)
+        .map(|i| ((i * 7919) % 13) as f32 / 13.0 - 0.5)
+        .collect();
     let run = || {
         let mut f = gpu_field::<f32>(&gpu, true);
         f.set_gaussians(&convert::<f32>(&p.gaussians)).unwrap();
@@ -258,13 +352,26 @@ fn gpu_results_are_bit_identical_across_runs() {
     };
     let (a, b) = (run(), run());
     let same = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
-    assert!(same(&a.0, &b.0) && same(&a.1, &b.1) && same(&a.2, &b.2), "two GPU runs differ");
+    assert!(
+        same(&a.0, &b.0) && same(&a.1, &b.1) && same(&a.2, &b.2),
+        "two GPU runs differ"
+    );
 }
 
 #[test]
 fn gpu_fit_demo_reduces_the_loss() {
-    let Some(gpu) = common::gpu_or_skip("gpu_fit_demo_reduces_the_loss") else { return };
-    let config = if sanitizing() { FitConfig { steps: 10, points: 300, ..FitConfig::default() } } else { FitConfig::default() };
+    let Some(gpu) = common::gpu_or_skip("gpu_fit_demo_reduces_the_loss") else {
+        return;
+    };
+    let config = if sanitizing() {
+        FitConfig {
+            steps: 10,
+            points: 300,
+            ..FitConfig::default()
+        }
+    } else {
+        FitConfig::default()
+    };
     let r32 = fit(&mut gpu_field::<f32>(&gpu, false), &config).unwrap();
     eprintln!("{r32}");
     let r64 = fit(&mut gpu_field::<f64>(&gpu, false), &config).unwrap();
@@ -273,8 +380,18 @@ fn gpu_fit_demo_reduces_the_loss() {
     assert!(r32.last_loss < drop * r32.first_loss, "{r32}");
     assert!(r64.last_loss < drop * r64.first_loss, "{r64}");
     // The GPU f64 fit follows the CPU f64 fit step for step (same maths, rounding-level changes).
-    let cpu = fit(&mut GaussianField::<f64>::new(FieldOptions::default()).unwrap(), &config).unwrap();
+    let cpu = fit(
+        &mut GaussianField::<f64>::new(FieldOptions::default()).unwrap(),
+        &config,
+    )
+    .unwrap();
     let rel = |a: f64, b: f64| (a - b).abs() / b.abs();
-    eprintln!("f64 fit: GPU first/last loss {:e}/{:e}, CPU {:e}/{:e}", r64.first_loss, r64.last_loss, cpu.first_loss, cpu.last_loss);
-    assert!(rel(r64.first_loss, cpu.first_loss) < 1e-10, "{r64} vs {cpu}");
+    eprintln!(
+        "f64 fit: GPU first/last loss {:e}/{:e}, CPU {:e}/{:e}",
+        r64.first_loss, r64.last_loss, cpu.first_loss, cpu.last_loss
+    );
+    assert!(
+        rel(r64.first_loss, cpu.first_loss) < 1e-10,
+        "{r64} vs {cpu}"
+    );
 }

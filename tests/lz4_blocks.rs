@@ -13,16 +13,27 @@ use ptxflow::rng::Rng;
 fn check_page(enc: &mut PageEncoder, page: &[u8], what: &str) -> usize {
     let mut block = Vec::new();
     enc.encode_block(page, &mut block).unwrap();
-    assert_eq!(block, encode_block_warp(page).unwrap(), "{what}: CPU encoder differs from warp model");
+    assert_eq!(
+        block,
+        encode_block_warp(page).unwrap(),
+        "{what}: CPU encoder differs from warp model"
+    );
     check_block_rules(&block, page.len()).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let flex = lz4_flex::block::decompress(&block, page.len()).unwrap_or_else(|e| panic!("{what}: lz4_flex: {e}"));
+    let flex = lz4_flex::block::decompress(&block, page.len())
+        .unwrap_or_else(|e| panic!("{what}: lz4_flex: {e}"));
     assert!(flex == page, "{what}: lz4_flex decodes different bytes");
-    assert!(decode_block(&block, page.len()).unwrap() == page, "{what}: our decoder differs");
+    assert!(
+        decode_block(&block, page.len()).unwrap() == page,
+        "{what}: our decoder differs"
+    );
     let mut stored = Vec::new();
     let kind = enc.compress_page(page, &mut stored).unwrap();
     match kind {
         PageKind::Raw => {
-            assert!(block.len() >= page.len(), "{what}: raw although the block is shorter");
+            assert!(
+                block.len() >= page.len(),
+                "{what}: raw although the block is shorter"
+            );
             assert_eq!(stored, page);
         }
         PageKind::Compressed => {
@@ -44,7 +55,11 @@ fn corpus_pages_match_warp_model_follow_rules_and_decode() {
             // A short tail: stop 777 bytes before a page boundary.
             let end = data.len() - 777.min(data.len());
             for (k, page) in data[..end].chunks(page_bytes).enumerate() {
-                check_page(&mut enc, page, &format!("{name} page {k} of {page_bytes} B"));
+                check_page(
+                    &mut enc,
+                    page,
+                    &format!("{name} page {k} of {page_bytes} B"),
+                );
             }
         }
     }
@@ -60,7 +75,10 @@ fn zero_pages_are_canonical_for_every_length() {
         let seqs = sequences(&block).unwrap();
         if len >= 13 {
             assert_eq!(seqs.len(), 2, "zero page of {len} B: {seqs:?}");
-            assert_eq!((seqs[0].literal_bytes, seqs[0].matched), (1, Some((1, len - 6))));
+            assert_eq!(
+                (seqs[0].literal_bytes, seqs[0].matched),
+                (1, Some((1, len - 6)))
+            );
             assert_eq!((seqs[1].literal_bytes, seqs[1].matched), (5, None));
             assert!(stored < len);
         } else {
@@ -84,7 +102,13 @@ fn tiny_and_patterned_pages_of_every_short_length() {
         let three: Vec<u8> = (0..len).map(|i| (i % 3) as u8).collect();
         let lowbits: Vec<u8> = (0..len).map(|_| (rng.next_u64() & 1) as u8).collect();
         let same: Vec<u8> = vec![b'x'; len];
-        for (kind, page) in [("random", random), ("ab", two), ("mod3", three), ("bits", lowbits), ("x", same)] {
+        for (kind, page) in [
+            ("random", random),
+            ("ab", two),
+            ("mod3", three),
+            ("bits", lowbits),
+            ("x", same),
+        ] {
             let stored = check_page(&mut enc, &page, &format!("{kind} page of {len} B"));
             if len < 13 {
                 assert_eq!(stored, len, "{kind} page of {len} B must be raw");
@@ -109,18 +133,27 @@ fn long_offsets_and_lengths_in_a_64k_page() {
     let mut enc = PageEncoder::new();
     // Random head, zeros, and the head again where the last match may start: offset 65236.
     let mut page = vec![0u8; 65536];
-    page[..300].iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+    page[..300]
+        .iter_mut()
+        .for_each(|b| *b = rng.next_u64() as u8);
     let tail = 65536 - 300;
     page.copy_within(0..300, tail);
     check_page(&mut enc, &page, "64 KiB page, far match");
     let seqs = sequences(&ptxflow::lz4::encode_block(&page).unwrap()).unwrap();
-    assert!(seqs.iter().any(|s| s.matched == Some((tail, 300 - 5))), "{seqs:?}");
+    assert!(
+        seqs.iter().any(|s| s.matched == Some((tail, 300 - 5))),
+        "{seqs:?}"
+    );
     // A 20000-byte repeat (match length chain of 78 bytes) at offset 30000 in random data.
     let mut page: Vec<u8> = (0..65536).map(|_| rng.next_u64() as u8).collect();
     page.copy_within(1000..21000, 31000);
     check_page(&mut enc, &page, "64 KiB page, long match");
     let seqs = sequences(&ptxflow::lz4::encode_block(&page).unwrap()).unwrap();
-    assert!(seqs.iter().any(|s| s.matched.is_some_and(|(o, l)| o == 30000 && l >= 20000)), "{seqs:?}");
+    assert!(
+        seqs.iter()
+            .any(|s| s.matched.is_some_and(|(o, l)| o == 30000 && l >= 20000)),
+        "{seqs:?}"
+    );
     assert!(ptxflow::lz4::encode_block(&vec![0; 65537]).is_err());
 }
 
@@ -135,16 +168,24 @@ fn ratios(data: &[u8]) -> (f64, f64) {
         ours += out.len();
         flex += lz4_flex::block::compress(page).len().min(page.len());
     }
-    (data.len() as f64 / ours as f64, data.len() as f64 / flex as f64)
+    (
+        data.len() as f64 / ours as f64,
+        data.len() as f64 / flex as f64,
+    )
 }
 
 fn ratio_table(limit: Option<usize>) {
     eprintln!("| file | bytes | ours | lz4_flex |");
     for name in CORPUS {
-        let Some(data) = corpus(name, limit) else { return };
+        let Some(data) = corpus(name, limit) else {
+            return;
+        };
         let (ours, flex) = ratios(&data);
         eprintln!("| {name} | {} | {ours:.3} | {flex:.3} |", data.len());
-        assert!(ours >= 0.9 * flex, "{name}: ratio {ours:.3} is not within 10% of lz4_flex {flex:.3}");
+        assert!(
+            ours >= 0.9 * flex,
+            "{name}: ratio {ours:.3} is not within 10% of lz4_flex {flex:.3}"
+        );
     }
 }
 

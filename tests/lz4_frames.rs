@@ -17,9 +17,15 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
     let mut rng = Rng::new(3);
     let mut v: Vec<(String, Vec<u8>)> = Vec::new();
     for len in [0, 1, 12, 13, 1023, 1024, 1025, 4095, 4096, 4097, 65537] {
-        v.push((format!("text{len}"), (0..len).map(|i| b"the cat sat. "[i % 13]).collect()));
+        v.push((
+            format!("text{len}"),
+            (0..len).map(|i| b"the cat sat. "[i % 13]).collect(),
+        ));
     }
-    v.push(("random".into(), (0..100_000).map(|_| rng.next_u64() as u8).collect()));
+    v.push((
+        "random".into(),
+        (0..100_000).map(|_| rng.next_u64() as u8).collect(),
+    ));
     v.push(("zeros".into(), vec![0; 100_003]));
     if let Some(d) = corpus("dickens", Some((1 << 20) + 123)) {
         v.push(("dickens".into(), d));
@@ -32,7 +38,9 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
 
 fn flex_decode(frame: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    lz4_flex::frame::FrameDecoder::new(frame).read_to_end(&mut out).unwrap();
+    lz4_flex::frame::FrameDecoder::new(frame)
+        .read_to_end(&mut out)
+        .unwrap();
     out
 }
 
@@ -61,15 +69,28 @@ fn frames_round_trip_and_decode_with_lz4_flex() {
     for (name, data) in inputs() {
         for page_bytes in [1024, 4096, 65536] {
             let frame = compress_frame(&data, page_bytes).unwrap();
-            assert!(decompress_frame(&frame).unwrap() == data, "{name} @ {page_bytes}");
-            assert!(flex_decode(&frame) == data, "{name} @ {page_bytes}: lz4_flex differs");
+            assert!(
+                decompress_frame(&frame).unwrap() == data,
+                "{name} @ {page_bytes}"
+            );
+            assert!(
+                flex_decode(&frame) == data,
+                "{name} @ {page_bytes}: lz4_flex differs"
+            );
             let (header, blocks) = blocks(&frame);
             assert!(header.block_independent && header.content_checksum);
             assert_eq!(header.content_size, Some(data.len() as u64));
-            assert_eq!(blocks.len(), data.len().div_ceil(page_bytes), "{name}: one block per page");
+            assert_eq!(
+                blocks.len(),
+                data.len().div_ceil(page_bytes),
+                "{name}: one block per page"
+            );
             for (k, &(size, raw)) in blocks.iter().enumerate() {
                 let page_len = page_bytes.min(data.len() - k * page_bytes);
-                assert!(size <= page_len && (raw || size < page_len), "{name} block {k}");
+                assert!(
+                    size <= page_len && (raw || size < page_len),
+                    "{name} block {k}"
+                );
             }
             if name == "random" {
                 assert!(blocks.iter().all(|b| b.1), "random pages are stored raw");
@@ -85,7 +106,11 @@ fn encoder_accepts_any_write_sizes_and_block_checksums() {
     let name = Path::new("<memory>");
     for (step, slots) in [(1usize, 1usize), (4095, 3), (4097, 1024), (50_000, 7)] {
         let mut stream = CpuPageStream::new(4096, slots).unwrap();
-        let options = FrameOptions { page_bytes: 4096, content_size: Some(data.len() as u64), block_checksum: false };
+        let options = FrameOptions {
+            page_bytes: 4096,
+            content_size: Some(data.len() as u64),
+            block_checksum: false,
+        };
         let mut enc = FrameEncoder::new(Vec::new(), name, &mut stream, options).unwrap();
         assert_eq!(enc.path(), CodecPath::Cpu);
         for c in data.chunks(step) {
@@ -97,7 +122,11 @@ fn encoder_accepts_any_write_sizes_and_block_checksums() {
         assert_eq!(stats.pages, data.len().div_ceil(4096) as u64);
     }
     let mut stream = CpuPageStream::new(4096, 16).unwrap();
-    let options = FrameOptions { page_bytes: 4096, content_size: None, block_checksum: true };
+    let options = FrameOptions {
+        page_bytes: 4096,
+        content_size: None,
+        block_checksum: true,
+    };
     let mut enc = FrameEncoder::new(Vec::new(), name, &mut stream, options).unwrap();
     enc.write(&data).unwrap();
     let frame = enc.finish().unwrap().0;
@@ -105,7 +134,11 @@ fn encoder_accepts_any_write_sizes_and_block_checksums() {
     assert!(decompress_frame(&frame).unwrap() == data && flex_decode(&frame) == data);
     // A wrong declared content size is refused.
     let mut stream = CpuPageStream::new(4096, 16).unwrap();
-    let options = FrameOptions { page_bytes: 4096, content_size: Some(5), block_checksum: false };
+    let options = FrameOptions {
+        page_bytes: 4096,
+        content_size: Some(5),
+        block_checksum: false,
+    };
     let mut enc = FrameEncoder::new(Vec::new(), name, &mut stream, options).unwrap();
     enc.write(b"four").unwrap();
     assert!(matches!(enc.finish(), Err(Error::Input { .. })));
@@ -113,7 +146,8 @@ fn encoder_accepts_any_write_sizes_and_block_checksums() {
 
 #[test]
 fn decodes_lz4_flex_frames_linked_checksummed_and_legacy() {
-    let data = corpus("dickens", Some(700_000)).unwrap_or_else(|| b"lorem ipsum dolor ".repeat(40_000));
+    let data =
+        corpus("dickens", Some(700_000)).unwrap_or_else(|| b"lorem ipsum dolor ".repeat(40_000));
     for (mode, size, checks, legacy) in [
         (BlockMode::Independent, BlockSize::Max64KB, false, false),
         (BlockMode::Linked, BlockSize::Max64KB, true, false),
@@ -148,12 +182,16 @@ fn concatenated_and_skippable_frames() {
     let mut want = b"first frame, first frame, first frame".to_vec();
     want.extend_from_slice(&[9u8; 5000]);
     assert_eq!(decompress_frame(&all).unwrap(), want);
-    assert!(decompress_frame(&compress_frame(&[], 4096).unwrap()).unwrap().is_empty());
+    assert!(decompress_frame(&compress_frame(&[], 4096).unwrap())
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
 fn corrupt_frames_give_errors() {
-    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 ^ (i / 3000) as u8).collect();
+    let data: Vec<u8> = (0..20_000u32)
+        .map(|i| (i % 251) as u8 ^ (i / 3000) as u8)
+        .collect();
     let frame = compress_frame(&data, 4096).unwrap();
     let corrupt = |f: &[u8]| matches!(decompress_frame(f), Err(Error::Corrupt { .. }));
     assert!(corrupt(&[]), "empty input");
@@ -206,26 +244,38 @@ fn page_codec_batches_and_stream_backpressure() {
     let mut back = Vec::new();
     codec.decompress_pages(&pages, &mut back).unwrap();
     assert!(back == data);
-    assert!(matches!(codec.compress_pages(&data, 4000), Err(Error::Input { .. })));
+    assert!(matches!(
+        codec.compress_pages(&data, 4000),
+        Err(Error::Input { .. })
+    ));
     let mut bad = pages.clone();
     bad.data[pages.pages[1].offset + 3] ^= 0x40;
     let mut out = Vec::new();
     let r = codec.decompress_pages(&bad, &mut out);
-    assert!(r.is_err() || out != data, "a flipped bit must not decode silently to the same data");
+    assert!(
+        r.is_err() || out != data,
+        "a flipped bit must not decode silently to the same data"
+    );
 
     let mut s = CpuPageStream::new(1024, 2).unwrap();
     assert!(CpuPageStream::new(1000, 2).is_err() && CpuPageStream::new(1024, 0).is_err());
     s.push_page(&data[..1024]).unwrap();
     s.push_page(&data[1024..2048]).unwrap();
     assert_eq!((s.free_slots(), s.pending()), (0, 2));
-    assert!(matches!(s.push_page(&data[..1024]), Err(Error::Capacity { .. })));
+    assert!(matches!(
+        s.push_page(&data[..1024]),
+        Err(Error::Capacity { .. })
+    ));
     let mut page = CompressedPage::default();
     assert!(s.pop_page(&mut page).unwrap());
     assert_eq!(decode_block(&page.bytes, 1024).unwrap(), &data[..1024]);
     assert!(matches!(s.push_page(&[]), Err(Error::Input { .. })));
     assert!(matches!(s.push_page(&[0; 1025]), Err(Error::Input { .. })));
     s.push_page(&data[2048..2148]).unwrap();
-    assert!(matches!(s.push_page(&data[..1024]), Err(Error::Input { .. })), "after a short page");
+    assert!(
+        matches!(s.push_page(&data[..1024]), Err(Error::Input { .. })),
+        "after a short page"
+    );
     assert!(s.pop_page(&mut page).unwrap());
     assert_eq!(page.original_bytes, 1024);
     assert!(s.pop_page(&mut page).unwrap());

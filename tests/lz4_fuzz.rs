@@ -5,7 +5,9 @@
 
 mod lz4_support;
 
-use ptxflow::lz4::{compress_frame, decode_block, decode_block_append, decompress_frame, encode_block};
+use ptxflow::lz4::{
+    compress_frame, decode_block, decode_block_append, decompress_frame, encode_block,
+};
 use ptxflow::rng::Rng;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -87,8 +89,10 @@ fn guarded<T>(what: &str, input: &[u8], f: impl FnOnce() -> T) -> T {
 #[test]
 fn block_decoder_never_panics_on_mutated_or_random_blocks() {
     let pages = seed_pages();
-    let blocks: Vec<(Vec<u8>, usize)> =
-        pages.iter().map(|p| (encode_block(p).unwrap(), p.len())).collect();
+    let blocks: Vec<(Vec<u8>, usize)> = pages
+        .iter()
+        .map(|p| (encode_block(p).unwrap(), p.len()))
+        .collect();
     let mut rng = Rng::new(42);
     let (mut ok, mut agree) = (0, 0);
     for iter in 0..30_000 {
@@ -104,7 +108,10 @@ fn block_decoder_never_panics_on_mutated_or_random_blocks() {
         if let Ok(out) = &ours {
             ok += 1;
             if let Ok(flex) = lz4_flex::block::decompress(&block, len) {
-                assert!(&flex == out, "lz4_flex and ours disagree on iteration {iter}");
+                assert!(
+                    &flex == out,
+                    "lz4_flex and ours disagree on iteration {iter}"
+                );
                 agree += 1;
             }
         }
@@ -128,7 +135,11 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
     let pages = seed_pages();
     let text: Vec<u8> = pages.concat();
     let mut contents = vec![&text[..20_000], &text[..9000], &pages[9][..], &[][..]];
-    let mut frames: Vec<Vec<u8>> = contents.iter().zip([1024, 4096, 4096, 4096]).map(|(c, p)| compress_frame(c, p).unwrap()).collect();
+    let mut frames: Vec<Vec<u8>> = contents
+        .iter()
+        .zip([1024, 4096, 4096, 4096])
+        .map(|(c, p)| compress_frame(c, p).unwrap())
+        .collect();
     for (mode, checks, legacy) in [
         (lz4_flex::frame::BlockMode::Linked, true, false),
         (lz4_flex::frame::BlockMode::Independent, false, true),
@@ -167,5 +178,8 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
         }
     }
     eprintln!("6000 mutated frames: {accepted} accepted, {changed} of them checksummed with changed content");
-    assert_eq!(changed, 0, "a checksummed frame decoded to changed content without an error");
+    assert_eq!(
+        changed, 0,
+        "a checksummed frame decoded to changed content without an error"
+    );
 }

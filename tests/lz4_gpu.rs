@@ -8,7 +8,10 @@ mod common;
 mod lz4_support;
 
 use ptxflow::lz4::gpu::{open_page_stream, Device, GpuOptions, GpuPageCodec, GpuPageStream};
-use ptxflow::lz4::{compress_page, decode_frames, CodecPath, CompressedPage, CompressedPages, FrameEncoder, FrameOptions, PageCodec, PageKind, PageStream};
+use ptxflow::lz4::{
+    compress_page, decode_frames, CodecPath, CompressedPage, CompressedPages, FrameEncoder,
+    FrameOptions, PageCodec, PageKind, PageStream,
+};
 use ptxflow::rng::Rng;
 use ptxflow::Error;
 
@@ -21,17 +24,32 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
     let scale = if sanitize() { 1 } else { 8 };
     let mut rng = Rng::new(42);
     let mut v = vec![
-        ("random".to_string(), (0..scale * 64 * 1024 + 333).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>()),
+        (
+            "random".to_string(),
+            (0..scale * 64 * 1024 + 333)
+                .map(|_| rng.next_u64() as u8)
+                .collect::<Vec<u8>>(),
+        ),
         ("zeros".to_string(), vec![0u8; scale * 64 * 1024 + 7]),
     ];
     let mut mixed = Vec::new();
     for k in 0..(scale * 16) {
         let page: Vec<u8> = match k % 5 {
             0 => (0..4096).map(|i| (i % (k + 2)) as u8).collect(),
-            1 => (0..4096).map(|i| if i % 100 < 60 { 0 } else { rng.next_u64() as u8 }).collect(),
+            1 => (0..4096)
+                .map(|i| {
+                    if i % 100 < 60 {
+                        0
+                    } else {
+                        rng.next_u64() as u8
+                    }
+                })
+                .collect(),
             2 => vec![0; 4096],
             3 => (0..4096).map(|_| rng.next_u64() as u8).collect(),
-            _ => (0..4096).map(|_| b"ab"[(rng.next_u64() % 2) as usize]).collect(),
+            _ => (0..4096)
+                .map(|_| b"ab"[(rng.next_u64() % 2) as usize])
+                .collect(),
         };
         mixed.extend_from_slice(&page);
     }
@@ -47,15 +65,29 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
 /// Every page of `pages` equals `compress_page` of the input page and decodes with lz4_flex.
 fn check_pages(pages: &CompressedPages, input: &[u8], what: &str) {
     let pb = pages.page_bytes;
-    assert_eq!(pages.pages.len(), input.len().div_ceil(pb), "{what}: page count");
+    assert_eq!(
+        pages.pages.len(),
+        input.len().div_ceil(pb),
+        "{what}: page count"
+    );
     for (k, page) in input.chunks(pb).enumerate() {
         let (want, kind) = compress_page(page).unwrap();
         let (got, got_kind) = pages.page(k);
         assert_eq!(got_kind, kind, "{what}: page {k} kind");
-        assert!(got == &want[..], "{what}: page {k} of {} B: GPU {} B != CPU {} B", page.len(), got.len(), want.len());
+        assert!(
+            got == &want[..],
+            "{what}: page {k} of {} B: GPU {} B != CPU {} B",
+            page.len(),
+            got.len(),
+            want.len()
+        );
         if kind == PageKind::Compressed {
-            let flex = lz4_flex::block::decompress(got, page.len()).unwrap_or_else(|e| panic!("{what}: page {k}: lz4_flex: {e}"));
-            assert!(flex == page, "{what}: page {k}: lz4_flex decodes other bytes");
+            let flex = lz4_flex::block::decompress(got, page.len())
+                .unwrap_or_else(|e| panic!("{what}: page {k}: lz4_flex: {e}"));
+            assert!(
+                flex == page,
+                "{what}: page {k}: lz4_flex decodes other bytes"
+            );
         } else {
             assert!(got.len() <= page.len());
         }
@@ -64,31 +96,66 @@ fn check_pages(pages: &CompressedPages, input: &[u8], what: &str) {
 
 #[test]
 fn gpu_pages_are_byte_identical_to_the_cpu_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_pages_are_byte_identical_to_the_cpu_reference") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_pages_are_byte_identical_to_the_cpu_reference") else {
+        return;
+    };
     // Small batches and few slots so the ring wraps and partial batches occur.
-    let mut codec = GpuPageCodec::new(gpu, GpuOptions { batch_bytes: 1 << 20, slots: 3 }).unwrap();
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 1 << 20,
+            slots: 3,
+        },
+    )
+    .unwrap();
     for (name, data) in inputs() {
         for pb in [1024, 4096, 65536] {
             let pages = codec.compress_pages(&data, pb).unwrap();
-            assert_eq!(pages.path, CodecPath::Gpu, "{name}: {:?}", codec.fallback_reason());
+            assert_eq!(
+                pages.path,
+                CodecPath::Gpu,
+                "{name}: {:?}",
+                codec.fallback_reason()
+            );
             check_pages(&pages, &data, &format!("{name} at {pb} B pages"));
             let mut back = Vec::new();
             codec.decompress_pages(&pages, &mut back).unwrap();
-            assert!(back == data, "{name} at {pb} B pages: GPU decompression differs");
-            eprintln!("{name} at {pb} B pages: {} -> {} B, identical to the CPU", data.len(), pages.stored_bytes());
+            assert!(
+                back == data,
+                "{name} at {pb} B pages: GPU decompression differs"
+            );
+            eprintln!(
+                "{name} at {pb} B pages: {} -> {} B, identical to the CPU",
+                data.len(),
+                pages.stored_bytes()
+            );
         }
     }
     assert_eq!(codec.path(), CodecPath::Gpu);
     let empty = codec.compress_pages(&[], 4096).unwrap();
     assert!(empty.pages.is_empty());
-    assert!(matches!(codec.compress_pages(&[1, 2, 3], 1000), Err(Error::Input { .. })));
+    assert!(matches!(
+        codec.compress_pages(&[1, 2, 3], 1000),
+        Err(Error::Input { .. })
+    ));
 }
 
 #[test]
 fn gpu_decompress_reports_corrupt_pages_and_stays_usable() {
-    let Some(gpu) = common::gpu_or_skip("gpu_decompress_reports_corrupt_pages_and_stays_usable") else { return };
-    let mut codec = GpuPageCodec::new(gpu, GpuOptions { batch_bytes: 1 << 20, slots: 2 }).unwrap();
-    let data = lz4_support::corpus("dickens", Some(200_000)).unwrap_or_else(|| (0..200_000u32).map(|i| (i % 251) as u8).collect());
+    let Some(gpu) = common::gpu_or_skip("gpu_decompress_reports_corrupt_pages_and_stays_usable")
+    else {
+        return;
+    };
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 1 << 20,
+            slots: 2,
+        },
+    )
+    .unwrap();
+    let data = lz4_support::corpus("dickens", Some(200_000))
+        .unwrap_or_else(|| (0..200_000u32).map(|i| (i % 251) as u8).collect());
     let good = codec.compress_pages(&data, 4096).unwrap();
     let mut rng = Rng::new(9);
     let mut errors = 0;
@@ -106,12 +173,23 @@ fn gpu_decompress_reports_corrupt_pages_and_stays_usable() {
         match codec.decompress_pages(&bad, &mut out) {
             Err(Error::Corrupt { what }) => {
                 errors += 1;
-                assert!(what.contains(&format!("page {k}")) || what.contains("entry"), "{what}");
+                assert!(
+                    what.contains(&format!("page {k}")) || what.contains("entry"),
+                    "{what}"
+                );
             }
             Err(e) => panic!("round {round}: unexpected error {e}"),
-            Ok(()) => assert!(out != data || round % 4 == 0, "round {round}: corruption decoded to the original"),
+            Ok(()) => assert!(
+                out != data || round % 4 == 0,
+                "round {round}: corruption decoded to the original"
+            ),
         }
-        assert_eq!(codec.path(), CodecPath::Gpu, "corrupt input must not retire the GPU: {:?}", codec.fallback_reason());
+        assert_eq!(
+            codec.path(),
+            CodecPath::Gpu,
+            "corrupt input must not retire the GPU: {:?}",
+            codec.fallback_reason()
+        );
     }
     assert!(errors >= 25, "{errors} of 40 corruptions reported");
     let mut back = Vec::new();
@@ -121,10 +199,20 @@ fn gpu_decompress_reports_corrupt_pages_and_stays_usable() {
 
 #[test]
 fn gpu_stream_keeps_order_and_applies_backpressure() {
-    let Some(gpu) = common::gpu_or_skip("gpu_stream_keeps_order_and_applies_backpressure") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_stream_keeps_order_and_applies_backpressure") else {
+        return;
+    };
     let data = inputs().pop().unwrap().1;
     let pb = 4096;
-    let mut s = GpuPageStream::new(gpu.clone(), pb, GpuOptions { batch_bytes: 8 * pb, slots: 3 }).unwrap();
+    let mut s = GpuPageStream::new(
+        gpu.clone(),
+        pb,
+        GpuOptions {
+            batch_bytes: 8 * pb,
+            slots: 3,
+        },
+    )
+    .unwrap();
     assert_eq!(s.path(), CodecPath::Gpu);
     assert_eq!(s.free_slots(), 24);
     let pages: Vec<&[u8]> = data.chunks(pb).collect();
@@ -137,14 +225,20 @@ fn gpu_stream_keeps_order_and_applies_backpressure() {
             next_push += 1;
         }
         if next_push < pages.len() {
-            assert!(matches!(s.push_page(pages[next_push]), Err(Error::Capacity { .. })));
+            assert!(matches!(
+                s.push_page(pages[next_push]),
+                Err(Error::Capacity { .. })
+            ));
         }
         for _ in 0..5 {
             if !s.pop_page(&mut out).unwrap() {
                 break;
             }
             let (want, kind) = compress_page(pages[next_pop]).unwrap();
-            assert!(out.bytes == want && out.kind == kind, "page {next_pop} differs");
+            assert!(
+                out.bytes == want && out.kind == kind,
+                "page {next_pop} differs"
+            );
             assert_eq!(out.original_bytes, pages[next_pop].len());
             next_pop += 1;
         }
@@ -154,24 +248,60 @@ fn gpu_stream_keeps_order_and_applies_backpressure() {
     assert!(matches!(s.push_page(&[]), Err(Error::Input { .. })));
 
     // A whole frame through the GPU stream decodes with lz4_flex and with ours.
-    let mut s = GpuPageStream::new(gpu, pb, GpuOptions { batch_bytes: 16 * pb, slots: 2 }).unwrap();
-    let options = FrameOptions { page_bytes: pb, content_size: Some(data.len() as u64), block_checksum: true };
-    let mut enc = FrameEncoder::new(Vec::new(), std::path::Path::new("<mem>"), &mut s, options).unwrap();
+    let mut s = GpuPageStream::new(
+        gpu,
+        pb,
+        GpuOptions {
+            batch_bytes: 16 * pb,
+            slots: 2,
+        },
+    )
+    .unwrap();
+    let options = FrameOptions {
+        page_bytes: pb,
+        content_size: Some(data.len() as u64),
+        block_checksum: true,
+    };
+    let mut enc =
+        FrameEncoder::new(Vec::new(), std::path::Path::new("<mem>"), &mut s, options).unwrap();
     assert_eq!(enc.path(), CodecPath::Gpu);
     enc.write(&data).unwrap();
     let (frame, stats) = enc.finish().unwrap();
     assert_eq!(stats.pages as usize, pages.len());
     let mut flex = Vec::new();
-    std::io::copy(&mut lz4_flex::frame::FrameDecoder::new(&frame[..]), &mut flex).unwrap();
-    assert!(flex == data, "lz4_flex decodes the GPU frame to other bytes");
+    std::io::copy(
+        &mut lz4_flex::frame::FrameDecoder::new(&frame[..]),
+        &mut flex,
+    )
+    .unwrap();
+    assert!(
+        flex == data,
+        "lz4_flex decodes the GPU frame to other bytes"
+    );
     let mut ours = Vec::new();
-    decode_frames(&mut &frame[..], std::path::Path::new("<mem>"), &mut ours, std::path::Path::new("<out>"), &mut |_| {}).unwrap();
+    decode_frames(
+        &mut &frame[..],
+        std::path::Path::new("<mem>"),
+        &mut ours,
+        std::path::Path::new("<out>"),
+        &mut |_| {},
+    )
+    .unwrap();
     assert!(ours == data);
 }
 
 #[test]
 fn auto_device_picks_a_working_path() {
-    let (mut s, note) = open_page_stream(Device::Auto, 4096, 8, GpuOptions { batch_bytes: 1 << 16, slots: 2 }).unwrap();
+    let (mut s, note) = open_page_stream(
+        Device::Auto,
+        4096,
+        8,
+        GpuOptions {
+            batch_bytes: 1 << 16,
+            slots: 2,
+        },
+    )
+    .unwrap();
     match s.path() {
         CodecPath::Gpu => assert!(note.is_none()),
         CodecPath::Cpu => assert!(note.is_some(), "the CPU path must say why"),
@@ -182,18 +312,27 @@ fn auto_device_picks_a_working_path() {
     assert!(s.pop_page(&mut out).unwrap());
     assert_eq!(out.bytes, compress_page(&[7u8; 4096]).unwrap().0);
     assert!(s.pop_page(&mut out).unwrap());
-    assert_eq!((out.bytes.as_slice(), out.kind), (&b"tail"[..], PageKind::Raw));
+    assert_eq!(
+        (out.bytes.as_slice(), out.kind),
+        (&b"tail"[..], PageKind::Raw)
+    );
     let (cpu, _) = open_page_stream(Device::Cpu, 4096, 8, GpuOptions::default()).unwrap();
     assert_eq!(cpu.path(), CodecPath::Cpu);
     if common::gpu_or_skip("auto_device_picks_a_working_path (Device::Gpu)").is_none() {
-        assert!(matches!(open_page_stream(Device::Gpu, 4096, 8, GpuOptions::default()), Err(Error::NoDevice { .. })));
+        assert!(matches!(
+            open_page_stream(Device::Gpu, 4096, 8, GpuOptions::default()),
+            Err(Error::NoDevice { .. })
+        ));
     }
     assert!(open_page_stream(Device::Auto, 1000, 8, GpuOptions::default()).is_err());
 }
 
 #[test]
 fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu")
+    else {
+        return;
+    };
     let k = ptxflow::lz4::gpu::Lz4Kernels::new(gpu).unwrap();
     for (name, data) in inputs() {
         for pb in [1024, 4096, 65536] {
@@ -201,11 +340,21 @@ fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
             let mut out = Vec::new();
             match ptxflow::lz4::gpu::decode_frames_gpu(&k, &frame, &mut out).unwrap() {
                 Some((frames, blocks)) => {
-                    assert_eq!((frames, blocks), (1, data.len().div_ceil(pb)), "{name} {pb}");
-                    assert!(out == data, "{name} at {pb} B pages: GPU frame decode differs");
+                    assert_eq!(
+                        (frames, blocks),
+                        (1, data.len().div_ceil(pb)),
+                        "{name} {pb}"
+                    );
+                    assert!(
+                        out == data,
+                        "{name} at {pb} B pages: GPU frame decode differs"
+                    );
                 }
                 // Few blocks: the guessed bound can be below the page size; the CPU decides.
-                None => assert!(data.len().div_ceil(pb) <= 64, "{name} at {pb} B pages left to the CPU"),
+                None => assert!(
+                    data.len().div_ceil(pb) <= 64,
+                    "{name} at {pb} B pages left to the CPU"
+                ),
             }
         }
     }
@@ -214,7 +363,12 @@ fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
     std::io::Write::write_all(&mut enc, &[5u8; 300_000]).unwrap();
     let linked = enc.finish().unwrap();
     let mut out = Vec::new();
-    assert!(ptxflow::lz4::gpu::decode_frames_gpu(&k, &linked, &mut out).unwrap().is_none() || out == vec![5u8; 300_000]);
+    assert!(
+        ptxflow::lz4::gpu::decode_frames_gpu(&k, &linked, &mut out)
+            .unwrap()
+            .is_none()
+            || out == vec![5u8; 300_000]
+    );
     // A corrupt block in a ptxflow frame: an error or the CPU, never wrong bytes.
     let data = inputs().pop().unwrap().1;
     let mut frame = ptxflow::lz4::compress_frame(&data, 4096).unwrap();

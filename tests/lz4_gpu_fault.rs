@@ -12,13 +12,34 @@ use ptxflow::rng::Rng;
 
 #[test]
 fn sticky_fault_moves_the_stream_to_the_cpu_without_losing_pages() {
-    let Some(gpu) = common::gpu_or_skip("sticky_fault_moves_the_stream_to_the_cpu_without_losing_pages") else { return };
+    let Some(gpu) =
+        common::gpu_or_skip("sticky_fault_moves_the_stream_to_the_cpu_without_losing_pages")
+    else {
+        return;
+    };
     let mut rng = Rng::new(5);
-    let data: Vec<u8> = lz4_support::corpus("dickens", Some(300_000))
-        .unwrap_or_else(|| (0..300_000).map(|i| if i % 7 == 0 { rng.next_u64() as u8 } else { (i / 13) as u8 }).collect());
+    let data: Vec<u8> = lz4_support::corpus("dickens", Some(300_000)).unwrap_or_else(|| {
+        (0..300_000)
+            .map(|i| {
+                if i % 7 == 0 {
+                    rng.next_u64() as u8
+                } else {
+                    (i / 13) as u8
+                }
+            })
+            .collect()
+    });
     let pb = 4096;
     let pages: Vec<&[u8]> = data.chunks(pb).collect();
-    let mut s = GpuPageStream::new(gpu.clone(), pb, GpuOptions { batch_bytes: 8 * pb, slots: 3 }).unwrap();
+    let mut s = GpuPageStream::new(
+        gpu.clone(),
+        pb,
+        GpuOptions {
+            batch_bytes: 8 * pb,
+            slots: 3,
+        },
+    )
+    .unwrap();
     let mut out = CompressedPage::default();
     let mut got = Vec::new();
     // Some pages popped, some in flight, some in the filling slot when the fault strikes.
@@ -46,7 +67,10 @@ fn sticky_fault_moves_the_stream_to_the_cpu_without_losing_pages() {
     eprintln!("fallback reason: {why}");
     for (k, (p, g)) in pages.iter().zip(&got).enumerate() {
         let (want, kind) = compress_page(p).unwrap();
-        assert!(g.bytes == want && g.kind == kind && g.original_bytes == p.len(), "page {k} differs");
+        assert!(
+            g.bytes == want && g.kind == kind && g.original_bytes == p.len(),
+            "page {k} differs"
+        );
     }
     // A batch codec on the broken context notices too and answers from the CPU.
     match GpuPageCodec::new(gpu, GpuOptions::default()) {

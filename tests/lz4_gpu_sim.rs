@@ -8,8 +8,13 @@ mod ptx_sim;
 
 use ptx_sim::{launch, Counts, Memory, Program};
 use ptxflow::kernels::KernelId;
-use ptxflow::lz4::gpu::layout::{compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths, read_compress_info, SmLimits};
-use ptxflow::lz4::{compress_page, decode_block, CompressedPages, CpuPageCodec, PageCodec, PageEntry, PageKind};
+use ptxflow::lz4::gpu::layout::{
+    compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths,
+    read_compress_info, SmLimits,
+};
+use ptxflow::lz4::{
+    compress_page, decode_block, CompressedPages, CpuPageCodec, PageCodec, PageEntry, PageKind,
+};
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
 
@@ -18,19 +23,50 @@ fn program(id: KernelId) -> Program {
 }
 
 /// Compresses `input` with the kernel (2 blocks); returns the entries, packed bytes and counts.
-fn sim_compress(prog: &Program, input: &[u8], page_bytes: usize) -> (Vec<PageEntry>, Vec<u8>, Counts) {
+fn sim_compress(
+    prog: &Program,
+    input: &[u8],
+    page_bytes: usize,
+) -> (Vec<PageEntry>, Vec<u8>, Counts) {
     let lens: Vec<usize> = page_lengths(input.len(), page_bytes).collect();
     let n = lens.len();
-    let mut g = compress_geometry(page_bytes, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 80 });
+    let mut g = compress_geometry(
+        page_bytes,
+        n,
+        1,
+        SmLimits {
+            shared_bytes: 228 << 10,
+            regs_per_thread: 80,
+        },
+    );
     g.blocks = g.blocks.min(2);
     let mut mem = Memory::new();
     let inp = mem.add("input", input.to_vec());
     let scratch = mem.add("scratch", vec![0xCD; g.warps() as usize * page_bytes]);
     let packed = mem.add("packed", vec![0xAB; (n * page_bytes).max(16)]);
     let info = mem.add("info", vec![0; info_words(n) * 4]);
-    let params = [inp, input.len() as u64, page_bytes as u64, n as u64, scratch, packed, info];
-    let counts = launch(prog, g.blocks, g.threads(), g.shared_bytes, &params, &mut mem);
-    let words: Vec<u32> = mem.get("info").chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let params = [
+        inp,
+        input.len() as u64,
+        page_bytes as u64,
+        n as u64,
+        scratch,
+        packed,
+        info,
+    ];
+    let counts = launch(
+        prog,
+        g.blocks,
+        g.threads(),
+        g.shared_bytes,
+        &params,
+        &mut mem,
+    );
+    let words: Vec<u32> = mem
+        .get("info")
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     let entries = read_compress_info(&words, &lens).unwrap();
     (entries, mem.get("packed").to_vec(), counts)
 }
@@ -51,10 +87,18 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
         let mut blocks: Vec<(u64, usize)> = counts.per_instr.iter().copied().zip(0..).collect();
         blocks.sort();
         for (n, i) in blocks.iter().rev().take(12) {
-            eprintln!("{what}: {n:>9} x {}", prog.text[prog.instrs[*i].line].trim());
+            eprintln!(
+                "{what}: {n:>9} x {}",
+                prog.text[prog.instrs[*i].line].trim()
+            );
         }
         if what == "dickens" && page_bytes == 4096 {
-            let dump: String = counts.per_instr.iter().zip(&prog.instrs).map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim())).collect();
+            let dump: String = counts
+                .per_instr
+                .iter()
+                .zip(&prog.instrs)
+                .map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim()))
+                .collect();
             std::fs::write("/tmp/sim_profile.txt", dump).unwrap();
         }
     }
@@ -65,7 +109,9 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
 fn compress_matches_cpu_on_corpus_pages() {
     let prog = program(KernelId::Lz4Compress);
     for name in ["dickens", "nci", "xml", "x-ray"] {
-        let Some(data) = lz4_support::corpus(name, Some(96 << 10)) else { return };
+        let Some(data) = lz4_support::corpus(name, Some(96 << 10)) else {
+            return;
+        };
         let per_byte = check_compress(&prog, &data[..64 << 10], 4096, name);
         eprintln!("{name}: {per_byte:.2} warp instructions per input byte at 4 KiB pages");
         check_compress(&prog, &data[..(16 << 10) + 333], 1024, name);
@@ -84,9 +130,19 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
     for k in 0..8usize {
         let page: Vec<u8> = match k % 4 {
             0 => (0..4096).map(|i| (i % (k + 2)) as u8).collect(),
-            1 => (0..4096).map(|i| if i % 100 < 60 { 0 } else { rng.next_u64() as u8 }).collect(),
+            1 => (0..4096)
+                .map(|i| {
+                    if i % 100 < 60 {
+                        0
+                    } else {
+                        rng.next_u64() as u8
+                    }
+                })
+                .collect(),
             2 => (0..4096).map(|i| b"abcabcabd"[i % 9]).collect(),
-            _ => (0..4096).map(|_| b"ab"[(rng.next_u64() % 2) as usize]).collect(),
+            _ => (0..4096)
+                .map(|_| b"ab"[(rng.next_u64() % 2) as usize])
+                .collect(),
         };
         mixed.extend_from_slice(&page);
     }
@@ -95,7 +151,12 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
         let mut d = mixed[..2048].to_vec();
         d.extend_from_slice(&mixed[4096..4096 + tail]);
         check_compress(&prog, &d, 1024, &format!("tail of {tail} B"));
-        check_compress(&prog, &vec![0u8; 1024 + tail], 1024, &format!("zero tail of {tail} B"));
+        check_compress(
+            &prog,
+            &vec![0u8; 1024 + tail],
+            1024,
+            &format!("zero tail of {tail} B"),
+        );
     }
 }
 
@@ -103,25 +164,72 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
 fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>) {
     let n = pages.pages.len();
     let pb = pages.page_bytes;
-    let g = decompress_geometry(pb, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 48 });
-    let g = ptxflow::lz4::gpu::layout::Geometry { blocks: g.blocks.min(2), ..g };
+    let g = decompress_geometry(
+        pb,
+        n,
+        1,
+        SmLimits {
+            shared_bytes: 228 << 10,
+            regs_per_thread: 48,
+        },
+    );
+    let g = ptxflow::lz4::gpu::layout::Geometry {
+        blocks: g.blocks.min(2),
+        ..g
+    };
     let mut mem = Memory::new();
     let mut data = pages.data.clone();
     data.resize(data.len().div_ceil(16) * 16 + 16, 0);
     let words = decompress_entries(&pages.pages, pb).unwrap();
     let packed_len = data.len();
     let packed = mem.add("packed", data);
-    let entries = mem.add("entries", words.iter().flat_map(|w| w.to_le_bytes()).collect());
+    let entries = mem.add(
+        "entries",
+        words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+    );
     let output = mem.add("output", vec![0xEE; (n * pb).max(1)]);
     let status = mem.add("status", vec![0xFF; (4 * n).max(4)]);
-    let params = [packed, packed_len as u64, entries, n as u64, pb as u64, output, status];
-    let counts = launch(prog, g.blocks, g.threads(), g.shared_bytes, &params, &mut mem);
+    let params = [
+        packed,
+        packed_len as u64,
+        entries,
+        n as u64,
+        pb as u64,
+        output,
+        status,
+    ];
+    let counts = launch(
+        prog,
+        g.blocks,
+        g.threads(),
+        g.shared_bytes,
+        &params,
+        &mut mem,
+    );
     if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
-        eprintln!("decompress: {:.2} warp instructions per output byte", counts.total as f64 / pages.original_bytes().max(1) as f64);
-        let dump: String = counts.per_instr.iter().zip(&prog.instrs).map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim())).collect();
-        if pb == 4096 && pages.original_bytes() > 30000 && std::fs::metadata("/tmp/sim_dprofile.txt").is_err() { std::fs::write("/tmp/sim_dprofile.txt", dump).unwrap(); }
+        eprintln!(
+            "decompress: {:.2} warp instructions per output byte",
+            counts.total as f64 / pages.original_bytes().max(1) as f64
+        );
+        let dump: String = counts
+            .per_instr
+            .iter()
+            .zip(&prog.instrs)
+            .map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim()))
+            .collect();
+        if pb == 4096
+            && pages.original_bytes() > 30000
+            && std::fs::metadata("/tmp/sim_dprofile.txt").is_err()
+        {
+            std::fs::write("/tmp/sim_dprofile.txt", dump).unwrap();
+        }
     }
-    let st = mem.get("status").chunks(4).take(n).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let st = mem
+        .get("status")
+        .chunks(4)
+        .take(n)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     (st, mem.get("output").to_vec())
 }
 
@@ -138,12 +246,28 @@ fn check_decompress(prog: &Program, pages: &CompressedPages, what: &str) -> usiz
         let slot = &out[k * pages.page_bytes..k * pages.page_bytes + e.original_bytes];
         match cpu {
             Ok(bytes) => {
-                assert_eq!(st[k] & 0xFF, 0, "{what}: page {k}: CPU decodes, GPU status {}", st[k]);
-                assert_eq!(st[k] >> 8, e.original_bytes as u32, "{what}: page {k}: produced bytes");
-                assert!(slot == &bytes[..], "{what}: page {k} decodes to different bytes");
+                assert_eq!(
+                    st[k] & 0xFF,
+                    0,
+                    "{what}: page {k}: CPU decodes, GPU status {}",
+                    st[k]
+                );
+                assert_eq!(
+                    st[k] >> 8,
+                    e.original_bytes as u32,
+                    "{what}: page {k}: produced bytes"
+                );
+                assert!(
+                    slot == &bytes[..],
+                    "{what}: page {k} decodes to different bytes"
+                );
             }
             Err(_) => {
-                assert_ne!(st[k] & 0xFF, 0, "{what}: page {k}: CPU rejects it, GPU accepts");
+                assert_ne!(
+                    st[k] & 0xFF,
+                    0,
+                    "{what}: page {k}: CPU rejects it, GPU accepts"
+                );
                 errors += 1;
             }
         }
@@ -156,9 +280,17 @@ fn decompress_round_trips_corpus_random_zero_pages_and_tails() {
     let prog = program(KernelId::Lz4Decompress);
     let mut rng = Rng::new(3);
     let mut inputs: Vec<(String, Vec<u8>, usize)> = vec![
-        ("random".into(), (0..9000).map(|_| rng.next_u64() as u8).collect(), 4096),
+        (
+            "random".into(),
+            (0..9000).map(|_| rng.next_u64() as u8).collect(),
+            4096,
+        ),
         ("zeros".into(), vec![0; 4096 * 2 + 17], 4096),
-        ("runs".into(), (0..5000).map(|i| (i / 700) as u8).collect(), 1024),
+        (
+            "runs".into(),
+            (0..5000).map(|i| (i / 700) as u8).collect(),
+            1024,
+        ),
     ];
     for name in ["dickens", "nci", "x-ray"] {
         if let Some(d) = lz4_support::corpus(name, Some(64 << 10)) {
@@ -168,14 +300,20 @@ fn decompress_round_trips_corpus_random_zero_pages_and_tails() {
     }
     for (what, data, pb) in inputs {
         let pages = CpuPageCodec.compress_pages(&data, pb).unwrap();
-        assert_eq!(check_decompress(&prog, &pages, &what), 0, "{what}: valid pages rejected");
+        assert_eq!(
+            check_decompress(&prog, &pages, &what),
+            0,
+            "{what}: valid pages rejected"
+        );
     }
 }
 
 #[test]
 fn decompress_bounded_pages_report_their_length() {
     let prog = program(KernelId::Lz4Decompress);
-    let Some(data) = lz4_support::corpus("xml", Some(30_000)) else { return };
+    let Some(data) = lz4_support::corpus("xml", Some(30_000)) else {
+        return;
+    };
     let mut pages = CpuPageCodec.compress_pages(&data, 4096).unwrap();
     // Frame blocks: the original length is only a bound (kind bit 1); the kernel reports it.
     let want: Vec<usize> = pages.pages.iter().map(|e| e.original_bytes).collect();
@@ -187,28 +325,54 @@ fn decompress_bounded_pages_report_their_length() {
         }
     }
     let n = pages.pages.len();
-    let g = decompress_geometry(4096, n, 1, SmLimits { shared_bytes: 228 << 10, regs_per_thread: 48 });
+    let g = decompress_geometry(
+        4096,
+        n,
+        1,
+        SmLimits {
+            shared_bytes: 228 << 10,
+            regs_per_thread: 48,
+        },
+    );
     let mut mem = Memory::new();
     let mut d = pages.data.clone();
     d.resize(d.len().div_ceil(16) * 16 + 16, 0);
     let plen = d.len() as u64;
     let packed = mem.add("packed", d);
-    let entries = mem.add("entries", words.iter().flat_map(|w| w.to_le_bytes()).collect());
+    let entries = mem.add(
+        "entries",
+        words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+    );
     let output = mem.add("output", vec![0; n * 4096]);
     let status = mem.add("status", vec![0xFF; 4 * n]);
-    launch(&prog, g.blocks.min(2), g.threads(), g.shared_bytes, &[packed, plen, entries, n as u64, 4096, output, status], &mut mem);
-    let st: Vec<u32> = mem.get("status").chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    launch(
+        &prog,
+        g.blocks.min(2),
+        g.threads(),
+        g.shared_bytes,
+        &[packed, plen, entries, n as u64, 4096, output, status],
+        &mut mem,
+    );
+    let st: Vec<u32> = mem
+        .get("status")
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     for k in 0..n {
         assert_eq!(st[k] & 0xFF, 0, "page {k}");
         assert_eq!((st[k] >> 8) as usize, want[k], "page {k} length");
-        assert!(mem.get("output")[k * 4096..k * 4096 + want[k]] == data[k * 4096..k * 4096 + want[k]]);
+        assert!(
+            mem.get("output")[k * 4096..k * 4096 + want[k]] == data[k * 4096..k * 4096 + want[k]]
+        );
     }
 }
 
 #[test]
 fn decompress_reports_corrupt_pages_like_the_cpu_decoder() {
     let prog = program(KernelId::Lz4Decompress);
-    let Some(data) = lz4_support::corpus("dickens", Some(48 << 10)) else { return };
+    let Some(data) = lz4_support::corpus("dickens", Some(48 << 10)) else {
+        return;
+    };
     let good = CpuPageCodec.compress_pages(&data, 4096).unwrap();
     let mut rng = Rng::new(11);
     let mut rejected = 0;

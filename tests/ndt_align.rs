@@ -7,7 +7,11 @@ use nalgebra::{Isometry3, Translation3, UnitQuaternion};
 use ndt_support::*;
 use ptxflow::ndt::*;
 
-const VELODYNE_MODES: [NeighbourSearch; 3] = [NeighbourSearch::Direct7, NeighbourSearch::Direct27, NeighbourSearch::Radius];
+const VELODYNE_MODES: [NeighbourSearch; 3] = [
+    NeighbourSearch::Direct7,
+    NeighbourSearch::Direct27,
+    NeighbourSearch::Radius,
+];
 const MAX_TRANSLATION_M: f64 = 0.05;
 const MAX_ROTATION_DEG: f64 = 1.0;
 
@@ -33,19 +37,34 @@ fn check(what: &str, r: &NdtResult, truth: &Isometry3<f64>) {
         r.stop, r.iterations, r.evaluations, r.score, r.correspondences, r.source_points
     );
     assert_eq!(r.stop, StopReason::Converged, "{what}");
-    assert!(et < MAX_TRANSLATION_M && er < MAX_ROTATION_DEG, "{what}: error {et} m {er} deg");
+    assert!(
+        et < MAX_TRANSLATION_M && er < MAX_ROTATION_DEG,
+        "{what}: error {et} m {er} deg"
+    );
 }
 
 #[test]
 fn velodyne_pair_from_identity_in_every_mode_but_direct1() {
     let Some(v) = velodyne() else { return };
     for search in VELODYNE_MODES {
-        let params = NdtParams { search, ..Default::default() };
+        let params = NdtParams {
+            search,
+            ..Default::default()
+        };
         let t0 = std::time::Instant::now();
-        let r = align_clouds(&v.target.points, &v.source.points, &Isometry3::identity(), &params).unwrap();
+        let r = align_clouds(
+            &v.target.points,
+            &v.source.points,
+            &Isometry3::identity(),
+            &params,
+        )
+        .unwrap();
         check(&format!("{search:?} ({:.0?})", t0.elapsed()), &r, &v.truth);
         assert!((r.likelihood_per_point - r.score / v.source.len() as f64).abs() < 1e-12);
-        assert!(r.hessian.symmetric_eigenvalues().iter().all(|&l| l < 0.0), "score Hessian negative definite");
+        assert!(
+            r.hessian.symmetric_eigenvalues().iter().all(|&l| l < 0.0),
+            "score Hessian negative definite"
+        );
     }
 }
 
@@ -53,8 +72,17 @@ fn velodyne_pair_from_identity_in_every_mode_but_direct1() {
 fn velodyne_inverse_problem_gives_the_inverse_pose() {
     let Some(v) = velodyne() else { return };
     for search in VELODYNE_MODES {
-        let params = NdtParams { search, ..Default::default() };
-        let r = align_clouds(&v.source.points, &v.target.points, &Isometry3::identity(), &params).unwrap();
+        let params = NdtParams {
+            search,
+            ..Default::default()
+        };
+        let r = align_clouds(
+            &v.source.points,
+            &v.target.points,
+            &Isometry3::identity(),
+            &params,
+        )
+        .unwrap();
         check(&format!("inverse {search:?}"), &r, &v.truth.inverse());
     }
 }
@@ -70,9 +98,16 @@ fn velodyne_perturbed_starts_converge() {
         ([0.5, 0.5, 0.5], [3.0, 3.0, -3.0]),
     ];
     for search in VELODYNE_MODES {
-        let params = NdtParams { search, ..Default::default() };
+        let params = NdtParams {
+            search,
+            ..Default::default()
+        };
         for (t, a) in perturbations {
-            let rot = UnitQuaternion::from_euler_angles(a[0].to_radians(), a[1].to_radians(), a[2].to_radians());
+            let rot = UnitQuaternion::from_euler_angles(
+                a[0].to_radians(),
+                a[1].to_radians(),
+                a[2].to_radians(),
+            );
             let init = Isometry3::from_parts(Translation3::new(t[0], t[1], t[2]), rot) * v.truth;
             let r = align_clouds(&v.target.points, &v.source.points, &init, &params).unwrap();
             check(&format!("{search:?} from {t:?} m {a:?} deg"), &r, &v.truth);
@@ -86,12 +121,27 @@ fn velodyne_batch_equals_single_alignments() {
     let params = NdtParams::default();
     let map = VoxelMap::build(&v.target.points, params.resolution_m).unwrap();
     let half: Vec<[f32; 3]> = v.source.points.iter().copied().step_by(2).collect();
-    let mut lin = CpuLinearizer::new(&map, vec![&v.source.points, &half], params.search, params.outlier_ratio).unwrap();
+    let mut lin = CpuLinearizer::new(
+        &map,
+        vec![&v.source.points, &half],
+        params.search,
+        params.outlier_ratio,
+    )
+    .unwrap();
     let shifted = Isometry3::translation(0.3, -0.2, 0.0) * v.truth;
     let jobs = [
-        AlignJob { source: 0, init: Isometry3::identity() },
-        AlignJob { source: 1, init: Isometry3::identity() },
-        AlignJob { source: 0, init: shifted },
+        AlignJob {
+            source: 0,
+            init: Isometry3::identity(),
+        },
+        AlignJob {
+            source: 1,
+            init: Isometry3::identity(),
+        },
+        AlignJob {
+            source: 0,
+            init: shifted,
+        },
     ];
     let batch = align_batch(&mut lin, &jobs, &params.solver).unwrap();
     for (job, b) in jobs.iter().zip(&batch) {
@@ -99,7 +149,15 @@ fn velodyne_batch_equals_single_alignments() {
         assert_eq!(&single, b);
         check(&format!("batch job {job:?}"), b, &v.truth);
     }
-    assert!(align_batch(&mut lin, &[AlignJob { source: 2, init: Isometry3::identity() }], &params.solver).is_err());
+    assert!(align_batch(
+        &mut lin,
+        &[AlignJob {
+            source: 2,
+            init: Isometry3::identity()
+        }],
+        &params.solver
+    )
+    .is_err());
 }
 
 #[test]
@@ -107,7 +165,13 @@ fn iteration_cap_is_never_called_converged() {
     let Some(v) = velodyne() else { return };
     let mut params = NdtParams::default();
     params.solver.max_iterations = 2;
-    let r = align_clouds(&v.target.points, &v.source.points, &Isometry3::identity(), &params).unwrap();
+    let r = align_clouds(
+        &v.target.points,
+        &v.source.points,
+        &Isometry3::identity(),
+        &params,
+    )
+    .unwrap();
     assert_eq!((r.stop, r.iterations), (StopReason::MaxIterations, 2));
     assert!(!r.stop.converged());
 }
@@ -117,7 +181,13 @@ fn plain_capped_newton_steps_also_converge() {
     let Some(v) = velodyne() else { return };
     let mut params = NdtParams::default();
     params.solver.line_search = None;
-    let r = align_clouds(&v.target.points, &v.source.points, &Isometry3::identity(), &params).unwrap();
+    let r = align_clouds(
+        &v.target.points,
+        &v.source.points,
+        &Isometry3::identity(),
+        &params,
+    )
+    .unwrap();
     check("no line search", &r, &v.truth);
 }
 
@@ -127,17 +197,31 @@ fn bunny_pair_as_in_pcl_test() {
     let target = cloud(&dir, "bun4.pcd");
     let source = cloud(&dir, "bun0.pcd");
     // PCL's test/registration/test_ndt.cpp settings: resolution 0.025, step 0.05, 50 iterations.
-    let mut params = NdtParams { resolution_m: 0.025, ..Default::default() };
+    let mut params = NdtParams {
+        resolution_m: 0.025,
+        ..Default::default()
+    };
     params.solver.step_max = 0.05;
     params.solver.max_iterations = 50;
     let before = mean_sq_nn(&source.points, &target.points);
     for search in NeighbourSearch::ALL {
-        let r = align_clouds(&target.points, &source.points, &Isometry3::identity(), &{ NdtParams { search, ..params } })
-            .unwrap();
-        let after = mean_sq_nn(&source.transformed(&r.t_target_source).points, &target.points);
-        eprintln!("bunny {search:?}: {} after {} iterations, fitness {before:.6} -> {after:.6} m²", r.stop, r.iterations);
+        let r = align_clouds(&target.points, &source.points, &Isometry3::identity(), &{
+            NdtParams { search, ..params }
+        })
+        .unwrap();
+        let after = mean_sq_nn(
+            &source.transformed(&r.t_target_source).points,
+            &target.points,
+        );
+        eprintln!(
+            "bunny {search:?}: {} after {} iterations, fitness {before:.6} -> {after:.6} m²",
+            r.stop, r.iterations
+        );
         assert_eq!(r.stop, StopReason::Converged, "{search:?}");
-        assert!(after < 0.001 && after < before, "{search:?}: fitness {after}");
+        assert!(
+            after < 0.001 && after < before,
+            "{search:?}: fitness {after}"
+        );
     }
 }
 
@@ -149,18 +233,40 @@ fn cupcl_degenerate_voxels_give_finite_results() {
     let map = VoxelMap::build(&target.points, 1.0).unwrap();
     let s = map.stats();
     eprintln!("cuPCL target map: {s:?}");
-    assert!(s.degenerate > 0 && s.regularised > 0, "the data has coincident and flat voxels");
+    assert!(
+        s.degenerate > 0 && s.regularised > 0,
+        "the data has coincident and flat voxels"
+    );
     for (c, ic) in map.covariances().iter().zip(map.inv_covariances()) {
-        let (c, ic) = (nalgebra::Matrix3::from_row_slice(c), nalgebra::Matrix3::from_row_slice(ic));
+        let (c, ic) = (
+            nalgebra::Matrix3::from_row_slice(c),
+            nalgebra::Matrix3::from_row_slice(ic),
+        );
         assert!(ic.iter().all(|v| v.is_finite()));
         assert!((c * ic - nalgebra::Matrix3::identity()).abs().max() < 1e-6);
     }
     for search in NeighbourSearch::ALL {
-        let params = NdtParams { search, ..Default::default() };
-        let r = align_clouds(&target.points, &source.points, &Isometry3::identity(), &params).unwrap();
-        eprintln!("cuPCL {search:?}: {} after {} iterations, pose {:?}", r.stop, r.iterations, r.pose.as_slice());
+        let params = NdtParams {
+            search,
+            ..Default::default()
+        };
+        let r = align_clouds(
+            &target.points,
+            &source.points,
+            &Isometry3::identity(),
+            &params,
+        )
+        .unwrap();
+        eprintln!(
+            "cuPCL {search:?}: {} after {} iterations, pose {:?}",
+            r.stop,
+            r.iterations,
+            r.pose.as_slice()
+        );
         assert!(r.pose.iter().all(|v| v.is_finite()) && r.score.is_finite() && r.score > 0.0);
-        assert!(r.hessian.iter().all(|v| v.is_finite()) && r.gradient.iter().all(|v| v.is_finite()));
+        assert!(
+            r.hessian.iter().all(|v| v.is_finite()) && r.gradient.iter().all(|v| v.is_finite())
+        );
         assert!(r.correspondences > 0);
     }
 }

@@ -17,7 +17,12 @@ const MARGIN_M: f64 = 1e-3;
 const STEP: f64 = 1e-6;
 
 /// Points of `pts` whose transformed position at `pose` is at least `MARGIN_M` from every seam.
-fn away_from_seams(map: &VoxelMap, pts: &[[f32; 3]], pose: &Pose6, search: NeighbourSearch) -> Vec<[f32; 3]> {
+fn away_from_seams(
+    map: &VoxelMap,
+    pts: &[[f32; 3]],
+    pose: &Pose6,
+    search: NeighbourSearch,
+) -> Vec<[f32; 3]> {
     let t = pose_to_isometry(pose);
     let r = map.resolution_m();
     pts.iter()
@@ -33,7 +38,8 @@ fn away_from_seams(map: &VoxelMap, pts: &[[f32; 3]], pose: &Pose6, search: Neigh
             if search == NeighbourSearch::Radius {
                 map.for_each_neighbour(q, NeighbourSearch::Direct27, |v| {
                     let m = map.means()[v];
-                    let d = ((q[0] - m[0]).powi(2) + (q[1] - m[1]).powi(2) + (q[2] - m[2]).powi(2)).sqrt();
+                    let d = ((q[0] - m[0]).powi(2) + (q[1] - m[1]).powi(2) + (q[2] - m[2]).powi(2))
+                        .sqrt();
                     sphere_ok &= (d - r).abs() > MARGIN_M;
                 });
             }
@@ -45,7 +51,10 @@ fn away_from_seams(map: &VoxelMap, pts: &[[f32; 3]], pose: &Pose6, search: Neigh
 /// Largest |fd − analytic| / max(|analytic|, 1e-3 · max|analytic|) over the entries.
 fn worst_relative(fd: &[f64], an: &[f64]) -> f64 {
     let scale = an.iter().fold(0f64, |m, v| m.max(v.abs()));
-    fd.iter().zip(an).map(|(f, a)| (f - a).abs() / a.abs().max(1e-3 * scale)).fold(0.0, f64::max)
+    fd.iter()
+        .zip(an)
+        .map(|(f, a)| (f - a).abs() / a.abs().max(1e-3 * scale))
+        .fold(0.0, f64::max)
 }
 
 #[test]
@@ -64,7 +73,11 @@ fn gradient_and_hessian_match_central_differences() {
             let pts = away_from_seams(&map, &src.points, pose, search);
             let at = |p: &Pose6| linearize_points(&map, &pts, p, search, gauss);
             let base = at(pose);
-            assert!(base.correspondences > 1000, "{search:?}: {} correspondences", base.correspondences);
+            assert!(
+                base.correspondences > 1000,
+                "{search:?}: {} correspondences",
+                base.correspondences
+            );
             let mut fd_grad = Vector6::zeros();
             let mut fd_hess = Matrix6::zeros();
             for i in 0..6 {
@@ -73,14 +86,21 @@ fn gradient_and_hessian_match_central_differences() {
                 plus[i] += STEP;
                 minus[i] -= STEP;
                 let (lp, lm) = (at(&plus), at(&minus));
-                assert_eq!((lp.correspondences, lm.correspondences), (base.correspondences, base.correspondences));
+                assert_eq!(
+                    (lp.correspondences, lm.correspondences),
+                    (base.correspondences, base.correspondences)
+                );
                 fd_grad[i] = (lp.score - lm.score) / (2.0 * STEP);
                 let col = (lp.gradient - lm.gradient) / (2.0 * STEP);
                 fd_hess.set_column(i, &col);
             }
             let eg = worst_relative(fd_grad.as_slice(), base.gradient.as_slice());
             let eh = worst_relative(fd_hess.as_slice(), base.hessian.as_slice());
-            eprintln!("{search:?} pose {:?}: {} points, gradient {eg:.2e}, Hessian {eh:.2e}", pose.as_slice(), pts.len());
+            eprintln!(
+                "{search:?} pose {:?}: {} points, gradient {eg:.2e}, Hessian {eh:.2e}",
+                pose.as_slice(),
+                pts.len()
+            );
             assert!(eg < 1e-6, "{search:?}: gradient relative error {eg:.3e}");
             assert!(eh < 1e-6, "{search:?}: Hessian relative error {eh:.3e}");
         }

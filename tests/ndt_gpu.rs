@@ -17,8 +17,17 @@ use std::sync::Arc;
 /// The agreement bar (relative, score / gradient / Hessian).
 const TOLERANCE: f64 = 1e-5;
 
-fn pipeline(gpu: &Arc<Gpu>, scene: &Scene, search: NeighbourSearch, requests: usize) -> GpuDerivativePipeline {
-    let cap = GpuCapacity { points: scene.source.len(), voxels: scene.map.len(), requests };
+fn pipeline(
+    gpu: &Arc<Gpu>,
+    scene: &Scene,
+    search: NeighbourSearch,
+    requests: usize,
+) -> GpuDerivativePipeline {
+    let cap = GpuCapacity {
+        points: scene.source.len(),
+        voxels: scene.map.len(),
+        requests,
+    };
     let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
     p.upload_target(&scene.map).unwrap();
     p.upload_source(&scene.source).unwrap();
@@ -35,20 +44,32 @@ fn random_pose(rng: &mut Rng, center: &Isometry3<f64>) -> Pose6 {
 
 /// Asserts agreement within [`TOLERANCE`] and equal counts; returns the three relative errors.
 fn compare(what: &str, gpu: &Linearization, cpu: &Linearization) -> [f64; 3] {
-    assert_eq!(gpu.correspondences, cpu.correspondences, "{what}: correspondences");
+    assert_eq!(
+        gpu.correspondences, cpu.correspondences,
+        "{what}: correspondences"
+    );
     let e = [
         rel_diff(&[gpu.score], &[cpu.score]),
         rel_diff(gpu.gradient.as_slice(), cpu.gradient.as_slice()),
         rel_diff(gpu.hessian.as_slice(), cpu.hessian.as_slice()),
     ];
-    assert!(e.iter().all(|&x| x <= TOLERANCE), "{what}: relative errors {e:?}\nGPU {gpu:?}\nCPU {cpu:?}");
-    assert_eq!(gpu.hessian, gpu.hessian.transpose(), "{what}: Hessian symmetric");
+    assert!(
+        e.iter().all(|&x| x <= TOLERANCE),
+        "{what}: relative errors {e:?}\nGPU {gpu:?}\nCPU {cpu:?}"
+    );
+    assert_eq!(
+        gpu.hessian,
+        gpu.hessian.transpose(),
+        "{what}: Hessian symmetric"
+    );
     e
 }
 
 #[test]
 fn gpu_derivatives_match_cpu_on_real_scans() {
-    let Some(gpu) = common::gpu_or_skip("gpu_derivatives_match_cpu_on_real_scans") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_derivatives_match_cpu_on_real_scans") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let poses = if sanitizing() { 2 } else { 8 };
     let mut rng = Rng::new(17);
@@ -66,14 +87,23 @@ fn gpu_derivatives_match_cpu_on_real_scans() {
                 let e = compare(&format!("{} {search:?} pose {k}", scene.name), &g, &c);
                 worst = [0, 1, 2].map(|i| worst[i].max(e[i]));
                 // Deterministic: the same launch gives the same bits.
-                assert_eq!(p.linearize_pose(0, &pose).unwrap(), g, "{} {search:?}: repeat differs", scene.name);
+                assert_eq!(
+                    p.linearize_pose(0, &pose).unwrap(),
+                    g,
+                    "{} {search:?}: repeat differs",
+                    scene.name
+                );
                 batch.push((LinearizeRequest { source: 0, pose }, c));
             }
             // All poses in one launch (a different grid, so a different summation order).
             let reqs: Vec<LinearizeRequest> = batch.iter().map(|b| b.0).collect();
             let before = p.counters().launches;
             let out = p.linearize(&reqs).unwrap();
-            assert_eq!(p.counters().launches, before + 1, "one launch for the whole round");
+            assert_eq!(
+                p.counters().launches,
+                before + 1,
+                "one launch for the whole round"
+            );
             for (o, (_, c)) in out.iter().zip(&batch) {
                 compare(&format!("{} {search:?} batched", scene.name), o, c);
             }
@@ -92,7 +122,9 @@ fn gpu_derivatives_match_cpu_on_real_scans() {
 
 #[test]
 fn gpu_large_clouds_keep_precision() {
-    let Some(gpu) = common::gpu_or_skip("gpu_large_clouds_keep_precision") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_large_clouds_keep_precision") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     if sanitizing() {
         eprintln!("skipping the 112k and 1M point clouds under the sanitizer");
@@ -102,27 +134,48 @@ fn gpu_large_clouds_keep_precision() {
     let raw = cloud(&dir, "room_scan2.pcd").points;
     // A million points: the raw room scan repeated with 2 cm jitter.
     let mut rng = Rng::new(5);
-    let million: Vec<[f32; 3]> =
-        (0..1_000_000).map(|i| raw[i % raw.len()].map(|c| c + (0.02 * rng.normal()) as f32)).collect();
+    let million: Vec<[f32; 3]> = (0..1_000_000)
+        .map(|i| raw[i % raw.len()].map(|c| c + (0.02 * rng.normal()) as f32))
+        .collect();
     for (name, pts) in [("room raw", &raw), ("1M", &million)] {
-        let scene = Scene { name: "large", map: room.map.clone(), source: pts.clone(), init: room.init, truth: None };
+        let scene = Scene {
+            name: "large",
+            map: room.map.clone(),
+            source: pts.clone(),
+            init: room.init,
+            truth: None,
+        };
         let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7, 1);
-        let cpu = CpuLinearizer::new(&scene.map, vec![pts], NeighbourSearch::Direct7, 0.55).unwrap();
+        let cpu =
+            CpuLinearizer::new(&scene.map, vec![pts], NeighbourSearch::Direct7, 0.55).unwrap();
         let pose = isometry_to_pose(&room.init);
-        let e = compare(name, &p.linearize_pose(0, &pose).unwrap(), &cpu.eval(0, &pose).unwrap());
-        eprintln!("{name} ({} points): relative error score {:.1e} gradient {:.1e} Hessian {:.1e}", pts.len(), e[0], e[1], e[2]);
+        let e = compare(
+            name,
+            &p.linearize_pose(0, &pose).unwrap(),
+            &cpu.eval(0, &pose).unwrap(),
+        );
+        eprintln!(
+            "{name} ({} points): relative error score {:.1e} gradient {:.1e} Hessian {:.1e}",
+            pts.len(),
+            e[0],
+            e[1],
+            e[2]
+        );
     }
 }
 
 #[test]
 fn gpu_iteration_traffic_allocations_and_footprint() {
-    let Some(gpu) = common::gpu_or_skip("gpu_iteration_traffic_allocations_and_footprint") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_iteration_traffic_allocations_and_footprint") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     for scene in [velodyne_scene(&dir), room_scene(&dir)] {
         let mut p = pipeline(&gpu, &scene, NeighbourSearch::Direct7, 1);
         // What the pipeline must stay under twice of: source cloud (f32), the map's Gaussians
         // (mean and inverse covariance, f64) and its hash table.
-        let data = 12 * scene.source.len() + 96 * scene.map.len() + 16 * scene.map.hash().capacity();
+        let data =
+            12 * scene.source.len() + 96 * scene.map.len() + 16 * scene.map.hash().capacity();
         eprintln!(
             "{}: device footprint {} B for {} B of cloud, map and hash ({:.2}x); pinned host {} B",
             scene.name,
@@ -148,7 +201,10 @@ fn gpu_iteration_traffic_allocations_and_footprint() {
                 }
             }
             let c = p.counters();
-            eprintln!("{} {transfer:?}: {iterations} iterations: {c:?}", scene.name);
+            eprintln!(
+                "{} {transfer:?}: {iterations} iterations: {c:?}",
+                scene.name
+            );
             let n = iterations as u64;
             assert_eq!((c.allocations, c.launches, c.requests), (0, n, n));
             assert!(c.bytes_up / n <= 100 && c.bytes_down / n <= 400, "{c:?}");
@@ -158,26 +214,53 @@ fn gpu_iteration_traffic_allocations_and_footprint() {
 
 #[test]
 fn gpu_capacity_grows_and_large_batches_are_split() {
-    let Some(gpu) = common::gpu_or_skip("gpu_capacity_grows_and_large_batches_are_split") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_capacity_grows_and_large_batches_are_split") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let scene = velodyne_scene(&dir);
-    let tiny = GpuCapacity { points: 16, voxels: 4, requests: 2 };
+    let tiny = GpuCapacity {
+        points: 16,
+        voxels: 4,
+        requests: 2,
+    };
     let mut p = GpuDerivativePipeline::new(gpu, tiny, NeighbourSearch::Direct7, 0.55).unwrap();
     let allocated = p.counters().allocations;
     p.upload_target(&scene.map).unwrap();
     let half: Vec<[f32; 3]> = scene.source.iter().copied().step_by(2).collect();
     p.upload_sources(&[&scene.source, &half]).unwrap();
-    assert!(p.counters().allocations > allocated, "uploads beyond the capacity grow the buffers");
+    assert!(
+        p.counters().allocations > allocated,
+        "uploads beyond the capacity grow the buffers"
+    );
     let cap = p.capacity();
-    assert!(cap.points >= scene.source.len() + half.len() && cap.voxels >= scene.map.len() && cap.requests == 2);
+    assert!(
+        cap.points >= scene.source.len() + half.len()
+            && cap.voxels >= scene.map.len()
+            && cap.requests == 2
+    );
     assert_eq!((p.source_count(), p.source_len(1)), (2, half.len()));
-    let cpu = CpuLinearizer::new(&scene.map, vec![&scene.source, &half], NeighbourSearch::Direct7, 0.55).unwrap();
+    let cpu = CpuLinearizer::new(
+        &scene.map,
+        vec![&scene.source, &half],
+        NeighbourSearch::Direct7,
+        0.55,
+    )
+    .unwrap();
     let mut rng = Rng::new(31);
-    let reqs: Vec<LinearizeRequest> =
-        (0..5).map(|k| LinearizeRequest { source: k % 2, pose: random_pose(&mut rng, &scene.init) }).collect();
+    let reqs: Vec<LinearizeRequest> = (0..5)
+        .map(|k| LinearizeRequest {
+            source: k % 2,
+            pose: random_pose(&mut rng, &scene.init),
+        })
+        .collect();
     p.reset_counters();
     let out = p.linearize(&reqs).unwrap();
-    assert_eq!(p.counters().launches, 3, "5 requests at capacity 2: three launches");
+    assert_eq!(
+        p.counters().launches,
+        3,
+        "5 requests at capacity 2: three launches"
+    );
     assert_eq!(p.counters().allocations, 0);
     for (r, o) in reqs.iter().zip(&out) {
         compare("chunked", o, &cpu.eval(r.source, &r.pose).unwrap());
@@ -186,10 +269,16 @@ fn gpu_capacity_grows_and_large_batches_are_split() {
 
 #[test]
 fn gpu_edge_cases_match_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_edge_cases_match_cpu") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_edge_cases_match_cpu") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let scene = velodyne_scene(&dir);
-    let cap = GpuCapacity { points: 64, voxels: scene.map.len(), requests: 4 };
+    let cap = GpuCapacity {
+        points: 64,
+        voxels: scene.map.len(),
+        requests: 4,
+    };
     let mut p = GpuDerivativePipeline::new(gpu, cap, NeighbourSearch::Radius, 0.55).unwrap();
     let pose = Pose6::zeros();
     let e = p.linearize_pose(0, &pose).unwrap_err();
@@ -205,11 +294,15 @@ fn gpu_edge_cases_match_cpu() {
         scene.source[100],
     ];
     p.upload_sources(&[&odd, &[]]).unwrap();
-    let cpu = CpuLinearizer::new(&scene.map, vec![&odd, &[]], NeighbourSearch::Radius, 0.55).unwrap();
+    let cpu =
+        CpuLinearizer::new(&scene.map, vec![&odd, &[]], NeighbourSearch::Radius, 0.55).unwrap();
     for source in 0..2 {
         let g = p.linearize_pose(source, &pose).unwrap();
         let c = cpu.eval(source, &pose).unwrap();
-        eprintln!("edge source {source}: GPU {} pairs, CPU {} pairs, score {} vs {}", g.correspondences, c.correspondences, g.score, c.score);
+        eprintln!(
+            "edge source {source}: GPU {} pairs, CPU {} pairs, score {} vs {}",
+            g.correspondences, c.correspondences, g.score, c.score
+        );
         assert_eq!(g.correspondences, c.correspondences);
         assert!(g.score.is_finite() && g.gradient.iter().all(|v| v.is_finite()));
         if c.score != 0.0 {

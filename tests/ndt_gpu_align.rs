@@ -17,8 +17,17 @@ use std::time::Instant;
 const SAME_M: f64 = 1e-3;
 const SAME_DEG: f64 = 0.01;
 
-fn gpu_pipeline(gpu: &Arc<Gpu>, scene: &Scene, search: NeighbourSearch, requests: usize) -> GpuDerivativePipeline {
-    let cap = GpuCapacity { points: scene.source.len(), voxels: scene.map.len(), requests };
+fn gpu_pipeline(
+    gpu: &Arc<Gpu>,
+    scene: &Scene,
+    search: NeighbourSearch,
+    requests: usize,
+) -> GpuDerivativePipeline {
+    let cap = GpuCapacity {
+        points: scene.source.len(),
+        voxels: scene.map.len(),
+        requests,
+    };
     let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
     p.upload_target(&scene.map).unwrap();
     p
@@ -28,12 +37,17 @@ fn gpu_pipeline(gpu: &Arc<Gpu>, scene: &Scene, search: NeighbourSearch, requests
 fn same(what: &str, g: &NdtResult, c: &NdtResult) {
     let (dt, dr) = pose_error(&g.t_target_source, &c.t_target_source);
     assert_eq!(g.stop, c.stop, "{what}: stop reason (GPU {g:?}\nCPU {c:?})");
-    assert!(dt < SAME_M && dr < SAME_DEG, "{what}: GPU and CPU poses differ by {dt} m {dr} deg");
+    assert!(
+        dt < SAME_M && dr < SAME_DEG,
+        "{what}: GPU and CPU poses differ by {dt} m {dr} deg"
+    );
 }
 
 #[test]
 fn gpu_alignments_match_cpu_on_real_scans() {
-    let Some(gpu) = common::gpu_or_skip("gpu_alignments_match_cpu_on_real_scans") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_alignments_match_cpu_on_real_scans") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let params = NdtParams::default();
     let velodyne = velodyne_scene(&dir);
@@ -54,7 +68,13 @@ fn gpu_alignments_match_cpu_on_real_scans() {
         let g = align(&mut p, 0, &scene.init, &params.solver).unwrap();
         let gpu_s = t0.elapsed().as_secs_f64();
         let c_counters = p.counters();
-        let mut cpu = CpuLinearizer::new(&scene.map, vec![&scene.source], search, params.outlier_ratio).unwrap();
+        let mut cpu = CpuLinearizer::new(
+            &scene.map,
+            vec![&scene.source],
+            search,
+            params.outlier_ratio,
+        )
+        .unwrap();
         let t0 = Instant::now();
         let c = align(&mut cpu, 0, &scene.init, &params.solver).unwrap();
         let cpu_s = t0.elapsed().as_secs_f64();
@@ -74,31 +94,56 @@ fn gpu_alignments_match_cpu_on_real_scans() {
             dr
         );
         same(&format!("{} {search:?}", scene.name), &g, &c);
-        assert_eq!(c_counters.launches as usize, g.evaluations, "one launch per evaluation");
+        assert_eq!(
+            c_counters.launches as usize, g.evaluations,
+            "one launch per evaluation"
+        );
         if let (Some(truth), true) = (scene.truth, search != NeighbourSearch::Direct1) {
             let (et, er) = pose_error(&g.t_target_source, &truth);
             eprintln!("  GPU vs ground truth: {et:.4} m {er:.3} deg");
-            assert!(g.stop.converged() && et < 0.05 && er < 1.0, "{et} m {er} deg");
+            assert!(
+                g.stop.converged() && et < 0.05 && er < 1.0,
+                "{et} m {er} deg"
+            );
         }
     }
 }
 
 #[test]
 fn gpu_align_clouds_equals_the_cpu_entry_point() {
-    let Some(gpu) = common::gpu_or_skip("gpu_align_clouds_equals_the_cpu_entry_point") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_align_clouds_equals_the_cpu_entry_point") else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let target = filtered(&dir, "251370668.pcd", 0.1);
     let source = filtered(&dir, "251371071.pcd", 0.1);
     let params = NdtParams::default();
-    let g = align_clouds_gpu(gpu.clone(), &target.points, &source.points, &Isometry3::identity(), &params).unwrap();
-    let c = align_clouds(&target.points, &source.points, &Isometry3::identity(), &params).unwrap();
+    let g = align_clouds_gpu(
+        gpu.clone(),
+        &target.points,
+        &source.points,
+        &Isometry3::identity(),
+        &params,
+    )
+    .unwrap();
+    let c = align_clouds(
+        &target.points,
+        &source.points,
+        &Isometry3::identity(),
+        &params,
+    )
+    .unwrap();
     same("align_clouds", &g, &c);
     assert!(align_clouds_gpu(gpu, &target.points, &[], &Isometry3::identity(), &params).is_err());
 }
 
 #[test]
 fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
-    let Some(gpu) = common::gpu_or_skip("gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round") else { return };
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round")
+    else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let scene = velodyne_scene(&dir);
     let truth = scene.truth.unwrap();
@@ -114,7 +159,13 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
     let gpu_s = t0.elapsed().as_secs_f64();
     let rounds = g.results.iter().map(|r| r.evaluations).max().unwrap();
     let c_gpu = p.counters();
-    let mut cpu = CpuLinearizer::new(&scene.map, vec![&scene.source], params.search, params.outlier_ratio).unwrap();
+    let mut cpu = CpuLinearizer::new(
+        &scene.map,
+        vec![&scene.source],
+        params.search,
+        params.outlier_ratio,
+    )
+    .unwrap();
     let t0 = Instant::now();
     let c = align_hypotheses(&mut cpu, 0, &inits, &params.solver).unwrap();
     let cpu_s = t0.elapsed().as_secs_f64();
@@ -138,7 +189,13 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
     // as the reversed-order CPU run, plus n/16 for sampling noise in small batches.
     let mut reversed = scene.source.clone();
     reversed.reverse();
-    let mut cpu_rev = CpuLinearizer::new(&scene.map, vec![&reversed], params.search, params.outlier_ratio).unwrap();
+    let mut cpu_rev = CpuLinearizer::new(
+        &scene.map,
+        vec![&reversed],
+        params.search,
+        params.outlier_ratio,
+    )
+    .unwrap();
     let r = align_hypotheses(&mut cpu_rev, 0, &inits, &params.solver).unwrap();
     let agree = |a: &NdtResult, b: &NdtResult| {
         let (dt, dr) = pose_error(&a.t_target_source, &b.t_target_source);
@@ -155,26 +212,49 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
             );
         }
     }
-    let cpu_differ = r.results.iter().zip(&c.results).filter(|(a, b)| !agree(a, b)).count();
+    let cpu_differ = r
+        .results
+        .iter()
+        .zip(&c.results)
+        .filter(|(a, b)| !agree(a, b))
+        .count();
     eprintln!(
         "  beyond 1 mm / 0.01 deg or with another stop reason: GPU vs CPU {gpu_differ} of {n}; CPU vs CPU with reversed point order {cpu_differ} of {n}"
     );
-    assert!(gpu_differ <= 2 * cpu_differ + n / 16, "GPU vs CPU {gpu_differ}, CPU vs reordered CPU {cpu_differ}");
+    assert!(
+        gpu_differ <= 2 * cpu_differ + n / 16,
+        "GPU vs CPU {gpu_differ}, CPU vs reordered CPU {cpu_differ}"
+    );
     let best = g.best_result().unwrap();
     let (et, er) = pose_error(&best.t_target_source, &truth);
-    eprintln!("  best hypothesis {}: {} score {:.1}, {et:.4} m {er:.3} deg from ground truth", g.best.unwrap(), best.stop, best.score);
+    eprintln!(
+        "  best hypothesis {}: {} score {:.1}, {et:.4} m {er:.3} deg from ground truth",
+        g.best.unwrap(),
+        best.stop,
+        best.score
+    );
     assert!(best.stop.converged() && et < 0.05 && er < 1.0);
     // Many hypotheses converge within millimetres of each other with scores a few units apart,
     // so the index of the best may differ between devices; its quality may not.
     let cbest = c.best_result().unwrap();
     let (dt, dr) = pose_error(&best.t_target_source, &cbest.t_target_source);
-    eprintln!("  CPU best hypothesis {}: score {:.1}; GPU and CPU best {dt:.4} m {dr:.3} deg apart", c.best.unwrap(), cbest.score);
-    assert!(cbest.stop.converged() && dt < 0.01 && dr < 0.1, "{dt} m {dr} deg");
+    eprintln!(
+        "  CPU best hypothesis {}: score {:.1}; GPU and CPU best {dt:.4} m {dr:.3} deg apart",
+        c.best.unwrap(),
+        cbest.score
+    );
+    assert!(
+        cbest.stop.converged() && dt < 0.01 && dr < 0.1,
+        "{dt} m {dr} deg"
+    );
 }
 
 #[test]
 fn gpu_batch_of_several_scans_equals_single_alignments() {
-    let Some(gpu) = common::gpu_or_skip("gpu_batch_of_several_scans_equals_single_alignments") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_batch_of_several_scans_equals_single_alignments")
+    else {
+        return;
+    };
     let Some(dir) = pointclouds_dir() else { return };
     let scene = velodyne_scene(&dir);
     let truth = scene.truth.unwrap();
@@ -185,19 +265,40 @@ fn gpu_batch_of_several_scans_equals_single_alignments() {
     p.upload_sources(&[&scene.source, &half, &third]).unwrap();
     let shifted = Isometry3::translation(0.3, -0.2, 0.0) * truth;
     let jobs = [
-        AlignJob { source: 0, init: Isometry3::identity() },
-        AlignJob { source: 1, init: Isometry3::identity() },
-        AlignJob { source: 2, init: shifted },
-        AlignJob { source: 0, init: shifted },
+        AlignJob {
+            source: 0,
+            init: Isometry3::identity(),
+        },
+        AlignJob {
+            source: 1,
+            init: Isometry3::identity(),
+        },
+        AlignJob {
+            source: 2,
+            init: shifted,
+        },
+        AlignJob {
+            source: 0,
+            init: shifted,
+        },
     ];
     let batch = align_batch(&mut p, &jobs, &params.solver).unwrap();
-    let mut cpu = CpuLinearizer::new(&scene.map, vec![&scene.source, &half, &third], params.search, params.outlier_ratio).unwrap();
+    let mut cpu = CpuLinearizer::new(
+        &scene.map,
+        vec![&scene.source, &half, &third],
+        params.search,
+        params.outlier_ratio,
+    )
+    .unwrap();
     for (job, b) in jobs.iter().zip(&batch) {
         let single = align(&mut p, job.source, &job.init, &params.solver).unwrap();
         same(&format!("batch vs single {job:?}"), b, &single);
         let c = align(&mut cpu, job.source, &job.init, &params.solver).unwrap();
         same(&format!("GPU vs CPU {job:?}"), b, &c);
         let (et, er) = pose_error(&b.t_target_source, &truth);
-        assert!(b.stop.converged() && et < 0.05 && er < 1.0, "{job:?}: {et} m {er} deg");
+        assert!(
+            b.stop.converged() && et < 0.05 && er < 1.0,
+            "{job:?}: {et} m {er} deg"
+        );
     }
 }

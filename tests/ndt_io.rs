@@ -37,11 +37,21 @@ fn reads_binary_pcd_with_extra_field() {
     assert_eq!(c.len() + c.dropped_non_finite, 69088);
     // Independent decode of the first record straight from the bytes (x y z intensity, f32 LE).
     let bytes = std::fs::read(dir.join("251370668.pcd")).unwrap();
-    let start = bytes.windows(12).position(|w| w == b"DATA binary\n").unwrap() + 12;
-    let f = |k: usize| f32::from_le_bytes(bytes[start + 4 * k..start + 4 * k + 4].try_into().unwrap());
+    let start = bytes
+        .windows(12)
+        .position(|w| w == b"DATA binary\n")
+        .unwrap()
+        + 12;
+    let f =
+        |k: usize| f32::from_le_bytes(bytes[start + 4 * k..start + 4 * k + 4].try_into().unwrap());
     assert_eq!(c.points[0], [f(0), f(1), f(2)]);
-    let g = |i: usize, k: usize| f32::from_le_bytes(bytes[start + 16 * i + 4 * k..][..4].try_into().unwrap());
-    assert_eq!(c.points[c.len() - 1], [g(69087, 0), g(69087, 1), g(69087, 2)]);
+    let g = |i: usize, k: usize| {
+        f32::from_le_bytes(bytes[start + 16 * i + 4 * k..][..4].try_into().unwrap())
+    };
+    assert_eq!(
+        c.points[c.len() - 1],
+        [g(69087, 0), g(69087, 1), g(69087, 2)]
+    );
 }
 
 #[test]
@@ -53,14 +63,22 @@ fn reads_binary_compressed_pcd_like_liblzf() {
             "room_scan1.pcd",
             112586,
             [0.10718189924955368, 0.0529458187520504, 1.6857659816741943],
-            [0.0016759870341047645, 0.0008218492730520666, -0.10998419672250748],
+            [
+                0.0016759870341047645,
+                0.0008218492730520666,
+                -0.10998419672250748,
+            ],
             [26047.641804889077, 15075.899807551286, 46427.95474377833],
         ),
         (
             "room_scan2.pcd",
             112624,
             [0.10515809804201126, 0.0583319291472435, 1.6957420110702515],
-            [0.0016253780340775847, 0.000917886383831501, -0.10998419672250748],
+            [
+                0.0016253780340775847,
+                0.000917886383831501,
+                -0.10998419672250748,
+            ],
             [10314.775169459943, -5719.048925762618, 46922.92353267223],
         ),
     ];
@@ -71,7 +89,12 @@ fn reads_binary_compressed_pcd_like_liblzf() {
         assert_eq!(c.points[n - 1].map(|v| v as f64), last, "{name}");
         let s = sums(&c.points);
         for k in 0..3 {
-            assert!((s[k] - sum[k]).abs() <= 1e-9 * sum[k].abs(), "{name} sum {k}: {} vs {}", s[k], sum[k]);
+            assert!(
+                (s[k] - sum[k]).abs() <= 1e-9 * sum[k].abs(),
+                "{name} sum {k}: {} vs {}",
+                s[k],
+                sum[k]
+            );
         }
     }
 }
@@ -84,7 +107,12 @@ fn header(n: usize, data: &str) -> String {
     )
 }
 
-const PTS: [[f32; 3]; 4] = [[1.0, 2.0, 3.0], [f32::NAN, 0.0, 0.0], [-4.5, 5.25, -6.0], [0.0, f32::INFINITY, 1.0]];
+const PTS: [[f32; 3]; 4] = [
+    [1.0, 2.0, 3.0],
+    [f32::NAN, 0.0, 0.0],
+    [-4.5, 5.25, -6.0],
+    [0.0, f32::INFINITY, 1.0],
+];
 
 #[test]
 fn written_pcd_round_trips_in_every_encoding_and_drops_non_finite() {
@@ -146,7 +174,15 @@ fn ply_ascii_and_binary_both_byte_orders() {
     ascii += "3 0 1 2\n";
     let mut out = vec![ascii.into_bytes()];
     for big in [false, true] {
-        let mut b = ply_header(if big { "binary_big_endian" } else { "binary_little_endian" }, 4).into_bytes();
+        let mut b = ply_header(
+            if big {
+                "binary_big_endian"
+            } else {
+                "binary_little_endian"
+            },
+            4,
+        )
+        .into_bytes();
         let put = |b: &mut Vec<u8>, le: &[u8]| {
             let mut v = le.to_vec();
             if big {
@@ -181,7 +217,10 @@ fn format_error(bytes: &[u8]) -> String {
 #[test]
 fn errors_name_the_file_and_the_problem() {
     let missing = read_cloud("/nonexistent/dir/scan.pcd").unwrap_err();
-    assert!(matches!(missing, Error::Io { .. }) && missing.to_string().contains("/nonexistent/dir/scan.pcd"));
+    assert!(
+        matches!(missing, Error::Io { .. })
+            && missing.to_string().contains("/nonexistent/dir/scan.pcd")
+    );
 
     let mut bin = header(4, "binary").into_bytes();
     bin.extend([0u8; 30]);
@@ -203,12 +242,19 @@ fn errors_name_the_file_and_the_problem() {
     assert!(e.contains("truncated"), "{e}");
 
     let e = format_error(b"hello world\n");
-    assert!(e.contains("/data/bad.pcd") && e.contains("unknown header keyword"), "{e}");
+    assert!(
+        e.contains("/data/bad.pcd") && e.contains("unknown header keyword"),
+        "{e}"
+    );
 
-    let e = parse_cloud(Path::new("x.ply"), ply_header("ascii", 2).as_bytes()).unwrap_err().to_string();
+    let e = parse_cloud(Path::new("x.ply"), ply_header("ascii", 2).as_bytes())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("x.ply") && e.contains("truncated"), "{e}");
     let no_vertex = "ply\nformat ascii 1.0\nelement face 0\nend_header\n";
-    let e = parse_cloud(Path::new("x.ply"), no_vertex.as_bytes()).unwrap_err().to_string();
+    let e = parse_cloud(Path::new("x.ply"), no_vertex.as_bytes())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no `vertex` element"), "{e}");
 }
 

@@ -16,7 +16,12 @@ fn check_correct_add(ops: &mut dyn VectorOps, n: usize, seed: u64) {
     ops.correct_add(&p, &c, &mut out).unwrap();
     for i in 0..n {
         // f32 addition is exactly rounded on both devices: demand bit equality.
-        assert_eq!(out[i].to_bits(), (p[i] + c[i]).to_bits(), "{} n={n} i={i}", ops.device());
+        assert_eq!(
+            out[i].to_bits(),
+            (p[i] + c[i]).to_bits(),
+            "{} n={n} i={i}",
+            ops.device()
+        );
     }
 }
 
@@ -29,7 +34,11 @@ fn check_sum(ops: &mut dyn VectorOps, n: usize, seed: u64) {
     let reference: f64 = x.iter().map(|&v| f64::from(v)).sum();
     let abs: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
     let bound = (n as f64) * f64::EPSILON * abs + 1e-300;
-    assert!((got - reference).abs() <= bound, "{} n={n}: {got} vs {reference} (bound {bound})", ops.device());
+    assert!(
+        (got - reference).abs() <= bound,
+        "{} n={n}: {got} vs {reference} (bound {bound})",
+        ops.device()
+    );
 }
 
 #[test]
@@ -42,7 +51,9 @@ fn cpu_correct_add_and_sum() {
 
 #[test]
 fn gpu_correct_add_and_sum_match_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_correct_add_and_sum_match_cpu") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_correct_add_and_sum_match_cpu") else {
+        return;
+    };
     let mut ops = GpuOps::new(gpu).unwrap();
     for (k, &n) in SIZES.iter().enumerate() {
         check_correct_add(&mut ops, n, k as u64);
@@ -52,7 +63,9 @@ fn gpu_correct_add_and_sum_match_cpu() {
 
 #[test]
 fn gpu_misaligned_views_take_the_scalar_path() {
-    let Some(gpu) = common::gpu_or_skip("gpu_misaligned_views_take_the_scalar_path") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_misaligned_views_take_the_scalar_path") else {
+        return;
+    };
     let ops = GpuOps::new(gpu.clone()).unwrap();
     let stream = gpu.stream().clone();
     let n = 1027;
@@ -68,7 +81,11 @@ fn gpu_misaligned_views_take_the_scalar_path() {
         ops.correct_add_device(&stream, &pv, &cv, &mut ov).unwrap();
         let out = stream.clone_dtoh(&dout).unwrap();
         for i in 0..n {
-            assert_eq!(out[shift + i], p[shift + i] + c[shift + i], "shift {shift} i {i}");
+            assert_eq!(
+                out[shift + i],
+                p[shift + i] + c[shift + i],
+                "shift {shift} i {i}"
+            );
         }
         let mut total = stream.alloc_zeros::<f64>(1).unwrap();
         ops.sum_device(&stream, &pv, &mut total).unwrap();
@@ -81,7 +98,9 @@ fn gpu_misaligned_views_take_the_scalar_path() {
 #[test]
 fn shape_mismatch_is_an_error_not_a_panic() {
     let mut out = vec![0.0f32; 3];
-    let e = CpuOps.correct_add(&[1.0, 2.0, 3.0], &[1.0], &mut out).unwrap_err();
+    let e = CpuOps
+        .correct_add(&[1.0, 2.0, 3.0], &[1.0], &mut out)
+        .unwrap_err();
     assert!(e.to_string().contains("shape mismatch"), "{e}");
     if let Some(gpu) = common::gpu_or_skip("shape_mismatch_is_an_error_not_a_panic (gpu part)") {
         let mut ops = GpuOps::new(gpu).unwrap();

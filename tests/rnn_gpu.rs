@@ -31,12 +31,17 @@ fn rel_inf(got: &[f32], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());
     assert!(got.iter().all(|v| v.is_finite()), "non-finite output");
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    got.iter().zip(want).fold(0.0f64, |m, (&g, w)| m.max((f64::from(g) - w).abs())) / scale
+    got.iter()
+        .zip(want)
+        .fold(0.0f64, |m, (&g, w)| m.max((f64::from(g) - w).abs()))
+        / scale
 }
 
 #[test]
 fn gpu_dense_matches_f64_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_dense_matches_f64_reference") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_dense_matches_f64_reference") else {
+        return;
+    };
     let mut rng = Rng::new(1);
     for (input, output, rows) in [(64, 128, 32), (64, 128, 320), (37, 50, 3)] {
         let layer = DenseLayer::random(&mut rng, input, output);
@@ -48,29 +53,53 @@ fn gpu_dense_matches_f64_reference() {
         eprintln!("dense f32 {input}->{output} x{rows}: rel error {e:.2e}");
         assert!(e < 1e-5, "dense f32 {e:e}");
         // f16 storage: exact against the reference with f16-rounded weights (accumulation f32).
-        let w16: Vec<f32> = to_f16_vec(layer.w()).into_iter().map(f16_bits_to_f32).collect();
+        let w16: Vec<f32> = to_f16_vec(layer.w())
+            .into_iter()
+            .map(f16_bits_to_f32)
+            .collect();
         let layer16 = DenseLayer::new(input, output, w16, layer.b().to_vec()).unwrap();
         let want16 = dense_relu(&layer16, &x, rows).unwrap();
         let mut d16 = GpuDense::new(gpu.clone(), &layer, WeightStorage::F16, rows).unwrap();
         let got16 = d16.forward(&x, rows).unwrap();
         let (e16, drift) = (rel_inf(&got16, &want16), rel_inf(&got16, &want));
-        eprintln!("dense f16 storage: rel error {e16:.2e} vs f16 weights, {drift:.2e} vs f32 weights");
+        eprintln!(
+            "dense f16 storage: rel error {e16:.2e} vs f16 weights, {drift:.2e} vs f32 weights"
+        );
         assert!(e16 < 1e-5, "dense f16 {e16:e}");
         assert!(drift < 2e-3, "f16 weight rounding drift {drift:e}");
         assert!(matches!(d.forward(&x, rows + 1), Err(Error::Shape { .. })));
     }
 }
 
-fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: usize, shape: RolloutShape, members: usize, ln: bool, dropout: Option<Dropout>, launch: GruLaunch) -> f64 {
-    let mut rng = Rng::new(1000 + (input * 7 + hidden + shape.steps * 13 + shape.batch + members * 31) as u64 + u64::from(ln));
-    let ws: Vec<GruWeights> = (0..members).map(|_| GruWeights::random(&mut rng, input, hidden, ln)).collect();
+fn gru_case(
+    gpu: &std::sync::Arc<ptxflow::runtime::Gpu>,
+    input: usize,
+    hidden: usize,
+    shape: RolloutShape,
+    members: usize,
+    ln: bool,
+    dropout: Option<Dropout>,
+    launch: GruLaunch,
+) -> f64 {
+    let mut rng = Rng::new(
+        1000 + (input * 7 + hidden + shape.steps * 13 + shape.batch + members * 31) as u64
+            + u64::from(ln),
+    );
+    let ws: Vec<GruWeights> = (0..members)
+        .map(|_| GruWeights::random(&mut rng, input, hidden, ln))
+        .collect();
     let x = rng.vec_f32(shape.steps * shape.batch * input, -1.0, 1.0);
     let h0 = rng.vec_f32(members * shape.batch * hidden, -0.5, 0.5);
     let want = gru_ensemble_rollout(&ws, &x, &h0, shape, dropout.as_ref()).unwrap();
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch).unwrap();
     let got = g.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
     let again = g.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
-    assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "rollout not reproducible");
+    assert!(
+        got.iter()
+            .zip(&again)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "rollout not reproducible"
+    );
     let e = rel_inf(&got, &want);
     eprintln!(
         "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, rel error {e:.2e}",
@@ -81,13 +110,42 @@ fn gru_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, input: usize, hidden: u
 
 #[test]
 fn gpu_gru_step_and_rollout_match_f64_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_gru_step_and_rollout_match_f64_reference") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_step_and_rollout_match_f64_reference") else {
+        return;
+    };
     let auto = GruLaunch::default();
-    for (i, h, t, b, ln) in [(128, 256, 1, 32, false), (128, 256, 10, 32, false), (128, 256, 10, 32, true), (64, 128, 3, 5, false), (200, 384, 4, 9, true)] {
-        let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, auto);
+    for (i, h, t, b, ln) in [
+        (128, 256, 1, 32, false),
+        (128, 256, 10, 32, false),
+        (128, 256, 10, 32, true),
+        (64, 128, 3, 5, false),
+        (200, 384, 4, 9, true),
+    ] {
+        let e = gru_case(
+            &gpu,
+            i,
+            h,
+            RolloutShape { steps: t, batch: b },
+            1,
+            ln,
+            None,
+            auto,
+        );
         assert!(e < 1e-5, "GRU I={i} H={h} T={t} B={b} ln={ln}: {e:e}");
     }
-    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 42 }), auto);
+    let e = gru_case(
+        &gpu,
+        128,
+        256,
+        RolloutShape {
+            steps: 10,
+            batch: 32,
+        },
+        1,
+        true,
+        Some(Dropout { p: 0.2, seed: 42 }),
+        auto,
+    );
     assert!(e < 1e-5, "GRU with dropout: {e:e}");
     // Explicit block shapes: uneven slices (13 of 256 units: 18 or 20 each; 24 of 256: 10 or 12;
     // 26 of 384: 14 or 16), a partial last batch group (B = 9 -> Bp = 12), one group, several.
@@ -100,44 +158,139 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
         (200, 384, 4, 9, false, 16, 26),
         (200, 384, 4, 9, true, 4, 24),
     ] {
-        let launch = GruLaunch { unit_slices: Some(slices), rows_per_block: Some(rows), ..GruLaunch::default() };
-        let e = gru_case(&gpu, i, h, RolloutShape { steps: t, batch: b }, 1, ln, None, launch);
-        assert!(e < 1e-5, "GRU {rows} rows x {slices} unit slices, I={i} H={h} T={t} B={b}: {e:e}");
+        let launch = GruLaunch {
+            unit_slices: Some(slices),
+            rows_per_block: Some(rows),
+            ..GruLaunch::default()
+        };
+        let e = gru_case(
+            &gpu,
+            i,
+            h,
+            RolloutShape { steps: t, batch: b },
+            1,
+            ln,
+            None,
+            launch,
+        );
+        assert!(
+            e < 1e-5,
+            "GRU {rows} rows x {slices} unit slices, I={i} H={h} T={t} B={b}: {e:e}"
+        );
     }
     // Both paths on shapes either could take: weights in shared memory, and in registers with a
     // partial batch group (B = 9 of 16 rows) and layer norm.
-    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
-    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 10, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 5 }), shared);
+    let shared = GruLaunch {
+        stationary: Some(false),
+        ..GruLaunch::default()
+    };
+    let e = gru_case(
+        &gpu,
+        128,
+        256,
+        RolloutShape {
+            steps: 10,
+            batch: 32,
+        },
+        1,
+        true,
+        Some(Dropout { p: 0.2, seed: 5 }),
+        shared,
+    );
     assert!(e < 1e-5, "GRU, weights in shared memory: {e:e}");
     // The weight-stationary path's two modes: gi of every step first, and gi step by step.
     for precompute in [true, false] {
-        let held = GruLaunch { unit_slices: Some(13), rows_per_block: Some(16), stationary: Some(true), precompute: Some(precompute) };
-        let e = gru_case(&gpu, 100, 256, RolloutShape { steps: 6, batch: 9 }, 1, true, None, held);
-        assert!(e < 1e-5, "GRU, weights in registers, B=9, gi first {precompute}: {e:e}");
+        let held = GruLaunch {
+            unit_slices: Some(13),
+            rows_per_block: Some(16),
+            stationary: Some(true),
+            precompute: Some(precompute),
+        };
+        let e = gru_case(
+            &gpu,
+            100,
+            256,
+            RolloutShape { steps: 6, batch: 9 },
+            1,
+            true,
+            None,
+            held,
+        );
+        assert!(
+            e < 1e-5,
+            "GRU, weights in registers, B=9, gi first {precompute}: {e:e}"
+        );
     }
-    let e = gru_case(&gpu, 128, 256, RolloutShape { steps: 40, batch: 32 }, 1, true, Some(Dropout { p: 0.2, seed: 9 }), auto);
+    let e = gru_case(
+        &gpu,
+        128,
+        256,
+        RolloutShape {
+            steps: 40,
+            batch: 32,
+        },
+        1,
+        true,
+        Some(Dropout { p: 0.2, seed: 9 }),
+        auto,
+    );
     assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
 
 #[test]
 fn gpu_gru_ensemble_matches_f64_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_gru_ensemble_matches_f64_reference") else { return };
-    let shape = RolloutShape { steps: 10, batch: 32 };
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_ensemble_matches_f64_reference") else {
+        return;
+    };
+    let shape = RolloutShape {
+        steps: 10,
+        batch: 32,
+    };
     for ln in [false, true] {
         let e = gru_case(&gpu, 128, 256, shape, 5, ln, None, GruLaunch::default());
         assert!(e < 1e-5, "ensemble ln={ln}: {e:e}");
     }
-    let e = gru_case(&gpu, 128, 256, shape, 5, false, Some(Dropout { p: 0.1, seed: 7 }), GruLaunch::default());
+    let e = gru_case(
+        &gpu,
+        128,
+        256,
+        shape,
+        5,
+        false,
+        Some(Dropout { p: 0.1, seed: 7 }),
+        GruLaunch::default(),
+    );
     assert!(e < 1e-5, "ensemble with dropout: {e:e}");
-    let shared = GruLaunch { stationary: Some(false), ..GruLaunch::default() };
+    let shared = GruLaunch {
+        stationary: Some(false),
+        ..GruLaunch::default()
+    };
     let e = gru_case(&gpu, 128, 256, shape, 5, false, None, shared);
     assert!(e < 1e-5, "ensemble, weights in shared memory: {e:e}");
-    let per_step = GruLaunch { precompute: Some(false), ..GruLaunch::default() };
-    let e = gru_case(&gpu, 128, 256, shape, 5, true, Some(Dropout { p: 0.1, seed: 3 }), per_step);
+    let per_step = GruLaunch {
+        precompute: Some(false),
+        ..GruLaunch::default()
+    };
+    let e = gru_case(
+        &gpu,
+        128,
+        256,
+        shape,
+        5,
+        true,
+        Some(Dropout { p: 0.1, seed: 3 }),
+        per_step,
+    );
     assert!(e < 1e-5, "ensemble, gi step by step: {e:e}");
 }
 
-fn rsvd_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, m: usize, n: usize, spec: Spectrum, seed: u64) {
+fn rsvd_case(
+    gpu: &std::sync::Arc<ptxflow::runtime::Gpu>,
+    m: usize,
+    n: usize,
+    spec: Spectrum,
+    seed: u64,
+) {
     let k = 32;
     let a = matrix_with_spectrum(&mut Rng::new(seed), m, n, spec);
     let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
@@ -146,18 +299,31 @@ fn rsvd_case(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, m: usize, n: usize, sp
     let e = reconstruction_error(&a, &lr).unwrap();
     // The factors are f32: their rounding alone costs about eps32 sqrt(k) ||A||_F.
     let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
-    let (ou, ov) = (column_orthonormality(lr.u(), m, k), row_orthonormality(lr.vt(), k, n));
-    let reference = reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
+    let (ou, ov) = (
+        column_orthonormality(lr.u(), m, k),
+        row_orthonormality(lr.vt(), k, n),
+    );
+    let reference =
+        reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
     eprintln!("rSVD {m}x{n} {spec:?}: gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
-    assert!(e <= 1.01 * opt + floor, "{spec:?}: error {e} vs optimal {opt} (+{floor})");
+    assert!(
+        e <= 1.01 * opt + floor,
+        "{spec:?}: error {e} vs optimal {opt} (+{floor})"
+    );
     assert!(ou < 1e-5 && ov < 1e-5, "{spec:?}: orthonormality {ou} {ov}");
     let s_ok = lr.s().windows(2).all(|w| w[0] >= w[1]) && lr.s().iter().all(|&s| s >= 0.0);
-    assert!(s_ok, "singular values must be non-negative and descending: {:?}", lr.s());
+    assert!(
+        s_ok,
+        "singular values must be non-negative and descending: {:?}",
+        lr.s()
+    );
 }
 
 #[test]
 fn gpu_rsvd_reaches_the_optimal_error() {
-    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_reaches_the_optimal_error") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_reaches_the_optimal_error") else {
+        return;
+    };
     if sanitize() {
         rsvd_case(&gpu, 256, 200, Spectrum::Exponential { rate: 0.85 }, 1);
         rsvd_case(&gpu, 300, 130, Spectrum::LowRank { rank: 10 }, 2);
@@ -175,32 +341,60 @@ fn gpu_rsvd_reaches_the_optimal_error() {
 /// full SVD is needed.
 #[test]
 fn gpu_rsvd_split_plans_reach_the_optimal_error() {
-    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_split_plans_reach_the_optimal_error") else { return };
-    let (m, n, r, k) = if sanitize() { (512, 256, 64, 32) } else { (4096, 1024, 256, 32) };
+    let Some(gpu) = common::gpu_or_skip("gpu_rsvd_split_plans_reach_the_optimal_error") else {
+        return;
+    };
+    let (m, n, r, k) = if sanitize() {
+        (512, 256, 64, 32)
+    } else {
+        (4096, 1024, 256, 32)
+    };
     let mut rng = Rng::new(11);
     let sigma = Spectrum::Exponential { rate: 0.9 }.values(r);
-    let u = nalgebra::DMatrix::from_fn(m, r, |_, _| rng.normal()).qr().q();
-    let v = nalgebra::DMatrix::from_fn(n, r, |_, _| rng.normal()).qr().q();
-    let a64 = u * nalgebra::DMatrix::from_diagonal(&nalgebra::DVector::from_vec(sigma.clone())) * v.transpose();
+    let u = nalgebra::DMatrix::from_fn(m, r, |_, _| rng.normal())
+        .qr()
+        .q();
+    let v = nalgebra::DMatrix::from_fn(n, r, |_, _| rng.normal())
+        .qr()
+        .q();
+    let a64 = u
+        * nalgebra::DMatrix::from_diagonal(&nalgebra::DVector::from_vec(sigma.clone()))
+        * v.transpose();
     let a: Vec<f32> = (0..m * n).map(|i| a64[(i / n, i % n)] as f32).collect();
     let opt = sigma[k..].iter().map(|s| s * s).sum::<f64>().sqrt();
     let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
     let mut rs = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
-    assert!(rs.set_gemm_blocks_per_sm(0).is_err() && rs.set_gemm_blocks_per_sm(MAX_GEMM_BLOCKS_PER_SM + 1).is_err());
+    assert!(
+        rs.set_gemm_blocks_per_sm(0).is_err()
+            && rs
+                .set_gemm_blocks_per_sm(MAX_GEMM_BLOCKS_PER_SM + 1)
+                .is_err()
+    );
     for bps in 1..=MAX_GEMM_BLOCKS_PER_SM {
         rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr = rs.decompose(&a).unwrap();
         let e = reconstruction_error(&a, &lr).unwrap();
-        let (ou, ov) = (column_orthonormality(lr.u(), m, k), row_orthonormality(lr.vt(), k, n));
+        let (ou, ov) = (
+            column_orthonormality(lr.u(), m, k),
+            row_orthonormality(lr.vt(), k, n),
+        );
         eprintln!("rSVD {m}x{n} plan {bps} blocks/SM: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
-        assert!(e <= 1.01 * opt + floor, "plan {bps}: error {e} vs optimal {opt} (+{floor})");
-        assert!(ou < 1e-5 && ov < 1e-5, "plan {bps}: orthonormality {ou} {ov}");
+        assert!(
+            e <= 1.01 * opt + floor,
+            "plan {bps}: error {e} vs optimal {opt} (+{floor})"
+        );
+        assert!(
+            ou < 1e-5 && ov < 1e-5,
+            "plan {bps}: orthonormality {ou} {ov}"
+        );
     }
 }
 
 #[test]
 fn gpu_corrections_match_f64_reference() {
-    let Some(gpu) = common::gpu_or_skip("gpu_corrections_match_f64_reference") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_corrections_match_f64_reference") else {
+        return;
+    };
     let mut rng = Rng::new(3);
     let c = matrix_with_spectrum(&mut rng, 256, 128, Spectrum::Exponential { rate: 0.9 });
     let lr = rsvd_cpu(&c, 256, 128, &RsvdOptions::rank(32)).unwrap();
@@ -216,17 +410,36 @@ fn gpu_corrections_match_f64_reference() {
     let corr = rng.vec_f32(batch * 256, -0.1, 0.1);
     let mut ops = GpuOps::new(gpu.clone()).unwrap();
     let sum = correct_add(&mut ops, &pred, &corr).unwrap();
-    assert!(sum.iter().zip(pred.iter().zip(&corr)).all(|(s, (p, c))| s.to_bits() == (p + c).to_bits()));
-    assert!(matches!(g.correct(&pred, &x, batch + 1), Err(Error::Shape { .. })));
+    assert!(sum
+        .iter()
+        .zip(pred.iter().zip(&corr))
+        .all(|(s, (p, c))| s.to_bits() == (p + c).to_bits()));
+    assert!(matches!(
+        g.correct(&pred, &x, batch + 1),
+        Err(Error::Shape { .. })
+    ));
 }
 
 #[test]
 fn gpu_chain_matches_f64_reference_eager_graph_and_streams() {
-    let Some(gpu) = common::gpu_or_skip("gpu_chain_matches_f64_reference_eager_graph_and_streams") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_chain_matches_f64_reference_eager_graph_and_streams")
+    else {
+        return;
+    };
     let model = ChainModel::random(5, ChainDims::default()).unwrap();
-    let shape = RolloutShape { steps: 10, batch: 32 };
+    let shape = RolloutShape {
+        steps: 10,
+        batch: 32,
+    };
     let mut rng = Rng::new(6);
-    let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..3).map(|_| (rng.vec_f32(10 * 32 * 64, -1.0, 1.0), rng.vec_f32(32 * 256, -0.5, 0.5))).collect();
+    let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..3)
+        .map(|_| {
+            (
+                rng.vec_f32(10 * 32 * 64, -1.0, 1.0),
+                rng.vec_f32(32 * 256, -0.5, 0.5),
+            )
+        })
+        .collect();
     let mut chain = GpuChain::new(gpu.clone(), &model, shape).unwrap();
     let eager = chain.run(&inputs[0].0, &inputs[0].1).unwrap();
     let want = chain_cpu(&model, &inputs[0].0, &inputs[0].1, shape).unwrap();
@@ -236,12 +449,20 @@ fn gpu_chain_matches_f64_reference_eager_graph_and_streams() {
     match chain.capture_graph() {
         Ok(()) => {
             let replay = chain.run(&inputs[0].0, &inputs[0].1).unwrap();
-            assert!(replay.iter().zip(&eager).all(|(a, b)| a.to_bits() == b.to_bits()), "graph replay differs from eager run");
+            assert!(
+                replay
+                    .iter()
+                    .zip(&eager)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "graph replay differs from eager run"
+            );
             eprintln!("chain CUDA graph: replay identical to the eager run");
         }
         Err(err) => eprintln!("chain CUDA graph capture unavailable here: {err}"),
     }
-    let mut chains: Vec<GpuChain> = (0..3).map(|_| GpuChain::new(gpu.clone(), &model, shape).unwrap()).collect();
+    let mut chains: Vec<GpuChain> = (0..3)
+        .map(|_| GpuChain::new(gpu.clone(), &model, shape).unwrap())
+        .collect();
     let outs = run_concurrently(&mut chains, &inputs).unwrap();
     for (o, (f, h)) in outs.iter().zip(&inputs) {
         let w = chain_cpu(&model, f, h, shape).unwrap();
@@ -251,14 +472,23 @@ fn gpu_chain_matches_f64_reference_eager_graph_and_streams() {
 
 #[test]
 fn gpu_steady_loops_allocate_nothing() {
-    let Some(gpu) = common::gpu_or_skip("gpu_steady_loops_allocate_nothing") else { return };
+    let Some(gpu) = common::gpu_or_skip("gpu_steady_loops_allocate_nothing") else {
+        return;
+    };
     let model = ChainModel::random(9, ChainDims::default()).unwrap();
-    let shape = RolloutShape { steps: 10, batch: 32 };
+    let shape = RolloutShape {
+        steps: 10,
+        batch: 32,
+    };
     let mut rng = Rng::new(10);
     let f = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);
     let h0 = rng.vec_f32(32 * 256, -0.5, 0.5);
     let mut chain = GpuChain::new(gpu.clone(), &model, shape).unwrap();
-    let (m, n, reps) = if sanitize() { (256, 160, 2) } else { (512, 384, 5) };
+    let (m, n, reps) = if sanitize() {
+        (256, 160, 2)
+    } else {
+        (512, 384, 5)
+    };
     let a = matrix_with_spectrum(&mut rng, m, n, Spectrum::Harmonic);
     let mut rsvd = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(32)).unwrap();
     chain.run(&f, &h0).unwrap();
@@ -271,5 +501,8 @@ fn gpu_steady_loops_allocate_nothing() {
     }
     gpu.sync().unwrap();
     let after = gpu.ctx().mem_get_info().unwrap().0;
-    assert_eq!(before, after, "device free memory changed across steady calls");
+    assert_eq!(
+        before, after,
+        "device free memory changed across steady calls"
+    );
 }

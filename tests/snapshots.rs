@@ -32,7 +32,12 @@ fn emission_is_deterministic() {
             let a = id.build(target).emit().unwrap();
             let b = id.build(target).emit().unwrap();
             assert_eq!(a, b, "{} emitted different bytes twice", id.name());
-            assert_eq!(a, ptxflow::embedded::ptx(id, target).unwrap(), "{}: build.rs output differs", id.name());
+            assert_eq!(
+                a,
+                ptxflow::embedded::ptx(id, target).unwrap(),
+                "{}: build.rs output differs",
+                id.name()
+            );
         }
     }
 }
@@ -41,12 +46,18 @@ fn emission_is_deterministic() {
 fn no_unreferenced_snapshots() {
     let expected: BTreeSet<String> = ALL_KERNELS
         .iter()
-        .flat_map(|&id| id.targets().iter().map(move |&t| format!("{}.snap", id.file_stem(t))))
+        .flat_map(|&id| {
+            id.targets()
+                .iter()
+                .map(move |&t| format!("{}.snap", id.file_stem(t)))
+        })
         .collect();
     let mut stray = Vec::new();
     for entry in std::fs::read_dir(Path::new(DIR)).expect("ptx_snapshots/ exists") {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        let is_snapshot = name.ends_with(".snap") || name.ends_with(".snap.new") || name.ends_with(".pending-snap");
+        let is_snapshot = name.ends_with(".snap")
+            || name.ends_with(".snap.new")
+            || name.ends_with(".pending-snap");
         if is_snapshot && !expected.contains(&name) {
             stray.push(name);
         }

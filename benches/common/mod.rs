@@ -10,10 +10,17 @@ use std::time::{Duration, Instant};
 pub fn gpu_or_skip() -> Option<Arc<Gpu>> {
     match Gpu::open_default() {
         Ok(g) => {
-            eprintln!("bench device: {} ({} SMs, peak DRAM {:.0} GB/s)", g.facts().name, g.facts().sm_count, g.facts().peak_dram_gbs());
+            eprintln!(
+                "bench device: {} ({} SMs, peak DRAM {:.0} GB/s)",
+                g.facts().name,
+                g.facts().sm_count,
+                g.facts().peak_dram_gbs()
+            );
             Some(g)
         }
-        Err(e) if std::env::var("PTXFLOW_REQUIRE_GPU").is_ok_and(|v| v == "1") => panic!("PTXFLOW_REQUIRE_GPU=1 but {e}"),
+        Err(e) if std::env::var("PTXFLOW_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("PTXFLOW_REQUIRE_GPU=1 but {e}")
+        }
         Err(e) => {
             eprintln!("GPU benches skipped: {e}");
             None
@@ -34,7 +41,9 @@ pub fn event_timed(stream: &Arc<CudaStream>, iters: u64, mut f: impl FnMut()) ->
 /// Median of `reps` event-timed single runs of `f`, in seconds (after one warm-up run).
 pub fn median_secs(stream: &Arc<CudaStream>, reps: usize, mut f: impl FnMut()) -> f64 {
     f();
-    let mut v: Vec<f64> = (0..reps).map(|_| event_timed(stream, 1, &mut f).as_secs_f64()).collect();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| event_timed(stream, 1, &mut f).as_secs_f64())
+        .collect();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

@@ -40,10 +40,19 @@ pub fn run() -> ptxflow::Result<()> {
 }
 
 fn print_table(rows: &[Row]) {
-    println!("\n{:<42} {:<7} {:>11}  agreement with CPU reference", "pipeline", "device", "time");
+    println!(
+        "\n{:<42} {:<7} {:>11}  agreement with CPU reference",
+        "pipeline", "device", "time"
+    );
     println!("{}", "-".repeat(110));
     for r in rows {
-        println!("{:<42} {:<7} {:>8.3} ms  {}", r.pipeline, r.device, r.seconds * 1e3, r.agreement);
+        println!(
+            "{:<42} {:<7} {:>8.3} ms  {}",
+            r.pipeline,
+            r.device,
+            r.seconds * 1e3,
+            r.agreement
+        );
     }
 }
 
@@ -64,7 +73,11 @@ fn core_ops(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     let t = Instant::now();
     ops.correct_add(&p, &c, &mut out)?;
     let add_s = t.elapsed().as_secs_f64();
-    let mismatches = out.iter().zip(&reference).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    let mismatches = out
+        .iter()
+        .zip(&reference)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
     let t = Instant::now();
     let sum = ops.sum(&p)?;
     let sum_s = t.elapsed().as_secs_f64();
@@ -111,7 +124,9 @@ fn lz4_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     use ptxflow::lz4::{CodecPath, FrameEncoder, FrameOptions, DEFAULT_PAGE_BYTES};
     // Generated text-like data: words drawn from a small vocabulary, so LZ4 finds matches.
     let mut rng = Rng::new(5);
-    let words = ["point", "cloud", "voxel", "kernel", "warp", "page", "frame", "block", "the", "of"];
+    let words = [
+        "point", "cloud", "voxel", "kernel", "warp", "page", "frame", "block", "the", "of",
+    ];
     let mut data = Vec::with_capacity(8 << 20);
     while data.len() < 8 << 20 {
         data.extend_from_slice(words[rng.below(words.len() as u64) as usize].as_bytes());
@@ -127,14 +142,26 @@ fn lz4_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
         pipeline: name.clone(),
         device: "cpu".into(),
         seconds,
-        agreement: format!("ratio {ratio:.3}; round trip {}", if back == data { "exact" } else { "MISMATCH" }),
+        agreement: format!(
+            "ratio {ratio:.3}; round trip {}",
+            if back == data { "exact" } else { "MISMATCH" }
+        ),
     }];
     let Some(gpu) = gpu else { return Ok(rows) };
     let mut stream = GpuPageStream::new(gpu, DEFAULT_PAGE_BYTES, GpuOptions::default())?;
-    let options = FrameOptions { page_bytes: DEFAULT_PAGE_BYTES, content_size: Some(data.len() as u64), block_checksum: false };
+    let options = FrameOptions {
+        page_bytes: DEFAULT_PAGE_BYTES,
+        content_size: Some(data.len() as u64),
+        block_checksum: false,
+    };
     // The first frame loads the kernels and fills the pinned ring; the second one is timed.
     let encode = |stream: &mut GpuPageStream| -> ptxflow::Result<(Vec<u8>, CodecPath)> {
-        let mut enc = FrameEncoder::new(Vec::with_capacity(data.len() / 2), std::path::Path::new("<memory>"), stream, options)?;
+        let mut enc = FrameEncoder::new(
+            Vec::with_capacity(data.len() / 2),
+            std::path::Path::new("<memory>"),
+            stream,
+            options,
+        )?;
         enc.write(&data)?;
         let path = enc.path();
         Ok((enc.finish()?.0, path))
@@ -145,13 +172,29 @@ fn lz4_rows(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     let seconds = t.elapsed().as_secs_f64();
     rows.push(Row {
         pipeline: name,
-        device: if path == CodecPath::Gpu { "gpu" } else { "cpu*" }.into(),
+        device: if path == CodecPath::Gpu {
+            "gpu"
+        } else {
+            "cpu*"
+        }
+        .into(),
         seconds,
         agreement: format!(
             "frame {} the CPU's ({} bytes); pinned ring, host to host{}",
-            if gpu_frame == frame { "byte-identical to" } else { "DIFFERS from" },
+            if gpu_frame == frame {
+                "byte-identical to"
+            } else {
+                "DIFFERS from"
+            },
             gpu_frame.len(),
-            if path == CodecPath::Gpu { String::new() } else { format!(" (fell back to the CPU: {})", stream.fallback_reason().unwrap_or("?")) }
+            if path == CodecPath::Gpu {
+                String::new()
+            } else {
+                format!(
+                    " (fell back to the CPU: {})",
+                    stream.fallback_reason().unwrap_or("?")
+                )
+            }
         ),
     });
     Ok(rows)
@@ -161,14 +204,23 @@ fn gaussian_row(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Row> {
     use ptxflow::gaussian::{demo, FieldOptions, GaussianField, GpuGaussianField};
     let config = demo::FitConfig::default();
     let r = match gpu {
-        Some(g) => demo::fit(&mut GpuGaussianField::<f32>::new(g, FieldOptions::default())?, &config)?,
-        None => demo::fit(&mut GaussianField::<f32>::new(FieldOptions::default())?, &config)?,
+        Some(g) => demo::fit(
+            &mut GpuGaussianField::<f32>::new(g, FieldOptions::default())?,
+            &config,
+        )?,
+        None => demo::fit(
+            &mut GaussianField::<f32>::new(FieldOptions::default())?,
+            &config,
+        )?,
     };
     Ok(Row {
         pipeline: format!("gaussian: fit {} Gaussians, {} pts", r.gaussians, r.points),
         device: r.device.to_string(),
         seconds: r.elapsed.as_secs_f64(),
-        agreement: format!("loss {:.2e} -> {:.2e} in {} steps", r.first_loss, r.last_loss, r.steps),
+        agreement: format!(
+            "loss {:.2e} -> {:.2e} in {} steps",
+            r.first_loss, r.last_loss, r.steps
+        ),
     })
 }
 

@@ -19,11 +19,16 @@ pub struct EmitArgs {
 pub fn run(args: EmitArgs) -> ptxflow::Result<()> {
     let forced = match &args.target {
         Some(t) => Some(Target::parse(t).ok_or_else(|| {
-            Error::input(format!("unknown target `{t}` (expected one of sm_75, sm_80, sm_86, sm_89, sm_90)"))
+            Error::input(format!(
+                "unknown target `{t}` (expected one of sm_75, sm_80, sm_86, sm_89, sm_90)"
+            ))
         })?),
         None => None,
     };
-    std::fs::create_dir_all(&args.out).map_err(|source| Error::Io { path: args.out.clone(), source })?;
+    std::fs::create_dir_all(&args.out).map_err(|source| Error::Io {
+        path: args.out.clone(),
+        source,
+    })?;
     let mut written = 0;
     for &id in ALL_KERNELS {
         let targets: Vec<Target> = match forced {
@@ -34,12 +39,18 @@ pub fn run(args: EmitArgs) -> ptxflow::Result<()> {
             let (stem, ptx) = match (forced, ptxflow::embedded::ptx(id, t)) {
                 (None, Some(p)) => (id.file_stem(t), p.to_string()),
                 _ => {
-                    let ptx = id.build(t).emit().map_err(|e| Error::input(format!("{}: {e}", id.name())))?;
+                    let ptx = id
+                        .build(t)
+                        .emit()
+                        .map_err(|e| Error::input(format!("{}: {e}", id.name())))?;
                     (id.name().to_string(), ptx)
                 }
             };
             let path = args.out.join(format!("{stem}.ptx"));
-            std::fs::write(&path, ptx).map_err(|source| Error::Io { path: path.clone(), source })?;
+            std::fs::write(&path, ptx).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
             written += 1;
         }
     }

@@ -19,8 +19,16 @@ pub fn run() -> ptxflow::Result<()> {
     };
     let f = gpu.facts();
     println!("GPU {}: {}", f.ordinal, f.name);
-    println!("  compute capability {}.{} (loading PTX for {})", f.compute_capability.0, f.compute_capability.1, f.target);
-    println!("  {} SMs at {:.0} MHz, L2 {} MiB", f.sm_count, f.clock_khz as f64 / 1e3, f.l2_bytes >> 20);
+    println!(
+        "  compute capability {}.{} (loading PTX for {})",
+        f.compute_capability.0, f.compute_capability.1, f.target
+    );
+    println!(
+        "  {} SMs at {:.0} MHz, L2 {} MiB",
+        f.sm_count,
+        f.clock_khz as f64 / 1e3,
+        f.l2_bytes >> 20
+    );
     println!(
         "  memory {:.1} GiB, {}-bit bus, peak DRAM {:.0} GB/s",
         f.total_memory_bytes as f64 / (1u64 << 30) as f64,
@@ -28,7 +36,10 @@ pub fn run() -> ptxflow::Result<()> {
         f.peak_dram_gbs()
     );
     println!("Kernels as the driver reports them after JIT:");
-    println!("  {:<28} {:>5} {:>12} {:>10} {:>8}", "kernel", "regs", "shared (B)", "local (B)", "PTX for");
+    println!(
+        "  {:<28} {:>5} {:>12} {:>10} {:>8}",
+        "kernel", "regs", "shared (B)", "local (B)", "PTX for"
+    );
     for &id in ALL_KERNELS {
         match gpu.kernel_resources(id) {
             Ok(r) => println!(

@@ -65,15 +65,26 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 /// Runs the subcommand.
 pub fn run(args: Lz4Args) -> Result<()> {
     match args.action {
-        Lz4Action::Compress { input, output, page_kib, block_checksum, device } => {
-            compress(&input, &output, page_kib, block_checksum, device)
-        }
-        Lz4Action::Decompress { input, output, device } => decompress(&input, &output, device),
+        Lz4Action::Compress {
+            input,
+            output,
+            page_kib,
+            block_checksum,
+            device,
+        } => compress(&input, &output, page_kib, block_checksum, device),
+        Lz4Action::Decompress {
+            input,
+            output,
+            device,
+        } => decompress(&input, &output, device),
     }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.to_path_buf(), source }
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// A stderr progress line, redrawn at most every quarter second, only for large inputs.
@@ -85,7 +96,11 @@ struct Progress {
 
 impl Progress {
     fn new(total: u64) -> Self {
-        Progress { total, last: Instant::now(), shown: false }
+        Progress {
+            total,
+            last: Instant::now(),
+            shown: false,
+        }
     }
 
     fn update(&mut self, done: u64) {
@@ -95,12 +110,18 @@ impl Progress {
         self.last = Instant::now();
         self.shown = true;
         let pct = 100.0 * done as f64 / self.total as f64;
-        eprint!("\r  {pct:5.1}% of {:.1} MiB", self.total as f64 / (1 << 20) as f64);
+        eprint!(
+            "\r  {pct:5.1}% of {:.1} MiB",
+            self.total as f64 / (1 << 20) as f64
+        );
     }
 
     fn done(&self) {
         if self.shown {
-            eprintln!("\r  100.0% of {:.1} MiB", self.total as f64 / (1 << 20) as f64);
+            eprintln!(
+                "\r  100.0% of {:.1} MiB",
+                self.total as f64 / (1 << 20) as f64
+            );
         }
     }
 }
@@ -119,13 +140,22 @@ impl Stream {
     fn open(device: Device, page_bytes: usize) -> Result<Stream> {
         ptxflow::lz4::check_page_bytes(page_bytes)?;
         if device == Device::Cpu {
-            return Ok(Stream::Cpu(CpuPageStream::new(page_bytes, STREAM_SLOTS)?, None));
+            return Ok(Stream::Cpu(
+                CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
+                None,
+            ));
         }
-        let options = GpuOptions { batch_bytes: 8 << 20, slots: 3 };
+        let options = GpuOptions {
+            batch_bytes: 8 << 20,
+            slots: 3,
+        };
         match Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options)) {
             Ok(s) => Ok(Stream::Gpu(s)),
             Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
-                Ok(Stream::Cpu(CpuPageStream::new(page_bytes, STREAM_SLOTS)?, Some(e.to_string())))
+                Ok(Stream::Cpu(
+                    CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
+                    Some(e.to_string()),
+                ))
             }
             Err(e) => Err(e),
         }
@@ -151,8 +181,16 @@ impl Stream {
     }
 }
 
-fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool, device: Device) -> Result<()> {
-    let page_bytes = page_kib.checked_mul(1024).ok_or_else(|| Error::input("page size overflows"))?;
+fn compress(
+    input: &Path,
+    output: &Path,
+    page_kib: usize,
+    block_checksum: bool,
+    device: Device,
+) -> Result<()> {
+    let page_bytes = page_kib
+        .checked_mul(1024)
+        .ok_or_else(|| Error::input("page size overflows"))?;
     let mut stream = Stream::open(device, page_bytes)?;
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
@@ -160,7 +198,11 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool, 
     let out = BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
     let started = Instant::now();
     let result = (|| {
-        let options = FrameOptions { page_bytes, content_size: Some(size), block_checksum };
+        let options = FrameOptions {
+            page_bytes,
+            content_size: Some(size),
+            block_checksum,
+        };
         let mut enc = FrameEncoder::new(out, output, stream.as_dyn(), options)?;
         let mut progress = Progress::new(size);
         let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -206,7 +248,9 @@ fn compress(input: &Path, output: &Path, page_kib: usize, block_checksum: bool, 
 fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<String>> {
     let kernels = match Gpu::open_default().and_then(Lz4Kernels::new) {
         Ok(k) => k,
-        Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => return Ok(Some(e.to_string())),
+        Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
+            return Ok(Some(e.to_string()))
+        }
         Err(e) => return Err(e),
     };
     let data = std::fs::read(input).map_err(io_err(input))?;
@@ -214,8 +258,14 @@ fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<
     let mut out = Vec::new();
     let (frames, blocks) = match decode_frames_gpu(&kernels, &data, &mut out) {
         Ok(Some(counts)) => counts,
-        Ok(None) => return Ok(Some("frames with linked, larger or unusual blocks are decoded on the CPU".into())),
-        Err(e) if ptxflow::lz4::gpu::device_failure(&e) => return Ok(Some(format!("GPU failed: {e}"))),
+        Ok(None) => {
+            return Ok(Some(
+                "frames with linked, larger or unusual blocks are decoded on the CPU".into(),
+            ))
+        }
+        Err(e) if ptxflow::lz4::gpu::device_failure(&e) => {
+            return Ok(Some(format!("GPU failed: {e}")))
+        }
         Err(e) => return Err(e),
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -243,7 +293,8 @@ fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut writer = BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
+    let mut writer =
+        BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
     let started = Instant::now();
     let mut progress = Progress::new(size);
     let result = decode_frames(&mut reader, input, &mut writer, output, &mut |s| {

@@ -1,7 +1,10 @@
 //! `ptxflow ndt`: align a source cloud to a target cloud with NDT and print `T_target_source`.
 
 use nalgebra::{Isometry3, Translation3, UnitQuaternion};
-use ptxflow::ndt::{align_clouds, align_clouds_gpu, read_cloud, voxel_grid_filter, NdtParams, NdtResult, NeighbourSearch, PointCloud};
+use ptxflow::ndt::{
+    align_clouds, align_clouds_gpu, read_cloud, voxel_grid_filter, NdtParams, NdtResult,
+    NeighbourSearch, PointCloud,
+};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -58,18 +61,30 @@ fn parse_init(s: &str) -> Result<Isometry3<f64>> {
     let v: Vec<f64> = s
         .split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| !w.is_empty())
-        .map(|w| w.parse::<f64>().map_err(|_| Error::input(format!("--init: `{w}` is not a number"))))
+        .map(|w| {
+            w.parse::<f64>()
+                .map_err(|_| Error::input(format!("--init: `{w}` is not a number")))
+        })
         .collect::<Result<_>>()?;
     if v.len() != 6 || !v.iter().all(|x| x.is_finite()) {
-        return Err(Error::input(format!("--init needs six finite numbers \"x y z roll pitch yaw\", got \"{s}\"")));
+        return Err(Error::input(format!(
+            "--init needs six finite numbers \"x y z roll pitch yaw\", got \"{s}\""
+        )));
     }
-    Ok(Isometry3::from_parts(Translation3::new(v[0], v[1], v[2]), UnitQuaternion::from_euler_angles(v[3], v[4], v[5])))
+    Ok(Isometry3::from_parts(
+        Translation3::new(v[0], v[1], v[2]),
+        UnitQuaternion::from_euler_angles(v[3], v[4], v[5]),
+    ))
 }
 
 fn load(path: &Path, leaf_m: f64) -> Result<(PointCloud, usize)> {
     let cloud = read_cloud(path)?;
     let raw = cloud.len();
-    let cloud = if leaf_m > 0.0 { voxel_grid_filter(&cloud, leaf_m)? } else { cloud };
+    let cloud = if leaf_m > 0.0 {
+        voxel_grid_filter(&cloud, leaf_m)?
+    } else {
+        cloud
+    };
     Ok((cloud, raw))
 }
 
@@ -91,13 +106,20 @@ fn pick_gpu(device: Device) -> Result<Option<std::sync::Arc<Gpu>>> {
 
 pub fn run(a: NdtArgs) -> Result<()> {
     if !(a.leaf >= 0.0 && a.leaf.is_finite()) {
-        return Err(Error::input(format!("--leaf must be 0 or a positive length in metres, got {}", a.leaf)));
+        return Err(Error::input(format!(
+            "--leaf must be 0 or a positive length in metres, got {}",
+            a.leaf
+        )));
     }
     let init = match &a.init {
         Some(s) => parse_init(s)?,
         None => Isometry3::identity(),
     };
-    let mut params = NdtParams { resolution_m: a.resolution, search: a.search, ..Default::default() };
+    let mut params = NdtParams {
+        resolution_m: a.resolution,
+        search: a.search,
+        ..Default::default()
+    };
     params.solver.max_iterations = a.max_iters;
     let t_load = Instant::now();
     let (target, target_raw) = load(&a.target, a.leaf)?;
@@ -111,7 +133,15 @@ pub fn run(a: NdtArgs) -> Result<()> {
         None => align_clouds(&target.points, &source.points, &init, &params)?,
     };
     let align_s = t_align.elapsed().as_secs_f64();
-    let facts = Facts { target_raw, source_raw, target: target.len(), load_s, align_s, search: a.search, device };
+    let facts = Facts {
+        target_raw,
+        source_raw,
+        target: target.len(),
+        load_s,
+        align_s,
+        search: a.search,
+        device,
+    };
     if a.json {
         println!("{}", json(&r, &facts));
     } else {
@@ -133,10 +163,24 @@ struct Facts {
 fn print_text(r: &NdtResult, f: &Facts) {
     println!("T_target_source:");
     for row in r.matrix_row_major() {
-        println!("  {:>12.8} {:>12.8} {:>12.8} {:>12.8}", row[0], row[1], row[2], row[3]);
+        println!(
+            "  {:>12.8} {:>12.8} {:>12.8} {:>12.8}",
+            row[0], row[1], row[2], row[3]
+        );
     }
-    println!("iterations: {} ({} evaluations)", r.iterations, r.evaluations);
-    println!("stop: {}{}", r.stop, if r.stop.converged() { "" } else { " (NOT converged)" });
+    println!(
+        "iterations: {} ({} evaluations)",
+        r.iterations, r.evaluations
+    );
+    println!(
+        "stop: {}{}",
+        r.stop,
+        if r.stop.converged() {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
     println!(
         "score: {:.3} ({:.5} per point), {} of {} source points matched a voxel",
         r.score, r.likelihood_per_point, r.correspondences, r.source_points
@@ -149,7 +193,10 @@ fn print_text(r: &NdtResult, f: &Facts) {
         r.source_points,
         f.search.name()
     );
-    println!("time: align {:.3} s (map build included), load {:.3} s, device {}", f.align_s, f.load_s, f.device);
+    println!(
+        "time: align {:.3} s (map build included), load {:.3} s, device {}",
+        f.align_s, f.load_s, f.device
+    );
 }
 
 /// A number as JSON (non-finite values become null).
@@ -165,7 +212,12 @@ fn json(r: &NdtResult, f: &Facts) -> String {
     let rows: Vec<String> = r
         .matrix_row_major()
         .iter()
-        .map(|row| format!("[{}]", row.iter().map(|v| num(*v)).collect::<Vec<_>>().join(",")))
+        .map(|row| {
+            format!(
+                "[{}]",
+                row.iter().map(|v| num(*v)).collect::<Vec<_>>().join(",")
+            )
+        })
         .collect();
     format!(
         "{{\"t_target_source\":[{}],\"iterations\":{},\"evaluations\":{},\"stop\":\"{}\",\"converged\":{},\

@@ -85,7 +85,12 @@ impl<T: Real> GaussianFieldOps for GaussianField<T> {
 
     fn set_gaussians(&mut self, packed: &[T]) -> Result<()> {
         self.forward_valid = false;
-        let result = layout::prepare(packed, self.options.normalised, self.diag_eps, &mut self.prepared);
+        let result = layout::prepare(
+            packed,
+            self.options.normalised,
+            self.diag_eps,
+            &mut self.prepared,
+        );
         if result.is_err() {
             self.prepared.clear();
         }
@@ -177,7 +182,10 @@ impl<T: Real> GaussianFieldOps for GaussianField<T> {
             });
 
         validate::check_gradients(&self.grad_points, &self.grad_gaussians)?;
-        Ok(Gradients { points: &self.grad_points, gaussians: &self.grad_gaussians })
+        Ok(Gradients {
+            points: &self.grad_points,
+            gaussians: &self.grad_gaussians,
+        })
     }
 }
 

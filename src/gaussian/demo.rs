@@ -97,10 +97,14 @@ impl fmt::Display for FitReport {
 /// rate / minimum diagonal; any error of the field itself.
 pub fn fit<F: GaussianFieldOps>(field: &mut F, config: &FitConfig) -> Result<FitReport> {
     if config.target_gaussians == 0 || config.model_gaussians == 0 || config.points == 0 {
-        return Err(Error::input("fit needs at least one target Gaussian, model Gaussian and point"));
+        return Err(Error::input(
+            "fit needs at least one target Gaussian, model Gaussian and point",
+        ));
     }
     if !(config.learning_rate > 0.0 && config.min_diag_m > 0.0) {
-        return Err(Error::input("fit needs learning_rate > 0 and min_diag_m > 0"));
+        return Err(Error::input(
+            "fit needs learning_rate > 0 and min_diag_m > 0",
+        ));
     }
     let mut rng = Rng::new(config.seed);
     let target = random_gaussians(&mut rng, config.target_gaussians, &GaussianSpec::default());
@@ -179,7 +183,12 @@ struct Adam {
 
 impl Adam {
     fn new(n: usize, lr: f64) -> Self {
-        Adam { lr, t: 0, m: vec![0.0; n], v: vec![0.0; n] }
+        Adam {
+            lr,
+            t: 0,
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+        }
     }
 
     fn step(&mut self, params: &mut [f64], grads: &[f64]) {
@@ -188,7 +197,11 @@ impl Adam {
         self.t += 1;
         let c1 = 1.0 - B1.powi(self.t);
         let c2 = 1.0 - B2.powi(self.t);
-        for ((p, &g), (m, v)) in params.iter_mut().zip(grads).zip(self.m.iter_mut().zip(&mut self.v)) {
+        for ((p, &g), (m, v)) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(self.m.iter_mut().zip(&mut self.v))
+        {
             *m = B1 * *m + (1.0 - B1) * g;
             *v = B2 * *v + (1.0 - B2) * g * g;
             *p -= self.lr * (*m / c1) / ((*v / c2).sqrt() + 1e-8);

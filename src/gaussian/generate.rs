@@ -22,7 +22,12 @@ pub struct GaussianSpec {
 impl Default for GaussianSpec {
     /// Unit box, diagonals 0.1..0.4 m, moderate shear 0.5, weights 0.5..1.5.
     fn default() -> Self {
-        GaussianSpec { extent_m: 1.0, diag_m: (0.1, 0.4), shear: 0.5, weight: (0.5, 1.5) }
+        GaussianSpec {
+            extent_m: 1.0,
+            diag_m: (0.1, 0.4),
+            shear: 0.5,
+            weight: (0.5, 1.5),
+        }
     }
 }
 
@@ -35,7 +40,14 @@ pub fn random_gaussians(rng: &mut Rng, n: usize, spec: &GaussianSpec) -> Vec<f64
         let (lo, hi) = spec.diag_m;
         let a = [rng.range(lo, hi), rng.range(lo, hi), rng.range(lo, hi)];
         let mut off = |p: f64, q: f64| spec.shear * rng.normal() * (p * q).sqrt();
-        let chol = [a[0], off(a[1], a[0]), a[1], off(a[2], a[0]), off(a[2], a[1]), a[2]];
+        let chol = [
+            a[0],
+            off(a[1], a[0]),
+            a[1],
+            off(a[2], a[0]),
+            off(a[2], a[1]),
+            a[2],
+        ];
         let w = rng.range(spec.weight.0, spec.weight.1);
         out.extend_from_slice(&pack(mu, chol, w));
     }
@@ -54,7 +66,11 @@ pub fn sample_points(rng: &mut Rng, packed: &[f64], b: usize, spread: f64) -> Ve
     for _ in 0..b {
         let g = &packed[rng.below(n as u64) as usize * STRIDE..][..STRIDE];
         let l = &g[CHOL..CHOL + 6];
-        let z = [spread * rng.normal(), spread * rng.normal(), spread * rng.normal()];
+        let z = [
+            spread * rng.normal(),
+            spread * rng.normal(),
+            spread * rng.normal(),
+        ];
         out.push(g[0] + l[0] * z[0]);
         out.push(g[1] + l[1] * z[0] + l[2] * z[1]);
         out.push(g[2] + l[3] * z[0] + l[4] * z[1] + l[5] * z[2]);

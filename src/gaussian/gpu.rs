@@ -85,7 +85,9 @@ impl<T: DeviceRepr + ValidAsZeroBits> Slot<T> {
         Ok(buf)
     }
     fn get(&self) -> Result<&DeviceBuffer<T>> {
-        self.buf.as_ref().ok_or_else(|| Error::input(format!("{} is not on the device yet", self.what)))
+        self.buf
+            .as_ref()
+            .ok_or_else(|| Error::input(format!("{} is not on the device yet", self.what)))
     }
     fn bytes(&self) -> usize {
         self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
@@ -166,11 +168,27 @@ impl<T: GpuReal> GpuGaussianField<T> {
 
     /// Bytes currently allocated on the device (constant across steps of one size).
     pub fn device_bytes(&self) -> usize {
-        [&self.prep, &self.comp, &self.points, &self.dist_points, &self.grad_values, &self.values_dev, &self.scratch]
-            .iter()
-            .chain([&self.partial_gauss, &self.grad_points_dev, &self.grad_gaussians_dev, &self.dist].iter())
-            .map(|s| s.bytes())
-            .sum()
+        [
+            &self.prep,
+            &self.comp,
+            &self.points,
+            &self.dist_points,
+            &self.grad_values,
+            &self.values_dev,
+            &self.scratch,
+        ]
+        .iter()
+        .chain(
+            [
+                &self.partial_gauss,
+                &self.grad_points_dev,
+                &self.grad_gaussians_dev,
+                &self.dist,
+            ]
+            .iter(),
+        )
+        .map(|s| s.bytes())
+        .sum()
     }
 
     /// How the forward and backward of the last forward's size are split (for reports).
@@ -179,7 +197,10 @@ impl<T: GpuReal> GpuGaussianField<T> {
     pub fn plans(&mut self) -> Result<(ForwardPlan, BackwardPlan)> {
         let (fs, bs) = self.slots()?;
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
-        Ok((launch::forward_plan(n_pad, b, fs), launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD)))
+        Ok((
+            launch::forward_plan(n_pad, b, fs),
+            launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD),
+        ))
     }
 
     fn slots(&mut self) -> Result<(u32, u32)> {
@@ -198,7 +219,14 @@ impl<T: GpuReal> GpuGaussianField<T> {
     /// fails to write then shows up as NaN instead of a stale value).
     pub fn poison_device_outputs(&mut self) -> Result<()> {
         let stream = self.stream.clone();
-        for slot in [&mut self.values_dev, &mut self.scratch, &mut self.partial_gauss, &mut self.grad_points_dev, &mut self.grad_gaussians_dev, &mut self.dist] {
+        for slot in [
+            &mut self.values_dev,
+            &mut self.scratch,
+            &mut self.partial_gauss,
+            &mut self.grad_points_dev,
+            &mut self.grad_gaussians_dev,
+            &mut self.dist,
+        ] {
             if let Some(buf) = slot.buf.as_mut() {
                 let len = buf.len();
                 let nan = vec![T::from_f64(f64::NAN); buf.capacity()];
@@ -239,8 +267,25 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         let rows = plan.chunks as usize * b;
         let scratch = self.scratch.ensure(&stream, rows)?;
-        launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, &mut scratch.slice_mut().slice_mut(0..rows))?;
-        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, scratch.slice(), plan.chunks, b as u32, b as u32, T::ONE, &mut values)
+        launch::forward(
+            &self.gpu,
+            &stream,
+            T::FORWARD,
+            &p,
+            &plan,
+            &mut scratch.slice_mut().slice_mut(0..rows),
+        )?;
+        launch::reduce_rows(
+            &self.gpu,
+            &stream,
+            T::REDUCE_ROWS,
+            scratch.slice(),
+            plan.chunks,
+            b as u32,
+            b as u32,
+            T::ONE,
+            &mut values,
+        )
     }
 
     /// Enqueues the backward kernels for the grad_values of the last
@@ -253,14 +298,31 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         let pts3 = self.problem_points()?;
         let (n, n_pad, b) = (self.prepared.len(), self.n_pad, self.b);
-        let plan = launch::backward_plan(n_pad as u32, b as u32, self.slots()?.1, T::GAUSSIANS_PER_THREAD);
+        let plan = launch::backward_plan(
+            n_pad as u32,
+            b as u32,
+            self.slots()?.1,
+            T::GAUSSIANS_PER_THREAD,
+        );
         let stream = self.stream.clone();
-        let partial_points = self.scratch.ensure(&stream, plan.gauss_blocks as usize * 3 * b)?;
-        let partial_gauss = self.partial_gauss.ensure(&stream, plan.chunks as usize * n_pad * STRIDE)?;
+        let partial_points = self
+            .scratch
+            .ensure(&stream, plan.gauss_blocks as usize * 3 * b)?;
+        let partial_gauss = self
+            .partial_gauss
+            .ensure(&stream, plan.chunks as usize * n_pad * STRIDE)?;
         // Separate allocations: the finish kernel's 2-wide vector stores need its output aligned
         // to 2 scalars, which an offset of 3B scalars into a shared buffer is not for odd B.
-        let mut grad_points = self.grad_points_dev.ensure(&stream, 3 * b)?.slice_mut().slice_mut(0..3 * b);
-        let mut grad_gaussians = self.grad_gaussians_dev.ensure(&stream, n * STRIDE)?.slice_mut().slice_mut(0..n * STRIDE);
+        let mut grad_points = self
+            .grad_points_dev
+            .ensure(&stream, 3 * b)?
+            .slice_mut()
+            .slice_mut(0..3 * b);
+        let mut grad_gaussians = self
+            .grad_gaussians_dev
+            .ensure(&stream, n * STRIDE)?
+            .slice_mut()
+            .slice_mut(0..n * STRIDE);
         let p = Problem {
             prep: self.prep.get()?.slice(),
             n: n as u32,
@@ -270,18 +332,54 @@ impl<T: GpuReal> GpuGaussianField<T> {
         };
         let gv = self.grad_values.get()?.slice();
         let comp = self.comp.get()?.slice();
-        launch::backward(&self.gpu, &stream, T::BACKWARD, &p, gv, &plan, partial_points.slice_mut(), partial_gauss.slice_mut(), comp)?;
-        launch::reduce_rows(&self.gpu, &stream, T::REDUCE_ROWS, partial_points.slice(), plan.gauss_blocks, pts3, pts3, -T::ONE, &mut grad_points)?;
-        launch::finish(&self.gpu, &stream, T::FINISH, &p, partial_gauss.slice(), plan.chunks, self.options.normalised, &mut grad_gaussians)
+        launch::backward(
+            &self.gpu,
+            &stream,
+            T::BACKWARD,
+            &p,
+            gv,
+            &plan,
+            partial_points.slice_mut(),
+            partial_gauss.slice_mut(),
+            comp,
+        )?;
+        launch::reduce_rows(
+            &self.gpu,
+            &stream,
+            T::REDUCE_ROWS,
+            partial_points.slice(),
+            plan.gauss_blocks,
+            pts3,
+            pts3,
+            -T::ONE,
+            &mut grad_points,
+        )?;
+        launch::finish(
+            &self.gpu,
+            &stream,
+            T::FINISH,
+            &p,
+            partial_gauss.slice(),
+            plan.chunks,
+            self.options.normalised,
+            &mut grad_gaussians,
+        )
     }
 
     fn upload_prepared(&mut self) -> Result<()> {
         let pad = common::GAUSSIAN_PAD as usize;
-        launch::to_u32(self.prepared.len().div_ceil(pad) * pad * common::PREP_STRIDE as usize, "gaussian prepared scalars")?;
+        launch::to_u32(
+            self.prepared.len().div_ceil(pad) * pad * common::PREP_STRIDE as usize,
+            "gaussian prepared scalars",
+        )?;
         self.stage();
         let stream = self.stream.clone();
-        self.prep.ensure(&stream, self.staging.len())?.upload(&stream, &self.staging)?;
-        self.comp.ensure(&stream, self.comp_staging.len())?.upload(&stream, &self.comp_staging)
+        self.prep
+            .ensure(&stream, self.staging.len())?
+            .upload(&stream, &self.staging)?;
+        self.comp
+            .ensure(&stream, self.comp_staging.len())?
+            .upload(&stream, &self.comp_staging)
     }
 
     /// Packs the prepared constants into the device layout (zero Gaussians as padding).
@@ -293,7 +391,11 @@ impl<T: GpuReal> GpuGaussianField<T> {
         let stride = common::PREP_STRIDE as usize;
         self.staging.clear();
         self.staging.resize(self.n_pad * stride, T::ZERO);
-        for (g, out) in self.prepared.iter().zip(self.staging.chunks_exact_mut(stride)) {
+        for (g, out) in self
+            .prepared
+            .iter()
+            .zip(self.staging.chunks_exact_mut(stride))
+        {
             out.copy_from_slice(&[
                 g.mu[0],
                 g.mu[1],
@@ -312,7 +414,11 @@ impl<T: GpuReal> GpuGaussianField<T> {
         let comp_stride = common::COMP_STRIDE as usize;
         self.comp_staging.clear();
         self.comp_staging.resize(self.n_pad * comp_stride, T::ZERO);
-        for (g, out) in self.prepared.iter().zip(self.comp_staging.chunks_exact_mut(comp_stride)) {
+        for (g, out) in self
+            .prepared
+            .iter()
+            .zip(self.comp_staging.chunks_exact_mut(comp_stride))
+        {
             let flag = if g.compensated { T::ONE } else { T::ZERO };
             let (a, lo) = (g.diag, g.diag_lo);
             out.copy_from_slice(&[-a[0], -a[1], -a[2], flag, -lo[0], -lo[1], -lo[2], T::ZERO]);
@@ -333,7 +439,12 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
 
     fn set_gaussians(&mut self, packed: &[T]) -> Result<()> {
         self.forward_valid = false;
-        if let Err(e) = layout::prepare(packed, self.options.normalised, self.diag_eps, &mut self.prepared) {
+        if let Err(e) = layout::prepare(
+            packed,
+            self.options.normalised,
+            self.diag_eps,
+            &mut self.prepared,
+        ) {
             self.prepared.clear();
             return Err(e);
         }
@@ -361,7 +472,13 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
         let pts = self.dist_points.ensure(&stream, points.len())?;
         pts.upload(&stream, points)?;
         let dist = self.dist.ensure(&stream, b * n)?;
-        let p = Problem { prep: self.prep.get()?.slice(), n: n as u32, n_pad: self.n_pad as u32, points: pts.slice(), b: b as u32 };
+        let p = Problem {
+            prep: self.prep.get()?.slice(),
+            n: n as u32,
+            n_pad: self.n_pad as u32,
+            points: pts.slice(),
+            b: b as u32,
+        };
         launch::distances(&self.gpu, &stream, T::DISTANCES, &p, dist.slice_mut())?;
         dist.download_into(&stream, out)
     }
@@ -372,13 +489,17 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
         let b = layout::check_points(points)?;
         launch::to_u32(points.len(), "gaussian point scalars per launch")?;
         let stream = self.stream.clone();
-        self.points.ensure(&stream, points.len())?.upload(&stream, points)?;
+        self.points
+            .ensure(&stream, points.len())?
+            .upload(&stream, points)?;
         self.b = b;
         self.values.clear();
         self.values.resize(b, T::ZERO);
         if b > 0 {
             self.forward_resident()?;
-            self.values_dev.get()?.download_into(&stream, &mut self.values)?;
+            self.values_dev
+                .get()?
+                .download_into(&stream, &mut self.values)?;
         }
         validate::check_values(&self.values)?;
         self.forward_valid = true;
@@ -395,12 +516,21 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
         self.grad_gaussians.resize(n * STRIDE, T::ZERO);
         if b > 0 {
             let stream = self.stream.clone();
-            self.grad_values.ensure(&stream, b)?.upload(&stream, grad_values)?;
+            self.grad_values
+                .ensure(&stream, b)?
+                .upload(&stream, grad_values)?;
             self.backward_resident()?;
-            self.grad_points_dev.get()?.download_into(&stream, &mut self.grad_points)?;
-            self.grad_gaussians_dev.get()?.download_into(&stream, &mut self.grad_gaussians)?;
+            self.grad_points_dev
+                .get()?
+                .download_into(&stream, &mut self.grad_points)?;
+            self.grad_gaussians_dev
+                .get()?
+                .download_into(&stream, &mut self.grad_gaussians)?;
         }
         validate::check_gradients(&self.grad_points, &self.grad_gaussians)?;
-        Ok(Gradients { points: &self.grad_points, gaussians: &self.grad_gaussians })
+        Ok(Gradients {
+            points: &self.grad_points,
+            gaussians: &self.grad_gaussians,
+        })
     }
 }

@@ -35,7 +35,11 @@ pub fn forward_plan(n_pad: u32, b: u32, slots: u32) -> ForwardPlan {
     let point_blocks = b.div_ceil(forward::POINTS_PER_BLOCK).max(1);
     let want = (slots / point_blocks).clamp(1, (n_pad / forward::CHUNK_ALIGN).max(1));
     let chunk_len = n_pad.div_ceil(want).next_multiple_of(forward::CHUNK_ALIGN);
-    ForwardPlan { point_blocks, chunks: n_pad.div_ceil(chunk_len), chunk_len }
+    ForwardPlan {
+        point_blocks,
+        chunks: n_pad.div_ceil(chunk_len),
+        chunk_len,
+    }
 }
 
 /// How the fused backward splits (n_pad Gaussians) x (B points).
@@ -55,26 +59,44 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
     let gauss_blocks = (n_pad / (backward::BLOCK * q)).max(1);
     let want = (slots / gauss_blocks).clamp(1, b.div_ceil(MIN_CHUNK_POINTS).max(1));
     let chunk_len = b.div_ceil(want).max(1);
-    BackwardPlan { gauss_blocks, chunks: b.div_ceil(chunk_len).max(1), chunk_len }
+    BackwardPlan {
+        gauss_blocks,
+        chunks: b.div_ceil(chunk_len).max(1),
+        chunk_len,
+    }
 }
 
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
 pub fn resident_slots(gpu: &Gpu, id: KernelId, block: u32) -> Result<u32> {
     let f = gpu.function(id)?;
-    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(block, 0, None).map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+    let per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
+        .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
     Ok(per_sm.max(1) * gpu.facts().sm_count.max(1))
 }
 
 /// `n` as a u32 kernel argument, or a capacity error naming `what`.
 pub fn to_u32(n: usize, what: &str) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::Capacity { what: what.into(), needed: n, capacity: u32::MAX as usize })
+    u32::try_from(n).map_err(|_| Error::Capacity {
+        what: what.into(),
+        needed: n,
+        capacity: u32::MAX as usize,
+    })
 }
 
 fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
     if grid.1 > MAX_GRID_Y {
-        return Err(Error::Capacity { what: "grid y extent".into(), needed: grid.1 as usize, capacity: MAX_GRID_Y as usize });
+        return Err(Error::Capacity {
+            what: "grid y extent".into(),
+            needed: grid.1 as usize,
+            capacity: MAX_GRID_Y as usize,
+        });
     }
-    Ok(LaunchConfig { grid_dim: (grid.0.max(1), grid.1.max(1), 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 })
+    Ok(LaunchConfig {
+        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    })
 }
 
 /// Device arrays of one problem, borrowed for a launch.
@@ -89,19 +111,47 @@ pub struct Problem<'a, T> {
 }
 
 /// Enqueues `gaussian_distances`: `out[i * n + j] = d_ij` (`out` holds at least b * n scalars).
-pub fn distances<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelId, p: &Problem<'_, T>, out: &mut CudaSlice<T>) -> Result<()> {
+pub fn distances<T: DeviceRepr>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    id: KernelId,
+    p: &Problem<'_, T>,
+    out: &mut CudaSlice<T>,
+) -> Result<()> {
     let f = gpu.function(id)?;
-    let cfg = config((p.b.div_ceil(distances::POINTS_PER_BLOCK), p.n.div_ceil(distances::BLOCK)), distances::BLOCK)?;
+    let cfg = config(
+        (
+            p.b.div_ceil(distances::POINTS_PER_BLOCK),
+            p.n.div_ceil(distances::BLOCK),
+        ),
+        distances::BLOCK,
+    )?;
     // SAFETY: (prep, num_gaussians, points, num_points, out) match the kernel's parameters; prep
     // holds n_pad >= ceil(n / BLOCK) * BLOCK prepared Gaussians (every thread's j is in range),
     // points holds 3b scalars, out at least b * n; the kernel stores only i < b, j < n.
-    unsafe { stream.launch_builder(&f).arg(p.prep).arg(&p.n).arg(p.points).arg(&p.b).arg(out).launch(cfg) }
-        .map_err(Error::driver("launching gaussian_distances"))?;
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(p.prep)
+            .arg(&p.n)
+            .arg(p.points)
+            .arg(&p.b)
+            .arg(out)
+            .launch(cfg)
+    }
+    .map_err(Error::driver("launching gaussian_distances"))?;
     Ok(())
 }
 
 /// Enqueues `gaussian_forward` writing `plan.chunks` rows of b partial sums to `out`.
-pub fn forward<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelId, p: &Problem<'_, T>, plan: &ForwardPlan, out: &mut CudaViewMut<'_, T>) -> Result<()> {
+pub fn forward<T: DeviceRepr>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    id: KernelId,
+    p: &Problem<'_, T>,
+    plan: &ForwardPlan,
+    out: &mut CudaViewMut<'_, T>,
+) -> Result<()> {
     let f = gpu.function(id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
     // SAFETY: parameters (prep, n_pad, chunk_len, points, num_points, out) in the kernel's order
@@ -109,7 +159,15 @@ pub fn forward<T: DeviceRepr>(gpu: &Gpu, stream: &Arc<CudaStream>, id: KernelId,
     // block is exactly forward::BLOCK threads; out holds chunks * b scalars (checked by caller),
     // and only i < b is read or written.
     unsafe {
-        stream.launch_builder(&f).arg(p.prep).arg(&p.n_pad).arg(&plan.chunk_len).arg(p.points).arg(&p.b).arg(out).launch(cfg)
+        stream
+            .launch_builder(&f)
+            .arg(p.prep)
+            .arg(&p.n_pad)
+            .arg(&plan.chunk_len)
+            .arg(p.points)
+            .arg(&p.b)
+            .arg(out)
+            .launch(cfg)
     }
     .map_err(Error::driver("launching gaussian_forward"))?;
     Ok(())
@@ -168,13 +226,25 @@ pub fn reduce_rows<T: DeviceRepr>(
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
     let f = gpu.function(id)?;
-    let blocks = len.div_ceil(reduce::BLOCK).clamp(1, gpu.facts().sm_count.max(1) * 16);
+    let blocks = len
+        .div_ceil(reduce::BLOCK)
+        .clamp(1, gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
     // SAFETY: parameters (partial, rows, stride, len, scale, out) in the kernel's order and types;
     // partial holds rows * stride >= (rows - 1) * stride + len scalars and out len (checked by
     // the caller); grid-stride loop over m < len.
-    unsafe { stream.launch_builder(&f).arg(partial).arg(&rows).arg(&stride).arg(&len).arg(&scale).arg(out).launch(cfg) }
-        .map_err(Error::driver("launching gaussian_reduce_rows"))?;
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(partial)
+            .arg(&rows)
+            .arg(&stride)
+            .arg(&len)
+            .arg(&scale)
+            .arg(out)
+            .launch(cfg)
+    }
+    .map_err(Error::driver("launching gaussian_reduce_rows"))?;
     Ok(())
 }
 
@@ -191,14 +261,25 @@ pub fn finish<T: DeviceRepr>(
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
     let f = gpu.function(id)?;
-    let blocks = p.n.div_ceil(reduce::BLOCK).clamp(1, gpu.facts().sm_count.max(1) * 16);
+    let blocks =
+        p.n.div_ceil(reduce::BLOCK)
+            .clamp(1, gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
     let flag = u32::from(normalised);
     // SAFETY: parameters (partial, rows, n_pad, prep, num_gaussians, normalised, out) in the
     // kernel's order and types; partial holds rows * n_pad * 10 scalars, prep n_pad * 12, out
     // n * 10 (checked by the caller); grid-stride loop over j < n.
     unsafe {
-        stream.launch_builder(&f).arg(partial_gauss).arg(&rows).arg(&p.n_pad).arg(p.prep).arg(&p.n).arg(&flag).arg(out).launch(cfg)
+        stream
+            .launch_builder(&f)
+            .arg(partial_gauss)
+            .arg(&rows)
+            .arg(&p.n_pad)
+            .arg(p.prep)
+            .arg(&p.n)
+            .arg(&flag)
+            .arg(out)
+            .launch(cfg)
     }
     .map_err(Error::driver("launching gaussian_finish"))?;
     Ok(())
@@ -210,23 +291,51 @@ mod tests {
 
     #[test]
     fn forward_plan_covers_every_gaussian_in_aligned_chunks() {
-        for (n_pad, b) in [(256, 1), (1024, 500), (10240, 500), (10240, 100_000), (256, 10_000_000)] {
+        for (n_pad, b) in [
+            (256, 1),
+            (1024, 500),
+            (10240, 500),
+            (10240, 100_000),
+            (256, 10_000_000),
+        ] {
             let p = forward_plan(n_pad, b, 132 * 9);
-            assert!(p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks), "{p:?}");
+            assert!(
+                p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks),
+                "{p:?}"
+            );
             assert_eq!(p.chunk_len % forward::CHUNK_ALIGN, 0, "{p:?}");
-            assert!(p.chunks * p.chunk_len >= n_pad && (p.chunks - 1) * p.chunk_len < n_pad, "{p:?}");
+            assert!(
+                p.chunks * p.chunk_len >= n_pad && (p.chunks - 1) * p.chunk_len < n_pad,
+                "{p:?}"
+            );
             assert!(p.point_blocks * forward::POINTS_PER_BLOCK >= b, "{p:?}");
         }
     }
 
     #[test]
     fn backward_plan_covers_every_point_with_nonempty_chunks() {
-        for (n_pad, b) in [(256, 1), (1024, 500), (10240, 500), (10240, 100_000), (256, 17)] {
+        for (n_pad, b) in [
+            (256, 1),
+            (1024, 500),
+            (10240, 500),
+            (10240, 100_000),
+            (256, 17),
+        ] {
             for q in [2, 4] {
                 let p = backward_plan(n_pad, b, 132 * 8, q);
-                assert!(p.gauss_blocks * p.chunks <= (132 * 8).max(p.gauss_blocks), "{p:?}");
-                assert!(p.chunks * p.chunk_len >= b && (p.chunks - 1) * p.chunk_len < b, "{p:?}");
-                assert_eq!(p.gauss_blocks * backward::BLOCK * q, n_pad.max(backward::BLOCK * q), "{p:?}");
+                assert!(
+                    p.gauss_blocks * p.chunks <= (132 * 8).max(p.gauss_blocks),
+                    "{p:?}"
+                );
+                assert!(
+                    p.chunks * p.chunk_len >= b && (p.chunks - 1) * p.chunk_len < b,
+                    "{p:?}"
+                );
+                assert_eq!(
+                    p.gauss_blocks * backward::BLOCK * q,
+                    n_pad.max(backward::BLOCK * q),
+                    "{p:?}"
+                );
             }
         }
     }

@@ -92,7 +92,8 @@ pub fn kappa_estimate(a: [f64; 3], l10: f64, l20: f64, l21: f64) -> f64 {
     let i21 = -l21 / (a[1] * a[2]);
     let i20 = (l21 * l10 / a[1] - l20) / (a[0] * a[2]);
     let norm = (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] + l10 * l10 + l20 * l20 + l21 * l21).sqrt();
-    let inv_norm = (a.iter().map(|v| 1.0 / (v * v)).sum::<f64>() + i10 * i10 + i20 * i20 + i21 * i21).sqrt();
+    let inv_norm =
+        (a.iter().map(|v| 1.0 / (v * v)).sum::<f64>() + i10 * i10 + i20 * i20 + i21 * i21).sqrt();
     norm * inv_norm
 }
 
@@ -162,7 +163,8 @@ pub fn prepare<T: Real>(
         let diag_lo = [0, 1, 2].map(|k| T::from_f64(exact[k] - a[k].to_f64()));
         let single = T::EPSILON.to_f64() > 1e-10;
         let (l10, l20, l21) = (g[CHOL + 1], g[CHOL + 3], g[CHOL + 4]);
-        let compensated = single && kappa_estimate(exact, l10.to_f64(), l20.to_f64(), l21.to_f64()) > COMPENSATE_KAPPA;
+        let compensated = single
+            && kappa_estimate(exact, l10.to_f64(), l20.to_f64(), l21.to_f64()) > COMPENSATE_KAPPA;
         out.push(Prepared {
             mu: [g[0], g[1], g[2]],
             l10,
@@ -218,7 +220,10 @@ mod tests {
     fn pack_unpack_round_trip_and_offsets() {
         let g = pack([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 10.0f64);
         assert_eq!(g, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]);
-        assert_eq!(unpack(&g), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 10.0));
+        assert_eq!(
+            unpack(&g),
+            ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 10.0)
+        );
         assert_eq!((g[MU], g[CHOL], g[WEIGHT]), (1.0, 4.0, 10.0));
         // Diagonal L00, L11, L22 sit at packed L positions 0, 2, 5.
         assert_eq!(CHOL_DIAG.map(|d| CHOL_NAMES[d]), ["L00", "L11", "L22"]);

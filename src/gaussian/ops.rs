@@ -22,7 +22,10 @@ pub struct FieldOptions {
 impl Default for FieldOptions {
     /// Unnormalised, `diag_eps` = 1e-6.
     fn default() -> Self {
-        FieldOptions { normalised: false, diag_eps: 1e-6 }
+        FieldOptions {
+            normalised: false,
+            diag_eps: 1e-6,
+        }
     }
 }
 

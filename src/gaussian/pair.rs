@@ -129,7 +129,11 @@ pub fn accumulate_backward<T: Real>(
     }
     // Only live pairs (d <= cutoff, so no overflow in the two-term arithmetic) take the
     // compensated v; e keeps the plain d, whose error is not amplified (see `solve_compensated`).
-    let v = if g.compensated { solve_compensated(g, x) } else { v };
+    let v = if g.compensated {
+        solve_compensated(g, x)
+    } else {
+        v
+    };
     let h = grad_value * g.norm * e;
     let q = -(g.weight * h);
     let s = back_solve(g, v);

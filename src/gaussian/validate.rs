@@ -9,7 +9,10 @@ use crate::{Error, Result};
 /// `diag_eps` must be finite and >= 0 ([`Error::Input`] otherwise).
 pub fn check_options(options: &FieldOptions) -> Result<()> {
     if !(options.diag_eps.is_finite() && options.diag_eps >= 0.0) {
-        return Err(Error::input(format!("diag_eps must be finite and >= 0, got {}", options.diag_eps)));
+        return Err(Error::input(format!(
+            "diag_eps must be finite and >= 0, got {}",
+            options.diag_eps
+        )));
     }
     Ok(())
 }
@@ -48,9 +51,15 @@ pub fn check_values<T: Real>(values: &[T]) -> Result<()> {
 
 /// `backward` needs a forward with the current Gaussians ([`Error::Input`]), one finite
 /// dLoss/df per point of that forward ([`Error::Shape`] / [`Error::Input`]).
-pub fn check_grad_values<T: Real>(forward_valid: bool, forward_points: usize, grad_values: &[T]) -> Result<()> {
+pub fn check_grad_values<T: Real>(
+    forward_valid: bool,
+    forward_points: usize,
+    grad_values: &[T],
+) -> Result<()> {
     if !forward_valid {
-        return Err(Error::input("backward needs a forward with the current Gaussians first"));
+        return Err(Error::input(
+            "backward needs a forward with the current Gaussians first",
+        ));
     }
     if grad_values.len() != forward_points {
         return Err(Error::Shape {
@@ -60,7 +69,10 @@ pub fn check_grad_values<T: Real>(forward_valid: bool, forward_points: usize, gr
         });
     }
     if let Some(i) = grad_values.iter().position(|v| !v.is_finite()) {
-        return Err(Error::input(format!("grad_values[{i}] is not finite ({})", grad_values[i])));
+        return Err(Error::input(format!(
+            "grad_values[{i}] is not finite ({})",
+            grad_values[i]
+        )));
     }
     Ok(())
 }

@@ -100,7 +100,10 @@ kernel_table! {
 impl KernelId {
     /// Position in [`ALL_KERNELS`] (dense index for caches).
     pub fn index(self) -> usize {
-        ALL_KERNELS.iter().position(|k| *k == self).expect("every KernelId is in ALL_KERNELS")
+        ALL_KERNELS
+            .iter()
+            .position(|k| *k == self)
+            .expect("every KernelId is in ALL_KERNELS")
     }
 
     /// Snapshot / file stem: the entry name, plus `__sm90` etc. when the kernel ships several

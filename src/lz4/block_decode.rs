@@ -22,7 +22,9 @@ fn read_len_rest(block: &[u8], i: &mut usize, cap: usize, what: &str) -> Result<
         *i += 1;
         n += b as usize;
         if n > cap {
-            return Err(corrupt(format!("{what} length exceeds the output limit of {cap} bytes")));
+            return Err(corrupt(format!(
+                "{what} length exceeds the output limit of {cap} bytes"
+            )));
         }
         if b != 255 {
             return Ok(n);
@@ -75,7 +77,13 @@ pub fn decode_block_append(
     let limit = max_output_bytes.min(block.len().saturating_mul(255));
     out.resize(start + limit, 0);
     let mut at = start;
-    let result = decode_into(block, &mut out[..start + limit], &mut at, history_start, max_output_bytes);
+    let result = decode_into(
+        block,
+        &mut out[..start + limit],
+        &mut at,
+        history_start,
+        max_output_bytes,
+    );
     out.truncate(at);
     result.map(|()| at - start)
 }
@@ -90,13 +98,17 @@ fn decode_into(
     max_output_bytes: usize,
 ) -> Result<()> {
     if block.is_empty() {
-        return Err(corrupt("empty LZ4 block (a block holds at least one token)"));
+        return Err(corrupt(
+            "empty LZ4 block (a block holds at least one token)",
+        ));
     }
     let mut o = *at;
     let mut i = 0;
     let result = loop {
         let Some(&token) = block.get(i) else {
-            break Err(corrupt("block ends after a match (the last sequence must be literals)"));
+            break Err(corrupt(
+                "block ends after a match (the last sequence must be literals)",
+            ));
         };
         i += 1;
         let mut lit = (token >> 4) as usize;
@@ -134,7 +146,10 @@ fn decode_into(
         let offset = u16::from_le_bytes([block[i], block[i + 1]]) as usize;
         i += 2;
         if offset == 0 {
-            break Err(corrupt(format!("zero match offset at block byte {}", i - 2)));
+            break Err(corrupt(format!(
+                "zero match offset at block byte {}",
+                i - 2
+            )));
         }
         if offset > o - history_start {
             break Err(corrupt(format!(

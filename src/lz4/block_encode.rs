@@ -168,7 +168,11 @@ impl PageEncoder {
             )));
         }
         // OR-folding 64-byte chunks vectorises, unlike a byte-wise early exit.
-        if n > MFLIMIT && page.chunks(64).all(|c| c.iter().fold(0, |a, &b| a | b) == 0) {
+        if n > MFLIMIT
+            && page
+                .chunks(64)
+                .all(|c| c.iter().fold(0, |a, &b| a | b) == 0)
+        {
             // The parse below yields exactly this; writing it directly skips the scan.
             emit_sequence(out, &page[..1], Some((1, n - LAST_LITERALS - 1)));
             emit_sequence(out, &page[n - LAST_LITERALS..], None);

@@ -112,7 +112,11 @@ fn compress_batch(pages: &[&[u8]]) -> Result<Vec<CompressedPage>> {
         .map_init(PageEncoder::new, |enc, page| {
             let mut bytes = Vec::with_capacity(page.len());
             let kind = enc.compress_page(page, &mut bytes)?;
-            Ok(CompressedPage { bytes, kind, original_bytes: page.len() })
+            Ok(CompressedPage {
+                bytes,
+                kind,
+                original_bytes: page.len(),
+            })
         })
         .collect()
 }
@@ -170,7 +174,12 @@ impl PageCodec for CpuPageCodec {
             });
             data.extend_from_slice(&p.bytes);
         }
-        Ok(CompressedPages { page_bytes, data, pages: entries, path: CodecPath::Cpu })
+        Ok(CompressedPages {
+            page_bytes,
+            data,
+            pages: entries,
+            path: CodecPath::Cpu,
+        })
     }
 
     fn decompress_pages(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()> {

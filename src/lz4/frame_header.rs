@@ -90,7 +90,9 @@ impl FrameHeader {
     /// Parses a descriptor (`descriptor_len(desc[0])` bytes, after the magic) and checks HC and
     /// the reserved bits. Fails with [`Error::Corrupt`] on any mismatch.
     pub fn parse(desc: &[u8]) -> Result<FrameHeader> {
-        let flg = *desc.first().ok_or_else(|| corrupt("frame descriptor is empty"))?;
+        let flg = *desc
+            .first()
+            .ok_or_else(|| corrupt("frame descriptor is empty"))?;
         let len = Self::descriptor_len(flg);
         if desc.len() != len {
             return Err(corrupt(format!(
@@ -99,10 +101,15 @@ impl FrameHeader {
             )));
         }
         if flg >> 6 != 1 {
-            return Err(corrupt(format!("unsupported frame version {} (FLG {flg:#04x})", flg >> 6)));
+            return Err(corrupt(format!(
+                "unsupported frame version {} (FLG {flg:#04x})",
+                flg >> 6
+            )));
         }
         if flg & 0x02 != 0 {
-            return Err(corrupt(format!("reserved FLG bit 1 is set (FLG {flg:#04x})")));
+            return Err(corrupt(format!(
+                "reserved FLG bit 1 is set (FLG {flg:#04x})"
+            )));
         }
         let bd = desc[1];
         if bd & 0x8F != 0 {
@@ -122,11 +129,19 @@ impl FrameHeader {
         let mut at = 2;
         let content_size = (flg & 0x08 != 0).then(|| {
             at += 8;
-            u64::from_le_bytes(desc[at - 8..at].try_into().expect("8 bytes checked by length"))
+            u64::from_le_bytes(
+                desc[at - 8..at]
+                    .try_into()
+                    .expect("8 bytes checked by length"),
+            )
         });
         let dict_id = (flg & 0x01 != 0).then(|| {
             at += 4;
-            u32::from_le_bytes(desc[at - 4..at].try_into().expect("4 bytes checked by length"))
+            u32::from_le_bytes(
+                desc[at - 4..at]
+                    .try_into()
+                    .expect("4 bytes checked by length"),
+            )
         });
         Ok(FrameHeader {
             block_independent: flg & 0x20 != 0,
@@ -169,7 +184,12 @@ mod tests {
         // (1 MiB) and 0x40 (64 KiB).
         let h = FrameHeader::parse(&[0x64, 0x60, 0x85]).unwrap();
         assert_eq!(h.block_max_bytes, 1 << 20);
-        assert_eq!(FrameHeader::parse(&[0x64, 0x40, 0xA7]).unwrap().block_max_bytes, 65536);
+        assert_eq!(
+            FrameHeader::parse(&[0x64, 0x40, 0xA7])
+                .unwrap()
+                .block_max_bytes,
+            65536
+        );
         assert!(h.block_independent && h.content_checksum && !h.block_checksum);
     }
 }

@@ -5,7 +5,8 @@
 //! of history for linked blocks, never by sizes read from the input.
 
 use super::frame_header::{
-    is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_BLOCK_BYTES, LEGACY_MAGIC, UNCOMPRESSED_BIT,
+    is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_BLOCK_BYTES, LEGACY_MAGIC,
+    UNCOMPRESSED_BIT,
 };
 use super::xxh32::{xxh32, Xxh32};
 use super::{corrupt, decode_block_append};
@@ -46,7 +47,12 @@ impl Io<'_> {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => return Err(Error::Io { path: self.in_name.to_path_buf(), source }),
+                Err(source) => {
+                    return Err(Error::Io {
+                        path: self.in_name.to_path_buf(),
+                        source,
+                    })
+                }
             }
         }
         self.stats.input_bytes += n as u64;
@@ -56,7 +62,9 @@ impl Io<'_> {
     fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
         let at = self.stats.input_bytes;
         if self.fill(buf)? < buf.len() {
-            return Err(corrupt(format!("input truncated inside {what} (at byte {at})")));
+            return Err(corrupt(format!(
+                "input truncated inside {what} (at byte {at})"
+            )));
         }
         Ok(())
     }
@@ -78,9 +86,10 @@ impl Io<'_> {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.output
-            .write_all(bytes)
-            .map_err(|source| Error::Io { path: self.out_name.to_path_buf(), source })?;
+        self.output.write_all(bytes).map_err(|source| Error::Io {
+            path: self.out_name.to_path_buf(),
+            source,
+        })?;
         self.stats.output_bytes += bytes.len() as u64;
         Ok(())
     }
@@ -98,7 +107,13 @@ pub fn decode_frames(
     out_name: &Path,
     progress: &mut dyn FnMut(&DecodeStats),
 ) -> Result<DecodeStats> {
-    let mut io = Io { input, in_name, output, out_name, stats: DecodeStats::default() };
+    let mut io = Io {
+        input,
+        in_name,
+        output,
+        out_name,
+        stats: DecodeStats::default(),
+    };
     let mut next_magic = None;
     loop {
         let magic = match next_magic.take() {
@@ -133,7 +148,10 @@ pub fn decode_frames(
     if io.stats.frames == 0 {
         return Err(corrupt("empty input: no LZ4 frame"));
     }
-    io.output.flush().map_err(|source| Error::Io { path: out_name.to_path_buf(), source })?;
+    io.output.flush().map_err(|source| Error::Io {
+        path: out_name.to_path_buf(),
+        source,
+    })?;
     Ok(io.stats)
 }
 
@@ -171,7 +189,10 @@ fn decode_frame(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Resu
         if header.block_checksum {
             let stored = io.read_u32("a block checksum")?;
             if stored != xxh32(&block, 0) {
-                return Err(corrupt(format!("block {} checksum mismatch", io.stats.blocks)));
+                return Err(corrupt(format!(
+                    "block {} checksum mismatch",
+                    io.stats.blocks
+                )));
             }
         }
         if header.block_independent {
@@ -186,8 +207,13 @@ fn decode_frame(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Resu
             decode_block_append(&block, &mut window, 0, header.block_max_bytes)?;
         }
         frame_bytes += (window.len() - start) as u64;
-        if header.content_size.is_some_and(|declared| frame_bytes > declared) {
-            return Err(corrupt("frame holds more data than its declared content size"));
+        if header
+            .content_size
+            .is_some_and(|declared| frame_bytes > declared)
+        {
+            return Err(corrupt(
+                "frame holds more data than its declared content size",
+            ));
         }
         hash.update(&window[start..]);
         io.write(&window[start..])?;
@@ -227,7 +253,9 @@ fn decode_legacy(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Res
         }
         let size = word as usize;
         if size > bound {
-            return Err(corrupt(format!("legacy block of {size} bytes exceeds {bound}")));
+            return Err(corrupt(format!(
+                "legacy block of {size} bytes exceeds {bound}"
+            )));
         }
         block.resize(size, 0);
         io.read_exact(&mut block, "a legacy block")?;

@@ -24,7 +24,11 @@ pub struct FrameOptions {
 
 impl Default for FrameOptions {
     fn default() -> Self {
-        FrameOptions { page_bytes: DEFAULT_PAGE_BYTES, content_size: None, block_checksum: false }
+        FrameOptions {
+            page_bytes: DEFAULT_PAGE_BYTES,
+            content_size: None,
+            block_checksum: false,
+        }
     }
 }
 
@@ -106,7 +110,10 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     }
 
     fn write_out(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|source| Error::Io { path: self.out_name.clone(), source })?;
+        self.out.write_all(bytes).map_err(|source| Error::Io {
+            path: self.out_name.clone(),
+            source,
+        })?;
         self.stats.output_bytes += bytes.len() as u64;
         Ok(())
     }
@@ -134,7 +141,9 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     fn push(&mut self, page: &[u8]) -> Result<()> {
         while self.stream.free_slots() == 0 {
             if !self.drain_one()? {
-                return Err(Error::input("page stream has no free slot and nothing pending"));
+                return Err(Error::input(
+                    "page stream has no free slot and nothing pending",
+                ));
             }
         }
         self.stream.push_page(page)
@@ -185,7 +194,10 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
         self.write_out(&0u32.to_le_bytes())?;
         let sum = self.content_hash.digest();
         self.write_out(&sum.to_le_bytes())?;
-        self.out.flush().map_err(|source| Error::Io { path: self.out_name.clone(), source })?;
+        self.out.flush().map_err(|source| Error::Io {
+            path: self.out_name.clone(),
+            source,
+        })?;
         Ok((self.out, self.stats))
     }
 }

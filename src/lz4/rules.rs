@@ -32,9 +32,13 @@ pub struct Sequence {
 fn read_rest(block: &[u8], i: &mut usize) -> Result<usize> {
     let mut n = 0usize;
     loop {
-        let b = *block.get(*i).ok_or_else(|| corrupt("length runs past the block end"))?;
+        let b = *block
+            .get(*i)
+            .ok_or_else(|| corrupt("length runs past the block end"))?;
         *i += 1;
-        n = n.checked_add(b as usize).ok_or_else(|| corrupt("length overflows"))?;
+        n = n
+            .checked_add(b as usize)
+            .ok_or_else(|| corrupt("length overflows"))?;
         if b != 255 {
             return Ok(n);
         }
@@ -63,7 +67,12 @@ pub fn sequences(block: &[u8]) -> Result<Vec<Sequence>> {
         let literal_offset = i;
         i += lit;
         if i == block.len() {
-            seqs.push(Sequence { position, literal_bytes: lit, literal_offset, matched: None });
+            seqs.push(Sequence {
+                position,
+                literal_bytes: lit,
+                literal_offset,
+                matched: None,
+            });
             return Ok(seqs);
         }
         if block.len() - i < 2 {
@@ -96,7 +105,9 @@ pub fn check_block_rules(block: &[u8], page_bytes: usize) -> Result<()> {
         if let Some((offset, len)) = s.matched {
             let start = s.position + s.literal_bytes;
             if offset == 0 || offset > start {
-                return Err(corrupt(format!("sequence {k}: offset {offset} invalid at {start}")));
+                return Err(corrupt(format!(
+                    "sequence {k}: offset {offset} invalid at {start}"
+                )));
             }
             if start + MFLIMIT > page_bytes {
                 return Err(corrupt(format!(
@@ -113,7 +124,9 @@ pub fn check_block_rules(block: &[u8], page_bytes: usize) -> Result<()> {
         }
     }
     if total != page_bytes {
-        return Err(corrupt(format!("block holds {total} bytes, expected {page_bytes}")));
+        return Err(corrupt(format!(
+            "block holds {total} bytes, expected {page_bytes}"
+        )));
     }
     Ok(())
 }

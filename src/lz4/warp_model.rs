@@ -40,7 +40,9 @@ pub fn encode_block_warp(page: &[u8]) -> Result<Vec<u8>> {
         }
         // Lookups: all lanes read the table before anyone writes (no insert is visible yet).
         for lane in (0..WARP_LANES).filter(|&l| active[l]) {
-            let peers = (0..lane).filter(|&j| active[j] && hash[j] == hash[lane]).max();
+            let peers = (0..lane)
+                .filter(|&j| active[j] && hash[j] == hash[lane])
+                .max();
             let c = match peers {
                 Some(j) => Some(cursor + j),
                 None => (table[hash[lane]] as usize).checked_sub(1),

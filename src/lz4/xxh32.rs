@@ -14,7 +14,9 @@ const P5: u32 = 0x1656_67B1;
 
 #[inline]
 fn round(acc: u32, lane: u32) -> u32 {
-    acc.wrapping_add(lane.wrapping_mul(P2)).rotate_left(13).wrapping_mul(P1)
+    acc.wrapping_add(lane.wrapping_mul(P2))
+        .rotate_left(13)
+        .wrapping_mul(P1)
 }
 
 #[inline]
@@ -95,10 +97,16 @@ impl Xxh32 {
         let tail = &self.buf[..self.buf_len];
         let mut words = tail.chunks_exact(4);
         for w in &mut words {
-            h = h.wrapping_add(le32(w).wrapping_mul(P3)).rotate_left(17).wrapping_mul(P4);
+            h = h
+                .wrapping_add(le32(w).wrapping_mul(P3))
+                .rotate_left(17)
+                .wrapping_mul(P4);
         }
         for &b in words.remainder() {
-            h = h.wrapping_add((b as u32).wrapping_mul(P5)).rotate_left(11).wrapping_mul(P1);
+            h = h
+                .wrapping_add((b as u32).wrapping_mul(P5))
+                .rotate_left(11)
+                .wrapping_mul(P1);
         }
         h ^= h >> 15;
         h = h.wrapping_mul(P2);
@@ -125,12 +133,17 @@ mod tests {
         assert_eq!(xxh32(b"", 1), 0x0B2C_B792);
         assert_eq!(xxh32(b"a", 0), 0x550D_7456);
         assert_eq!(xxh32(b"abc", 0), 0x32D1_53FF);
-        assert_eq!(xxh32(b"Nobody inspects the spammish repetition", 0), 0xE229_3B2F);
+        assert_eq!(
+            xxh32(b"Nobody inspects the spammish repetition", 0),
+            0xE229_3B2F
+        );
     }
 
     #[test]
     fn streaming_matches_one_shot() {
-        let data: Vec<u8> = (0..1000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> = (0..1000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         let whole = xxh32(&data, 7);
         for step in [1, 3, 15, 16, 17, 64, 999] {
             let mut s = Xxh32::new(7);

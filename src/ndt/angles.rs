@@ -93,7 +93,11 @@ impl AngleTerms {
     #[inline(always)]
     pub fn transform(&self, x: [f64; 3]) -> [f64; 3] {
         let r = apply(&self.rotation, x);
-        [r[0] + self.translation[0], r[1] + self.translation[1], r[2] + self.translation[2]]
+        [
+            r[0] + self.translation[0],
+            r[1] + self.translation[1],
+            r[2] + self.translation[2],
+        ]
     }
 }
 

@@ -33,7 +33,16 @@ impl BatchReport {
 /// Index of the best of `results`: converged before not converged, then the highest score, then
 /// the lowest index. `None` when empty.
 pub fn best_result(results: &[NdtResult]) -> Option<usize> {
-    let key = |r: &NdtResult| (r.stop.converged(), if r.score.is_finite() { r.score } else { f64::NEG_INFINITY });
+    let key = |r: &NdtResult| {
+        (
+            r.stop.converged(),
+            if r.score.is_finite() {
+                r.score
+            } else {
+                f64::NEG_INFINITY
+            },
+        )
+    };
     let mut best: Option<usize> = None;
     for (i, r) in results.iter().enumerate() {
         let better = match best {
@@ -55,8 +64,18 @@ pub fn best_result(results: &[NdtResult]) -> Option<usize> {
 /// `±rotation_deg`, drawn from a generator seeded with `seed`.
 ///
 /// Errors: [`Error::Input`] for negative or non-finite ranges.
-pub fn hypotheses(center: &Isometry3<f64>, count: usize, translation_m: f64, rotation_deg: f64, seed: u64) -> Result<Vec<Isometry3<f64>>> {
-    if !(translation_m >= 0.0 && translation_m.is_finite() && rotation_deg >= 0.0 && rotation_deg.is_finite()) {
+pub fn hypotheses(
+    center: &Isometry3<f64>,
+    count: usize,
+    translation_m: f64,
+    rotation_deg: f64,
+    seed: u64,
+) -> Result<Vec<Isometry3<f64>>> {
+    if !(translation_m >= 0.0
+        && translation_m.is_finite()
+        && rotation_deg >= 0.0
+        && rotation_deg.is_finite())
+    {
         return Err(Error::input(format!(
             "hypothesis ranges must be finite and non-negative, got {translation_m} m, {rotation_deg} deg"
         )));
@@ -85,7 +104,13 @@ pub fn align_hypotheses<L: Linearize + ?Sized>(
     inits: &[Isometry3<f64>],
     params: &SolverParams,
 ) -> Result<BatchReport> {
-    let jobs: Vec<AlignJob> = inits.iter().map(|init| AlignJob { source, init: *init }).collect();
+    let jobs: Vec<AlignJob> = inits
+        .iter()
+        .map(|init| AlignJob {
+            source,
+            init: *init,
+        })
+        .collect();
     let results = align_batch(lin, &jobs, params)?;
     let best = best_result(&results);
     Ok(BatchReport { results, best })

@@ -65,6 +65,9 @@ impl PointCloud {
                 [q.x as f32, q.y as f32, q.z as f32]
             })
             .collect();
-        PointCloud { points, dropped_non_finite: self.dropped_non_finite }
+        PointCloud {
+            points,
+            dropped_non_finite: self.dropped_non_finite,
+        }
     }
 }

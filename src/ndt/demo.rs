@@ -48,16 +48,29 @@ pub struct NdtDemoReport {
 
 enum Surface {
     /// Parallelogram `o + s u + t v`, `s, t ∈ [0, 1]`.
-    Rect { o: [f64; 3], u: [f64; 3], v: [f64; 3] },
+    Rect {
+        o: [f64; 3],
+        u: [f64; 3],
+        v: [f64; 3],
+    },
     /// Vertical cylinder mantle: centre (x, y), radius, base z, height.
-    Pillar { c: [f64; 2], r: f64, z0: f64, h: f64 },
+    Pillar {
+        c: [f64; 2],
+        r: f64,
+        z0: f64,
+        h: f64,
+    },
 }
 
 impl Surface {
     fn area(&self) -> f64 {
         match self {
             Surface::Rect { u, v, .. } => {
-                let c = [u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]];
+                let c = [
+                    u[1] * v[2] - u[2] * v[1],
+                    u[2] * v[0] - u[0] * v[2],
+                    u[0] * v[1] - u[1] * v[0],
+                ];
                 (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
             }
             Surface::Pillar { r, h, .. } => TAU * r * h,
@@ -82,27 +95,77 @@ impl Surface {
 fn box_faces(lo: [f64; 3], d: [f64; 3], out: &mut Vec<Surface>) {
     let [x, y, z] = lo;
     let [dx, dy, dz] = d;
-    out.push(Surface::Rect { o: [x, y, z + dz], u: [dx, 0.0, 0.0], v: [0.0, dy, 0.0] });
-    out.push(Surface::Rect { o: [x, y, z], u: [dx, 0.0, 0.0], v: [0.0, 0.0, dz] });
-    out.push(Surface::Rect { o: [x, y + dy, z], u: [dx, 0.0, 0.0], v: [0.0, 0.0, dz] });
-    out.push(Surface::Rect { o: [x, y, z], u: [0.0, dy, 0.0], v: [0.0, 0.0, dz] });
-    out.push(Surface::Rect { o: [x + dx, y, z], u: [0.0, dy, 0.0], v: [0.0, 0.0, dz] });
+    out.push(Surface::Rect {
+        o: [x, y, z + dz],
+        u: [dx, 0.0, 0.0],
+        v: [0.0, dy, 0.0],
+    });
+    out.push(Surface::Rect {
+        o: [x, y, z],
+        u: [dx, 0.0, 0.0],
+        v: [0.0, 0.0, dz],
+    });
+    out.push(Surface::Rect {
+        o: [x, y + dy, z],
+        u: [dx, 0.0, 0.0],
+        v: [0.0, 0.0, dz],
+    });
+    out.push(Surface::Rect {
+        o: [x, y, z],
+        u: [0.0, dy, 0.0],
+        v: [0.0, 0.0, dz],
+    });
+    out.push(Surface::Rect {
+        o: [x + dx, y, z],
+        u: [0.0, dy, 0.0],
+        v: [0.0, 0.0, dz],
+    });
 }
 
 fn surfaces() -> Vec<Surface> {
     let (w, d, h) = (20.0, 12.0, 3.5);
     let mut s = vec![
-        Surface::Rect { o: [0.0, 0.0, 0.0], u: [w, 0.0, 0.0], v: [0.0, d, 0.0] },
-        Surface::Rect { o: [0.0, 0.0, 0.0], u: [w, 0.0, 0.0], v: [0.0, 0.0, h] },
-        Surface::Rect { o: [0.0, d, 0.0], u: [w, 0.0, 0.0], v: [0.0, 0.0, h] },
-        Surface::Rect { o: [0.0, 0.0, 0.0], u: [0.0, d, 0.0], v: [0.0, 0.0, h] },
-        Surface::Rect { o: [w, 0.0, 0.0], u: [0.0, d, 0.0], v: [0.0, 0.0, h] },
+        Surface::Rect {
+            o: [0.0, 0.0, 0.0],
+            u: [w, 0.0, 0.0],
+            v: [0.0, d, 0.0],
+        },
+        Surface::Rect {
+            o: [0.0, 0.0, 0.0],
+            u: [w, 0.0, 0.0],
+            v: [0.0, 0.0, h],
+        },
+        Surface::Rect {
+            o: [0.0, d, 0.0],
+            u: [w, 0.0, 0.0],
+            v: [0.0, 0.0, h],
+        },
+        Surface::Rect {
+            o: [0.0, 0.0, 0.0],
+            u: [0.0, d, 0.0],
+            v: [0.0, 0.0, h],
+        },
+        Surface::Rect {
+            o: [w, 0.0, 0.0],
+            u: [0.0, d, 0.0],
+            v: [0.0, 0.0, h],
+        },
     ];
     box_faces([3.0, 2.0, 0.0], [1.5, 1.0, 1.2], &mut s);
     box_faces([12.0, 7.5, 0.0], [2.5, 1.2, 0.8], &mut s);
     box_faces([15.5, 1.5, 0.0], [0.8, 0.8, 2.0], &mut s);
-    s.push(Surface::Pillar { c: [7.0, 6.0], r: 0.3, z0: 0.0, h });
-    s.push(Surface::Pillar { c: [10.0, 3.0], r: 0.5, z0: 0.0, h });
+    s.push(Surface::Pillar {
+        c: [7.0, 6.0],
+        r: 0.3,
+        z0: 0.0,
+        h,
+    });
+    s.push(Surface::Pillar {
+        c: [10.0, 3.0],
+        r: 0.5,
+        z0: 0.0,
+        h,
+    });
     s
 }
 
@@ -131,7 +194,11 @@ pub fn scene_cloud(seed: u64, n: usize, t_frame_world: &Isometry3<f64>) -> Point
 
 /// The motion the demo's source frame is generated with (source → target).
 pub fn demo_motion() -> Isometry3<f64> {
-    let rot = UnitQuaternion::from_euler_angles(1.0f64.to_radians(), -1.5f64.to_radians(), 7.0f64.to_radians());
+    let rot = UnitQuaternion::from_euler_angles(
+        1.0f64.to_radians(),
+        -1.5f64.to_radians(),
+        7.0f64.to_radians(),
+    );
     Isometry3::from_parts(Translation3::new(0.5, -0.3, 0.05), rot)
 }
 
@@ -183,7 +250,10 @@ mod tests {
         let r = super::run_cpu().unwrap();
         assert_eq!(r.stop, crate::ndt::StopReason::Converged);
         eprintln!("{r:?}");
-        assert!(r.translation_error_m < 0.02 && r.rotation_error_deg < 0.2, "{r:?}");
+        assert!(
+            r.translation_error_m < 0.02 && r.rotation_error_deg < 0.2,
+            "{r:?}"
+        );
         assert!(r.target_points > 10_000 && r.source_points > 10_000);
     }
 }

@@ -47,10 +47,14 @@ impl GaussConstants {
     /// Errors: [`Error::Input`] when the resolution is not positive or the ratio not in (0, 1).
     pub fn new(resolution_m: f64, outlier_ratio: f64) -> Result<GaussConstants> {
         if !(resolution_m.is_finite() && resolution_m > 0.0) {
-            return Err(Error::input(format!("NDT resolution must be positive metres, got {resolution_m}")));
+            return Err(Error::input(format!(
+                "NDT resolution must be positive metres, got {resolution_m}"
+            )));
         }
         if !(outlier_ratio > 0.0 && outlier_ratio < 1.0) {
-            return Err(Error::input(format!("NDT outlier ratio must lie in (0, 1), got {outlier_ratio}")));
+            return Err(Error::input(format!(
+                "NDT outlier ratio must lie in (0, 1), got {outlier_ratio}"
+            )));
         }
         let c1 = 10.0 * (1.0 - outlier_ratio);
         let c2 = outlier_ratio / resolution_m.powi(3);
@@ -76,7 +80,12 @@ struct Sums {
 }
 
 impl Sums {
-    const ZERO: Sums = Sums { score: 0.0, grad: [0.0; 6], hess: [[0.0; 6]; 6], correspondences: 0 };
+    const ZERO: Sums = Sums {
+        score: 0.0,
+        grad: [0.0; 6],
+        hess: [[0.0; 6]; 6],
+        correspondences: 0,
+    };
 
     fn add(&mut self, o: &Sums) {
         self.score += o.score;
@@ -113,9 +122,20 @@ fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
 
 /// Adds the contributions of source point `x` (metres) at the pose of `t` to `s`.
 #[inline]
-fn add_point(s: &mut Sums, map: &VoxelMap, t: &AngleTerms, x: [f64; 3], search: NeighbourSearch, g: GaussConstants) {
+fn add_point(
+    s: &mut Sums,
+    map: &VoxelMap,
+    t: &AngleTerms,
+    x: [f64; 3],
+    search: NeighbourSearch,
+    g: GaussConstants,
+) {
     let xt = t.transform(x);
-    let ja = [apply(&t.jacobian[0], x), apply(&t.jacobian[1], x), apply(&t.jacobian[2], x)];
+    let ja = [
+        apply(&t.jacobian[0], x),
+        apply(&t.jacobian[1], x),
+        apply(&t.jacobian[2], x),
+    ];
     let ha = t.hessian.map(|m| apply(&m, x));
     let (means, inv_covs) = (map.means(), map.inv_covariances());
     let mut found = false;
@@ -131,7 +151,14 @@ fn add_point(s: &mut Sums, map: &VoxelMap, t: &AngleTerms, x: [f64; 3], search: 
             return;
         }
         s.score -= g.d1 * e;
-        let gv = [cd[0], cd[1], cd[2], dot(cd, ja[0]), dot(cd, ja[1]), dot(cd, ja[2])];
+        let gv = [
+            cd[0],
+            cd[1],
+            cd[2],
+            dot(cd, ja[0]),
+            dot(cd, ja[1]),
+            dot(cd, ja[2]),
+        ];
         let f = g.d1 * g.d2 * e;
         for i in 0..6 {
             s.grad[i] += f * gv[i];
@@ -170,7 +197,14 @@ pub fn linearize_points(
         .map(|chunk| {
             let mut s = Sums::ZERO;
             for p in chunk {
-                add_point(&mut s, map, &terms, [p[0] as f64, p[1] as f64, p[2] as f64], search, gauss);
+                add_point(
+                    &mut s,
+                    map,
+                    &terms,
+                    [p[0] as f64, p[1] as f64, p[2] as f64],
+                    search,
+                    gauss,
+                );
             }
             s
         })
@@ -221,7 +255,10 @@ mod tests {
         let d1 = -(5.05f64).ln() - d3;
         let d2 = -2.0 * ((-(4.5 * (-0.5f64).exp() + 0.55).ln() - d3) / d1).ln();
         assert_eq!((g.d1, g.d2), (d1, d2));
-        assert!((g.d1 + 2.217225).abs() < 1e-6 && (g.d2 - 0.433123).abs() < 1e-6, "{g:?}");
+        assert!(
+            (g.d1 + 2.217225).abs() < 1e-6 && (g.d2 - 0.433123).abs() < 1e-6,
+            "{g:?}"
+        );
         assert!(GaussConstants::new(1.0, 0.0).is_err() && GaussConstants::new(0.0, 0.5).is_err());
     }
 }

@@ -28,7 +28,12 @@ pub struct LineSearchParams {
 
 impl Default for LineSearchParams {
     fn default() -> Self {
-        LineSearchParams { mu: 1e-4, eta: 0.9, max_evaluations: 10, x_tolerance: 1e-12 }
+        LineSearchParams {
+            mu: 1e-4,
+            eta: 0.9,
+            max_evaluations: 10,
+            x_tolerance: 1e-12,
+        }
     }
 }
 
@@ -73,10 +78,21 @@ pub struct MoreThuente<T> {
 impl<T> MoreThuente<T> {
     /// Starts a search from `φ(0) = f0`, `φ'(0) = g0 < 0` (with its payload `at_zero`), first trial
     /// `a_init`, steps limited to `[0, a_max]`. Returns the state and the first trial step.
-    pub fn start(f0: f64, g0: f64, at_zero: T, a_init: f64, a_max: f64, p: LineSearchParams) -> (Self, f64) {
+    pub fn start(
+        f0: f64,
+        g0: f64,
+        at_zero: T,
+        a_init: f64,
+        a_max: f64,
+        p: LineSearchParams,
+    ) -> (Self, f64) {
         let a_min = 0.0;
         let trial = a_init.clamp(a_min, a_max);
-        let zero = End { a: 0.0, f: f0, g: g0 };
+        let zero = End {
+            a: 0.0,
+            f: f0,
+            g: g0,
+        };
         let s = MoreThuente {
             p,
             f0,
@@ -117,7 +133,8 @@ impl<T> MoreThuente<T> {
             return LineStep::Done(a, payload);
         }
         let rounding = self.bracketed && (a <= self.step_min || a >= self.step_max);
-        let narrow = self.bracketed && self.step_max - self.step_min <= self.p.x_tolerance * self.step_max;
+        let narrow =
+            self.bracketed && self.step_max - self.step_min <= self.p.x_tolerance * self.step_max;
         let at_max = a == self.a_max && f <= ftest && g <= gtest;
         let at_min = a == self.a_min && (f > ftest || g >= gtest);
         if at_max {
@@ -132,16 +149,38 @@ impl<T> MoreThuente<T> {
         let t = End { a, f, g };
         let moved_lo = if self.stage1 && f <= self.lo.f && f > ftest {
             // First stage: step on ψ (φ shifted by the sufficient-decrease line).
-            let m = |e: End| End { a: e.a, f: e.f - e.a * gtest, g: e.g - gtest };
+            let m = |e: End| End {
+                a: e.a,
+                f: e.f - e.a * gtest,
+                g: e.g - gtest,
+            };
             let (mut lo, mut hi) = (m(self.lo), m(self.hi));
-            let (next, moved) = step(&mut lo, &mut hi, m(t), &mut self.bracketed, self.step_min, self.step_max);
-            let un = |e: End| End { a: e.a, f: e.f + e.a * gtest, g: e.g + gtest };
+            let (next, moved) = step(
+                &mut lo,
+                &mut hi,
+                m(t),
+                &mut self.bracketed,
+                self.step_min,
+                self.step_max,
+            );
+            let un = |e: End| End {
+                a: e.a,
+                f: e.f + e.a * gtest,
+                g: e.g + gtest,
+            };
             self.lo = un(lo);
             self.hi = un(hi);
             self.trial = next;
             moved
         } else {
-            let (next, moved) = step(&mut self.lo, &mut self.hi, t, &mut self.bracketed, self.step_min, self.step_max);
+            let (next, moved) = step(
+                &mut self.lo,
+                &mut self.hi,
+                t,
+                &mut self.bracketed,
+                self.step_min,
+                self.step_max,
+            );
             self.trial = next;
             moved
         };
@@ -184,7 +223,9 @@ impl<T> MoreThuente<T> {
     fn finish_or_shrink(&mut self, payload: T, a: f64) -> LineStep<T> {
         drop(payload);
         let next = self.lo.a + 0.5 * (a - self.lo.a);
-        if self.evaluations >= self.p.max_evaluations || (next - self.lo.a).abs() <= self.p.x_tolerance * a.abs() {
+        if self.evaluations >= self.p.max_evaluations
+            || (next - self.lo.a).abs() <= self.p.x_tolerance * a.abs()
+        {
             return LineStep::Done(self.lo.a, self.take_lo());
         }
         self.trial = next;
@@ -196,7 +237,9 @@ impl<T> MoreThuente<T> {
     /// The best end's payload; present until the search returns `Done`, after which the caller
     /// drops the search (feeding it again is a broken invariant of the caller).
     fn take_lo(&mut self) -> T {
-        self.lo_payload.take().expect("MoreThuente: feed called after the search finished")
+        self.lo_payload
+            .take()
+            .expect("MoreThuente: feed called after the search finished")
     }
 }
 
@@ -205,7 +248,10 @@ impl<T> MoreThuente<T> {
 fn cubic_min(a: End, b: End) -> f64 {
     let theta = 3.0 * (a.f - b.f) / (b.a - a.a) + a.g + b.g;
     let s = theta.abs().max(a.g.abs()).max(b.g.abs());
-    let mut gamma = s * ((theta / s).powi(2) - (a.g / s) * (b.g / s)).max(0.0).sqrt();
+    let mut gamma = s
+        * ((theta / s).powi(2) - (a.g / s) * (b.g / s))
+            .max(0.0)
+            .sqrt();
     if b.a < a.a {
         gamma = -gamma;
     }
@@ -216,7 +262,14 @@ fn cubic_min(a: End, b: End) -> f64 {
 
 /// Moré–Thuente trial-step selection and interval update. `lo` is the best end, `hi` the other,
 /// `t` the new trial. Returns the next trial and whether `lo` moved to `t`.
-fn step(lo: &mut End, hi: &mut End, t: End, bracketed: &mut bool, smin: f64, smax: f64) -> (f64, bool) {
+fn step(
+    lo: &mut End,
+    hi: &mut End,
+    t: End,
+    bracketed: &mut bool,
+    smin: f64,
+    smax: f64,
+) -> (f64, bool) {
     let sgnd = t.g * lo.g.signum();
     let next = if t.f > lo.f {
         // Case 1: higher value; the minimum is bracketed. Prefer the cubic step when it is closer
@@ -244,7 +297,10 @@ fn step(lo: &mut End, hi: &mut End, t: End, bracketed: &mut bool, smin: f64, sma
         // in the right direction; then extrapolate to the bound.
         let theta = 3.0 * (lo.f - t.f) / (t.a - lo.a) + lo.g + t.g;
         let s = theta.abs().max(lo.g.abs()).max(t.g.abs());
-        let mut gamma = s * ((theta / s).powi(2) - (lo.g / s) * (t.g / s)).max(0.0).sqrt();
+        let mut gamma = s
+            * ((theta / s).powi(2) - (lo.g / s) * (t.g / s))
+                .max(0.0)
+                .sqrt();
         if t.a > lo.a {
             gamma = -gamma;
         }
@@ -260,7 +316,11 @@ fn step(lo: &mut End, hi: &mut End, t: End, bracketed: &mut bool, smin: f64, sma
         };
         let sec = t.a + (t.g / (t.g - lo.g)) * (lo.a - t.a);
         if *bracketed {
-            let pick = if (c - t.a).abs() < (sec - t.a).abs() { c } else { sec };
+            let pick = if (c - t.a).abs() < (sec - t.a).abs() {
+                c
+            } else {
+                sec
+            };
             let limit = t.a + 0.66 * (hi.a - t.a);
             if t.a > lo.a {
                 pick.min(limit)
@@ -268,7 +328,11 @@ fn step(lo: &mut End, hi: &mut End, t: End, bracketed: &mut bool, smin: f64, sma
                 pick.max(limit)
             }
         } else {
-            let pick = if (c - t.a).abs() > (sec - t.a).abs() { c } else { sec };
+            let pick = if (c - t.a).abs() > (sec - t.a).abs() {
+                c
+            } else {
+                sec
+            };
             pick.clamp(smin.min(smax), smax.max(smin))
         }
     } else if *bracketed {
@@ -299,7 +363,8 @@ mod tests {
     /// Runs the search on `phi` (value and derivative) and returns (step, evaluations).
     fn run(phi: impl Fn(f64) -> (f64, f64), a_init: f64, a_max: f64) -> (f64, usize) {
         let (f0, g0) = phi(0.0);
-        let (mut ls, mut a) = MoreThuente::start(f0, g0, 0.0, a_init, a_max, LineSearchParams::default());
+        let (mut ls, mut a) =
+            MoreThuente::start(f0, g0, 0.0, a_init, a_max, LineSearchParams::default());
         loop {
             let (f, g) = phi(a);
             match ls.feed(f, g, a) {
@@ -319,7 +384,10 @@ mod tests {
         assert_eq!((a, n), (0.3, 1));
         let (a, _) = run(phi, 1.0, 1.0);
         let (f, g) = phi(a);
-        assert!(f <= 0.09 + 1e-4 * a * -0.6 && g.abs() <= 0.9 * 0.6, "strong Wolfe at {a}");
+        assert!(
+            f <= 0.09 + 1e-4 * a * -0.6 && g.abs() <= 0.9 * 0.6,
+            "strong Wolfe at {a}"
+        );
         // Initial step too short: extrapolation finds a Wolfe point.
         let (a, _) = run(phi, 0.001, 1.0);
         assert!(phi(a).1.abs() <= 0.9 * 0.6 && a > 0.01, "{a}");
@@ -340,7 +408,10 @@ mod tests {
             let (a, n) = run(phi, a0, 1e4);
             let (f, g) = phi(a);
             let g0 = phi(0.0).1;
-            assert!(f <= 1e-4 * a * g0 && g.abs() <= 0.9 * g0.abs(), "a0 {a0}: a {a} after {n}");
+            assert!(
+                f <= 1e-4 * a * g0 && g.abs() <= 0.9 * g0.abs(),
+                "a0 {a0}: a {a} after {n}"
+            );
         }
     }
 }

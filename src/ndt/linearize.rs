@@ -74,7 +74,12 @@ impl<'a> CpuLinearizer<'a> {
         outlier_ratio: f64,
     ) -> Result<Self> {
         let gauss = GaussConstants::new(map.resolution_m(), outlier_ratio)?;
-        Ok(CpuLinearizer { map, sources, search, gauss })
+        Ok(CpuLinearizer {
+            map,
+            sources,
+            search,
+            gauss,
+        })
     }
 
     /// The Gaussian constants in use.
@@ -85,9 +90,18 @@ impl<'a> CpuLinearizer<'a> {
     /// Evaluates one source at one pose (no batching, no `&mut`).
     pub fn eval(&self, source: usize, pose: &Pose6) -> Result<Linearization> {
         let points = self.sources.get(source).ok_or_else(|| {
-            Error::input(format!("source index {source} out of range ({} sources)", self.sources.len()))
+            Error::input(format!(
+                "source index {source} out of range ({} sources)",
+                self.sources.len()
+            ))
         })?;
-        Ok(linearize_points(self.map, points, pose, self.search, self.gauss))
+        Ok(linearize_points(
+            self.map,
+            points,
+            pose,
+            self.search,
+            self.gauss,
+        ))
     }
 }
 
@@ -101,6 +115,9 @@ impl Linearize for CpuLinearizer<'_> {
     }
 
     fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>> {
-        requests.iter().map(|r| self.eval(r.source, &r.pose)).collect()
+        requests
+            .iter()
+            .map(|r| self.eval(r.source, &r.pose))
+            .collect()
     }
 }

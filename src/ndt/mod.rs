@@ -48,7 +48,11 @@ use nalgebra::Isometry3;
 
 /// Validates `params` and the clouds and builds the target's voxel map: the shared front half of
 /// [`align_clouds`] and the GPU's `align_clouds_gpu`.
-pub(crate) fn checked_map(target: &[[f32; 3]], source: &[[f32; 3]], params: &NdtParams) -> Result<VoxelMap> {
+pub(crate) fn checked_map(
+    target: &[[f32; 3]],
+    source: &[[f32; 3]],
+    params: &NdtParams,
+) -> Result<VoxelMap> {
     params.validate()?;
     if source.is_empty() {
         return Err(Error::input("NDT source cloud has no (finite) points"));

@@ -61,7 +61,9 @@ fn positive(name: &str, v: f64) -> Result<()> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(Error::input(format!("NDT {name} must be positive and finite, got {v}")))
+        Err(Error::input(format!(
+            "NDT {name} must be positive and finite, got {v}"
+        )))
     }
 }
 
@@ -73,7 +75,9 @@ impl SolverParams {
         positive("rotation_epsilon_rad", self.rotation_epsilon_rad)?;
         if let Some(ls) = self.line_search {
             if !(0.0 < ls.mu && ls.mu < ls.eta && ls.eta < 1.0 && ls.max_evaluations > 0) {
-                return Err(Error::input(format!("NDT line search needs 0 < mu < eta < 1, got {ls:?}")));
+                return Err(Error::input(format!(
+                    "NDT line search needs 0 < mu < eta < 1, got {ls:?}"
+                )));
             }
         }
         Ok(())
@@ -85,7 +89,10 @@ impl NdtParams {
     pub fn validate(&self) -> Result<()> {
         positive("resolution_m", self.resolution_m)?;
         if !(self.outlier_ratio > 0.0 && self.outlier_ratio < 1.0) {
-            return Err(Error::input(format!("NDT outlier_ratio must lie in (0, 1), got {}", self.outlier_ratio)));
+            return Err(Error::input(format!(
+                "NDT outlier_ratio must lie in (0, 1), got {}",
+                self.outlier_ratio
+            )));
         }
         self.solver.validate()
     }

@@ -46,7 +46,10 @@ pub fn isometry_to_pose(t: &Isometry3<f64>) -> Pose6 {
 /// Translation error (m) and rotation error (degrees) between two transforms.
 pub fn pose_error(estimate: &Isometry3<f64>, truth: &Isometry3<f64>) -> (f64, f64) {
     let delta = truth.inverse() * estimate;
-    (delta.translation.vector.norm(), delta.rotation.angle().to_degrees())
+    (
+        delta.translation.vector.norm(),
+        delta.rotation.angle().to_degrees(),
+    )
 }
 
 #[cfg(test)]
@@ -64,7 +67,27 @@ mod tests {
         let ry = Matrix3::new(b.cos(), 0.0, b.sin(), 0.0, 1.0, 0.0, -b.sin(), 0.0, b.cos());
         let rz = Matrix3::new(c.cos(), -c.sin(), 0.0, c.sin(), c.cos(), 0.0, 0.0, 0.0, 1.0);
         assert!((rotation_of(&p) - rx * ry * rz).abs().max() < 1e-12);
-        let lock = isometry_to_pose(&pose_to_isometry(&Pose6::new(0.0, 0.0, 0.0, 0.2, std::f64::consts::FRAC_PI_2, 0.0)));
-        assert!((rotation_of(&lock) - rotation_of(&Pose6::new(0.0, 0.0, 0.0, 0.2, std::f64::consts::FRAC_PI_2, 0.0))).abs().max() < 1e-6);
+        let lock = isometry_to_pose(&pose_to_isometry(&Pose6::new(
+            0.0,
+            0.0,
+            0.0,
+            0.2,
+            std::f64::consts::FRAC_PI_2,
+            0.0,
+        )));
+        assert!(
+            (rotation_of(&lock)
+                - rotation_of(&Pose6::new(
+                    0.0,
+                    0.0,
+                    0.0,
+                    0.2,
+                    std::f64::consts::FRAC_PI_2,
+                    0.0
+                )))
+            .abs()
+            .max()
+                < 1e-6
+        );
     }
 }

@@ -29,8 +29,15 @@ pub enum NeighbourSearch {
 }
 
 /// Offsets for [`NeighbourSearch::Direct7`], own voxel first.
-pub const DIRECT7_OFFSETS: [[i32; 3]; 7] =
-    [[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]];
+pub const DIRECT7_OFFSETS: [[i32; 3]; 7] = [
+    [0, 0, 0],
+    [1, 0, 0],
+    [-1, 0, 0],
+    [0, 1, 0],
+    [0, -1, 0],
+    [0, 0, 1],
+    [0, 0, -1],
+];
 
 /// Offsets for [`NeighbourSearch::Direct27`] and [`NeighbourSearch::Radius`]: own voxel first, then
 /// x-fastest order over `{-1, 0, 1}³` without the centre.
@@ -77,8 +84,12 @@ impl NeighbourSearch {
     }
 
     /// Every mode, for tests and benches.
-    pub const ALL: [NeighbourSearch; 4] =
-        [NeighbourSearch::Direct1, NeighbourSearch::Direct7, NeighbourSearch::Direct27, NeighbourSearch::Radius];
+    pub const ALL: [NeighbourSearch; 4] = [
+        NeighbourSearch::Direct1,
+        NeighbourSearch::Direct7,
+        NeighbourSearch::Direct27,
+        NeighbourSearch::Radius,
+    ];
 }
 
 impl std::str::FromStr for NeighbourSearch {
@@ -102,11 +113,18 @@ impl std::str::FromStr for NeighbourSearch {
 impl VoxelMap {
     /// Calls `f(voxel)` for every voxel that `search` pairs with point `p` (metres).
     #[inline]
-    pub fn for_each_neighbour(&self, p: [f64; 3], search: NeighbourSearch, mut f: impl FnMut(usize)) {
+    pub fn for_each_neighbour(
+        &self,
+        p: [f64; 3],
+        search: NeighbourSearch,
+        mut f: impl FnMut(usize),
+    ) {
         let Some(c) = self.cell_of(p) else { return };
         let r2 = self.resolution_m() * self.resolution_m();
         for o in search.offsets() {
-            let Some(v) = self.hash().get([c[0] + o[0], c[1] + o[1], c[2] + o[2]]) else { continue };
+            let Some(v) = self.hash().get([c[0] + o[0], c[1] + o[1], c[2] + o[2]]) else {
+                continue;
+            };
             if search == NeighbourSearch::Radius {
                 let m = self.means()[v];
                 let d2 = (p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2);
@@ -131,7 +149,10 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), 27);
         assert_eq!(NeighbourSearch::Direct1.offsets(), &[[0, 0, 0]]);
-        assert_eq!("Direct27".parse::<NeighbourSearch>().unwrap(), NeighbourSearch::Direct27);
+        assert_eq!(
+            "Direct27".parse::<NeighbourSearch>().unwrap(),
+            NeighbourSearch::Direct27
+        );
         assert!("nearest".parse::<NeighbourSearch>().is_err());
     }
 }

@@ -51,7 +51,10 @@ enum Phase {
     /// Waiting for the linearization at the initial pose.
     Start,
     /// Line search along `dir` from the accepted pose.
-    Search { ls: MoreThuente<Linearization>, dir: Vector6<f64> },
+    Search {
+        ls: MoreThuente<Linearization>,
+        dir: Vector6<f64>,
+    },
     /// Plain capped step: waiting for the linearization at `pending`.
     Step,
     Done(Box<NdtResult>),
@@ -141,7 +144,10 @@ impl Newton {
 
     fn next_step(&mut self, progress: Progress) {
         // `lin` is set by every caller before `next_step`.
-        let lin = self.lin.as_ref().expect("Newton: linearization present at the accepted pose");
+        let lin = self
+            .lin
+            .as_ref()
+            .expect("Newton: linearization present at the accepted pose");
         if lin.correspondences == 0 {
             return self.finish(StopReason::NoCorrespondences);
         }
@@ -157,17 +163,24 @@ impl Newton {
             return self.finish(StopReason::SingularHessian);
         }
         let positive_definite = eig.eigenvalues.iter().all(|&l| l > EIGEN_FLOOR * largest);
-        let inv = eig.eigenvalues.map(|l| 1.0 / l.abs().max(EIGEN_FLOOR * largest));
+        let inv = eig
+            .eigenvalues
+            .map(|l| 1.0 / l.abs().max(EIGEN_FLOOR * largest));
         let v = &eig.eigenvectors;
         // Δ = −(∇²f)⁻¹ ∇f with ∇f = −g.
         let delta: Vector6<f64> = v * inv.component_mul(&(v.transpose() * lin.gradient));
         let dt = delta.fixed_rows::<3>(0).norm();
         let dr = delta.fixed_rows::<3>(3).norm();
-        let (eps_t, eps_r) = (self.params.translation_epsilon_m, self.params.rotation_epsilon_rad);
+        let (eps_t, eps_r) = (
+            self.params.translation_epsilon_m,
+            self.params.rotation_epsilon_rad,
+        );
         let stalled = match progress {
             Progress::Start => false,
             Progress::NoDecrease => true,
-            Progress::Moved(s) => s.fixed_rows::<3>(0).norm() < eps_t && s.fixed_rows::<3>(3).norm() < eps_r,
+            Progress::Moved(s) => {
+                s.fixed_rows::<3>(0).norm() < eps_t && s.fixed_rows::<3>(3).norm() < eps_r
+            }
         };
         let tol = if stalled { STALL_FACTOR } else { 1.0 };
         if positive_definite && dt < tol * eps_t && dr < tol * eps_r {
@@ -202,7 +215,10 @@ impl Newton {
     }
 
     fn finish(&mut self, stop: StopReason) {
-        let lin = self.lin.take().expect("Newton: linearization present when finishing");
+        let lin = self
+            .lin
+            .take()
+            .expect("Newton: linearization present when finishing");
         let n = self.source_points;
         self.phase = Phase::Done(Box::new(NdtResult {
             t_target_source: pose_to_isometry(&self.pose),
@@ -239,7 +255,14 @@ pub fn align<L: Linearize + ?Sized>(
     init: &Isometry3<f64>,
     params: &SolverParams,
 ) -> Result<NdtResult> {
-    let mut r = align_batch(lin, &[AlignJob { source, init: *init }], params)?;
+    let mut r = align_batch(
+        lin,
+        &[AlignJob {
+            source,
+            init: *init,
+        }],
+        params,
+    )?;
     Ok(r.remove(0))
 }
 
@@ -263,7 +286,9 @@ pub fn align_batch<L: Linearize + ?Sized>(
         }
         let m = job.init.to_homogeneous();
         if !m.iter().all(|v| v.is_finite()) {
-            return Err(Error::input(format!("align job initial pose is not finite: {m}")));
+            return Err(Error::input(format!(
+                "align job initial pose is not finite: {m}"
+            )));
         }
         states.push(Newton::new(&job.init, lin.source_len(job.source), *params));
     }
@@ -273,7 +298,10 @@ pub fn align_batch<L: Linearize + ?Sized>(
         for (k, s) in states.iter().enumerate() {
             if let Some(pose) = s.wants() {
                 who.push(k);
-                requests.push(LinearizeRequest { source: jobs[k].source, pose });
+                requests.push(LinearizeRequest {
+                    source: jobs[k].source,
+                    pose,
+                });
             }
         }
         if requests.is_empty() {
@@ -293,11 +321,14 @@ pub fn align_batch<L: Linearize + ?Sized>(
             for (k, l) in who.into_iter().zip(out) {
                 fed[k] = Some(l);
             }
-            states.par_iter_mut().zip(fed.par_iter_mut()).for_each(|(s, l)| {
-                if let Some(l) = l.take() {
-                    s.feed(l);
-                }
-            });
+            states
+                .par_iter_mut()
+                .zip(fed.par_iter_mut())
+                .for_each(|(s, l)| {
+                    if let Some(l) = l.take() {
+                        s.feed(l);
+                    }
+                });
         } else {
             for (k, l) in who.into_iter().zip(out) {
                 states[k].feed(l);
@@ -313,4 +344,3 @@ pub fn align_batch<L: Linearize + ?Sized>(
         })
         .collect())
 }
-

@@ -34,7 +34,9 @@ pub fn cell_of(p: [f64; 3], inv_cell: f64) -> Option<[i32; 3]> {
 /// far out (|coordinate| / `leaf_m` ≥ 2³⁰) that its cube index does not fit.
 pub fn voxel_grid_filter(cloud: &PointCloud, leaf_m: f64) -> Result<PointCloud> {
     if !(leaf_m.is_finite() && leaf_m > 0.0) {
-        return Err(Error::input(format!("voxel-grid leaf must be a positive length in metres, got {leaf_m}")));
+        return Err(Error::input(format!(
+            "voxel-grid leaf must be a positive length in metres, got {leaf_m}"
+        )));
     }
     let inv = 1.0 / leaf_m;
     let mut keyed: Vec<([i32; 3], u32)> = cloud
@@ -43,9 +45,16 @@ pub fn voxel_grid_filter(cloud: &PointCloud, leaf_m: f64) -> Result<PointCloud> 
         .enumerate()
         .map(|(i, p)| cell_of([p[0] as f64, p[1] as f64, p[2] as f64], inv).map(|c| (c, i as u32)))
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| Error::input(format!("a point is too far from the origin for a {leaf_m} m voxel grid")))?;
+        .ok_or_else(|| {
+            Error::input(format!(
+                "a point is too far from the origin for a {leaf_m} m voxel grid"
+            ))
+        })?;
     keyed.par_sort_unstable();
-    let mut out = PointCloud { points: Vec::new(), dropped_non_finite: cloud.dropped_non_finite };
+    let mut out = PointCloud {
+        points: Vec::new(),
+        dropped_non_finite: cloud.dropped_non_finite,
+    };
     let mut start = 0;
     while start < keyed.len() {
         let cell = keyed[start].0;
@@ -59,7 +68,11 @@ pub fn voxel_grid_filter(cloud: &PointCloud, leaf_m: f64) -> Result<PointCloud> 
             end += 1;
         }
         let n = (end - start) as f64;
-        out.points.push([(sum[0] / n) as f32, (sum[1] / n) as f32, (sum[2] / n) as f32]);
+        out.points.push([
+            (sum[0] / n) as f32,
+            (sum[1] / n) as f32,
+            (sum[2] / n) as f32,
+        ]);
         start = end;
     }
     Ok(out)
@@ -71,12 +84,23 @@ mod tests {
 
     #[test]
     fn centroid_per_leaf_and_order_independent() {
-        let pts = vec![[0.1, 0.1, 0.1], [0.3, 0.3, 0.3], [1.5, 0.2, 0.2], [-0.2, 0.1, 0.1]];
+        let pts = vec![
+            [0.1, 0.1, 0.1],
+            [0.3, 0.3, 0.3],
+            [1.5, 0.2, 0.2],
+            [-0.2, 0.1, 0.1],
+        ];
         let out = voxel_grid_filter(&PointCloud::from_points(pts.clone()), 1.0).unwrap();
-        assert_eq!(out.points, vec![[-0.2, 0.1, 0.1], [0.2, 0.2, 0.2], [1.5, 0.2, 0.2]]);
+        assert_eq!(
+            out.points,
+            vec![[-0.2, 0.1, 0.1], [0.2, 0.2, 0.2], [1.5, 0.2, 0.2]]
+        );
         let mut rev = pts;
         rev.reverse();
-        assert_eq!(voxel_grid_filter(&PointCloud::from_points(rev), 1.0).unwrap(), out);
+        assert_eq!(
+            voxel_grid_filter(&PointCloud::from_points(rev), 1.0).unwrap(),
+            out
+        );
     }
 
     #[test]

@@ -51,7 +51,10 @@ impl VoxelHash {
     pub fn build(keys: &[[i32; 3]]) -> VoxelHash {
         assert!(keys.len() < (1 << 30), "voxel hash: too many voxels");
         let capacity = (2 * keys.len()).next_power_of_two().max(16);
-        let mut table = VoxelHash { slots: vec![[0, 0, 0, EMPTY]; capacity], mask: (capacity - 1) as u32 };
+        let mut table = VoxelHash {
+            slots: vec![[0, 0, 0, EMPTY]; capacity],
+            mask: (capacity - 1) as u32,
+        };
         for (v, &key) in keys.iter().enumerate() {
             let mut slot = hash_key(key) & table.mask;
             loop {
@@ -60,7 +63,10 @@ impl VoxelHash {
                     *s = [key[0], key[1], key[2], v as i32];
                     break;
                 }
-                assert!([s[0], s[1], s[2]] != key, "voxel hash: duplicate key {key:?}");
+                assert!(
+                    [s[0], s[1], s[2]] != key,
+                    "voxel hash: duplicate key {key:?}"
+                );
                 slot = (slot + 1) & table.mask;
             }
         }
@@ -128,7 +134,9 @@ mod tests {
         // The GPU kernel reproduces this function; pin a few values so a change is noticed.
         assert_eq!(hash_key([0, 0, 0]), 0);
         let h = hash_key([1, -2, 3]);
-        let a = 0x9E37_79B1u32 ^ (-2i32 as u32).wrapping_mul(0x85EB_CA77) ^ 3u32.wrapping_mul(0xC2B2_AE3D);
+        let a = 0x9E37_79B1u32
+            ^ (-2i32 as u32).wrapping_mul(0x85EB_CA77)
+            ^ 3u32.wrapping_mul(0xC2B2_AE3D);
         let b = (a ^ (a >> 16)).wrapping_mul(0x7FEB_352D);
         assert_eq!(h, b ^ (b >> 15));
     }

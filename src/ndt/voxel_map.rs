@@ -81,7 +81,9 @@ impl VoxelMap {
     /// that no point found a voxel.
     pub fn build(points: &[[f32; 3]], resolution_m: f64) -> Result<VoxelMap> {
         if !(resolution_m.is_finite() && resolution_m > 0.0) {
-            return Err(Error::input(format!("NDT resolution must be a positive length in metres, got {resolution_m}")));
+            return Err(Error::input(format!(
+                "NDT resolution must be a positive length in metres, got {resolution_m}"
+            )));
         }
         let inv = 1.0 / resolution_m;
         let mut keyed: Vec<([i32; 3], u32)> = points
@@ -124,7 +126,11 @@ impl VoxelMap {
             inv_covs: Vec::new(),
             counts: Vec::new(),
             hash: VoxelHash::build(&[]),
-            stats: VoxelMapStats { points: points.len(), occupied_cells: ranges.len(), ..Default::default() },
+            stats: VoxelMapStats {
+                points: points.len(),
+                occupied_cells: ranges.len(),
+                ..Default::default()
+            },
         };
         for o in outcomes {
             match o {
@@ -212,7 +218,11 @@ fn fit_voxel(key: [i32; 3], pts: impl Iterator<Item = [f32; 3]> + Clone, n: usiz
     mean = mean.map(|m| m / n as f64);
     let mut c = Matrix3::<f64>::zeros();
     for p in pts {
-        let d = nalgebra::Vector3::new(p[0] as f64 - mean[0], p[1] as f64 - mean[1], p[2] as f64 - mean[2]);
+        let d = nalgebra::Vector3::new(
+            p[0] as f64 - mean[0],
+            p[1] as f64 - mean[1],
+            p[2] as f64 - mean[2],
+        );
         c += d * d.transpose();
     }
     c /= (n - 1) as f64;
@@ -240,7 +250,14 @@ fn fit_voxel(key: [i32; 3], pts: impl Iterator<Item = [f32; 3]> + Clone, n: usiz
         }
         a
     };
-    CellOutcome::Kept(Voxel { key, mean, cov: row_major(cov), inv_cov: row_major(inv), count: n as u32, regularised })
+    CellOutcome::Kept(Voxel {
+        key,
+        mean,
+        cov: row_major(cov),
+        inv_cov: row_major(inv),
+        count: n as u32,
+        regularised,
+    })
 }
 
 #[cfg(test)]
@@ -250,14 +267,22 @@ mod tests {
     #[test]
     fn plane_voxel_is_regularised_and_invertible() {
         // Ten points on z = 0.5 inside voxel (0, 0, 0), plus a voxel of identical points.
-        let mut pts: Vec<[f32; 3]> = (0..10).map(|i| [0.1 * i as f32 % 0.9, 0.05 * i as f32, 0.5]).collect();
+        let mut pts: Vec<[f32; 3]> = (0..10)
+            .map(|i| [0.1 * i as f32 % 0.9, 0.05 * i as f32, 0.5])
+            .collect();
         pts.extend(std::iter::repeat_n([2.5f32, 0.5, 0.5], 8));
         pts.extend([[5.5f32, 0.5, 0.5]; 3]);
         let map = VoxelMap::build(&pts, 1.0).unwrap();
         assert_eq!(map.len(), 1);
         let s = map.stats();
-        assert_eq!((s.occupied_cells, s.sparse, s.degenerate, s.regularised), (3, 1, 1, 1));
-        let (c, ic) = (Matrix3::from_row_slice(&map.covariances()[0]), Matrix3::from_row_slice(&map.inv_covariances()[0]));
+        assert_eq!(
+            (s.occupied_cells, s.sparse, s.degenerate, s.regularised),
+            (3, 1, 1, 1)
+        );
+        let (c, ic) = (
+            Matrix3::from_row_slice(&map.covariances()[0]),
+            Matrix3::from_row_slice(&map.inv_covariances()[0]),
+        );
         assert!(((c * ic) - Matrix3::identity()).abs().max() < 1e-9);
         assert_eq!(map.hash().get([0, 0, 0]), Some(0));
         assert!(VoxelMap::build(&pts, -1.0).is_err());

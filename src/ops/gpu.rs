@@ -24,7 +24,11 @@ pub const MAX_ELEMENTS: usize = 1 << 31;
 
 fn count_u32(n: usize) -> Result<u32> {
     if n > MAX_ELEMENTS {
-        return Err(Error::Capacity { what: "elements per launch".into(), needed: n, capacity: MAX_ELEMENTS });
+        return Err(Error::Capacity {
+            what: "elements per launch".into(),
+            needed: n,
+            capacity: MAX_ELEMENTS,
+        });
     }
     Ok(n as u32)
 }
@@ -34,7 +38,12 @@ fn blocks_for(items: usize, block: u32, cap: u32) -> u32 {
 }
 
 /// Makes sure `slot` holds a buffer of at least `n` elements (reallocating only to grow).
-fn ensure(stream: &Arc<CudaStream>, slot: &mut Option<DeviceBuffer<f32>>, n: usize, what: &'static str) -> Result<()> {
+fn ensure(
+    stream: &Arc<CudaStream>,
+    slot: &mut Option<DeviceBuffer<f32>>,
+    n: usize,
+    what: &'static str,
+) -> Result<()> {
     if slot.as_ref().is_none_or(|b| b.capacity() < n) {
         *slot = Some(DeviceBuffer::zeros(stream, n, what)?);
     }
@@ -45,7 +54,13 @@ impl GpuOps {
     /// Ready to launch on `gpu` (modules load on first use).
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
         let total = DeviceBuffer::zeros(gpu.stream(), 1, "sum total")?;
-        Ok(GpuOps { gpu, a: None, b: None, c: None, total })
+        Ok(GpuOps {
+            gpu,
+            a: None,
+            b: None,
+            c: None,
+            total,
+        })
     }
 
     /// The device this runs on.
@@ -65,57 +80,86 @@ impl GpuOps {
     }
 
     /// Enqueues `total += sum(x)` on `stream`; the caller zeroes `total` first.
-    pub fn sum_device(&self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, total: &mut CudaSlice<f64>) -> Result<()> {
+    pub fn sum_device(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<()> {
         launch_sum(&self.gpu, stream, x, total)
     }
 }
 
 fn launch_correct_add(
-        gpu: &Gpu,
-        stream: &Arc<CudaStream>,
-        prediction: &CudaView<'_, f32>,
-        correction: &CudaView<'_, f32>,
-        out: &mut CudaViewMut<'_, f32>,
-    ) -> Result<()> {
-        let n = prediction.len();
-        if correction.len() != n || out.len() != n {
-            return Err(Error::Shape {
-                what: "correct_add_device".into(),
-                expected: format!("{n} elements each"),
-                got: format!("{}, {}, {}", n, correction.len(), out.len()),
-            });
-        }
-        let n32 = count_u32(n)?;
-        let f = gpu.function(KernelId::CoreCorrectAdd)?;
-        let cap = gpu.facts().sm_count * 32;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks_for(n.div_ceil(4), correct_add::BLOCK, cap), 1, 1),
-            block_dim: (correct_add::BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: argument order and types match core_correct_add's parameters (three f32
-        // pointers, u32 n); every view holds exactly n elements, and the kernel touches indices
-        // below n only.
-        unsafe { stream.launch_builder(&f).arg(prediction).arg(correction).arg(out).arg(&n32).launch(cfg) }
-            .map_err(Error::driver("launching core_correct_add"))?;
-        Ok(())
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    prediction: &CudaView<'_, f32>,
+    correction: &CudaView<'_, f32>,
+    out: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let n = prediction.len();
+    if correction.len() != n || out.len() != n {
+        return Err(Error::Shape {
+            what: "correct_add_device".into(),
+            expected: format!("{n} elements each"),
+            got: format!("{}, {}, {}", n, correction.len(), out.len()),
+        });
+    }
+    let n32 = count_u32(n)?;
+    let f = gpu.function(KernelId::CoreCorrectAdd)?;
+    let cap = gpu.facts().sm_count * 32;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks_for(n.div_ceil(4), correct_add::BLOCK, cap), 1, 1),
+        block_dim: (correct_add::BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument order and types match core_correct_add's parameters (three f32
+    // pointers, u32 n); every view holds exactly n elements, and the kernel touches indices
+    // below n only.
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(prediction)
+            .arg(correction)
+            .arg(out)
+            .arg(&n32)
+            .launch(cfg)
+    }
+    .map_err(Error::driver("launching core_correct_add"))?;
+    Ok(())
 }
 
-fn launch_sum(gpu: &Gpu, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, total: &mut CudaSlice<f64>) -> Result<()> {
-        let n32 = count_u32(x.len())?;
-        let f = gpu.function(KernelId::CoreReduceSum)?;
-        let cap = gpu.facts().sm_count * 8;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks_for(x.len().div_ceil(4), reduce_sum::BLOCK, cap), 1, 1),
-            block_dim: (reduce_sum::BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: parameters are (f32 pointer, u32 n, f64 pointer) as core_reduce_sum declares;
-        // the block is exactly reduce_sum::BLOCK threads (.reqntid); the kernel reads x[..n]
-        // and adds to total[0] only.
-        unsafe { stream.launch_builder(&f).arg(x).arg(&n32).arg(total).launch(cfg) }
-            .map_err(Error::driver("launching core_reduce_sum"))?;
-        Ok(())
+fn launch_sum(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    x: &CudaView<'_, f32>,
+    total: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let n32 = count_u32(x.len())?;
+    let f = gpu.function(KernelId::CoreReduceSum)?;
+    let cap = gpu.facts().sm_count * 8;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            blocks_for(x.len().div_ceil(4), reduce_sum::BLOCK, cap),
+            1,
+            1,
+        ),
+        block_dim: (reduce_sum::BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: parameters are (f32 pointer, u32 n, f64 pointer) as core_reduce_sum declares;
+    // the block is exactly reduce_sum::BLOCK threads (.reqntid); the kernel reads x[..n]
+    // and adds to total[0] only.
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(x)
+            .arg(&n32)
+            .arg(total)
+            .launch(cfg)
+    }
+    .map_err(Error::driver("launching core_reduce_sum"))?;
+    Ok(())
 }
 
 impl VectorOps for GpuOps {
@@ -123,7 +167,12 @@ impl VectorOps for GpuOps {
         "gpu"
     }
 
-    fn correct_add(&mut self, prediction: &[f32], correction: &[f32], out: &mut [f32]) -> Result<()> {
+    fn correct_add(
+        &mut self,
+        prediction: &[f32],
+        correction: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
         check_same_len(prediction, correction, out)?;
         let n = prediction.len();
         let stream = self.gpu.stream().clone();
@@ -131,12 +180,22 @@ impl VectorOps for GpuOps {
         ensure(&stream, &mut self.b, n, "correct_add correction")?;
         ensure(&stream, &mut self.c, n, "correct_add out")?;
         let (a, b, c) = (self.a.as_mut(), self.b.as_mut(), self.c.as_mut());
-        let (a, b, c) = (a.expect("ensured"), b.expect("ensured"), c.expect("ensured"));
+        let (a, b, c) = (
+            a.expect("ensured"),
+            b.expect("ensured"),
+            c.expect("ensured"),
+        );
         a.upload(&stream, prediction)?;
         b.upload(&stream, correction)?;
         c.set_len(n)?;
         let (av, bv) = (a.slice().slice(0..n), b.slice().slice(0..n));
-        launch_correct_add(&self.gpu, &stream, &av, &bv, &mut c.slice_mut().slice_mut(0..n))?;
+        launch_correct_add(
+            &self.gpu,
+            &stream,
+            &av,
+            &bv,
+            &mut c.slice_mut().slice_mut(0..n),
+        )?;
         c.download_into(&stream, out)
     }
 
@@ -145,7 +204,9 @@ impl VectorOps for GpuOps {
         ensure(&stream, &mut self.a, x.len(), "sum input")?;
         let a = self.a.as_mut().expect("ensured above");
         a.upload(&stream, x)?;
-        stream.memset_zeros(self.total.slice_mut()).map_err(Error::driver("cuMemsetD8Async"))?;
+        stream
+            .memset_zeros(self.total.slice_mut())
+            .map_err(Error::driver("cuMemsetD8Async"))?;
         let view = a.slice().slice(0..x.len());
         launch_sum(&self.gpu, &stream, &view, self.total.slice_mut())?;
         let mut t = [0.0f64];

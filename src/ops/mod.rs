@@ -15,7 +15,12 @@ pub trait VectorOps {
     fn device(&self) -> &'static str;
 
     /// `out[i] = prediction[i] + correction[i]`. All three slices must have the same length.
-    fn correct_add(&mut self, prediction: &[f32], correction: &[f32], out: &mut [f32]) -> Result<()>;
+    fn correct_add(
+        &mut self,
+        prediction: &[f32],
+        correction: &[f32],
+        out: &mut [f32],
+    ) -> Result<()>;
 
     /// Sum of `x` accumulated in f64.
     fn sum(&mut self, x: &[f32]) -> Result<f64>;
@@ -41,7 +46,12 @@ impl VectorOps for CpuOps {
         "cpu"
     }
 
-    fn correct_add(&mut self, prediction: &[f32], correction: &[f32], out: &mut [f32]) -> Result<()> {
+    fn correct_add(
+        &mut self,
+        prediction: &[f32],
+        correction: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
         check_same_len(prediction, correction, out)?;
         out.par_chunks_mut(1 << 16).enumerate().for_each(|(c, o)| {
             let base = c << 16;
@@ -53,6 +63,8 @@ impl VectorOps for CpuOps {
     }
 
     fn sum(&mut self, x: &[f32]) -> Result<f64> {
-        Ok(x.par_chunks(1 << 16).map(|c| c.iter().map(|&v| f64::from(v)).sum::<f64>()).sum())
+        Ok(x.par_chunks(1 << 16)
+            .map(|c| c.iter().map(|&v| f64::from(v)).sum::<f64>())
+            .sum())
     }
 }

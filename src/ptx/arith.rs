@@ -53,7 +53,10 @@ impl Cmp {
         }
     }
     fn float_only(self) -> bool {
-        !matches!(self, Cmp::Eq | Cmp::Ne | Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge)
+        !matches!(
+            self,
+            Cmp::Eq | Cmp::Ne | Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge
+        )
     }
 }
 
@@ -128,23 +131,55 @@ impl KernelBuilder {
     }
 
     /// `mad.lo`: integer `a * b + c`.
-    pub fn mad<T: Int>(&mut self, a: impl Operand<T>, b: impl Operand<T>, c: impl Operand<T>) -> Reg<T> {
+    pub fn mad<T: Int>(
+        &mut self,
+        a: impl Operand<T>,
+        b: impl Operand<T>,
+        c: impl Operand<T>,
+    ) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("mad.lo.{} {d}, {}, {}, {}", T::NAME, a.ptx(), b.ptx(), c.ptx()));
+        self.instr(format!(
+            "mad.lo.{} {d}, {}, {}, {}",
+            T::NAME,
+            a.ptx(),
+            b.ptx(),
+            c.ptx()
+        ));
         d
     }
 
     /// `mad.wide.u32`: `a * b + c` with a u64 addend and result (address arithmetic).
-    pub fn mad_wide(&mut self, a: impl Operand<U32>, b: impl Operand<U32>, c: impl Operand<U64>) -> Reg<U64> {
+    pub fn mad_wide(
+        &mut self,
+        a: impl Operand<U32>,
+        b: impl Operand<U32>,
+        c: impl Operand<U64>,
+    ) -> Reg<U64> {
         let d = self.reg::<U64>();
-        self.instr(format!("mad.wide.u32 {d}, {}, {}, {}", a.ptx(), b.ptx(), c.ptx()));
+        self.instr(format!(
+            "mad.wide.u32 {d}, {}, {}, {}",
+            a.ptx(),
+            b.ptx(),
+            c.ptx()
+        ));
         d
     }
 
     /// `fma.rn`: fused `a * b + c` with one rounding.
-    pub fn fma<T: Float>(&mut self, a: impl Operand<T>, b: impl Operand<T>, c: impl Operand<T>) -> Reg<T> {
+    pub fn fma<T: Float>(
+        &mut self,
+        a: impl Operand<T>,
+        b: impl Operand<T>,
+        c: impl Operand<T>,
+    ) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("fma.rn.{} {d}, {}, {}, {}", T::NAME, a.ptx(), b.ptx(), c.ptx()));
+        self.instr(format!(
+            "fma.rn.{} {d}, {}, {}, {}",
+            T::NAME,
+            a.ptx(),
+            b.ptx(),
+            c.ptx()
+        ));
         d
     }
 
@@ -175,13 +210,19 @@ impl KernelBuilder {
 
     /// `abs` (signed integers and floats).
     pub fn abs<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        assert!(T::NAME.starts_with('s') || is_float::<T>(), "abs needs a signed or float type");
+        assert!(
+            T::NAME.starts_with('s') || is_float::<T>(),
+            "abs needs a signed or float type"
+        );
         self.op1("abs", a)
     }
 
     /// `neg` (signed integers and floats).
     pub fn neg<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        assert!(T::NAME.starts_with('s') || is_float::<T>(), "neg needs a signed or float type");
+        assert!(
+            T::NAME.starts_with('s') || is_float::<T>(),
+            "neg needs a signed or float type"
+        );
         self.op1("neg", a)
     }
 
@@ -192,7 +233,14 @@ impl KernelBuilder {
 
     /// Approximate reciprocal (`rcp.approx.f32`, `rcp.approx.ftz.f64`).
     pub fn rcp_approx<T: Float>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        self.op1(if T::BITS == 64 { "rcp.approx.ftz" } else { "rcp.approx" }, a)
+        self.op1(
+            if T::BITS == 64 {
+                "rcp.approx.ftz"
+            } else {
+                "rcp.approx"
+            },
+            a,
+        )
     }
 
     /// `rcp.approx.ftz.f32`: one SFU instruction, subnormals flushed to zero.
@@ -250,16 +298,31 @@ impl KernelBuilder {
 
     /// `setp`: compares `a` with `b` into a predicate.
     pub fn setp<T: Num>(&mut self, cmp: Cmp, a: impl Operand<T>, b: impl Operand<T>) -> Reg<Pred> {
-        assert!(is_float::<T>() || !cmp.float_only(), "comparison {:?} is for floats only", cmp);
+        assert!(
+            is_float::<T>() || !cmp.float_only(),
+            "comparison {:?} is for floats only",
+            cmp
+        );
         let d = self.reg::<Pred>();
-        self.instr(format!("setp.{}.{} {d}, {}, {}", cmp.name(), T::NAME, a.ptx(), b.ptx()));
+        self.instr(format!(
+            "setp.{}.{} {d}, {}, {}",
+            cmp.name(),
+            T::NAME,
+            a.ptx(),
+            b.ptx()
+        ));
         d
     }
 
     /// `selp`: `if p { a } else { b }`.
     pub fn selp<T: Num>(&mut self, a: impl Operand<T>, b: impl Operand<T>, p: Reg<Pred>) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("selp.{} {d}, {}, {}, {p}", T::NAME, a.ptx(), b.ptx()));
+        self.instr(format!(
+            "selp.{} {d}, {}, {}, {p}",
+            T::NAME,
+            a.ptx(),
+            b.ptx()
+        ));
         d
     }
 
@@ -282,7 +345,10 @@ impl KernelBuilder {
     }
 
     fn cvt_emit<D: PtxType, S: PtxType>(&mut self, round: Option<Round>, a: Reg<S>) -> Reg<D> {
-        assert!(D::BITS > 1 && S::BITS > 1, "cvt does not take predicates; use selp");
+        assert!(
+            D::BITS > 1 && S::BITS > 1,
+            "cvt does not take predicates; use selp"
+        );
         let d = self.reg::<D>();
         let r = round.map(Round::name).unwrap_or("");
         self.instr(format!("cvt{r}.{}.{} {d}, {a}", D::NAME, S::NAME));

@@ -17,7 +17,12 @@ impl Logic for S64 {}
 impl KernelBuilder {
     fn logic2<T: Logic>(&mut self, op: &str, a: impl Operand<T>, b: impl Operand<T>) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("{op}.{} {d}, {}, {}", T::BITS_NAME, a.ptx(), b.ptx()));
+        self.instr(format!(
+            "{op}.{} {d}, {}, {}",
+            T::BITS_NAME,
+            a.ptx(),
+            b.ptx()
+        ));
         d
     }
 
@@ -46,7 +51,12 @@ impl KernelBuilder {
     /// `shl` by a u32 amount.
     pub fn shl<T: Int>(&mut self, a: impl Operand<T>, by: impl Operand<U32>) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("shl.{} {d}, {}, {}", T::BITS_NAME, a.ptx(), by.ptx()));
+        self.instr(format!(
+            "shl.{} {d}, {}, {}",
+            T::BITS_NAME,
+            a.ptx(),
+            by.ptx()
+        ));
         d
     }
 
@@ -58,10 +68,21 @@ impl KernelBuilder {
     }
 
     /// `bfe`: extract `len` bits starting at bit `pos` (sign-extended for signed types).
-    pub fn bfe<T: Int>(&mut self, a: impl Operand<T>, pos: impl Operand<U32>, len: impl Operand<U32>) -> Reg<T> {
+    pub fn bfe<T: Int>(
+        &mut self,
+        a: impl Operand<T>,
+        pos: impl Operand<U32>,
+        len: impl Operand<U32>,
+    ) -> Reg<T> {
         assert!(T::BITS >= 32, "bfe works on 32- and 64-bit values");
         let d = self.reg::<T>();
-        self.instr(format!("bfe.{} {d}, {}, {}, {}", T::NAME, a.ptx(), pos.ptx(), len.ptx()));
+        self.instr(format!(
+            "bfe.{} {d}, {}, {}, {}",
+            T::NAME,
+            a.ptx(),
+            pos.ptx(),
+            len.ptx()
+        ));
         d
     }
 
@@ -75,7 +96,14 @@ impl KernelBuilder {
     ) -> Reg<T> {
         assert!(T::BITS >= 32, "bfi works on 32- and 64-bit values");
         let d = self.reg::<T>();
-        self.instr(format!("bfi.{} {d}, {}, {}, {}, {}", T::BITS_NAME, a.ptx(), b.ptx(), pos.ptx(), len.ptx()));
+        self.instr(format!(
+            "bfi.{} {d}, {}, {}, {}, {}",
+            T::BITS_NAME,
+            a.ptx(),
+            b.ptx(),
+            pos.ptx(),
+            len.ptx()
+        ));
         d
     }
 
@@ -114,9 +142,19 @@ impl KernelBuilder {
     }
 
     /// `prmt.b32`: byte permute of the 8 bytes {b, a} by selector `c`.
-    pub fn prmt(&mut self, a: impl Operand<U32>, b: impl Operand<U32>, c: impl Operand<U32>) -> Reg<U32> {
+    pub fn prmt(
+        &mut self,
+        a: impl Operand<U32>,
+        b: impl Operand<U32>,
+        c: impl Operand<U32>,
+    ) -> Reg<U32> {
         let d = self.reg::<U32>();
-        self.instr(format!("prmt.b32 {d}, {}, {}, {}", a.ptx(), b.ptx(), c.ptx()));
+        self.instr(format!(
+            "prmt.b32 {d}, {}, {}, {}",
+            a.ptx(),
+            b.ptx(),
+            c.ptx()
+        ));
         d
     }
 }

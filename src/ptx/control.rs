@@ -41,7 +41,12 @@ impl KernelBuilder {
     }
 
     /// `if p { then } else { other }`.
-    pub fn if_else(&mut self, p: Reg<Pred>, then: impl FnOnce(&mut Self), other: impl FnOnce(&mut Self)) {
+    pub fn if_else(
+        &mut self,
+        p: Reg<Pred>,
+        then: impl FnOnce(&mut Self),
+        other: impl FnOnce(&mut Self),
+    ) {
         let else_l = self.label("else");
         let end = self.label("endif");
         self.bra_unless(p, &else_l);

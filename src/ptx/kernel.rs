@@ -31,7 +31,11 @@ pub struct SharedArray<T: PtxType> {
 impl<T: PtxType> SharedArray<T> {
     /// Address of element `index` (a constant): `[name+index*size]`.
     pub fn at(&self, index: u32) -> Addr {
-        assert!(self.len == 0 || index < self.len, "shared array `{}` index {index} out of bounds", self.name);
+        assert!(
+            self.len == 0 || index < self.len,
+            "shared array `{}` index {index} out of bounds",
+            self.name
+        );
         Addr::symbol(&self.name).off(i64::from(index) * i64::from(T::BITS / 8))
     }
 
@@ -141,11 +145,21 @@ impl KernelBuilder {
 
     /// Declares the next kernel parameter.
     pub fn param<T: PtxType>(&mut self, name: &str) -> Param<T> {
-        assert!(T::BITS >= 16, "parameters of type .{} are not supported", T::NAME);
+        assert!(
+            T::BITS >= 16,
+            "parameters of type .{} are not supported",
+            T::NAME
+        );
         let full = format!("{}_param_{}", self.name, name);
-        assert!(!self.params.iter().any(|(_, n)| *n == full), "duplicate parameter `{name}`");
+        assert!(
+            !self.params.iter().any(|(_, n)| *n == full),
+            "duplicate parameter `{name}`"
+        );
         self.params.push((T::NAME.to_string(), full.clone()));
-        Param { name: full, _t: PhantomData }
+        Param {
+            name: full,
+            _t: PhantomData,
+        }
     }
 
     /// Emits one instruction line (predicated when inside [`KernelBuilder::guarded`]).
@@ -166,7 +180,10 @@ impl KernelBuilder {
     /// Runs `f` with every instruction it emits predicated on `p` (or on `!p` when `negate`).
     /// Any instruction can be predicated this way, stores and branches included.
     pub fn guarded(&mut self, p: Reg<Pred>, negate: bool, f: impl FnOnce(&mut Self)) {
-        assert!(self.guard.is_none(), "predicated regions do not nest; combine predicates with and_pred");
+        assert!(
+            self.guard.is_none(),
+            "predicated regions do not nest; combine predicates with and_pred"
+        );
         self.guard = Some(format!("@{}{}", if negate { "!" } else { "" }, p));
         f(self);
         self.guard = None;
@@ -174,26 +191,38 @@ impl KernelBuilder {
 
     /// A fresh label; `hint` only makes the PTX readable, uniqueness comes from a counter.
     pub fn label(&mut self, hint: &str) -> Label {
-        assert!(hint.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "label hint `{hint}` is not an identifier");
+        assert!(
+            hint.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "label hint `{hint}` is not an identifier"
+        );
         self.labels += 1;
         Label(format!("$L__{}_{}", hint, self.labels))
     }
 
     /// Places `label` at the current position.
     pub fn place(&mut self, label: &Label) {
-        assert!(self.guard.is_none(), "a label cannot be placed inside a predicated region");
+        assert!(
+            self.guard.is_none(),
+            "a label cannot be placed inside a predicated region"
+        );
         self.body.push(format!("{label}:"));
     }
 
     /// `.maxntid x, y, z`: the most threads a block may have.
     pub fn maxntid(&mut self, x: u32, y: u32, z: u32) {
-        assert!(self.attrs.reqntid.is_none(), "ptxas rejects .maxntid together with .reqntid");
+        assert!(
+            self.attrs.reqntid.is_none(),
+            "ptxas rejects .maxntid together with .reqntid"
+        );
         self.attrs.maxntid = Some([x, y, z]);
     }
 
     /// `.reqntid x, y, z`: the exact block shape every launch must use.
     pub fn reqntid(&mut self, x: u32, y: u32, z: u32) {
-        assert!(self.attrs.maxntid.is_none(), "ptxas rejects .reqntid together with .maxntid");
+        assert!(
+            self.attrs.maxntid.is_none(),
+            "ptxas rejects .reqntid together with .maxntid"
+        );
         self.attrs.reqntid = Some([x, y, z]);
     }
 
@@ -209,7 +238,10 @@ impl KernelBuilder {
     }
 
     fn declare(&mut self, name: &str, text: String) {
-        assert!(!self.decl_names.iter().any(|n| n == name), "duplicate symbol `{name}`");
+        assert!(
+            !self.decl_names.iter().any(|n| n == name),
+            "duplicate symbol `{name}`"
+        );
         self.decl_names.push(name.to_string());
         self.decls.push(Decl { text });
     }
@@ -219,27 +251,46 @@ impl KernelBuilder {
         assert!(len > 0, "static shared array `{name}` needs a length");
         let bytes = len * (T::BITS / 8);
         self.declare(name, format!(".shared .align 16 .b8 {name}[{bytes}];"));
-        SharedArray { name: name.to_string(), len, _t: PhantomData }
+        SharedArray {
+            name: name.to_string(),
+            len,
+            _t: PhantomData,
+        }
     }
 
     /// The block's dynamic shared memory (`.extern .shared`), sized by the launch.
     pub fn dynamic_shared<T: PtxType>(&mut self, name: &str) -> SharedArray<T> {
         self.declare(name, format!(".extern .shared .align 16 .b8 {name}[];"));
-        SharedArray { name: name.to_string(), len: 0, _t: PhantomData }
+        SharedArray {
+            name: name.to_string(),
+            len: 0,
+            _t: PhantomData,
+        }
     }
 
     /// A constant-memory table of 32-bit words (bit patterns), addressed by its symbol.
     pub fn const_words(&mut self, name: &str, words: &[u32]) -> Addr {
         assert!(!words.is_empty(), "const table `{name}` is empty");
         let list: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        self.declare(name, format!(".const .align 4 .u32 {name}[{}] = {{{}}};", words.len(), list.join(", ")));
+        self.declare(
+            name,
+            format!(
+                ".const .align 4 .u32 {name}[{}] = {{{}}};",
+                words.len(),
+                list.join(", ")
+            ),
+        );
         Addr::symbol(name)
     }
 
     /// A per-thread local array of `bytes` bytes (`.local`), addressed by its symbol.
     pub fn local_array(&mut self, name: &str, bytes: u32) -> Addr {
-        assert!(!self.locals.iter().any(|l| l.contains(&format!(" {name}["))), "duplicate local `{name}`");
-        self.locals.push(format!("\t.local .align 16 .b8 {name}[{bytes}];"));
+        assert!(
+            !self.locals.iter().any(|l| l.contains(&format!(" {name}["))),
+            "duplicate local `{name}`"
+        );
+        self.locals
+            .push(format!("\t.local .align 16 .b8 {name}[{bytes}];"));
         Addr::symbol(name)
     }
 
@@ -252,7 +303,11 @@ impl KernelBuilder {
             t.push_str(")\n");
         } else {
             t.push('\n');
-            let ps: Vec<String> = self.params.iter().map(|(ty, n)| format!("\t.param .{ty} {n}")).collect();
+            let ps: Vec<String> = self
+                .params
+                .iter()
+                .map(|(ty, n)| format!("\t.param .{ty} {n}"))
+                .collect();
             t.push_str(&ps.join(",\n"));
             t.push_str("\n)\n");
         }
@@ -285,7 +340,13 @@ impl KernelBuilder {
             t.push('\n');
         }
         t.push_str("}\n");
-        Kernel { name: self.name, decls: self.decls, text: t, needs_sm: self.needs_sm, needs_ptx: self.needs_ptx }
+        Kernel {
+            name: self.name,
+            decls: self.decls,
+            text: t,
+            needs_sm: self.needs_sm,
+            needs_ptx: self.needs_ptx,
+        }
     }
 
     /// `ld.param`: reads a kernel parameter.
@@ -304,6 +365,10 @@ impl KernelBuilder {
 
     /// `mov` into an existing register: how loop-carried values are updated.
     pub fn mov_to<T: PtxType>(&mut self, d: Reg<T>, a: impl Operand<T>) {
-        self.instr(format!("mov.{} {d}, {}", super::types::data_name::<T>(), a.ptx()));
+        self.instr(format!(
+            "mov.{} {d}, {}",
+            super::types::data_name::<T>(),
+            a.ptx()
+        ));
     }
 }

@@ -48,7 +48,12 @@ impl KernelBuilder {
     pub fn ld<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> Reg<T> {
         assert!(T::BITS > 1, "predicates cannot be loaded");
         let d = self.reg::<T>();
-        self.instr(format!("ld.{}.{} {d}, {}", space.name(), data_name::<T>(), addr.into()));
+        self.instr(format!(
+            "ld.{}.{} {d}, {}",
+            space.name(),
+            data_name::<T>(),
+            addr.into()
+        ));
         d
     }
 
@@ -56,7 +61,13 @@ impl KernelBuilder {
     pub fn st<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: impl Operand<T>) {
         assert!(space.writable(), "cannot store to .{}", space.name());
         assert!(T::BITS > 1, "predicates cannot be stored");
-        self.instr(format!("st.{}.{} {}, {}", space.name(), data_name::<T>(), addr.into(), v.ptx()));
+        self.instr(format!(
+            "st.{}.{} {}, {}",
+            space.name(),
+            data_name::<T>(),
+            addr.into(),
+            v.ptx()
+        ));
     }
 
     /// `ld.acquire.gpu.global.<T>`: a load that orders every later memory access of this thread
@@ -65,7 +76,11 @@ impl KernelBuilder {
         assert!(T::BITS >= 32, "acquire loads take 32- or 64-bit values");
         self.need(70, 6, 0);
         let d = self.reg::<T>();
-        self.instr(format!("ld.acquire.gpu.global.{} {d}, {}", T::NAME, addr.into()));
+        self.instr(format!(
+            "ld.acquire.gpu.global.{} {d}, {}",
+            T::NAME,
+            addr.into()
+        ));
         d
     }
 
@@ -76,7 +91,12 @@ impl KernelBuilder {
         assert!(T::BITS >= 32, "relaxed loads take 32- or 64-bit values");
         self.need(70, 6, 0);
         let d = [self.reg::<T>(), self.reg::<T>()];
-        self.instr(format!("ld.relaxed.gpu.global.v2.{} {}, {}", T::NAME, vec_list(&d), addr.into()));
+        self.instr(format!(
+            "ld.relaxed.gpu.global.v2.{} {}, {}",
+            T::NAME,
+            vec_list(&d),
+            addr.into()
+        ));
         d
     }
 
@@ -85,34 +105,77 @@ impl KernelBuilder {
     pub fn st_relaxed_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
         assert!(T::BITS >= 32, "relaxed stores take 32- or 64-bit values");
         self.need(70, 6, 0);
-        self.instr(format!("st.relaxed.gpu.global.{} {}, {}", T::NAME, addr.into(), v.ptx()));
+        self.instr(format!(
+            "st.relaxed.gpu.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
     }
 
     /// A byte or half-word load widened into an integer register (zero- or sign-extended).
-    pub fn ld_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>) -> Reg<T> {
+    pub fn ld_narrow<T: Int>(
+        &mut self,
+        space: Space,
+        width: Narrow,
+        addr: impl Into<Addr>,
+    ) -> Reg<T> {
         let d = self.reg::<T>();
-        self.instr(format!("ld.{}.{} {d}, {}", space.name(), width.name(), addr.into()));
+        self.instr(format!(
+            "ld.{}.{} {d}, {}",
+            space.name(),
+            width.name(),
+            addr.into()
+        ));
         d
     }
 
     /// A byte or half-word store of the low bits of an integer register.
-    pub fn st_narrow<T: Int>(&mut self, space: Space, width: Narrow, addr: impl Into<Addr>, v: Reg<T>) {
+    pub fn st_narrow<T: Int>(
+        &mut self,
+        space: Space,
+        width: Narrow,
+        addr: impl Into<Addr>,
+        v: Reg<T>,
+    ) {
         assert!(space.writable(), "cannot store to .{}", space.name());
-        self.instr(format!("st.{}.{} {}, {v}", space.name(), width.name(), addr.into()));
+        self.instr(format!(
+            "st.{}.{} {}, {v}",
+            space.name(),
+            width.name(),
+            addr.into()
+        ));
     }
 
     /// `ld.<space>.v2.<T>`: two consecutive values; the address must be aligned to their size.
     pub fn ld_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> [Reg<T>; 2] {
         let d = [self.reg::<T>(), self.reg::<T>()];
-        self.instr(format!("ld.{}.v2.{} {}, {}", space.name(), T::NAME, vec_list(&d), addr.into()));
+        self.instr(format!(
+            "ld.{}.v2.{} {}, {}",
+            space.name(),
+            T::NAME,
+            vec_list(&d),
+            addr.into()
+        ));
         d
     }
 
     /// `ld.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
     pub fn ld_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> [Reg<T>; 4] {
         assert!(T::BITS <= 32, "v4 loads take at most 32-bit elements");
-        let d = [self.reg::<T>(), self.reg::<T>(), self.reg::<T>(), self.reg::<T>()];
-        self.instr(format!("ld.{}.v4.{} {}, {}", space.name(), T::NAME, vec_list(&d), addr.into()));
+        let d = [
+            self.reg::<T>(),
+            self.reg::<T>(),
+            self.reg::<T>(),
+            self.reg::<T>(),
+        ];
+        self.instr(format!(
+            "ld.{}.v4.{} {}, {}",
+            space.name(),
+            T::NAME,
+            vec_list(&d),
+            addr.into()
+        ));
         d
     }
 
@@ -124,14 +187,26 @@ impl KernelBuilder {
     /// `st.<space>.v2.<T>`.
     pub fn st_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 2]) {
         assert!(space.writable(), "cannot store to .{}", space.name());
-        self.instr(format!("st.{}.v2.{} {}, {}", space.name(), T::NAME, addr.into(), vec_list(&v)));
+        self.instr(format!(
+            "st.{}.v2.{} {}, {}",
+            space.name(),
+            T::NAME,
+            addr.into(),
+            vec_list(&v)
+        ));
     }
 
     /// `st.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
     pub fn st_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 4]) {
         assert!(space.writable(), "cannot store to .{}", space.name());
         assert!(T::BITS <= 32, "v4 stores take at most 32-bit elements");
-        self.instr(format!("st.{}.v4.{} {}, {}", space.name(), T::NAME, addr.into(), vec_list(&v)));
+        self.instr(format!(
+            "st.{}.v4.{} {}, {}",
+            space.name(),
+            T::NAME,
+            addr.into(),
+            vec_list(&v)
+        ));
     }
 
     /// `cvta.to.global.u64`: a kernel pointer parameter as a global-space address.
@@ -148,7 +223,12 @@ impl KernelBuilder {
     }
 
     /// `base + index * elem_bytes` for a u32 index (one `mad.wide.u32`).
-    pub fn index_addr(&mut self, base: Reg<U64>, index: impl Operand<U32>, elem_bytes: u32) -> Reg<U64> {
+    pub fn index_addr(
+        &mut self,
+        base: Reg<U64>,
+        index: impl Operand<U32>,
+        elem_bytes: u32,
+    ) -> Reg<U64> {
         self.mad_wide(index, elem_bytes, base)
     }
 
@@ -160,7 +240,11 @@ impl KernelBuilder {
     }
 
     /// Shared-window address of element `index` of a shared array (through its symbol).
-    pub fn shared_index<T: PtxType>(&mut self, arr: &super::kernel::SharedArray<T>, index: impl Operand<U32>) -> Reg<U32> {
+    pub fn shared_index<T: PtxType>(
+        &mut self,
+        arr: &super::kernel::SharedArray<T>,
+        index: impl Operand<U32>,
+    ) -> Reg<U32> {
         let base = self.shared_base(arr);
         self.mad(index, T::BITS / 8, base)
     }

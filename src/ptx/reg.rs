@@ -13,7 +13,10 @@ pub struct Reg<T: PtxType> {
 
 impl<T: PtxType> Reg<T> {
     pub(crate) fn new(idx: u32) -> Self {
-        Reg { idx, _t: PhantomData }
+        Reg {
+            idx,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -91,11 +94,17 @@ pub struct Addr {
 impl Addr {
     /// The same address moved by `bytes`.
     pub fn off(&self, bytes: i64) -> Addr {
-        Addr { base: self.base.clone(), offset: self.offset + bytes }
+        Addr {
+            base: self.base.clone(),
+            offset: self.offset + bytes,
+        }
     }
 
     pub(crate) fn symbol(name: &str) -> Addr {
-        Addr { base: name.to_string(), offset: 0 }
+        Addr {
+            base: name.to_string(),
+            offset: 0,
+        }
     }
 }
 
@@ -111,14 +120,20 @@ impl fmt::Display for Addr {
 
 impl From<Reg<U64>> for Addr {
     fn from(r: Reg<U64>) -> Addr {
-        Addr { base: r.to_string(), offset: 0 }
+        Addr {
+            base: r.to_string(),
+            offset: 0,
+        }
     }
 }
 
 impl From<Reg<U32>> for Addr {
     /// 32-bit addresses are valid for the shared, local and param windows.
     fn from(r: Reg<U32>) -> Addr {
-        Addr { base: r.to_string(), offset: 0 }
+        Addr {
+            base: r.to_string(),
+            offset: 0,
+        }
     }
 }
 

@@ -144,7 +144,13 @@ impl KernelBuilder {
 
     /// `shfl.sync` of a 32- or 64-bit value over the lanes in `mask`. `b` is the lane delta
     /// (up/down), the xor mask (xor) or the source lane (idx).
-    pub fn shfl_mask<T: Word>(&mut self, mode: Shfl, v: Reg<T>, b: impl Operand<U32>, mask: u32) -> Reg<T> {
+    pub fn shfl_mask<T: Word>(
+        &mut self,
+        mode: Shfl,
+        v: Reg<T>,
+        b: impl Operand<U32>,
+        mask: u32,
+    ) -> Reg<T> {
         self.need(30, 6, 0);
         let (m, c) = match mode {
             Shfl::Up => ("up", 0),
@@ -160,8 +166,12 @@ impl KernelBuilder {
         } else {
             let (lo, hi) = self.unpack64(v);
             let (dlo, dhi) = (self.reg::<U32>(), self.reg::<U32>());
-            self.instr(format!("shfl.sync.{m}.b32 {dlo}, {lo}, {b}, {c}, {mask:#x}"));
-            self.instr(format!("shfl.sync.{m}.b32 {dhi}, {hi}, {b}, {c}, {mask:#x}"));
+            self.instr(format!(
+                "shfl.sync.{m}.b32 {dlo}, {lo}, {b}, {c}, {mask:#x}"
+            ));
+            self.instr(format!(
+                "shfl.sync.{m}.b32 {dhi}, {hi}, {b}, {c}, {mask:#x}"
+            ));
             self.pack64(dlo, dhi)
         }
     }
@@ -235,7 +245,11 @@ impl KernelBuilder {
         };
         let float = T::NAME.starts_with('f');
         assert!(
-            !(float && matches!(op, AtomOp::Min | AtomOp::Max | AtomOp::And | AtomOp::Or | AtomOp::Xor)),
+            !(float
+                && matches!(
+                    op,
+                    AtomOp::Min | AtomOp::Max | AtomOp::And | AtomOp::Or | AtomOp::Xor
+                )),
             "float atomic {op:?}: use atom_float_minmax"
         );
         if float && T::BITS == 64 && op == AtomOp::Add {
@@ -257,39 +271,90 @@ impl KernelBuilder {
     }
 
     /// `atom.<space>.<op>`: returns the old value.
-    pub fn atom<T: Word>(&mut self, space: Space, op: AtomOp, addr: impl Into<Addr>, v: impl Operand<T>) -> Reg<T> {
+    pub fn atom<T: Word>(
+        &mut self,
+        space: Space,
+        op: AtomOp,
+        addr: impl Into<Addr>,
+        v: impl Operand<T>,
+    ) -> Reg<T> {
         let sp = self.atom_checks::<T>(space, op);
         let d = self.reg::<T>();
         let ty = Self::atom_type::<T>(op);
-        self.instr(format!("atom.{sp}.{}.{ty} {d}, {}, {}", Self::atom_name(op), addr.into(), v.ptx()));
+        self.instr(format!(
+            "atom.{sp}.{}.{ty} {d}, {}, {}",
+            Self::atom_name(op),
+            addr.into(),
+            v.ptx()
+        ));
         d
     }
 
     /// `red.<space>.<op>`: an atomic update whose old value is not needed.
-    pub fn red<T: Word>(&mut self, space: Space, op: AtomOp, addr: impl Into<Addr>, v: impl Operand<T>) {
+    pub fn red<T: Word>(
+        &mut self,
+        space: Space,
+        op: AtomOp,
+        addr: impl Into<Addr>,
+        v: impl Operand<T>,
+    ) {
         assert!(op != AtomOp::Exch, "red has no exch; use atom");
         let sp = self.atom_checks::<T>(space, op);
         let ty = Self::atom_type::<T>(op);
-        self.instr(format!("red.{sp}.{}.{ty} {}, {}", Self::atom_name(op), addr.into(), v.ptx()));
+        self.instr(format!(
+            "red.{sp}.{}.{ty} {}, {}",
+            Self::atom_name(op),
+            addr.into(),
+            v.ptx()
+        ));
     }
 
     /// `atom.<space>.cas.bN`: stores `new` if the value equals `cmp`; returns the old value.
-    pub fn atom_cas<T: Word>(&mut self, space: Space, addr: impl Into<Addr>, cmp: impl Operand<T>, new: impl Operand<T>) -> Reg<T> {
+    pub fn atom_cas<T: Word>(
+        &mut self,
+        space: Space,
+        addr: impl Into<Addr>,
+        cmp: impl Operand<T>,
+        new: impl Operand<T>,
+    ) -> Reg<T> {
         let sp = self.atom_checks::<T>(space, AtomOp::Exch);
         let d = self.reg::<T>();
-        self.instr(format!("atom.{sp}.cas.{} {d}, {}, {}, {}", T::BITS_NAME, addr.into(), cmp.ptx(), new.ptx()));
+        self.instr(format!(
+            "atom.{sp}.cas.{} {d}, {}, {}, {}",
+            T::BITS_NAME,
+            addr.into(),
+            cmp.ptx(),
+            new.ptx()
+        ));
         d
     }
 
     /// Atomic float min or max (f32/f64) as a compare-and-swap loop; returns the old value.
     /// NaN inputs are ignored (PTX `min`/`max` semantics).
-    pub fn atom_float_minmax<T: Word + Float + Num>(&mut self, space: Space, max: bool, addr: impl Into<Addr>, v: Reg<T>) -> Reg<T> {
+    pub fn atom_float_minmax<T: Word + Float + Num>(
+        &mut self,
+        space: Space,
+        max: bool,
+        addr: impl Into<Addr>,
+        v: Reg<T>,
+    ) -> Reg<T> {
         let addr = addr.into();
-        let old = self.ld::<T>(if space == Space::Shared { Space::Shared } else { Space::Global }, addr.clone());
+        let old = self.ld::<T>(
+            if space == Space::Shared {
+                Space::Shared
+            } else {
+                Space::Global
+            },
+            addr.clone(),
+        );
         let top = self.label("fminmax");
         let done = self.label("fminmax_done");
         self.place(&top);
-        let want = if max { self.max(old, v) } else { self.min(old, v) };
+        let want = if max {
+            self.max(old, v)
+        } else {
+            self.min(old, v)
+        };
         // Compare bit patterns, not values: a NaN in memory must not loop forever.
         let same = self.reg::<Pred>();
         self.instr(format!("setp.eq.{} {same}, {want}, {old}", T::BITS_NAME));

@@ -20,7 +20,13 @@ pub enum Target {
 }
 
 /// Every target the ptxas gate assembles for.
-pub const ALL_TARGETS: [Target; 5] = [Target::Sm75, Target::Sm80, Target::Sm86, Target::Sm89, Target::Sm90];
+pub const ALL_TARGETS: [Target; 5] = [
+    Target::Sm75,
+    Target::Sm80,
+    Target::Sm86,
+    Target::Sm89,
+    Target::Sm90,
+];
 
 /// A PTX ISA version, `major.minor`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,7 +74,9 @@ impl Target {
     /// Parses `sm_90`, `sm90` or `90`.
     pub fn parse(s: &str) -> Option<Target> {
         let digits = s.trim().trim_start_matches("sm").trim_start_matches('_');
-        ALL_TARGETS.into_iter().find(|t| t.sm().to_string() == digits)
+        ALL_TARGETS
+            .into_iter()
+            .find(|t| t.sm().to_string() == digits)
     }
 
     /// The highest target in `shipped` that a device of compute capability `major.minor` runs.

@@ -26,7 +26,12 @@ pub struct ChainDims {
 
 impl Default for ChainDims {
     fn default() -> Self {
-        ChainDims { features: 64, input: 128, hidden: 256, rank: 32 }
+        ChainDims {
+            features: 64,
+            input: 128,
+            hidden: 256,
+            rank: 32,
+        }
     }
 }
 
@@ -42,14 +47,31 @@ pub struct ChainModel {
 impl ChainModel {
     /// Checks that the parts fit together.
     pub fn new(encoder: DenseLayer, gru: GruWeights, correction: LowRank) -> Result<Self> {
-        if encoder.output() != gru.input() || correction.m() != gru.hidden() || correction.n() != gru.input() {
+        if encoder.output() != gru.input()
+            || correction.m() != gru.hidden()
+            || correction.n() != gru.input()
+        {
             return Err(Error::Shape {
                 what: "chain parts".into(),
-                expected: format!("encoder output = GRU input = {}, correction {} x {}", gru.input(), gru.hidden(), gru.input()),
-                got: format!("encoder output {}, correction {} x {}", encoder.output(), correction.m(), correction.n()),
+                expected: format!(
+                    "encoder output = GRU input = {}, correction {} x {}",
+                    gru.input(),
+                    gru.hidden(),
+                    gru.input()
+                ),
+                got: format!(
+                    "encoder output {}, correction {} x {}",
+                    encoder.output(),
+                    correction.m(),
+                    correction.n()
+                ),
             });
         }
-        Ok(ChainModel { encoder, gru, correction })
+        Ok(ChainModel {
+            encoder,
+            gru,
+            correction,
+        })
     }
 
     /// Random weights; the correction operator is the rank-k truncated SVD (f64 reference) of a
@@ -58,9 +80,22 @@ impl ChainModel {
         let mut rng = Rng::new(seed);
         let encoder = DenseLayer::random(&mut rng, dims.features, dims.input);
         let gru = GruWeights::random(&mut rng, dims.input, dims.hidden, false);
-        let mut c = matrix_with_spectrum(&mut rng, dims.hidden, dims.input, Spectrum::Exponential { rate: 0.9 });
+        let mut c = matrix_with_spectrum(
+            &mut rng,
+            dims.hidden,
+            dims.input,
+            Spectrum::Exponential { rate: 0.9 },
+        );
         c.iter_mut().for_each(|v| *v *= 0.1);
-        let correction = rsvd_cpu(&c, dims.hidden, dims.input, &RsvdOptions { rank: dims.rank, ..Default::default() })?;
+        let correction = rsvd_cpu(
+            &c,
+            dims.hidden,
+            dims.input,
+            &RsvdOptions {
+                rank: dims.rank,
+                ..Default::default()
+            },
+        )?;
         ChainModel::new(encoder, gru, correction)
     }
 
@@ -75,10 +110,17 @@ impl ChainModel {
 }
 
 /// The f64 reference of the chain: returns `B x H`.
-pub fn chain_cpu(model: &ChainModel, features: &[f32], h0: &[f32], shape: RolloutShape) -> Result<Vec<f64>> {
+pub fn chain_cpu(
+    model: &ChainModel,
+    features: &[f32],
+    h0: &[f32],
+    shape: RolloutShape,
+) -> Result<Vec<f64>> {
     let (t, b) = (shape.steps, shape.batch);
     if t == 0 || b == 0 {
-        return Err(Error::input(format!("chain needs steps and batch >= 1 (got {t} and {b})")));
+        return Err(Error::input(format!(
+            "chain needs steps and batch >= 1 (got {t} and {b})"
+        )));
     }
     check_len("chain h0 (B x H)", h0.len(), b * model.hidden())?;
     check_finite("chain h0", h0)?;

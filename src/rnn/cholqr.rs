@@ -59,7 +59,9 @@ pub fn factor(g: &[f64], width: usize, l: usize, shift: f64) -> Factor {
     for j in 0..l {
         u[j * w + j] += shift;
     }
-    let mut e: Vec<f64> = (0..w * w).map(|i| f64::from(u8::from(i % (w + 1) == 0))).collect();
+    let mut e: Vec<f64> = (0..w * w)
+        .map(|i| f64::from(u8::from(i % (w + 1) == 0)))
+        .collect();
     // Only the lower triangle of u is used (u[a][c], a >= c): column j is read, never written,
     // during step j, and row j of e is final before it.
     for j in 0..w {
@@ -139,12 +141,24 @@ pub fn matmul(a: &[f64], b: &[f64], width: usize) -> Vec<f64> {
 }
 
 /// `passes` rounds of CholQR (the first shifted): returns Q (f32, `rows x L`) and R_total.
-pub fn cholqr(y: &[f32], rows: usize, width: usize, l: usize, passes: usize) -> (Vec<f32>, Vec<f64>) {
+pub fn cholqr(
+    y: &[f32],
+    rows: usize,
+    width: usize,
+    l: usize,
+    passes: usize,
+) -> (Vec<f32>, Vec<f64>) {
     let mut q = y.to_vec();
-    let mut total: Vec<f64> = (0..width * width).map(|i| f64::from(u8::from(i % (width + 1) == 0))).collect();
+    let mut total: Vec<f64> = (0..width * width)
+        .map(|i| f64::from(u8::from(i % (width + 1) == 0)))
+        .collect();
     for p in 0..passes {
         let g = gram(&q, rows, width);
-        let s = if p == 0 { shift((0..l).map(|j| g[j * width + j]).sum(), rows, l) } else { 0.0 };
+        let s = if p == 0 {
+            shift((0..l).map(|j| g[j * width + j]).sum(), rows, l)
+        } else {
+            0.0
+        };
         let f = factor(&g, width, l, s);
         q = apply_factor(&q, rows, width, &f);
         total = matmul(&f.r, &total, width);
@@ -162,22 +176,33 @@ mod tests {
         let (rows, w, l) = (200, 12, 9);
         let mut rng = Rng::new(1);
         // Columns l..w are zero padding, as on the GPU.
-        let y: Vec<f32> = (0..rows * w).map(|i| if i % w < l { rng.normal() as f32 } else { 0.0 }).collect();
+        let y: Vec<f32> = (0..rows * w)
+            .map(|i| if i % w < l { rng.normal() as f32 } else { 0.0 })
+            .collect();
         let g = gram(&y, rows, w);
         let f = factor(&g, w, l, 0.0);
         let rtr = matmul(&transpose(&f.r, w), &f.r, w);
         for i in 0..l {
             for j in 0..l {
-                assert!((rtr[i * w + j] - g[i * w + j]).abs() < 1e-9 * g[0], "R^T R != G at {i},{j}");
+                assert!(
+                    (rtr[i * w + j] - g[i * w + j]).abs() < 1e-9 * g[0],
+                    "R^T R != G at {i},{j}"
+                );
             }
         }
         // R X = I with X[a][c] = E[c][a] s_c.
-        let x: Vec<f64> = (0..w * w).map(|i| f.e[(i % w) * w + i / w] * f.s[i % w]).collect();
+        let x: Vec<f64> = (0..w * w)
+            .map(|i| f.e[(i % w) * w + i / w] * f.s[i % w])
+            .collect();
         let rx = matmul(&f.r, &x, w);
         for i in 0..w {
             for j in 0..w {
                 let want = if i == j { 1.0 } else { 0.0 };
-                assert!((rx[i * w + j] - want).abs() < 1e-12, "R X != I at {i},{j}: {}", rx[i * w + j]);
+                assert!(
+                    (rx[i * w + j] - want).abs() < 1e-12,
+                    "R X != I at {i},{j}: {}",
+                    rx[i * w + j]
+                );
             }
         }
         let (q, total) = cholqr(&y, rows, w, l, 2);
@@ -185,14 +210,23 @@ mod tests {
         for i in 0..w {
             for j in 0..w {
                 let want = if i == j && i < l { 1.0 } else { 0.0 };
-                assert!((qg[i * w + j] - want).abs() < 1e-6, "Q^T Q at {i},{j}: {}", qg[i * w + j]);
+                assert!(
+                    (qg[i * w + j] - want).abs() < 1e-6,
+                    "Q^T Q at {i},{j}: {}",
+                    qg[i * w + j]
+                );
             }
         }
         // Y = Q R_total.
         for r in 0..rows {
             for c in 0..l {
-                let v: f64 = (0..w).map(|a| f64::from(q[r * w + a]) * total[a * w + c]).sum();
-                assert!((v - f64::from(y[r * w + c])).abs() < 1e-5, "Y != Q R at {r},{c}");
+                let v: f64 = (0..w)
+                    .map(|a| f64::from(q[r * w + a]) * total[a * w + c])
+                    .sum();
+                assert!(
+                    (v - f64::from(y[r * w + c])).abs() < 1e-5,
+                    "Y != Q R at {r},{c}"
+                );
             }
         }
     }

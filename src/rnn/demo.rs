@@ -6,7 +6,9 @@ use super::chain::{chain_cpu, ChainDims, ChainModel};
 use super::gpu::chain::GpuChain;
 use super::gpu::rsvd::GpuRsvd;
 use super::rsvd::{rsvd_model, RsvdOptions};
-use super::testmat::{column_orthonormality, matrix_with_spectrum, reconstruction_error, row_orthonormality, Spectrum};
+use super::testmat::{
+    column_orthonormality, matrix_with_spectrum, reconstruction_error, row_orthonormality, Spectrum,
+};
 use super::RolloutShape;
 use crate::rng::Rng;
 use crate::runtime::Gpu;
@@ -15,7 +17,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Chain size of the demo: the default (T = 10, B = 32; 64 -> 128 -> 256, rank 32).
-pub const SHAPE: RolloutShape = RolloutShape { steps: 10, batch: 32 };
+pub const SHAPE: RolloutShape = RolloutShape {
+    steps: 10,
+    batch: 32,
+};
 /// rSVD size of the demo.
 pub const RSVD_SIZE: usize = 512;
 
@@ -57,7 +62,13 @@ pub fn run(gpu: Option<Arc<Gpu>>) -> Result<RnnDemoReport> {
     let spectrum = Spectrum::Exponential { rate: 0.9 };
     let a = matrix_with_spectrum(&mut Rng::new(9), n, n, spectrum);
     let opts = RsvdOptions::default();
-    let optimal = spectrum.values(n).iter().skip(opts.rank).map(|s| s * s).sum::<f64>().sqrt();
+    let optimal = spectrum
+        .values(n)
+        .iter()
+        .skip(opts.rank)
+        .map(|s| s * s)
+        .sum::<f64>()
+        .sqrt();
 
     let (device, chain_seconds, chain_rel_error, rsvd_seconds, lr) = match gpu {
         Some(g) => {
@@ -67,16 +78,32 @@ pub fn run(gpu: Option<Arc<Gpu>>) -> Result<RnnDemoReport> {
             let out = chain.run(&feats, &h0)?;
             let chain_s = t.elapsed().as_secs_f64();
             let scale = reference.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            let err = out.iter().zip(&reference).fold(0.0f64, |m, (&g, &r)| m.max((f64::from(g) - r).abs()));
+            let err = out
+                .iter()
+                .zip(&reference)
+                .fold(0.0f64, |m, (&g, &r)| m.max((f64::from(g) - r).abs()));
             let mut rsvd = GpuRsvd::new(g, n, n, opts)?;
             rsvd.decompose(&a)?;
             let t = Instant::now();
             let lr = rsvd.decompose(&a)?;
-            ("gpu", chain_s, Some(err / scale.max(f64::MIN_POSITIVE)), t.elapsed().as_secs_f64(), lr)
+            (
+                "gpu",
+                chain_s,
+                Some(err / scale.max(f64::MIN_POSITIVE)),
+                t.elapsed().as_secs_f64(),
+                lr,
+            )
         }
         None => {
             let t = Instant::now();
-            let lr = rsvd_model(&a, n, n, &opts, super::gpu::rsvd::MID_PASSES as usize, super::gpu::rsvd::FINAL_PASSES as usize)?;
+            let lr = rsvd_model(
+                &a,
+                n,
+                n,
+                &opts,
+                super::gpu::rsvd::MID_PASSES as usize,
+                super::gpu::rsvd::FINAL_PASSES as usize,
+            )?;
             ("cpu", cpu_chain_s, None, t.elapsed().as_secs_f64(), lr)
         }
     };

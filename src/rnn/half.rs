@@ -10,7 +10,13 @@ pub fn f32_to_f16_bits(x: f32) -> u16 {
     let man = bits & 0x007f_ffff;
     if exp == 0xff {
         // Infinity stays infinity; NaN keeps a quiet payload bit.
-        return sign | 0x7c00 | if man != 0 { 0x0200 | (man >> 13) as u16 } else { 0 };
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x0200 | (man >> 13) as u16
+            } else {
+                0
+            };
     }
     let e = exp - 127 + 15;
     if e >= 0x1f {
@@ -100,7 +106,10 @@ mod tests {
                 let err = (f64::from(r) - f64::from(x)).abs();
                 for n in [up, down] {
                     if n.is_finite() {
-                        assert!(err <= (f64::from(n) - f64::from(x)).abs(), "x={x} r={r} n={n}");
+                        assert!(
+                            err <= (f64::from(n) - f64::from(x)).abs(),
+                            "x={x} r={r} n={n}"
+                        );
                     }
                 }
             }

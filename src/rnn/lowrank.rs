@@ -18,9 +18,19 @@ pub struct LowRank {
 
 impl LowRank {
     /// Validates shapes and finiteness (k >= 1, k <= min(m, n)).
-    pub fn new(m: usize, n: usize, k: usize, u: Vec<f32>, s: Vec<f32>, vt: Vec<f32>) -> Result<Self> {
+    pub fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        u: Vec<f32>,
+        s: Vec<f32>,
+        vt: Vec<f32>,
+    ) -> Result<Self> {
         if k == 0 || k > m.min(n) {
-            return Err(Error::input(format!("rank {k} must be in 1..={} for a {m} x {n} factorisation", m.min(n))));
+            return Err(Error::input(format!(
+                "rank {k} must be in 1..={} for a {m} x {n} factorisation",
+                m.min(n)
+            )));
         }
         check_len("U (m x k)", u.len(), m * k)?;
         check_len("S (k)", s.len(), k)?;

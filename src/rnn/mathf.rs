@@ -130,7 +130,10 @@ mod tests {
             }
             worst = worst.max(rel(expf(x), want));
         }
-        assert!(worst < 2.0 * f64::from(f32::EPSILON), "worst relative error {worst:e}");
+        assert!(
+            worst < 2.0 * f64::from(f32::EPSILON),
+            "worst relative error {worst:e}"
+        );
         assert_eq!(expf(0.0), 1.0);
         assert!(expf(-1000.0) < 1e-37 && expf(1000.0).is_finite());
     }
@@ -150,7 +153,10 @@ mod tests {
                 wt = wt.max(rel(tanh(x), f64::from(x).tanh()));
             }
         }
-        assert!(ws < 3.0 * f64::from(f32::EPSILON), "sigmoid worst relative error {ws:e}");
+        assert!(
+            ws < 3.0 * f64::from(f32::EPSILON),
+            "sigmoid worst relative error {ws:e}"
+        );
         assert!(wt < 1e-6, "tanh worst relative error {wt:e}");
         assert_eq!(tanh(40.0), 1.0);
         assert_eq!(tanh(-40.0), -1.0);

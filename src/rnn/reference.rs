@@ -55,10 +55,22 @@ fn sigmoid(x: f64) -> f64 {
 }
 
 /// `out[r] = b[r] + sum_k m[r][k] v[k]` for the rows `rows` of a row-major matrix with `cols`.
-fn matvec_rows(m: &[f32], bias: &[f32], v: &[f64], cols: usize, rows: std::ops::Range<usize>, out: &mut [f64]) {
+fn matvec_rows(
+    m: &[f32],
+    bias: &[f32],
+    v: &[f64],
+    cols: usize,
+    rows: std::ops::Range<usize>,
+    out: &mut [f64],
+) {
     for (o, r) in out.iter_mut().zip(rows) {
         let row = &m[r * cols..(r + 1) * cols];
-        *o = f64::from(bias[r]) + row.iter().zip(v).map(|(&a, &b)| f64::from(a) * b).sum::<f64>();
+        *o = f64::from(bias[r])
+            + row
+                .iter()
+                .zip(v)
+                .map(|(&a, &b)| f64::from(a) * b)
+                .sum::<f64>();
     }
 }
 
@@ -89,12 +101,29 @@ pub fn layer_norm_row(w: &GruWeights, h: &mut [f64]) {
     }
 }
 
-pub(crate) fn check_rollout(w: &GruWeights, x: &[f32], h0: &[f32], shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
+pub(crate) fn check_rollout(
+    w: &GruWeights,
+    x: &[f32],
+    h0: &[f32],
+    shape: RolloutShape,
+    dropout: Option<&Dropout>,
+) -> Result<()> {
     if shape.steps == 0 || shape.batch == 0 {
-        return Err(Error::input(format!("rollout needs steps and batch >= 1 (got {} and {})", shape.steps, shape.batch)));
+        return Err(Error::input(format!(
+            "rollout needs steps and batch >= 1 (got {} and {})",
+            shape.steps, shape.batch
+        )));
     }
-    check_len("rollout input x (T x B x I)", x.len(), shape.steps * shape.batch * w.input())?;
-    check_len("rollout initial state h0 (B x H)", h0.len(), shape.batch * w.hidden())?;
+    check_len(
+        "rollout input x (T x B x I)",
+        x.len(),
+        shape.steps * shape.batch * w.input(),
+    )?;
+    check_len(
+        "rollout initial state h0 (B x H)",
+        h0.len(),
+        shape.batch * w.hidden(),
+    )?;
     check_finite("rollout input x", x)?;
     check_finite("rollout initial state h0", h0)?;
     if let Some(d) = dropout {
@@ -120,7 +149,14 @@ pub fn gru_rollout(
 }
 
 /// The rollout on f64 inputs (shapes already checked).
-pub(crate) fn rollout_f64(w: &GruWeights, x: &[f64], h0: &[f64], shape: RolloutShape, dropout: Option<&Dropout>, member: usize) -> Vec<f64> {
+pub(crate) fn rollout_f64(
+    w: &GruWeights,
+    x: &[f64],
+    h0: &[f64],
+    shape: RolloutShape,
+    dropout: Option<&Dropout>,
+    member: usize,
+) -> Vec<f64> {
     let (ni, nh, nb, nt) = (w.input(), w.hidden(), shape.batch, shape.steps);
     let mut h = h0.to_vec();
     let mut out = vec![0.0f64; nt * nb * nh];
@@ -152,7 +188,9 @@ pub fn gru_ensemble_rollout(
     shape: RolloutShape,
     dropout: Option<&Dropout>,
 ) -> Result<Vec<f64>> {
-    let first = members.first().ok_or_else(|| Error::input("an ensemble needs at least one member"))?;
+    let first = members
+        .first()
+        .ok_or_else(|| Error::input("an ensemble needs at least one member"))?;
     let per = shape.batch * first.hidden();
     check_len("ensemble h0 (E x B x H)", h0.len(), members.len() * per)?;
     let mut out = Vec::with_capacity(members.len() * shape.steps * per);
@@ -164,7 +202,14 @@ pub fn gru_ensemble_rollout(
                 got: format!("input {} hidden {}", w.input(), w.hidden()),
             });
         }
-        out.extend(gru_rollout(w, x, &h0[e * per..(e + 1) * per], shape, dropout, e)?);
+        out.extend(gru_rollout(
+            w,
+            x,
+            &h0[e * per..(e + 1) * per],
+            shape,
+            dropout,
+            e,
+        )?);
     }
     Ok(out)
 }
@@ -172,8 +217,16 @@ pub fn gru_ensemble_rollout(
 /// `out = pred + U diag(S) V^T x` for `batch` rows (`pred`: batch x m, `x`: batch x n), never
 /// forming the m x n product: `t = S * (V^T x)` (k values), then `pred + U t`.
 pub fn lowrank_correct(lr: &LowRank, pred: &[f32], x: &[f32], batch: usize) -> Result<Vec<f64>> {
-    check_len("low-rank correction predictions (batch x m)", pred.len(), batch * lr.m())?;
-    check_len("low-rank correction input (batch x n)", x.len(), batch * lr.n())?;
+    check_len(
+        "low-rank correction predictions (batch x m)",
+        pred.len(),
+        batch * lr.m(),
+    )?;
+    check_len(
+        "low-rank correction input (batch x n)",
+        x.len(),
+        batch * lr.n(),
+    )?;
     check_finite("low-rank correction predictions", pred)?;
     check_finite("low-rank correction input", x)?;
     let pred: Vec<f64> = pred.iter().map(|&v| f64::from(v)).collect();
@@ -190,11 +243,20 @@ pub(crate) fn lowrank_correct_f64(lr: &LowRank, pred: &[f64], x: &[f64], batch: 
         let xb = &x[b * n..(b + 1) * n];
         for (j, tj) in t.iter_mut().enumerate() {
             let row = &lr.vt()[j * n..(j + 1) * n];
-            *tj = f64::from(lr.s()[j]) * row.iter().zip(xb).map(|(&v, &xv)| f64::from(v) * xv).sum::<f64>();
+            *tj = f64::from(lr.s()[j])
+                * row
+                    .iter()
+                    .zip(xb)
+                    .map(|(&v, &xv)| f64::from(v) * xv)
+                    .sum::<f64>();
         }
         for i in 0..m {
             let u = &lr.u()[i * k..(i + 1) * k];
-            out[b * m + i] = pred[b * m + i] + u.iter().zip(&t).map(|(&uv, &tv)| f64::from(uv) * tv).sum::<f64>();
+            out[b * m + i] = pred[b * m + i]
+                + u.iter()
+                    .zip(&t)
+                    .map(|(&uv, &tv)| f64::from(uv) * tv)
+                    .sum::<f64>();
         }
     }
     out

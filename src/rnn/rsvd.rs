@@ -39,14 +39,22 @@ pub struct RsvdOptions {
 
 impl Default for RsvdOptions {
     fn default() -> Self {
-        RsvdOptions { rank: 32, oversample: 10, power_iters: 2, seed: 0x5eed_0f_5bd }
+        RsvdOptions {
+            rank: 32,
+            oversample: 10,
+            power_iters: 2,
+            seed: 0x5eed_0f_5bd,
+        }
     }
 }
 
 impl RsvdOptions {
     /// Options for rank `k` with the defaults otherwise.
     pub fn rank(k: usize) -> Self {
-        RsvdOptions { rank: k, ..Default::default() }
+        RsvdOptions {
+            rank: k,
+            ..Default::default()
+        }
     }
 
     /// The sketch width l = min(k + p, m, n).
@@ -57,10 +65,16 @@ impl RsvdOptions {
     /// Checks the rank against the matrix size.
     pub fn validate(&self, m: usize, n: usize) -> Result<()> {
         if m == 0 || n == 0 {
-            return Err(Error::input(format!("randomized SVD of an empty {m} x {n} matrix")));
+            return Err(Error::input(format!(
+                "randomized SVD of an empty {m} x {n} matrix"
+            )));
         }
         if self.rank == 0 || self.rank > m.min(n) {
-            return Err(Error::input(format!("rank {} must be in 1..={} for a {m} x {n} matrix", self.rank, m.min(n))));
+            return Err(Error::input(format!(
+                "rank {} must be in 1..={} for a {m} x {n} matrix",
+                self.rank,
+                m.min(n)
+            )));
         }
         Ok(())
     }
@@ -128,7 +142,11 @@ pub struct SmallEigen {
 
 fn check_small(len: usize, width: usize, l: usize, k: usize, what: &str) -> Result<()> {
     if len != width * width || l > width || k > l || k == 0 {
-        return Err(Error::Shape { what: what.into(), expected: format!("{width} x {width}, 1 <= k <= l <= width"), got: format!("{len} values, l {l}, k {k}") });
+        return Err(Error::Shape {
+            what: what.into(),
+            expected: format!("{width} x {width}, 1 <= k <= l <= width"),
+            got: format!("{len} values, l {l}, k {k}"),
+        });
     }
     Ok(())
 }
@@ -151,7 +169,10 @@ pub fn small_eigen(gram: &[f64], width: usize, l: usize, k: usize) -> Result<Opt
     if !(top > 0.0 && top.is_finite() && kth >= EIGEN_MIN_RATIO * EIGEN_MIN_RATIO * top) {
         return Ok(None);
     }
-    let s = order[..k].iter().map(|&i| eig.eigenvalues[i].sqrt()).collect();
+    let s = order[..k]
+        .iter()
+        .map(|&i| eig.eigenvalues[i].sqrt())
+        .collect();
     let z = DMatrix::from_fn(l, k, |i, j| eig.eigenvectors[(i, order[j])]);
     Ok(Some(SmallEigen { s, z }))
 }
@@ -162,22 +183,41 @@ pub fn small_eigen(gram: &[f64], width: usize, l: usize, k: usize) -> Result<Opt
 /// vectors (zeros elsewhere), ready for `U = Q Z_k` and `V = Q_b W_k`. With `eig`,
 /// `W_k = R Z_k Sigma_k^-1`, kept if orthonormal to [`EIGEN_ORTHO_TOL`]; otherwise, or without
 /// `eig`, [`small_svd`] of R.
-pub fn small_factors(eig: Option<&SmallEigen>, r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+pub fn small_factors(
+    eig: Option<&SmallEigen>,
+    r_total: &[f64],
+    width: usize,
+    l: usize,
+    k: usize,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
     check_small(r_total.len(), width, l, k, "small SVD factor")?;
-    let Some(e) = eig else { return small_svd(r_total, width, l, k) };
+    let Some(e) = eig else {
+        return small_svd(r_total, width, l, k);
+    };
     if e.z.nrows() != l || e.z.ncols() != k {
-        return Err(Error::Shape { what: "small eigenvectors".into(), expected: format!("{l} x {k}"), got: format!("{} x {}", e.z.nrows(), e.z.ncols()) });
+        return Err(Error::Shape {
+            what: "small eigenvectors".into(),
+            expected: format!("{l} x {k}"),
+            got: format!("{} x {}", e.z.nrows(), e.z.ncols()),
+        });
     }
     let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
     if r.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Kernel { kernel: "rnn_orth", code: 1, detail: "the triangular factor of B^T is not finite".into() });
+        return Err(Error::Kernel {
+            kernel: "rnn_orth",
+            code: 1,
+            detail: "the triangular factor of B^T is not finite".into(),
+        });
     }
     let mut w = r * &e.z;
     for (j, mut col) in w.column_iter_mut().enumerate() {
         col /= e.s[j];
     }
     let wtw = w.tr_mul(&w);
-    let off = (0..k).flat_map(|a| (0..k).map(move |b| (a, b))).map(|(a, b)| (wtw[(a, b)] - f64::from(u8::from(a == b))).abs()).fold(0.0, f64::max);
+    let off = (0..k)
+        .flat_map(|a| (0..k).map(move |b| (a, b)))
+        .map(|(a, b)| (wtw[(a, b)] - f64::from(u8::from(a == b))).abs())
+        .fold(0.0, f64::max);
     if !(off <= EIGEN_ORTHO_TOL) {
         return small_svd(r_total, width, l, k);
     }
@@ -194,11 +234,20 @@ pub fn small_factors(eig: Option<&SmallEigen>, r_total: &[f64], width: usize, l:
 
 /// The exact route: the SVD of the leading `l x l` block of `R_total`, `R = W Sigma Z^T`
 /// (nalgebra, f64); returns (S, Z_k, W_k) as [`small_factors`].
-pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+pub fn small_svd(
+    r_total: &[f64],
+    width: usize,
+    l: usize,
+    k: usize,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
     check_small(r_total.len(), width, l, k, "small SVD factor")?;
     let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
     if r.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Kernel { kernel: "rnn_orth", code: 1, detail: "the triangular factor of B^T is not finite".into() });
+        return Err(Error::Kernel {
+            kernel: "rnn_orth",
+            code: 1,
+            detail: "the triangular factor of B^T is not finite".into(),
+        });
     }
     let svd = r.svd(true, true);
     let (w, zt) = (svd.u.expect("requested U"), svd.v_t.expect("requested V^T"));
@@ -210,17 +259,33 @@ pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<(V
             wk[i * width + j] = w[(i, j)];
         }
     }
-    Ok((svd.singular_values.iter().take(k).copied().collect(), zk, wk))
+    Ok((
+        svd.singular_values.iter().take(k).copied().collect(),
+        zk,
+        wk,
+    ))
 }
 
 /// `C = A X` in f32 (fma, k ascending) for row-major `A` (`rows x inner`) and `X` (`inner x w`);
 /// with `transpose`, `A^T X` where `A` is `inner x rows`.
-fn gemm_f32(a: &[f32], a_cols: usize, x: &[f32], w: usize, rows: usize, inner: usize, transpose: bool) -> Vec<f32> {
+fn gemm_f32(
+    a: &[f32],
+    a_cols: usize,
+    x: &[f32],
+    w: usize,
+    rows: usize,
+    inner: usize,
+    transpose: bool,
+) -> Vec<f32> {
     let mut c = vec![0.0f32; rows * w];
     for i in 0..rows {
         let out = &mut c[i * w..(i + 1) * w];
         for k in 0..inner {
-            let aik = if transpose { a[k * a_cols + i] } else { a[i * a_cols + k] };
+            let aik = if transpose {
+                a[k * a_cols + i]
+            } else {
+                a[i * a_cols + k]
+            };
             for (o, &xv) in out.iter_mut().zip(&x[k * w..(k + 1) * w]) {
                 *o = aik.mul_add(xv, *o);
             }
@@ -231,7 +296,14 @@ fn gemm_f32(a: &[f32], a_cols: usize, x: &[f32], w: usize, rows: usize, inner: u
 
 /// The GPU's algorithm on the CPU (see the module notes): `mid_passes` CholQR passes after the
 /// intermediate products, `final_passes` for the last Q and for B^T.
-pub fn rsvd_model(a: &[f32], m: usize, n: usize, opts: &RsvdOptions, mid_passes: usize, final_passes: usize) -> Result<LowRank> {
+pub fn rsvd_model(
+    a: &[f32],
+    m: usize,
+    n: usize,
+    opts: &RsvdOptions,
+    mid_passes: usize,
+    final_passes: usize,
+) -> Result<LowRank> {
     opts.validate(m, n)?;
     let l = opts.width(m, n);
     let w = l; // no padding needed on the CPU
@@ -276,21 +348,39 @@ mod tests {
         for (case, decay) in [(0u64, 0.8f64), (1, 0.97), (2, 1.0)] {
             let mut rng = Rng::new(10 + case);
             // B^T with columns of decaying scale (padding columns l..w zero), its Gram and R.
-            let bt: Vec<f32> = (0..rows * w).map(|i| if i % w < l { (rng.normal() * decay.powi((i % w) as i32)) as f32 } else { 0.0 }).collect();
+            let bt: Vec<f32> = (0..rows * w)
+                .map(|i| {
+                    if i % w < l {
+                        (rng.normal() * decay.powi((i % w) as i32)) as f32
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
             let g = super::cholqr::gram(&bt, rows, w);
             let (_, r) = super::cholqr::cholqr(&bt, rows, w, l, 2);
-            let eig = small_eigen(&g, w, l, k).unwrap().expect("well-conditioned case takes the eigen route");
+            let eig = small_eigen(&g, w, l, k)
+                .unwrap()
+                .expect("well-conditioned case takes the eigen route");
             let (s, zk, wk) = small_factors(Some(&eig), &r, w, l, k).unwrap();
             let (exact, _, _) = small_svd(&r, w, l, k).unwrap();
             for j in 0..k {
-                assert!((s[j] - exact[j]).abs() <= 1e-6 * exact[j], "case {case}: sigma_{j} {} vs {}", s[j], exact[j]);
+                assert!(
+                    (s[j] - exact[j]).abs() <= 1e-6 * exact[j],
+                    "case {case}: sigma_{j} {} vs {}",
+                    s[j],
+                    exact[j]
+                );
             }
             for a in 0..k {
                 for b in 0..k {
                     let dot: f64 = (0..l).map(|i| wk[i * w + a] * wk[i * w + b]).sum();
                     let zdot: f64 = (0..l).map(|i| zk[i * w + a] * zk[i * w + b]).sum();
                     let want = if a == b { 1.0 } else { 0.0 };
-                    assert!((dot - want).abs() < 1e-6 && (zdot - want).abs() < 1e-12, "case {case}: W or Z not orthonormal at {a},{b}: {dot} {zdot}");
+                    assert!(
+                        (dot - want).abs() < 1e-6 && (zdot - want).abs() < 1e-12,
+                        "case {case}: W or Z not orthonormal at {a},{b}: {dot} {zdot}"
+                    );
                 }
             }
         }

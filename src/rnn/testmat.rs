@@ -62,7 +62,11 @@ pub fn matrix_with_spectrum(rng: &mut Rng, m: usize, n: usize, spectrum: Spectru
 /// The row-major f32 matrix as f64.
 pub fn to_dmatrix(a: &[f32], m: usize, n: usize) -> Result<DMatrix<f64>> {
     if a.len() != m * n {
-        return Err(Error::Shape { what: "matrix".into(), expected: format!("{m} x {n} = {} values", m * n), got: a.len().to_string() });
+        return Err(Error::Shape {
+            what: "matrix".into(),
+            expected: format!("{m} x {n} = {} values", m * n),
+            got: a.len().to_string(),
+        });
     }
     Ok(DMatrix::from_fn(m, n, |i, j| f64::from(a[i * n + j])))
 }
@@ -77,19 +81,28 @@ pub fn optimal_error(a: &[f32], m: usize, n: usize, k: usize) -> Result<f64> {
 
 /// `||A||_F`.
 pub fn frobenius(a: &[f32]) -> f64 {
-    a.par_iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt()
+    a.par_iter()
+        .map(|&v| f64::from(v) * f64::from(v))
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// `||A - U diag(S) V^T||_F` in f64, row by row.
 pub fn reconstruction_error(a: &[f32], lr: &LowRank) -> Result<f64> {
     let (m, n, k) = (lr.m(), lr.n(), lr.k());
     if a.len() != m * n {
-        return Err(Error::Shape { what: "matrix for reconstruction".into(), expected: format!("{m} x {n}"), got: a.len().to_string() });
+        return Err(Error::Shape {
+            what: "matrix for reconstruction".into(),
+            expected: format!("{m} x {n}"),
+            got: a.len().to_string(),
+        });
     }
     let sq: f64 = (0..m)
         .into_par_iter()
         .map(|i| {
-            let us: Vec<f64> = (0..k).map(|j| f64::from(lr.u()[i * k + j]) * f64::from(lr.s()[j])).collect();
+            let us: Vec<f64> = (0..k)
+                .map(|j| f64::from(lr.u()[i * k + j]) * f64::from(lr.s()[j]))
+                .collect();
             (0..n)
                 .map(|c| {
                     let approx: f64 = (0..k).map(|j| us[j] * f64::from(lr.vt()[j * n + c])).sum();
@@ -107,7 +120,9 @@ pub fn column_orthonormality(x: &[f32], rows: usize, cols: usize) -> f64 {
     let mut worst = 0.0f64;
     for a in 0..cols {
         for b in a..cols {
-            let dot: f64 = (0..rows).map(|r| f64::from(x[r * cols + a]) * f64::from(x[r * cols + b])).sum();
+            let dot: f64 = (0..rows)
+                .map(|r| f64::from(x[r * cols + a]) * f64::from(x[r * cols + b]))
+                .sum();
             let want = if a == b { 1.0 } else { 0.0 };
             worst = worst.max((dot - want).abs());
         }
@@ -120,7 +135,9 @@ pub fn row_orthonormality(x: &[f32], rows: usize, cols: usize) -> f64 {
     let mut worst = 0.0f64;
     for a in 0..rows {
         for b in a..rows {
-            let dot: f64 = (0..cols).map(|c| f64::from(x[a * cols + c]) * f64::from(x[b * cols + c])).sum();
+            let dot: f64 = (0..cols)
+                .map(|c| f64::from(x[a * cols + c]) * f64::from(x[b * cols + c]))
+                .sum();
             let want = if a == b { 1.0 } else { 0.0 };
             worst = worst.max((dot - want).abs());
         }
@@ -133,13 +150,22 @@ pub fn row_orthonormality(x: &[f32], rows: usize, cols: usize) -> f64 {
 pub fn timing_matrix(seed: u64, m: usize, n: usize, noise: f32) -> Vec<f32> {
     let mut rng = Rng::new(seed);
     let terms: Vec<(f64, Vec<f32>, Vec<f32>)> = (0..8)
-        .map(|t| (0.5f64.powi(t), rng.vec_f32(m, -1.0, 1.0), rng.vec_f32(n, -1.0, 1.0)))
+        .map(|t| {
+            (
+                0.5f64.powi(t),
+                rng.vec_f32(m, -1.0, 1.0),
+                rng.vec_f32(n, -1.0, 1.0),
+            )
+        })
         .collect();
     let mut a = vec![0.0f32; m * n];
     a.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
         let mut r = Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9));
         for (j, o) in row.iter_mut().enumerate() {
-            let s: f64 = terms.iter().map(|(w, u, v)| w * f64::from(u[i]) * f64::from(v[j])).sum();
+            let s: f64 = terms
+                .iter()
+                .map(|(w, u, v)| w * f64::from(u[i]) * f64::from(v[j]))
+                .sum();
             *o = s as f32 + noise * (2.0 * r.f32() - 1.0);
         }
     });

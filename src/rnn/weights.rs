@@ -7,14 +7,21 @@ use crate::{Error, Result};
 
 pub(crate) fn check_len(what: &str, got: usize, expected: usize) -> Result<()> {
     if got != expected {
-        return Err(Error::Shape { what: what.into(), expected: format!("{expected} values"), got: got.to_string() });
+        return Err(Error::Shape {
+            what: what.into(),
+            expected: format!("{expected} values"),
+            got: got.to_string(),
+        });
     }
     Ok(())
 }
 
 pub(crate) fn check_finite(what: &str, v: &[f32]) -> Result<()> {
     match v.iter().position(|x| !x.is_finite()) {
-        Some(i) => Err(Error::input(format!("{what}[{i}] is {} (weights and inputs must be finite)", v[i]))),
+        Some(i) => Err(Error::input(format!(
+            "{what}[{i}] is {} (weights and inputs must be finite)",
+            v[i]
+        ))),
         None => Ok(()),
     }
 }
@@ -37,13 +44,20 @@ impl DenseLayer {
     /// Validates shapes (`w`: input*output, `b`: output; both dims non-zero) and finiteness.
     pub fn new(input: usize, output: usize, w: Vec<f32>, b: Vec<f32>) -> Result<Self> {
         if input == 0 || output == 0 {
-            return Err(Error::input(format!("dense layer dims must be non-zero (input {input}, output {output})")));
+            return Err(Error::input(format!(
+                "dense layer dims must be non-zero (input {input}, output {output})"
+            )));
         }
         check_len("dense weight (input x output)", w.len(), input * output)?;
         check_len("dense bias", b.len(), output)?;
         check_finite("dense weight", &w)?;
         check_finite("dense bias", &b)?;
-        Ok(DenseLayer { input, output, w, b })
+        Ok(DenseLayer {
+            input,
+            output,
+            w,
+            b,
+        })
     }
 
     /// PyTorch's `nn.Linear` initialisation: U(-1/sqrt(input), 1/sqrt(input)) for both.
@@ -105,13 +119,20 @@ impl GruWeights {
         layer_norm: Option<LayerNorm>,
     ) -> Result<Self> {
         if input == 0 || hidden == 0 {
-            return Err(Error::input(format!("GRU dims must be non-zero (input {input}, hidden {hidden})")));
+            return Err(Error::input(format!(
+                "GRU dims must be non-zero (input {input}, hidden {hidden})"
+            )));
         }
         check_len("GRU w_ih (3H x I)", w_ih.len(), 3 * hidden * input)?;
         check_len("GRU w_hh (3H x H)", w_hh.len(), 3 * hidden * hidden)?;
         check_len("GRU b_ih", b_ih.len(), 3 * hidden)?;
         check_len("GRU b_hh", b_hh.len(), 3 * hidden)?;
-        for (what, v) in [("GRU w_ih", &w_ih), ("GRU w_hh", &w_hh), ("GRU b_ih", &b_ih), ("GRU b_hh", &b_hh)] {
+        for (what, v) in [
+            ("GRU w_ih", &w_ih),
+            ("GRU w_hh", &w_hh),
+            ("GRU b_ih", &b_ih),
+            ("GRU b_hh", &b_hh),
+        ] {
             check_finite(what, v)?;
         }
         if let Some(ln) = &layer_norm {
@@ -120,10 +141,21 @@ impl GruWeights {
             check_finite("layer-norm gain", &ln.gain)?;
             check_finite("layer-norm bias", &ln.bias)?;
             if !(ln.eps > 0.0 && ln.eps.is_finite()) {
-                return Err(Error::input(format!("layer-norm eps must be positive and finite, got {}", ln.eps)));
+                return Err(Error::input(format!(
+                    "layer-norm eps must be positive and finite, got {}",
+                    ln.eps
+                )));
             }
         }
-        Ok(GruWeights { input, hidden, w_ih, w_hh, b_ih, b_hh, layer_norm })
+        Ok(GruWeights {
+            input,
+            hidden,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            layer_norm,
+        })
     }
 
     /// PyTorch's `nn.GRU` initialisation: every weight and bias U(-1/sqrt(H), 1/sqrt(H)). With
@@ -139,7 +171,8 @@ impl GruWeights {
             bias: rng.vec_f32(hidden, -0.1, 0.1),
             eps: 1e-5,
         });
-        GruWeights::new(input, hidden, w_ih, w_hh, b_ih, b_hh, ln).expect("generated weights have the right shapes")
+        GruWeights::new(input, hidden, w_ih, w_hh, b_ih, b_hh, ln)
+            .expect("generated weights have the right shapes")
     }
 
     pub fn input(&self) -> usize {
@@ -179,19 +212,32 @@ pub struct Dropout {
 impl Dropout {
     /// Elements whose hash is below this threshold are dropped.
     pub fn threshold(&self) -> u32 {
-        (f64::from(self.p) * 4_294_967_296.0).round().min(f64::from(u32::MAX)) as u32
+        (f64::from(self.p) * 4_294_967_296.0)
+            .round()
+            .min(f64::from(u32::MAX)) as u32
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
         if !(self.p >= 0.0 && self.p < 1.0) {
-            return Err(Error::input(format!("dropout probability must be in [0, 1), got {}", self.p)));
+            return Err(Error::input(format!(
+                "dropout probability must be in [0, 1), got {}",
+                self.p
+            )));
         }
         Ok(())
     }
 
     /// The mask counter of element (member, step, row, unit) for a rollout of `steps` x `batch`
     /// x `hidden` (wrapping: a hash input, not an index).
-    pub fn counter(member: usize, step: usize, row: usize, unit: usize, steps: usize, batch: usize, hidden: usize) -> u32 {
+    pub fn counter(
+        member: usize,
+        step: usize,
+        row: usize,
+        unit: usize,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> u32 {
         (((member * steps + step) * batch + row) * hidden + unit) as u32
     }
 

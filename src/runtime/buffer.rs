@@ -24,11 +24,25 @@ impl<T: DeviceRepr + ValidAsZeroBits> DeviceBuffer<T> {
     /// `what` names the buffer in capacity errors.
     pub fn zeros(stream: &Arc<CudaStream>, capacity: usize, what: &'static str) -> Result<Self> {
         // cudarc multiplies without a check; a wrapped size would under-allocate.
-        if capacity.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
-            return Err(Error::Capacity { what: what.to_string(), needed: capacity, capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1) });
+        if capacity
+            .checked_mul(std::mem::size_of::<T>())
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(Error::Capacity {
+                what: what.to_string(),
+                needed: capacity,
+                capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1),
+            });
         }
-        let slice = stream.alloc_zeros::<T>(capacity.max(1)).map_err(Error::driver("cuMemAlloc"))?;
-        Ok(DeviceBuffer { slice, len: 0, what, owner: stream.clone() })
+        let slice = stream
+            .alloc_zeros::<T>(capacity.max(1))
+            .map_err(Error::driver("cuMemAlloc"))?;
+        Ok(DeviceBuffer {
+            slice,
+            len: 0,
+            what,
+            owner: stream.clone(),
+        })
     }
 
     /// A buffer holding a copy of `data` (capacity = its length).
@@ -70,7 +84,9 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// Orders `stream` after the owner stream's work (allocation, zeroing, earlier copies).
     fn after_owner(&self, stream: &Arc<CudaStream>) -> Result<()> {
         if !Arc::ptr_eq(stream, &self.owner) {
-            stream.join(&self.owner).map_err(Error::driver("cuStreamWaitEvent (buffer owner)"))?;
+            stream
+                .join(&self.owner)
+                .map_err(Error::driver("cuStreamWaitEvent (buffer owner)"))?;
         }
         Ok(())
     }
@@ -82,7 +98,11 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
 
     fn check(&self, needed: usize) -> Result<()> {
         if needed > self.capacity() {
-            return Err(Error::Capacity { what: self.what.to_string(), needed, capacity: self.capacity() });
+            return Err(Error::Capacity {
+                what: self.what.to_string(),
+                needed,
+                capacity: self.capacity(),
+            });
         }
         Ok(())
     }
@@ -93,7 +113,9 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.after_owner(stream)?;
         if !data.is_empty() {
             let mut dst = self.slice.slice_mut(0..data.len());
-            stream.memcpy_htod(data, &mut dst).map_err(Error::driver("cuMemcpyHtoDAsync"))?;
+            stream
+                .memcpy_htod(data, &mut dst)
+                .map_err(Error::driver("cuMemcpyHtoDAsync"))?;
         }
         self.len = data.len();
         Ok(())
@@ -111,8 +133,12 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.after_owner(stream)?;
         if !out.is_empty() {
             let src = self.slice.slice(0..out.len());
-            stream.memcpy_dtoh(&src, out).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-            stream.synchronize().map_err(Error::driver("synchronizing a download"))?;
+            stream
+                .memcpy_dtoh(&src, out)
+                .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+            stream
+                .synchronize()
+                .map_err(Error::driver("synchronizing a download"))?;
         }
         Ok(())
     }

@@ -44,7 +44,9 @@ pub struct Gpu {
 }
 
 fn no_device(reason: impl Into<String>) -> Error {
-    Error::NoDevice { reason: reason.into() }
+    Error::NoDevice {
+        reason: reason.into(),
+    }
 }
 
 impl Gpu {
@@ -53,7 +55,9 @@ impl Gpu {
         // SAFETY: only probes whether the driver library can be opened; cudarc panics on first
         // use of the driver without it, so this check must come first.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(no_device("the NVIDIA driver library (libcuda) is not installed"));
+            return Err(no_device(
+                "the NVIDIA driver library (libcuda) is not installed",
+            ));
         }
         // cudarc resolves driver symbols lazily and panics if one is missing (a driver older
         // than the API version ptxflow is built for); turn that into an error too.
@@ -65,7 +69,9 @@ impl Gpu {
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".into());
-                Err(no_device(format!("the CUDA driver could not be used: {msg}")))
+                Err(no_device(format!(
+                    "the CUDA driver could not be used: {msg}"
+                )))
             }
         }
     }
@@ -77,42 +83,68 @@ impl Gpu {
 
     fn open(ordinal: usize) -> Result<Arc<Gpu>> {
         cudarc::driver::result::init().map_err(|e| no_device(format!("cuInit failed: {e}")))?;
-        let count = CudaContext::device_count().map_err(|e| no_device(format!("cuDeviceGetCount failed: {e}")))?;
+        let count = CudaContext::device_count()
+            .map_err(|e| no_device(format!("cuDeviceGetCount failed: {e}")))?;
         if count <= 0 {
             return Err(no_device("the driver reports no CUDA devices"));
         }
         if ordinal >= count as usize {
-            return Err(no_device(format!("device {ordinal} requested but only {count} present")));
+            return Err(no_device(format!(
+                "device {ordinal} requested but only {count} present"
+            )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| no_device(format!("creating a context on device {ordinal}: {e}")))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| no_device(format!("creating a context on device {ordinal}: {e}")))?;
         // SAFETY: ptxflow orders all work explicitly: every pipeline issues its copies and
         // launches on streams it owns, joins streams with events it records itself, and
         // synchronizes before host buffers are read or reused. cudarc's per-slice read/write
         // events would add two event records per argument per launch (microseconds on a 10 µs
         // launch floor) and serialize streams we deliberately overlap. Frees stay stream-ordered.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(Error::driver("creating the work stream"))?;
-        let attr = |a: Attr| ctx.attribute(a).map(|v| v.max(0) as u32).map_err(Error::driver("cuDeviceGetAttribute"));
-        let cc = ctx.compute_capability().map_err(Error::driver("reading compute capability"))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(Error::driver("creating the work stream"))?;
+        let attr = |a: Attr| {
+            ctx.attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(Error::driver("cuDeviceGetAttribute"))
+        };
+        let cc = ctx
+            .compute_capability()
+            .map_err(Error::driver("reading compute capability"))?;
         let lowest = Target::Sm75;
         let target = Target::best_for(&crate::ptx::ALL_TARGETS, cc.0, cc.1).ok_or_else(|| {
-            no_device(format!("device compute capability {}.{} is below {lowest}, the lowest ptxflow supports", cc.0, cc.1))
+            no_device(format!(
+                "device compute capability {}.{} is below {lowest}, the lowest ptxflow supports",
+                cc.0, cc.1
+            ))
         })?;
         let facts = DeviceFacts {
             ordinal,
-            name: ctx.name().map_err(Error::driver("reading the device name"))?,
+            name: ctx
+                .name()
+                .map_err(Error::driver("reading the device name"))?,
             compute_capability: cc,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-            total_memory_bytes: ctx.total_mem().map_err(Error::driver("reading total memory"))?,
+            total_memory_bytes: ctx
+                .total_mem()
+                .map_err(Error::driver("reading total memory"))?,
             clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
             memory_clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
             memory_bus_bits: attr(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
-            max_shared_per_block_optin: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            max_shared_per_block_optin: attr(
+                Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
             target,
         };
         let modules = ModuleCache::new(ctx.clone(), cc);
-        Ok(Arc::new(Gpu { ctx, stream, facts, modules }))
+        Ok(Arc::new(Gpu {
+            ctx,
+            stream,
+            facts,
+            modules,
+        }))
     }
 
     /// Device facts.
@@ -142,13 +174,17 @@ impl Gpu {
 
     /// Blocks until all work on the work stream is done; surfaces asynchronous errors.
     pub fn sync(&self) -> Result<()> {
-        self.stream.synchronize().map_err(Error::driver("synchronizing the work stream"))
+        self.stream
+            .synchronize()
+            .map_err(Error::driver("synchronizing the work stream"))
     }
 
     /// Checks that the context is still usable (a sticky error such as an illegal address
     /// poisons it for good); returns the driver error if not.
     pub fn check_healthy(&self) -> Result<()> {
-        self.ctx.synchronize().map_err(Error::driver("checking the context"))
+        self.ctx
+            .synchronize()
+            .map_err(Error::driver("checking the context"))
     }
 }
 

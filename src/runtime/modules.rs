@@ -27,7 +27,11 @@ pub(crate) struct ModuleCache {
 
 impl ModuleCache {
     pub(crate) fn new(ctx: Arc<CudaContext>, cc: (i32, i32)) -> Self {
-        ModuleCache { ctx, cc, loaded: Mutex::new(vec![None; ALL_KERNELS.len()]) }
+        ModuleCache {
+            ctx,
+            cc,
+            loaded: Mutex::new(vec![None; ALL_KERNELS.len()]),
+        }
     }
 
     fn target_for(&self, id: KernelId) -> Result<Target> {
@@ -49,12 +53,21 @@ impl ModuleCache {
             return Ok(f.clone());
         }
         let target = self.target_for(id)?;
-        let src = crate::embedded::ptx(id, target).expect("build.rs embeds every (kernel, target) of the table");
-        let module = self
-            .ctx
-            .load_module(Ptx::from_src(src))
-            .map_err(|source| Error::ModuleLoad { kernel: id.name(), source })?;
-        let f = module.load_function(id.name()).map_err(|source| Error::ModuleLoad { kernel: id.name(), source })?;
+        let src = crate::embedded::ptx(id, target)
+            .expect("build.rs embeds every (kernel, target) of the table");
+        let module =
+            self.ctx
+                .load_module(Ptx::from_src(src))
+                .map_err(|source| Error::ModuleLoad {
+                    kernel: id.name(),
+                    source,
+                })?;
+        let f = module
+            .load_function(id.name())
+            .map_err(|source| Error::ModuleLoad {
+                kernel: id.name(),
+                source,
+            })?;
         loaded[id.index()] = Some(f.clone());
         Ok(f)
     }

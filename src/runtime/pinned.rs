@@ -35,8 +35,15 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
         };
         // SAFETY: the allocation is zeroed below before anyone can read it, and T is valid as
         // all-zero bits.
-        if len.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
-            return Err(Error::Capacity { what: "pinned host buffer".into(), needed: len, capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1) });
+        if len
+            .checked_mul(std::mem::size_of::<T>())
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(Error::Capacity {
+                what: "pinned host buffer".into(),
+                needed: len,
+                capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1),
+            });
         }
         let in_use = gpu
             .ctx()
@@ -44,10 +51,16 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
             .map_err(Error::driver("cuEventCreate"))?;
         let mut inner = unsafe { gpu.ctx().alloc_pinned_with_flags::<T>(len.max(1), flags) }
             .map_err(Error::driver("cuMemHostAlloc"))?;
-        let s = inner.as_mut_slice().map_err(Error::driver("pinned buffer event sync"))?;
+        let s = inner
+            .as_mut_slice()
+            .map_err(Error::driver("pinned buffer event sync"))?;
         // SAFETY: `s` covers exactly the allocation; zero bits are a valid T (ValidAsZeroBits).
         unsafe { std::ptr::write_bytes(s.as_mut_ptr(), 0, s.len()) };
-        Ok(PinnedBuffer { inner, kind, in_use })
+        Ok(PinnedBuffer {
+            inner,
+            kind,
+            in_use,
+        })
     }
 
     /// The direction this buffer was allocated for.
@@ -67,24 +80,32 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
 
     /// Marks the buffer as used by everything enqueued on `stream` so far.
     pub fn record_use(&self, stream: &CudaStream) -> Result<()> {
-        self.in_use.record(stream).map_err(Error::driver("cuEventRecord (pinned buffer)"))
+        self.in_use
+            .record(stream)
+            .map_err(Error::driver("cuEventRecord (pinned buffer)"))
     }
 
     /// Blocks until the last recorded use has finished.
     pub fn wait_idle(&self) -> Result<()> {
-        self.in_use.synchronize().map_err(Error::driver("cuEventSynchronize (pinned buffer)"))
+        self.in_use
+            .synchronize()
+            .map_err(Error::driver("cuEventSynchronize (pinned buffer)"))
     }
 
     /// The host view, after the last recorded copy has finished.
     pub fn as_slice(&self) -> Result<&[T]> {
         self.wait_idle()?;
-        self.inner.as_slice().map_err(Error::driver("pinned buffer event sync"))
+        self.inner
+            .as_slice()
+            .map_err(Error::driver("pinned buffer event sync"))
     }
 
     /// The mutable host view, after the last recorded copy has finished.
     pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
         self.wait_idle()?;
-        self.inner.as_mut_slice().map_err(Error::driver("pinned buffer event sync"))
+        self.inner
+            .as_mut_slice()
+            .map_err(Error::driver("pinned buffer event sync"))
     }
 
     /// The cudarc pinned slice, for `memcpy_htod`/`memcpy_dtoh`; call

@@ -14,7 +14,11 @@ impl StreamSet {
     /// Creates `n` streams (at least one).
     pub fn new(gpu: &Gpu, n: usize) -> Result<Self> {
         let streams = (0..n.max(1))
-            .map(|_| gpu.ctx().new_stream().map_err(Error::driver("cuStreamCreate")))
+            .map(|_| {
+                gpu.ctx()
+                    .new_stream()
+                    .map_err(Error::driver("cuStreamCreate"))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(StreamSet { streams })
     }
@@ -36,14 +40,20 @@ impl StreamSet {
 
     /// Makes `waiter` wait for everything issued so far on `on` (an event, no host block).
     pub fn order(&self, waiter: usize, on: usize) -> Result<()> {
-        let ev = self.get(on).record_event(None).map_err(Error::driver("cuEventRecord"))?;
-        self.get(waiter).wait(&ev).map_err(Error::driver("cuStreamWaitEvent"))
+        let ev = self
+            .get(on)
+            .record_event(None)
+            .map_err(Error::driver("cuEventRecord"))?;
+        self.get(waiter)
+            .wait(&ev)
+            .map_err(Error::driver("cuStreamWaitEvent"))
     }
 
     /// Blocks until every stream is idle.
     pub fn sync_all(&self) -> Result<()> {
         for s in &self.streams {
-            s.synchronize().map_err(Error::driver("cuStreamSynchronize"))?;
+            s.synchronize()
+                .map_err(Error::driver("cuStreamSynchronize"))?;
         }
         Ok(())
     }

@@ -20,19 +20,31 @@ impl GpuTimer {
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(Error::driver("cuEventCreate"))
         };
-        Ok(GpuTimer { start: mk()?, end: mk()? })
+        Ok(GpuTimer {
+            start: mk()?,
+            end: mk()?,
+        })
     }
 
     /// Records the start on `stream`.
     pub fn start(&self, stream: &CudaStream) -> Result<()> {
-        self.start.record(stream).map_err(Error::driver("cuEventRecord"))
+        self.start
+            .record(stream)
+            .map_err(Error::driver("cuEventRecord"))
     }
 
     /// Records the end on `stream`, waits for it, and returns the elapsed seconds.
     pub fn stop(&self, stream: &CudaStream) -> Result<f64> {
-        self.end.record(stream).map_err(Error::driver("cuEventRecord"))?;
-        self.end.synchronize().map_err(Error::driver("cuEventSynchronize"))?;
-        let ms = self.start.elapsed_ms(&self.end).map_err(Error::driver("cuEventElapsedTime"))?;
+        self.end
+            .record(stream)
+            .map_err(Error::driver("cuEventRecord"))?;
+        self.end
+            .synchronize()
+            .map_err(Error::driver("cuEventSynchronize"))?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(Error::driver("cuEventElapsedTime"))?;
         Ok(f64::from(ms) * 1e-3)
     }
 }

@@ -39,7 +39,11 @@ pub fn data_file_or_skip(test: &str, rel: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: data file {} not found", p.display());
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: data file {} not found",
+            p.display()
+        );
         None
     }
 }

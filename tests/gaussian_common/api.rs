@@ -15,7 +15,10 @@ pub fn one_gaussian() -> Vec<f64> {
 pub fn set_gaussians_rejects_bad_shapes_and_values<F: GaussianFieldOps<Scalar = f64>>(f: &mut F) {
     f.set_gaussians(&one_gaussian()).unwrap();
     assert!(matches!(f.set_gaussians(&[]), Err(Error::Shape { .. })));
-    assert!(matches!(f.set_gaussians(&[0.0; 11]), Err(Error::Shape { .. })));
+    assert!(matches!(
+        f.set_gaussians(&[0.0; 11]),
+        Err(Error::Shape { .. })
+    ));
     for (k, bad) in [(0, f64::NAN), (4, f64::INFINITY), (9, f64::NEG_INFINITY)] {
         let mut g = one_gaussian();
         g[k] = bad;
@@ -39,20 +42,35 @@ pub fn set_gaussians_rejects_bad_shapes_and_values<F: GaussianFieldOps<Scalar = 
 pub fn forward_and_distances_reject_bad_points<F: GaussianFieldOps<Scalar = f64>>(f: &mut F) {
     f.set_gaussians(&one_gaussian()).unwrap();
     assert!(matches!(f.forward(&[0.0; 4]), Err(Error::Shape { .. })));
-    assert!(matches!(f.forward(&[0.0, f64::NAN, 0.0]), Err(Error::Input { .. })));
+    assert!(matches!(
+        f.forward(&[0.0, f64::NAN, 0.0]),
+        Err(Error::Input { .. })
+    ));
     let mut out = vec![0.0; 3];
-    assert!(matches!(f.distances_into(&[0.0; 6], &mut out), Err(Error::Shape { .. })));
-    assert!(matches!(f.distances_into(&[0.0, 0.0, f64::INFINITY], &mut out[..1]), Err(Error::Input { .. })));
+    assert!(matches!(
+        f.distances_into(&[0.0; 6], &mut out),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        f.distances_into(&[0.0, 0.0, f64::INFINITY], &mut out[..1]),
+        Err(Error::Input { .. })
+    ));
     assert!(f.forward(&[]).unwrap().is_empty());
 }
 
 /// Body of `backward_checks_call_order_and_shapes`.
 pub fn backward_checks_call_order_and_shapes<F: GaussianFieldOps<Scalar = f64>>(f: &mut F) {
     f.set_gaussians(&one_gaussian()).unwrap();
-    assert!(matches!(f.backward(&[1.0]), Err(Error::Input { .. })), "backward before forward");
+    assert!(
+        matches!(f.backward(&[1.0]), Err(Error::Input { .. })),
+        "backward before forward"
+    );
     f.forward(&[0.1, 0.2, 0.3, 0.0, 0.0, 0.0]).unwrap();
     assert!(matches!(f.backward(&[1.0]), Err(Error::Shape { .. })));
-    assert!(matches!(f.backward(&[1.0, f64::NAN]), Err(Error::Input { .. })));
+    assert!(matches!(
+        f.backward(&[1.0, f64::NAN]),
+        Err(Error::Input { .. })
+    ));
     f.backward(&[1.0, -1.0]).unwrap();
     // New Gaussians invalidate the forward.
     f.set_gaussians(&one_gaussian()).unwrap();

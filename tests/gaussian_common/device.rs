@@ -3,7 +3,9 @@
 
 use super::Problem;
 use ptxflow::gaussian::generate::{convert, random_gaussians, sample_points, GaussianSpec};
-use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real};
+use ptxflow::gaussian::{
+    FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real,
+};
 use ptxflow::rng::Rng;
 use ptxflow::runtime::Gpu;
 use std::sync::Arc;
@@ -13,7 +15,10 @@ pub fn sanitizing() -> bool {
 }
 
 pub fn options(normalised: bool) -> FieldOptions {
-    FieldOptions { normalised, ..FieldOptions::default() }
+    FieldOptions {
+        normalised,
+        ..FieldOptions::default()
+    }
 }
 
 /// A field the checks can poison before each call (GPU) or not (CPU).
@@ -35,11 +40,24 @@ pub fn random_problem(n: usize, b: usize, seed: u64) -> Problem {
     let mut rng = Rng::new(seed);
     let gaussians = random_gaussians(&mut rng, n, &GaussianSpec::default());
     let points = sample_points(&mut rng, &gaussians, b, 1.5);
-    Problem { name: "random", gaussians, points }
+    Problem {
+        name: "random",
+        gaussians,
+        points,
+    }
 }
 
 /// `p` with every value rounded to `T` (and widened back).
 pub fn rounded<T: Real>(p: &Problem) -> Problem {
-    let r = |v: &[f64]| convert::<T>(v).iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
-    Problem { name: p.name, gaussians: r(&p.gaussians), points: r(&p.points) }
+    let r = |v: &[f64]| {
+        convert::<T>(v)
+            .iter()
+            .map(|x| x.to_f64())
+            .collect::<Vec<f64>>()
+    };
+    Problem {
+        name: p.name,
+        gaussians: r(&p.gaussians),
+        points: r(&p.points),
+    }
 }

@@ -28,7 +28,11 @@ struct Check {
 
 /// Checks every analytic gradient of `analytic` (any field with f64 scalars and these options,
 /// CPU or GPU) against 5-point central differences of the CPU f64 forward.
-pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &Problem, seed: u64) {
+pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(
+    analytic: &mut F,
+    p: &Problem,
+    seed: u64,
+) {
     let options = analytic.options();
     let normalised = options.normalised;
     let eps = options.diag_eps;
@@ -44,14 +48,20 @@ pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &
 
     let mut fd_field = GaussianField::<f64>::new(options).unwrap();
     let mut checks = Vec::new();
-    let sigma_min: Vec<f64> = (0..n).map(|j| chol_sigma_min(&p.gaussians, j, eps)).collect();
+    let sigma_min: Vec<f64> = (0..n)
+        .map(|j| chol_sigma_min(&p.gaussians, j, eps))
+        .collect();
 
     // Gaussian j's parameters only move its own terms, so the difference quotient is taken on
     // sum_i g_i t_ij (a field holding only Gaussian j): the other terms would only add round-off.
     for j in 0..n {
         let own = &p.gaussians[j * STRIDE..(j + 1) * STRIDE];
         for k in 0..STRIDE {
-            let h = if k == WEIGHT { 1e-2 * (1.0 + own[k].abs()) } else { 1e-3 * sigma_min[j] };
+            let h = if k == WEIGHT {
+                1e-2 * (1.0 + own[k].abs())
+            } else {
+                1e-3 * sigma_min[j]
+            };
             let mut gs = own.to_vec();
             let fd = five_point(h, |dx| {
                 gs[k] = own[k] + dx;
@@ -62,7 +72,12 @@ pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &
                 WEIGHT => ("weight", format!("w_{j}")),
                 _ => ("chol", format!("{}_{j}", CHOL_NAMES[k - CHOL])),
             };
-            checks.push(Check { kind, what, analytic: grad_gaussians[j * STRIDE + k], fd });
+            checks.push(Check {
+                kind,
+                what,
+                analytic: grad_gaussians[j * STRIDE + k],
+                fd,
+            });
         }
     }
     // Point i only moves f_i: difference g_i f_i alone, with a step set by the shortest axis among
@@ -70,7 +85,9 @@ pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &
     fd_field.set_gaussians(&p.gaussians).unwrap();
     let d = reference_distances(&p.gaussians, &p.points, eps);
     for i in 0..b {
-        let reach = (0..n).filter(|&j| d[i * n + j] < 60.0).map(|j| sigma_min[j]);
+        let reach = (0..n)
+            .filter(|&j| d[i * n + j] < 60.0)
+            .map(|j| sigma_min[j]);
         let h = 1e-3 * reach.fold(f64::INFINITY, f64::min).min(1.0);
         for k in 0..3 {
             let mut x = p.points[i * 3..i * 3 + 3].to_vec();
@@ -78,14 +95,22 @@ pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &
                 x[k] = p.points[i * 3 + k] + dx;
                 g[i] * fd_field.forward(&x).unwrap()[0]
             });
-            checks.push(Check { kind: "point", what: format!("x_{i}[{k}]"), analytic: grad_points[i * 3 + k], fd });
+            checks.push(Check {
+                kind: "point",
+                what: format!("x_{i}[{k}]"),
+                analytic: grad_points[i * 3 + k],
+                fd,
+            });
         }
     }
 
     for kind in ["point", "mean", "chol", "weight"] {
         let of_kind: Vec<&Check> = checks.iter().filter(|c| c.kind == kind).collect();
         let scale = of_kind.iter().map(|c| c.fd.abs()).fold(0.0, f64::max);
-        assert!(scale > 0.0, "{kind}: all gradients zero, the test problem is degenerate");
+        assert!(
+            scale > 0.0,
+            "{kind}: all gradients zero, the test problem is degenerate"
+        );
         let mut worst = 0.0f64;
         let floored = of_kind.iter().filter(|c| c.fd.abs() < 1e-6 * scale).count();
         for c in &of_kind {
@@ -111,4 +136,3 @@ pub fn check_gradients<F: GaussianFieldOps<Scalar = f64>>(analytic: &mut F, p: &
         );
     }
 }
-

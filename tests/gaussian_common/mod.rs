@@ -22,17 +22,31 @@ pub struct Problem {
 /// Axis-aligned-ish, similar scales: condition number of L around 10.
 pub fn well_conditioned(n: usize, b: usize, seed: u64) -> Problem {
     let mut rng = Rng::new(seed);
-    let spec = GaussianSpec { extent_m: 1.0, diag_m: (0.2, 0.5), shear: 0.3, weight: (-0.5, 1.5) };
+    let spec = GaussianSpec {
+        extent_m: 1.0,
+        diag_m: (0.2, 0.5),
+        shear: 0.3,
+        weight: (-0.5, 1.5),
+    };
     let gaussians = random_gaussians(&mut rng, n, &spec);
     let points = sample_points(&mut rng, &gaussians, b, 1.3);
-    Problem { name: "well-conditioned", gaussians, points }
+    Problem {
+        name: "well-conditioned",
+        gaussians,
+        points,
+    }
 }
 
 /// Diagonals log-uniform over 500x (0.002 m to 1 m) and strong shear: condition numbers of L of
 /// about 1e2 to 1e4 (Sigma 1e4 to 1e8), i.e. needle- and pancake-shaped Gaussians.
 pub fn badly_conditioned(n: usize, b: usize, seed: u64) -> Problem {
     let mut rng = Rng::new(seed);
-    let spec = GaussianSpec { extent_m: 1.0, diag_m: (1.0, 1.0), shear: 2.0, weight: (-0.5, 1.5) };
+    let spec = GaussianSpec {
+        extent_m: 1.0,
+        diag_m: (1.0, 1.0),
+        shear: 2.0,
+        weight: (-0.5, 1.5),
+    };
     let mut gaussians = random_gaussians(&mut rng, n, &spec);
     for g in gaussians.chunks_exact_mut(STRIDE) {
         // Scale row r of L by a log-uniform factor: keeps it lower-triangular with a positive
@@ -45,13 +59,27 @@ pub fn badly_conditioned(n: usize, b: usize, seed: u64) -> Problem {
         }
     }
     let points = sample_points(&mut rng, &gaussians, b, 1.3);
-    Problem { name: "badly-conditioned", gaussians, points }
+    Problem {
+        name: "badly-conditioned",
+        gaussians,
+        points,
+    }
 }
 
 /// L of packed Gaussian `j` as a matrix, with `eps` added to the diagonal.
 pub fn chol_matrix(gaussians: &[f64], j: usize, eps: f64) -> Matrix3<f64> {
     let l = &gaussians[j * STRIDE + 3..j * STRIDE + 9];
-    Matrix3::new(l[0] + eps, 0.0, 0.0, l[1], l[2] + eps, 0.0, l[3], l[4], l[5] + eps)
+    Matrix3::new(
+        l[0] + eps,
+        0.0,
+        0.0,
+        l[1],
+        l[2] + eps,
+        0.0,
+        l[3],
+        l[4],
+        l[5] + eps,
+    )
 }
 
 /// Condition number of L_j (ratio of extreme singular values).
@@ -71,7 +99,9 @@ pub fn reference_distances(gaussians: &[f64], points: &[f64], eps: f64) -> Vec<f
     let chols: Vec<_> = (0..n)
         .map(|j| {
             let l = chol_matrix(gaussians, j, eps);
-            (l * l.transpose()).cholesky().expect("test Gaussians have SPD covariances")
+            (l * l.transpose())
+                .cholesky()
+                .expect("test Gaussians have SPD covariances")
         })
         .collect();
     let mut out = Vec::with_capacity(points.len() / 3 * n);
@@ -148,7 +178,15 @@ pub fn backward_error_scale(
     eps: f64,
     cutoff_d: f64,
 ) -> BackwardErrorScale {
-    backward_term_sums(gaussians, points, grad_values, normalised, eps, cutoff_d, true)
+    backward_term_sums(
+        gaussians,
+        points,
+        grad_values,
+        normalised,
+        eps,
+        cutoff_d,
+        true,
+    )
 }
 
 /// Per gradient entry, the plain sum of |pair term| over pairs with d_ij <= `cutoff_d` (in
@@ -163,7 +201,15 @@ pub fn backward_abs_terms(
     eps: f64,
     cutoff_d: f64,
 ) -> BackwardErrorScale {
-    backward_term_sums(gaussians, points, grad_values, normalised, eps, cutoff_d, false)
+    backward_term_sums(
+        gaussians,
+        points,
+        grad_values,
+        normalised,
+        eps,
+        cutoff_d,
+        false,
+    )
 }
 
 fn backward_term_sums(
@@ -186,7 +232,11 @@ fn backward_term_sums(
         let l = chol_matrix(gaussians, j, eps);
         let chol = (l * l.transpose()).cholesky().expect("SPD");
         let kappa = chol_condition(gaussians, j, eps);
-        let c = if normalised { (2.0 * std::f64::consts::PI).powf(-1.5) / l.determinant() } else { 1.0 };
+        let c = if normalised {
+            (2.0 * std::f64::consts::PI).powf(-1.5) / l.determinant()
+        } else {
+            1.0
+        };
         let g = &gaussians[j * STRIDE..(j + 1) * STRIDE];
         for (i, p) in points.chunks_exact(3).enumerate() {
             let r = Vector3::new(p[0] - g[0], p[1] - g[1], p[2] - g[2]);
@@ -196,7 +246,11 @@ fn backward_term_sums(
             let h = grad_values[i] * c * (-0.5 * d).exp();
             let q = -g[9] * h;
             let (sp, sg, amp) = if d <= cutoff_d {
-                (&mut out.points, &mut out.gaussians, if amplify { (1.0 + d) * kappa } else { 1.0 })
+                (
+                    &mut out.points,
+                    &mut out.gaussians,
+                    if amplify { (1.0 + d) * kappa } else { 1.0 },
+                )
             } else {
                 (&mut out.flushed_points, &mut out.flushed_gaussians, 1.0)
             };
@@ -204,7 +258,10 @@ fn backward_term_sums(
                 sp[i * 3 + k] += (q * s[k]).abs() * amp;
                 sg[j * STRIDE + k] += (q * s[k]).abs() * amp;
             }
-            for (m, (a, bb)) in [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)].into_iter().enumerate() {
+            for (m, (a, bb)) in [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+                .into_iter()
+                .enumerate()
+            {
                 let mut t = (q * s[a] * v[bb]).abs();
                 if normalised && a == bb {
                     t += (g[9] * h / l[(a, a)]).abs();

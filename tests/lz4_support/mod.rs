@@ -5,7 +5,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// The corpus files (canterbury.tar is the 11 Canterbury files in one tar).
-pub const CORPUS: [&str; 6] = ["dickens", "nci", "ooffice", "x-ray", "xml", "canterbury.tar"];
+pub const CORPUS: [&str; 6] = [
+    "dickens",
+    "nci",
+    "ooffice",
+    "x-ray",
+    "xml",
+    "canterbury.tar",
+];
 
 /// `$PTXFLOW_DATA_DIR/corpus`, defaulting to the shared data folder beside the repository.
 pub fn corpus_dir() -> PathBuf {
@@ -52,7 +59,10 @@ pub fn corpus(name: &str, limit: Option<usize>) -> Option<Vec<u8>> {
         }
     };
     let limit = limit.unwrap_or(usize::MAX);
-    let mut sink = Prefix { bytes: Vec::new(), limit };
+    let mut sink = Prefix {
+        bytes: Vec::new(),
+        limit,
+    };
     let result = lzma_rs::xz_decompress(&mut std::io::BufReader::new(file), &mut sink);
     if sink.bytes.len() < limit {
         result.unwrap_or_else(|e| panic!("decoding {}: {e:?}", path.display()));

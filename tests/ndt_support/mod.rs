@@ -14,7 +14,10 @@ pub fn pointclouds_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipping: point-cloud data dir {} not found (set PTXFLOW_DATA_DIR)", dir.display());
+        eprintln!(
+            "skipping: point-cloud data dir {} not found (set PTXFLOW_DATA_DIR)",
+            dir.display()
+        );
         None
     }
 }
@@ -33,7 +36,10 @@ pub fn filtered(dir: &std::path::Path, name: &str, leaf_m: f64) -> PointCloud {
 /// which the files print to 6 digits).
 pub fn matrix_file(dir: &std::path::Path, name: &str) -> Isometry3<f64> {
     let text = std::fs::read_to_string(dir.join(name)).expect("ground truth file");
-    let v: Vec<f64> = text.split_whitespace().map(|w| w.parse().expect("number")).collect();
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .map(|w| w.parse().expect("number"))
+        .collect();
     assert_eq!(v.len(), 16, "{name}: 16 numbers");
     let m = Matrix4::from_row_slice(&v);
     let r: Matrix3<f64> = m.fixed_view::<3, 3>(0, 0).into();
@@ -74,7 +80,10 @@ pub fn velodyne_scene(dir: &std::path::Path) -> Scene {
         map: ptxflow::ndt::VoxelMap::build(&target.points, 1.0).expect("map"),
         source: filtered(dir, "251371071.pcd", 0.1).points,
         init: Isometry3::identity(),
-        truth: Some(matrix_file(dir, "251370668_251371071_relative_fast_gicp.txt")),
+        truth: Some(matrix_file(
+            dir,
+            "251370668_251371071_relative_fast_gicp.txt",
+        )),
     }
 }
 
@@ -100,5 +109,9 @@ pub fn sanitizing() -> bool {
 /// Largest |a − b| over the entries divided by the largest |b| (norm-wise relative difference).
 pub fn rel_diff(a: &[f64], b: &[f64]) -> f64 {
     let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-300);
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / scale
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+        / scale
 }

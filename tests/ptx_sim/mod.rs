@@ -11,7 +11,7 @@
 mod parse;
 
 pub use parse::Program;
-use parse::{Cmp, Instr, Space, Sp, K, V, SHARED_BASE};
+use parse::{Cmp, Instr, Sp, Space, K, SHARED_BASE, V};
 use std::collections::HashMap;
 
 /// Global memory: named buffers at fake, far-apart device addresses.
@@ -45,7 +45,11 @@ impl Memory {
         for (name, base, data) in &mut self.bufs {
             if addr >= *base && addr < *base + 0x1_0000_0000 {
                 let off = addr - *base;
-                assert!(off + n <= data.len() as u64, "global access of {n} B at {name}+{off} past its {} B (PTX line {line})", data.len());
+                assert!(
+                    off + n <= data.len() as u64,
+                    "global access of {n} B at {name}+{off} past its {} B (PTX line {line})",
+                    data.len()
+                );
                 return &mut data[off as usize..(off + n) as usize];
             }
         }
@@ -73,20 +77,42 @@ struct Warp {
 }
 
 fn mask(bits: u32, v: u64) -> u64 {
-    if bits >= 64 { v } else { v & ((1u64 << bits) - 1) }
+    if bits >= 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    }
 }
 
 /// Runs `prog` on a grid of `blocks` blocks of `threads` threads (whole warps) with `dyn_shared`
 /// bytes of dynamic shared memory per block and the given parameter values (in order).
-pub fn launch(prog: &Program, blocks: u32, threads: u32, dyn_shared: u32, params: &[u64], mem: &mut Memory) -> Counts {
+pub fn launch(
+    prog: &Program,
+    blocks: u32,
+    threads: u32,
+    dyn_shared: u32,
+    params: &[u64],
+    mem: &mut Memory,
+) -> Counts {
     assert!(threads % 32 == 0 && threads > 0);
     assert_eq!(params.len(), prog.params.len(), "parameter count");
     let wpb = threads / 32;
-    let mut shared: Vec<Vec<u8>> = (0..blocks).map(|_| vec![0xA5u8; dyn_shared as usize]).collect();
-    let mut warps: Vec<Warp> = (0..blocks * wpb)
-        .map(|i| Warp { pc: 0, regs: vec![0; prog.n_regs * 32], warp_in_block: i % wpb, block: i / wpb, done: false })
+    let mut shared: Vec<Vec<u8>> = (0..blocks)
+        .map(|_| vec![0xA5u8; dyn_shared as usize])
         .collect();
-    let mut counts = Counts { per_instr: vec![0; prog.instrs.len()], ..Counts::default() };
+    let mut warps: Vec<Warp> = (0..blocks * wpb)
+        .map(|i| Warp {
+            pc: 0,
+            regs: vec![0; prog.n_regs * 32],
+            warp_in_block: i % wpb,
+            block: i / wpb,
+            done: false,
+        })
+        .collect();
+    let mut counts = Counts {
+        per_instr: vec![0; prog.instrs.len()],
+        ..Counts::default()
+    };
     let mut quantum = 7usize;
     while warps.iter().any(|w| !w.done) {
         for w in warps.iter_mut().filter(|w| !w.done) {
@@ -104,7 +130,16 @@ pub fn launch(prog: &Program, blocks: u32, threads: u32, dyn_shared: u32, params
 }
 
 #[allow(clippy::too_many_arguments)]
-fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], params: &[u64], mem: &mut Memory, c: &mut Counts) {
+fn step(
+    prog: &Program,
+    w: &mut Warp,
+    blocks: u32,
+    threads: u32,
+    sh: &mut [u8],
+    params: &[u64],
+    mem: &mut Memory,
+    c: &mut Counts,
+) {
     let ins: &Instr = &prog.instrs[w.pc];
     c.total += 1;
     c.per_instr[w.pc] += 1;
@@ -131,7 +166,12 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
     match &ins.k {
         K::Bra(t) => {
             let taken = on.iter().filter(|&&x| x).count();
-            assert!(taken == 0 || taken == 32, "divergent branch at PTX line {}: {}", ins.line, prog.text[ins.line]);
+            assert!(
+                taken == 0 || taken == 32,
+                "divergent branch at PTX line {}: {}",
+                ins.line,
+                prog.text[ins.line]
+            );
             if taken == 32 {
                 w.pc = *t;
             }
@@ -145,14 +185,21 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
         K::BarWarp => return,
         K::Ballot | K::VoteAny | K::MatchAny | K::ShflIdx => {
             c.warp_ops += 1;
-            assert!(on.iter().all(|&x| x), "predicated warp op at PTX line {}", ins.line);
+            assert!(
+                on.iter().all(|&x| x),
+                "predicated warp op at PTX line {}",
+                ins.line
+            );
             let vals: Vec<u64> = (0..32).map(|l| rd(w, &ins.s[0], l)).collect();
             let ballot: u64 = (0..32).filter(|&l| vals[l] != 0).map(|l| 1u64 << l).sum();
             for l in 0..32 {
                 let r = match ins.k {
                     K::Ballot => ballot,
                     K::VoteAny => (ballot != 0) as u64,
-                    K::MatchAny => (0..32).filter(|&j| vals[j] as u32 == vals[l] as u32).map(|j| 1u64 << j).sum(),
+                    K::MatchAny => (0..32)
+                        .filter(|&j| vals[j] as u32 == vals[l] as u32)
+                        .map(|j| 1u64 << j)
+                        .sum(),
                     _ => vals[(rd(w, &ins.s[1], l) & 31) as usize],
                 };
                 w.regs[ins.d[0] * 32 + l] = r;
@@ -176,7 +223,12 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
             K::Ld { space, bytes, vec } | K::St { space, bytes, vec } => {
                 let addr = a(w);
                 let (bytes, vec) = (*bytes as u64, *vec as u64);
-                assert!(addr % (bytes * vec) == 0, "misaligned {}-byte access at {addr:#x} (PTX line {})", bytes * vec, ins.line);
+                assert!(
+                    addr % (bytes * vec) == 0,
+                    "misaligned {}-byte access at {addr:#x} (PTX line {})",
+                    bytes * vec,
+                    ins.line
+                );
                 let store = matches!(ins.k, K::St { .. });
                 for e in 0..vec {
                     let ea = addr + e * bytes;
@@ -192,7 +244,10 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
                             cell[k as usize] = byte as u8;
                         }
                     } else {
-                        let v = cell.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64);
+                        let v = cell
+                            .iter()
+                            .rev()
+                            .fold(0u64, |acc, &x| (acc << 8) | x as u64);
                         w.regs[ins.d[e as usize] * 32 + l] = v;
                     }
                 }
@@ -228,8 +283,20 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
                     K::Or => s[0] | s[1],
                     K::Xor => s[0] ^ s[1],
                     K::Not => m(!s[0]),
-                    K::Shl => if s[1] >= bits as u64 { 0 } else { m(s[0] << s[1]) },
-                    K::Shr => if s[1] >= bits as u64 { 0 } else { s[0] >> s[1] },
+                    K::Shl => {
+                        if s[1] >= bits as u64 {
+                            0
+                        } else {
+                            m(s[0] << s[1])
+                        }
+                    }
+                    K::Shr => {
+                        if s[1] >= bits as u64 {
+                            0
+                        } else {
+                            s[0] >> s[1]
+                        }
+                    }
                     K::Setp(cmp) => {
                         let (a, b) = (m(s[0]), m(s[1]));
                         (match cmp {
@@ -241,7 +308,13 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
                             Cmp::Ge => a >= b,
                         }) as u64
                     }
-                    K::Selp => if s[2] != 0 { s[0] } else { s[1] },
+                    K::Selp => {
+                        if s[2] != 0 {
+                            s[0]
+                        } else {
+                            s[1]
+                        }
+                    }
                     K::Brev => (s[0] as u32).reverse_bits() as u64,
                     K::Clz => (s[0] as u32).leading_zeros() as u64,
                     K::Prmt => {
@@ -270,13 +343,27 @@ fn step(prog: &Program, w: &mut Warp, blocks: u32, threads: u32, sh: &mut [u8], 
     }
 }
 
-fn cell<'a>(space: Space, addr: u64, n: u64, sh: &'a mut [u8], mem: &'a mut Memory, line: usize) -> &'a mut [u8] {
+fn cell<'a>(
+    space: Space,
+    addr: u64,
+    n: u64,
+    sh: &'a mut [u8],
+    mem: &'a mut Memory,
+    line: usize,
+) -> &'a mut [u8] {
     match space {
         Space::Global => mem.locate(addr, n, line),
         Space::Shared => {
-            assert!(addr >= SHARED_BASE, "shared access at {addr:#x} below the shared window (PTX line {line})");
+            assert!(
+                addr >= SHARED_BASE,
+                "shared access at {addr:#x} below the shared window (PTX line {line})"
+            );
             let off = (addr - SHARED_BASE) as usize;
-            assert!(off + n as usize <= sh.len(), "shared access at +{off} past the {} B of the block (PTX line {line})", sh.len());
+            assert!(
+                off + n as usize <= sh.len(),
+                "shared access at +{off} past the {} B of the block (PTX line {line})",
+                sh.len()
+            );
             &mut sh[off..off + n as usize]
         }
     }

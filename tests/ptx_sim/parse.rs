@@ -59,8 +59,16 @@ pub enum K {
     Brev,
     Clz,
     Prmt,
-    Ld { space: Space, bytes: u32, vec: usize },
-    St { space: Space, bytes: u32, vec: usize },
+    Ld {
+        space: Space,
+        bytes: u32,
+        vec: usize,
+    },
+    St {
+        space: Space,
+        bytes: u32,
+        vec: usize,
+    },
     AtomAdd(Space),
     ShflIdx,
     Ballot,
@@ -131,15 +139,28 @@ impl Program {
             if let Some(rest) = t.strip_prefix(".reg ") {
                 // `.reg .u32 %r<343>;`
                 let name = rest.split_whitespace().nth(1).expect("reg decl");
-                let (prefix, count) = name.trim_end_matches(';').split_once('<').expect("reg decl <n>");
+                let (prefix, count) = name
+                    .trim_end_matches(';')
+                    .split_once('<')
+                    .expect("reg decl <n>");
                 let count: usize = count.trim_end_matches('>').parse().expect("reg count");
                 reg_base.insert(prefix.to_string(), n_regs);
                 n_regs += count;
             } else if t.starts_with(".param ") {
-                let name = t.split_whitespace().nth(2).expect("param name").trim_end_matches(',');
+                let name = t
+                    .split_whitespace()
+                    .nth(2)
+                    .expect("param name")
+                    .trim_end_matches(',');
                 params.push(name.to_string());
             } else if t.starts_with(".extern .shared") || t.starts_with(".shared") {
-                let name = t.split_whitespace().last().unwrap().split('[').next().unwrap();
+                let name = t
+                    .split_whitespace()
+                    .last()
+                    .unwrap()
+                    .split('[')
+                    .next()
+                    .unwrap();
                 assert!(syms.is_empty(), "one shared symbol supported");
                 syms.insert(name.to_string(), SHARED_BASE);
             } else if t.starts_with(".local") {
@@ -152,7 +173,9 @@ impl Program {
         }
         let reg = |tok: &str| -> usize {
             let body = tok.trim_start_matches('%');
-            let split = body.find(|c: char| c.is_ascii_digit()).unwrap_or_else(|| panic!("register {tok}"));
+            let split = body
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or_else(|| panic!("register {tok}"));
             let (p, n) = body.split_at(split);
             let base = reg_base[&format!("%{p}")];
             base + n.parse::<usize>().unwrap()
@@ -183,7 +206,10 @@ impl Program {
             let (guard, body) = if let Some(rest) = t.strip_prefix('@') {
                 let (g, body) = rest.split_once(' ').unwrap();
                 let neg = g.starts_with('!');
-                (Some((reg(g.trim_start_matches('!')), neg)), body.to_string())
+                (
+                    Some((reg(g.trim_start_matches('!')), neg)),
+                    body.to_string(),
+                )
             } else {
                 (None, t.clone())
             };
@@ -198,14 +224,22 @@ impl Program {
                 "u64" | "b64" | "s64" => 64,
                 _ => 32,
             };
-            let mut ins = Instr { guard, k: K::Ret, bits, d: vec![], s: vec![], addr: None, line };
+            let mut ins = Instr {
+                guard,
+                k: K::Ret,
+                bits,
+                d: vec![],
+                s: vec![],
+                addr: None,
+                line,
+            };
             let dst_src = |ins: &mut Instr, nd: usize| {
                 ins.d = ops[..nd].iter().map(|o| reg(o)).collect();
                 ins.s = ops[nd..].iter().map(|o| val(o)).collect();
             };
             match parts[0] {
-                "mov" | "add" | "sub" | "div" | "min" | "max" | "and" | "or" | "xor" | "not" | "shl" | "shr" | "selp"
-                | "brev" | "clz" | "prmt" | "cvta" => {
+                "mov" | "add" | "sub" | "div" | "min" | "max" | "and" | "or" | "xor" | "not"
+                | "shl" | "shr" | "selp" | "brev" | "clz" | "prmt" | "cvta" => {
                     ins.k = match parts[0] {
                         "mov" => K::Mov,
                         "add" => K::Add,
@@ -267,10 +301,24 @@ impl Program {
                             "shared" => Space::Shared,
                             s => panic!("space {s}"),
                         };
-                        let vec = if parts.contains(&"v4") { 4 } else if parts.contains(&"v2") { 2 } else { 1 };
+                        let vec = if parts.contains(&"v4") {
+                            4
+                        } else if parts.contains(&"v2") {
+                            2
+                        } else {
+                            1
+                        };
                         let bytes = bits / 8;
-                        let (data, a) = if parts[0] == "ld" { (&ops[0], &ops[1]) } else { (&ops[1], &ops[0]) };
-                        let regs: Vec<&str> = data.trim_start_matches('{').trim_end_matches('}').split(", ").collect();
+                        let (data, a) = if parts[0] == "ld" {
+                            (&ops[0], &ops[1])
+                        } else {
+                            (&ops[1], &ops[0])
+                        };
+                        let regs: Vec<&str> = data
+                            .trim_start_matches('{')
+                            .trim_end_matches('}')
+                            .split(", ")
+                            .collect();
                         ins.addr = Some(addr(a));
                         if parts[0] == "ld" {
                             ins.k = K::Ld { space, bytes, vec };
@@ -283,7 +331,11 @@ impl Program {
                 }
                 "atom" => {
                     assert_eq!(parts[2], "add", "only atom.add");
-                    ins.k = K::AtomAdd(if parts[1] == "shared" { Space::Shared } else { Space::Global });
+                    ins.k = K::AtomAdd(if parts[1] == "shared" {
+                        Space::Shared
+                    } else {
+                        Space::Global
+                    });
                     ins.d = vec![reg(&ops[0])];
                     ins.addr = Some(addr(&ops[1]));
                     ins.s = vec![val(&ops[2])];
@@ -310,12 +362,23 @@ impl Program {
                     assert_eq!(parts[1], "warp", "block barriers are not simulated");
                     ins.k = K::BarWarp;
                 }
-                "bra" => ins.k = K::Bra(*labels.get(ops[0].as_str()).unwrap_or_else(|| panic!("label {}", ops[0]))),
+                "bra" => {
+                    ins.k = K::Bra(
+                        *labels
+                            .get(ops[0].as_str())
+                            .unwrap_or_else(|| panic!("label {}", ops[0])),
+                    )
+                }
                 "ret" | "exit" => ins.k = K::Ret,
                 o => panic!("unsupported opcode {o} at line {line}"),
             }
             instrs.push(ins);
         }
-        Program { instrs, n_regs, params, text }
+        Program {
+            instrs,
+            n_regs,
+            params,
+            text,
+        }
     }
 }

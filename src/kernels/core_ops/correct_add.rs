@@ -44,7 +44,12 @@ pub fn build(target: Target) -> Module {
                 let oa = b.add(out, off);
                 let p = b.ld_v4::<F32>(Space::Global, pa);
                 let c = b.ld_v4::<F32>(Space::Global, ca);
-                let s = [b.add(p[0], c[0]), b.add(p[1], c[1]), b.add(p[2], c[2]), b.add(p[3], c[3])];
+                let s = [
+                    b.add(p[0], c[0]),
+                    b.add(p[1], c[1]),
+                    b.add(p[2], c[2]),
+                    b.add(p[3], c[3]),
+                ];
                 b.st_v4(Space::Global, oa, s);
             });
             let done = b.shl(n4, 2u32);

@@ -74,7 +74,9 @@ pub fn build(target: Target) -> Module {
             b.mov_to(v, l);
         });
         let block_total = b.warp_sum(v);
-        b.guarded(lane0, false, |b| b.red(Space::Global, AtomOp::Add, total, block_total));
+        b.guarded(lane0, false, |b| {
+            b.red(Space::Global, AtomOp::Add, total, block_total)
+        });
     });
     Module::single(target, b.finish())
 }

@@ -119,7 +119,10 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         acc.push([(); GRAD_STRIDE as usize].map(|_| b.mov(zero)));
         if T::FUSED {
             let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
-            let flag = b.ld::<T>(Space::GlobalNc, Addr::from(at).off(i64::from(COMP_FLAG * T::BYTES)));
+            let flag = b.ld::<T>(
+                Space::GlobalNc,
+                Addr::from(at).off(i64::from(COMP_FLAG * T::BYTES)),
+            );
             comp_on.push(b.setp(Cmp::Ne, flag, zero));
         }
     }
@@ -141,7 +144,8 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         let i = b.add(batch_start, tid);
         b.if_then(mine, |b| {
             let a = b.index_addr(points, i, 3 * T::BYTES);
-            let x = [0i64, 1, 2].map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
+            let x = [0i64, 1, 2]
+                .map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
             let ga = b.index_addr(grads, i, T::BYTES);
             let g = b.ld::<T>(Space::GlobalNc, ga);
             let slot = b.shl(tid, 2u32);
@@ -149,66 +153,78 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
         });
         b.bar_sync();
-        let point_loop = |b: &mut KernelBuilder, with_comp: bool| b.for_range(0u32, count, 1u32, |b, k, _| {
-            let slot = b.shl(k, 2u32);
-            let src = b.shared_index(&pts, slot);
-            let [x0, x1, x2, g] = load4::<T>(b, src.into());
-            let pc = [(); 3].map(|_| b.mov(zero));
-            for q in 0..q_count as usize {
-                let gr = gauss[q];
-                let (v, d) = solve(b, &gr, [x0, x1, x2]);
-                let e = T::kernel_exp(b, d);
-                // A pair beyond the cutoff (e' = 0) must add exactly 0: with v replaced by 0, s = 0
-                // and every term below is 0 even where v or s would overflow (0 * inf).
-                let live = b.setp(Cmp::Ne, e, zero);
-                if let (true, Some(&on)) = (with_comp, comp_on.get(q)) {
-                    // Live pairs of a flagged Gaussian: v from the compensated solve (e keeps the
-                    // plain d). A branch, not predication: lanes without one skip it.
-                    let j = js[q];
-                    let go = b.and(on, live);
-                    b.if_then(go, |b| {
-                        let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
-                        let lo = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at));
-                        let hi = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at).off(16));
-                        let vc = solve_compensated(b, &gr, [lo[0], lo[1], lo[2]], [hi[0], hi[1], hi[2]], [x0, x1, x2]);
-                        for k in 0..3 {
-                            b.mov_to(v[k], vc[k]);
-                        }
-                    });
+        let point_loop = |b: &mut KernelBuilder, with_comp: bool| {
+            b.for_range(0u32, count, 1u32, |b, k, _| {
+                let slot = b.shl(k, 2u32);
+                let src = b.shared_index(&pts, slot);
+                let [x0, x1, x2, g] = load4::<T>(b, src.into());
+                let pc = [(); 3].map(|_| b.mov(zero));
+                for q in 0..q_count as usize {
+                    let gr = gauss[q];
+                    let (v, d) = solve(b, &gr, [x0, x1, x2]);
+                    let e = T::kernel_exp(b, d);
+                    // A pair beyond the cutoff (e' = 0) must add exactly 0: with v replaced by 0, s = 0
+                    // and every term below is 0 even where v or s would overflow (0 * inf).
+                    let live = b.setp(Cmp::Ne, e, zero);
+                    if let (true, Some(&on)) = (with_comp, comp_on.get(q)) {
+                        // Live pairs of a flagged Gaussian: v from the compensated solve (e keeps the
+                        // plain d). A branch, not predication: lanes without one skip it.
+                        let j = js[q];
+                        let go = b.and(on, live);
+                        b.if_then(go, |b| {
+                            let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
+                            let lo = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at));
+                            let hi = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at).off(16));
+                            let vc = solve_compensated(
+                                b,
+                                &gr,
+                                [lo[0], lo[1], lo[2]],
+                                [hi[0], hi[1], hi[2]],
+                                [x0, x1, x2],
+                            );
+                            for k in 0..3 {
+                                b.mov_to(v[k], vc[k]);
+                            }
+                        });
+                    }
+                    let v = v.map(|vk| b.selp(vk, zero, live));
+                    let ge = b.mul(g, e);
+                    let s = back_solve(b, &gr, v);
+                    let gs = s.map(|sk| b.mul(ge, sk));
+                    let a = &acc[q];
+                    for k in 0..3 {
+                        let t = b.add(a[k], gs[k]);
+                        b.mov_to(a[k], t);
+                    }
+                    // (a, b) = 00 10 11 20 21 22 -> gradient slots 3..9.
+                    for (slot, (ra, cb)) in
+                        [(0usize, 0usize), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+                            .into_iter()
+                            .enumerate()
+                    {
+                        let t = mul_add(b, gs[ra], v[cb], a[3 + slot]);
+                        b.mov_to(a[3 + slot], t);
+                    }
+                    let t = b.add(a[9], ge);
+                    b.mov_to(a[9], t);
+                    for k in 0..3 {
+                        let t = mul_add(b, gr.weight_norm, gs[k], pc[k]);
+                        b.mov_to(pc[k], t);
+                    }
                 }
-                let v = v.map(|vk| b.selp(vk, zero, live));
-                let ge = b.mul(g, e);
-                let s = back_solve(b, &gr, v);
-                let gs = s.map(|sk| b.mul(ge, sk));
-                let a = &acc[q];
-                for k in 0..3 {
-                    let t = b.add(a[k], gs[k]);
-                    b.mov_to(a[k], t);
-                }
-                // (a, b) = 00 10 11 20 21 22 -> gradient slots 3..9.
-                for (slot, (ra, cb)) in [(0usize, 0usize), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)].into_iter().enumerate() {
-                    let t = mul_add(b, gs[ra], v[cb], a[3 + slot]);
-                    b.mov_to(a[3 + slot], t);
-                }
-                let t = b.add(a[9], ge);
-                b.mov_to(a[9], t);
-                for k in 0..3 {
-                    let t = mul_add(b, gr.weight_norm, gs[k], pc[k]);
-                    b.mov_to(pc[k], t);
-                }
-            }
-            // wsum[(warp * BATCH + k) * 3 + c]: lanes 0, 16, 8 hold components 0, 1, 2.
-            let t16 = b.and(lane_info, 16u32);
-            let low16 = b.setp(Cmp::Eq, t16, 0u32);
-            let t8 = b.and(lane_info, 32u32);
-            let low8 = b.setp(Cmp::Eq, t8, 0u32);
-            let total = warp_sum3(b, pc, low16, low8);
-            let t_st = b.and(lane_info, 15u32);
-            let store_lane = b.setp(Cmp::Eq, t_st, 0u32);
-            let wslot = b.mad(k, 3u32, wbase);
-            let dst = b.shared_index(&wsum, wslot);
-            b.guarded(store_lane, false, |b| b.st(Space::Shared, dst, total));
-        });
+                // wsum[(warp * BATCH + k) * 3 + c]: lanes 0, 16, 8 hold components 0, 1, 2.
+                let t16 = b.and(lane_info, 16u32);
+                let low16 = b.setp(Cmp::Eq, t16, 0u32);
+                let t8 = b.and(lane_info, 32u32);
+                let low8 = b.setp(Cmp::Eq, t8, 0u32);
+                let total = warp_sum3(b, pc, low16, low8);
+                let t_st = b.and(lane_info, 15u32);
+                let store_lane = b.setp(Cmp::Eq, t_st, 0u32);
+                let wslot = b.mad(k, 3u32, wbase);
+                let dst = b.shared_index(&wsum, wslot);
+                b.guarded(store_lane, false, |b| b.st(Space::Shared, dst, total));
+            })
+        };
         match warp_any {
             Some(any) => b.if_else(any, |b| point_loop(b, true), |b| point_loop(b, false)),
             None => point_loop(b, false),
@@ -220,21 +236,37 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let src = b.shared_index(&wsum, slot);
             for c in 0..3u32 {
                 // wsum[(w * BATCH + tid) * 3 + c], warps added in order.
-                let mut total = b.ld::<T>(Space::Shared, Addr::from(src).off(i64::from(c * T::BYTES)));
+                let mut total =
+                    b.ld::<T>(Space::Shared, Addr::from(src).off(i64::from(c * T::BYTES)));
                 for w in 1..WARPS {
                     let off = i64::from((w * BATCH * 3 + c) * T::BYTES);
                     let v = b.ld::<T>(Space::Shared, Addr::from(src).off(off));
                     total = b.add(total, v);
                 }
-                b.st(Space::Global, Addr::from(dst).off(i64::from(c * T::BYTES)), total);
+                b.st(
+                    Space::Global,
+                    Addr::from(dst).off(i64::from(c * T::BYTES)),
+                    total,
+                );
             }
         });
     });
 
     for q in 0..q_count as usize {
-        let dst = addr2d(&mut b, partial_gauss, chunk, n_pad, js[q], GRAD_STRIDE * T::BYTES);
+        let dst = addr2d(
+            &mut b,
+            partial_gauss,
+            chunk,
+            n_pad,
+            js[q],
+            GRAD_STRIDE * T::BYTES,
+        );
         for (k, a) in acc[q].iter().enumerate() {
-            b.st(Space::Global, Addr::from(dst).off(k as i64 * i64::from(T::BYTES)), *a);
+            b.st(
+                Space::Global,
+                Addr::from(dst).off(k as i64 * i64::from(T::BYTES)),
+                *a,
+            );
         }
     }
     Module::single(target, b.finish())
@@ -245,7 +277,12 @@ fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
 /// that for c, then xor 4, 2, 1 finish. Lane 0 ends with sum(a), lane 16 with sum(b), lanes 8 and
 /// 24 with sum(c). Fixed order: bit-identical from run to run. `low16` / `low8`: lane bit 4 / 3
 /// clear.
-fn warp_sum3<T: KFloat>(b: &mut KernelBuilder, v: [Reg<T>; 3], low16: Reg<Pred>, low8: Reg<Pred>) -> Reg<T> {
+fn warp_sum3<T: KFloat>(
+    b: &mut KernelBuilder,
+    v: [Reg<T>; 3],
+    low16: Reg<Pred>,
+    low8: Reg<Pred>,
+) -> Reg<T> {
     let send = b.selp(v[1], v[0], low16);
     let keep = b.selp(v[0], v[1], low16);
     let got = b.shfl(Shfl::Xor, send, 16u32);

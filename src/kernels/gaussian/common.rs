@@ -89,7 +89,11 @@ impl KFloat for F32 {
         x as f32
     }
     fn kernel_exp(b: &mut KernelBuilder, d: Reg<F32>) -> Reg<F32> {
-        let t = b.fma(d, (-0.5 * std::f64::consts::LOG2_E) as f32, -F32_EXP_OFFSET as f32);
+        let t = b.fma(
+            d,
+            (-0.5 * std::f64::consts::LOG2_E) as f32,
+            -F32_EXP_OFFSET as f32,
+        );
         b.ex2_approx_ftz(t)
     }
 }
@@ -177,14 +181,24 @@ pub fn load_prepared<T: KFloat>(b: &mut KernelBuilder, space: Space, addr: Addr)
             out.extend(b.ld_v2::<T>(space, addr.off(16 * k)));
         }
     }
-    out.try_into().unwrap_or_else(|_| unreachable!("12 scalars loaded"))
+    out.try_into()
+        .unwrap_or_else(|_| unreachable!("12 scalars loaded"))
 }
 
 /// Stores 12 scalars at `addr` (16-byte aligned) with vector stores.
-pub fn store_prepared<T: KFloat>(b: &mut KernelBuilder, space: Space, addr: Addr, v: &[Reg<T>; 12]) {
+pub fn store_prepared<T: KFloat>(
+    b: &mut KernelBuilder,
+    space: Space,
+    addr: Addr,
+    v: &[Reg<T>; 12],
+) {
     if T::BYTES == 4 {
         for k in 0..3 {
-            b.st_v4(space, addr.off(16 * k as i64), [v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]]);
+            b.st_v4(
+                space,
+                addr.off(16 * k as i64),
+                [v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]],
+            );
         }
     } else {
         for k in 0..6 {
@@ -194,7 +208,11 @@ pub fn store_prepared<T: KFloat>(b: &mut KernelBuilder, space: Space, addr: Addr
 }
 
 /// Forward substitution L v = x - mu and d = |v|^2 (order of `crate::gaussian::pair::solve`).
-pub fn solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, x: [Reg<T>; 3]) -> ([Reg<T>; 3], Reg<T>) {
+pub fn solve<T: KFloat>(
+    b: &mut KernelBuilder,
+    g: &GaussRegs<T>,
+    x: [Reg<T>; 3],
+) -> ([Reg<T>; 3], Reg<T>) {
     let r0 = b.sub(x[0], g.mu[0]);
     let r1 = b.sub(x[1], g.mu[1]);
     let r2 = b.sub(x[2], g.mu[2]);
@@ -211,7 +229,11 @@ pub fn solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, x: [Reg<T>; 3])
 }
 
 /// Back substitution L^T s = v (order of `crate::gaussian::pair::back_solve`).
-pub fn back_solve<T: KFloat>(b: &mut KernelBuilder, g: &GaussRegs<T>, v: [Reg<T>; 3]) -> [Reg<T>; 3] {
+pub fn back_solve<T: KFloat>(
+    b: &mut KernelBuilder,
+    g: &GaussRegs<T>,
+    v: [Reg<T>; 3],
+) -> [Reg<T>; 3] {
     let s2 = b.mul(v[2], g.inv[2]);
     let t1 = mul_add(b, g.neg_l[2], s2, v[1]);
     let s1 = b.mul(t1, g.inv[1]);
@@ -286,7 +308,14 @@ pub fn solve_compensated<T: KFloat>(
 }
 
 /// Byte address `base + (row * row_len + col) * elem_bytes` with 64-bit arithmetic.
-pub fn addr2d(b: &mut KernelBuilder, base: Reg<U64>, row: Reg<U32>, row_len: Reg<U32>, col: Reg<U32>, elem_bytes: u32) -> Reg<U64> {
+pub fn addr2d(
+    b: &mut KernelBuilder,
+    base: Reg<U64>,
+    row: Reg<U32>,
+    row_len: Reg<U32>,
+    col: Reg<U32>,
+    elem_bytes: u32,
+) -> Reg<U64> {
     let row_off = b.mul_wide(row, row_len);
     let col64 = b.cvt::<U64, U32>(col);
     let idx = b.add(row_off, col64);

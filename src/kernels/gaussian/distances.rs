@@ -55,7 +55,8 @@ fn build<T: KFloat>(target: Target) -> Module {
     let i_end = b.min(i_stop, num_points);
     b.for_range(i0, i_end, 1u32, |b, i, _| {
         let a = b.index_addr(points, i, 3 * T::BYTES);
-        let x = [0i64, 1, 2].map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
+        let x = [0i64, 1, 2]
+            .map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
         let (_, d) = solve(b, &g, x);
         b.guarded(inside, false, |b| {
             let dst = addr2d(b, out, i, n, j, T::BYTES);

@@ -70,7 +70,10 @@ fn build<T: KFloat>(target: Target) -> Module {
         b.guarded(ok, false, |b| {
             let a = b.index_addr(points, i, 3 * T::BYTES);
             for (k, xk) in x.iter().enumerate() {
-                let v = b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k as i64 * i64::from(T::BYTES)));
+                let v = b.ld::<T>(
+                    Space::GlobalNc,
+                    Addr::from(a).off(k as i64 * i64::from(T::BYTES)),
+                );
                 b.mov_to(*xk, v);
             }
         });

@@ -95,7 +95,10 @@ fn build_finish<T: KFloat>(target: Target) -> Module {
         b.for_range(0u32, rows, 1u32, |b, r, _| {
             let a = addr2d(b, partial, r, n_pad, j, GRAD_STRIDE * T::BYTES);
             for h in 0..(GRAD_STRIDE / 2) as usize {
-                let [v0, v1] = b.ld_v2::<T>(Space::GlobalNc, Addr::from(a).off((2 * h) as i64 * i64::from(T::BYTES)));
+                let [v0, v1] = b.ld_v2::<T>(
+                    Space::GlobalNc,
+                    Addr::from(a).off((2 * h) as i64 * i64::from(T::BYTES)),
+                );
                 let s0 = b.add(acc[2 * h], v0);
                 b.mov_to(acc[2 * h], s0);
                 let s1 = b.add(acc[2 * h + 1], v1);
@@ -104,7 +107,11 @@ fn build_finish<T: KFloat>(target: Target) -> Module {
         });
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
         let pr = load_prepared::<T>(b, Space::GlobalNc, src.into());
-        let (wn, cn, w) = (pr[PREP_WEIGHT_NORM as usize], pr[PREP_NORM as usize], pr[PREP_WEIGHT as usize]);
+        let (wn, cn, w) = (
+            pr[PREP_WEIGHT_NORM as usize],
+            pr[PREP_NORM as usize],
+            pr[PREP_WEIGHT as usize],
+        );
         let inv = [pr[6], pr[7], pr[8]];
         let mut o: Vec<Reg<T>> = (0..9).map(|k| b.mul(wn, acc[k])).collect();
         let dw = b.mul(cn, acc[9]);
@@ -117,7 +124,11 @@ fn build_finish<T: KFloat>(target: Target) -> Module {
         }
         let dst = b.index_addr(out, j, GRAD_STRIDE * T::BYTES);
         for h in 0..(GRAD_STRIDE / 2) as usize {
-            b.st_v2(Space::Global, Addr::from(dst).off((2 * h) as i64 * i64::from(T::BYTES)), [o[2 * h], o[2 * h + 1]]);
+            b.st_v2(
+                Space::Global,
+                Addr::from(dst).off((2 * h) as i64 * i64::from(T::BYTES)),
+                [o[2 * h], o[2 * h + 1]],
+            );
         }
     });
     Module::single(target, b.finish())

@@ -31,7 +31,10 @@
 use super::emit::emit_sequence;
 use super::extend::extend;
 use super::page_io::{finish, stage};
-use super::{bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, uloop, Lanes, MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
+use super::{
+    bcast, highest_bit, ld_shared_u32_unaligned, lowest_bit, ubra_if, ubra_unless, uloop, Lanes,
+    MAX_TABLE_BYTES, STAGE_SLACK_BYTES,
+};
 use crate::ptx::*;
 
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
@@ -143,8 +146,12 @@ pub fn build(target: Target) -> Module {
             let a = Addr::from(tl).off(512 * i as i64);
             match i {
                 0..4 => b.st_v4::<U32>(Space::Shared, a, [zero; 4]),
-                4..8 => b.guarded(half4, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
-                _ => b.guarded(whole8, false, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+                4..8 => b.guarded(half4, false, |b| {
+                    b.st_v4::<U32>(Space::Shared, a, [zero; 4])
+                }),
+                _ => b.guarded(whole8, false, |b| {
+                    b.st_v4::<U32>(Space::Shared, a, [zero; 4])
+                }),
             }
         }
         b.warp_sync(FULL_MASK);
@@ -283,7 +290,9 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let last_of_group = b.setp(Cmp::Gt, next_up, f_ins);
             let writer = b.and(upto, last_of_group);
             let writer = b.and(writer, may_write);
-            b.guarded(writer, false, |b| b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1));
+            b.guarded(writer, false, |b| {
+                b.st_narrow(Space::Shared, Narrow::U16, taddr, pos1)
+            });
             ubra_unless(b, found, no_match);
 
             let p0 = b.add(base, f);
@@ -310,7 +319,9 @@ fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             b.place(&have_h2);
             let et = b.add(pc.table, h2);
             let e1 = b.sub(end, 1u32);
-            b.guarded(lane0, false, |b| b.st_narrow(Space::Shared, Narrow::U16, et, e1));
+            b.guarded(lane0, false, |b| {
+                b.st_narrow(Space::Shared, Narrow::U16, et, e1)
+            });
             emit_sequence(b, pc, anchor, lit, Some((dist, ml)));
             b.mov_to(anchor, end);
             b.warp_sync(FULL_MASK);

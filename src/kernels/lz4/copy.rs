@@ -61,7 +61,13 @@ pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: 
 
 /// Copies `lit` literals from the shared address `src` (in the staged block) to page byte `op`,
 /// 32 a step.
-pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, src: Reg<U32>, op: Reg<U32>, lit: Reg<U32>) {
+pub(super) fn copy_literals(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    src: Reg<U32>,
+    op: Reg<U32>,
+    lit: Reg<U32>,
+) {
     let dst = b.add(d.ob, op);
     ufor(b, 0u32, lit, 32u32, |b, base, _| {
         let i = b.add(base, d.ln.lane);
@@ -79,7 +85,13 @@ pub(super) fn copy_literals(b: &mut KernelBuilder, d: &Dec, src: Reg<U32>, op: R
 /// Copies `len` bytes to `op` from `offset` bytes back in the page buffer. Steps of
 /// `min(distance, 32)` bytes: the distance starts at `offset` and doubles while below 32 (the
 /// source stays put), so a step never reads a byte it has not yet written and the period holds.
-pub(super) fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: Reg<U32>, len: Reg<U32>) {
+pub(super) fn copy_match(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    op: Reg<U32>,
+    offset: Reg<U32>,
+    len: Reg<U32>,
+) {
     let lane = d.ln.lane;
     let src = b.sub(op, offset);
     let dst = b.mov(op);
@@ -117,7 +129,16 @@ pub(super) fn copy_match(b: &mut KernelBuilder, d: &Dec, op: Reg<U32>, offset: R
 /// both (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads
 /// before any stores).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, lit_src: Reg<U32>, op: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>, short: bool) {
+pub(super) fn copy_sequence(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    lit_src: Reg<U32>,
+    op: Reg<U32>,
+    lit: Reg<U32>,
+    offset: Reg<U32>,
+    ml: Reg<U32>,
+    short: bool,
+) {
     let lane = d.ln.lane;
     let span = b.add(lit, ml);
     let apart = b.setp(Cmp::Ge, offset, span);

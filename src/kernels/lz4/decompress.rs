@@ -117,7 +117,17 @@ pub fn build(target: Target) -> Module {
         let bad = b.or(bad, outside);
         let bad = b.or(bad, raw_bad);
         let bad = b.or(bad, past);
-        let d = Dec { ln, ib: ob, ob, stored, orig, code, bounded, ob_lane, fail: fail.clone() };
+        let d = Dec {
+            ln,
+            ib: ob,
+            ob,
+            stored,
+            orig,
+            code,
+            bounded,
+            ob_lane,
+            fail: fail.clone(),
+        };
         fail_if(b, &d, bad, status::BAD_ENTRY);
         // Stage the block at the end of the buffer (the page is rebuilt from its start, in
         // place): 16-byte chunks from the aligned address at or below it.
@@ -236,12 +246,22 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, d.ib);
     let lit_addr = b.add(d.ib, 1u32);
     let iend = b.add(d.ib, d.stored);
-    let fast = Fast { iend2: b.sub(iend, 2u32), unread_bias: b.sub(2u32, d.ob) };
+    let fast = Fast {
+        iend2: b.sub(iend, 2u32),
+        unread_bias: b.sub(2u32, d.ob),
+    };
     uloop(b, |b, block_end, next_seq| {
         let lit = b.shr(tok, 4u32);
         let mcode = b.and(tok, 15u32);
         let slow = b.label("slow_seq");
-        fast_sequence(b, d, &fast, [lit_addr, op, tok, lit, mcode], &slow, next_seq);
+        fast_sequence(
+            b,
+            d,
+            &fast,
+            [lit_addr, op, tok, lit, mcode],
+            &slow,
+            next_seq,
+        );
         b.place(&slow);
         // Block index of the byte after the token (a fresh register: read_length advances it).
         let ip = b.sub(lit_addr, d.ib);
@@ -335,7 +355,6 @@ fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     op
 }
 
-
 /// Per-page constants of the fast path: `ib + stored - 2` (a sequence whose offset starts at or
 /// past it leaves no room for the offset and a further token) and `2 - ob` (added to the offset's
 /// address it gives the page index of the next token's block byte, below which the output must
@@ -349,7 +368,14 @@ struct Fast {
 /// checks folded into one branch: falls through to `slow` (the step-by-step parse of the same
 /// token, which then finds the failing check in order) unless every check holds; otherwise
 /// loads the next token, copies the sequence, advances `lit_addr` and `op` and continues.
-fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, [lit_addr, op, tok, lit, mcode]: [Reg<U32>; 5], slow: &Label, next: &Label) {
+fn fast_sequence(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    f: &Fast,
+    [lit_addr, op, tok, lit, mcode]: [Reg<U32>; 5],
+    slow: &Label,
+    next: &Label,
+) {
     let lit_short = b.setp(Cmp::Lt, lit, 15u32);
     let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
     let short = b.and(lit_short, ml_short);

@@ -29,7 +29,13 @@ fn length_bytes(b: &mut KernelBuilder, n: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
 /// Appends one sequence (`lit` literals from `anchor`, then the match `(offset, length)` unless
 /// it is the last sequence) to the warp's scratch at `out`; branches to the raw label when the
 /// block can no longer be shorter than the page.
-pub(super) fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
+pub(super) fn emit_sequence(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    matched: Option<(Reg<U32>, Reg<U32>)>,
+) {
     let general = b.label("emit_general");
     let done = b.label("emit_done");
     if let Some((offset, ml)) = matched {
@@ -47,7 +53,14 @@ pub(super) fn emit_sequence(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, 
 
 /// A sequence of at most 17 bytes in one step: lane 0 the token, lanes `1..=lit` the literals,
 /// the next two the offset.
-fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, offset: Reg<U32>, ml: Reg<U32>) {
+fn emit_short(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    offset: Reg<U32>,
+    ml: Reg<U32>,
+) {
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
     let need = b.add(pc.out, seq_len);
@@ -73,13 +86,21 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let v3 = b.selp(ob, v, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
     let a = b.index_addr(pc.scratch_lane, pc.out, 1);
-    b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v3));
+    b.guarded(in_seq, false, |b| {
+        b.st_narrow(Space::Global, Narrow::U8, a, v3)
+    });
     let o = b.add(pc.out, seq_len);
     b.mov_to(pc.out, o);
 }
 
 /// Any sequence, 32 bytes per step, one per lane.
-fn emit_general(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, matched: Option<(Reg<U32>, Reg<U32>)>) {
+fn emit_general(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    matched: Option<(Reg<U32>, Reg<U32>)>,
+) {
     let lane = pc.ln.lane;
     let lit15 = b.min(lit, 15u32);
     let hi = b.shl(lit15, 4u32);
@@ -141,9 +162,10 @@ fn emit_general(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32
         }
         let in_seq = b.setp(Cmp::Lt, j, seq_len);
         let a = b.index_addr(dst, j, 1);
-        b.guarded(in_seq, false, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
+        b.guarded(in_seq, false, |b| {
+            b.st_narrow(Space::Global, Narrow::U8, a, v)
+        });
     });
     let o = b.add(pc.out, seq_len);
     b.mov_to(pc.out, o);
 }
-

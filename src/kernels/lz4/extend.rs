@@ -10,7 +10,14 @@ use crate::ptx::*;
 /// Extends the match `p0`/`c0` forward (from `p0 + 4` to at most `limit`) and backward (down to
 /// `anchor`, and `c0` down to 0); returns `(end, back)`. One 32-lane step does the first 16
 /// bytes of both (lanes 0..16 forward, 16..32 backward); longer runs continue 32 bytes a step.
-pub(super) fn extend(b: &mut KernelBuilder, pc: &Page, p0: Reg<U32>, c0: Reg<U32>, anchor: Reg<U32>, limit: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+pub(super) fn extend(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    c0: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
     let lane = pc.ln.lane;
     let dist = b.sub(p0, c0);
     let room = b.sub(p0, anchor);
@@ -88,4 +95,3 @@ fn mismatch_step(b: &mut KernelBuilder, inside: Reg<Pred>, a: Reg<U32>, s: Reg<U
     let differ = b.setp(Cmp::Ne, x, y);
     b.ballot(differ)
 }
-

@@ -11,10 +11,10 @@
 
 pub mod compress;
 mod copy;
+pub mod decompress;
 mod emit;
 mod extend;
 mod page_io;
-pub mod decompress;
 
 use crate::ptx::*;
 

@@ -8,7 +8,14 @@ use super::{bcast, ufor, Lanes, RAW_FLAG};
 use crate::ptx::*;
 
 /// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
-pub(super) fn stage(b: &mut KernelBuilder, ln: &Lanes, src: Reg<U64>, spage: Reg<U32>, p_len: Reg<U32>, steps: Reg<U32>) -> Reg<Pred> {
+pub(super) fn stage(
+    b: &mut KernelBuilder,
+    ln: &Lanes,
+    src: Reg<U64>,
+    spage: Reg<U32>,
+    p_len: Reg<U32>,
+    steps: Reg<U32>,
+) -> Reg<Pred> {
     let acc = b.mov(0u32);
     ufor(b, 0u32, steps, 1u32, |b, s, _| {
         let k = b.mad(s, 32u32, ln.lane);
@@ -85,7 +92,11 @@ pub(super) fn finish(
             b.st_v4::<U32>(Space::Global, d, v);
         });
     });
-    let word = if raw { b.or(stored, RAW_FLAG) } else { b.mov(stored) };
+    let word = if raw {
+        b.or(stored, RAW_FLAG)
+    } else {
+        b.mov(stored)
+    };
     let idx = b.shl(pg, 1u32);
     let idx = b.add(idx, INFO_HEADER_WORDS);
     let ia = b.index_addr(info, idx, 4);

@@ -75,7 +75,15 @@ pub const MAX_CELL_INDEX: f64 = (1u64 << 30) as f64;
 /// voxel, then x-fastest over {−1, 0, 1}³ without the centre) — the CPU's tables and order.
 pub const PROBES: [[i32; 3]; 34] = {
     let mut t = [[0i32; 3]; 34];
-    let d7 = [[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]];
+    let d7 = [
+        [0, 0, 0],
+        [1, 0, 0],
+        [-1, 0, 0],
+        [0, 1, 0],
+        [0, -1, 0],
+        [0, 0, 1],
+        [0, 0, -1],
+    ];
     let mut i = 0;
     while i < 7 {
         t[i] = d7[i];
@@ -142,10 +150,12 @@ pub fn build(target: Target) -> Module {
     let requests = b.global_ptr(&p_requests);
 
     // Request 0 comes in the parameters (no memory read at all for single-request launches).
-    let p_r0: Vec<Param<F64>> = ["r0_sa", "r0_ca", "r0_sb", "r0_cb", "r0_sc", "r0_cc", "r0_tx", "r0_ty", "r0_tz"]
-        .iter()
-        .map(|n| b.param::<F64>(n))
-        .collect();
+    let p_r0: Vec<Param<F64>> = [
+        "r0_sa", "r0_ca", "r0_sb", "r0_cb", "r0_sc", "r0_cc", "r0_tx", "r0_ty", "r0_tz",
+    ]
+    .iter()
+    .map(|n| b.param::<F64>(n))
+    .collect();
     let p_r0_first = b.param::<U32>("r0_first");
     let p_r0_count = b.param::<U32>("r0_count");
 
@@ -185,7 +195,14 @@ pub fn build(target: Target) -> Module {
             let word = (o[0] + 1) as u32 | ((o[1] + 1) as u32) << 8 | ((o[2] + 1) as u32) << 16;
             b.st(Space::Shared, probes.at(k as u32), word);
         }
-        let sc = SinCos { sa: w[0], ca: w[1], sb: w[2], cb: w[3], sc: w[4], cc: w[5] };
+        let sc = SinCos {
+            sa: w[0],
+            ca: w[1],
+            sb: w[2],
+            cb: w[3],
+            sc: w[4],
+            cc: w[5],
+        };
         let (mats, pat) = angle_matrices(b, &sc);
         for (m, mat) in mats.iter().enumerate() {
             for (e, s) in mat.iter().enumerate() {

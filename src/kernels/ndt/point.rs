@@ -2,7 +2,9 @@
 //! voxel, hash probes of the search mode's offsets, per-pair sums `E`, `G`, `Q`, and the point's
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
-use super::derivatives::{hessian_index, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT, VALUES};
+use super::derivatives::{
+    hessian_index, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT, VALUES,
+};
 use super::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use super::rotation::*;
 use crate::ptx::*;
@@ -62,7 +64,13 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
 }
 
 /// The probes of one point and, when a voxel was paired, its contributions.
-fn neighbours(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], xt: [Reg<F64>; 3], cell: [Reg<S32>; 3]) {
+fn neighbours(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    x: [Reg<F64>; 3],
+    xt: [Reg<F64>; 3],
+    cell: [Reg<S32>; 3],
+) {
     let e_sum = b.mov(0.0f64);
     let g = [(); 3].map(|_| b.mov(0.0f64));
     let q = [(); 6].map(|_| b.mov(0.0f64)); // Q00 Q01 Q02 Q11 Q12 Q22
@@ -83,7 +91,9 @@ fn neighbours(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], xt: [Reg<F64>; 
         b.bra_if(miss, &next);
         let vu = b.bitcast::<U32, S32>(v);
         let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-        let w: Vec<Reg<F64>> = (0..9).map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k))).collect();
+        let w: Vec<Reg<F64>> = (0..9)
+            .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
+            .collect();
         let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
         // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
         let dd0 = b.mul(d[0], d[0]);
@@ -120,7 +130,10 @@ fn neighbours(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], xt: [Reg<F64>; 
             b.mov_to(g[k], s);
         }
         let t = ecd.map(|v| b.mul(v, cx.neg_d2));
-        for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+        for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+            .into_iter()
+            .enumerate()
+        {
             let s = b.fma(e, c[3 * i + j], q[m]);
             let s = b.fma(t[i], cd[j], s);
             b.mov_to(q[m], s);
@@ -166,7 +179,14 @@ fn probe(b: &mut KernelBuilder, cx: &Ctx, key: [Reg<S32>; 3]) -> Reg<S32> {
 }
 
 /// Adds a paired point's score, gradient and Hessian sums (`E`, `G`, `Q` over its voxels).
-fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], e_sum: Reg<F64>, g: [Reg<F64>; 3], q: [Reg<F64>; 6]) {
+fn add_point(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    x: [Reg<F64>; 3],
+    e_sum: Reg<F64>,
+    g: [Reg<F64>; 3],
+    q: [Reg<F64>; 6],
+) {
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
     let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| {
@@ -181,18 +201,19 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], e_sum: Reg<F64>,
         *jk = apply_fma(b, &m, x);
     }
     // dot(a, v) over the rows of `a` that are not known zero.
-    let dot = |b: &mut KernelBuilder, a: &[Option<Reg<F64>>; 3], v: [Reg<F64>; 3]| -> Option<Reg<F64>> {
-        let mut s: Option<Reg<F64>> = None;
-        for k in 0..3 {
-            if let Some(ak) = a[k] {
-                s = Some(match s {
-                    None => b.mul(ak, v[k]),
-                    Some(t) => b.fma(ak, v[k], t),
-                });
+    let dot =
+        |b: &mut KernelBuilder, a: &[Option<Reg<F64>>; 3], v: [Reg<F64>; 3]| -> Option<Reg<F64>> {
+            let mut s: Option<Reg<F64>> = None;
+            for k in 0..3 {
+                if let Some(ak) = a[k] {
+                    s = Some(match s {
+                        None => b.mul(ak, v[k]),
+                        Some(t) => b.fma(ak, v[k], t),
+                    });
+                }
             }
-        }
-        s
-    };
+            s
+        };
     for k in 0..3 {
         acc(b, GRADIENT_INDEX + k, g[k]);
         if let Some(v) = dot(b, &ja[k], g) {
@@ -201,7 +222,10 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], e_sum: Reg<F64>,
     }
     // Q as a full symmetric matrix.
     let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
-    for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+    for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+        .into_iter()
+        .enumerate()
+    {
         acc(b, hessian_index(i, j), q[m]);
     }
     // Q j_k (3-vectors; rows of Q times the non-zero entries of j_k).
@@ -219,7 +243,10 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], e_sum: Reg<F64>,
         }
     }
     // Angular block: j_k · (Q j_l) + h_kl · G.
-    for (m, (k, l)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)].into_iter().enumerate() {
+    for (m, (k, l)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+        .into_iter()
+        .enumerate()
+    {
         let hm = load_matrix(b, &cx.terms, &cx.pattern, 4 + m);
         let h = apply_fma(b, &hm, x);
         let a = dot(b, &ja[k], qj[l]);

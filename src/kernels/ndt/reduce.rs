@@ -19,7 +19,11 @@ pub const WIDTH: usize = 32;
 
 /// After the call, lane `L` holds the warp's sum of `vals[L]`. Every lane of the warp must call
 /// it (full-mask shuffles).
-pub fn warp_reduce_scatter(b: &mut KernelBuilder, vals: &[Reg<F64>; WIDTH], lane: Reg<U32>) -> Reg<F64> {
+pub fn warp_reduce_scatter(
+    b: &mut KernelBuilder,
+    vals: &[Reg<F64>; WIDTH],
+    lane: Reg<U32>,
+) -> Reg<F64> {
     let mut v: Vec<Reg<F64>> = vals.to_vec();
     for m in [16u32, 8, 4, 2, 1] {
         let bit = b.and(lane, m);
@@ -63,7 +67,10 @@ pub fn block_reduce(
     b.guarded(first_warp, false, |b| {
         let mut sum = b.ld::<F64>(Space::Shared, base);
         for w in 1..warps {
-            let v = b.ld::<F64>(Space::Shared, Addr::from(base).off(i64::from(w) * WIDTH as i64 * 8));
+            let v = b.ld::<F64>(
+                Space::Shared,
+                Addr::from(base).off(i64::from(w) * WIDTH as i64 * 8),
+            );
             sum = b.add(sum, v);
         }
         b.mov_to(total, sum);

@@ -76,10 +76,19 @@ pub fn smul(b: &mut KernelBuilder, x: Sym, y: Sym) -> Sym {
         (Sym::Zero, _) | (_, Sym::Zero) => Sym::Zero,
         (Sym::Lit(u), Sym::Lit(v)) => Sym::Lit(u * v),
         (Sym::Lit(u), Sym::Reg { r, neg }) | (Sym::Reg { r, neg }, Sym::Lit(u)) => {
-            assert!(u.abs() == 1.0, "only ±1 literals appear in rotation matrices");
-            Sym::Reg { r, neg: neg ^ (u < 0.0) }
+            assert!(
+                u.abs() == 1.0,
+                "only ±1 literals appear in rotation matrices"
+            );
+            Sym::Reg {
+                r,
+                neg: neg ^ (u < 0.0),
+            }
         }
-        (Sym::Reg { r: a, neg: na }, Sym::Reg { r: c, neg: nc }) => Sym::Reg { r: b.mul(a, c), neg: na ^ nc },
+        (Sym::Reg { r: a, neg: na }, Sym::Reg { r: c, neg: nc }) => Sym::Reg {
+            r: b.mul(a, c),
+            neg: na ^ nc,
+        },
     }
 }
 
@@ -95,7 +104,10 @@ pub fn sadd(b: &mut KernelBuilder, x: Sym, y: Sym) -> Sym {
         }
         (Sym::Reg { r: a, neg: na }, Sym::Reg { r: c, neg: nc }) => match (na, nc) {
             (false, false) => Sym::reg(b.add(a, c)),
-            (true, true) => Sym::Reg { r: b.add(a, c), neg: true },
+            (true, true) => Sym::Reg {
+                r: b.add(a, c),
+                neg: true,
+            },
             (false, true) => Sym::reg(b.sub(a, c)),
             (true, false) => Sym::reg(b.sub(c, a)),
         },
@@ -223,7 +235,12 @@ pub fn angle_matrices(b: &mut KernelBuilder, t: &SinCos) -> ([[Sym; 9]; 10], Pat
 }
 
 /// Reads matrix `m` back from shared memory (`base + 9 m + e`) as [`Sym`]s following `pattern`.
-pub fn load_matrix(b: &mut KernelBuilder, terms: &SharedArray<F64>, pattern: &Pattern, m: usize) -> [Sym; 9] {
+pub fn load_matrix(
+    b: &mut KernelBuilder,
+    terms: &SharedArray<F64>,
+    pattern: &Pattern,
+    m: usize,
+) -> [Sym; 9] {
     let mut out = [Sym::Zero; 9];
     for (e, o) in out.iter_mut().enumerate() {
         *o = match pattern[m][e] {

@@ -32,11 +32,24 @@ pub struct GridBarrier {
 
 impl GridBarrier {
     /// A barrier over `blocks` blocks using the counters at `arrive`/`exit` (global addresses).
-    pub fn new(b: &mut KernelBuilder, arrive: Reg<U64>, exit: Reg<U64>, status: Reg<U64>, blocks: Reg<U32>) -> Self {
+    pub fn new(
+        b: &mut KernelBuilder,
+        arrive: Reg<U64>,
+        exit: Reg<U64>,
+        status: Reg<U64>,
+        blocks: Reg<U32>,
+    ) -> Self {
         let tid = b.special(Special::TidX);
         let thread0 = b.setp(Cmp::Eq, tid, 0u32);
         let target = b.mov(0u32);
-        GridBarrier { arrive, exit, status, blocks, target, thread0 }
+        GridBarrier {
+            arrive,
+            exit,
+            status,
+            blocks,
+            target,
+            thread0,
+        }
     }
 
     /// The block's writes so far are published and counted.
@@ -90,7 +103,12 @@ impl GridBarrier {
 
 /// Inside a spin loop started at clock `start`: once it has spun longer than [`TIMEOUT_CYCLES`],
 /// sets the status word at `status` to 1 and leaves through `brk` (wrong results, never a hang).
-pub(super) fn give_up_when_late(b: &mut KernelBuilder, start: Reg<U64>, status: Reg<U64>, brk: &Label) {
+pub(super) fn give_up_when_late(
+    b: &mut KernelBuilder,
+    start: Reg<U64>,
+    status: Reg<U64>,
+    brk: &Label,
+) {
     let now = b.clock64();
     let waited = b.sub(now, start);
     let late = b.setp(Cmp::Gt, waited, TIMEOUT_CYCLES);

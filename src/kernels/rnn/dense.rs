@@ -38,7 +38,11 @@ fn load_w(b: &mut KernelBuilder, w: Reg<U64>, idx: Reg<U32>, half: bool) -> Reg<
 }
 
 fn build(target: Target, half: bool) -> Module {
-    let name = if half { "rnn_dense_f16" } else { "rnn_dense_f32" };
+    let name = if half {
+        "rnn_dense_f16"
+    } else {
+        "rnn_dense_f32"
+    };
     let mut b = KernelBuilder::new(name);
     b.maxntid(BLOCK, 1, 1);
     let x = b.param::<U64>("x");
@@ -48,7 +52,12 @@ fn build(target: Target, half: bool) -> Module {
     let rows = b.param::<U32>("rows");
     let input = b.param::<U32>("input");
     let output = b.param::<U32>("output");
-    let (x, w, bias, y) = (b.global_ptr(&x), b.global_ptr(&w), b.global_ptr(&bias), b.global_ptr(&y));
+    let (x, w, bias, y) = (
+        b.global_ptr(&x),
+        b.global_ptr(&w),
+        b.global_ptr(&bias),
+        b.global_ptr(&y),
+    );
     let (rows, input, output) = (b.ld_param(&rows), b.ld_param(&input), b.ld_param(&output));
     let t = b.global_tid_x();
     let total = b.mul(rows, output);

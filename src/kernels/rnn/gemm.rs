@@ -81,7 +81,9 @@ fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [
         None => b.ld_v4::<F32>(Space::GlobalNc, addr),
         Some(p) => {
             let mut out = None;
-            b.guarded(p, false, |b| out = Some(b.ld_v4::<F32>(Space::GlobalNc, addr)));
+            b.guarded(p, false, |b| {
+                out = Some(b.ld_v4::<F32>(Space::GlobalNc, addr))
+            });
             out.expect("the closure always runs")
         }
     }
@@ -89,7 +91,12 @@ fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [
 
 /// Global loads of one BK slice starting at inner index `k0`: 4 float4 of A, 2 float4 of B (the
 /// second only for threads < 128), all predicated on `pred` when given.
-fn load_slice(b: &mut KernelBuilder, c: &Ctx, k0: Reg<U32>, pred: Option<Reg<Pred>>) -> (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>) {
+fn load_slice(
+    b: &mut KernelBuilder,
+    c: &Ctx,
+    k0: Reg<U32>,
+    pred: Option<Reg<Pred>>,
+) -> (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>) {
     let lane = b.and(c.tid, 31u32);
     let w = b.shr(c.tid, 5u32);
     let mut av = Vec::new();
@@ -131,7 +138,15 @@ fn load_slice(b: &mut KernelBuilder, c: &Ctx, k0: Reg<U32>, pred: Option<Reg<Pre
 
 /// Stores a loaded slice into buffer `buf` (0 or 1, a register) of the staged tiles.
 #[allow(clippy::too_many_arguments)]
-fn store_slice(b: &mut KernelBuilder, c: &Ctx, a_sh: &SharedArray<F32>, b_sh: &SharedArray<F32>, buf: Reg<U32>, av: &[[Reg<F32>; 4]], bv: &[[Reg<F32>; 4]]) {
+fn store_slice(
+    b: &mut KernelBuilder,
+    c: &Ctx,
+    a_sh: &SharedArray<F32>,
+    b_sh: &SharedArray<F32>,
+    buf: Reg<U32>,
+    av: &[[Reg<F32>; 4]],
+    bv: &[[Reg<F32>; 4]],
+) {
     let lane = b.and(c.tid, 31u32);
     let w = b.shr(c.tid, 5u32);
     let a_off = b.mul(buf, a_tile_len(c.trans));
@@ -182,7 +197,13 @@ fn build(target: Target, trans: bool) -> Module {
     let psplits = b.param::<U32>("splits");
     let (a, bm, cm) = (b.global_ptr(&pa), b.global_ptr(&pb), b.global_ptr(&pc));
     let (partial, counters) = (b.global_ptr(&pp), b.global_ptr(&pcnt));
-    let (m, n, k, lda, kps) = (b.ld_param(&pm), b.ld_param(&pn), b.ld_param(&pk), b.ld_param(&plda), b.ld_param(&pkps));
+    let (m, n, k, lda, kps) = (
+        b.ld_param(&pm),
+        b.ld_param(&pn),
+        b.ld_param(&pk),
+        b.ld_param(&plda),
+        b.ld_param(&pkps),
+    );
     // Two buffers each; the nn pair is exactly 48 KiB, so the last-block flag reuses a_tile[0]
     // (free after the main loop's final barrier).
     let a_sh = b.shared_array::<F32>("a_tile", 2 * a_tile_len(trans));
@@ -207,7 +228,18 @@ fn build(target: Target, trans: bool) -> Module {
         let st = b.mad(row, ASN_STRIDE, k4);
         (ld, st)
     };
-    let ctx = Ctx { a, bm, lda, n, m0, n0, tid, trans, nn_ld, nn_st };
+    let ctx = Ctx {
+        a,
+        bm,
+        lda,
+        n,
+        m0,
+        n0,
+        tid,
+        trans,
+        nn_ld,
+        nn_st,
+    };
     let tn = b.and(tid, 7u32);
     let tm = b.shr(tid, 3u32);
     let acc: Vec<Reg<F32>> = (0..24).map(|_| b.mov(0.0f32)).collect();
@@ -219,7 +251,11 @@ fn build(target: Target, trans: bool) -> Module {
         store_slice(b, &ctx, &a_sh, &b_sh, zero, &av, &bv);
         b.bar_sync();
         // Byte offsets of the thread's A and B reads in buffer 0.
-        let a_first = if trans { b.shl(tm, 2u32) } else { b.mul(tm, ASN_STRIDE) };
+        let a_first = if trans {
+            b.shl(tm, 2u32)
+        } else {
+            b.mul(tm, ASN_STRIDE)
+        };
         let a_base0 = b.shared_index(&a_sh, a_first);
         let a_base1 = b.add(a_base0, 4 * a_tile_len(trans));
         let b_col = b.mul(tn, 6u32);
@@ -237,7 +273,8 @@ fn build(target: Target, trans: bool) -> Module {
             let b_at = |b: &mut KernelBuilder, kk: u32| {
                 let mut bw = Vec::with_capacity(6);
                 for h in 0..3u32 {
-                    let v = b.ld_v2::<F32>(Space::Shared, b_base.off(i64::from(kk * BN * 4 + 8 * h)));
+                    let v =
+                        b.ld_v2::<F32>(Space::Shared, b_base.off(i64::from(kk * BN * 4 + 8 * h)));
                     bw.extend(v);
                 }
                 bw
@@ -252,14 +289,22 @@ fn build(target: Target, trans: bool) -> Module {
             };
             if trans {
                 for kk in 0..BK {
-                    let av4 = b.ld_v4::<F32>(Space::Shared, a_base.off(i64::from(kk * AS_STRIDE * 4)));
+                    let av4 =
+                        b.ld_v4::<F32>(Space::Shared, a_base.off(i64::from(kk * AS_STRIDE * 4)));
                     let bw = b_at(b, kk);
                     fmas(b, av4, &bw);
                 }
             } else {
                 for k4 in 0..BK / 4 {
                     // Rows t / 8 + 32 i, columns 4 k4 .. +4.
-                    let rows: Vec<[Reg<F32>; 4]> = (0..4u32).map(|i| b.ld_v4::<F32>(Space::Shared, a_base.off(i64::from(4 * (32 * i * ASN_STRIDE + 4 * k4))))).collect();
+                    let rows: Vec<[Reg<F32>; 4]> = (0..4u32)
+                        .map(|i| {
+                            b.ld_v4::<F32>(
+                                Space::Shared,
+                                a_base.off(i64::from(4 * (32 * i * ASN_STRIDE + 4 * k4))),
+                            )
+                        })
+                        .collect();
                     for kq in 0..4usize {
                         let bw = b_at(b, 4 * k4 + kq as u32);
                         fmas(b, [rows[0][kq], rows[1][kq], rows[2][kq], rows[3][kq]], &bw);
@@ -267,26 +312,36 @@ fn build(target: Target, trans: bool) -> Module {
                 }
             }
             let other = b.xor(cur, 1u32);
-            b.if_then(has_next, |b| store_slice(b, &ctx, &a_sh, &b_sh, other, &nav, &nbv));
+            b.if_then(has_next, |b| {
+                store_slice(b, &ctx, &a_sh, &b_sh, other, &nav, &nbv)
+            });
             b.mov_to(cur, other);
             b.bar_sync();
         });
     });
 
     // Epilogue: rows m0 + row0 + i step (tn: 4 tm + i; nn: tm + 32 i), columns n0 + 6 tn + j.
-    let (row0, step) = if trans { (b.mad(tm, 4u32, m0), 1u32) } else { (b.add(tm, m0), 32u32) };
-    let col0 = b.mad(tn, 6u32, n0);
-    let write_tile = |b: &mut KernelBuilder, base: Reg<U64>, row_off: Reg<U32>, vals: &[Reg<F32>]| {
-        for i in 0..4u32 {
-            let r = b.add(row_off, i * step);
-            let e = b.mad(r, n, col0);
-            let addr: Addr = b.index_addr(base, e, 4).into();
-            for h in 0..3 {
-                let pair = [vals[(i * 6 + 2 * h) as usize], vals[(i * 6 + 2 * h + 1) as usize]];
-                b.st_v2(Space::Global, addr.off(8 * i64::from(h)), pair);
-            }
-        }
+    let (row0, step) = if trans {
+        (b.mad(tm, 4u32, m0), 1u32)
+    } else {
+        (b.add(tm, m0), 32u32)
     };
+    let col0 = b.mad(tn, 6u32, n0);
+    let write_tile =
+        |b: &mut KernelBuilder, base: Reg<U64>, row_off: Reg<U32>, vals: &[Reg<F32>]| {
+            for i in 0..4u32 {
+                let r = b.add(row_off, i * step);
+                let e = b.mad(r, n, col0);
+                let addr: Addr = b.index_addr(base, e, 4).into();
+                for h in 0..3 {
+                    let pair = [
+                        vals[(i * 6 + 2 * h) as usize],
+                        vals[(i * 6 + 2 * h + 1) as usize],
+                    ];
+                    b.st_v2(Space::Global, addr.off(8 * i64::from(h)), pair);
+                }
+            }
+        };
     let splits = b.ld_param(&psplits);
     let single = b.setp(Cmp::Eq, splits, 1u32);
     b.if_else(
@@ -327,11 +382,16 @@ fn build(target: Target, trans: bool) -> Module {
                             let addr: Addr = b.index_addr(partial, e, 4).into();
                             for h in 0..3 {
                                 let v = match p {
-                                    None => b.ld_v2::<F32>(Space::Global, addr.off(8 * i64::from(h))),
+                                    None => {
+                                        b.ld_v2::<F32>(Space::Global, addr.off(8 * i64::from(h)))
+                                    }
                                     Some(p) => {
                                         let v = [b.mov(0.0f32), b.mov(0.0f32)];
                                         b.guarded(p, false, |b| {
-                                            let x = b.ld_v2::<F32>(Space::Global, addr.off(8 * i64::from(h)));
+                                            let x = b.ld_v2::<F32>(
+                                                Space::Global,
+                                                addr.off(8 * i64::from(h)),
+                                            );
                                             b.mov_to(v[0], x[0]);
                                             b.mov_to(v[1], x[1]);
                                         });

@@ -139,7 +139,11 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
             b.guarded(*live, false, |b| {
                 let (v0, _) = b.unpack64(w[0]);
                 let (v1, _) = b.unpack64(w[1]);
-                b.st_v2::<U32>(Space::Shared, saddr.off(8 * i64::from(THREADS) * u as i64), [v0, v1]);
+                b.st_v2::<U32>(
+                    Space::Shared,
+                    saddr.off(8 * i64::from(THREADS) * u as i64),
+                    [v0, v1],
+                );
             });
         }
     });
@@ -147,7 +151,13 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
 
 /// For each 128-float chunk c of a row (this lane's float4 at shared offset `rbase + 128 c`):
 /// `body(b, c, its shared address, its 4 values)`.
-fn row_chunks(b: &mut KernelBuilder, smem: &SharedArray<F32>, chunks: Reg<U32>, rbase: Reg<U32>, body: &dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, [Reg<F32>; 4])) {
+fn row_chunks(
+    b: &mut KernelBuilder,
+    smem: &SharedArray<F32>,
+    chunks: Reg<U32>,
+    rbase: Reg<U32>,
+    body: &dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, [Reg<F32>; 4]),
+) {
     b.for_range(0u32, chunks, 1u32, |b, c, _| {
         let k = b.mad(c, 128u32, rbase);
         let sa = b.shared_index(smem, k);

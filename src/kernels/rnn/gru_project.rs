@@ -20,7 +20,9 @@ pub(super) fn project(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
     // Chunks of 8 gate rows: warp w takes chunks w, w + 8, ... below ceil(3J / 8).
     let r7 = b.add(c.r3, 7u32);
     let chunks = b.shr(r7, 3u32);
-    b.for_range(c.warp, chunks, THREADS / 32, |b, chunk, _| project_rows(b, c, s, chunk));
+    b.for_range(c.warp, chunks, THREADS / 32, |b, chunk, _| {
+        project_rows(b, c, s, chunk)
+    });
 }
 
 /// [`project`]'s work for gate rows `8 chunk ..` (one warp).
@@ -148,7 +150,9 @@ pub(super) fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cw:
     let first = b.selp(first_spare, first_cell, is_spare);
     let end = b.selp(k, chunks, is_spare);
     let stride = b.selp(spare, cw, is_spare);
-    b.for_range(first, end, stride, |b, chunk, _| project_rows(b, c, s, chunk));
+    b.for_range(first, end, stride, |b, chunk, _| {
+        project_rows(b, c, s, chunk)
+    });
 }
 
 /// x of steps `0 .. min(steps, count)` into x buffers 0, 1, ... (rows (step, row) in order; no
@@ -158,13 +162,23 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
     let lay = layout(b, c);
     let first = b.min(p.steps, count);
     let xrows = b.mul(first, c.rows);
-    copy_rows(b, c.smem, lay.x, xrows, p.ip, c.tid, p.x, &|b, q| {
-        let step = b.div(q, c.rows);
-        let r = b.rem(q, c.rows);
-        let xr = b.mad(step, p.bp, c.row0);
-        let xr = b.add(xr, r);
-        b.mad(xr, p.ip, c.e_x)
-    }, true);
+    copy_rows(
+        b,
+        c.smem,
+        lay.x,
+        xrows,
+        p.ip,
+        c.tid,
+        p.x,
+        &|b, q| {
+            let step = b.div(q, c.rows);
+            let r = b.rem(q, c.rows);
+            let xr = b.mad(step, p.bp, c.row0);
+            let xr = b.add(xr, r);
+            b.mad(xr, p.ip, c.e_x)
+        },
+        true,
+    );
 }
 
 /// Precompute mode (`chunk != 0`): gi of every step before step 0, with W_ih held in registers

@@ -102,9 +102,27 @@ pub(super) struct P {
 }
 
 fn params(b: &mut KernelBuilder) -> P {
-    let names = ["x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "ln_gain", "ln_bias", "hx", "out", "state"];
+    let names = [
+        "x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "ln_gain", "ln_bias", "hx", "out", "state",
+    ];
     let ptrs: Vec<Param<U64>> = names.iter().map(|n| b.param::<U64>(n)).collect();
-    let u32s = ["x_member_stride", "steps", "batch", "batch_pad", "input_pad", "hidden", "slices", "rows", "chunk", "layer_norm", "dropout", "drop_threshold", "seed_lo", "seed_hi", "stationary"];
+    let u32s = [
+        "x_member_stride",
+        "steps",
+        "batch",
+        "batch_pad",
+        "input_pad",
+        "hidden",
+        "slices",
+        "rows",
+        "chunk",
+        "layer_norm",
+        "dropout",
+        "drop_threshold",
+        "seed_lo",
+        "seed_hi",
+        "stationary",
+    ];
     let us: Vec<Param<U32>> = u32s.iter().map(|n| b.param::<U32>(n)).collect();
     let peps = b.param::<F32>("ln_eps");
     let pscale = b.param::<F32>("drop_scale");
@@ -127,8 +145,36 @@ fn params(b: &mut KernelBuilder) -> P {
         b.and(p, b0)
     };
     P {
-        x: g[0], h0: g[1], w_ih: g[2], w_hh: g[3], b_ih: g[4], b_hh: g[5], gain: g[6], beta: g[7], hx: g[8], out: g[9], state: g[10],
-        xms: u[0], steps: u[1], batch: u[2], bp: u[3], ip: u[4], h: u[5], slices: u[6], bg: u[7], chunk: u[8], ln, eps, drop, thr: u[11], scale, slo: u[12], shi: u[13], stationary, stamps, stamping,
+        x: g[0],
+        h0: g[1],
+        w_ih: g[2],
+        w_hh: g[3],
+        b_ih: g[4],
+        b_hh: g[5],
+        gain: g[6],
+        beta: g[7],
+        hx: g[8],
+        out: g[9],
+        state: g[10],
+        xms: u[0],
+        steps: u[1],
+        batch: u[2],
+        bp: u[3],
+        ip: u[4],
+        h: u[5],
+        slices: u[6],
+        bg: u[7],
+        chunk: u[8],
+        ln,
+        eps,
+        drop,
+        thr: u[11],
+        scale,
+        slo: u[12],
+        shi: u[13],
+        stationary,
+        stamps,
+        stamping,
     }
 }
 
@@ -245,8 +291,31 @@ pub fn build(target: Target) -> Module {
             b.st(Space::Global, count_a, 0u32);
         });
     });
-    let c = Ctx { p: &p, smem: &smem, tid, lane, warp, e, et, row0, rows, j0, j1, j, r3, e_h3, e_wih, e_whh, e_x, epoch };
-    b.if_else(p.stationary, |b| super::gru_stationary::rollout(b, &c), |b| shared_rollout(b, &c));
+    let c = Ctx {
+        p: &p,
+        smem: &smem,
+        tid,
+        lane,
+        warp,
+        e,
+        et,
+        row0,
+        rows,
+        j0,
+        j1,
+        j,
+        r3,
+        e_h3,
+        e_wih,
+        e_whh,
+        e_x,
+        epoch,
+    };
+    b.if_else(
+        p.stationary,
+        |b| super::gru_stationary::rollout(b, &c),
+        |b| shared_rollout(b, &c),
+    );
     Module::single(target, b.finish())
 }
 
@@ -263,19 +332,49 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let o_h = b.mad(cbg, r3, o_gi);
     let o_gh = b.mad(p.bg, p.h, o_h);
     let zero = b.mov(0u32);
-    copy_rows(b, smem, zero, r3, p.h, tid, p.w_hh, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.h, c.e_whh)
-    }, true);
-    copy_rows(b, smem, o_wih, r3, p.ip, tid, p.w_ih, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.ip, c.e_wih)
-    }, true);
-    copy_rows(b, smem, o_h, rows, p.h, tid, p.h0, &|b, r| {
-        let er = b.mad(e, p.bp, c.row0);
-        let er = b.add(er, r);
-        b.mul(er, p.h)
-    }, true);
+    copy_rows(
+        b,
+        smem,
+        zero,
+        r3,
+        p.h,
+        tid,
+        p.w_hh,
+        &|b, lr| {
+            let gr = c.grow(b, lr);
+            b.mad(gr, p.h, c.e_whh)
+        },
+        true,
+    );
+    copy_rows(
+        b,
+        smem,
+        o_wih,
+        r3,
+        p.ip,
+        tid,
+        p.w_ih,
+        &|b, lr| {
+            let gr = c.grow(b, lr);
+            b.mad(gr, p.ip, c.e_wih)
+        },
+        true,
+    );
+    copy_rows(
+        b,
+        smem,
+        o_h,
+        rows,
+        p.h,
+        tid,
+        p.h0,
+        &|b, r| {
+            let er = b.mad(e, p.bp, c.row0);
+            let er = b.add(er, r);
+            b.mul(er, p.h)
+        },
+        true,
+    );
     let bias_ih = |b: &mut KernelBuilder, lr: Reg<U32>| c.b_ih_addr(b, lr);
     let ex = Exchange { c, o_h };
 
@@ -284,16 +383,35 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let todo = b.sub(p.steps, t);
         let cs = b.min(todo, p.chunk);
         let xrows = b.mul(cs, rows);
-        copy_rows(b, smem, o_x, xrows, p.ip, tid, p.x, &|b, q| {
-            let step = b.div(q, rows);
-            let r = b.rem(q, rows);
-            let ts = b.add(t, step);
-            let xr = b.mad(ts, p.bp, c.row0);
-            let xr = b.add(xr, r);
-            b.mad(xr, p.ip, c.e_x)
-        }, true);
+        copy_rows(
+            b,
+            smem,
+            o_x,
+            xrows,
+            p.ip,
+            tid,
+            p.x,
+            &|b, q| {
+                let step = b.div(q, rows);
+                let r = b.rem(q, rows);
+                let ts = b.add(t, step);
+                let xr = b.mad(ts, p.bp, c.row0);
+                let xr = b.add(xr, r);
+                b.mad(xr, p.ip, c.e_x)
+            },
+            true,
+        );
         b.bar_sync();
-        let mv = MatVec { smem, src: o_x, w: o_wih, out: o_gi, k: p.ip, rows: xrows, wrows: r3, bias: Some(&bias_ih) };
+        let mv = MatVec {
+            smem,
+            src: o_x,
+            w: o_wih,
+            out: o_gi,
+            k: p.ip,
+            rows: xrows,
+            wrows: r3,
+            bias: Some(&bias_ih),
+        };
         matvec(b, &mv, lane, warp);
     };
     project(b, zero);
@@ -301,7 +419,16 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
 
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let tc = b.rem(t, p.chunk);
-        let mv = MatVec { smem, src: o_h, w: zero, out: o_gh, k: p.h, rows, wrows: r3, bias: None };
+        let mv = MatVec {
+            smem,
+            src: o_h,
+            w: zero,
+            out: o_gh,
+            k: p.h,
+            rows,
+            wrows: r3,
+            bias: None,
+        };
         matvec(b, &mv, lane, warp);
         b.bar_sync();
         let cells = b.mul(rows, c.j);
@@ -327,7 +454,17 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         // The last step's h is only gathered for layer norm or dropout (whole rows).
         let xf = b.or(p.ln, p.drop);
         let need = b.or(more, xf);
-        gather(b, &ex, t, &Gather { in_flight: IN_FLIGHT, skip_own: false, half_h: None, on: Some(need) });
+        gather(
+            b,
+            &ex,
+            t,
+            &Gather {
+                in_flight: IN_FLIGHT,
+                skip_own: false,
+                half_h: None,
+                on: Some(need),
+            },
+        );
         b.bar_sync();
         let xf = b.or(p.ln, p.drop);
         b.if_then(xf, |b| {
@@ -342,7 +479,19 @@ fn shared_rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
 /// this thread reads that element in the cell, and a gather that skips the block's own units
 /// never writes it), so no barrier is needed before the gather.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn cell(b: &mut KernelBuilder, ex: &Exchange<'_>, smem: &SharedArray<F32>, c: &Ctx<'_>, t: Reg<U32>, tc: Reg<U32>, row: Reg<U32>, jj: Reg<U32>, o_gi: Reg<U32>, gh: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<F32>, to_shared: bool) {
+pub(super) fn cell(
+    b: &mut KernelBuilder,
+    ex: &Exchange<'_>,
+    smem: &SharedArray<F32>,
+    c: &Ctx<'_>,
+    t: Reg<U32>,
+    tc: Reg<U32>,
+    row: Reg<U32>,
+    jj: Reg<U32>,
+    o_gi: Reg<U32>,
+    gh: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<F32>,
+    to_shared: bool,
+) {
     let p = ex.p;
     let (e_h3, r3) = (c.e_h3, c.r3);
     let unit = b.add(ex.j0, jj);

@@ -40,8 +40,10 @@
 //! of gi and x starts `s x rows` rows in).
 
 use super::gru_exchange::{gather, transform, Exchange, Gather};
+use super::gru_project::{
+    copy_x, precompute, precompute_sums, prefetch_x, project, project_split, stage_x,
+};
 use super::gru_rollout::{cell, reciprocal, Ctx, P, THREADS};
-use super::gru_project::{copy_x, precompute, precompute_sums, prefetch_x, project, project_split, stage_x};
 use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
@@ -87,7 +89,11 @@ pub const WIH_STRIDE: u32 = 132;
 /// (max(c, 2) buffers of gi and x, c >= steps, no W_ih, scratch for 2 Bg rows). `Ip` must be
 /// 128.
 pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
-    let (nb, wih, sc) = if c == 0 { (2, 3 * j * WIH_STRIDE, scratch_floats(bg)) } else { (c.max(2), 0, scratch_floats(2 * bg)) };
+    let (nb, wih, sc) = if c == 0 {
+        (2, 3 * j * WIH_STRIDE, scratch_floats(bg))
+    } else {
+        (c.max(2), 0, scratch_floats(2 * bg))
+    };
     bg * h + nb * bg * 3 * j + wih + nb * bg * ip + sc
 }
 
@@ -107,7 +113,14 @@ pub(super) struct Held {
 
 /// Loads the lane's weights from global memory: `row_elem(lr)` is the element index of local
 /// row lr's first weight, `k` the row length.
-pub(super) fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, r3: Reg<U32>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>) -> Held {
+pub(super) fn hold(
+    b: &mut KernelBuilder,
+    ks: u32,
+    lane: &Lane,
+    base: Reg<U64>,
+    r3: Reg<U32>,
+    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
+) -> Held {
     let last = b.sub(r3, 1u32);
     let k0 = b.mul(lane.slot, ks);
     let mut w = Vec::with_capacity((ks as usize / 4) * 4);
@@ -128,7 +141,16 @@ pub(super) fn hold(b: &mut KernelBuilder, ks: u32, lane: &Lane, base: Reg<U64>, 
 /// (row stride `k` floats) into the scratch at `scratch` (see the module notes). No barrier
 /// inside.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn partials(b: &mut KernelBuilder, smem: &SharedArray<F32>, held: &Held, lane: &Lane, src: Reg<U32>, k: Reg<U32>, rows: Reg<U32>, scratch: Reg<U32>) {
+pub(super) fn partials(
+    b: &mut KernelBuilder,
+    smem: &SharedArray<F32>,
+    held: &Held,
+    lane: &Lane,
+    src: Reg<U32>,
+    k: Reg<U32>,
+    rows: Reg<U32>,
+    scratch: Reg<U32>,
+) {
     let ks = held.ks;
     let k0 = b.mul(lane.slot, ks);
     let src0 = b.add(src, k0);
@@ -152,7 +174,12 @@ pub(super) fn partials(b: &mut KernelBuilder, smem: &SharedArray<F32>, held: &He
         let rc = b.add(a0, k2);
         let rc = b.sub(rc, hoff);
         let rd = b.add(rc, kbytes);
-        let rowa = [Addr::from(ra), Addr::from(rb), Addr::from(rc), Addr::from(rd)];
+        let rowa = [
+            Addr::from(ra),
+            Addr::from(rb),
+            Addr::from(rc),
+            Addr::from(rd),
+        ];
         // One float4 of one row at a time keeps the live set at 64 + 16 + 4 values.
         for m in 0..ks / 4 {
             for (bb, a) in rowa.iter().enumerate() {
@@ -174,13 +201,24 @@ pub(super) fn partials(b: &mut KernelBuilder, smem: &SharedArray<F32>, held: &He
             let recv = b.shfl(Shfl::Xor, acc[8 + n as usize], 16u32);
             let v = b.add(acc[n as usize], recv);
             let (i, q) = (n / 4, n % 4);
-            b.st(Space::Shared, sa.off(4 * i64::from(i * ROW_STRIDE + 16 * q)), v);
+            b.st(
+                Space::Shared,
+                sa.off(4 * i64::from(i * ROW_STRIDE + 16 * q)),
+                v,
+            );
         }
     });
 }
 
 /// The 8-slot sum of output (row, lr) of the last [`partials`] over `rows` rows.
-pub(super) fn sum(b: &mut KernelBuilder, smem: &SharedArray<F32>, scratch: Reg<U32>, rows: Reg<U32>, row: Reg<U32>, lr: Reg<U32>) -> Reg<F32> {
+pub(super) fn sum(
+    b: &mut KernelBuilder,
+    smem: &SharedArray<F32>,
+    scratch: Reg<U32>,
+    rows: Reg<U32>,
+    row: Reg<U32>,
+    lr: Reg<U32>,
+) -> Reg<F32> {
     let stride = b.mul(rows, ROW_STRIDE);
     let sbytes = b.shl(stride, 2u32);
     let i = b.mad(row, ROW_STRIDE, scratch);
@@ -223,7 +261,13 @@ pub(super) fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> Layout {
     let x = b.add(w, wih);
     let scratch = b.mad(nbg, p.ip, x);
     let xbuf = b.mul(c.rows, p.ip);
-    Layout { gi, w, x, scratch, xbuf }
+    Layout {
+        gi,
+        w,
+        x,
+        scratch,
+        xbuf,
+    }
 }
 
 /// `a && !n`.
@@ -244,33 +288,63 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let zero = b.mov(0u32);
     let lay = layout(b, c);
     let half = b.shr(c.lane, 4u32);
-    let lane = Lane { slot: b.mad(c.warp, 2u32, half), g: b.and(c.lane, 15u32), warp: c.warp, half };
+    let lane = Lane {
+        slot: b.mad(c.warp, 2u32, half),
+        g: b.and(c.lane, 15u32),
+        warp: c.warp,
+        half,
+    };
     let at = |b: &mut KernelBuilder, i: u32| {
         let idx = b.mov(i);
         stamp(b, p, idx);
     };
     at(b, 0);
     let pre = precomputed(b, p);
-    copy_rows(b, smem, zero, c.rows, p.h, c.tid, p.h0, &|b, r| {
-        let er = b.mad(c.e, p.bp, c.row0);
-        let er = b.add(er, r);
-        b.mul(er, p.h)
-    }, true);
+    copy_rows(
+        b,
+        smem,
+        zero,
+        c.rows,
+        p.h,
+        c.tid,
+        p.h0,
+        &|b, r| {
+            let er = b.mad(c.e, p.bp, c.row0);
+            let er = b.add(er, r);
+            b.mul(er, p.h)
+        },
+        true,
+    );
     // Precompute mode: the last phase of gi's sums waits for W_hh's loads to be issued.
     let last = b.mov(0u32);
-    b.if_else(pre, |b| {
-        let l = precompute(b, c, &lane);
-        b.mov_to(last, l);
-    }, |b| {
-        let stride = b.mov(WIH_STRIDE);
-        copy_rows_to(b, smem, lay.w, stride, c.r3, p.ip, c.tid, p.w_ih, &|b, lr| {
-            let gr = c.grow(b, lr);
-            b.mad(gr, p.ip, c.e_wih)
-        }, true);
-        stage_x(b, c, 2);
-        b.bar_sync();
-        project(b, c, zero);
-    });
+    b.if_else(
+        pre,
+        |b| {
+            let l = precompute(b, c, &lane);
+            b.mov_to(last, l);
+        },
+        |b| {
+            let stride = b.mov(WIH_STRIDE);
+            copy_rows_to(
+                b,
+                smem,
+                lay.w,
+                stride,
+                c.r3,
+                p.ip,
+                c.tid,
+                p.w_ih,
+                &|b, lr| {
+                    let gr = c.grow(b, lr);
+                    b.mad(gr, p.ip, c.e_wih)
+                },
+                true,
+            );
+            stage_x(b, c, 2);
+            b.bar_sync();
+            project(b, c, zero);
+        },
+    );
     at(b, 1);
     // W_hh held (KS = 16) for the whole rollout (its loads are in flight until step 0's mat-vec).
     let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
@@ -312,7 +386,8 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
             let row = b.shr(row, 16u32);
             let jj = b.mul(row, c.j);
             let jj = b.sub(idx, jj);
-            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.scratch, c.rows, row, lr);
+            let gh =
+                |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.scratch, c.rows, row, lr);
             let pre = precomputed(b, p);
             let parity = b.and(t, 1u32);
             let tc = b.selp(t, parity, pre);
@@ -333,7 +408,17 @@ pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         b.if_then(more1, |b| project_split(b, c, t1, cw));
         // The last step's h is only gathered for layer norm or dropout (whole rows).
         let need = b.setp(Cmp::Lt, t1, gather_until);
-        gather(b, &ex, t, &Gather { in_flight: 2, skip_own: true, half_h: Some(128), on: Some(need) });
+        gather(
+            b,
+            &ex,
+            t,
+            &Gather {
+                in_flight: 2,
+                skip_own: true,
+                half_h: Some(128),
+                on: Some(need),
+            },
+        );
         // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by
         // step t - 1's projection.
         copy_x(b, c, t2, more2);

@@ -24,37 +24,65 @@ const UNROLL: u32 = 8;
 /// `row_elem(r)`) to shared `dst` (offset in floats, row stride k). Each thread issues up to
 /// [`UNROLL`] float4 loads, then their stores, so one L2 round trip covers each group.
 #[allow(clippy::too_many_arguments)]
-pub fn copy_rows(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>, nc: bool) {
+pub fn copy_rows(
+    b: &mut KernelBuilder,
+    smem: &SharedArray<F32>,
+    dst: Reg<U32>,
+    rows: Reg<U32>,
+    k: Reg<U32>,
+    tid: Reg<U32>,
+    src: Reg<U64>,
+    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
+    nc: bool,
+) {
     copy_rows_to(b, smem, dst, k, rows, k, tid, src, row_elem, nc);
 }
 
 /// [`copy_rows`] with shared row stride `dst_stride` floats (a multiple of 4, at least k).
 #[allow(clippy::too_many_arguments)]
-pub fn copy_rows_to(b: &mut KernelBuilder, smem: &SharedArray<F32>, dst: Reg<U32>, dst_stride: Reg<U32>, rows: Reg<U32>, k: Reg<U32>, tid: Reg<U32>, src: Reg<U64>, row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>, nc: bool) {
+pub fn copy_rows_to(
+    b: &mut KernelBuilder,
+    smem: &SharedArray<F32>,
+    dst: Reg<U32>,
+    dst_stride: Reg<U32>,
+    rows: Reg<U32>,
+    k: Reg<U32>,
+    tid: Reg<U32>,
+    src: Reg<U64>,
+    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
+    nc: bool,
+) {
     let k4 = b.shr(k, 2u32);
     let total = b.mul(rows, k4);
-    b.for_range(tid, total, super::gru_rollout::THREADS * UNROLL, |b, base, _| {
-        let mut pending = Vec::with_capacity(UNROLL as usize);
-        for u in 0..UNROLL {
-            let idx = b.add(base, super::gru_rollout::THREADS * u);
-            let live = b.setp(Cmp::Lt, idx, total);
-            let r = b.div(idx, k4);
-            let c = b.rem(idx, k4);
-            let c = b.shl(c, 2u32);
-            let se = b.mad(r, dst_stride, c);
-            let se = b.add(se, dst);
-            let sa = b.shared_index(smem, se);
-            let start = row_elem(b, r);
-            let e = b.add(start, c);
-            let ga = b.index_addr(src, e, 4);
-            let mut v = None;
-            b.guarded(live, false, |b| v = Some(b.ld_v4::<F32>(if nc { Space::GlobalNc } else { Space::Global }, ga)));
-            pending.push((v.expect("the closure always runs"), live, sa));
-        }
-        for (v, live, sa) in pending {
-            b.guarded(live, false, |b| b.st_v4(Space::Shared, sa, v));
-        }
-    });
+    b.for_range(
+        tid,
+        total,
+        super::gru_rollout::THREADS * UNROLL,
+        |b, base, _| {
+            let mut pending = Vec::with_capacity(UNROLL as usize);
+            for u in 0..UNROLL {
+                let idx = b.add(base, super::gru_rollout::THREADS * u);
+                let live = b.setp(Cmp::Lt, idx, total);
+                let r = b.div(idx, k4);
+                let c = b.rem(idx, k4);
+                let c = b.shl(c, 2u32);
+                let se = b.mad(r, dst_stride, c);
+                let se = b.add(se, dst);
+                let sa = b.shared_index(smem, se);
+                let start = row_elem(b, r);
+                let e = b.add(start, c);
+                let ga = b.index_addr(src, e, 4);
+                let mut v = None;
+                b.guarded(live, false, |b| {
+                    v = Some(b.ld_v4::<F32>(if nc { Space::GlobalNc } else { Space::Global }, ga))
+                });
+                pending.push((v.expect("the closure always runs"), live, sa));
+            }
+            for (v, live, sa) in pending {
+                b.guarded(live, false, |b| b.st_v4(Space::Shared, sa, v));
+            }
+        },
+    );
 }
 
 /// Where a mat-vec reads and writes (offsets in floats into the dynamic shared array).

@@ -28,7 +28,14 @@ pub const LN2_HI: f32 = 0.693_147_2;
 /// ln 2 - LN2_HI, rounded to f32.
 pub const LN2_LO: f32 = -1.904_654_3e-9;
 /// Taylor coefficients of e^r from r^7 down to r^2.
-pub const EXP_POLY: [f32; 6] = [1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5];
+pub const EXP_POLY: [f32; 6] = [
+    1.0 / 5040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+];
 /// Input clamp of `expf`: below, the result is subnormal or zero anyway; above, it overflows.
 pub const EXP_MIN: f32 = -87.0;
 /// Upper clamp of `expf`.
@@ -139,7 +146,12 @@ fn fmix32(b: &mut KernelBuilder, h: Reg<U32>) -> Reg<U32> {
 }
 
 /// 32 random bits for counter `i` under the 64-bit seed (`seed_lo`, `seed_hi`).
-pub fn hash32(b: &mut KernelBuilder, i: Reg<U32>, seed_lo: Reg<U32>, seed_hi: Reg<U32>) -> Reg<U32> {
+pub fn hash32(
+    b: &mut KernelBuilder,
+    i: Reg<U32>,
+    seed_lo: Reg<U32>,
+    seed_hi: Reg<U32>,
+) -> Reg<U32> {
     let h = b.xor(i, seed_lo);
     let h = fmix32(b, h);
     let h = b.xor(h, seed_hi);

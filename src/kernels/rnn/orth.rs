@@ -73,7 +73,15 @@ const YS: u32 = WIDTH + 4;
 
 /// Copies row slab `slab` of the `rows x WIDTH` f32 matrix at `y` into `ys` (row stride
 /// `stride` floats): 16-byte loads from `space`, two per thread of a 256-thread block.
-pub(super) fn stage_slab_to(b: &mut KernelBuilder, y: Reg<U64>, slab: Reg<U32>, ys: &SharedArray<F32>, tid: Reg<U32>, space: Space, stride: u32) {
+pub(super) fn stage_slab_to(
+    b: &mut KernelBuilder,
+    y: Reg<U64>,
+    slab: Reg<U32>,
+    ys: &SharedArray<F32>,
+    tid: Reg<U32>,
+    space: Space,
+    stride: u32,
+) {
     for j in 0..2u32 {
         let idx = b.add(tid, 256 * j);
         let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);
@@ -106,7 +114,13 @@ pub fn build(target: Target) -> Module {
     let pbar = b.param::<U64>("bar");
     let pstamps = b.param::<U64>("stamps");
     let pgram_only = b.param::<U32>("gram_only");
-    let (y, partial, gram, rt, bar) = (b.global_ptr(&py), b.global_ptr(&ppart), b.global_ptr(&pgram), b.global_ptr(&prt), b.global_ptr(&pbar));
+    let (y, partial, gram, rt, bar) = (
+        b.global_ptr(&py),
+        b.global_ptr(&ppart),
+        b.global_ptr(&pgram),
+        b.global_ptr(&prt),
+        b.global_ptr(&pbar),
+    );
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
     let ys = b.shared_array::<F32>("slab", SLAB * YS);
     let lcol = b.shared_array::<F64>("lcol", WIDTH * LD);
@@ -167,8 +181,18 @@ pub fn build(target: Target) -> Module {
                 let bbase: Addr = b.shared_index(&ys, ib).into();
                 for r in 0..4u32 {
                     let row = i64::from(r * YS * 4);
-                    let av: Vec<Reg<F64>> = (0..3).map(|i| { let v = b.ld::<F32>(Space::Shared, abase.off(row + 4 * i)); b.cvt::<F64, F32>(v) }).collect();
-                    let bv: Vec<Reg<F64>> = (0..3).map(|j| { let v = b.ld::<F32>(Space::Shared, bbase.off(row + 4 * j)); b.cvt::<F64, F32>(v) }).collect();
+                    let av: Vec<Reg<F64>> = (0..3)
+                        .map(|i| {
+                            let v = b.ld::<F32>(Space::Shared, abase.off(row + 4 * i));
+                            b.cvt::<F64, F32>(v)
+                        })
+                        .collect();
+                    let bv: Vec<Reg<F64>> = (0..3)
+                        .map(|j| {
+                            let v = b.ld::<F32>(Space::Shared, bbase.off(row + 4 * j));
+                            b.cvt::<F64, F32>(v)
+                        })
+                        .collect();
                     for i in 0..3 {
                         for j in 0..3 {
                             let s = b.fma(av[i], bv[j], acc[i * 3 + j]);
@@ -322,7 +346,9 @@ pub fn build(target: Target) -> Module {
         // With one slab per block, the slab staged in A is still in shared memory.
         let restage = b.setp(Cmp::Ne, nblk, nslabs);
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            b.if_then(restage, |b| stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS));
+            b.if_then(restage, |b| {
+                stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS)
+            });
             b.bar_sync();
             let yrow: Addr = {
                 let i = b.mul(r_row, YS);
@@ -355,7 +381,9 @@ pub fn build(target: Target) -> Module {
         });
         let later = b.setp(Cmp::Ne, pass, 0u32);
         let r_later = b.and(blk0, later);
-        b.if_then(r_later, |b| total_r(b, pass, rt, tid, &lcol, &erow, &rdiag, &rscale));
+        b.if_then(r_later, |b| {
+            total_r(b, pass, rt, tid, &lcol, &erow, &rdiag, &rscale)
+        });
         at(b, 5);
     });
     gb.finish(&mut b);

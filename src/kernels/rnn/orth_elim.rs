@@ -73,7 +73,12 @@ fn tri_decode(b: &mut KernelBuilder, idx: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
 
 impl Elim {
     /// Decodes this thread's values and their shared addresses (once per launch).
-    pub fn new(b: &mut KernelBuilder, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>) -> Self {
+    pub fn new(
+        b: &mut KernelBuilder,
+        tid: Reg<U32>,
+        lcol: &SharedArray<F64>,
+        erow: &SharedArray<F64>,
+    ) -> Self {
         let mut a = Vec::new();
         let mut c = Vec::new();
         let mut left = Vec::new();
@@ -126,7 +131,15 @@ impl Elim {
             c.push(col);
             left.push(kind);
         }
-        Elim { a, c, left, left4, a_addr, src_addr, pub_addr }
+        Elim {
+            a,
+            c,
+            left,
+            left4,
+            a_addr,
+            src_addr,
+            pub_addr,
+        }
     }
 
     /// `p` restricted to the values of S (`left`) or of E (`!left`) for value q.
@@ -142,7 +155,13 @@ impl Elim {
     }
 
     /// Zeroes `lcol` and sets `erow` to the identity (its diagonal and upper part never change).
-    pub fn init_shared(&self, b: &mut KernelBuilder, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>) {
+    pub fn init_shared(
+        &self,
+        b: &mut KernelBuilder,
+        tid: Reg<U32>,
+        lcol: &SharedArray<F64>,
+        erow: &SharedArray<F64>,
+    ) {
         b.for_range(tid, W * LD, 256u32, |b, e, _| {
             let la = b.shared_index(lcol, e);
             b.st(Space::Shared, la, 0.0f64);
@@ -163,7 +182,11 @@ impl Elim {
                     let e = b.mad(self.a[q], W, self.c[q]);
                     let ga = b.index_addr(gram, e, 8);
                     let g = b.ld::<F64>(Space::Global, ga);
-                    let g = if self.left[q].is_none() { b.selp(g, 0.0f64, self.left4) } else { g };
+                    let g = if self.left[q].is_none() {
+                        b.selp(g, 0.0f64, self.left4)
+                    } else {
+                        g
+                    };
                     b.mov_to(v, g);
                 }
                 v
@@ -172,7 +195,13 @@ impl Elim {
     }
 
     /// Adds `shift` to the diagonal values `S_aa`, a < l.
-    pub fn add_shift(&self, b: &mut KernelBuilder, vals: &[Reg<F64>], shift: Reg<F64>, l: Reg<U32>) {
+    pub fn add_shift(
+        &self,
+        b: &mut KernelBuilder,
+        vals: &[Reg<F64>],
+        shift: Reg<F64>,
+        l: Reg<U32>,
+    ) {
         for q in 0..PER as usize {
             if self.left[q] == Some(false) {
                 continue;

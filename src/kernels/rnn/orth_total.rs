@@ -11,7 +11,16 @@ const WW: u32 = WIDTH * WIDTH;
 /// written), the previous product staged in E's array; `out_ij = sum_k R_ik T_kj`, k ascending
 /// (fma), as `crate::rnn::cholqr::matmul`.
 #[allow(clippy::too_many_arguments)]
-pub fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32>, lcol: &SharedArray<F64>, erow: &SharedArray<F64>, rdiag: &SharedArray<F64>, rscale: &SharedArray<F64>) {
+pub fn total_r(
+    b: &mut KernelBuilder,
+    pass: Reg<U32>,
+    rt: Reg<U64>,
+    tid: Reg<U32>,
+    lcol: &SharedArray<F64>,
+    erow: &SharedArray<F64>,
+    rdiag: &SharedArray<F64>,
+    rscale: &SharedArray<F64>,
+) {
     let prev = b.sub(pass, 1u32);
     let prev = b.and(prev, 1u32);
     let src = b.mul(prev, WW);
@@ -76,4 +85,3 @@ pub fn total_r(b: &mut KernelBuilder, pass: Reg<U32>, rt: Reg<U64>, tid: Reg<U32
     }
     b.bar_sync();
 }
-

@@ -5,7 +5,9 @@ use super::kernels::Lz4Kernels;
 use super::layout::{check_decompress_status, decompress_entries};
 use super::ring::Ring;
 use super::{device_failure, GpuOptions};
-use crate::lz4::{check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry};
+use crate::lz4::{
+    check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry,
+};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -26,14 +28,24 @@ pub struct GpuPageCodec {
 impl GpuPageCodec {
     /// A codec on `gpu` (kernels load now; buffers are allocated on first use per page size).
     pub fn new(gpu: Arc<Gpu>, options: GpuOptions) -> Result<Self> {
-        Ok(GpuPageCodec { kernels: Some(Lz4Kernels::new(gpu)?), ring: None, options, failure: None })
+        Ok(GpuPageCodec {
+            kernels: Some(Lz4Kernels::new(gpu)?),
+            ring: None,
+            options,
+            failure: None,
+        })
     }
 
     /// The GPU codec on the default device, or the CPU one with the reason when there is none.
     pub fn open_or_cpu(options: GpuOptions) -> Self {
         match Gpu::open_default().and_then(|g| Self::new(g, options)) {
             Ok(c) => c,
-            Err(e) => GpuPageCodec { kernels: None, ring: None, options, failure: Some(e.to_string()) },
+            Err(e) => GpuPageCodec {
+                kernels: None,
+                ring: None,
+                options,
+                failure: Some(e.to_string()),
+            },
         }
     }
 
@@ -44,7 +56,9 @@ impl GpuPageCodec {
 
     /// The kernels, while the GPU path is healthy (benches launch them on their own buffers).
     pub fn kernels(&self) -> Option<&Lz4Kernels> {
-        self.kernels.as_ref().or(self.ring.as_ref().map(|r| &r.kernels))
+        self.kernels
+            .as_ref()
+            .or(self.ring.as_ref().map(|r| &r.kernels))
     }
 
     /// Records a device failure and drops everything that touches the device.
@@ -55,12 +69,18 @@ impl GpuPageCodec {
     }
 
     fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
-        if self.ring.as_ref().is_none_or(|r| r.page_bytes != page_bytes) {
+        if self
+            .ring
+            .as_ref()
+            .is_none_or(|r| r.page_bytes != page_bytes)
+        {
             if let Some(old) = self.ring.take() {
                 // A new page size needs a new ring; the kernels move over.
                 self.kernels = Some(old.kernels);
             }
-            let k = self.kernels.take().ok_or_else(|| Error::NoDevice { reason: "GPU path retired".into() })?;
+            let k = self.kernels.take().ok_or_else(|| Error::NoDevice {
+                reason: "GPU path retired".into(),
+            })?;
             let batch_pages = (self.options.batch_bytes / page_bytes).max(1);
             let gpu = k.gpu().clone();
             match Ring::new(k, page_bytes, batch_pages, self.options.slots) {
@@ -82,12 +102,19 @@ impl GpuPageCodec {
         let mut data = Vec::with_capacity(input.len() / 2);
         let mut pages = Vec::with_capacity(input.len().div_ceil(page_bytes));
         let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let drain = |ring: &mut Ring, i: usize, data: &mut Vec<u8>, pages: &mut Vec<PageEntry>| -> Result<()> {
+        let drain = |ring: &mut Ring,
+                     i: usize,
+                     data: &mut Vec<u8>,
+                     pages: &mut Vec<PageEntry>|
+         -> Result<()> {
             ring.wait(i)?;
             let slot = &mut ring.slots[i];
             for k in 0..slot.entries.len() {
                 let e = slot.entries[k];
-                pages.push(PageEntry { offset: data.len(), ..e });
+                pages.push(PageEntry {
+                    offset: data.len(),
+                    ..e
+                });
                 data.extend_from_slice(slot.stored(k));
             }
             slot.state = super::ring::State::Free;
@@ -100,7 +127,9 @@ impl GpuPageCodec {
                 drain(ring, oldest, &mut data, &mut pages)?;
             }
             let dst = &mut ring.slots[i].h_in.slice_mut()[..chunk.len()];
-            dst.par_chunks_mut(1 << 20).zip(chunk.par_chunks(1 << 20)).for_each(|(d, s)| d.copy_from_slice(s));
+            dst.par_chunks_mut(1 << 20)
+                .zip(chunk.par_chunks(1 << 20))
+                .for_each(|(d, s)| d.copy_from_slice(s));
             ring.submit(i, chunk.len())?;
             in_flight.push_back(i);
             ring.poll(in_flight.iter().copied())?;
@@ -108,11 +137,22 @@ impl GpuPageCodec {
         while let Some(i) = in_flight.pop_front() {
             drain(ring, i, &mut data, &mut pages)?;
         }
-        Ok(CompressedPages { page_bytes, data, pages, path: CodecPath::Gpu })
+        Ok(CompressedPages {
+            page_bytes,
+            data,
+            pages,
+            path: CodecPath::Gpu,
+        })
     }
 
     fn decompress_gpu(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()> {
-        let k = self.kernels.as_ref().or(self.ring.as_ref().map(|r| &r.kernels)).ok_or_else(|| Error::NoDevice { reason: "GPU path retired".into() })?;
+        let k = self
+            .kernels
+            .as_ref()
+            .or(self.ring.as_ref().map(|r| &r.kernels))
+            .ok_or_else(|| Error::NoDevice {
+                reason: "GPU path retired".into(),
+            })?;
         let pb = pages.page_bytes;
         check_page_bytes(pb)?;
         let n = pages.pages.len();
@@ -120,17 +160,37 @@ impl GpuPageCodec {
         let s = k.gpu().stream().clone();
         let drv = Error::driver;
         // The kernel reads the data in 16-byte chunks: pad it to a multiple of 16.
-        let mut padded = s.alloc_zeros::<u8>(pages.data.len().div_ceil(16) * 16 + 16).map_err(drv("cuMemAlloc"))?;
+        let mut padded = s
+            .alloc_zeros::<u8>(pages.data.len().div_ceil(16) * 16 + 16)
+            .map_err(drv("cuMemAlloc"))?;
         if !pages.data.is_empty() {
-            s.memcpy_htod(&pages.data[..], &mut padded.slice_mut(0..pages.data.len())).map_err(drv("cuMemcpyHtoD (lz4 blocks)"))?;
+            s.memcpy_htod(&pages.data[..], &mut padded.slice_mut(0..pages.data.len()))
+                .map_err(drv("cuMemcpyHtoD (lz4 blocks)"))?;
         }
-        let entries = s.clone_htod(&words).map_err(drv("cuMemcpyHtoD (lz4 entries)"))?;
-        let mut output = s.alloc_zeros::<u8>((n * pb).max(1)).map_err(drv("cuMemAlloc"))?;
+        let entries = s
+            .clone_htod(&words)
+            .map_err(drv("cuMemcpyHtoD (lz4 entries)"))?;
+        let mut output = s
+            .alloc_zeros::<u8>((n * pb).max(1))
+            .map_err(drv("cuMemAlloc"))?;
         let mut status = s.alloc_zeros::<u32>(n.max(1)).map_err(drv("cuMemAlloc"))?;
-        k.decompress(&s, &padded.slice(..), &entries.slice(..), n, pb, &mut output.slice_mut(..), &mut status.slice_mut(..))?;
-        let status_h = s.clone_dtoh(&status).map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
-        let out_h = s.clone_dtoh(&output).map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
-        s.synchronize().map_err(drv("synchronizing lz4 decompress"))?;
+        k.decompress(
+            &s,
+            &padded.slice(..),
+            &entries.slice(..),
+            n,
+            pb,
+            &mut output.slice_mut(..),
+            &mut status.slice_mut(..),
+        )?;
+        let status_h = s
+            .clone_dtoh(&status)
+            .map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
+        let out_h = s
+            .clone_dtoh(&output)
+            .map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
+        s.synchronize()
+            .map_err(drv("synchronizing lz4 decompress"))?;
         check_decompress_status(&status_h[..n])?;
         for (k, e) in pages.pages.iter().enumerate() {
             out.extend_from_slice(&out_h[k * pb..k * pb + e.original_bytes]);
@@ -142,13 +202,23 @@ impl GpuPageCodec {
     /// buffers) `passes` times between pinned host buffers: uploads, kernels and downloads of
     /// consecutive batches overlap when `overlap`, else each batch finishes before the next
     /// starts. For benches; host time, excluding the host copies into pinned memory.
-    pub fn time_pinned_pipeline(&mut self, input: &[u8], page_bytes: usize, passes: usize, overlap: bool) -> Result<f64> {
+    pub fn time_pinned_pipeline(
+        &mut self,
+        input: &[u8],
+        page_bytes: usize,
+        passes: usize,
+        overlap: bool,
+    ) -> Result<f64> {
         check_page_bytes(page_bytes)?;
         let ring = self.ring(page_bytes)?;
         let batch = ring.batch_bytes();
         let batches: Vec<&[u8]> = input.chunks(batch).collect();
         if batches.len() > ring.slots.len() {
-            return Err(Error::Capacity { what: "lz4 ring bytes".into(), needed: input.len(), capacity: batch * ring.slots.len() });
+            return Err(Error::Capacity {
+                what: "lz4 ring bytes".into(),
+                needed: input.len(),
+                capacity: batch * ring.slots.len(),
+            });
         }
         for (i, chunk) in batches.iter().enumerate() {
             ring.slots[i].h_in.slice_mut()[..chunk.len()].copy_from_slice(chunk);
@@ -185,7 +255,11 @@ impl GpuPageCodec {
 
 impl PageCodec for GpuPageCodec {
     fn path(&self) -> CodecPath {
-        if self.failure.is_none() { CodecPath::Gpu } else { CodecPath::Cpu }
+        if self.failure.is_none() {
+            CodecPath::Gpu
+        } else {
+            CodecPath::Cpu
+        }
     }
 
     fn compress_pages(&mut self, input: &[u8], page_bytes: usize) -> Result<CompressedPages> {

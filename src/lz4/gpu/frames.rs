@@ -26,7 +26,8 @@ struct Frame {
 }
 
 fn u32_at(data: &[u8], at: usize) -> Option<u32> {
-    data.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    data.get(at..at + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
 }
 
 /// Parses `data` into frames the GPU can decode; `None` when some part is for the CPU decoder.
@@ -46,7 +47,10 @@ fn parse(data: &[u8]) -> Option<Vec<Frame>> {
         let len = FrameHeader::descriptor_len(*data.get(at)?);
         let header = FrameHeader::parse(data.get(at..at + len)?).ok()?;
         at += len;
-        if !header.block_independent || header.block_max_bytes > MAX_PAGE_BYTES || header.dict_id.is_some() {
+        if !header.block_independent
+            || header.block_max_bytes > MAX_PAGE_BYTES
+            || header.dict_id.is_some()
+        {
             return None;
         }
         let mut blocks = Vec::new();
@@ -76,7 +80,11 @@ fn parse(data: &[u8]) -> Option<Vec<Frame>> {
         } else {
             None
         };
-        frames.push(Frame { blocks, content_size: header.content_size, content_checksum });
+        frames.push(Frame {
+            blocks,
+            content_size: header.content_size,
+            content_checksum,
+        });
     }
     (!frames.is_empty()).then_some(frames)
 }
@@ -84,7 +92,9 @@ fn parse(data: &[u8]) -> Option<Vec<Frame>> {
 /// Output bound per block of a frame (bytes, a multiple of 1 KiB up to 64 KiB).
 fn block_bound(f: &Frame) -> usize {
     let n = f.blocks.len().max(1) as u64;
-    let guess = f.content_size.map_or(MAX_PAGE_BYTES as u64, |c| c.div_ceil(n));
+    let guess = f
+        .content_size
+        .map_or(MAX_PAGE_BYTES as u64, |c| c.div_ceil(n));
     let rounded = guess.div_ceil(PAGE_GRANULE_BYTES as u64) * PAGE_GRANULE_BYTES as u64;
     (rounded as usize).clamp(PAGE_GRANULE_BYTES, MAX_PAGE_BYTES)
 }
@@ -92,15 +102,30 @@ fn block_bound(f: &Frame) -> usize {
 /// Decodes the frames in `data` on the GPU into `out` and returns `Some((frames, blocks))`;
 /// `None` (nothing appended) when they are for the CPU decoder (see the module docs),
 /// [`Error::Corrupt`] when a block or a checksum is wrong, driver errors as they come.
-pub fn decode_frames_gpu(kernels: &Lz4Kernels, data: &[u8], out: &mut Vec<u8>) -> Result<Option<(usize, usize)>> {
-    let Some(frames) = parse(data) else { return Ok(None) };
-    let page_bytes = frames.iter().map(block_bound).max().unwrap_or(PAGE_GRANULE_BYTES);
+pub fn decode_frames_gpu(
+    kernels: &Lz4Kernels,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Option<(usize, usize)>> {
+    let Some(frames) = parse(data) else {
+        return Ok(None);
+    };
+    let page_bytes = frames
+        .iter()
+        .map(block_bound)
+        .max()
+        .unwrap_or(PAGE_GRANULE_BYTES);
     let n: usize = frames.iter().map(|f| f.blocks.len()).sum();
     let mut words = Vec::with_capacity(4 * n);
     for f in &frames {
         for &(offset, stored, raw) in &f.blocks {
-            let offset = u32::try_from(offset).map_err(|_| Error::input("LZ4 input above 4 GiB for the GPU decoder"))?;
-            let (orig, kind) = if raw { (stored, KIND_RAW) } else { (page_bytes, KIND_BOUNDED) };
+            let offset = u32::try_from(offset)
+                .map_err(|_| Error::input("LZ4 input above 4 GiB for the GPU decoder"))?;
+            let (orig, kind) = if raw {
+                (stored, KIND_RAW)
+            } else {
+                (page_bytes, KIND_BOUNDED)
+            };
             if raw && stored > page_bytes {
                 return Ok(None);
             }
@@ -109,16 +134,41 @@ pub fn decode_frames_gpu(kernels: &Lz4Kernels, data: &[u8], out: &mut Vec<u8>) -
     }
     let s = kernels.gpu().stream().clone();
     let drv = Error::driver;
-    let mut packed = s.alloc_zeros::<u8>(data.len().div_ceil(16) * 16 + 16).map_err(drv("cuMemAlloc"))?;
-    s.memcpy_htod(data, &mut packed.slice_mut(0..data.len())).map_err(drv("cuMemcpyHtoD (lz4 frames)"))?;
-    let entries = s.clone_htod(&words).map_err(drv("cuMemcpyHtoD (lz4 entries)"))?;
-    let mut output = s.alloc_zeros::<u8>((n * page_bytes).max(1)).map_err(drv("cuMemAlloc"))?;
+    let mut packed = s
+        .alloc_zeros::<u8>(data.len().div_ceil(16) * 16 + 16)
+        .map_err(drv("cuMemAlloc"))?;
+    s.memcpy_htod(data, &mut packed.slice_mut(0..data.len()))
+        .map_err(drv("cuMemcpyHtoD (lz4 frames)"))?;
+    let entries = s
+        .clone_htod(&words)
+        .map_err(drv("cuMemcpyHtoD (lz4 entries)"))?;
+    let mut output = s
+        .alloc_zeros::<u8>((n * page_bytes).max(1))
+        .map_err(drv("cuMemAlloc"))?;
     let mut status = s.alloc_zeros::<u32>(n.max(1)).map_err(drv("cuMemAlloc"))?;
-    kernels.decompress(&s, &packed.slice(..), &entries.slice(..), n, page_bytes, &mut output.slice_mut(..), &mut status.slice_mut(..))?;
-    let status_h = s.clone_dtoh(&status).map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
-    let out_h = s.clone_dtoh(&output).map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
-    s.synchronize().map_err(drv("synchronizing lz4 frame decode"))?;
-    let over_bound = |w: &u32| matches!(w & status::CODE_MASK, status::OUTPUT_OVERFLOW | status::MARGIN);
+    kernels.decompress(
+        &s,
+        &packed.slice(..),
+        &entries.slice(..),
+        n,
+        page_bytes,
+        &mut output.slice_mut(..),
+        &mut status.slice_mut(..),
+    )?;
+    let status_h = s
+        .clone_dtoh(&status)
+        .map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
+    let out_h = s
+        .clone_dtoh(&output)
+        .map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
+    s.synchronize()
+        .map_err(drv("synchronizing lz4 frame decode"))?;
+    let over_bound = |w: &u32| {
+        matches!(
+            w & status::CODE_MASK,
+            status::OUTPUT_OVERFLOW | status::MARGIN
+        )
+    };
     if status_h[..n].iter().any(over_bound) {
         // A block longer than the guessed bound (or a corrupt one): the CPU decides. A block
         // longer than the bound can also first outrun the in-place margin (MARGIN).
@@ -143,7 +193,12 @@ pub fn decode_frames_gpu(kernels: &Lz4Kernels, data: &[u8], out: &mut Vec<u8>) -
         });
         if bad_size || bad_sum {
             out.truncate(start);
-            return Err(Error::Corrupt { what: format!("frame {fi}: content {} does not match its header", if bad_size { "size" } else { "checksum" }) });
+            return Err(Error::Corrupt {
+                what: format!(
+                    "frame {fi}: content {} does not match its header",
+                    if bad_size { "size" } else { "checksum" }
+                ),
+            });
         }
     }
     Ok(Some((frames.len(), n)))

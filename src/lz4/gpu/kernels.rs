@@ -6,7 +6,9 @@ use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 use cudarc::driver::sys::CUfunction_attribute_enum as FuncAttr;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
+};
 use std::sync::Arc;
 
 /// Dynamic shared memory a launch may use without opting in (bytes).
@@ -23,7 +25,11 @@ pub struct Lz4Kernels {
 }
 
 fn u32_len(n: usize, what: &str) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::Capacity { what: what.to_string(), needed: n, capacity: u32::MAX as usize })
+    u32::try_from(n).map_err(|_| Error::Capacity {
+        what: what.to_string(),
+        needed: n,
+        capacity: u32::MAX as usize,
+    })
 }
 
 impl Lz4Kernels {
@@ -33,14 +39,28 @@ impl Lz4Kernels {
         let compress = gpu.function(KernelId::Lz4Compress)?;
         let decompress = gpu.function(KernelId::Lz4Decompress)?;
         for f in [&compress, &decompress] {
-            f.set_attribute(FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
-                .map_err(Error::driver("cuFuncSetAttribute(carveout)"))?;
+            f.set_attribute(
+                FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                100,
+            )
+            .map_err(Error::driver("cuFuncSetAttribute(carveout)"))?;
         }
         // An SM holds the opt-in per-block maximum plus the 1 KiB reserved per block.
         let sm_shared = gpu.facts().max_shared_per_block_optin + 1024;
-        let regs = |f: &CudaFunction| f.num_regs().map(|r| r.max(0) as u32).map_err(Error::driver("cuFuncGetAttribute(registers)"));
+        let regs = |f: &CudaFunction| {
+            f.num_regs()
+                .map(|r| r.max(0) as u32)
+                .map_err(Error::driver("cuFuncGetAttribute(registers)"))
+        };
         let (compress_regs, decompress_regs) = (regs(&compress)?, regs(&decompress)?);
-        Ok(Lz4Kernels { gpu, compress, decompress, sm_shared, compress_regs, decompress_regs })
+        Ok(Lz4Kernels {
+            gpu,
+            compress,
+            decompress,
+            sm_shared,
+            compress_regs,
+            decompress_regs,
+        })
     }
 
     /// The device.
@@ -50,22 +70,35 @@ impl Lz4Kernels {
 
     /// Launch shape of a compress launch over `n_pages` pages.
     pub fn compress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
-        let sm = SmLimits { shared_bytes: self.sm_shared, regs_per_thread: self.compress_regs };
+        let sm = SmLimits {
+            shared_bytes: self.sm_shared,
+            regs_per_thread: self.compress_regs,
+        };
         compress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
     }
 
     /// Launch shape of a decompress launch over `n_pages` pages.
     pub fn decompress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
-        let sm = SmLimits { shared_bytes: self.sm_shared, regs_per_thread: self.decompress_regs };
+        let sm = SmLimits {
+            shared_bytes: self.sm_shared,
+            regs_per_thread: self.decompress_regs,
+        };
         decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
     }
 
     fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {
         if g.shared_bytes > DEFAULT_SHARED_LIMIT {
-            f.set_attribute(FuncAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.shared_bytes as i32)
-                .map_err(Error::driver("cuFuncSetAttribute(max dynamic shared)"))?;
+            f.set_attribute(
+                FuncAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                g.shared_bytes as i32,
+            )
+            .map_err(Error::driver("cuFuncSetAttribute(max dynamic shared)"))?;
         }
-        Ok(LaunchConfig { grid_dim: (g.blocks, 1, 1), block_dim: (g.threads(), 1, 1), shared_mem_bytes: g.shared_bytes })
+        Ok(LaunchConfig {
+            grid_dim: (g.blocks, 1, 1),
+            block_dim: (g.threads(), 1, 1),
+            shared_mem_bytes: g.shared_bytes,
+        })
     }
 
     /// Enqueues `lz4_compress` on `stream` over the `input_bytes` bytes at the start of `input`.
@@ -87,19 +120,37 @@ impl Lz4Kernels {
         let g = self.compress_geometry(page_bytes, n_pages);
         let need = |what: &str, needed: usize, capacity: usize| {
             if needed > capacity {
-                return Err(Error::Capacity { what: what.to_string(), needed, capacity });
+                return Err(Error::Capacity {
+                    what: what.to_string(),
+                    needed,
+                    capacity,
+                });
             }
             Ok(())
         };
         need("lz4 compress input", input_bytes, input.len())?;
-        need("lz4 compress scratch", g.warps() as usize * page_bytes, scratch.len())?;
+        need(
+            "lz4 compress scratch",
+            g.warps() as usize * page_bytes,
+            scratch.len(),
+        )?;
         need("lz4 compress output", n_pages * page_bytes, packed.len())?;
-        need("lz4 compress info", super::layout::info_words(n_pages), info.len())?;
+        need(
+            "lz4 compress info",
+            super::layout::info_words(n_pages),
+            info.len(),
+        )?;
         if n_pages == 0 {
             return Ok(());
         }
-        let (ib, pb, np) = (u32_len(input_bytes, "lz4 batch bytes")?, page_bytes as u32, n_pages as u32);
-        stream.memset_zeros(&mut info.slice_mut(0..4)).map_err(Error::driver("cuMemsetD8Async(lz4 info)"))?;
+        let (ib, pb, np) = (
+            u32_len(input_bytes, "lz4 batch bytes")?,
+            page_bytes as u32,
+            n_pages as u32,
+        );
+        stream
+            .memset_zeros(&mut info.slice_mut(0..4))
+            .map_err(Error::driver("cuMemsetD8Async(lz4 info)"))?;
         let cfg = Self::config(&self.compress, g)?;
         // SAFETY: arguments match lz4_compress's parameters in order and type (input pointer,
         // input_bytes, page_bytes, n_pages, scratch, packed, info pointers); the capacities were
@@ -137,12 +188,24 @@ impl Lz4Kernels {
         output: &mut CudaViewMut<'_, u8>,
         status: &mut CudaViewMut<'_, u32>,
     ) -> Result<()> {
-        let cap_err = |what: &str, needed: usize, capacity: usize| Error::Capacity { what: what.to_string(), needed, capacity };
+        let cap_err = |what: &str, needed: usize, capacity: usize| Error::Capacity {
+            what: what.to_string(),
+            needed,
+            capacity,
+        };
         if entries.len() < 4 * n_pages {
-            return Err(cap_err("lz4 decompress entries", 4 * n_pages, entries.len()));
+            return Err(cap_err(
+                "lz4 decompress entries",
+                4 * n_pages,
+                entries.len(),
+            ));
         }
         if output.len() < n_pages * page_bytes {
-            return Err(cap_err("lz4 decompress output", n_pages * page_bytes, output.len()));
+            return Err(cap_err(
+                "lz4 decompress output",
+                n_pages * page_bytes,
+                output.len(),
+            ));
         }
         if status.len() < n_pages {
             return Err(cap_err("lz4 decompress status", n_pages, status.len()));
@@ -152,7 +215,11 @@ impl Lz4Kernels {
         }
         let g = self.decompress_geometry(page_bytes, n_pages);
         let cfg = Self::config(&self.decompress, g)?;
-        let (plen, np, pb) = (u32_len(packed.len(), "lz4 packed bytes")?, n_pages as u32, page_bytes as u32);
+        let (plen, np, pb) = (
+            u32_len(packed.len(), "lz4 packed bytes")?,
+            n_pages as u32,
+            page_bytes as u32,
+        );
         // SAFETY: arguments match lz4_decompress's parameters (packed pointer, its readable
         // length, entries pointer, n_pages, page_bytes, output and status pointers). The kernel
         // reads packed only below its length rounded down to 16 and checks every entry against
@@ -179,7 +246,11 @@ impl Lz4Kernels {
     #[doc(hidden)]
     pub fn provoke_sticky_fault(&self) -> Result<()> {
         let g = self.compress_geometry(1024, 1);
-        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: g.shared_bytes / g.warps_per_block };
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: g.shared_bytes / g.warps_per_block,
+        };
         let bogus = 0x10u64;
         let (ib, pb, np) = (1024u32, 1024u32, 1u32);
         // SAFETY: deliberately unsound for the device (pointers to nothing), never for the host:

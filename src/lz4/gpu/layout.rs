@@ -5,7 +5,7 @@
 use crate::kernels::lz4::compress::{self, INFO_HEADER_WORDS};
 use crate::kernels::lz4::decompress;
 use crate::kernels::lz4::{compress_shared_per_warp, decompress_shared_per_warp, status, RAW_FLAG};
-use crate::lz4::{PageKind, PageEntry};
+use crate::lz4::{PageEntry, PageKind};
 use crate::{Error, Result};
 
 /// Dynamic shared memory a block may use without the opt-in attribute (bytes).
@@ -56,7 +56,11 @@ const SM_MAX_WARPS: u32 = 64;
 fn blocks_per_sm(per_warp: u32, wpb: u32, sm: SmLimits) -> u32 {
     let by_shared = sm.shared_bytes / (wpb * per_warp + SHARED_RESERVED_PER_BLOCK);
     let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
-    let by_regs = if warp_regs == 0 { u32::MAX } else { 4 * (QUARTER_REGISTERS / warp_regs) / wpb };
+    let by_regs = if warp_regs == 0 {
+        u32::MAX
+    } else {
+        4 * (QUARTER_REGISTERS / warp_regs) / wpb
+    };
     by_shared.min(by_regs).min(SM_MAX_WARPS / wpb).clamp(1, 32)
 }
 
@@ -64,23 +68,58 @@ fn blocks_per_sm(per_warp: u32, wpb: u32, sm: SmLimits) -> u32 {
 /// device of `sm_count` SMs: the warps per block (at least one, at most `max_warps`, within the
 /// default 48 KiB) that let an SM hold the most warps (the larger block on a tie), and no more
 /// blocks than the SMs hold at once.
-fn geometry(per_warp: u32, max_warps: u32, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
+fn geometry(
+    per_warp: u32,
+    max_warps: u32,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
     let top = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
-    let wpb = (1..=top).rev().max_by_key(|&w| (w * blocks_per_sm(per_warp, w, sm), w)).unwrap_or(1);
+    let wpb = (1..=top)
+        .rev()
+        .max_by_key(|&w| (w * blocks_per_sm(per_warp, w, sm), w))
+        .unwrap_or(1);
     let per_sm = blocks_per_sm(per_warp, wpb, sm);
     let wanted = n_pages.div_ceil(wpb as usize).max(1);
     let blocks = wanted.min((sm_count.max(1) * per_sm) as usize) as u32;
-    Geometry { blocks, warps_per_block: wpb, shared_bytes: wpb * per_warp }
+    Geometry {
+        blocks,
+        warps_per_block: wpb,
+        shared_bytes: wpb * per_warp,
+    }
 }
 
 /// Launch shape of `lz4_compress` (warps take pages from a counter, so a full device is enough).
-pub fn compress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
-    geometry(compress_shared_per_warp(page_bytes as u32), compress::MAX_BLOCK / 32, n_pages, sm_count, sm)
+pub fn compress_geometry(
+    page_bytes: usize,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    geometry(
+        compress_shared_per_warp(page_bytes as u32),
+        compress::MAX_BLOCK / 32,
+        n_pages,
+        sm_count,
+        sm,
+    )
 }
 
 /// Launch shape of `lz4_decompress` (warps stride over the pages).
-pub fn decompress_geometry(page_bytes: usize, n_pages: usize, sm_count: u32, sm: SmLimits) -> Geometry {
-    geometry(decompress_shared_per_warp(page_bytes as u32), decompress::MAX_BLOCK / 32, n_pages, sm_count, sm)
+pub fn decompress_geometry(
+    page_bytes: usize,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    geometry(
+        decompress_shared_per_warp(page_bytes as u32),
+        decompress::MAX_BLOCK / 32,
+        n_pages,
+        sm_count,
+        sm,
+    )
 }
 
 /// Words of the compress kernel's `info` buffer for `n_pages` pages.
@@ -103,9 +142,17 @@ pub fn page_lengths(input_bytes: usize, page_bytes: usize) -> impl Iterator<Item
 /// stored page lies in `packed` and how it is stored. Checks every word against the page lengths
 /// and the bytes used, so a broken kernel result is an [`Error::Kernel`], never a bad slice.
 pub fn read_compress_info(info: &[u32], lens: &[usize]) -> Result<Vec<PageEntry>> {
-    let bad = |detail: String| Error::Kernel { kernel: "lz4_compress", code: 0, detail };
+    let bad = |detail: String| Error::Kernel {
+        kernel: "lz4_compress",
+        code: 0,
+        detail,
+    };
     if info.len() < info_words(lens.len()) {
-        return Err(bad(format!("info holds {} words for {} pages", info.len(), lens.len())));
+        return Err(bad(format!(
+            "info holds {} words for {} pages",
+            info.len(),
+            lens.len()
+        )));
     }
     let used = packed_used(info);
     let mut out = Vec::with_capacity(lens.len());
@@ -114,14 +161,23 @@ pub fn read_compress_info(info: &[u32], lens: &[usize]) -> Result<Vec<PageEntry>
         let offset = info[INFO_HEADER_WORDS as usize + 2 * k + 1] as usize;
         let raw = word & RAW_FLAG != 0;
         let stored = (word & !RAW_FLAG) as usize;
-        let kind = if raw { PageKind::Raw } else { PageKind::Compressed };
+        let kind = if raw {
+            PageKind::Raw
+        } else {
+            PageKind::Compressed
+        };
         let consistent = if raw { stored == len } else { stored < len };
         if !consistent || offset % 16 != 0 || offset + stored > used {
             return Err(bad(format!(
                 "page {k} of {len} B: stored {stored} B ({kind:?}) at {offset} of {used} used bytes"
             )));
         }
-        out.push(PageEntry { offset, stored_bytes: stored, original_bytes: len, kind });
+        out.push(PageEntry {
+            offset,
+            stored_bytes: stored,
+            original_bytes: len,
+            kind,
+        });
     }
     Ok(out)
 }
@@ -135,18 +191,28 @@ pub fn decompress_entries(pages: &[PageEntry], page_bytes: usize) -> Result<Vec<
         let offset = u32::try_from(e.offset).ok().filter(|_| fits).ok_or_else(|| Error::Corrupt {
             what: format!("page {k}: entry (offset {}, {} stored, {} original bytes) does not fit {page_bytes}-byte pages", e.offset, e.stored_bytes, e.original_bytes),
         })?;
-        words.extend_from_slice(&[offset, e.stored_bytes as u32, e.original_bytes as u32, (e.kind == PageKind::Raw) as u32]);
+        words.extend_from_slice(&[
+            offset,
+            e.stored_bytes as u32,
+            e.original_bytes as u32,
+            (e.kind == PageKind::Raw) as u32,
+        ]);
     }
     Ok(words)
 }
 
 /// The first failing page of a decompress status array as an [`Error::Corrupt`].
 pub fn check_decompress_status(status_words: &[u32]) -> Result<()> {
-    match status_words.iter().position(|&s| s & status::CODE_MASK != status::OK) {
+    match status_words
+        .iter()
+        .position(|&s| s & status::CODE_MASK != status::OK)
+    {
         None => Ok(()),
         Some(k) => {
             let code = status_words[k] & status::CODE_MASK;
-            Err(Error::Corrupt { what: format!("page {k}: {} (GPU status {code})", status::describe(code)) })
+            Err(Error::Corrupt {
+                what: format!("page {k}: {} (GPU status {code})", status::describe(code)),
+            })
         }
     }
 }

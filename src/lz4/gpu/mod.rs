@@ -39,14 +39,23 @@ pub struct GpuOptions {
 impl Default for GpuOptions {
     /// 16 MiB batches (enough pages to fill an H100 several times over), 4 slots.
     fn default() -> Self {
-        GpuOptions { batch_bytes: 16 << 20, slots: 4 }
+        GpuOptions {
+            batch_bytes: 16 << 20,
+            slots: 4,
+        }
     }
 }
 
 /// True for errors that mean the device path cannot be trusted any more (driver errors, module
 /// loads, inconsistent kernel results, a vanished device), as opposed to bad input.
 pub fn device_failure(e: &Error) -> bool {
-    matches!(e, Error::Driver { .. } | Error::ModuleLoad { .. } | Error::Kernel { .. } | Error::NoDevice { .. })
+    matches!(
+        e,
+        Error::Driver { .. }
+            | Error::ModuleLoad { .. }
+            | Error::Kernel { .. }
+            | Error::NoDevice { .. }
+    )
 }
 
 /// Where to compress.
@@ -63,14 +72,22 @@ pub enum Device {
 /// A page stream for `device`: on the GPU, or on the CPU with `cpu_slots` slots. Returns the
 /// stream and, for `Auto` without a usable GPU, why the CPU runs. Fails with
 /// [`Error::NoDevice`] for `Gpu` without a device and [`Error::Input`] for a bad page size.
-pub fn open_page_stream(device: Device, page_bytes: usize, cpu_slots: usize, options: GpuOptions) -> Result<(Box<dyn PageStream>, Option<String>)> {
+pub fn open_page_stream(
+    device: Device,
+    page_bytes: usize,
+    cpu_slots: usize,
+    options: GpuOptions,
+) -> Result<(Box<dyn PageStream>, Option<String>)> {
     let gpu = || Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options));
     match device {
         Device::Cpu => Ok((Box::new(CpuPageStream::new(page_bytes, cpu_slots)?), None)),
         Device::Gpu => Ok((Box::new(gpu()?), None)),
         Device::Auto => match gpu() {
             Ok(s) => Ok((Box::new(s), None)),
-            Err(e) if device_failure(&e) => Ok((Box::new(CpuPageStream::new(page_bytes, cpu_slots)?), Some(e.to_string()))),
+            Err(e) if device_failure(&e) => Ok((
+                Box::new(CpuPageStream::new(page_bytes, cpu_slots)?),
+                Some(e.to_string()),
+            )),
             Err(e) => Err(e),
         },
     }

@@ -42,7 +42,11 @@ impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
         let mut buf = PinnedBuffer::new(gpu, len, kind)?;
         let s = buf.as_mut_slice()?;
         let (ptr, len) = (s.as_mut_ptr(), s.len());
-        Ok(Pinned { _buf: buf, ptr, len })
+        Ok(Pinned {
+            _buf: buf,
+            ptr,
+            len,
+        })
     }
 
     pub(crate) fn slice(&self) -> &[T] {
@@ -73,21 +77,34 @@ unsafe impl Send for Registered {}
 impl Registered {
     fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
         let size = len.max(1).div_ceil(4096) * 4096;
-        let layout = std::alloc::Layout::from_size_align(size, 4096)
-            .map_err(|_| Error::Capacity { what: "lz4 download buffer".into(), needed: len, capacity: isize::MAX as usize })?;
+        let layout =
+            std::alloc::Layout::from_size_align(size, 4096).map_err(|_| Error::Capacity {
+                what: "lz4 download buffer".into(),
+                needed: len,
+                capacity: isize::MAX as usize,
+            })?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(Error::Capacity { what: "lz4 download buffer (host memory)".into(), needed: size, capacity: 0 });
+            return Err(Error::Capacity {
+                what: "lz4 download buffer (host memory)".into(),
+                needed: size,
+                capacity: 0,
+            });
         }
-        gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
+        gpu.ctx()
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
         // SAFETY: `ptr..ptr + size` is a live allocation owned by the value being built; it is
         // unregistered in Drop before it is freed.
         let r = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast(), size, 0) }.result();
         if let Err(e) = r {
             // SAFETY: allocated above with this layout and not registered.
             unsafe { std::alloc::dealloc(ptr, layout) };
-            return Err(Error::Driver { call: "cuMemHostRegister", source: e });
+            return Err(Error::Driver {
+                call: "cuMemHostRegister",
+                source: e,
+            });
         }
         Ok(Registered { ptr, layout, len })
     }
@@ -165,12 +182,20 @@ pub(crate) struct Ring {
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
-    k.gpu().ctx().new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::driver("cuEventCreate"))
+    k.gpu()
+        .ctx()
+        .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(Error::driver("cuEventCreate"))
 }
 
 impl Ring {
     /// Allocates `slots` slots of `batch_pages` pages of `page_bytes` (pinned and device).
-    pub(crate) fn new(kernels: Lz4Kernels, page_bytes: usize, batch_pages: usize, slots: usize) -> Result<Self> {
+    pub(crate) fn new(
+        kernels: Lz4Kernels,
+        page_bytes: usize,
+        batch_pages: usize,
+        slots: usize,
+    ) -> Result<Self> {
         let gpu = kernels.gpu().clone();
         let slots = slots.max(1);
         let streams = StreamSet::new(&gpu, COMPUTE + slots)?;
@@ -185,9 +210,13 @@ impl Ring {
                 h_out: Registered::new(&gpu, batch_bytes)?,
                 h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
-                scratch: s.alloc_zeros::<u8>(g.warps() as usize * page_bytes).map_err(alloc)?,
+                scratch: s
+                    .alloc_zeros::<u8>(g.warps() as usize * page_bytes)
+                    .map_err(alloc)?,
                 d_packed: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
-                d_info: s.alloc_zeros::<u32>(info_words(batch_pages)).map_err(alloc)?,
+                d_info: s
+                    .alloc_zeros::<u32>(info_words(batch_pages))
+                    .map_err(alloc)?,
                 ev_h2d: event(&kernels)?,
                 ev_kernel: event(&kernels)?,
                 ev_info: event(&kernels)?,
@@ -197,8 +226,15 @@ impl Ring {
                 entries: Vec::new(),
             });
         }
-        s.synchronize().map_err(Error::driver("zeroing the lz4 ring"))?;
-        Ok(Ring { kernels, streams, slots: v, page_bytes, batch_pages })
+        s.synchronize()
+            .map_err(Error::driver("zeroing the lz4 ring"))?;
+        Ok(Ring {
+            kernels,
+            streams,
+            slots: v,
+            page_bytes,
+            batch_pages,
+        })
     }
 
     /// Bytes one slot holds.
@@ -219,22 +255,47 @@ impl Ring {
         if input_bytes > 0 {
             // The copy reads h_in asynchronously; the host writes it again only once this slot
             // has gone through `wait`, which follows this copy's completion.
-            h2d.memcpy_htod(&slot.h_in.slice()[..input_bytes], &mut slot.d_in.slice_mut(0..input_bytes))
-                .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
+            h2d.memcpy_htod(
+                &slot.h_in.slice()[..input_bytes],
+                &mut slot.d_in.slice_mut(0..input_bytes),
+            )
+            .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
         }
-        slot.ev_h2d.record(h2d).map_err(Error::driver("cuEventRecord"))?;
+        slot.ev_h2d
+            .record(h2d)
+            .map_err(Error::driver("cuEventRecord"))?;
         let compute = streams.get(COMPUTE + i);
-        compute.wait(&slot.ev_h2d).map_err(Error::driver("cuStreamWaitEvent"))?;
+        compute
+            .wait(&slot.ev_h2d)
+            .map_err(Error::driver("cuStreamWaitEvent"))?;
         let input = slot.d_in.slice(0..input_bytes.max(1));
         let mut packed = slot.d_packed.slice_mut(..);
         let mut info = slot.d_info.slice_mut(0..words);
-        self.kernels.compress(compute, &input, input_bytes, pb, &mut slot.scratch, &mut packed, &mut info)?;
-        slot.ev_kernel.record(compute).map_err(Error::driver("cuEventRecord"))?;
+        self.kernels.compress(
+            compute,
+            &input,
+            input_bytes,
+            pb,
+            &mut slot.scratch,
+            &mut packed,
+            &mut info,
+        )?;
+        slot.ev_kernel
+            .record(compute)
+            .map_err(Error::driver("cuEventRecord"))?;
         let info_s = streams.get(INFO);
-        info_s.wait(&slot.ev_kernel).map_err(Error::driver("cuStreamWaitEvent"))?;
-        info_s.memcpy_dtoh(&slot.d_info.slice(0..words), &mut slot.h_info.slice_mut()[..words])
+        info_s
+            .wait(&slot.ev_kernel)
+            .map_err(Error::driver("cuStreamWaitEvent"))?;
+        info_s
+            .memcpy_dtoh(
+                &slot.d_info.slice(0..words),
+                &mut slot.h_info.slice_mut()[..words],
+            )
             .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
-        slot.ev_info.record(info_s).map_err(Error::driver("cuEventRecord"))?;
+        slot.ev_info
+            .record(info_s)
+            .map_err(Error::driver("cuEventRecord"))?;
         slot.state = State::Submitted;
         Ok(())
     }
@@ -248,8 +309,14 @@ impl Ring {
             return Ok(());
         }
         if block {
-            slot.ev_info.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
-        } else if !slot.ev_info.try_is_complete().map_err(Error::driver("cuEventQuery (lz4 info)"))? {
+            slot.ev_info
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+        } else if !slot
+            .ev_info
+            .try_is_complete()
+            .map_err(Error::driver("cuEventQuery (lz4 info)"))?
+        {
             return Ok(());
         }
         let n = slot.input_bytes.div_ceil(pb);
@@ -258,15 +325,25 @@ impl Ring {
         slot.entries = read_compress_info(info, &lens)?;
         let used = super::layout::packed_used(info);
         if used > slot.d_packed.len() {
-            return Err(Error::Kernel { kernel: "lz4_compress", code: 0, detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()) });
+            return Err(Error::Kernel {
+                kernel: "lz4_compress",
+                code: 0,
+                detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()),
+            });
         }
         let d2h = self.streams.get(D2H);
-        d2h.wait(&slot.ev_info).map_err(Error::driver("cuStreamWaitEvent"))?;
+        d2h.wait(&slot.ev_info)
+            .map_err(Error::driver("cuStreamWaitEvent"))?;
         if used > 0 {
-            d2h.memcpy_dtoh(&slot.d_packed.slice(0..used), &mut slot.h_out.slice_mut()[..used])
-                .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed)"))?;
+            d2h.memcpy_dtoh(
+                &slot.d_packed.slice(0..used),
+                &mut slot.h_out.slice_mut()[..used],
+            )
+            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed)"))?;
         }
-        slot.ev_d2h.record(d2h).map_err(Error::driver("cuEventRecord"))?;
+        slot.ev_d2h
+            .record(d2h)
+            .map_err(Error::driver("cuEventRecord"))?;
         slot.state = State::Downloading;
         Ok(())
     }
@@ -276,7 +353,9 @@ impl Ring {
         self.start_download(i, true)?;
         let slot = &mut self.slots[i];
         if slot.state == State::Downloading {
-            slot.ev_d2h.synchronize().map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+            slot.ev_d2h
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
             slot.state = State::Ready;
         }
         Ok(())

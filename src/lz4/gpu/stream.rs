@@ -8,7 +8,9 @@
 use super::kernels::Lz4Kernels;
 use super::ring::{Ring, State};
 use super::{device_failure, GpuOptions};
-use crate::lz4::{check_page_bytes, CodecPath, CompressedPage, CpuPageStream, PageEncoder, PageStream};
+use crate::lz4::{
+    check_page_bytes, CodecPath, CompressedPage, CpuPageStream, PageEncoder, PageStream,
+};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -64,7 +66,9 @@ impl GpuPageStream {
     }
 
     fn capacity_pages(&self) -> usize {
-        self.ring.as_ref().map_or(0, |r| r.batch_pages * r.slots.len())
+        self.ring
+            .as_ref()
+            .map_or(0, |r| r.batch_pages * r.slots.len())
     }
 
     /// Submits the filling slot, if any.
@@ -94,11 +98,18 @@ impl GpuPageStream {
                 let page = &slot.h_in.slice()[start..(start + self.page_bytes).min(bytes)];
                 let mut out = Vec::with_capacity(page.len());
                 let kind = enc.compress_page(page, &mut out)?;
-                self.rescued.push_back(CompressedPage { bytes: out, kind, original_bytes: page.len() });
+                self.rescued.push_back(CompressedPage {
+                    bytes: out,
+                    kind,
+                    original_bytes: page.len(),
+                });
             }
             first = 0;
         }
-        self.cpu = Some(CpuPageStream::new(self.page_bytes, ring.batch_pages * ring.slots.len())?);
+        self.cpu = Some(CpuPageStream::new(
+            self.page_bytes,
+            ring.batch_pages * ring.slots.len(),
+        )?);
         self.order.clear();
         self.filling = None;
         Ok(())
@@ -120,7 +131,11 @@ impl GpuPageStream {
             let n = ring.slots.len();
             let next = self.order.back().map_or(0, |&i| (i + 1) % n);
             if ring.slots[next].state != State::Free {
-                return Err(Error::Capacity { what: "LZ4 GPU ring slots".into(), needed: self.pending + 1, capacity: self.capacity_pages() });
+                return Err(Error::Capacity {
+                    what: "LZ4 GPU ring slots".into(),
+                    needed: self.pending + 1,
+                    capacity: self.capacity_pages(),
+                });
             }
             self.filling = Some((next, 0));
             self.order.push_back(next);
@@ -162,7 +177,11 @@ impl GpuPageStream {
 
 impl PageStream for GpuPageStream {
     fn path(&self) -> CodecPath {
-        if self.failure.is_none() { CodecPath::Gpu } else { CodecPath::Cpu }
+        if self.failure.is_none() {
+            CodecPath::Gpu
+        } else {
+            CodecPath::Cpu
+        }
     }
 
     fn page_bytes(&self) -> usize {
@@ -175,9 +194,14 @@ impl PageStream for GpuPageStream {
         }
         let Some(ring) = &self.ring else { return 0 };
         let n = ring.slots.len();
-        let filling_left = self.filling.map_or(0, |(_, b)| (ring.batch_bytes() - b) / self.page_bytes);
+        let filling_left = self
+            .filling
+            .map_or(0, |(_, b)| (ring.batch_bytes() - b) / self.page_bytes);
         let next = self.order.back().map_or(0, |&i| (i + 1) % n);
-        let free_after = (0..n).map(|k| (next + k) % n).take_while(|&k| ring.slots[k].state == State::Free && !self.order.contains(&k)).count();
+        let free_after = (0..n)
+            .map(|k| (next + k) % n)
+            .take_while(|&k| ring.slots[k].state == State::Free && !self.order.contains(&k))
+            .count();
         filling_left + free_after * ring.batch_pages
     }
 
@@ -190,10 +214,18 @@ impl PageStream for GpuPageStream {
             return Err(Error::input("page pushed after a short (final) page"));
         }
         if page.is_empty() || page.len() > self.page_bytes {
-            return Err(Error::input(format!("page of {} bytes pushed to a stream of {}-byte pages", page.len(), self.page_bytes)));
+            return Err(Error::input(format!(
+                "page of {} bytes pushed to a stream of {}-byte pages",
+                page.len(),
+                self.page_bytes
+            )));
         }
         if self.free_slots() == 0 {
-            return Err(Error::Capacity { what: "LZ4 page stream slots".into(), needed: self.pending + 1, capacity: self.capacity_pages() });
+            return Err(Error::Capacity {
+                what: "LZ4 page stream slots".into(),
+                needed: self.pending + 1,
+                capacity: self.capacity_pages(),
+            });
         }
         if self.ring.is_some() {
             // A device failure can only come after the page was copied into its slot, so the
@@ -201,7 +233,10 @@ impl PageStream for GpuPageStream {
             let r = self.push_gpu(page);
             self.guard(r)?;
         } else {
-            self.cpu.as_mut().expect("CPU path after retire").push_page(page)?;
+            self.cpu
+                .as_mut()
+                .expect("CPU path after retire")
+                .push_page(page)?;
         }
         self.closed = page.len() < self.page_bytes;
         self.pending += 1;
@@ -221,7 +256,12 @@ impl PageStream for GpuPageStream {
         }
         if let Some(p) = self.rescued.pop_front() {
             *out = p;
-        } else if !self.cpu.as_mut().expect("CPU path after retire").pop_page(out)? {
+        } else if !self
+            .cpu
+            .as_mut()
+            .expect("CPU path after retire")
+            .pop_page(out)?
+        {
             return Ok(false);
         }
         self.pending -= 1;

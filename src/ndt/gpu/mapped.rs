@@ -27,7 +27,8 @@ unsafe impl<T: DeviceRepr + Send> Send for MappedBuffer<T> {}
 /// Whether the device can address mapped host memory through unified addressing.
 pub fn device_can_map(gpu: &Gpu) -> bool {
     let a = |x| gpu.ctx().attribute(x).unwrap_or(0);
-    a(Attr::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 1 && a(Attr::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) == 1
+    a(Attr::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 1
+        && a(Attr::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) == 1
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
@@ -37,17 +38,25 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
     /// `mapped` on a device that cannot map host memory).
     pub fn new(gpu: &Gpu, len: usize, mapped: bool) -> Result<Self> {
         let len = len.max(1);
-        let map_flag = if mapped { sys::CU_MEMHOSTALLOC_DEVICEMAP } else { 0 };
+        let map_flag = if mapped {
+            sys::CU_MEMHOSTALLOC_DEVICEMAP
+        } else {
+            0
+        };
         let flags = map_flag | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: the memory is zeroed below before any read; T is valid as all-zero bits.
         let mut host = unsafe { gpu.ctx().alloc_pinned_with_flags::<T>(len, flags) }
             .map_err(Error::driver("cuMemHostAlloc (mapped)"))?;
-        let ptr = host.as_mut_ptr().map_err(Error::driver("pinned buffer event sync"))?;
+        let ptr = host
+            .as_mut_ptr()
+            .map_err(Error::driver("pinned buffer event sync"))?;
         // SAFETY: `ptr` points to `len` elements owned by `host`; zero bits are a valid T.
         unsafe { std::ptr::write_bytes(ptr, 0, len) };
         let device_ptr = if mapped {
             let mut d: sys::CUdeviceptr = 0;
-            gpu.ctx().bind_to_thread().map_err(Error::driver("binding the context"))?;
+            gpu.ctx()
+                .bind_to_thread()
+                .map_err(Error::driver("binding the context"))?;
             // SAFETY: `ptr` was returned by cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP in this
             // context; the call only writes the device address into `d`.
             unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, ptr.cast(), 0) }
@@ -57,7 +66,12 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
         } else {
             None
         };
-        Ok(MappedBuffer { _host: host, ptr, device_ptr, len })
+        Ok(MappedBuffer {
+            _host: host,
+            ptr,
+            device_ptr,
+            len,
+        })
     }
 
     /// Elements allocated.
@@ -121,7 +135,11 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
     fn check(&self, offset: usize, n: usize) -> Result<()> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::Capacity { what: "mapped host buffer".into(), needed: offset.saturating_add(n), capacity: self.len }),
+            _ => Err(Error::Capacity {
+                what: "mapped host buffer".into(),
+                needed: offset.saturating_add(n),
+                capacity: self.len,
+            }),
         }
     }
 }

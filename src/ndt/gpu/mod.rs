@@ -38,8 +38,13 @@ pub fn align_clouds_gpu(
     params: &NdtParams,
 ) -> Result<NdtResult> {
     let map = crate::ndt::checked_map(target, source, params)?;
-    let capacity = GpuCapacity { points: source.len(), voxels: map.len(), requests: 1 };
-    let mut pipeline = GpuDerivativePipeline::new(gpu, capacity, params.search, params.outlier_ratio)?;
+    let capacity = GpuCapacity {
+        points: source.len(),
+        voxels: map.len(),
+        requests: 1,
+    };
+    let mut pipeline =
+        GpuDerivativePipeline::new(gpu, capacity, params.search, params.outlier_ratio)?;
     pipeline.upload_target(&map)?;
     pipeline.upload_source(source)?;
     align(&mut pipeline, 0, init, &params.solver)

@@ -22,7 +22,9 @@ use crate::ndt::search::NeighbourSearch;
 use crate::ndt::voxel_map::VoxelMap;
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{result as cu, CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    result as cu, CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use std::sync::Arc;
 
 /// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
@@ -64,7 +66,8 @@ fn slots_for(voxels: usize) -> usize {
 
 fn partial_slots(gpu: &Gpu, cap: &GpuCapacity) -> usize {
     let target = gpu.facts().sm_count as usize * BLOCKS_PER_SM;
-    cap.requests.max(target.min(cap.points.div_ceil(BLOCK as usize)).max(1))
+    cap.requests
+        .max(target.min(cap.points.div_ceil(BLOCK as usize)).max(1))
 }
 
 impl GpuDerivativePipeline {
@@ -73,7 +76,12 @@ impl GpuDerivativePipeline {
     /// Errors: [`Error::Input`] for an outlier ratio outside (0, 1) or a request capacity outside
     /// `1..=65535`; [`Error::Capacity`] for more than 2³¹ points; driver errors (allocation, module
     /// load).
-    pub fn new(gpu: Arc<Gpu>, capacity: GpuCapacity, search: NeighbourSearch, outlier_ratio: f64) -> Result<Self> {
+    pub fn new(
+        gpu: Arc<Gpu>,
+        capacity: GpuCapacity,
+        search: NeighbourSearch,
+        outlier_ratio: f64,
+    ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         if !(1..=MAX_REQUESTS_PER_LAUNCH).contains(&capacity.requests) {
             return Err(Error::input(format!(
@@ -90,7 +98,8 @@ impl GpuDerivativePipeline {
         let hash = DeviceBuffer::zeros(&s, 4 * slots_for(capacity.voxels), "NDT voxel hash")?;
         let partials = DeviceBuffer::zeros(&s, SLOT_VALUES * slots, "NDT block partials")?;
         let counters_dev = DeviceBuffer::zeros(&s, capacity.requests, "NDT request counters")?;
-        let requests_dev = DeviceBuffer::zeros(&s, REQUEST_WORDS * capacity.requests, "NDT requests")?;
+        let requests_dev =
+            DeviceBuffer::zeros(&s, REQUEST_WORDS * capacity.requests, "NDT requests")?;
         let requests = MappedBuffer::new(&gpu, REQUEST_WORDS * capacity.requests, false)?;
         let can_map = device_can_map(&gpu);
         let results = MappedBuffer::new(&gpu, VALUES * capacity.requests, can_map)?;
@@ -113,7 +122,10 @@ impl GpuDerivativePipeline {
             results,
             sources: Vec::new(),
             target: None,
-            counters: PipelineCounters { allocations, ..Default::default() },
+            counters: PipelineCounters {
+                allocations,
+                ..Default::default()
+            },
             scratch: Vec::new(),
             gpu,
         };
@@ -127,7 +139,11 @@ impl GpuDerivativePipeline {
     ///
     /// Errors: [`Error::NoDevice`] without a usable GPU (callers fall back to the CPU), then as
     /// [`GpuDerivativePipeline::new`].
-    pub fn open_default(capacity: GpuCapacity, search: NeighbourSearch, outlier_ratio: f64) -> Result<Self> {
+    pub fn open_default(
+        capacity: GpuCapacity,
+        search: NeighbourSearch,
+        outlier_ratio: f64,
+    ) -> Result<Self> {
         Self::new(Gpu::open_default()?, capacity, search, outlier_ratio)
     }
 
@@ -136,10 +152,16 @@ impl GpuDerivativePipeline {
     /// map host memory; driver errors.
     pub fn set_transfer(&mut self, transfer: Transfer) -> Result<()> {
         if transfer == Transfer::Mapped && self.results.device_ptr().is_none() {
-            return Err(Error::NoDevice { reason: "the device cannot map host memory (zero-copy)".into() });
+            return Err(Error::NoDevice {
+                reason: "the device cannot map host memory (zero-copy)".into(),
+            });
         }
         if transfer == Transfer::Copy && self.results_dev.is_none() {
-            let rs = DeviceBuffer::zeros(self.gpu.stream(), self.results.len(), "NDT results (device copy)")?;
+            let rs = DeviceBuffer::zeros(
+                self.gpu.stream(),
+                self.results.len(),
+                "NDT results (device copy)",
+            )?;
             self.counters.allocations += 1;
             self.results_dev = Some(rs);
         }
@@ -215,8 +237,10 @@ impl GpuDerivativePipeline {
         pack_voxels(map, &mut self.scratch);
         self.voxels.upload(&s, &self.scratch)?;
         self.slots.upload(&s, map.hash().slots_flat())?;
-        s.synchronize().map_err(Error::driver("uploading the NDT target"))?;
-        self.counters.bytes_up += (8 * self.scratch.len() + 4 * map.hash().slots_flat().len()) as u64;
+        s.synchronize()
+            .map_err(Error::driver("uploading the NDT target"))?;
+        self.counters.bytes_up +=
+            (8 * self.scratch.len() + 4 * map.hash().slots_flat().len()) as u64;
         let capacity = map.hash().capacity();
         let slot_mask = u32::try_from(capacity - 1).map_err(|_| Error::Capacity {
             what: "NDT voxel hash slots".into(),
@@ -224,7 +248,12 @@ impl GpuDerivativePipeline {
             capacity: u32::MAX as usize,
         })?;
         let r = map.resolution_m();
-        self.target = Some(TargetInfo { inv_resolution: 1.0 / r, radius_sq: r * r, slot_mask, gauss });
+        self.target = Some(TargetInfo {
+            inv_resolution: 1.0 / r,
+            radius_sq: r * r,
+            slot_mask,
+            gauss,
+        });
         Ok(())
     }
 
@@ -255,34 +284,49 @@ impl GpuDerivativePipeline {
         for c in clouds {
             let flat = c.as_flattened();
             if !flat.is_empty() {
-                let mut dst = self.points.slice_mut().slice_mut(3 * first..3 * first + flat.len());
-                s.memcpy_htod(flat, &mut dst).map_err(Error::driver("uploading NDT source points"))?;
+                let mut dst = self
+                    .points
+                    .slice_mut()
+                    .slice_mut(3 * first..3 * first + flat.len());
+                s.memcpy_htod(flat, &mut dst)
+                    .map_err(Error::driver("uploading NDT source points"))?;
             }
             // Both fit u32: check_points bounded the total.
             self.sources.push((first as u32, c.len() as u32));
             first += c.len();
         }
         self.points.set_len(3 * total)?;
-        s.synchronize().map_err(Error::driver("uploading NDT source points"))?;
+        s.synchronize()
+            .map_err(Error::driver("uploading NDT source points"))?;
         self.counters.bytes_up += 12 * total as u64;
         Ok(())
     }
 
     /// Score, gradient and Hessian of uploaded source `source` at `pose` (one round).
     pub fn linearize_pose(&mut self, source: usize, pose: &Pose6) -> Result<Linearization> {
-        let mut v = self.linearize(&[LinearizeRequest { source, pose: *pose }])?;
+        let mut v = self.linearize(&[LinearizeRequest {
+            source,
+            pose: *pose,
+        }])?;
         Ok(v.remove(0))
     }
 
     /// One launch for `reqs` (at most the request capacity).
     fn round(&mut self, reqs: &[LinearizeRequest], out: &mut Vec<Linearization>) -> Result<()> {
-        let t = self.target.as_ref().ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
+        let t = self
+            .target
+            .as_ref()
+            .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
         let n = reqs.len();
         let mut max_points = 0usize;
         let mut first = [0u64; REQUEST_WORDS];
         for (k, r) in reqs.iter().enumerate() {
             let &(start, count) = self.sources.get(r.source).ok_or_else(|| {
-                Error::input(format!("source index {} out of range ({} sources uploaded)", r.source, self.sources.len()))
+                Error::input(format!(
+                    "source index {} out of range ({} sources uploaded)",
+                    r.source,
+                    self.sources.len()
+                ))
             })?;
             max_points = max_points.max(count as usize);
             let words = pack_request(&r.pose, start, count);
@@ -298,7 +342,11 @@ impl GpuDerivativePipeline {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
         let slots = self.partials.capacity() / SLOT_VALUES;
-        let per_request = max_points.div_ceil(BLOCK as usize).min(target_blocks / n).min(slots / n).max(1);
+        let per_request = max_points
+            .div_ceil(BLOCK as usize)
+            .min(target_blocks / n)
+            .min(slots / n)
+            .max(1);
         let (probe_start, probe_count, radius) = match self.search {
             NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
             NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
@@ -308,24 +356,41 @@ impl GpuDerivativePipeline {
         let s = self.gpu.stream().clone();
         if n > 1 {
             // Requests 1.. go in one copy; request 0 travels in the parameters.
-            let mut dst = self.requests_dev.slice_mut().slice_mut(REQUEST_WORDS..REQUEST_WORDS * n);
+            let mut dst = self
+                .requests_dev
+                .slice_mut()
+                .slice_mut(REQUEST_WORDS..REQUEST_WORDS * n);
             let (dst, _sync) = dst.device_ptr_mut(&s);
             // SAFETY: records 1..n of the pinned buffer were written above (bounds checked by
             // `write`); the destination view has the same length; the stream is synchronized
             // before the buffer is written again.
-            let src = unsafe { std::slice::from_raw_parts(self.requests.host_ptr().add(REQUEST_WORDS), REQUEST_WORDS * (n - 1)) };
-            unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
+            let src = unsafe {
+                std::slice::from_raw_parts(
+                    self.requests.host_ptr().add(REQUEST_WORDS),
+                    REQUEST_WORDS * (n - 1),
+                )
+            };
+            unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }
+                .map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
         }
         let results_ptr = match (&self.results_dev, self.transfer, self.results.device_ptr()) {
             (_, Transfer::Mapped, Some(p)) => p,
             (Some(rs), _, _) => rs.slice().device_ptr(&s).0,
-            _ => return Err(Error::input("GPU NDT pipeline: no result buffer for the transfer mode")),
+            _ => {
+                return Err(Error::input(
+                    "GPU NDT pipeline: no result buffer for the transfer mode",
+                ))
+            }
         };
         let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
         let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
-        let cfg = LaunchConfig { grid_dim: (per_request as u32, n as u32, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (per_request as u32, n as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let mut lb = s.launch_builder(&self.func);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
@@ -358,10 +423,13 @@ impl GpuDerivativePipeline {
             // SAFETY: the destination is the first `n` result records of the mapped buffer,
             // which holds the whole request capacity; nothing reads it until the stream is
             // synchronized below.
-            let dst = unsafe { std::slice::from_raw_parts_mut(self.results.host_ptr(), VALUES * n) };
-            unsafe { cu::memcpy_dtoh_async(dst, src, s.cu_stream()) }.map_err(Error::driver("cuMemcpyDtoHAsync (NDT results)"))?;
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(self.results.host_ptr(), VALUES * n) };
+            unsafe { cu::memcpy_dtoh_async(dst, src, s.cu_stream()) }
+                .map_err(Error::driver("cuMemcpyDtoHAsync (NDT results)"))?;
         }
-        s.synchronize().map_err(Error::driver("running ndt_derivatives"))?;
+        s.synchronize()
+            .map_err(Error::driver("running ndt_derivatives"))?;
         self.counters.launches += 1;
         self.counters.requests += n as u64;
         self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
@@ -369,7 +437,11 @@ impl GpuDerivativePipeline {
         let mut rec = [0.0f64; VALUES];
         for (k, r) in reqs.iter().enumerate() {
             self.results.read(VALUES * k, &mut rec)?;
-            out.push(decode_result(&rec, t.gauss, self.sources[r.source].1 as usize)?);
+            out.push(decode_result(
+                &rec,
+                t.gauss,
+                self.sources[r.source].1 as usize,
+            )?);
         }
         Ok(())
     }
@@ -378,7 +450,11 @@ impl GpuDerivativePipeline {
 fn check_points(n: usize) -> Result<()> {
     const MAX: usize = 1 << 31;
     if n > MAX {
-        return Err(Error::Capacity { what: "NDT source points".into(), needed: n, capacity: MAX });
+        return Err(Error::Capacity {
+            what: "NDT source points".into(),
+            needed: n,
+            capacity: MAX,
+        });
     }
     Ok(())
 }

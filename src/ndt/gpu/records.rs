@@ -54,14 +54,23 @@ pub fn pack_voxels(map: &VoxelMap, out: &mut Vec<f64>) {
 /// value is NaN where the kernel never produces one (a result the kernel did not write).
 pub fn decode_result(v: &[f64], gauss: GaussConstants, source_len: usize) -> Result<Linearization> {
     if v.len() != VALUES {
-        return Err(Error::Shape { what: "NDT result record".into(), expected: VALUES.to_string(), got: v.len().to_string() });
+        return Err(Error::Shape {
+            what: "NDT result record".into(),
+            expected: VALUES.to_string(),
+            got: v.len().to_string(),
+        });
     }
     let count = v[COUNT_INDEX];
-    if !(count >= 0.0 && count <= source_len as f64 && count.fract() == 0.0) || v[SCORE_INDEX].is_nan() {
+    if !(count >= 0.0 && count <= source_len as f64 && count.fract() == 0.0)
+        || v[SCORE_INDEX].is_nan()
+    {
         return Err(Error::Kernel {
             kernel: "ndt_derivatives",
             code: 1,
-            detail: format!("result record not written or corrupt: count {count}, score sum {}", v[SCORE_INDEX]),
+            detail: format!(
+                "result record not written or corrupt: count {count}, score sum {}",
+                v[SCORE_INDEX]
+            ),
         });
     }
     let f = gauss.d1 * gauss.d2;
@@ -74,7 +83,12 @@ pub fn decode_result(v: &[f64], gauss: GaussConstants, source_len: usize) -> Res
             hessian[(j, i)] = h;
         }
     }
-    Ok(Linearization { score: -gauss.d1 * v[SCORE_INDEX], gradient, hessian, correspondences: count as usize })
+    Ok(Linearization {
+        score: -gauss.d1 * v[SCORE_INDEX],
+        gradient,
+        hessian,
+        correspondences: count as usize,
+    })
 }
 
 #[cfg(test)]
@@ -91,7 +105,10 @@ mod tests {
         // Little-endian: first point at byte 72, count at byte 76, as the kernel reads them.
         let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
         assert_eq!(u32::from_le_bytes(bytes[72..76].try_into().unwrap()), 7);
-        assert_eq!(u32::from_le_bytes(bytes[76..80].try_into().unwrap()), 123_456);
+        assert_eq!(
+            u32::from_le_bytes(bytes[76..80].try_into().unwrap()),
+            123_456
+        );
     }
 
     #[test]

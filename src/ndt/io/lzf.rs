@@ -22,21 +22,30 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Result<Vec<u8>, String> 
             let run = ctrl + 1;
             let end = i + run;
             if end > input.len() {
-                return Err(format!("LZF literal run of {run} bytes at input byte {} runs past the end", i - 1));
+                return Err(format!(
+                    "LZF literal run of {run} bytes at input byte {} runs past the end",
+                    i - 1
+                ));
             }
             if out.len() + run > expected_len {
-                return Err(format!("LZF output exceeds the declared {expected_len} bytes"));
+                return Err(format!(
+                    "LZF output exceeds the declared {expected_len} bytes"
+                ));
             }
             out.extend_from_slice(&input[i..end]);
             i = end;
         } else {
             let mut len = ctrl >> 5;
             if len == 7 {
-                let extra = *input.get(i).ok_or("LZF stream ends inside a back reference")?;
+                let extra = *input
+                    .get(i)
+                    .ok_or("LZF stream ends inside a back reference")?;
                 len += extra as usize;
                 i += 1;
             }
-            let low = *input.get(i).ok_or("LZF stream ends inside a back reference")?;
+            let low = *input
+                .get(i)
+                .ok_or("LZF stream ends inside a back reference")?;
             i += 1;
             let offset = ((ctrl & 31) << 8) + low as usize + 1;
             if offset > out.len() {
@@ -47,7 +56,9 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Result<Vec<u8>, String> 
             }
             let count = len + 2;
             if out.len() + count > expected_len {
-                return Err(format!("LZF output exceeds the declared {expected_len} bytes"));
+                return Err(format!(
+                    "LZF output exceeds the declared {expected_len} bytes"
+                ));
             }
             let start = out.len() - offset;
             for k in 0..count {
@@ -57,7 +68,10 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Result<Vec<u8>, String> 
         }
     }
     if out.len() != expected_len {
-        return Err(format!("LZF stream gives {} bytes, header declares {expected_len}", out.len()));
+        return Err(format!(
+            "LZF stream gives {} bytes, header declares {expected_len}",
+            out.len()
+        ));
     }
     Ok(out)
 }
@@ -83,8 +97,14 @@ mod tests {
     #[test]
     fn corrupt_streams_are_errors() {
         assert!(decompress(&[5, b'a'], 6).is_err(), "truncated literal");
-        assert!(decompress(&[(1 << 5) as u8, 0], 3).is_err(), "reference before start");
+        assert!(
+            decompress(&[(1 << 5) as u8, 0], 3).is_err(),
+            "reference before start"
+        );
         assert!(decompress(&[0, b'a'], 2).is_err(), "short output");
-        assert!(decompress(&[0, b'a', (7 << 5) as u8], 20).is_err(), "missing length byte");
+        assert!(
+            decompress(&[0, b'a', (7 << 5) as u8], 20).is_err(),
+            "missing length byte"
+        );
     }
 }

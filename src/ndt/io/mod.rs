@@ -20,7 +20,10 @@ use std::path::Path;
 /// [`Error::Format`] naming the file when it is truncated, malformed or lacks x, y or z.
 pub fn read_cloud(path: impl AsRef<Path>) -> Result<PointCloud> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse_cloud(path, &bytes)
 }
 

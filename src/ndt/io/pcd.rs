@@ -43,11 +43,17 @@ struct Header {
 
 /// Parses PCD `bytes` (the whole file) read from `path` (used in error messages).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<PointCloud> {
-    let fail = |problem: String| Error::Format { path: path.to_path_buf(), problem };
+    let fail = |problem: String| Error::Format {
+        path: path.to_path_buf(),
+        problem,
+    };
     let header = parse_header(bytes).map_err(fail)?;
     let xyz = xyz_fields(&header.fields).map_err(fail)?;
     let payload = &bytes[header.data_start..];
-    let mut cloud = PointCloud { points: Vec::with_capacity(header.points), dropped_non_finite: 0 };
+    let mut cloud = PointCloud {
+        points: Vec::with_capacity(header.points),
+        dropped_non_finite: 0,
+    };
     match header.encoding {
         Encoding::Ascii => read_ascii(&header, xyz, payload, &mut cloud),
         Encoding::Binary => read_binary(&header, xyz, payload, &mut cloud),
@@ -68,7 +74,10 @@ fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         if pos >= bytes.len() {
             return Err("not a PCD file: header has no DATA line".into());
         }
-        let end = bytes[pos..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |e| pos + e + 1);
+        let end = bytes[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |e| pos + e + 1);
         let line = std::str::from_utf8(&bytes[pos..end])
             .map_err(|_| format!("not a PCD file: header line at byte {pos} is not text"))?
             .trim();
@@ -81,13 +90,19 @@ fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         let rest: Vec<&str> = words.collect();
         let ints = |what: &str| -> Result<Vec<usize>, String> {
             rest.iter()
-                .map(|w| w.parse::<usize>().map_err(|_| format!("header {what}: `{w}` is not a count")))
+                .map(|w| {
+                    w.parse::<usize>()
+                        .map_err(|_| format!("header {what}: `{w}` is not a count"))
+                })
                 .collect()
         };
         let one = |what: &str| -> Result<usize, String> {
             match ints(what)?.as_slice() {
                 [v] => Ok(*v),
-                _ => Err(format!("header {what} needs one value, got `{}`", rest.join(" "))),
+                _ => Err(format!(
+                    "header {what} needs one value, got `{}`",
+                    rest.join(" ")
+                )),
             }
         };
         match key.as_str() {
@@ -113,13 +128,18 @@ fn parse_header(bytes: &[u8]) -> Result<Header, String> {
                     Some("ascii") => Encoding::Ascii,
                     Some("binary") => Encoding::Binary,
                     Some("binary_compressed") => Encoding::BinaryCompressed,
-                    other => return Err(format!("unknown DATA encoding `{}`", other.unwrap_or(""))),
+                    other => {
+                        return Err(format!("unknown DATA encoding `{}`", other.unwrap_or("")))
+                    }
                 };
                 let names = names.ok_or("header has no FIELDS line")?;
                 let sizes = sizes.ok_or("header has no SIZE line")?;
                 let kinds = kinds.ok_or("header has no TYPE line")?;
                 let counts = counts.unwrap_or_else(|| vec![1; names.len()]);
-                if sizes.len() != names.len() || kinds.len() != names.len() || counts.len() != names.len() {
+                if sizes.len() != names.len()
+                    || kinds.len() != names.len()
+                    || counts.len() != names.len()
+                {
                     return Err(format!(
                         "header lists {} FIELDS but {} SIZE, {} TYPE and {} COUNT values",
                         names.len(),
@@ -129,15 +149,25 @@ fn parse_header(bytes: &[u8]) -> Result<Header, String> {
                     ));
                 }
                 let mut fields = Vec::with_capacity(names.len());
-                for (((name, size), kind), count) in names.into_iter().zip(sizes).zip(kinds).zip(counts) {
+                for (((name, size), kind), count) in
+                    names.into_iter().zip(sizes).zip(kinds).zip(counts)
+                {
                     let ok = match kind {
                         b'F' => size == 4 || size == 8,
                         _ => matches!(size, 1 | 2 | 4 | 8),
                     };
                     if !ok {
-                        return Err(format!("field `{name}` has unsupported TYPE {} SIZE {size}", kind as char));
+                        return Err(format!(
+                            "field `{name}` has unsupported TYPE {} SIZE {size}",
+                            kind as char
+                        ));
                     }
-                    fields.push(Field { name, size, kind, count });
+                    fields.push(Field {
+                        name,
+                        size,
+                        kind,
+                        count,
+                    });
                 }
                 let points = match (points, width, height) {
                     (Some(p), _, _) => p,
@@ -145,9 +175,18 @@ fn parse_header(bytes: &[u8]) -> Result<Header, String> {
                     (None, Some(w), None) => w,
                     _ => return Err("header gives neither POINTS nor WIDTH".into()),
                 };
-                return Ok(Header { fields, points, encoding, data_start: pos });
+                return Ok(Header {
+                    fields,
+                    points,
+                    encoding,
+                    data_start: pos,
+                });
             }
-            _ => return Err(format!("unknown header keyword `{key}` (is this a PCD file?)")),
+            _ => {
+                return Err(format!(
+                    "unknown header keyword `{key}` (is this a PCD file?)"
+                ))
+            }
         }
     }
 }
@@ -161,7 +200,11 @@ struct Xyz {
 }
 
 fn xyz_fields(fields: &[Field]) -> Result<Xyz, String> {
-    let mut xyz = Xyz { field: [0; 3], offset: [0; 3], point_step: 0 };
+    let mut xyz = Xyz {
+        field: [0; 3],
+        offset: [0; 3],
+        point_step: 0,
+    };
     for (k, axis) in ["x", "y", "z"].iter().enumerate() {
         let i = fields
             .iter()
@@ -175,7 +218,11 @@ fn xyz_fields(fields: &[Field]) -> Result<Xyz, String> {
 }
 
 fn names(fields: &[Field]) -> String {
-    fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(" ")
+    fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Decodes one little-endian scalar of `size` bytes and type letter `kind` as f64.
@@ -233,13 +280,17 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
             let w = words[token[k]];
             p[k] = w
                 .parse::<f64>()
-                .map_err(|_| format!("ascii point {read}: `{w}` is not a number"))? as f32;
+                .map_err(|_| format!("ascii point {read}: `{w}` is not a number"))?
+                as f32;
         }
         cloud.push(p);
         read += 1;
     }
     if read < h.points {
-        return Err(format!("truncated: header declares {} points, ascii DATA holds {read}", h.points));
+        return Err(format!(
+            "truncated: header declares {} points, ascii DATA holds {read}",
+            h.points
+        ));
     }
     Ok(())
 }
@@ -265,7 +316,12 @@ fn read_binary(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> 
     Ok(())
 }
 
-fn read_compressed(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> Result<(), String> {
+fn read_compressed(
+    h: &Header,
+    xyz: Xyz,
+    payload: &[u8],
+    cloud: &mut PointCloud,
+) -> Result<(), String> {
     if payload.len() < 8 {
         return Err("truncated: binary_compressed DATA has no size words".into());
     }
@@ -279,13 +335,19 @@ fn read_compressed(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud)
         ));
     }
     let stream = payload.get(8..8 + compressed).ok_or_else(|| {
-        format!("truncated: binary_compressed declares {compressed} bytes, file has {}", payload.len() - 8)
+        format!(
+            "truncated: binary_compressed declares {compressed} bytes, file has {}",
+            payload.len() - 8
+        )
     })?;
     let soa = lzf::decompress(stream, raw).map_err(|e| format!("binary_compressed DATA: {e}"))?;
     // Start of each field's block in the field-major layout.
     let mut block = [0usize; 3];
     for k in 0..3 {
-        block[k] = h.fields[..xyz.field[k]].iter().map(|f| f.size * f.count * h.points).sum();
+        block[k] = h.fields[..xyz.field[k]]
+            .iter()
+            .map(|f| f.size * f.count * h.points)
+            .sum();
     }
     for i in 0..h.points {
         let mut p = [0f32; 3];

@@ -89,7 +89,10 @@ enum Format {
 
 /// Parses PLY `bytes` (the whole file) read from `path` (used in error messages).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<PointCloud> {
-    let fail = |problem: String| Error::Format { path: path.to_path_buf(), problem };
+    let fail = |problem: String| Error::Format {
+        path: path.to_path_buf(),
+        problem,
+    };
     let (format, elements, body) = parse_header(bytes).map_err(fail)?;
     read_body(format, &elements, &bytes[body..]).map_err(fail)
 }
@@ -103,7 +106,10 @@ fn parse_header(bytes: &[u8]) -> Result<(Format, Vec<Element>, usize), String> {
         if pos >= bytes.len() {
             return Err("PLY header has no end_header line".into());
         }
-        let end = bytes[pos..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |e| pos + e + 1);
+        let end = bytes[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |e| pos + e + 1);
         let line = std::str::from_utf8(&bytes[pos..end])
             .map_err(|_| format!("PLY header line at byte {pos} is not text"))?
             .trim();
@@ -127,19 +133,34 @@ fn parse_header(bytes: &[u8]) -> Result<(Format, Vec<Element>, usize), String> {
                 })
             }
             ["element", name, count] => {
-                let count = count.parse().map_err(|_| format!("element `{name}` count `{count}` is not a number"))?;
-                elements.push(Element { name: name.to_string(), count, properties: Vec::new() });
+                let count = count
+                    .parse()
+                    .map_err(|_| format!("element `{name}` count `{count}` is not a number"))?;
+                elements.push(Element {
+                    name: name.to_string(),
+                    count,
+                    properties: Vec::new(),
+                });
             }
             ["property", "list", count, item, _name] => {
-                let count = Scalar::parse(count).ok_or_else(|| format!("unknown PLY type `{count}`"))?;
-                let item = Scalar::parse(item).ok_or_else(|| format!("unknown PLY type `{item}`"))?;
-                let e = elements.last_mut().ok_or("PLY property before any element")?;
+                let count =
+                    Scalar::parse(count).ok_or_else(|| format!("unknown PLY type `{count}`"))?;
+                let item =
+                    Scalar::parse(item).ok_or_else(|| format!("unknown PLY type `{item}`"))?;
+                let e = elements
+                    .last_mut()
+                    .ok_or("PLY property before any element")?;
                 e.properties.push(Property::List { count, item });
             }
             ["property", ty, name] => {
                 let ty = Scalar::parse(ty).ok_or_else(|| format!("unknown PLY type `{ty}`"))?;
-                let e = elements.last_mut().ok_or("PLY property before any element")?;
-                e.properties.push(Property::Value { name: name.to_string(), ty });
+                let e = elements
+                    .last_mut()
+                    .ok_or("PLY property before any element")?;
+                e.properties.push(Property::Value {
+                    name: name.to_string(),
+                    ty,
+                });
             }
             ["end_header"] => {
                 let format = format.ok_or("PLY header has no format line")?;
@@ -169,14 +190,21 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
         .position(|e| e.name == "vertex")
         .ok_or("PLY file has no `vertex` element")?;
     let xyz = xyz_of(&elements[v])?;
-    let mut cloud = PointCloud { points: Vec::with_capacity(elements[v].count), dropped_non_finite: 0 };
+    let mut cloud = PointCloud {
+        points: Vec::with_capacity(elements[v].count),
+        dropped_non_finite: 0,
+    };
     match format {
         Format::Ascii => {
-            let text = std::str::from_utf8(body).map_err(|_| "PLY ascii body is not text".to_string())?;
+            let text =
+                std::str::from_utf8(body).map_err(|_| "PLY ascii body is not text".to_string())?;
             let mut tokens = text.split_whitespace();
             let mut next = |what: &str| -> Result<f64, String> {
-                let t = tokens.next().ok_or_else(|| format!("truncated: PLY ascii body ends inside {what}"))?;
-                t.parse::<f64>().map_err(|_| format!("PLY ascii value `{t}` in {what} is not a number"))
+                let t = tokens
+                    .next()
+                    .ok_or_else(|| format!("truncated: PLY ascii body ends inside {what}"))?;
+                t.parse::<f64>()
+                    .map_err(|_| format!("PLY ascii value `{t}` in {what} is not a number"))
             };
             for (ei, e) in elements[..=v].iter().enumerate() {
                 for n in 0..e.count {
@@ -208,14 +236,15 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
         }
         Format::Binary { big_endian } => {
             let mut at = 0usize;
-            let take = |at: &mut usize, n: usize, what: &dyn Fn() -> String| -> Result<usize, String> {
-                let start = *at;
-                if start + n > body.len() {
-                    return Err(format!("truncated: PLY binary body ends inside {}", what()));
-                }
-                *at += n;
-                Ok(start)
-            };
+            let take =
+                |at: &mut usize, n: usize, what: &dyn Fn() -> String| -> Result<usize, String> {
+                    let start = *at;
+                    if start + n > body.len() {
+                        return Err(format!("truncated: PLY binary body ends inside {}", what()));
+                    }
+                    *at += n;
+                    Ok(start)
+                };
             for (ei, e) in elements[..=v].iter().enumerate() {
                 for n in 0..e.count {
                     let what = || format!("{} {n}", e.name);

@@ -45,16 +45,31 @@ impl GpuChain {
         }
         let (f, i, h) = (model.features(), model.gru.input(), model.hidden());
         if i % 128 != 0 {
-            return Err(Error::Shape { what: "GPU chain encoded width".into(), expected: "a multiple of 128".into(), got: i.to_string() });
+            return Err(Error::Shape {
+                what: "GPU chain encoded width".into(),
+                expected: "a multiple of 128".into(),
+                got: i.to_string(),
+            });
         }
         let bp = round_up(shape.batch, 4);
-        let stream = gpu.ctx().new_stream().map_err(Error::driver("cuStreamCreate"))?;
+        let stream = gpu
+            .ctx()
+            .new_stream()
+            .map_err(Error::driver("cuStreamCreate"))?;
         let dense = GpuDense::new(gpu.clone(), &model.encoder, WeightStorage::F32, 1)?;
-        let gru = GpuGru::new(gpu.clone(), std::slice::from_ref(&model.gru), shape.steps, bp, GruLaunch::default())?;
+        let gru = GpuGru::new(
+            gpu.clone(),
+            std::slice::from_ref(&model.gru),
+            shape.steps,
+            bp,
+            GruLaunch::default(),
+        )?;
         let corr = GpuLowRank::new(gpu.clone(), &model.correction, 1)?;
         // Weights were uploaded and barrier words zeroed on gpu.stream(); the chain runs on its own
         // stream (event tracking is off), so order it after that work explicitly.
-        stream.join(gpu.stream()).map_err(Error::driver("cuStreamWaitEvent (chain setup)"))?;
+        stream
+            .join(gpu.stream())
+            .map_err(Error::driver("cuStreamWaitEvent (chain setup)"))?;
         let s = &stream;
         Ok(GpuChain {
             feats: zeros(s, shape.steps * bp * f, "chain features")?,
@@ -83,14 +98,20 @@ impl GpuChain {
     /// Copies `features` (`T x B x F`) and `h0` (`B x H`) into the device buffers (padded).
     pub fn upload(&mut self, features: &[f32], h0: &[f32]) -> Result<()> {
         let (t, b, bp) = (self.shape.steps, self.shape.batch, self.bp);
-        check_len("chain features (T x B x F)", features.len(), t * b * self.features)?;
+        check_len(
+            "chain features (T x B x F)",
+            features.len(),
+            t * b * self.features,
+        )?;
         check_len("chain h0 (B x H)", h0.len(), b * self.hidden)?;
         check_finite("chain features", features)?;
         check_finite("chain h0", h0)?;
         let mut stage = std::mem::take(&mut self.stage);
         stage.clear();
         for step in 0..t {
-            stage.extend_from_slice(&features[step * b * self.features..(step + 1) * b * self.features]);
+            stage.extend_from_slice(
+                &features[step * b * self.features..(step + 1) * b * self.features],
+            );
             stage.extend(std::iter::repeat_n(0.0f32, (bp - b) * self.features));
         }
         self.feats.upload(&self.stream, &stage)?;
@@ -107,24 +128,49 @@ impl GpuChain {
         let (t, bp) = (self.shape.steps, self.bp);
         let fv = self.feats.slice().slice(..);
         let mut xv = self.x.slice_mut().slice_mut(..);
-        self.dense.forward_device(&self.stream, &fv, t * bp, &mut xv)?;
+        self.dense
+            .forward_device(&self.stream, &fv, t * bp, &mut xv)?;
         let xv = self.x.slice().slice(..);
         let hv = self.h0.slice().slice(..);
-        self.gru.rollout_device(&self.stream, &xv, &hv, RolloutShape { steps: t, batch: bp }, None)?;
-        let pred = self.gru.out_device().slice().slice((t - 1) * bp * self.hidden..t * bp * self.hidden);
-        let xl = self.x.slice().slice((t - 1) * bp * self.input..t * bp * self.input);
+        self.gru.rollout_device(
+            &self.stream,
+            &xv,
+            &hv,
+            RolloutShape {
+                steps: t,
+                batch: bp,
+            },
+            None,
+        )?;
+        let pred = self
+            .gru
+            .out_device()
+            .slice()
+            .slice((t - 1) * bp * self.hidden..t * bp * self.hidden);
+        let xl = self
+            .x
+            .slice()
+            .slice((t - 1) * bp * self.input..t * bp * self.input);
         let mut ov = self.out.slice_mut().slice_mut(..);
-        self.corr.correct_device(&self.stream, &pred, &xl, bp, &mut ov)
+        self.corr
+            .correct_device(&self.stream, &pred, &xl, bp, &mut ov)
     }
 
     /// Captures [`GpuChain::enqueue`] into a CUDA graph (after one eager run, so every module is
     /// loaded); later [`GpuChain::enqueue_graph`] calls replay it on the same buffers.
     pub fn capture_graph(&mut self) -> Result<()> {
         self.enqueue()?;
-        self.stream.synchronize().map_err(Error::driver("synchronizing before graph capture"))?;
-        self.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::driver("cuStreamBeginCapture"))?;
+        self.stream
+            .synchronize()
+            .map_err(Error::driver("synchronizing before graph capture"))?;
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+            .map_err(Error::driver("cuStreamBeginCapture"))?;
         let enqueued = self.enqueue();
-        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(Error::driver("cuStreamEndCapture / cuGraphInstantiate"));
+        let graph = self
+            .stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(Error::driver("cuStreamEndCapture / cuGraphInstantiate"));
         enqueued?;
         self.graph = Some(graph?.ok_or_else(|| Error::input("graph capture recorded nothing"))?);
         Ok(())
@@ -157,9 +203,16 @@ impl GpuChain {
 
 /// Runs independent batches through their own chains, each on its own stream, so the launches
 /// of different batches overlap; returns each chain's result.
-pub fn run_concurrently(chains: &mut [GpuChain], inputs: &[(Vec<f32>, Vec<f32>)]) -> Result<Vec<Vec<f32>>> {
+pub fn run_concurrently(
+    chains: &mut [GpuChain],
+    inputs: &[(Vec<f32>, Vec<f32>)],
+) -> Result<Vec<Vec<f32>>> {
     if chains.len() != inputs.len() {
-        return Err(Error::Shape { what: "concurrent chains and inputs".into(), expected: chains.len().to_string(), got: inputs.len().to_string() });
+        return Err(Error::Shape {
+            what: "concurrent chains and inputs".into(),
+            expected: chains.len().to_string(),
+            got: inputs.len().to_string(),
+        });
     }
     for (c, (f, h)) in chains.iter_mut().zip(inputs) {
         c.upload(f, h)?;

@@ -41,17 +41,41 @@ struct Core {
 
 impl GpuDense {
     /// Uploads the layer's weights in the given storage.
-    pub fn new(gpu: Arc<Gpu>, layer: &DenseLayer, storage: WeightStorage, max_rows: usize) -> Result<Self> {
+    pub fn new(
+        gpu: Arc<Gpu>,
+        layer: &DenseLayer,
+        storage: WeightStorage,
+        max_rows: usize,
+    ) -> Result<Self> {
         let s = gpu.stream().clone();
         let (w32, w16) = match storage {
-            WeightStorage::F32 => (DeviceBuffer::from_host(&s, layer.w(), "dense weights")?, zeros(&s, 1, "unused f16 weights")?),
-            WeightStorage::F16 => (zeros(&s, 1, "unused f32 weights")?, DeviceBuffer::from_host(&s, &to_f16_vec(layer.w()), "dense weights (f16)")?),
+            WeightStorage::F32 => (
+                DeviceBuffer::from_host(&s, layer.w(), "dense weights")?,
+                zeros(&s, 1, "unused f16 weights")?,
+            ),
+            WeightStorage::F16 => (
+                zeros(&s, 1, "unused f32 weights")?,
+                DeviceBuffer::from_host(&s, &to_f16_vec(layer.w()), "dense weights (f16)")?,
+            ),
         };
         let bias = DeviceBuffer::from_host(&s, layer.b(), "dense bias")?;
         let x = zeros(&s, max_rows * layer.input(), "dense input")?;
         let y = zeros(&s, max_rows * layer.output(), "dense output")?;
-        let core = Core { gpu, input: layer.input(), output: layer.output(), storage, w32, w16, bias };
-        Ok(GpuDense { core, x, y, max_rows })
+        let core = Core {
+            gpu,
+            input: layer.input(),
+            output: layer.output(),
+            storage,
+            w32,
+            w16,
+            bias,
+        };
+        Ok(GpuDense {
+            core,
+            x,
+            y,
+            max_rows,
+        })
     }
 
     pub fn input(&self) -> usize {
@@ -62,7 +86,13 @@ impl GpuDense {
     }
 
     /// Enqueues `y = relu(x W + b)` for `rows` rows of device data on `stream`.
-    pub fn forward_device(&self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, rows: usize, y: &mut CudaViewMut<'_, f32>) -> Result<()> {
+    pub fn forward_device(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        rows: usize,
+        y: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
         self.core.launch(stream, x, rows, y)
     }
 
@@ -72,7 +102,11 @@ impl GpuDense {
         check_len("dense input (rows x input)", x.len(), rows * input)?;
         check_finite("dense input", x)?;
         if rows > self.max_rows {
-            return Err(Error::Capacity { what: "dense rows".into(), needed: rows, capacity: self.max_rows });
+            return Err(Error::Capacity {
+                what: "dense rows".into(),
+                needed: rows,
+                capacity: self.max_rows,
+            });
         }
         let s = self.core.gpu.stream().clone();
         self.x.upload(&s, x)?;
@@ -87,11 +121,21 @@ impl GpuDense {
 }
 
 impl Core {
-    fn launch(&self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, rows: usize, y: &mut CudaViewMut<'_, f32>) -> Result<()> {
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        rows: usize,
+        y: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
         if x.len() < rows * self.input || y.len() < rows * self.output {
             return Err(Error::Shape {
                 what: "dense forward_device views".into(),
-                expected: format!("at least {} inputs and {} outputs", rows * self.input, rows * self.output),
+                expected: format!(
+                    "at least {} inputs and {} outputs",
+                    rows * self.input,
+                    rows * self.output
+                ),
                 got: format!("{} and {}", x.len(), y.len()),
             });
         }
@@ -99,7 +143,11 @@ impl Core {
         if total == 0 {
             return Ok(());
         }
-        let (r, i, o) = (u32_of("dense rows", rows)?, u32_of("dense input", self.input)?, u32_of("dense output", self.output)?);
+        let (r, i, o) = (
+            u32_of("dense rows", rows)?,
+            u32_of("dense input", self.input)?,
+            u32_of("dense output", self.output)?,
+        );
         let _ = u32_of("dense outputs", total)?;
         let grid = (total.div_ceil(BLOCK as usize) as u32, 1, 1);
         let (id, what) = match self.storage {

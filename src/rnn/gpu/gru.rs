@@ -85,15 +85,34 @@ fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Ve
 }
 
 #[allow(clippy::too_many_arguments)]
-fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>, stamped: bool) -> Result<()> {
+fn launch(
+    gpu: &Gpu,
+    d: &Dims,
+    w: &Weights,
+    st: &mut State,
+    stream: &Arc<CudaStream>,
+    x: &CudaView<'_, f32>,
+    h0: &CudaView<'_, f32>,
+    shape: RolloutShape,
+    dropout: Option<&Dropout>,
+    stamped: bool,
+) -> Result<()> {
     let bp = round_up(shape.batch, 4);
     if shape.steps == 0 || shape.batch == 0 || shape.steps > d.max_steps || bp > d.max_batch_pad {
-        return Err(Error::Capacity { what: "GRU rollout steps x padded batch".into(), needed: shape.steps * bp, capacity: d.max_steps * d.max_batch_pad });
+        return Err(Error::Capacity {
+            what: "GRU rollout steps x padded batch".into(),
+            needed: shape.steps * bp,
+            capacity: d.max_steps * d.max_batch_pad,
+        });
     }
     if x.len() < shape.steps * bp * d.input_pad || h0.len() < d.members * bp * d.hidden {
         return Err(Error::Shape {
             what: "GRU rollout_device views".into(),
-            expected: format!("x >= {}, h0 >= {}", shape.steps * bp * d.input_pad, d.members * bp * d.hidden),
+            expected: format!(
+                "x >= {}, h0 >= {}",
+                shape.steps * bp * d.input_pad,
+                d.members * bp * d.hidden
+            ),
             got: format!("{}, {}", x.len(), h0.len()),
         });
     }
@@ -104,23 +123,68 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     let sh = d.shape;
     // Same rows per block at a smaller batch: the grid only shrinks, so it stays resident.
     let rows = sh.rows.min(bp as u32);
-    let bytes = smem_bytes(d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk, sh.stationary);
+    let bytes = smem_bytes(
+        d.input_pad,
+        d.hidden,
+        sh.rows,
+        sh.units,
+        sh.chunk,
+        sh.stationary,
+    );
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
-    let blocks = u32_of("GRU blocks", d.members * bp.div_ceil(rows as usize) * sh.slices as usize)?;
-    let (steps, batch, bpu) = (u32_of("steps", shape.steps)?, u32_of("batch", shape.batch)?, u32_of("batch", bp)?);
+    let blocks = u32_of(
+        "GRU blocks",
+        d.members * bp.div_ceil(rows as usize) * sh.slices as usize,
+    )?;
+    let (steps, batch, bpu) = (
+        u32_of("steps", shape.steps)?,
+        u32_of("batch", shape.batch)?,
+        u32_of("batch", bp)?,
+    );
     let (ip, h) = (d.input_pad as u32, d.hidden as u32);
-    let _ = u32_of("GRU state elements", d.members * shape.steps * bp * d.hidden)?;
+    let _ = u32_of(
+        "GRU state elements",
+        d.members * shape.steps * bp * d.hidden,
+    )?;
     let ln = u32::from(d.layer_norm);
     let (drop, thr, scale, seed) = match dropout {
-        Some(dr) if dr.p > 0.0 => (1u32, dr.threshold(), (1.0 / (1.0 - f64::from(dr.p))) as f32, dr.seed),
+        Some(dr) if dr.p > 0.0 => (
+            1u32,
+            dr.threshold(),
+            (1.0 / (1.0 - f64::from(dr.p))) as f32,
+            dr.seed,
+        ),
         _ => (0u32, 0u32, 1.0f32, 0u64),
     };
     let (seed_lo, seed_hi) = (seed as u32, (seed >> 32) as u32);
     let (xms, stationary) = (0u32, u32::from(sh.stationary));
     let mut lb = stream.launch_builder(&f);
-    lb.arg(x).arg(h0).arg(w.w_ih.slice()).arg(w.w_hh.slice()).arg(w.b_ih.slice()).arg(w.b_hh.slice());
-    lb.arg(w.ln_gain.slice()).arg(w.ln_bias.slice()).arg(st.hx.slice_mut()).arg(st.out.slice_mut()).arg(st.bar.slice_mut());
-    lb.arg(&xms).arg(&steps).arg(&batch).arg(&bpu).arg(&ip).arg(&h).arg(&sh.slices).arg(&rows).arg(&sh.chunk).arg(&ln).arg(&drop).arg(&thr).arg(&seed_lo).arg(&seed_hi).arg(&stationary);
+    lb.arg(x)
+        .arg(h0)
+        .arg(w.w_ih.slice())
+        .arg(w.w_hh.slice())
+        .arg(w.b_ih.slice())
+        .arg(w.b_hh.slice());
+    lb.arg(w.ln_gain.slice())
+        .arg(w.ln_bias.slice())
+        .arg(st.hx.slice_mut())
+        .arg(st.out.slice_mut())
+        .arg(st.bar.slice_mut());
+    lb.arg(&xms)
+        .arg(&steps)
+        .arg(&batch)
+        .arg(&bpu)
+        .arg(&ip)
+        .arg(&h)
+        .arg(&sh.slices)
+        .arg(&rows)
+        .arg(&sh.chunk)
+        .arg(&ln)
+        .arg(&drop)
+        .arg(&thr)
+        .arg(&seed_lo)
+        .arg(&seed_hi)
+        .arg(&stationary);
     lb.arg(&d.ln_eps).arg(&scale);
     let no_stamps = 0u64;
     if stamped {
@@ -137,7 +201,8 @@ fn launch(gpu: &Gpu, d: &Dims, w: &Weights, st: &mut State, stream: &Arc<CudaStr
     // for this shape and `chunk`; the
     // grid fits the co-resident capacity (checked when the shape was chosen, and a smaller batch
     // only removes blocks) and the cooperative launch refuses a grid that does not.
-    unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }.map_err(Error::driver("launching rnn_gru_rollout"))?;
+    unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }
+        .map_err(Error::driver("launching rnn_gru_rollout"))?;
     st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
     Ok(())
 }
@@ -146,11 +211,23 @@ impl GpuGru {
     /// Uploads the members' weights (input padded to a multiple of 128 with zero columns) and
     /// allocates every buffer. Hidden must be a multiple of 128; all members must have the same
     /// sizes and all or none layer norm.
-    pub fn new(gpu: Arc<Gpu>, members: &[GruWeights], max_steps: usize, max_batch: usize, launch: GruLaunch) -> Result<Self> {
-        let first = members.first().ok_or_else(|| Error::input("a GPU GRU needs at least one member"))?;
+    pub fn new(
+        gpu: Arc<Gpu>,
+        members: &[GruWeights],
+        max_steps: usize,
+        max_batch: usize,
+        launch: GruLaunch,
+    ) -> Result<Self> {
+        let first = members
+            .first()
+            .ok_or_else(|| Error::input("a GPU GRU needs at least one member"))?;
         let (input, hidden) = (first.input(), first.hidden());
         if hidden % 128 != 0 {
-            return Err(Error::Shape { what: "GPU GRU hidden size".into(), expected: "a multiple of 128".into(), got: hidden.to_string() });
+            return Err(Error::Shape {
+                what: "GPU GRU hidden size".into(),
+                expected: "a multiple of 128".into(),
+                got: hidden.to_string(),
+            });
         }
         if max_steps == 0 || max_batch == 0 {
             return Err(Error::input("GPU GRU needs max_steps and max_batch >= 1"));
@@ -158,13 +235,26 @@ impl GpuGru {
         let layer_norm = first.layer_norm().is_some();
         let input_pad = round_up(input, 128);
         let e = members.len();
-        let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut beta) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut beta) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         for (i, w) in members.iter().enumerate() {
-            if w.input() != input || w.hidden() != hidden || w.layer_norm().is_some() != layer_norm {
+            if w.input() != input || w.hidden() != hidden || w.layer_norm().is_some() != layer_norm
+            {
                 return Err(Error::Shape {
                     what: format!("ensemble member {i}"),
                     expected: format!("input {input}, hidden {hidden}, layer norm {layer_norm}"),
-                    got: format!("input {}, hidden {}, layer norm {}", w.input(), w.hidden(), w.layer_norm().is_some()),
+                    got: format!(
+                        "input {}, hidden {}, layer norm {}",
+                        w.input(),
+                        w.hidden(),
+                        w.layer_norm().is_some()
+                    ),
                 });
             }
             pad_cols(w.w_ih(), 3 * hidden, input, input_pad, &mut wih);
@@ -189,7 +279,17 @@ impl GpuGru {
         let s = gpu.stream().clone();
         let shape = choose_shape(&gpu, e, bp, input_pad, hidden, max_steps, launch)?;
         let seq = e * max_steps * bp * hidden;
-        let dims = Dims { members: e, input, input_pad, hidden, max_steps, max_batch_pad: bp, layer_norm, ln_eps, shape };
+        let dims = Dims {
+            members: e,
+            input,
+            input_pad,
+            hidden,
+            max_steps,
+            max_batch_pad: bp,
+            layer_norm,
+            ln_eps,
+            shape,
+        };
         let weights = Weights {
             w_ih: DeviceBuffer::from_host(&s, &wih, "GRU w_ih")?,
             w_hh: DeviceBuffer::from_host(&s, &whh, "GRU w_hh")?,
@@ -198,10 +298,23 @@ impl GpuGru {
             ln_gain: DeviceBuffer::from_host(&s, &gain, "layer-norm gain")?,
             ln_bias: DeviceBuffer::from_host(&s, &beta, "layer-norm bias")?,
         };
-        let state = State { hx: zeros(&s, seq, "GRU exchange words")?, out: zeros(&s, seq, "GRU output states")?, bar: zeros(&s, 4 * e, "GRU barrier words")?, stamps: zeros(&s, STAMPS as usize, "GRU clock stamps")? };
+        let state = State {
+            hx: zeros(&s, seq, "GRU exchange words")?,
+            out: zeros(&s, seq, "GRU output states")?,
+            bar: zeros(&s, 4 * e, "GRU barrier words")?,
+            stamps: zeros(&s, STAMPS as usize, "GRU clock stamps")?,
+        };
         let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
         let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
-        Ok(GpuGru { gpu, dims, weights, x, h0, state, stage: Vec::new() })
+        Ok(GpuGru {
+            gpu,
+            dims,
+            weights,
+            x,
+            h0,
+            state,
+            stage: Vec::new(),
+        })
     }
 
     pub fn members(&self) -> usize {
@@ -248,14 +361,49 @@ impl GpuGru {
 
     /// Enqueues a rollout on `stream`: `x` is `steps x Bp x input_pad` (shared by the members),
     /// `h0` is `E x Bp x H` with Bp = batch rounded up to 4; results in [`GpuGru::out_device`].
-    pub fn rollout_device(&mut self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape, dropout: Option<&Dropout>) -> Result<()> {
-        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, dropout, false)
+    pub fn rollout_device(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        h0: &CudaView<'_, f32>,
+        shape: RolloutShape,
+        dropout: Option<&Dropout>,
+    ) -> Result<()> {
+        launch(
+            &self.gpu,
+            &self.dims,
+            &self.weights,
+            &mut self.state,
+            stream,
+            x,
+            h0,
+            shape,
+            dropout,
+            false,
+        )
     }
 
     /// [`GpuGru::rollout_device`] with block 0's clock stamps (weight-stationary path only; see
     /// `gru_stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
-    pub fn rollout_device_stamped(&mut self, stream: &Arc<CudaStream>, x: &CudaView<'_, f32>, h0: &CudaView<'_, f32>, shape: RolloutShape) -> Result<Vec<u64>> {
-        launch(&self.gpu, &self.dims, &self.weights, &mut self.state, stream, x, h0, shape, None, true)?;
+    pub fn rollout_device_stamped(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        h0: &CudaView<'_, f32>,
+        shape: RolloutShape,
+    ) -> Result<Vec<u64>> {
+        launch(
+            &self.gpu,
+            &self.dims,
+            &self.weights,
+            &mut self.state,
+            stream,
+            x,
+            h0,
+            shape,
+            None,
+            true,
+        )?;
         self.check(stream)?;
         self.state.stamps.set_len(STAMPS as usize)?;
         let mut out = vec![0u64; STAMPS as usize];
@@ -265,16 +413,29 @@ impl GpuGru {
 
     /// Fails if a barrier of the last launch timed out (synchronises `stream`).
     pub fn check(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        check_barriers(stream, &self.state.bar, self.dims.members, "rnn_gru_rollout")
+        check_barriers(
+            stream,
+            &self.state.bar,
+            self.dims.members,
+            "rnn_gru_rollout",
+        )
     }
 
     /// Rolls out from host data: `x` is `T x B x I` (shared by all members), `h0` is `E x B x H`.
     /// Returns `E x T x B x H`.
-    pub fn rollout(&mut self, x: &[f32], h0: &[f32], shape: RolloutShape, dropout: Option<&Dropout>) -> Result<Vec<f32>> {
+    pub fn rollout(
+        &mut self,
+        x: &[f32],
+        h0: &[f32],
+        shape: RolloutShape,
+        dropout: Option<&Dropout>,
+    ) -> Result<Vec<f32>> {
         let d = self.dims;
         let (e, h, i, b, t) = (d.members, d.hidden, d.input, shape.batch, shape.steps);
         if t == 0 || b == 0 {
-            return Err(Error::input(format!("rollout needs steps and batch >= 1 (got {t} and {b})")));
+            return Err(Error::input(format!(
+                "rollout needs steps and batch >= 1 (got {t} and {b})"
+            )));
         }
         check_len("rollout input x (T x B x I)", x.len(), t * b * i)?;
         check_len("rollout initial state h0 (E x B x H)", h0.len(), e * b * h)?;
@@ -282,13 +443,23 @@ impl GpuGru {
         check_finite("rollout initial state h0", h0)?;
         let bp = round_up(b, 4);
         if t > d.max_steps || bp > d.max_batch_pad {
-            return Err(Error::Capacity { what: "GRU rollout steps x padded batch".into(), needed: t * bp, capacity: d.max_steps * d.max_batch_pad });
+            return Err(Error::Capacity {
+                what: "GRU rollout steps x padded batch".into(),
+                needed: t * bp,
+                capacity: d.max_steps * d.max_batch_pad,
+            });
         }
         let s = self.gpu.stream().clone();
         let mut stage = std::mem::take(&mut self.stage);
         stage.clear();
         for step in 0..t {
-            pad_cols(&x[step * b * i..(step + 1) * b * i], b, i, d.input_pad, &mut stage);
+            pad_cols(
+                &x[step * b * i..(step + 1) * b * i],
+                b,
+                i,
+                d.input_pad,
+                &mut stage,
+            );
             stage.extend(std::iter::repeat_n(0.0f32, (bp - b) * d.input_pad));
         }
         self.x.upload(&s, &stage)?;
@@ -300,7 +471,18 @@ impl GpuGru {
         self.h0.upload(&s, &stage)?;
         let xv = self.x.slice().slice(0..t * bp * d.input_pad);
         let hv = self.h0.slice().slice(0..e * bp * h);
-        launch(&self.gpu, &d, &self.weights, &mut self.state, &s, &xv, &hv, shape, dropout, false)?;
+        launch(
+            &self.gpu,
+            &d,
+            &self.weights,
+            &mut self.state,
+            &s,
+            &xv,
+            &hv,
+            shape,
+            dropout,
+            false,
+        )?;
         self.check(&s)?;
         stage.resize(e * t * bp * h, 0.0);
         self.state.out.download_into(&s, &mut stage)?;

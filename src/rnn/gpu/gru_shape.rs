@@ -24,8 +24,19 @@ pub(super) struct Shape {
 
 /// Dynamic shared memory of the rollout kernel for one block shape (`chunk` as the kernel reads
 /// it: gi steps at once on the shared-memory path; 0 or max steps on the stationary path).
-pub(super) fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32, stationary: bool) -> u32 {
-    let f = if stationary { gru_stationary::smem_floats } else { smem_floats };
+pub(super) fn smem_bytes(
+    ip: usize,
+    h: usize,
+    rows: u32,
+    units: u32,
+    chunk: u32,
+    stationary: bool,
+) -> u32 {
+    let f = if stationary {
+        gru_stationary::smem_floats
+    } else {
+        smem_floats
+    };
     4 * f(rows, ip as u32, h as u32, units, chunk)
 }
 
@@ -38,29 +49,47 @@ pub(super) fn smem_bytes(ip: usize, h: usize, rows: u32, units: u32, chunk: u32,
 /// co-resident with at least one step of gi in shared memory: the least estimated per-step work
 /// of the busiest SM (blocks per SM x (mat-vec fmas + 8 x exchange words read)), then the fewest
 /// blocks, and as many gi steps as keep the grid resident.
-pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: usize, max_steps: usize, launch: GruLaunch) -> Result<Shape> {
+pub(super) fn choose_shape(
+    gpu: &Gpu,
+    members: usize,
+    bp: usize,
+    ip: usize,
+    h: usize,
+    max_steps: usize,
+    launch: GruLaunch,
+) -> Result<Shape> {
     let f = gpu.function(KernelId::RnnGruRollout)?;
     let (hu, e) = (h as u32, members as u64);
     let sms = u64::from(gpu.facts().sm_count.max(1));
     let optin = gpu.facts().max_shared_per_block_optin;
     if let Some(sl) = launch.unit_slices {
         if sl == 0 || sl > hu / 2 {
-            return Err(Error::input(format!("unit slices {sl} must be in 1..={}", hu / 2)));
+            return Err(Error::input(format!(
+                "unit slices {sl} must be in 1..={}",
+                hu / 2
+            )));
         }
     }
     let rows: Vec<u32> = match launch.rows_per_block {
-        Some(r) if r == 0 || r % 4 != 0 || r > 32 => return Err(Error::input(format!("rows per block {r} must be a multiple of 4 and at most 32"))),
+        Some(r) if r == 0 || r % 4 != 0 || r > 32 => {
+            return Err(Error::input(format!(
+                "rows per block {r} must be a multiple of 4 and at most 32"
+            )))
+        }
         Some(r) => vec![r],
         None => vec![4, 8, 16, 32],
     };
-    let (mut best, mut best_key, mut best_cap, mut needed) = (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
+    let (mut best, mut best_key, mut best_cap, mut needed) =
+        (None, (u64::MAX, u32::MAX), 0u32, usize::MAX);
     let (mut best_st, mut best_st_key) = (None, (u64::MAX, u32::MAX));
     for &r in &rows {
         let r = r.min(bp as u32);
         let groups = bp.div_ceil(r as usize) as u64;
         let slices: Vec<u32> = match launch.unit_slices {
             Some(sl) => vec![sl],
-            None => (1..=2u64).map(|k| (k * sms / (e * groups)).clamp(1, u64::from(hu / 2)) as u32).collect(),
+            None => (1..=2u64)
+                .map(|k| (k * sms / (e * groups)).clamp(1, u64::from(hu / 2)) as u32)
+                .collect(),
         };
         for sl in slices {
             let units = 2 * (hu / 2).div_ceil(sl);
@@ -68,7 +97,11 @@ pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: u
             needed = needed.min(blocks as usize);
             let per_sm = blocks.div_ceil(sms);
             let (r64, h64) = (u64::from(r), h as u64);
-            if launch.stationary != Some(false) && h == 256 && ip == 128 && 3 * units <= gru_stationary::ROWS {
+            if launch.stationary != Some(false)
+                && h == 256
+                && ip == 128
+                && 3 * units <= gru_stationary::ROWS
+            {
                 // chunk: max_steps (gi of every step first) or 0 (gi per step).
                 let modes: Vec<u32> = match launch.precompute {
                     Some(true) => vec![max_steps as u32],
@@ -84,11 +117,21 @@ pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: u
                     let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
                     best_cap = best_cap.max(cap);
                     // Ties go to more blocks: (cost, MAX - blocks); the first mode that fits wins.
-                    let key = (per_sm * r64 * u64::from(gru_stationary::ROWS + 8), u32::MAX - blocks as u32);
+                    let key = (
+                        per_sm * r64 * u64::from(gru_stationary::ROWS + 8),
+                        u32::MAX - blocks as u32,
+                    );
                     if blocks <= u64::from(cap) {
                         if key < best_st_key {
                             best_st_key = key;
-                            best_st = Some(Shape { rows: r, slices: sl, units, chunk, blocks: blocks as u32, stationary: true });
+                            best_st = Some(Shape {
+                                rows: r,
+                                slices: sl,
+                                units,
+                                chunk,
+                                blocks: blocks as u32,
+                                stationary: true,
+                            });
                         }
                         break;
                     }
@@ -107,10 +150,20 @@ pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: u
             if blocks > u64::from(cap) {
                 continue;
             }
-            let key = (per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64), blocks as u32);
+            let key = (
+                per_sm * (r64 * 3 * u64::from(units) * h64 + 8 * r64 * h64),
+                blocks as u32,
+            );
             if key < best_key {
                 best_key = key;
-                best = Some(Shape { rows: r, slices: sl, units, chunk: 1, blocks: blocks as u32, stationary: false });
+                best = Some(Shape {
+                    rows: r,
+                    slices: sl,
+                    units,
+                    chunk: 1,
+                    blocks: blocks as u32,
+                    stationary: false,
+                });
             }
         }
     }
@@ -119,7 +172,11 @@ pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: u
         allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
         return Ok(shape);
     }
-    let mut shape = best.ok_or(Error::Capacity { what: "co-resident GRU blocks".into(), needed, capacity: best_cap as usize })?;
+    let mut shape = best.ok_or(Error::Capacity {
+        what: "co-resident GRU blocks".into(),
+        needed,
+        capacity: best_cap as usize,
+    })?;
     // More gi steps per projection while the grid stays resident.
     for c in 2..=max_steps as u32 {
         let bytes = smem_bytes(ip, h, shape.rows, shape.units, c, false);
@@ -136,4 +193,3 @@ pub(super) fn choose_shape(gpu: &Gpu, members: usize, bp: usize, ip: usize, h: u
     allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
     Ok(shape)
 }
-

@@ -37,7 +37,11 @@ impl GpuLowRank {
     /// Uploads the factors (rank at most 256).
     pub fn new(gpu: Arc<Gpu>, lr: &LowRank, max_batch: usize) -> Result<Self> {
         if lr.k() > MAX_RANK as usize {
-            return Err(Error::Capacity { what: "low-rank correction rank".into(), needed: lr.k(), capacity: MAX_RANK as usize });
+            return Err(Error::Capacity {
+                what: "low-rank correction rank".into(),
+                needed: lr.k(),
+                capacity: MAX_RANK as usize,
+            });
         }
         let st = gpu.stream().clone();
         let core = Core {
@@ -60,7 +64,14 @@ impl GpuLowRank {
 
     /// Enqueues `out = pred + U S V^T x` for `batch` rows on `stream` (`pred`, `out`: batch x m,
     /// `x`: batch x n; `out` may be the same memory as `pred`).
-    pub fn correct_device(&self, stream: &Arc<CudaStream>, pred: &CudaView<'_, f32>, x: &CudaView<'_, f32>, batch: usize, out: &mut CudaViewMut<'_, f32>) -> Result<()> {
+    pub fn correct_device(
+        &self,
+        stream: &Arc<CudaStream>,
+        pred: &CudaView<'_, f32>,
+        x: &CudaView<'_, f32>,
+        batch: usize,
+        out: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
         self.core.launch(stream, pred, x, batch, out)
     }
 
@@ -72,7 +83,11 @@ impl GpuLowRank {
         check_finite("correction predictions", pred)?;
         check_finite("correction input", x)?;
         if batch > self.max_batch {
-            return Err(Error::Capacity { what: "correction batch".into(), needed: batch, capacity: self.max_batch });
+            return Err(Error::Capacity {
+                what: "correction batch".into(),
+                needed: batch,
+                capacity: self.max_batch,
+            });
         }
         let st = self.core.gpu.stream().clone();
         self.pred.upload(&st, pred)?;
@@ -89,7 +104,14 @@ impl GpuLowRank {
 }
 
 impl Core {
-    fn launch(&self, stream: &Arc<CudaStream>, pred: &CudaView<'_, f32>, x: &CudaView<'_, f32>, batch: usize, out: &mut CudaViewMut<'_, f32>) -> Result<()> {
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        pred: &CudaView<'_, f32>,
+        x: &CudaView<'_, f32>,
+        batch: usize,
+        out: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
         if pred.len() < batch * self.m || out.len() < batch * self.m || x.len() < batch * self.n {
             return Err(Error::Shape {
                 what: "low-rank correct_device views".into(),
@@ -101,14 +123,27 @@ impl Core {
             return Ok(());
         }
         let f = self.gpu.function(KernelId::RnnLowrankCorrect)?;
-        let (m, n, k) = (u32_of("m", self.m)?, u32_of("n", self.n)?, u32_of("k", self.k)?);
+        let (m, n, k) = (
+            u32_of("m", self.m)?,
+            u32_of("n", self.n)?,
+            u32_of("k", self.k)?,
+        );
         let blocks = u32_of("correction batch", batch)?;
         let mut lb = stream.launch_builder(&f);
-        lb.arg(pred).arg(x).arg(self.ut.slice()).arg(self.s.slice()).arg(self.vt.slice()).arg(out).arg(&m).arg(&n).arg(&k);
+        lb.arg(pred)
+            .arg(x)
+            .arg(self.ut.slice())
+            .arg(self.s.slice())
+            .arg(self.vt.slice())
+            .arg(out)
+            .arg(&m)
+            .arg(&n)
+            .arg(&k);
         // SAFETY: parameters are (pred, x, ut, s, vt, out pointers; m, n, k) as the kernel
         // declares; pred/out hold batch*m values, x batch*n (checked), ut k*m, s k, vt k*n
         // (uploaded from a validated LowRank); one block per batch row; k <= MAX_RANK.
-        unsafe { lb.launch(cfg((blocks, 1, 1), BLOCK, 0)) }.map_err(Error::driver("launching rnn_lowrank_correct"))?;
+        unsafe { lb.launch(cfg((blocks, 1, 1), BLOCK, 0)) }
+            .map_err(Error::driver("launching rnn_lowrank_correct"))?;
         Ok(())
     }
 }

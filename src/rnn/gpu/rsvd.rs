@@ -45,7 +45,10 @@ fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
     let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
     let s = (target / tiles).clamp(1, k / BK as usize);
     let kps = round_up(k.div_ceil(s), BK as usize);
-    GemmPlan { splits: k.div_ceil(kps) as u32, k_per_split: kps as u32 }
+    GemmPlan {
+        splits: k.div_ceil(kps) as u32,
+        k_per_split: kps as u32,
+    }
 }
 
 /// A randomized SVD of `m x n` matrices with fixed options; buffers allocated once.
@@ -112,14 +115,26 @@ impl GpuRsvd {
         opts.validate(m, n)?;
         let l = opts.width(m, n);
         if opts.rank + opts.oversample > WIDTH as usize {
-            return Err(Error::Capacity { what: "GPU randomized SVD rank + oversampling".into(), needed: opts.rank + opts.oversample, capacity: WIDTH as usize });
+            return Err(Error::Capacity {
+                what: "GPU randomized SVD rank + oversampling".into(),
+                needed: opts.rank + opts.oversample,
+                capacity: WIDTH as usize,
+            });
         }
         let (mp, np) = (round_up(m, BM as usize), round_up(n, BM as usize));
         let _ = u32_of("padded matrix elements", mp * np)?;
-        let (nn, tn) = (plan(&gpu, mp, np, GEMM_BLOCKS_PER_SM), plan(&gpu, np, mp, GEMM_BLOCKS_PER_SM));
-        let (nn_max, tn_max) = (plan(&gpu, mp, np, MAX_GEMM_BLOCKS_PER_SM), plan(&gpu, np, mp, MAX_GEMM_BLOCKS_PER_SM));
+        let (nn, tn) = (
+            plan(&gpu, mp, np, GEMM_BLOCKS_PER_SM),
+            plan(&gpu, np, mp, GEMM_BLOCKS_PER_SM),
+        );
+        let (nn_max, tn_max) = (
+            plan(&gpu, mp, np, MAX_GEMM_BLOCKS_PER_SM),
+            plan(&gpu, np, mp, MAX_GEMM_BLOCKS_PER_SM),
+        );
         let w = WIDTH as usize;
-        let partial = (nn_max.splits.max(nn.splits) as usize * mp).max(tn_max.splits.max(tn.splits) as usize * np) * w;
+        let partial = (nn_max.splits.max(nn.splits) as usize * mp)
+            .max(tn_max.splits.max(tn.splits) as usize * np)
+            * w;
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
         let f = gpu.function(KernelId::RnnOrth)?;
         let orth_cap = cooperative_capacity(&gpu, &f, ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
@@ -165,7 +180,9 @@ impl GpuRsvd {
     /// products' summation order (each plan is deterministic).
     pub fn set_gemm_blocks_per_sm(&mut self, blocks_per_sm: u32) -> Result<()> {
         if !(1..=MAX_GEMM_BLOCKS_PER_SM).contains(&blocks_per_sm) {
-            return Err(Error::input(format!("GEMM blocks per SM {blocks_per_sm} must be in 1..={MAX_GEMM_BLOCKS_PER_SM}")));
+            return Err(Error::input(format!(
+                "GEMM blocks per SM {blocks_per_sm} must be in 1..={MAX_GEMM_BLOCKS_PER_SM}"
+            )));
         }
         self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
         self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
@@ -184,7 +201,8 @@ impl GpuRsvd {
         stage.clear();
         stage.resize(self.mp * self.np, 0.0);
         for i in 0..self.m {
-            stage[i * self.np..i * self.np + self.n].copy_from_slice(&a[i * self.n..(i + 1) * self.n]);
+            stage[i * self.np..i * self.np + self.n]
+                .copy_from_slice(&a[i * self.n..(i + 1) * self.n]);
         }
         let r = self.a.upload(&st, &stage);
         self.stage = stage;
@@ -197,18 +215,29 @@ impl GpuRsvd {
         let f = self.gpu.function(KernelId::RnnGaussian)?;
         let (rows, ld, l) = (self.np as u32, WIDTH, self.l as u32);
         let (slo, shi) = (self.opts.seed as u32, (self.opts.seed >> 32) as u32);
-        let blocks = ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
+        let blocks =
+            ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
         let mut lb = st.launch_builder(&f);
-        lb.arg(self.omega.slice()).arg(&rows).arg(&ld).arg(&l).arg(&slo).arg(&shi);
+        lb.arg(self.omega.slice())
+            .arg(&rows)
+            .arg(&ld)
+            .arg(&l)
+            .arg(&slo)
+            .arg(&shi);
         // SAFETY: (out, rows, ld, l, seed_lo, seed_hi) as rnn_gaussian declares; out holds
         // np x 48 values and the kernel writes exactly those.
-        unsafe { lb.launch(cfg((blocks, 1, 1), 256, 0)) }.map_err(Error::driver("launching rnn_gaussian"))?;
+        unsafe { lb.launch(cfg((blocks, 1, 1), 256, 0)) }
+            .map_err(Error::driver("launching rnn_gaussian"))?;
         Ok(())
     }
 
     /// nn: `y = A (from_sketch ? omega : z)`; tn: `z = A^T y`.
     fn gemm(&self, st: &Arc<CudaStream>, trans: bool, from_sketch: bool) -> Result<()> {
-        let (id, plan, m, k) = if trans { (KernelId::RnnGemmTn, self.tn, self.np, self.mp) } else { (KernelId::RnnGemmNn, self.nn, self.mp, self.np) };
+        let (id, plan, m, k) = if trans {
+            (KernelId::RnnGemmTn, self.tn, self.np, self.mp)
+        } else {
+            (KernelId::RnnGemmNn, self.nn, self.mp, self.np)
+        };
         let f = self.gpu.function(id)?;
         let (b, c) = match (trans, from_sketch) {
             (true, _) => (&self.y, &self.z),
@@ -218,25 +247,49 @@ impl GpuRsvd {
         let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
         let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);
         let mut lb = st.launch_builder(&f);
-        lb.arg(self.a.slice()).arg(b.slice()).arg(c.slice()).arg(self.gemm_partial.slice()).arg(self.counters.slice());
-        lb.arg(&mu).arg(&nu).arg(&ku).arg(&lda).arg(&plan.k_per_split).arg(&plan.splits);
+        lb.arg(self.a.slice())
+            .arg(b.slice())
+            .arg(c.slice())
+            .arg(self.gemm_partial.slice())
+            .arg(self.counters.slice());
+        lb.arg(&mu)
+            .arg(&nu)
+            .arg(&ku)
+            .arg(&lda)
+            .arg(&plan.k_per_split)
+            .arg(&plan.splits);
         // SAFETY: parameters (a, b, c, partial, counters; m, n, k, lda, k_per_split, splits) as
         // the kernel declares. A is mp x np, B is k x 48, C is m x 48 (m, k in {mp, np}, both
         // multiples of 128 = BM, hence of BK); partial holds splits*m*48 (sized for both plans);
         // counters hold m/BM tiles and are zero between launches (the last block resets them).
-        unsafe { lb.launch(cfg(grid, GEMM_THREADS, 0)) }.map_err(Error::driver(if trans { "launching rnn_gemm_tn" } else { "launching rnn_gemm_nn" }))?;
+        unsafe { lb.launch(cfg(grid, GEMM_THREADS, 0)) }.map_err(Error::driver(if trans {
+            "launching rnn_gemm_tn"
+        } else {
+            "launching rnn_gemm_nn"
+        }))?;
         Ok(())
     }
 
     fn orth(&self, st: &Arc<CudaStream>, on_y: bool, passes: u32, mode: OrthMode) -> Result<()> {
-        let (buf, rows) = if on_y { (&self.y, self.mp) } else { (&self.z, self.np) };
+        let (buf, rows) = if on_y {
+            (&self.y, self.mp)
+        } else {
+            (&self.z, self.np)
+        };
         let f = self.gpu.function(KernelId::RnnOrth)?;
         let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);
         let (r, l) = (rows as u32, self.l as u32);
         let no_stamps = 0u64;
         let gram_only = u32::from(mode == OrthMode::GramOnly);
         let mut lb = st.launch_builder(&f);
-        lb.arg(buf.slice()).arg(&r).arg(&l).arg(&passes).arg(self.orth_partial.slice()).arg(self.gram.slice()).arg(self.rt.slice()).arg(self.bar.slice());
+        lb.arg(buf.slice())
+            .arg(&r)
+            .arg(&l)
+            .arg(&passes)
+            .arg(self.orth_partial.slice())
+            .arg(self.gram.slice())
+            .arg(self.rt.slice())
+            .arg(self.bar.slice());
         if mode == OrthMode::Stamped {
             lb.arg(self.stamps.slice());
         } else {
@@ -248,7 +301,8 @@ impl GpuRsvd {
         // y holds rows x 48 (rows a multiple of 128, hence of SLAB); partial holds orth_cap >=
         // blocks Gram blocks; gram and rt hold 48x48 and 2x48x48 f64; bar holds 4 zeroed words.
         // blocks <= the co-resident capacity, which the cooperative launch enforces.
-        unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), ORTH_THREADS, 0)) }.map_err(Error::driver("launching rnn_orth"))?;
+        unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), ORTH_THREADS, 0)) }
+            .map_err(Error::driver("launching rnn_orth"))?;
         Ok(())
     }
 
@@ -256,15 +310,22 @@ impl GpuRsvd {
     fn apply(&self, st: &Arc<CudaStream>) -> Result<()> {
         let zk = self.zw.slice().slice(0..WW);
         let wk = self.zw.slice().slice(WW..2 * WW);
-        let (slabs_u, slabs_v) = ((self.mp / SLAB as usize) as u32, (self.np / SLAB as usize) as u32);
+        let (slabs_u, slabs_v) = (
+            (self.mp / SLAB as usize) as u32,
+            (self.np / SLAB as usize) as u32,
+        );
         let f = self.gpu.function(KernelId::RnnApplySmall)?;
         let mut lb = st.launch_builder(&f);
-        lb.arg(self.y.slice()).arg(&zk).arg(self.u_out.slice()).arg(&slabs_u);
+        lb.arg(self.y.slice())
+            .arg(&zk)
+            .arg(self.u_out.slice())
+            .arg(&slabs_u);
         lb.arg(self.z.slice()).arg(&wk).arg(self.v_out.slice());
         // SAFETY: (x0, m0, out0, slabs0, x1, m1, out1) as rnn_apply_small declares: y and u_out
         // hold mp x 48 f32 (slabs_u slabs), z and v_out np x 48 (slabs_v slabs); Z_k and W_k are
         // the 48 x 48 f64 halves of zw; one block per 32-row slab of either product.
-        unsafe { lb.launch(cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0)) }.map_err(Error::driver("launching rnn_apply_small"))?;
+        unsafe { lb.launch(cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0)) }
+            .map_err(Error::driver("launching rnn_apply_small"))?;
         Ok(())
     }
 
@@ -275,43 +336,82 @@ impl GpuRsvd {
         let st = self.gpu.stream().clone();
         let q = self.opts.power_iters;
         self.gemm(&st, false, true)?;
-        self.orth(&st, true, if q == 0 { FINAL_PASSES } else { MID_PASSES }, OrthMode::Full)?;
+        self.orth(
+            &st,
+            true,
+            if q == 0 { FINAL_PASSES } else { MID_PASSES },
+            OrthMode::Full,
+        )?;
         for it in 0..q {
             self.gemm(&st, true, false)?;
             self.orth(&st, false, MID_PASSES, OrthMode::Full)?;
             self.gemm(&st, false, false)?;
-            self.orth(&st, true, if it + 1 == q { FINAL_PASSES } else { MID_PASSES }, OrthMode::Full)?;
+            self.orth(
+                &st,
+                true,
+                if it + 1 == q {
+                    FINAL_PASSES
+                } else {
+                    MID_PASSES
+                },
+                OrthMode::Full,
+            )?;
         }
         self.gemm(&st, true, false)?;
         // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T.
         self.orth(&st, false, 1, OrthMode::GramOnly)?;
-        st.memcpy_dtoh(self.gram.slice(), self.gram_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(self.gram.slice(), self.gram_host.raw_mut())
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
         self.gram_host.record_use(&st)?;
         self.orth(&st, false, FINAL_PASSES, OrthMode::Full)?;
         // R_total and the barrier words come back through pinned memory: two async copies, one
         // synchronisation.
         let slot = ((FINAL_PASSES - 1) % 2) as usize;
-        st.memcpy_dtoh(&self.rt.slice().slice(slot * WW..(slot + 1) * WW), self.rt_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.memcpy_dtoh(self.bar.slice(), self.bar_host.raw_mut()).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(
+            &self.rt.slice().slice(slot * WW..(slot + 1) * WW),
+            self.rt_host.raw_mut(),
+        )
+        .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(self.bar.slice(), self.bar_host.raw_mut())
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
         let t0 = Instant::now();
         let g = self.gram_host.as_slice()?;
         let t1 = Instant::now();
         let eig = small_eigen(g, WIDTH as usize, self.l, self.opts.rank)?;
         let t2 = Instant::now();
-        st.synchronize().map_err(Error::driver("synchronizing the rSVD"))?;
+        st.synchronize()
+            .map_err(Error::driver("synchronizing the rSVD"))?;
         let t3 = Instant::now();
-        let status = self.bar_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?[2];
+        let status = self
+            .bar_host
+            .raw()
+            .as_slice()
+            .map_err(Error::driver("reading pinned memory"))?[2];
         if status != 0 {
             return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
         }
-        let rt = self.rt_host.raw().as_slice().map_err(Error::driver("reading pinned memory"))?;
+        let rt = self
+            .rt_host
+            .raw()
+            .as_slice()
+            .map_err(Error::driver("reading pinned memory"))?;
         let (s, zk, wk) = small_factors(eig.as_ref(), rt, WIDTH as usize, self.l, self.opts.rank)?;
         let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
-        self.host = HostTimes { gram_wait_s: secs(t0, t1), eigen_s: secs(t1, t2), sync_wait_s: secs(t2, t3), factors_s: t3.elapsed().as_secs_f64() };
-        let zw = self.zw_host.raw_mut().as_mut_slice().map_err(Error::driver("writing pinned memory"))?;
+        self.host = HostTimes {
+            gram_wait_s: secs(t0, t1),
+            eigen_s: secs(t1, t2),
+            sync_wait_s: secs(t2, t3),
+            factors_s: t3.elapsed().as_secs_f64(),
+        };
+        let zw = self
+            .zw_host
+            .raw_mut()
+            .as_mut_slice()
+            .map_err(Error::driver("writing pinned memory"))?;
         zw[..WW].copy_from_slice(&zk);
         zw[WW..].copy_from_slice(&wk);
-        st.memcpy_htod(self.zw_host.raw(), self.zw.slice_mut()).map_err(Error::driver("cuMemcpyHtoDAsync"))?;
+        st.memcpy_htod(self.zw_host.raw(), self.zw.slice_mut())
+            .map_err(Error::driver("cuMemcpyHtoDAsync"))?;
         self.apply(&st)?;
         Ok(s)
     }
@@ -324,17 +424,29 @@ impl GpuRsvd {
         let k = self.opts.rank;
         let mut u = vec![0.0f32; self.mp * w];
         let mut v = vec![0.0f32; self.np * w];
-        st.memcpy_dtoh(self.u_out.slice(), &mut u).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.memcpy_dtoh(self.v_out.slice(), &mut v).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.synchronize().map_err(Error::driver("synchronizing the rSVD download"))?;
-        let uk: Vec<f32> = (0..self.m).flat_map(|i| u[i * w..i * w + k].to_vec()).collect();
+        st.memcpy_dtoh(self.u_out.slice(), &mut u)
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.memcpy_dtoh(self.v_out.slice(), &mut v)
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.synchronize()
+            .map_err(Error::driver("synchronizing the rSVD download"))?;
+        let uk: Vec<f32> = (0..self.m)
+            .flat_map(|i| u[i * w..i * w + k].to_vec())
+            .collect();
         let mut vt = vec![0.0f32; k * self.n];
         for c in 0..self.n {
             for j in 0..k {
                 vt[j * self.n + c] = v[c * w + j];
             }
         }
-        LowRank::new(self.m, self.n, k, uk, s.iter().map(|&x| x as f32).collect(), vt)
+        LowRank::new(
+            self.m,
+            self.n,
+            k,
+            uk,
+            s.iter().map(|&x| x as f32).collect(),
+            vt,
+        )
     }
 
     /// Enqueues one product on the uploaded matrix, for benchmarks: `A Omega` (nn) or `A^T Y`
@@ -357,8 +469,10 @@ impl GpuRsvd {
         let st = self.gpu.stream().clone();
         self.orth(&st, true, passes, OrthMode::Stamped)?;
         let mut out = vec![0u64; STAMPS as usize];
-        st.memcpy_dtoh(self.stamps.slice(), &mut out).map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.synchronize().map_err(Error::driver("synchronizing the clock stamps"))?;
+        st.memcpy_dtoh(self.stamps.slice(), &mut out)
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.synchronize()
+            .map_err(Error::driver("synchronizing the clock stamps"))?;
         Ok(out)
     }
 
