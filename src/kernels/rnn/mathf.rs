@@ -24,7 +24,7 @@ use crate::ptx::*;
 /// log2(e) rounded to f32.
 pub const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 rounded to f32 (the high part of the split).
-pub const LN2_HI: f32 = 0.693_147_2;
+pub const LN2_HI: f32 = std::f32::consts::LN_2;
 /// ln 2 - LN2_HI, rounded to f32.
 pub const LN2_LO: f32 = -1.904_654_3e-9;
 /// Taylor coefficients of e^r from r^7 down to r^2.
