@@ -113,7 +113,10 @@ fn field_s(g: &[f64], x: &[f64], fused: bool) -> [f64; 3] {
 
 /// Worst relative error of dLoss/dx over the points of `p` (see the module docs) when s comes
 /// from `s_of(gaussian, point)`.
-fn worst_point_error(p: &Problem, s_of: &dyn Fn(&[f64], &[f64]) -> [f64; 3]) -> f64 {
+/// Computes s (3 values) from one Gaussian's parameters and one point.
+type SOf<'a> = dyn Fn(&[f64], &[f64]) -> [f64; 3] + 'a;
+
+fn worst_point_error(p: &Problem, s_of: &SOf<'_>) -> f64 {
     let (gs, ps) = (round_to_f32(&p.gaussians), round_to_f32(&p.points));
     let mut rng = Rng::new(26);
     let grad: Vec<f64> = (0..ps.len() / 3)

@@ -71,6 +71,7 @@ fn gpu_dense_matches_f64_reference() {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one test case's parameters, named at each call
 fn gru_case(
     gpu: &std::sync::Arc<ptxflow::runtime::Gpu>,
     input: usize,

@@ -109,7 +109,7 @@ pub fn prepare<T: Real>(
     diag_eps: T,
     out: &mut Vec<Prepared<T>>,
 ) -> Result<()> {
-    if packed.is_empty() || packed.len() % STRIDE != 0 {
+    if packed.is_empty() || !packed.len().is_multiple_of(STRIDE) {
         return Err(Error::Shape {
             what: "packed Gaussians".into(),
             expected: format!("a non-zero multiple of {STRIDE} scalars"),
@@ -184,7 +184,7 @@ pub fn prepare<T: Real>(
 
 /// Checks a point array: length a multiple of 3, every coordinate finite.
 pub fn check_points<T: Real>(points: &[T]) -> Result<usize> {
-    if points.len() % POINT_STRIDE != 0 {
+    if !points.len().is_multiple_of(POINT_STRIDE) {
         return Err(Error::Shape {
             what: "points".into(),
             expected: "a multiple of 3 scalars (x, y, z triples)".into(),

@@ -53,6 +53,7 @@ fn two_sum<T: Real>(a: T, b: T) -> (T, T) {
 /// - v_k = vh + vl: vh = th / a_k via the rounded reciprocal, and the exact remainder
 ///   th - a_k vh (one fused multiply-add, exact to first order) plus the low parts corrects it:
 ///   vl = (th - ah vh + tl - al vh) / a_k, with a_k = ah + al (`diag`, `diag_lo`) to ~u^2.
+///
 /// The operations map one to one onto a GPU's `add/sub/mul/fma.rn`, so a kernel following this
 /// order gets the same bits.
 #[inline(always)]

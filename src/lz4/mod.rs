@@ -55,7 +55,10 @@ pub enum PageKind {
 
 /// Checks a configured page size: a multiple of 1024 in 1 KiB..=64 KiB, else [`Error::Input`].
 pub fn check_page_bytes(page_bytes: usize) -> Result<()> {
-    if page_bytes == 0 || page_bytes % PAGE_GRANULE_BYTES != 0 || page_bytes > MAX_PAGE_BYTES {
+    if page_bytes == 0
+        || !page_bytes.is_multiple_of(PAGE_GRANULE_BYTES)
+        || page_bytes > MAX_PAGE_BYTES
+    {
         return Err(Error::input(format!(
             "LZ4 page size must be a multiple of 1024 bytes in 1 KiB..=64 KiB, got {page_bytes} bytes"
         )));

@@ -49,7 +49,7 @@ pub fn best_result(results: &[NdtResult]) -> Option<usize> {
             None => true,
             Some(b) => {
                 let (kb, kr) = (key(&results[b]), key(r));
-                kr.0 > kb.0 || (kr.0 == kb.0 && kr.1 > kb.1)
+                (kr.0 && !kb.0) || (kr.0 == kb.0 && kr.1 > kb.1)
             }
         };
         if better {

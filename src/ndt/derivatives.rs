@@ -160,8 +160,8 @@ fn add_point(
             dot(cd, ja[2]),
         ];
         let f = g.d1 * g.d2 * e;
-        for i in 0..6 {
-            s.grad[i] += f * gv[i];
+        for (g, v) in s.grad.iter_mut().zip(gv) {
+            *g += f * v;
         }
         // C J_k for the angular columns (C is symmetric, so rows equal columns).
         let cj = [apply(c, ja[0]), apply(c, ja[1]), apply(c, ja[2])];

@@ -20,6 +20,7 @@ pub fn cell_of(p: [f64; 3], inv_cell: f64) -> Option<[i32; 3]> {
     let mut c = [0i32; 3];
     for k in 0..3 {
         let f = (p[k] * inv_cell).floor();
+        #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must take this branch too
         if !(f.abs() < MAX_CELL_INDEX) {
             return None;
         }

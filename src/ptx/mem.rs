@@ -210,6 +210,7 @@ impl KernelBuilder {
     }
 
     /// `cvta.to.global.u64`: a kernel pointer parameter as a global-space address.
+    #[allow(clippy::wrong_self_convention)] // named after the PTX instruction; emits into self
     pub fn to_global(&mut self, generic: Reg<U64>) -> Reg<U64> {
         let d = self.reg::<U64>();
         self.instr(format!("cvta.to.global.u64 {d}, {generic}"));

@@ -7,7 +7,8 @@ use crate::kernels::rnn::mathf::*;
 
 /// e^x as the kernels compute it.
 pub fn expf(x: f32) -> f32 {
-    // Rust's max/min, like PTX's, return the non-NaN operand.
+    // Rust's max/min, like PTX's, return the non-NaN operand (clamp would keep a NaN).
+    #[allow(clippy::manual_clamp)]
     let x = x.max(EXP_MIN).min(EXP_MAX);
     let n = (x * LOG2E).round_ties_even();
     let r = n.mul_add(-LN2_HI, x);

@@ -43,7 +43,7 @@ impl Default for RsvdOptions {
             rank: 32,
             oversample: 10,
             power_iters: 2,
-            seed: 0x5eed_0f_5bd,
+            seed: 0x0005_eed0_f5bd,
         }
     }
 }
@@ -218,6 +218,7 @@ pub fn small_factors(
         .flat_map(|a| (0..k).map(move |b| (a, b)))
         .map(|(a, b)| (wtw[(a, b)] - f64::from(u8::from(a == b))).abs())
         .fold(0.0, f64::max);
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must take this branch too
     if !(off <= EIGEN_ORTHO_TOL) {
         return small_svd(r_total, width, l, k);
     }

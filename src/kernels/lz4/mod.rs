@@ -47,7 +47,7 @@ pub fn compress_shared_per_warp(page_bytes: u32) -> u32 {
 /// alignment of the staged block and 16 of slack after it (unaligned word reads of a raw page
 /// may read 4 bytes past its end).
 pub fn inplace_margin(page_bytes: u32) -> u32 {
-    ((page_bytes >> 8) + 32 + 15) / 16 * 16 + 32
+    ((page_bytes >> 8) + 32).next_multiple_of(16) + 32
 }
 
 /// Dynamic shared memory one decompress warp uses: one buffer of the page plus the in-place

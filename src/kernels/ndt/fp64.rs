@@ -18,8 +18,10 @@ pub const EXP_MAX_ARG: f64 = 709.0;
 
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 /// High part of ln 2 (fdlibm `ln2_hi`, 0x3FE62E42FEE00000: its low 21 bits are zero).
+#[allow(clippy::excessive_precision)] // fdlibm's decimal text; the emitted bits are what count
 const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
 /// ln 2 − `LN2_HI` (fdlibm `ln2_lo`).
+#[allow(clippy::excessive_precision)] // fdlibm's decimal text; the emitted bits are what count
 const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
 /// Taylor coefficients 1/i! for i = 0..=13.
 const INV_FACTORIAL: [f64; 14] = {

@@ -230,6 +230,7 @@ fn add_point(
     }
     // Q j_k (3-vectors; rows of Q times the non-zero entries of j_k).
     let mut qj = [[cx.inv_resolution; 3]; 3];
+    #[allow(clippy::needless_range_loop)] // k and r index ja, qm and qj together
     for k in 0..3 {
         for r in 0..3 {
             let row = [Some(qm[3 * r]), Some(qm[3 * r + 1]), Some(qm[3 * r + 2])];

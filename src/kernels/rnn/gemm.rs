@@ -89,14 +89,12 @@ fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [
     }
 }
 
+/// A thread's A and B float4 registers of one slice.
+type Fragments = (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>);
+
 /// Global loads of one BK slice starting at inner index `k0`: 4 float4 of A, 2 float4 of B (the
 /// second only for threads < 128), all predicated on `pred` when given.
-fn load_slice(
-    b: &mut KernelBuilder,
-    c: &Ctx,
-    k0: Reg<U32>,
-    pred: Option<Reg<Pred>>,
-) -> (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>) {
+fn load_slice(b: &mut KernelBuilder, c: &Ctx, k0: Reg<U32>, pred: Option<Reg<Pred>>) -> Fragments {
     let lane = b.and(c.tid, 31u32);
     let w = b.shr(c.tid, 5u32);
     let mut av = Vec::new();
@@ -305,6 +303,7 @@ fn build(target: Target, trans: bool) -> Module {
                             )
                         })
                         .collect();
+                    #[allow(clippy::needless_range_loop)] // kq picks one column of four rows
                     for kq in 0..4usize {
                         let bw = b_at(b, 4 * k4 + kq as u32);
                         fmas(b, [rows[0][kq], rows[1][kq], rows[2][kq], rows[3][kq]], &bw);

@@ -149,6 +149,9 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
     });
 }
 
+/// `body(b, c, its shared address, its 4 values)` of [`row_chunks`].
+type ChunkBody<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, [Reg<F32>; 4]) + 'a;
+
 /// For each 128-float chunk c of a row (this lane's float4 at shared offset `rbase + 128 c`):
 /// `body(b, c, its shared address, its 4 values)`.
 fn row_chunks(
@@ -156,7 +159,7 @@ fn row_chunks(
     smem: &SharedArray<F32>,
     chunks: Reg<U32>,
     rbase: Reg<U32>,
-    body: &dyn Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, [Reg<F32>; 4]),
+    body: &ChunkBody<'_>,
 ) {
     b.for_range(0u32, chunks, 1u32, |b, c, _| {
         let k = b.mad(c, 128u32, rbase);

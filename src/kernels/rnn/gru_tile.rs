@@ -85,6 +85,9 @@ pub fn copy_rows_to(
     );
 }
 
+/// `bias_of(b, r)`: the global address of weight row `r`'s f32 bias.
+pub type BiasAddr<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U64> + 'a;
+
 /// Where a mat-vec reads and writes (offsets in floats into the dynamic shared array).
 pub struct MatVec<'a> {
     pub smem: &'a SharedArray<F32>,
@@ -98,7 +101,7 @@ pub struct MatVec<'a> {
     /// Weight rows R (multiple of 6).
     pub wrows: Reg<U32>,
     /// Optional global f32 bias with one value per weight row (`bias_of(b, r)` gives its address).
-    pub bias: Option<&'a dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U64>>,
+    pub bias: Option<&'a BiasAddr<'a>>,
 }
 
 /// Emits the mat-vec for the calling block (all threads; no barrier inside).

@@ -71,6 +71,7 @@ fn tri_decode(b: &mut KernelBuilder, idx: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
     (r, c)
 }
 
+#[allow(clippy::needless_range_loop)] // q indexes several per-value arrays in lockstep
 impl Elim {
     /// Decodes this thread's values and their shared addresses (once per launch).
     pub fn new(

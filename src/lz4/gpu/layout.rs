@@ -56,11 +56,9 @@ const SM_MAX_WARPS: u32 = 64;
 fn blocks_per_sm(per_warp: u32, wpb: u32, sm: SmLimits) -> u32 {
     let by_shared = sm.shared_bytes / (wpb * per_warp + SHARED_RESERVED_PER_BLOCK);
     let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
-    let by_regs = if warp_regs == 0 {
-        u32::MAX
-    } else {
-        4 * (QUARTER_REGISTERS / warp_regs) / wpb
-    };
+    let by_regs = QUARTER_REGISTERS
+        .checked_div(warp_regs)
+        .map_or(u32::MAX, |q| 4 * q / wpb);
     by_shared.min(by_regs).min(SM_MAX_WARPS / wpb).clamp(1, 32)
 }
 
@@ -167,7 +165,7 @@ pub fn read_compress_info(info: &[u32], lens: &[usize]) -> Result<Vec<PageEntry>
             PageKind::Compressed
         };
         let consistent = if raw { stored == len } else { stored < len };
-        if !consistent || offset % 16 != 0 || offset + stored > used {
+        if !consistent || !offset.is_multiple_of(16) || offset + stored > used {
             return Err(bad(format!(
                 "page {k} of {len} B: stored {stored} B ({kind:?}) at {offset} of {used} used bytes"
             )));

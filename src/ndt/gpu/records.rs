@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn hessian_indices_cover_the_upper_triangle_once() {
-        let mut seen = vec![false; VALUES];
+        let mut seen = [false; VALUES];
         for i in 0..6 {
             for j in i..6 {
                 let k = hessian_index(i, j);

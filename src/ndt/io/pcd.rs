@@ -250,10 +250,8 @@ fn scalar(b: &[u8], kind: u8, size: usize) -> f64 {
 fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> Result<(), String> {
     let text = std::str::from_utf8(payload).map_err(|_| "ascii DATA is not text".to_string())?;
     // Element index of x/y/z within a line (COUNT > 1 fields take several tokens).
-    let mut token = [0usize; 3];
-    for k in 0..3 {
-        token[k] = h.fields[..xyz.field[k]].iter().map(|f| f.count).sum();
-    }
+    let token: [usize; 3] =
+        std::array::from_fn(|k| h.fields[..xyz.field[k]].iter().map(|f| f.count).sum());
     let tokens_per_point: usize = h.fields.iter().map(|f| f.count).sum();
     let mut read = 0usize;
     let mut lines = text.lines().enumerate().peekable();
@@ -342,13 +340,12 @@ fn read_compressed(
     })?;
     let soa = lzf::decompress(stream, raw).map_err(|e| format!("binary_compressed DATA: {e}"))?;
     // Start of each field's block in the field-major layout.
-    let mut block = [0usize; 3];
-    for k in 0..3 {
-        block[k] = h.fields[..xyz.field[k]]
+    let block: [usize; 3] = std::array::from_fn(|k| {
+        h.fields[..xyz.field[k]]
             .iter()
             .map(|f| f.size * f.count * h.points)
-            .sum();
-    }
+            .sum()
+    });
     for i in 0..h.points {
         let mut p = [0f32; 3];
         for k in 0..3 {
