@@ -11,12 +11,17 @@ pub enum Error {
     /// No usable CUDA device: libcuda is missing, the driver failed to initialise, or there are
     /// zero devices. Callers that have a CPU path fall back to it.
     #[error("no CUDA device: {reason}")]
-    NoDevice { reason: String },
+    NoDevice {
+        /// Why: the driver's message, or "no devices".
+        reason: String,
+    },
 
     /// A CUDA driver call failed. `call` names what ptxflow was doing.
     #[error("CUDA driver error during {call}: {source}")]
     Driver {
+        /// The operation ptxflow was doing (for example "allocate device buffer").
         call: &'static str,
+        /// The driver's error.
         #[source]
         source: cudarc::driver::DriverError,
     },
@@ -24,7 +29,9 @@ pub enum Error {
     /// The driver refused to load (JIT) the PTX module of a kernel.
     #[error("loading PTX module for kernel `{kernel}` failed: {source}")]
     ModuleLoad {
+        /// The kernel's PTX entry name.
         kernel: &'static str,
+        /// The driver's error (its JIT log is not included).
         #[source]
         source: cudarc::driver::DriverError,
     },
@@ -32,44 +39,72 @@ pub enum Error {
     /// Sizes that must agree do not.
     #[error("shape mismatch for {what}: expected {expected}, got {got}")]
     Shape {
+        /// The input or buffer whose size is wrong.
         what: String,
+        /// The size it must have, in words (for example "a multiple of 3").
         expected: String,
+        /// The size it has.
         got: String,
     },
 
     /// A request exceeds what a pipeline was created for.
     #[error("capacity exceeded for {what}: needed {needed}, capacity {capacity}")]
     Capacity {
+        /// The pipeline resource that is too small.
         what: String,
+        /// How many elements (or bytes, as `what` says) the request needs.
         needed: usize,
+        /// How many the pipeline was created for.
         capacity: usize,
     },
 
     /// Input values are invalid (non-finite, out of range, inconsistent).
     #[error("invalid input: {what}")]
-    Input { what: String },
+    Input {
+        /// What is wrong with the input.
+        what: String,
+    },
 
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file (or directory) the operation was on.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
 
+    /// An I/O operation without a file path failed: a reader or writer the caller passed in (for
+    /// example an LZ4 stream over a socket), or a `?` on a plain `std::io::Result`. Errors about a
+    /// named file use [`Error::Io`], which says which file.
+    #[error("I/O error: {0}")]
+    IoBare(#[from] std::io::Error),
+
     /// A file was read but its content is malformed (truncated, bad header, missing fields).
     #[error("{}: {problem}", path.display())]
-    Format { path: PathBuf, problem: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is malformed, and where when known.
+        problem: String,
+    },
 
     /// Compressed data is corrupt (LZ4 blocks or frames).
     #[error("corrupt data: {what}")]
-    Corrupt { what: String },
+    Corrupt {
+        /// Which check failed (block, offset, checksum).
+        what: String,
+    },
 
     /// A kernel reported an error through its status output.
     #[error("kernel `{kernel}` reported error code {code}: {detail}")]
     Kernel {
+        /// The kernel's PTX entry name.
         kernel: &'static str,
+        /// The status code the kernel wrote (kernel-specific; 0 is success).
         code: u32,
+        /// What the code means.
         detail: String,
     },
 }

@@ -8,6 +8,8 @@
 //! - [`ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`]), each a CPU reference and a GPU implementation
 //!   behind one trait.
 
+#![warn(missing_docs)]
+
 pub mod embedded;
 pub mod error;
 pub mod gaussian;

@@ -60,8 +60,9 @@ pub struct FitReport {
     pub scalar: &'static str,
     /// Gradient steps taken.
     pub steps: usize,
-    /// Model Gaussians and sample points.
+    /// Model Gaussians.
     pub gaussians: usize,
+    /// Sample points.
     pub points: usize,
     /// Loss of the initial model (mean squared error, field units squared).
     pub first_loss: f64,

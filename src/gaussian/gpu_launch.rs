@@ -103,10 +103,13 @@ fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
 pub struct Problem<'a, T> {
     /// Prepared Gaussians, `n_pad * PREP_STRIDE` scalars.
     pub prep: &'a CudaSlice<T>,
+    /// Gaussians in the problem.
     pub n: u32,
+    /// `n` rounded up to the kernels' Gaussian tile (the padding is zero-weight).
     pub n_pad: u32,
     /// Points, `3 * b` scalars.
     pub points: &'a CudaSlice<T>,
+    /// Points in the problem.
     pub b: u32,
 }
 

@@ -63,9 +63,11 @@ pub const COMPENSATE_KAPPA: f64 = 16.0;
 pub struct Prepared<T> {
     /// Mean.
     pub mu: [T; 3],
-    /// Off-diagonal L entries L10, L20, L21.
+    /// Off-diagonal Cholesky entry L10.
     pub l10: T,
+    /// Off-diagonal Cholesky entry L20.
     pub l20: T,
+    /// Off-diagonal Cholesky entry L21.
     pub l21: T,
     /// Reciprocals of the guarded diagonal.
     pub inv_diag: [T; 3],
@@ -75,9 +77,9 @@ pub struct Prepared<T> {
     pub norm: T,
     /// `weight * norm`.
     pub weight_norm: T,
-    /// The guarded diagonal a_k = Lkk + eps as rounded to `T` (the value `inv_diag` inverts) and
-    /// the rest (Lkk + eps) - a_k, computed in f64 and rounded: together a_k to ~u^2.
+    /// The guarded diagonal a_k = Lkk + eps as rounded to `T` (the value `inv_diag` inverts).
     pub diag: [T; 3],
+    /// The rest (Lkk + eps) - a_k, computed in f64 and rounded: with `diag`, a_k to ~u^2.
     pub diag_lo: [T; 3],
     /// Whether the backward solves this Gaussian with compensated arithmetic: `T` is f32 and
     /// the kappa(L) estimate exceeds [`COMPENSATE_KAPPA`].

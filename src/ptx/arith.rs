@@ -17,19 +17,33 @@ fn is_float<T: PtxType>() -> bool {
 /// (true when either operand is NaN / when neither / when either is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
+    /// `a == b` (ordered for floats: false when either is NaN).
     Eq,
+    /// `a != b` (ordered for floats).
     Ne,
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
+    /// `a == b` or either is NaN (floats only).
     Equ,
+    /// `a != b` or either is NaN (floats only).
     Neu,
+    /// `a < b` or either is NaN (floats only).
     Ltu,
+    /// `a <= b` or either is NaN (floats only).
     Leu,
+    /// `a > b` or either is NaN (floats only).
     Gtu,
+    /// `a >= b` or either is NaN (floats only).
     Geu,
+    /// Neither operand is NaN (floats only).
     Num,
+    /// Either operand is NaN (floats only).
     Nan,
 }
 

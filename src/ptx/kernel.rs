@@ -53,9 +53,13 @@ impl<T: PtxType> SharedArray<T> {
 /// Launch-bound attributes of a kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Attributes {
+    /// `.maxntid x, y, z`: the largest block the kernel may be launched with.
     pub maxntid: Option<[u32; 3]>,
+    /// `.reqntid x, y, z`: the exact block shape the kernel must be launched with.
     pub reqntid: Option<[u32; 3]>,
+    /// `.minnctapersm n`: blocks per SM the register allocation must allow.
     pub minnctapersm: Option<u32>,
+    /// `.maxnreg n`: registers per thread at most.
     pub maxnreg: Option<u32>,
 }
 

@@ -16,18 +16,31 @@ pub const FULL_MASK: u32 = 0xffff_ffff;
 /// Special registers readable with `mov`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Special {
+    /// `%tid.x`: thread index in the block, x.
     TidX,
+    /// `%tid.y`.
     TidY,
+    /// `%tid.z`.
     TidZ,
+    /// `%ntid.x`: block size, x.
     NtidX,
+    /// `%ntid.y`.
     NtidY,
+    /// `%ctaid.x`: block index in the grid, x.
     CtaidX,
+    /// `%ctaid.y`.
     CtaidY,
+    /// `%ctaid.z`.
     CtaidZ,
+    /// `%nctaid.x`: grid size in blocks, x.
     NctaidX,
+    /// `%nctaid.y`.
     NctaidY,
+    /// `%laneid`: lane in the warp, 0..32.
     LaneId,
+    /// `%warpid`: the warp's slot on its SM (may change during execution; not a block-relative index).
     WarpId,
+    /// `%smid`: the SM the thread runs on (for diagnostics).
     SmId,
 }
 
@@ -54,29 +67,43 @@ impl Special {
 /// Shuffle modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shfl {
+    /// `shfl.sync.up`: read from lane `lane - delta`.
     Up,
+    /// `shfl.sync.down`: read from lane `lane + delta`.
     Down,
+    /// `shfl.sync.bfly`: read from lane `lane ^ mask`.
     Xor,
+    /// `shfl.sync.idx`: read from the given lane.
     Idx,
 }
 
 /// Atomic operations. `Add`, `Min`, `Max` follow the value type; `Exch` is bitwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtomOp {
+    /// `atom.add`.
     Add,
+    /// `atom.min`.
     Min,
+    /// `atom.max`.
     Max,
+    /// `atom.exch`: store, returning the old value.
     Exch,
+    /// `atom.and` (bitwise).
     And,
+    /// `atom.or` (bitwise).
     Or,
+    /// `atom.xor` (bitwise).
     Xor,
 }
 
 /// Memory-ordering scope for `membar`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
+    /// The block (`.cta`).
     Cta,
+    /// The device (`membar.gl`; `.gpu` in scoped instructions).
     Gpu,
+    /// The device and the host (`.sys`).
     Sys,
 }
 

@@ -20,6 +20,7 @@ pub trait PtxType: Copy + Default + 'static {
 
 /// Integer types (arithmetic with `.lo` multiplies, bit operations).
 pub trait Int: PtxType {
+    /// Whether the type is signed (`.s32`) rather than unsigned (`.u32`, `.u64`).
     const SIGNED: bool;
 }
 /// Floating-point types (rounded arithmetic, transcendental ops).

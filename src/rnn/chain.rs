@@ -38,7 +38,9 @@ impl Default for ChainDims {
 /// The chain's parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChainModel {
+    /// Dense + ReLU encoder from the raw input to the GRU's input.
     pub encoder: DenseLayer,
+    /// The recurrent cell.
     pub gru: GruWeights,
     /// `H x I`, rank k.
     pub correction: LowRank,

@@ -29,21 +29,26 @@ pub const RSVD_SIZE: usize = 512;
 pub struct RnnDemoReport {
     /// "gpu" or "cpu".
     pub device: &'static str,
+    /// GRU steps of the chain.
     pub steps: usize,
+    /// Sequences in the batch.
     pub batch: usize,
     /// Wall time of one chain call (after a warm-up), seconds.
     pub chain_seconds: f64,
     /// max |device - f64 reference| / max |reference| over the chain's output (None on the CPU,
     /// where the output is the reference itself).
     pub chain_rel_error: Option<f64>,
+    /// Rows and columns of the decomposed square matrix.
     pub rsvd_size: usize,
+    /// Rank k of the decomposition.
     pub rank: usize,
     /// Wall time of one decomposition (after a warm-up), seconds.
     pub rsvd_seconds: f64,
     /// `||A - U S V^T||_F` over the optimal rank-k error (known from the constructed spectrum).
     pub rsvd_error_ratio: f64,
-    /// `max |U^T U - I|` and `max |V^T V - I|`.
+    /// `max |U^T U - I|`.
     pub u_orthonormality: f64,
+    /// `max |V^T V - I|`.
     pub v_orthonormality: f64,
 }
 

@@ -41,12 +41,15 @@ impl LowRank {
         Ok(LowRank { m, n, k, u, s, vt })
     }
 
+    /// Rows of the factorised matrix.
     pub fn m(&self) -> usize {
         self.m
     }
+    /// Columns of the factorised matrix.
     pub fn n(&self) -> usize {
         self.n
     }
+    /// Rank: singular values kept.
     pub fn k(&self) -> usize {
         self.k
     }
@@ -54,6 +57,7 @@ impl LowRank {
     pub fn u(&self) -> &[f32] {
         &self.u
     }
+    /// The `k` singular values.
     pub fn s(&self) -> &[f32] {
         &self.s
     }

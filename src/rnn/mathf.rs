@@ -53,7 +53,7 @@ fn tanh_small(x: f32) -> f32 {
 
 /// Models of the GRU cell's SFU forms (`sigmoid_sfu`, `tanh_sfu` of the kernels), for accuracy
 /// studies without a GPU: the f32 steps as the kernel does them, with each SFU result
-/// (`ex2.approx.ftz`, `rcp.approx.ftz`) taken exact and pushed [`SFU_ULPS`] ulps in the direction
+/// (`ex2.approx.ftz`, `rcp.approx.ftz`) taken exact and pushed [`SFU_ULPS`](sfu_model::SFU_ULPS) ulps in the direction
 /// `dir` (+1 or -1). CUDA documents 2 ulp for `exp2f` (which is `ex2.approx`) and for
 /// `__fdividef`; the model assumes twice that.
 pub mod sfu_model {

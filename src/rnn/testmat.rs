@@ -13,13 +13,19 @@ use rayon::prelude::*;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Spectrum {
     /// sigma_i = rate^i.
-    Exponential { rate: f64 },
+    Exponential {
+        /// Ratio of consecutive singular values, in (0, 1).
+        rate: f64,
+    },
     /// sigma_i = 1 / (1 + i).
     Harmonic,
     /// sigma_i = 1 - i / (2 r): no gap anywhere, the hard case for subspace iteration.
     Flat,
     /// sigma_i = 1 for i < rank, 0 after: exactly low rank.
-    LowRank { rank: usize },
+    LowRank {
+        /// Number of unit singular values.
+        rank: usize,
+    },
 }
 
 impl Spectrum {

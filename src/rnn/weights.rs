@@ -68,9 +68,11 @@ impl DenseLayer {
         DenseLayer::new(input, output, w, b).expect("generated weights have the right shapes")
     }
 
+    /// Input features.
     pub fn input(&self) -> usize {
         self.input
     }
+    /// Output features.
     pub fn output(&self) -> usize {
         self.output
     }
@@ -78,6 +80,7 @@ impl DenseLayer {
     pub fn w(&self) -> &[f32] {
         &self.w
     }
+    /// `output` biases.
     pub fn b(&self) -> &[f32] {
         &self.b
     }
@@ -87,7 +90,9 @@ impl DenseLayer {
 /// the hidden units of each batch row (biased variance, as PyTorch's `nn.LayerNorm`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerNorm {
+    /// Per hidden unit scale (`H` values).
     pub gain: Vec<f32>,
+    /// Per hidden unit offset (`H` values).
     pub bias: Vec<f32>,
     /// Added to the variance; PyTorch's default is 1e-5.
     pub eps: f32,
@@ -175,24 +180,31 @@ impl GruWeights {
             .expect("generated weights have the right shapes")
     }
 
+    /// Input features I.
     pub fn input(&self) -> usize {
         self.input
     }
+    /// Hidden units H.
     pub fn hidden(&self) -> usize {
         self.hidden
     }
+    /// Input weights, `3H x I` row-major (gates r, z, n).
     pub fn w_ih(&self) -> &[f32] {
         &self.w_ih
     }
+    /// Recurrent weights, `3H x H` row-major (gates r, z, n).
     pub fn w_hh(&self) -> &[f32] {
         &self.w_hh
     }
+    /// Input biases, `3H`.
     pub fn b_ih(&self) -> &[f32] {
         &self.b_ih
     }
+    /// Recurrent biases, `3H`.
     pub fn b_hh(&self) -> &[f32] {
         &self.b_hh
     }
+    /// The hidden state's layer normalisation, if any.
     pub fn layer_norm(&self) -> Option<&LayerNorm> {
         self.layer_norm.as_ref()
     }
@@ -206,6 +218,7 @@ impl GruWeights {
 pub struct Dropout {
     /// Drop probability in [0, 1).
     pub p: f32,
+    /// Seed of the mask: the same seed draws the same mask on CPU and GPU.
     pub seed: u64,
 }
 

@@ -13,16 +13,25 @@ use std::sync::Arc;
 /// What the driver says about the device.
 #[derive(Clone, Debug)]
 pub struct DeviceFacts {
+    /// The CUDA device ordinal (0 for the first GPU).
     pub ordinal: usize,
+    /// The marketing name, for example "NVIDIA H100 80GB HBM3".
     pub name: String,
     /// Compute capability (major, minor).
     pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
     pub sm_count: u32,
+    /// Device memory, bytes.
     pub total_memory_bytes: usize,
+    /// Peak SM clock, kHz.
     pub clock_khz: u32,
+    /// Peak memory clock, kHz.
     pub memory_clock_khz: u32,
+    /// Memory bus width, bits.
     pub memory_bus_bits: u32,
+    /// L2 cache, bytes.
     pub l2_bytes: u32,
+    /// Most shared memory one block may opt in to, bytes.
     pub max_shared_per_block_optin: u32,
     /// The PTX target ptxflow loads on this device (highest shipped target not above it).
     pub target: Target,

@@ -12,10 +12,15 @@ use std::sync::{Arc, Mutex};
 /// Per-kernel resources as the driver reports them after JIT.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelResources {
+    /// Registers per thread.
     pub registers: i32,
+    /// Static shared memory per block, bytes (dynamic shared memory comes on top).
     pub static_shared_bytes: i32,
+    /// Local memory per thread (spills and stack), bytes.
     pub local_bytes: i32,
+    /// The most threads per block the kernel can be launched with on this device.
     pub max_threads_per_block: i32,
+    /// The PTX target that was loaded.
     pub target: Target,
 }
 

@@ -149,9 +149,11 @@ pub fn mul_add<T: KFloat>(b: &mut KernelBuilder, a: Reg<T>, x: Reg<T>, c: Reg<T>
 /// One Gaussian's per-pair constants in registers.
 #[derive(Clone, Copy)]
 pub struct GaussRegs<T: KFloat> {
+    /// Mean.
     pub mu: [Reg<T>; 3],
     /// -L10, -L20, -L21.
     pub neg_l: [Reg<T>; 3],
+    /// Reciprocals of the guarded diagonal.
     pub inv: [Reg<T>; 3],
     /// w c 2^o.
     pub weight_norm: Reg<T>,

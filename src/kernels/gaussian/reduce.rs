@@ -9,7 +9,7 @@
 //! `gaussian_finish_{f32,f64}`: per Gaussian j < N (grid-stride, blocks of [`BLOCK`]), adds the
 //! backward's per-chunk sums A (10 per Gaussian, `partial[(r * n_pad + j) * 10 + k]`, rows in
 //! order, 2-wide vector loads) and writes the packed gradient `out[j * 10 + k]`:
-//! dmu = (w c 2^o) A[0..3], dL = (w c 2^o) A[3..9], dw = (c 2^o) A[9], and when `normalised` != 0
+//! dmu = (w c 2^o) `A[0..3]`, dL = (w c 2^o) `A[3..9]`, dw = (c 2^o) `A[9]`, and when `normalised` != 0
 //! dLkk -= w dw / a_k (k = 0, 1, 2 at slots 3, 5, 8), as `crate::gaussian::pair::add_normalisation_grad`.
 
 use super::common::*;

@@ -10,7 +10,7 @@
 //! bytes, original bytes, kind: bit 0 = raw page, bit 1 = the original length is only an upper
 //! bound, as for blocks of a frame), `n_pages`, `page_bytes` (a multiple of 1024, at most 65536),
 //! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
-//! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
+//! [`status`] code in bits 0..8, the bytes produced in bits 8..32).
 //!
 //! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
 //! page as long as the original), copies the block to the end of its shared buffer (the page

@@ -24,15 +24,23 @@ pub enum Sym {
     /// A literal (±1 in practice).
     Lit(f64),
     /// `±r`.
-    Reg { r: Reg<F64>, neg: bool },
+    Reg {
+        /// The register holding the magnitude.
+        r: Reg<F64>,
+        /// Whether the entry is `-r`.
+        neg: bool,
+    },
 }
 
 /// What a matrix entry is when the kernel is built: zero, a literal, or a value stored in shared
 /// memory by the block's first thread.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Entry {
+    /// Exactly zero: the kernel skips it.
     Zero,
+    /// A literal value folded into the instructions.
     Lit(f64),
+    /// Computed per pose and read from shared memory.
     Stored,
 }
 
@@ -199,11 +207,17 @@ fn axis(table: &[A; 9], s: Reg<F64>, c: Reg<F64>) -> [Sym; 9] {
 /// Sines and cosines of the three angles of a pose.
 #[derive(Clone, Copy, Debug)]
 pub struct SinCos {
+    /// sin of the angle about x.
     pub sa: Reg<F64>,
+    /// cos of the angle about x.
     pub ca: Reg<F64>,
+    /// sin of the angle about y.
     pub sb: Reg<F64>,
+    /// cos of the angle about y.
     pub cb: Reg<F64>,
+    /// sin of the angle about z.
     pub sc: Reg<F64>,
+    /// cos of the angle about z.
     pub cc: Reg<F64>,
 }
 

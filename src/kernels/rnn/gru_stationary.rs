@@ -19,7 +19,7 @@
 //! Two modes for `gi = W_ih x + b_ih` (`gru_project`), chosen by the host through `chunk`:
 //! - precompute (`chunk` = max steps, when x and gi of every step fit in shared memory): before
 //!   step 0, with W_ih held in 32 registers (the same lane layout, KS = 8) and x of every step
-//!   staged, [`partials`] and the 8-slot sums give gi of every step (FMA-bound, no shared W_ih
+//!   staged, `partials` and the 8-slot sums give gi of every step (FMA-bound, no shared W_ih
 //!   traffic); the steps then only read it. Measured on an H100, the per-step projection was
 //!   the largest part of a step after the exchange.
 //! - per step (`chunk` = 0): W_ih in shared memory (row stride [`WIH_STRIDE`]); step 0's gi in
@@ -48,8 +48,8 @@ use super::gru_tile::{copy_rows, copy_rows_to};
 use crate::ptx::*;
 
 /// Clock stamps of the weight-stationary path when `stamps` is non-zero (thread 0 of block 0,
-/// `%clock64`): [0] start, [1] staged and gi computed (of every step, or of step 0), [2] W_hh
-/// loads issued, [3] after the barrier, then per step t < 16 at `4 + 3 t + i`: i = 0 mat-vec,
+/// `%clock64`): `[0]` start, `[1]` staged and gi computed (of every step, or of step 0), `[2]` W_hh
+/// loads issued, `[3]` after the barrier, then per step t < 16 at `4 + 3 t + i`: i = 0 mat-vec,
 /// 1 cell (thread 0's, no barrier), 2 gi of step t + 1 (per-step mode), exchange (and
 /// transform).
 pub const STAMPS: u32 = 4 + 3 * 16;

@@ -22,7 +22,7 @@ const UNROLL: u32 = 8;
 
 /// Copies `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r starts at element
 /// `row_elem(r)`) to shared `dst` (offset in floats, row stride k). Each thread issues up to
-/// [`UNROLL`] float4 loads, then their stores, so one L2 round trip covers each group.
+/// `UNROLL` (8) float4 loads, then their stores, so one L2 round trip covers each group.
 #[allow(clippy::too_many_arguments)]
 pub fn copy_rows(
     b: &mut KernelBuilder,
@@ -90,9 +90,13 @@ pub type BiasAddr<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U64> + 'a;
 
 /// Where a mat-vec reads and writes (offsets in floats into the dynamic shared array).
 pub struct MatVec<'a> {
+    /// The block's dynamic shared array.
     pub smem: &'a SharedArray<F32>,
+    /// Offset of the input rows (`Bp x K`, row-major).
     pub src: Reg<U32>,
+    /// Offset of the weight rows (`R x K`, row-major).
     pub w: Reg<U32>,
+    /// Offset of the output (`Bp x R`).
     pub out: Reg<U32>,
     /// Inner length K (multiple of 128).
     pub k: Reg<U32>,

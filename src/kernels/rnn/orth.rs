@@ -49,7 +49,7 @@ pub const THREADS: u32 = 256;
 pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
 
 const WW: u32 = WIDTH * WIDTH;
-/// Clock stamps written when `stamps` is non-zero: [0] start (after setup), then per pass p < 2
+/// Clock stamps written when `stamps` is non-zero: `[0]` start (after setup), then per pass p < 2
 /// at `1 + 6 p + i`: i = 0 end of A, 1 after the first grid barrier, 2 end of B, 3 after the
 /// second grid barrier, 4 end of C (factor and scales), 5 end of D (and R_total).
 pub const STAMPS: u32 = 13;

@@ -16,7 +16,9 @@ const SHARED_RESERVED_PER_BLOCK: u32 = 1 << 10;
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Blocks in the grid.
     pub blocks: u32,
+    /// Warps per block (one page per warp).
     pub warps_per_block: u32,
     /// Dynamic shared memory per block (bytes).
     pub shared_bytes: u32,
@@ -41,7 +43,9 @@ const QUARTER_REGISTERS: u32 = 16384;
 /// registers per thread (0 when unknown).
 #[derive(Clone, Copy, Debug)]
 pub struct SmLimits {
+    /// Shared memory one SM offers blocks, bytes.
     pub shared_bytes: u32,
+    /// The kernel's registers per thread (0 when unknown).
     pub regs_per_thread: u32,
 }
 

@@ -1,5 +1,5 @@
 //! LZ4 page compression on the GPU: the `lz4_compress` / `lz4_decompress` kernels (one warp per
-//! page, see `crate::kernels::lz4`) behind the [`PageCodec`] and [`PageStream`] seams.
+//! page, see `crate::kernels::lz4`) behind the [`PageCodec`](super::PageCodec) and [`PageStream`] seams.
 //!
 //! - [`layout`]: the host/kernel contract (geometry, info words, entries), CUDA-free;
 //! - [`kernels`]: [`Lz4Kernels`], launches on device buffers;

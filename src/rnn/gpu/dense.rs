@@ -14,6 +14,7 @@ use std::sync::Arc;
 /// How the weights are stored on the device (accumulation is f32 either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightStorage {
+    /// f32 as given.
     F32,
     /// IEEE half, rounded to nearest even on upload: half the weight traffic, ~1e-3 relative
     /// weight error.
@@ -78,9 +79,11 @@ impl GpuDense {
         })
     }
 
+    /// Input features per row.
     pub fn input(&self) -> usize {
         self.core.input
     }
+    /// Output features per row.
     pub fn output(&self) -> usize {
         self.core.output
     }

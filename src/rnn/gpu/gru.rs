@@ -317,6 +317,7 @@ impl GpuGru {
         })
     }
 
+    /// Ensemble members the rollout runs (each with its own dropout mask).
     pub fn members(&self) -> usize {
         self.dims.members
     }
