@@ -5,8 +5,12 @@
 //! - [`kernels`]: one file per kernel and the kernel table ([`kernels::KernelId`]);
 //! - [`embedded`]: the PTX build.rs emitted for every kernel;
 //! - [`runtime`]: the cudarc layer (device, module cache, buffers, streams, pinned memory, events);
-//! - [`ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`]), each a CPU reference and a GPU implementation
-//!   behind one trait.
+//! - [`ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`], [`rnn`]), each a CPU reference and a
+//!   GPU implementation behind one trait; [`points`] converts between the domains' point layouts
+//!   without copying.
+//!
+//! Errors of every layer are one [`Error`]; GPU entry points return [`Error::NoDevice`] on a
+//! machine without a usable GPU, and every domain has a CPU path with the same maths.
 
 #![warn(missing_docs)]
 
@@ -17,6 +21,7 @@ pub mod kernels;
 pub mod lz4;
 pub mod ndt;
 pub mod ops;
+pub mod points;
 pub mod ptx;
 pub mod rng;
 pub mod rnn;

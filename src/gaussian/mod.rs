@@ -3,7 +3,8 @@
 //! Gaussian j has a mean mu_j (metres), a lower-triangular Cholesky factor L_j of its covariance
 //! (Sigma_j = L_j L_j^T, metres, positive diagonal) and a weight w_j (field units). The memory
 //! layout (10 scalars per Gaussian: mu, L00 L10 L11 L20 L21 L22, w; points as xyz triples) is in
-//! [`layout`]; GPU kernels use it as is.
+//! [`layout`]; GPU kernels use it as is. An NDT-style `&[[T; 3]]` cloud becomes the flat point
+//! slice without a copy through [`crate::points::as_flat`].
 //!
 //! # Forward
 //! With a_k = Lkk + eps ([`FieldOptions::diag_eps`]) and r_ij = x_i - mu_j:

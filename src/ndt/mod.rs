@@ -9,7 +9,8 @@
 //! Isometry3<f64>` (source points into the target frame); the solver's internal 6-vector is
 //! described in [`pose`].
 //!
-//! [`align_clouds`] (CPU) and [`align_clouds_gpu`] do it all for one pair of clouds.
+//! [`align_clouds`] (CPU) and [`align_clouds_gpu`] do it all for one pair of clouds. Points are
+//! `[f32; 3]` in metres; [`crate::points`] views a flat xyz slice as points without copying.
 
 pub mod angles;
 pub mod batch;
