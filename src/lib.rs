@@ -28,3 +28,8 @@ pub mod rnn;
 pub mod runtime;
 
 pub use error::{Error, Result};
+
+/// The README's Rust snippets, compiled by `cargo test --doc` so they stay true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
