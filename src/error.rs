@@ -78,6 +78,15 @@ pub enum Error {
     /// An I/O operation without a file path failed: a reader or writer the caller passed in (for
     /// example an LZ4 stream over a socket), or a `?` on a plain `std::io::Result`. Errors about a
     /// named file use [`Error::Io`], which says which file.
+    ///
+    /// ```
+    /// fn read_all(r: &mut impl std::io::Read) -> ptxflow::Result<Vec<u8>> {
+    ///     let mut bytes = Vec::new();
+    ///     r.read_to_end(&mut bytes)?; // std::io::Error -> Error::IoBare
+    ///     Ok(bytes)
+    /// }
+    /// assert_eq!(read_all(&mut &b"abc"[..]).unwrap(), b"abc");
+    /// ```
     #[error("I/O error: {0}")]
     IoBare(#[from] std::io::Error),
 
