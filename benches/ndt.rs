@@ -91,8 +91,6 @@ fn load(dir: &std::path::Path) -> Data {
     let room_source = voxel_grid_filter(&read("room_scan2.pcd"), 0.14).expect("leaf");
     let room_init = Isometry3::from_parts(
         Translation3::new(1.79387, 0.720047, 0.0),
-        // PCL's NDT tutorial guess (0.6931 rad), not ln 2.
-        #[allow(clippy::approx_constant)]
         UnitQuaternion::from_euler_angles(0.0, 0.0, 0.6931),
     );
     Data {
@@ -260,7 +258,7 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
     for (name, n) in SIZES {
         let pts = &d.cloud_1m[..n];
         let cpu = common::wall_median_secs(10, || {
-            sink(linearize_points(
+            drop(linearize_points(
                 &d.velodyne.map,
                 pts,
                 &d.solved,
@@ -271,7 +269,7 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
         let gpu_s = pipe.as_mut().map(|p| {
             p.upload_source(pts).expect("source");
             common::wall_median_secs(50, || {
-                sink(p.linearize_pose(0, &d.solved).expect("linearize"))
+                drop(p.linearize_pose(0, &d.solved).expect("linearize"))
             })
         });
         let line = match gpu_s {
@@ -288,11 +286,11 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
         println!("SUMMARY ndt derivatives {name} ({device}): {line}");
     }
     for (name, p) in [("velodyne", &d.velodyne), ("room", &d.room)] {
-        let cpu = common::wall_median_secs(10, || sink(cpu_align(p)));
+        let cpu = common::wall_median_secs(10, || drop(cpu_align(p)));
         let r = cpu_align(p);
         let gpu_s = gpu.map(|g| {
             let mut pipe = gpu_pipeline(g, p, p.source.len(), 1);
-            common::wall_median_secs(30, || sink(gpu_align(&mut pipe, p)))
+            common::wall_median_secs(30, || drop(gpu_align(&mut pipe, p)))
         });
         let tail = gpu_s.map_or(String::new(), |t| {
             format!(
@@ -310,11 +308,11 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
         );
     }
     let t = Instant::now();
-    sink(cpu_batch(d, HYPOTHESES));
+    drop(cpu_batch(d, HYPOTHESES));
     let cpu = t.elapsed().as_secs_f64();
     let gpu_s = pipe
         .as_mut()
-        .map(|p| common::wall_median_secs(10, || sink(gpu_batch(p, d))));
+        .map(|p| common::wall_median_secs(10, || drop(gpu_batch(p, d))));
     let tail = gpu_s.map_or(String::new(), |t| {
         format!("; GPU {:.2} ms, speedup {:.1}x", t * 1e3, cpu / t)
     });
@@ -324,7 +322,7 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
         for transfer in [Transfer::Mapped, Transfer::Copy] {
             p.set_transfer(transfer).expect("transfer");
             let t = common::wall_median_secs(200, || {
-                sink(p.linearize_pose(0, &d.solved).expect("linearize"))
+                drop(p.linearize_pose(0, &d.solved).expect("linearize"))
             });
             println!("SUMMARY ndt iteration floor ({transfer:?}, 1-point source): {:.1} us per linearize (launch + sync + host work)", t * 1e6);
         }
@@ -344,8 +342,3 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(ndt, benches);
 criterion_main!(ndt);
-
-/// Keeps a timed result alive (and opaque to the optimizer) until the timed closure ends.
-fn sink<T>(value: T) {
-    std::hint::black_box(value);
-}

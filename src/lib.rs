@@ -14,6 +14,11 @@
 
 #![warn(missing_docs)]
 
+/// The README's Rust snippets, compiled by `cargo test --doc` so they stay true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod embedded;
 pub mod error;
 pub mod gaussian;
@@ -28,8 +33,3 @@ pub mod rnn;
 pub mod runtime;
 
 pub use error::{Error, Result};
-
-/// The README's Rust snippets, compiled by `cargo test --doc` so they stay true to the API.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;

@@ -131,7 +131,6 @@ fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
 }
 
 /// The page stream for `device`, and why the CPU runs when `Auto` found no usable GPU.
-#[allow(clippy::large_enum_variant)] // one per command run; boxing buys nothing
 enum Stream {
     Cpu(CpuPageStream, Option<String>),
     Gpu(GpuPageStream),

@@ -94,7 +94,7 @@ pub fn launch(
     params: &[u64],
     mem: &mut Memory,
 ) -> Counts {
-    assert!(threads.is_multiple_of(32) && threads > 0);
+    assert!(threads % 32 == 0 && threads > 0);
     assert_eq!(params.len(), prog.params.len(), "parameter count");
     let wpb = threads / 32;
     let mut shared: Vec<Vec<u8>> = (0..blocks)
@@ -210,8 +210,8 @@ fn step(
     }
     // Memory instructions: collect per lane, check stores for conflicting writers.
     let mut writes: HashMap<(bool, u64), (u64, usize)> = HashMap::new();
-    for (l, &active) in on.iter().enumerate() {
-        if !active {
+    for l in 0..32 {
+        if !on[l] {
             continue;
         }
         let a = |w: &Warp| -> u64 {

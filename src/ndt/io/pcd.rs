@@ -250,8 +250,11 @@ fn scalar(b: &[u8], kind: u8, size: usize) -> f64 {
 fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> Result<(), String> {
     let text = std::str::from_utf8(payload).map_err(|_| "ascii DATA is not text".to_string())?;
     // Element index of x/y/z within a line (COUNT > 1 fields take several tokens).
-    let token: [usize; 3] =
-        std::array::from_fn(|k| h.fields[..xyz.field[k]].iter().map(|f| f.count).sum());
+    let mut token = [0usize; 3];
+    #[allow(clippy::needless_range_loop)] // k indexes xyz.field and token together
+    for k in 0..3 {
+        token[k] = h.fields[..xyz.field[k]].iter().map(|f| f.count).sum();
+    }
     let tokens_per_point: usize = h.fields.iter().map(|f| f.count).sum();
     let mut read = 0usize;
     let mut lines = text.lines().enumerate().peekable();
