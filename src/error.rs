@@ -111,7 +111,7 @@ pub enum Error {
     Kernel {
         /// The kernel's PTX entry name.
         kernel: &'static str,
-        /// The status code the kernel wrote (kernel-specific; 0 is success).
+        /// A kernel-specific code: what its status output held, or which host check of it failed.
         code: u32,
         /// What the code means.
         detail: String,
