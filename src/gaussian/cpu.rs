@@ -61,6 +61,8 @@ impl<T: Real> GaussianField<T> {
     }
 
     /// A field with `packed` Gaussians already set (see [`GaussianFieldOps::set_gaussians`]).
+    ///
+    /// Errors: those of [`GaussianField::new`] and of `set_gaussians`.
     pub fn with_gaussians(options: FieldOptions, packed: &[T]) -> Result<Self> {
         let mut field = Self::new(options)?;
         field.set_gaussians(packed)?;

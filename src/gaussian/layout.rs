@@ -184,7 +184,11 @@ pub fn prepare<T: Real>(
     Ok(())
 }
 
-/// Checks a point array: length a multiple of 3, every coordinate finite.
+/// Checks a point array: length a multiple of 3, every coordinate finite. Returns the number
+/// of points.
+///
+/// Errors: [`Error::Shape`] for a length that is not a multiple of 3; [`Error::Input`] naming the
+/// first non-finite coordinate.
 pub fn check_points<T: Real>(points: &[T]) -> Result<usize> {
     if !points.len().is_multiple_of(POINT_STRIDE) {
         return Err(Error::Shape {

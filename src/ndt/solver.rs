@@ -270,6 +270,9 @@ pub fn align<L: Linearize + ?Sized>(
 /// Runs all `jobs` in lockstep: each round sends one request per unfinished job in one
 /// [`Linearize::linearize`] call (and, for large rounds, updates the solver states on all cores).
 /// Results come back in job order and equal those of [`align`].
+///
+/// Errors: [`Error::Input`] for invalid `params`; any error of `lin` (for example a source index
+/// it does not have, or a GPU failure). Not converging is not an error (see [`NdtResult::stop`]).
 pub fn align_batch<L: Linearize + ?Sized>(
     lin: &mut L,
     jobs: &[AlignJob],

@@ -48,6 +48,9 @@ pub struct ChainModel {
 
 impl ChainModel {
     /// Checks that the parts fit together.
+    ///
+    /// Errors: [`Error::Shape`] unless encoder output = GRU input and the correction is
+    /// `H x I` (GRU hidden x GRU input).
     pub fn new(encoder: DenseLayer, gru: GruWeights, correction: LowRank) -> Result<Self> {
         if encoder.output() != gru.input()
             || correction.m() != gru.hidden()
@@ -78,7 +81,15 @@ impl ChainModel {
 
     /// Random weights; the correction operator is the rank-k truncated SVD (f64 reference) of a
     /// random `H x I` matrix with a decaying spectrum scaled to 0.1.
+    ///
+    /// Errors: [`Error::Input`] for a zero dimension or a rank outside `1..=min(H, I)` (a zero
+    /// dimension is checked here, before the weight generators).
     pub fn random(seed: u64, dims: ChainDims) -> Result<Self> {
+        if dims.features == 0 || dims.input == 0 || dims.hidden == 0 {
+            return Err(Error::input(format!(
+                "chain dimensions must be non-zero, got {dims:?}"
+            )));
+        }
         let mut rng = Rng::new(seed);
         let encoder = DenseLayer::random(&mut rng, dims.features, dims.input);
         let gru = GruWeights::random(&mut rng, dims.input, dims.hidden, false);
@@ -111,7 +122,11 @@ impl ChainModel {
     }
 }
 
-/// The f64 reference of the chain: returns `B x H`.
+/// The f64 reference of the chain: `features` is `T x B x F` (step-major), `h0` is `B x H`;
+/// returns `B x H`.
+///
+/// Errors: [`Error::Input`] for zero steps or batch, or a non-finite input; [`Error::Shape`] when
+/// `features` or `h0` has the wrong length.
 pub fn chain_cpu(
     model: &ChainModel,
     features: &[f32],
@@ -133,4 +148,32 @@ pub fn chain_cpu(
     let pred = &hs[(t - 1) * b * nh..t * b * nh];
     let xl = &x[(t - 1) * b * ni..t * b * ni];
     Ok(lowrank_correct_f64(&model.correction, pred, xl, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_rejects_zero_dimensions_and_rank() {
+        for dims in [
+            ChainDims {
+                hidden: 0,
+                ..Default::default()
+            },
+            ChainDims {
+                features: 0,
+                ..Default::default()
+            },
+            ChainDims {
+                rank: 0,
+                ..Default::default()
+            },
+        ] {
+            assert!(matches!(
+                ChainModel::random(1, dims),
+                Err(Error::Input { .. })
+            ));
+        }
+    }
 }
