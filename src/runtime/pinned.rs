@@ -1,6 +1,10 @@
 //! Page-locked host buffers. Staging buffers for host-to-device copies are write-combined (fast
 //! for the copy engine to read, slow for the CPU to read back); buffers the CPU reads after a
 //! device-to-host copy are plain pinned memory.
+//!
+//! Errors: [`Error::Capacity`] for a buffer larger than the address space allows; otherwise
+//! [`Error::Driver`] naming the driver call that failed (a pinned allocation the system refuses
+//! included).
 
 use super::device::Gpu;
 use crate::{Error, Result};

@@ -1,4 +1,6 @@
 //! A set of streams for work that overlaps (copies in, kernels, copies out), joined by events.
+//!
+//! Errors: every fallible call returns [`Error::Driver`] naming the driver call that failed.
 
 use super::device::Gpu;
 use crate::{Error, Result};

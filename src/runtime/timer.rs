@@ -1,5 +1,7 @@
 //! GPU timing with CUDA events: record a start and an end on a stream, read the elapsed time
 //! after the end event completes. Measures device time, not host overhead.
+//!
+//! Errors: every fallible call returns [`Error::Driver`] naming the driver call that failed.
 
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaEvent, CudaStream};
