@@ -207,29 +207,36 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
 #[test]
 fn hostile_frame_sizes_are_errors_without_large_allocations() {
     let small = compress_frame(b"hello hello hello hello", 1024).unwrap();
-    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
     for v in [u64::MAX, 1 << 40, 0] {
         let mut f = small.clone();
         set_content_size(&mut f, v);
-        cases.push(("content size", f));
+        cases.push((v.to_string(), f));
     }
     // A skippable frame claiming 4 GiB, a block size with every bit but the raw flag set, and a
     // legacy block of 2 GiB.
     let mut skip = 0x184D_2A50u32.to_le_bytes().to_vec();
     skip.extend(u32::MAX.to_le_bytes());
-    cases.push(("skippable length", skip));
+    cases.push(("skippable frame size 4294967295".into(), skip));
     let mut block = small[..4 + FrameHeader::descriptor_len(small[4])].to_vec();
     block.extend(0x7FFF_FFFFu32.to_le_bytes());
-    cases.push(("block size", block));
+    cases.push(("block size 2147483647".into(), block));
     let mut legacy = 0x184C_2102u32.to_le_bytes().to_vec();
     legacy.extend(0x8000_0000u32.to_le_bytes());
-    cases.push(("legacy block size", legacy));
+    cases.push(("legacy block size 2147483648".into(), legacy));
+    // Each message names the input, the field and the number read.
     for (id, (what, f)) in cases.iter().enumerate() {
         let (r, cost) = run_case(what, id, f, || decompress_frame(f));
-        assert!(
-            matches!(r, Err(Error::Corrupt { .. })),
-            "{what}: expected a corrupt-data error, got {r:?}"
-        );
+        match &r {
+            Err(e @ Error::Corrupt { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("<memory>: ") && msg.contains(what.as_str()),
+                    "{msg}"
+                );
+            }
+            _ => panic!("{what}: expected a corrupt-data error, got {r:?}"),
+        }
         assert!(
             cost.peak_bytes < 1 << 20,
             "{what}: {} bytes peak",
