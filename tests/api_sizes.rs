@@ -200,3 +200,39 @@ fn huge_device_allocations_are_errors() {
     let b = DeviceBuffer::<u32>::from_host(gpu.stream(), &[1, 2, 3], "after").unwrap();
     assert_eq!(b.to_vec(gpu.stream()).unwrap(), vec![1, 2, 3]);
 }
+
+#[test]
+fn gpu_frame_decode_leaves_unbacked_block_slots_to_the_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_frame_decode_leaves_unbacked_block_slots_to_the_cpu")
+    else {
+        return;
+    };
+    use ptxflow::lz4::frame_header::FrameHeader;
+    // 200000 one-byte raw blocks under a content size of 2^40: one 64 KiB device page each
+    // would be 13 GB on the device and on the host for a 1 MB input.
+    let mut frame = FrameHeader {
+        block_independent: true,
+        block_checksum: false,
+        content_size: Some(1 << 40),
+        content_checksum: false,
+        dict_id: None,
+        block_max_bytes: 65536,
+    }
+    .to_bytes()
+    .unwrap();
+    for _ in 0..200_000 {
+        frame.extend(0x8000_0001u32.to_le_bytes());
+        frame.push(b'x');
+    }
+    frame.extend(0u32.to_le_bytes());
+    let kernels = ptxflow::lz4::gpu::Lz4Kernels::new(gpu).unwrap();
+    let mut out = Vec::new();
+    let r = ptxflow::lz4::gpu::decode_frames_gpu(&kernels, &frame, &mut out);
+    assert!(matches!(r, Ok(None)), "{r:?}");
+    assert!(out.is_empty());
+    // The CPU decoder reads it in bounded memory and reports the size mismatch.
+    let e = ptxflow::lz4::decompress_frame(&frame)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1099511627776"), "{e}");
+}
