@@ -236,3 +236,16 @@ fn gpu_frame_decode_leaves_unbacked_block_slots_to_the_cpu() {
         .to_string();
     assert!(e.contains("1099511627776"), "{e}");
 }
+
+#[test]
+fn lz4_block_decode_reserves_what_the_block_can_give() {
+    // A 2-byte block (one literal) told to expect 2^40 or usize::MAX bytes.
+    for expected in [1usize << 40, usize::MAX] {
+        rejects(
+            "decode_block huge expected",
+            |e| matches!(e, Error::Corrupt { .. }),
+            || ptxflow::lz4::decode_block(&[0x10, b'a'], expected),
+        );
+    }
+    assert_eq!(ptxflow::lz4::decode_block(&[0x10, b'a'], 1).unwrap(), b"a");
+}
