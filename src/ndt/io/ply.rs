@@ -142,12 +142,12 @@ fn parse_header(bytes: &[u8]) -> Result<(Format, Vec<Element>, usize), String> {
                     properties: Vec::new(),
                 });
             }
-            ["property", "list", count, item, _name] => {
-                let count =
-                    Scalar::parse(count).ok_or_else(|| format!("unknown PLY type `{count}`"))?;
+            ["property", "list", count_word, item, _name] => {
+                let count = Scalar::parse(count_word)
+                    .ok_or_else(|| format!("unknown PLY type `{count_word}`"))?;
                 if matches!(count, Scalar::F32 | Scalar::F64) {
                     return Err(format!(
-                        "PLY list length type `{count:?}` is not an integer type"
+                        "PLY list length type `{count_word}` is not an integer type"
                     ));
                 }
                 let item =
