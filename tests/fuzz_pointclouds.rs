@@ -4,6 +4,8 @@
 //! Every case must give an error that names the file or a correct cloud, never a panic, with a
 //! bounded heap peak (counted by the global allocator below) and bounded time.
 //! `PTXFLOW_FUZZ_CASES=100000 cargo test --test fuzz_pointclouds` runs a longer campaign.
+//! The crafted cases also hold one file for each defect the fuzzer or review found (see
+//! `crafted`).
 
 mod common;
 mod fuzz_support;
@@ -332,7 +334,8 @@ fn real_clouds_round_trip_through_every_encoding() {
 #[test]
 fn mutated_point_clouds_fail_cleanly_within_bounds() {
     let seeds = seeds();
-    let n = cases();
+    // Parsing is cheap: four cases per unit of PTXFLOW_FUZZ_CASES (6000 by default).
+    let n = 4 * cases();
     let mut rng = rng(1);
     let path = Path::new("/fuzz/cloud.bin");
     let (mut ok, mut worst) = (0usize, Worst::default());
@@ -388,7 +391,8 @@ fn mutated_point_clouds_fail_cleanly_within_bounds() {
     );
 }
 
-/// The files of issue 12: headers claiming 10^12 (and more) points over a few hundred bytes.
+/// The files of issue 12 (headers claiming 10^12 and more points over a few hundred bytes) and
+/// one file for each defect found on the way, with words the error message must hold.
 fn crafted() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
     let pcd = |n: &str, data: &str, body: &[u8]| {
         let mut v = format!(
@@ -409,6 +413,7 @@ fn crafted() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
         v
     };
     let ascii_rows = b"0.1 0.2 0.3\n1 2 3\n".repeat(20);
+    let raw = |s: &str| s.as_bytes().to_vec();
     let mut compressed = 16u32.to_le_bytes().to_vec();
     compressed.extend((4_294_967_292u32).to_le_bytes());
     compressed.extend([0u8; 16]);
@@ -438,6 +443,41 @@ fn crafted() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
             "overflow.pcd",
             pcd("10000000000000000000", "binary", &[0; 64]),
             &["POINTS 10000000000000000000", "overflows"],
+        ),
+        (
+            // Fuzzer: SIZE x COUNT overflowed (panic in xyz_fields).
+            "count_overflow.pcd",
+            raw(
+                "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 4611686018427387904\n\
+                 WIDTH 1\nPOINTS 1\nDATA binary\n",
+            ),
+            &["SIZE × COUNT", "`z`", "overflows"],
+        ),
+        (
+            // Review: WIDTH x HEIGHT overflowed when POINTS is absent.
+            "width_height.pcd",
+            raw(
+                "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 4294967296\nHEIGHT 4294967296\n\
+                 DATA ascii\n",
+            ),
+            &["WIDTH 4294967296", "HEIGHT 4294967296", "overflows"],
+        ),
+        (
+            // Review: z with COUNT 0 at the end of the record read past it (panic).
+            "count_zero.pcd",
+            raw(
+                "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 0\nWIDTH 1\nPOINTS 1\n\
+                 DATA binary\n\0\0\0\0\0\0\0\0",
+            ),
+            &["COUNT", "`z`", "0"],
+        ),
+        (
+            // Review: a float list length type could make the byte count overflow.
+            "float_list.ply",
+            raw("ply\nformat binary_little_endian 1.0\nelement face 1\n\
+                 property list double uchar idx\nelement vertex 1\nproperty float x\n\
+                 property float y\nproperty float z\nend_header\n"),
+            &["list length type `double`"],
         ),
         (
             "huge_ascii.ply",
@@ -472,6 +512,29 @@ fn crafted_headers_fail_with_the_field_and_both_numbers() {
             "{name}: {} bytes peak",
             cost.peak_bytes
         );
+    }
+}
+
+#[test]
+fn elements_without_properties_are_not_looped_over() {
+    // Review: 10^12 iterations of nothing (hours) before the vertices were reached.
+    for format in ["ascii", "binary_little_endian"] {
+        let mut bytes = format!(
+            "ply\nformat {format} 1.0\nelement junk 1000000000000\nelement vertex 1\n\
+             property float x\nproperty float y\nproperty float z\nend_header\n"
+        )
+        .into_bytes();
+        if format == "ascii" {
+            bytes.extend(b"1 2 3\n");
+        } else {
+            for v in [1f32, 2.0, 3.0] {
+                bytes.extend(v.to_le_bytes());
+            }
+        }
+        let (r, _) = run_case("empty element", 0, &bytes, || {
+            parse_cloud(Path::new("empty.ply"), &bytes)
+        });
+        assert_eq!(r.unwrap().points, vec![[1.0, 2.0, 3.0]], "{format}");
     }
 }
 
