@@ -184,7 +184,14 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
         match result {
             Ok(out) => {
                 accepted += 1;
-                if !random && k < checked && out != contents[k] {
+                // A cut right after a whole frame leaves a valid, shorter stream (seen with
+                // seed 5: the skippable frame alone decodes to nothing); any other change of
+                // a checksummed frame's content must be an error.
+                // (The rest of the seed then decodes on its own to the missing content.)
+                let cut_at_frame_end = frames[k].starts_with(&frame)
+                    && decompress_frame(&frames[k][frame.len()..])
+                        .is_ok_and(|rest| [out.as_slice(), &rest].concat() == contents[k]);
+                if !random && k < checked && out != contents[k] && !cut_at_frame_end {
                     changed += 1;
                 }
             }
