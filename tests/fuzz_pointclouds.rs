@@ -451,7 +451,7 @@ fn crafted() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
                 "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 4611686018427387904\n\
                  WIDTH 1\nPOINTS 1\nDATA binary\n",
             ),
-            &["SIZE × COUNT", "`z`", "overflows"],
+            &["SIZE 4 × COUNT 4611686018427387904", "`z`", "overflows"],
         ),
         (
             // Review: WIDTH x HEIGHT overflowed when POINTS is absent.

@@ -190,7 +190,12 @@ fn record_bytes(fields: &[Field]) -> Result<usize, String> {
         f.size
             .checked_mul(f.count)
             .and_then(|b| sum.checked_add(b))
-            .ok_or_else(|| format!("header SIZE × COUNT of field `{}` overflows", f.name))
+            .ok_or_else(|| {
+                format!(
+                    "header SIZE {} × COUNT {} of field `{}` overflows a record size",
+                    f.size, f.count, f.name
+                )
+            })
     })
 }
 
