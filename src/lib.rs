@@ -31,5 +31,6 @@ pub mod ptx;
 pub mod rng;
 pub mod rnn;
 pub mod runtime;
+pub mod size;
 
 pub use error::{Error, Result};

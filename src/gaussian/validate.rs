@@ -27,10 +27,11 @@ pub fn require_gaussians(n: usize) -> Result<()> {
 
 /// The distance matrix output must hold exactly `b * n` scalars ([`Error::Shape`]).
 pub fn check_distance_out(b: usize, n: usize, out_len: usize) -> Result<()> {
-    if out_len != b * n {
+    let need = crate::size::product("distance matrix (points x Gaussians)", &[b, n])?;
+    if out_len != need {
         return Err(Error::Shape {
             what: "distance matrix".into(),
-            expected: format!("{b} x {n} = {} scalars", b * n),
+            expected: format!("{b} x {n} = {need} scalars"),
             got: format!("{out_len} scalars"),
         });
     }

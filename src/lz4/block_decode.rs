@@ -186,7 +186,8 @@ fn decode_into(
 /// Decodes an independent block that must produce exactly `expected_bytes` bytes.
 /// Fails with [`Error::Corrupt`](crate::Error::Corrupt) on any corruption or a length mismatch.
 pub fn decode_block(block: &[u8], expected_bytes: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(expected_bytes);
+    // `expected_bytes` is the caller's claim: reserve only what the block can expand to.
+    let mut out = Vec::with_capacity(expected_bytes.min(block.len().saturating_mul(255)));
     let got = decode_block_append(block, &mut out, 0, expected_bytes)?;
     if got != expected_bytes {
         return Err(corrupt(format!(

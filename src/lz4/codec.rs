@@ -233,7 +233,8 @@ pub struct CpuPageStream {
 
 impl CpuPageStream {
     /// A stream of `slots` page slots (>= 1) of `page_bytes` each. Fails with [`Error::Input`]
-    /// for a bad page size or zero slots.
+    /// for a bad page size or zero slots, [`Error::Input`] / [`Error::Capacity`] when
+    /// `page_bytes x slots` overflows or cannot be reserved.
     pub fn new(page_bytes: usize, slots: usize) -> Result<Self> {
         check_page_bytes(page_bytes)?;
         if slots == 0 {
@@ -242,7 +243,10 @@ impl CpuPageStream {
         Ok(CpuPageStream {
             page_bytes,
             slots,
-            staged: Vec::with_capacity(page_bytes * slots),
+            staged: crate::size::vec_with_capacity(
+                "LZ4 page stream staging",
+                crate::size::product("LZ4 page stream (page bytes x slots)", &[page_bytes, slots])?,
+            )?,
             staged_lens: Vec::with_capacity(slots),
             done: VecDeque::with_capacity(slots),
             closed: false,

@@ -96,11 +96,27 @@ impl Io<'_> {
 }
 
 /// Decodes every frame of `input` into `output`, calling `progress` after each block.
-/// Fails with [`Error::Corrupt`] on malformed, truncated or checksum-failing input (including an
-/// input with no frame at all), [`Error::Input`] for a dictionary frame, and [`Error::Io`] (with
-/// `in_name` or `out_name`) when reading or writing fails. Output written before an error stays
-/// written.
+/// Fails with [`Error::Corrupt`] (its text starting with `in_name`) on malformed, truncated or
+/// checksum-failing input (including an input with no frame at all), [`Error::Input`] for a
+/// dictionary frame, and [`Error::Io`] (with `in_name` or `out_name`) when reading or writing
+/// fails. Output written before an error stays written. Memory is bounded by the block maximum,
+/// never by a size read from the input.
 pub fn decode_frames(
+    input: &mut dyn Read,
+    in_name: &Path,
+    output: &mut dyn Write,
+    out_name: &Path,
+    progress: &mut dyn FnMut(&DecodeStats),
+) -> Result<DecodeStats> {
+    decode_all(input, in_name, output, out_name, progress).map_err(|e| match e {
+        Error::Corrupt { what } => Error::Corrupt {
+            what: format!("{}: {what}", in_name.display()),
+        },
+        e => e,
+    })
+}
+
+fn decode_all(
     input: &mut dyn Read,
     in_name: &Path,
     output: &mut dyn Write,
@@ -132,7 +148,14 @@ pub fn decode_frames(
                 let mut left = len;
                 while left > 0 {
                     let k = left.min(skip.len());
-                    io.read_exact(&mut skip[..k], "a skippable frame")?;
+                    let got = io.fill(&mut skip[..k])?;
+                    if got < k {
+                        return Err(corrupt(format!(
+                            "skippable frame size {len} bytes runs past the end of the input \
+                             ({} bytes of it present)",
+                            len - left + got
+                        )));
+                    }
                     left -= k;
                 }
             }
@@ -180,7 +203,8 @@ fn decode_frame(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Resu
         let size = (word & !UNCOMPRESSED_BIT) as usize;
         if size > header.block_max_bytes {
             return Err(corrupt(format!(
-                "block of {size} bytes exceeds the frame's block maximum {}",
+                "block size {size} bytes (at byte {}) exceeds the frame header's block maximum {}",
+                io.stats.input_bytes - 4,
                 header.block_max_bytes
             )));
         }
@@ -211,9 +235,10 @@ fn decode_frame(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Resu
             .content_size
             .is_some_and(|declared| frame_bytes > declared)
         {
-            return Err(corrupt(
-                "frame holds more data than its declared content size",
-            ));
+            return Err(corrupt(format!(
+                "frame holds more than the {declared} bytes its header's content size declares",
+                declared = header.content_size.unwrap_or_default()
+            )));
         }
         hash.update(&window[start..]);
         io.write(&window[start..])?;
@@ -254,7 +279,8 @@ fn decode_legacy(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Res
         let size = word as usize;
         if size > bound {
             return Err(corrupt(format!(
-                "legacy block of {size} bytes exceeds {bound}"
+                "legacy block size {size} bytes (at byte {}) exceeds the bound {bound}",
+                io.stats.input_bytes - 4
             )));
         }
         block.resize(size, 0);

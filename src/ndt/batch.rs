@@ -63,7 +63,8 @@ pub fn best_result(results: &[NdtResult]) -> Option<usize> {
 /// with translation uniform in `±translation_m` per axis and roll, pitch, yaw uniform in
 /// `±rotation_deg`, drawn from a generator seeded with `seed`.
 ///
-/// Errors: [`Error::Input`] for negative or non-finite ranges.
+/// Errors: [`Error::Input`] for negative or non-finite ranges; [`Error::Capacity`] for a `count`
+/// the host cannot hold.
 pub fn hypotheses(
     center: &Isometry3<f64>,
     count: usize,
@@ -81,7 +82,7 @@ pub fn hypotheses(
         )));
     }
     let mut rng = Rng::new(seed);
-    let mut out = Vec::with_capacity(count);
+    let mut out = crate::size::vec_with_capacity("NDT hypotheses", count)?;
     for i in 0..count {
         if i == 0 {
             out.push(*center);

@@ -32,6 +32,8 @@ impl LowRank {
                 m.min(n)
             )));
         }
+        // k <= min(m, n), so m x k and k x n overflow only if m x n does.
+        crate::size::product("low-rank factorisation (m x n)", &[m, n])?;
         check_len("U (m x k)", u.len(), m * k)?;
         check_len("S (k)", s.len(), k)?;
         check_len("V^T (k x n)", vt.len(), k * n)?;

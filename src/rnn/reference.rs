@@ -19,9 +19,10 @@ use crate::{Error, Result};
 /// `y = relu(x W + b)` for `batch` rows of `x` (`batch x input`); returns `batch x output`.
 pub fn dense_relu(layer: &DenseLayer, x: &[f32], batch: usize) -> Result<Vec<f64>> {
     let (ni, no) = (layer.input(), layer.output());
-    check_len("dense input (batch x input)", x.len(), batch * ni)?;
+    let need = crate::size::product("dense input (batch x input)", &[batch, ni])?;
+    check_len("dense input (batch x input)", x.len(), need)?;
     check_finite("dense input", x)?;
-    let mut y = vec![0.0f64; batch * no];
+    let mut y = vec![0.0f64; crate::size::product("dense output (batch x output)", &[batch, no])?];
     for b in 0..batch {
         let row = &mut y[b * no..(b + 1) * no];
         for (o, v) in row.iter_mut().enumerate() {
@@ -117,12 +118,18 @@ pub(crate) fn check_rollout(
     check_len(
         "rollout input x (T x B x I)",
         x.len(),
-        shape.steps * shape.batch * w.input(),
+        crate::size::product(
+            "rollout input x (T x B x I)",
+            &[shape.steps, shape.batch, w.input()],
+        )?,
     )?;
     check_len(
         "rollout initial state h0 (B x H)",
         h0.len(),
-        shape.batch * w.hidden(),
+        crate::size::product(
+            "rollout initial state h0 (B x H)",
+            &[shape.batch, w.hidden()],
+        )?,
     )?;
     check_finite("rollout input x", x)?;
     check_finite("rollout initial state h0", h0)?;
@@ -217,15 +224,16 @@ pub fn gru_ensemble_rollout(
 /// `out = pred + U diag(S) V^T x` for `batch` rows (`pred`: batch x m, `x`: batch x n), never
 /// forming the m x n product: `t = S * (V^T x)` (k values), then `pred + U t`.
 pub fn lowrank_correct(lr: &LowRank, pred: &[f32], x: &[f32], batch: usize) -> Result<Vec<f64>> {
-    check_len(
+    let (what_pred, what_x) = (
         "low-rank correction predictions (batch x m)",
-        pred.len(),
-        batch * lr.m(),
-    )?;
-    check_len(
         "low-rank correction input (batch x n)",
+    );
+    let need = crate::size::product(what_pred, &[batch, lr.m()])?;
+    check_len(what_pred, pred.len(), need)?;
+    check_len(
+        what_x,
         x.len(),
-        batch * lr.n(),
+        crate::size::product(what_x, &[batch, lr.n()])?,
     )?;
     check_finite("low-rank correction predictions", pred)?;
     check_finite("low-rank correction input", x)?;

@@ -69,6 +69,13 @@ impl RsvdOptions {
                 "randomized SVD of an empty {m} x {n} matrix"
             )));
         }
+        crate::size::product("randomized SVD matrix (rows x columns)", &[m, n])?;
+        if self.rank.checked_add(self.oversample).is_none() {
+            return Err(Error::input(format!(
+                "rank {} + oversampling {} overflows",
+                self.rank, self.oversample
+            )));
+        }
         if self.rank == 0 || self.rank > m.min(n) {
             return Err(Error::input(format!(
                 "rank {} must be in 1..={} for a {m} x {n} matrix",

@@ -67,10 +67,11 @@ pub fn matrix_with_spectrum(rng: &mut Rng, m: usize, n: usize, spectrum: Spectru
 
 /// The row-major f32 matrix as f64.
 pub fn to_dmatrix(a: &[f32], m: usize, n: usize) -> Result<DMatrix<f64>> {
-    if a.len() != m * n {
+    let need = crate::size::product("matrix (rows x columns)", &[m, n])?;
+    if a.len() != need {
         return Err(Error::Shape {
             what: "matrix".into(),
-            expected: format!("{m} x {n} = {} values", m * n),
+            expected: format!("{m} x {n} = {need} values"),
             got: a.len().to_string(),
         });
     }

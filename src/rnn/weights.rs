@@ -48,7 +48,11 @@ impl DenseLayer {
                 "dense layer dims must be non-zero (input {input}, output {output})"
             )));
         }
-        check_len("dense weight (input x output)", w.len(), input * output)?;
+        check_len(
+            "dense weight (input x output)",
+            w.len(),
+            crate::size::product("dense layer (input x output)", &[input, output])?,
+        )?;
         check_len("dense bias", b.len(), output)?;
         check_finite("dense weight", &w)?;
         check_finite("dense bias", &b)?;
@@ -128,8 +132,17 @@ impl GruWeights {
                 "GRU dims must be non-zero (input {input}, hidden {hidden})"
             )));
         }
-        check_len("GRU w_ih (3H x I)", w_ih.len(), 3 * hidden * input)?;
-        check_len("GRU w_hh (3H x H)", w_hh.len(), 3 * hidden * hidden)?;
+        let product = crate::size::product;
+        check_len(
+            "GRU w_ih (3H x I)",
+            w_ih.len(),
+            product("GRU w_ih (3H x I)", &[3, hidden, input])?,
+        )?;
+        check_len(
+            "GRU w_hh (3H x H)",
+            w_hh.len(),
+            product("GRU w_hh (3H x H)", &[3, hidden, hidden])?,
+        )?;
         check_len("GRU b_ih", b_ih.len(), 3 * hidden)?;
         check_len("GRU b_hh", b_hh.len(), 3 * hidden)?;
         for (what, v) in [

@@ -78,6 +78,7 @@ impl GpuPageCodec {
                 // A new page size needs a new ring; the kernels move over.
                 self.kernels = Some(old.kernels);
             }
+            self.options.check()?;
             let k = self.kernels.take().ok_or_else(|| Error::NoDevice {
                 reason: "GPU path retired".into(),
             })?;

@@ -18,6 +18,10 @@ use crate::lz4::xxh32::{xxh32, Xxh32};
 use crate::lz4::{MAX_PAGE_BYTES, PAGE_GRANULE_BYTES};
 use crate::{Error, Result};
 
+/// Most decoded bytes one input byte of an LZ4 block can give (a match length byte of 255
+/// adds 255), rounded up.
+const MAX_EXPANSION: usize = 256;
+
 /// One frame's blocks (as `(offset, stored bytes, raw)` into the input) and its checks.
 struct Frame {
     blocks: Vec<(usize, usize, bool)>,
@@ -116,6 +120,14 @@ pub fn decode_frames_gpu(
         .max()
         .unwrap_or(PAGE_GRANULE_BYTES);
     let n: usize = frames.iter().map(|f| f.blocks.len()).sum();
+    // The launch reserves a whole page per block on the device and the host. LZ4 expands at most
+    // about 255-fold, so slots beyond that per input byte are not backed by the input (e.g. many
+    // one-byte blocks under a huge content size): the CPU decoder, bounded by the block
+    // maximum, takes such input.
+    let slot_bytes = n.checked_mul(page_bytes);
+    if slot_bytes.is_none_or(|b| b > data.len().saturating_mul(MAX_EXPANSION) + MAX_PAGE_BYTES) {
+        return Ok(None);
+    }
     let mut words = Vec::with_capacity(4 * n);
     for f in &frames {
         for &(offset, stored, raw) in &f.blocks {

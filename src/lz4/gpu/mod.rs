@@ -46,6 +46,30 @@ impl Default for GpuOptions {
     }
 }
 
+/// Most ring slots: each is a stream, pinned buffers and device buffers of a whole batch.
+pub const MAX_SLOTS: usize = 64;
+
+impl GpuOptions {
+    /// Checks the ring sizes before anything is allocated: `slots` in `1..=64` and `batch_bytes`
+    /// below 2³² (page offsets are 32-bit on the device); [`Error::Input`] otherwise.
+    pub fn check(&self) -> Result<()> {
+        if !(1..=MAX_SLOTS).contains(&self.slots) {
+            return Err(Error::input(format!(
+                "LZ4 GPU ring slots must lie in 1..={MAX_SLOTS}, got {}",
+                self.slots
+            )));
+        }
+        if self.batch_bytes > u32::MAX as usize {
+            return Err(Error::input(format!(
+                "LZ4 GPU batch of {} bytes exceeds {} (32-bit page offsets)",
+                self.batch_bytes,
+                u32::MAX
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// True for errors that mean the device path cannot be trusted any more (driver errors, module
 /// loads, inconsistent kernel results, a vanished device), as opposed to bad input.
 pub fn device_failure(e: &Error) -> bool {

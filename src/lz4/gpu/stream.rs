@@ -38,6 +38,7 @@ impl GpuPageStream {
     /// A stream of `page_bytes` pages on `gpu` (a multiple of 1024 up to 64 KiB).
     pub fn new(gpu: Arc<Gpu>, page_bytes: usize, options: GpuOptions) -> Result<Self> {
         check_page_bytes(page_bytes)?;
+        options.check()?;
         let kernels = Lz4Kernels::new(gpu)?;
         let batch_pages = (options.batch_bytes / page_bytes).max(1);
         let ring = Ring::new(kernels, page_bytes, batch_pages, options.slots)?;

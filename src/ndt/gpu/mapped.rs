@@ -34,10 +34,13 @@ pub fn device_can_map(gpu: &Gpu) -> bool {
 impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedBuffer<T> {
     /// Allocates `len` (at least 1) zeroed elements, mapped for the device when `mapped`.
     ///
-    /// Errors: [`Error::Driver`] when the allocation or the device-pointer query fails (e.g.
-    /// `mapped` on a device that cannot map host memory).
+    /// Errors: [`Error::Capacity`] when `len` elements exceed `isize::MAX` bytes;
+    /// [`Error::Driver`] when the allocation or the device-pointer query fails (e.g. `mapped` on a
+    /// device that cannot map host memory).
     pub fn new(gpu: &Gpu, len: usize, mapped: bool) -> Result<Self> {
         let len = len.max(1);
+        // cudarc multiplies without a check; a wrapped size would under-allocate.
+        crate::size::bytes_of::<T>("mapped host buffer", len)?;
         let map_flag = if mapped {
             sys::CU_MEMHOSTALLOC_DEVICEMAP
         } else {

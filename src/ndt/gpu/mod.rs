@@ -16,7 +16,7 @@ pub mod mapped;
 pub mod pipeline;
 pub mod records;
 
-pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::GpuDerivativePipeline;
 
 use crate::ndt::params::NdtParams;

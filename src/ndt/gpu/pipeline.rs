@@ -10,7 +10,7 @@
 //! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
 //! what crossed the bus and how often the device was asked to allocate or launch.
 
-use super::config::{GpuCapacity, PipelineCounters, Transfer, MAX_REQUESTS_PER_LAUNCH};
+use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
 use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
@@ -83,13 +83,7 @@ impl GpuDerivativePipeline {
         outlier_ratio: f64,
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
-        if !(1..=MAX_REQUESTS_PER_LAUNCH).contains(&capacity.requests) {
-            return Err(Error::input(format!(
-                "GPU NDT pipeline: request capacity must lie in 1..={MAX_REQUESTS_PER_LAUNCH}, got {}",
-                capacity.requests
-            )));
-        }
-        check_points(capacity.points)?;
+        capacity.check()?;
         let func = gpu.function(KernelId::NdtDerivatives)?;
         let s = gpu.stream().clone();
         let slots = partial_slots(&gpu, &capacity);
@@ -228,6 +222,11 @@ impl GpuDerivativePipeline {
         let s = self.gpu.stream().clone();
         if map.len() > self.capacity.voxels || map.hash().capacity() > self.slots.capacity() / 4 {
             let voxels = map.len().max(self.capacity.voxels);
+            GpuCapacity {
+                voxels,
+                ..self.capacity
+            }
+            .check()?;
             let slots = map.hash().capacity().max(slots_for(voxels));
             self.voxels = DeviceBuffer::zeros(&s, VOXEL_VALUES * voxels, "NDT voxels")?;
             self.slots = DeviceBuffer::zeros(&s, 4 * slots, "NDT voxel hash")?;
@@ -448,15 +447,12 @@ impl GpuDerivativePipeline {
 }
 
 fn check_points(n: usize) -> Result<()> {
-    const MAX: usize = 1 << 31;
-    if n > MAX {
-        return Err(Error::Capacity {
-            what: "NDT source points".into(),
-            needed: n,
-            capacity: MAX,
-        });
+    GpuCapacity {
+        points: n,
+        voxels: 0,
+        requests: 1,
     }
-    Ok(())
+    .check()
 }
 
 impl Linearize for GpuDerivativePipeline {

@@ -8,12 +8,17 @@
 //!
 //! Written from the format description; every bound is checked so corrupt input gives an error.
 
+/// The largest output one input byte can give: a 3-byte back reference copies 7 + 255 + 2 bytes.
+pub const MAX_EXPANSION: usize = 88;
+
 /// Decompresses `input` into exactly `expected_len` bytes.
 ///
 /// Fails with a message (the caller adds the file name) when the stream reads past its end,
 /// refers before the start of the output, or does not produce exactly `expected_len` bytes.
 pub fn decompress(input: &[u8], expected_len: usize) -> Result<Vec<u8>, String> {
-    let mut out: Vec<u8> = Vec::with_capacity(expected_len);
+    // `expected_len` comes from a file header: reserve only what `input` could expand to.
+    let mut out: Vec<u8> =
+        Vec::with_capacity(expected_len.min(input.len().saturating_mul(MAX_EXPANSION)));
     let mut i = 0usize;
     while i < input.len() {
         let ctrl = input[i] as usize;

@@ -8,6 +8,7 @@
 
 pub mod lzf;
 pub mod pcd;
+mod pcd_header;
 pub mod ply;
 
 use crate::ndt::cloud::PointCloud;

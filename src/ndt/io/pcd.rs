@@ -13,33 +13,10 @@
 //! Only `x`, `y`, `z` are kept (first element, converted to `f32`); other fields are skipped.
 
 use super::lzf;
+use super::pcd_header::{parse_header, xyz_fields, Encoding, Header, Xyz};
 use crate::ndt::cloud::PointCloud;
 use crate::{Error, Result};
 use std::path::Path;
-
-/// One `FIELDS` entry with its size, type letter and element count.
-#[derive(Clone, Debug)]
-struct Field {
-    name: String,
-    size: usize,
-    kind: u8,
-    count: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Encoding {
-    Ascii,
-    Binary,
-    BinaryCompressed,
-}
-
-/// The parsed header and where the payload starts in the file's bytes.
-struct Header {
-    fields: Vec<Field>,
-    points: usize,
-    encoding: Encoding,
-    data_start: usize,
-}
 
 /// Parses PCD `bytes` (the whole file) read from `path` (used in error messages).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<PointCloud> {
@@ -50,8 +27,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<PointCloud> {
     let header = parse_header(bytes).map_err(fail)?;
     let xyz = xyz_fields(&header.fields).map_err(fail)?;
     let payload = &bytes[header.data_start..];
+    // POINTS is only a claim: each encoding checks it against the payload before reserving for it,
+    // so the reservation here is what the smallest possible point record could fill.
     let mut cloud = PointCloud {
-        points: Vec::with_capacity(header.points),
+        points: Vec::with_capacity(header.points.min(max_points(&header, xyz, payload.len()))),
         dropped_non_finite: 0,
     };
     match header.encoding {
@@ -63,166 +42,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<PointCloud> {
     Ok(cloud)
 }
 
-fn parse_header(bytes: &[u8]) -> Result<Header, String> {
-    let mut pos = 0usize;
-    let mut names: Option<Vec<String>> = None;
-    let mut sizes: Option<Vec<usize>> = None;
-    let mut kinds: Option<Vec<u8>> = None;
-    let mut counts: Option<Vec<usize>> = None;
-    let (mut width, mut height, mut points) = (None, None, None);
-    loop {
-        if pos >= bytes.len() {
-            return Err("not a PCD file: header has no DATA line".into());
-        }
-        let end = bytes[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |e| pos + e + 1);
-        let line = std::str::from_utf8(&bytes[pos..end])
-            .map_err(|_| format!("not a PCD file: header line at byte {pos} is not text"))?
-            .trim();
-        pos = end;
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut words = line.split_whitespace();
-        let key = words.next().unwrap_or_default().to_ascii_uppercase();
-        let rest: Vec<&str> = words.collect();
-        let ints = |what: &str| -> Result<Vec<usize>, String> {
-            rest.iter()
-                .map(|w| {
-                    w.parse::<usize>()
-                        .map_err(|_| format!("header {what}: `{w}` is not a count"))
-                })
-                .collect()
-        };
-        let one = |what: &str| -> Result<usize, String> {
-            match ints(what)?.as_slice() {
-                [v] => Ok(*v),
-                _ => Err(format!(
-                    "header {what} needs one value, got `{}`",
-                    rest.join(" ")
-                )),
-            }
-        };
-        match key.as_str() {
-            "VERSION" | "VIEWPOINT" => {}
-            "FIELDS" | "COLUMNS" => names = Some(rest.iter().map(|s| s.to_string()).collect()),
-            "SIZE" => sizes = Some(ints("SIZE")?),
-            "COUNT" => counts = Some(ints("COUNT")?),
-            "TYPE" => {
-                let mut ks = Vec::new();
-                for w in &rest {
-                    match w.as_bytes() {
-                        [k @ (b'F' | b'I' | b'U')] => ks.push(*k),
-                        _ => return Err(format!("header TYPE `{w}` is not F, I or U")),
-                    }
-                }
-                kinds = Some(ks);
-            }
-            "WIDTH" => width = Some(one("WIDTH")?),
-            "HEIGHT" => height = Some(one("HEIGHT")?),
-            "POINTS" => points = Some(one("POINTS")?),
-            "DATA" => {
-                let encoding = match rest.first().map(|s| s.to_ascii_lowercase()).as_deref() {
-                    Some("ascii") => Encoding::Ascii,
-                    Some("binary") => Encoding::Binary,
-                    Some("binary_compressed") => Encoding::BinaryCompressed,
-                    other => {
-                        return Err(format!("unknown DATA encoding `{}`", other.unwrap_or("")))
-                    }
-                };
-                let names = names.ok_or("header has no FIELDS line")?;
-                let sizes = sizes.ok_or("header has no SIZE line")?;
-                let kinds = kinds.ok_or("header has no TYPE line")?;
-                let counts = counts.unwrap_or_else(|| vec![1; names.len()]);
-                if sizes.len() != names.len()
-                    || kinds.len() != names.len()
-                    || counts.len() != names.len()
-                {
-                    return Err(format!(
-                        "header lists {} FIELDS but {} SIZE, {} TYPE and {} COUNT values",
-                        names.len(),
-                        sizes.len(),
-                        kinds.len(),
-                        counts.len()
-                    ));
-                }
-                let mut fields = Vec::with_capacity(names.len());
-                for (((name, size), kind), count) in
-                    names.into_iter().zip(sizes).zip(kinds).zip(counts)
-                {
-                    let ok = match kind {
-                        b'F' => size == 4 || size == 8,
-                        _ => matches!(size, 1 | 2 | 4 | 8),
-                    };
-                    if !ok {
-                        return Err(format!(
-                            "field `{name}` has unsupported TYPE {} SIZE {size}",
-                            kind as char
-                        ));
-                    }
-                    fields.push(Field {
-                        name,
-                        size,
-                        kind,
-                        count,
-                    });
-                }
-                let points = match (points, width, height) {
-                    (Some(p), _, _) => p,
-                    (None, Some(w), Some(h)) => w * h,
-                    (None, Some(w), None) => w,
-                    _ => return Err("header gives neither POINTS nor WIDTH".into()),
-                };
-                return Ok(Header {
-                    fields,
-                    points,
-                    encoding,
-                    data_start: pos,
-                });
-            }
-            _ => {
-                return Err(format!(
-                    "unknown header keyword `{key}` (is this a PCD file?)"
-                ))
-            }
+/// The most points `payload_len` bytes can hold in this encoding: an upper bound for reserving.
+fn max_points(h: &Header, xyz: Xyz, payload_len: usize) -> usize {
+    match h.encoding {
+        // A value is at least one character and one separator.
+        Encoding::Ascii => payload_len / (2 * tokens_per_point(h)).max(1) + 1,
+        Encoding::Binary => payload_len / xyz.point_step,
+        // LZF expands at most MAX_EXPANSION-fold.
+        Encoding::BinaryCompressed => {
+            payload_len.saturating_mul(lzf::MAX_EXPANSION) / xyz.point_step
         }
     }
 }
 
-/// Byte offsets inside one point record and the field of x, y, z.
-#[derive(Clone, Copy)]
-struct Xyz {
-    field: [usize; 3],
-    offset: [usize; 3],
-    point_step: usize,
-}
-
-fn xyz_fields(fields: &[Field]) -> Result<Xyz, String> {
-    let mut xyz = Xyz {
-        field: [0; 3],
-        offset: [0; 3],
-        point_step: 0,
-    };
-    for (k, axis) in ["x", "y", "z"].iter().enumerate() {
-        let i = fields
-            .iter()
-            .position(|f| f.name == *axis)
-            .ok_or_else(|| format!("cloud has no `{axis}` field (FIELDS are {})", names(fields)))?;
-        xyz.field[k] = i;
-        xyz.offset[k] = fields[..i].iter().map(|f| f.size * f.count).sum();
-    }
-    xyz.point_step = fields.iter().map(|f| f.size * f.count).sum();
-    Ok(xyz)
-}
-
-fn names(fields: &[Field]) -> String {
-    fields
+/// Elements in one ascii line: the sum of COUNT (saturating: too large to fit any line anyway).
+fn tokens_per_point(h: &Header) -> usize {
+    h.fields
         .iter()
-        .map(|f| f.name.as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
+        .fold(0usize, |sum, f| sum.saturating_add(f.count))
 }
 
 /// Decodes one little-endian scalar of `size` bytes and type letter `kind` as f64.
@@ -253,9 +90,11 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
     let mut token = [0usize; 3];
     #[allow(clippy::needless_range_loop)] // k indexes xyz.field and token together
     for k in 0..3 {
-        token[k] = h.fields[..xyz.field[k]].iter().map(|f| f.count).sum();
+        token[k] = h.fields[..xyz.field[k]]
+            .iter()
+            .fold(0usize, |sum, f| sum.saturating_add(f.count));
     }
-    let tokens_per_point: usize = h.fields.iter().map(|f| f.count).sum();
+    let tokens_per_point = tokens_per_point(h);
     let mut read = 0usize;
     let mut lines = text.lines().enumerate().peekable();
     while let Some((line_no, line)) = lines.next() {
@@ -289,7 +128,7 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
     }
     if read < h.points {
         return Err(format!(
-            "truncated: header declares {} points, ascii DATA holds {read}",
+            "truncated: header POINTS declares {} points, ascii DATA holds {read}",
             h.points
         ));
     }
@@ -297,10 +136,11 @@ fn read_ascii(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> R
 }
 
 fn read_binary(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> Result<(), String> {
-    let need = h.points * xyz.point_step;
+    let need = payload_bytes(h, xyz)?;
     if payload.len() < need {
         return Err(format!(
-            "truncated: {} points of {} bytes need {need} bytes of binary DATA, file has {}",
+            "truncated: header POINTS {} × {} bytes a point need {need} bytes of binary DATA, \
+             the file holds {}",
             h.points,
             xyz.point_step,
             payload.len()
@@ -317,6 +157,16 @@ fn read_binary(h: &Header, xyz: Xyz, payload: &[u8], cloud: &mut PointCloud) -> 
     Ok(())
 }
 
+/// POINTS × the point record (bytes), or an error naming both when the product overflows.
+fn payload_bytes(h: &Header, xyz: Xyz) -> Result<usize, String> {
+    h.points.checked_mul(xyz.point_step).ok_or_else(|| {
+        format!(
+            "header POINTS {} × {} bytes a point overflows a byte count",
+            h.points, xyz.point_step
+        )
+    })
+}
+
 fn read_compressed(
     h: &Header,
     xyz: Xyz,
@@ -328,19 +178,27 @@ fn read_compressed(
     }
     let compressed = u32::from_le_bytes(payload[0..4].try_into().expect("4 bytes")) as usize;
     let raw = u32::from_le_bytes(payload[4..8].try_into().expect("4 bytes")) as usize;
-    let need = h.points * xyz.point_step;
-    if raw != need {
-        return Err(format!(
-            "binary_compressed declares {raw} uncompressed bytes, {} points of {} bytes need {need}",
-            h.points, xyz.point_step
-        ));
-    }
     let stream = payload.get(8..8 + compressed).ok_or_else(|| {
         format!(
-            "truncated: binary_compressed declares {compressed} bytes, file has {}",
+            "truncated: binary_compressed compressed size is {compressed} bytes, the file holds {}",
             payload.len() - 8
         )
     })?;
+    let need = payload_bytes(h, xyz)?;
+    if raw != need {
+        return Err(format!(
+            "binary_compressed uncompressed size is {raw} bytes, header POINTS {} × {} bytes a \
+             point need {need}",
+            h.points, xyz.point_step
+        ));
+    }
+    if raw > compressed.saturating_mul(lzf::MAX_EXPANSION) {
+        return Err(format!(
+            "binary_compressed uncompressed size {raw} bytes cannot come from a compressed size \
+             of {compressed} bytes (LZF expands at most {}-fold)",
+            lzf::MAX_EXPANSION
+        ));
+    }
     let soa = lzf::decompress(stream, raw).map_err(|e| format!("binary_compressed DATA: {e}"))?;
     // Start of each field's block in the field-major layout.
     let block: [usize; 3] = std::array::from_fn(|k| {

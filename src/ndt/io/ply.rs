@@ -142,9 +142,14 @@ fn parse_header(bytes: &[u8]) -> Result<(Format, Vec<Element>, usize), String> {
                     properties: Vec::new(),
                 });
             }
-            ["property", "list", count, item, _name] => {
-                let count =
-                    Scalar::parse(count).ok_or_else(|| format!("unknown PLY type `{count}`"))?;
+            ["property", "list", count_word, item, _name] => {
+                let count = Scalar::parse(count_word)
+                    .ok_or_else(|| format!("unknown PLY type `{count_word}`"))?;
+                if matches!(count, Scalar::F32 | Scalar::F64) {
+                    return Err(format!(
+                        "PLY list length type `{count_word}` is not an integer type"
+                    ));
+                }
                 let item =
                     Scalar::parse(item).ok_or_else(|| format!("unknown PLY type `{item}`"))?;
                 let e = elements
@@ -190,6 +195,9 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
         .position(|e| e.name == "vertex")
         .ok_or("PLY file has no `vertex` element")?;
     let xyz = xyz_of(&elements[v])?;
+    // Element counts are claims: before anything is reserved or looped over, the body must be
+    // able to hold the elements up to the vertices at their smallest (lists empty).
+    check_counts(format, &elements[..=v], body.len())?;
     let mut cloud = PointCloud {
         points: Vec::with_capacity(elements[v].count),
         dropped_non_finite: 0,
@@ -207,6 +215,9 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
                     .map_err(|_| format!("PLY ascii value `{t}` in {what} is not a number"))
             };
             for (ei, e) in elements[..=v].iter().enumerate() {
+                if e.properties.is_empty() {
+                    continue;
+                }
                 for n in 0..e.count {
                     let what = format!("{} {n}", e.name);
                     let mut values = [0f64; 3];
@@ -239,13 +250,16 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
             let take =
                 |at: &mut usize, n: usize, what: &dyn Fn() -> String| -> Result<usize, String> {
                     let start = *at;
-                    if start + n > body.len() {
+                    if n > body.len() - start {
                         return Err(format!("truncated: PLY binary body ends inside {}", what()));
                     }
                     *at += n;
                     Ok(start)
                 };
             for (ei, e) in elements[..=v].iter().enumerate() {
+                if e.properties.is_empty() {
+                    continue;
+                }
                 for n in 0..e.count {
                     let what = || format!("{} {n}", e.name);
                     let mut values = [0f64; 3];
@@ -262,7 +276,9 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
                             Property::List { count, item } => {
                                 let s = take(&mut at, count.size(), &what)?;
                                 let len = count.decode(&body[s..], big_endian).max(0.0) as usize;
-                                take(&mut at, len * item.size(), &what)?;
+                                // A u32 length times an 8-byte item fits a 64-bit usize; the
+                                // saturation only matters on 32-bit targets, where it is too long.
+                                take(&mut at, len.saturating_mul(item.size()), &what)?;
                             }
                         }
                     }
@@ -274,4 +290,42 @@ fn read_body(format: Format, elements: &[Element], body: &[u8]) -> Result<PointC
         }
     }
     Ok(cloud)
+}
+
+/// Fails when `elements` (those up to and including the vertices) cannot fit in `body_len` bytes
+/// even with every list empty: binary records of their fixed bytes, ascii values of one character
+/// and one separator each.
+fn check_counts(format: Format, elements: &[Element], body_len: usize) -> Result<(), String> {
+    let mut least = 0usize;
+    for e in elements {
+        let (per, unit) = match format {
+            Format::Binary { .. } => (
+                e.properties
+                    .iter()
+                    .map(|p| match p {
+                        Property::Value { ty, .. } => ty.size(),
+                        Property::List { count, .. } => count.size(),
+                    })
+                    .sum::<usize>(),
+                "bytes",
+            ),
+            Format::Ascii => (2 * e.properties.len(), "bytes of ascii values"),
+        };
+        let need = e.count.checked_mul(per).and_then(|b| least.checked_add(b));
+        // The last ascii value needs no separator after it.
+        let slack = usize::from(format == Format::Ascii);
+        match need {
+            Some(n) if n <= body_len.saturating_add(slack) => least = n,
+            _ => {
+                return Err(format!(
+                    "truncated: header element {} count {} × at least {per} {unit} each needs {} \
+                     bytes, the body holds {body_len}",
+                    e.name,
+                    e.count,
+                    need.map_or_else(|| format!("more than {}", usize::MAX), |n| n.to_string())
+                ))
+            }
+        }
+    }
+    Ok(())
 }

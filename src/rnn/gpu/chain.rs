@@ -9,7 +9,7 @@
 use super::dense::{GpuDense, WeightStorage};
 use super::gru::{GpuGru, GruLaunch};
 use super::lowrank::GpuLowRank;
-use super::{round_up, zeros};
+use super::zeros;
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{ChainModel, RolloutShape};
 use crate::runtime::{DeviceBuffer, Gpu};
@@ -51,7 +51,10 @@ impl GpuChain {
                 got: i.to_string(),
             });
         }
-        let bp = round_up(shape.batch, 4);
+        let bp = shape
+            .batch
+            .checked_next_multiple_of(4)
+            .ok_or_else(|| Error::input(format!("chain batch {} overflows", shape.batch)))?;
         let stream = gpu
             .ctx()
             .new_stream()

@@ -48,6 +48,9 @@ impl GpuDense {
         storage: WeightStorage,
         max_rows: usize,
     ) -> Result<Self> {
+        let x_len = crate::size::product("dense input (rows x input)", &[max_rows, layer.input()])?;
+        let y_len =
+            crate::size::product("dense output (rows x output)", &[max_rows, layer.output()])?;
         let s = gpu.stream().clone();
         let (w32, w16) = match storage {
             WeightStorage::F32 => (
@@ -60,8 +63,8 @@ impl GpuDense {
             ),
         };
         let bias = DeviceBuffer::from_host(&s, layer.b(), "dense bias")?;
-        let x = zeros(&s, max_rows * layer.input(), "dense input")?;
-        let y = zeros(&s, max_rows * layer.output(), "dense output")?;
+        let x = zeros(&s, x_len, "dense input")?;
+        let y = zeros(&s, y_len, "dense output")?;
         let core = Core {
             gpu,
             input: layer.input(),

@@ -233,7 +233,19 @@ impl GpuGru {
             return Err(Error::input("GPU GRU needs max_steps and max_batch >= 1"));
         }
         let layer_norm = first.layer_norm().is_some();
-        let input_pad = round_up(input, 128);
+        // Caller sizes: every buffer below is one of these products, checked before any upload.
+        let too_big =
+            || Error::input("GPU GRU: max_batch or the input width overflows when padded");
+        let bp = max_batch.checked_next_multiple_of(4).ok_or_else(too_big)?;
+        let input_pad = input.checked_next_multiple_of(128).ok_or_else(too_big)?;
+        crate::size::product(
+            "GPU GRU sequence (members x steps x padded batch x hidden)",
+            &[members.len(), max_steps, bp, hidden],
+        )?;
+        crate::size::product(
+            "GPU GRU input sequence (steps x padded batch x padded input)",
+            &[max_steps, bp, input_pad],
+        )?;
         let e = members.len();
         let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut beta) = (
             Vec::new(),
@@ -275,7 +287,6 @@ impl GpuGru {
             }
         }
         let ln_eps = first.layer_norm().map(|l| l.eps).unwrap_or(1e-5);
-        let bp = round_up(max_batch, 4);
         let s = gpu.stream().clone();
         let shape = choose_shape(&gpu, e, bp, input_pad, hidden, max_steps, launch)?;
         let seq = e * max_steps * bp * hidden;

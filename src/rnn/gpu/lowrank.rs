@@ -43,6 +43,8 @@ impl GpuLowRank {
                 capacity: MAX_RANK as usize,
             });
         }
+        let batch_m = crate::size::product("correction batch x m", &[max_batch, lr.m()])?;
+        let batch_n = crate::size::product("correction batch x n", &[max_batch, lr.n()])?;
         let st = gpu.stream().clone();
         let core = Core {
             m: lr.m(),
@@ -55,9 +57,9 @@ impl GpuLowRank {
         };
         Ok(GpuLowRank {
             core,
-            pred: zeros(&st, max_batch * lr.m(), "correction predictions")?,
-            x: zeros(&st, max_batch * lr.n(), "correction inputs")?,
-            out: zeros(&st, max_batch * lr.m(), "corrected predictions")?,
+            pred: zeros(&st, batch_m, "correction predictions")?,
+            x: zeros(&st, batch_n, "correction inputs")?,
+            out: zeros(&st, batch_m, "corrected predictions")?,
             max_batch,
         })
     }

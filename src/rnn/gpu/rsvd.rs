@@ -121,6 +121,8 @@ impl GpuRsvd {
                 capacity: WIDTH as usize,
             });
         }
+        // validate() bounded m x n; a u32 element count also keeps the padding below from wrapping.
+        let _ = u32_of("matrix elements", m * n)?;
         let (mp, np) = (round_up(m, BM as usize), round_up(n, BM as usize));
         let _ = u32_of("padded matrix elements", mp * np)?;
         let (nn, tn) = (
