@@ -24,7 +24,7 @@ pub enum Error {
     /// The driver refused to load (JIT) the PTX module of a kernel.
     #[error("loading PTX module for kernel `{kernel}` failed: {source}")]
     ModuleLoad {
-        kernel: &'static str,
+        kernel: String,
         #[source]
         source: cudarc::driver::DriverError,
     },
@@ -64,6 +64,15 @@ pub enum Error {
     /// Compressed data is corrupt (LZ4 blocks or frames).
     #[error("corrupt data: {what}")]
     Corrupt { what: String },
+
+    /// A launch does not fit the kernel's contract (argument count or types, block shape,
+    /// dynamic shared memory); caught before anything reaches the driver.
+    #[error("launch of kernel `{kernel}` rejected: {problem}")]
+    Launch { kernel: String, problem: String },
+
+    /// The PTX builder was misused (see [`crate::ptx::BuildError`]).
+    #[error(transparent)]
+    Build(#[from] crate::ptx::BuildError),
 
     /// A kernel reported an error through its status output.
     #[error("kernel `{kernel}` reported error code {code}: {detail}")]

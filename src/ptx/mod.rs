@@ -36,20 +36,24 @@
 mod arith;
 mod bits;
 mod control;
+mod error;
 mod kernel;
 mod mem;
 mod module;
 mod reg;
+mod signature;
 mod sync;
 mod target;
 mod types;
 
 pub use arith::{Cmp, Round};
 pub use bits::Logic;
+pub use error::BuildError;
 pub use kernel::{Attributes, Kernel, KernelBuilder, Param, SharedArray};
 pub use mem::Space;
 pub use module::Module;
 pub use reg::{Addr, Label, Operand, Reg};
+pub use signature::{ParamSig, ParamType, ScalarType, Signature};
 pub use sync::{AtomOp, Scope, Shfl, Special, FULL_MASK};
 pub use target::{PtxVersion, Target, ALL_TARGETS};
 pub use types::*;

@@ -1,6 +1,7 @@
 //! A PTX module: header (`.version`, `.target`, `.address_size 64`), module-scope declarations,
 //! and kernels. The version is the lowest that the target and every instruction need.
 
+use super::error::BuildError;
 use super::kernel::Kernel;
 use super::target::{PtxVersion, Target};
 
@@ -32,6 +33,11 @@ impl Module {
         self
     }
 
+    /// The kernels, in order.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
     /// The module's target.
     pub fn target(&self) -> Target {
         self.target
@@ -45,14 +51,23 @@ impl Module {
             .fold(self.target.min_ptx(), PtxVersion::max)
     }
 
-    /// PTX text, or why the kernels cannot run on this module's target.
-    pub fn emit(&self) -> Result<String, String> {
+    /// PTX text; an error when a kernel's builder recorded a misuse or a kernel needs a higher
+    /// SM than this module's target.
+    pub fn emit(&self) -> crate::Result<String> {
         for k in &self.kernels {
+            if let Some(e) = &k.error {
+                return Err(e.clone().into());
+            }
             if k.needs_sm > self.target.sm() {
-                return Err(format!(
-                    "kernel `{}` needs sm_{} but the module targets {}",
-                    k.name, k.needs_sm, self.target
-                ));
+                return Err(BuildError {
+                    kernel: k.name.clone(),
+                    instruction: format!(".target {}", self.target),
+                    problem: format!(
+                        "kernel `{}` needs sm_{} but the module targets {}",
+                        k.name, k.needs_sm, self.target
+                    ),
+                }
+                .into());
             }
         }
         let mut out = String::new();
