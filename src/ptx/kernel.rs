@@ -158,6 +158,35 @@ impl KernelBuilder {
         }
     }
 
+    /// The launch bounds set so far.
+    pub fn attributes(&self) -> &Attributes {
+        &self.attrs
+    }
+
+    /// Declares the next parameter as a global pointer to `T` (emitted `.param .u64`; the
+    /// contract records the element type, so a launch with a buffer of another type fails).
+    pub(crate) fn pointer_param<T: PtxType>(&mut self, name: &str) -> Param<U64> {
+        let p = self.param::<U64>(name);
+        match ScalarType::parse(T::NAME) {
+            Some(t) if T::BITS > 1 => {
+                if let Some(last) = self.param_sigs.last_mut() {
+                    last.ty = ParamType::GlobalPtr(t);
+                }
+            }
+            _ => self.fail(
+                format!("global_arg::<{}>({name:?})", T::NAME),
+                "pointers to predicates do not exist",
+            ),
+        }
+        p
+    }
+
+    /// A fresh number for builder-generated symbol names.
+    pub(crate) fn next_id(&mut self) -> u32 {
+        self.labels += 1;
+        self.labels
+    }
+
     /// The kernel's entry name.
     pub fn name(&self) -> &str {
         &self.name
