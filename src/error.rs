@@ -74,6 +74,10 @@ pub enum Error {
     #[error(transparent)]
     Build(#[from] crate::ptx::BuildError),
 
+    /// The PTX interpreter stopped (see [`crate::sim::SimError`]).
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+
     /// A kernel reported an error through its status output.
     #[error("kernel `{kernel}` reported error code {code}: {detail}")]
     Kernel {

@@ -19,5 +19,6 @@ pub mod ptx;
 pub mod rng;
 pub mod rnn;
 pub mod runtime;
+pub mod sim;
 
 pub use error::{Error, Result};

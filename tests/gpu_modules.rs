@@ -99,19 +99,44 @@ fn checked_launches_reject_mismatches_before_the_driver() {
         shared_mem_bytes: 0,
     };
     // SAFETY: x holds n floats and total one f64; rejected launches never reach the driver.
-    let wrong_block = unsafe { k.launch(s, cfg(1024)).arg(&x).arg(&n).arg(&mut total).launch() };
+    let wrong_block = unsafe {
+        k.launch(s, cfg(1024))
+            .arg(&x)
+            .arg(&n)
+            .arg(&mut total)
+            .launch()
+    };
     let e = wrong_block.unwrap_err();
     assert!(matches!(e, ptxflow::Error::Launch { .. }), "{e}");
     assert!(e.to_string().contains(".reqntid 256"), "{e}");
     let n64 = 1000u64;
     // SAFETY: as above.
-    let wrong_type = unsafe { k.launch(s, cfg(256)).arg(&x).arg(&n64).arg(&mut total).launch() };
-    assert!(wrong_type.unwrap_err().to_string().contains("argument 1 (`n`)"));
+    let wrong_type = unsafe {
+        k.launch(s, cfg(256))
+            .arg(&x)
+            .arg(&n64)
+            .arg(&mut total)
+            .launch()
+    };
+    assert!(wrong_type
+        .unwrap_err()
+        .to_string()
+        .contains("argument 1 (`n`)"));
     // SAFETY: as above.
     let missing = unsafe { k.launch(s, cfg(256)).arg(&x).arg(&n).launch() };
-    assert!(missing.unwrap_err().to_string().contains("2 arguments given"));
+    assert!(missing
+        .unwrap_err()
+        .to_string()
+        .contains("2 arguments given"));
     // SAFETY: as above; this one is right.
-    unsafe { k.launch(s, cfg(256)).arg(&x).arg(&n).arg(&mut total).launch() }.unwrap();
+    unsafe {
+        k.launch(s, cfg(256))
+            .arg(&x)
+            .arg(&n)
+            .arg(&mut total)
+            .launch()
+    }
+    .unwrap();
     let t = s.clone_dtoh(&total).unwrap();
     assert_eq!(t[0], 1000.0);
     gpu.check_healthy().unwrap();
@@ -138,7 +163,15 @@ fn user_kernels_load_through_the_module_cache_and_launch_checked() {
         shared_mem_bytes: 0,
     };
     // SAFETY: x and y hold n floats; the kernel touches indices below n only.
-    unsafe { k.launch(s, cfg).arg(&n32).arg(&a).arg(&x).arg(&mut y).launch() }.unwrap();
+    unsafe {
+        k.launch(s, cfg)
+            .arg(&n32)
+            .arg(&a)
+            .arg(&x)
+            .arg(&mut y)
+            .launch()
+    }
+    .unwrap();
     let got = s.clone_dtoh(&y).unwrap();
     for i in 0..n {
         assert_eq!(got[i], 3.0f32.mul_add(xs[i], ys[i]), "y[{i}]");
@@ -146,7 +179,14 @@ fn user_kernels_load_through_the_module_cache_and_launch_checked() {
     // The typed pointer is part of the contract: an f64 buffer for `x` is refused.
     let xd = s.clone_htod(&vec![0.0f64; n]).unwrap();
     // SAFETY: rejected before the driver.
-    let e = unsafe { k.launch(s, cfg).arg(&n32).arg(&a).arg(&xd).arg(&mut y).launch() };
+    let e = unsafe {
+        k.launch(s, cfg)
+            .arg(&n32)
+            .arg(&a)
+            .arg(&xd)
+            .arg(&mut y)
+            .launch()
+    };
     assert!(e.unwrap_err().to_string().contains("pointer to f32"));
     // Too many threads for .maxntid 256.
     let big = LaunchConfig {
@@ -154,13 +194,22 @@ fn user_kernels_load_through_the_module_cache_and_launch_checked() {
         ..cfg
     };
     // SAFETY: rejected before the driver.
-    let e = unsafe { k.launch(s, big).arg(&n32).arg(&a).arg(&x).arg(&mut y).launch() };
+    let e = unsafe {
+        k.launch(s, big)
+            .arg(&n32)
+            .arg(&a)
+            .arg(&x)
+            .arg(&mut y)
+            .launch()
+    };
     assert!(e.unwrap_err().to_string().contains(".maxntid"));
 
     // The same kernel as embedded text: loads through the cache, contract parsed from the PTX.
     let text = block_sum().emit().unwrap();
     let k = gpu.load_ptx("block_sum", &text).unwrap();
-    let vals: Vec<u32> = (0..100_000u32).map(|i| i.wrapping_mul(2654435761) >> 8).collect();
+    let vals: Vec<u32> = (0..100_000u32)
+        .map(|i| i.wrapping_mul(2654435761) >> 8)
+        .collect();
     let xv = s.clone_htod(&vals).unwrap();
     let mut out = s.alloc_zeros::<u64>(1).unwrap();
     let nv = vals.len() as u32;

@@ -52,7 +52,7 @@ pub use bits::Logic;
 pub use error::BuildError;
 pub use kernel::{Attributes, Kernel, KernelBuilder, Param, SharedArray};
 pub use mem::Space;
-pub use module::Module;
+pub use module::{snapshot, Module};
 pub use reg::{Addr, Label, Operand, Reg};
 pub use signature::{ParamSig, ParamType, ScalarType, Signature};
 pub use structured::{GlobalElem, GlobalPtr, Reduce};

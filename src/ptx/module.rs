@@ -5,6 +5,46 @@ use super::error::BuildError;
 use super::kernel::Kernel;
 use super::target::{PtxVersion, Target};
 
+/// The PTX of the module `build` returns, for a snapshot test of a user kernel: `build` runs
+/// twice and the two emissions must agree byte for byte (a kernel whose text depends on
+/// anything but its Rust source fails here, not later as a flaky snapshot). Pair it with insta:
+///
+/// ```
+/// use ptxflow::ptx::*;
+/// fn twice() -> Module {
+///     let mut b = KernelBuilder::new("twice");
+///     let (n, x) = (b.arg::<U32>("n"), b.global_arg::<F32>("x"));
+///     b.grid_stride_x(n, |b, i| b.update_at(x, i, |b, v| b.add(v, v)));
+///     Module::single(Target::Sm75, b.finish())
+/// }
+/// let ptx = snapshot(twice).unwrap();
+/// // In a test: insta::assert_snapshot!("twice", ptx);
+/// assert!(ptx.contains(".visible .entry twice("));
+/// ```
+///
+/// The same text written to a directory (`std::fs::write(dir.join("twice.ptx"), &ptx)`) is what
+/// `.ci/ptxas-gate --ptx-dir DIR` assembles for every GPU architecture.
+pub fn snapshot(build: impl Fn() -> Module) -> crate::Result<String> {
+    let first = build().emit()?;
+    let second = build().emit()?;
+    if first != second {
+        let name = build()
+            .kernels
+            .first()
+            .map(|k| k.name.clone())
+            .unwrap_or_default();
+        return Err(BuildError {
+            kernel: name,
+            instruction: "snapshot".into(),
+            problem: "two builds emitted different PTX: the kernel's text depends on something \
+                      other than its source"
+                .into(),
+        }
+        .into());
+    }
+    Ok(first)
+}
+
 /// A module for one target; ptxflow puts one kernel in each module so every kernel gets the
 /// lowest `.version`/`.target` it needs.
 #[derive(Clone, Debug)]
