@@ -87,10 +87,7 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
         let mut blocks: Vec<(u64, usize)> = counts.per_instr.iter().copied().zip(0..).collect();
         blocks.sort();
         for (n, i) in blocks.iter().rev().take(12) {
-            eprintln!(
-                "{what}: {n:>9} x {}",
-                prog.instr_text(*i)
-            );
+            eprintln!("{what}: {n:>9} x {}", prog.instr_text(*i));
         }
         if what == "dickens" && page_bytes == 4096 {
             let dump: String = counts
