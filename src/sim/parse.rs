@@ -412,6 +412,11 @@ impl Program {
                 Ok(())
             };
             let unsupported = || err(line, t, format!("`{opcode}` is not modelled"));
+            let op = |k: usize| -> Result<&str, SimError> {
+                ops.get(k)
+                    .map(String::as_str)
+                    .ok_or_else(|| err(line, t, "missing operands"))
+            };
             let has = |w: &str| parts.contains(&w);
             match parts[0] {
                 "mov" if ops.first().is_some_and(|o| o.starts_with('{')) => {
@@ -421,12 +426,12 @@ impl Program {
                         .iter()
                         .map(|o| reg(o, line, t))
                         .collect::<Result<_, _>>()?;
-                    ins.s = vec![val(&ops[1], line, t)?];
+                    ins.s = vec![val(op(1)?, line, t)?];
                 }
                 "mov" if ops.get(1).is_some_and(|o| o.starts_with('{')) => {
                     ins.op = Op::Pack;
                     ins.d = vec![reg(&ops[0], line, t)?];
-                    let halves = split_operands(ops[1].trim_matches(|c| c == '{' || c == '}'));
+                    let halves = split_operands(op(1)?.trim_matches(|c| c == '{' || c == '}'));
                     ins.s = halves
                         .iter()
                         .map(|o| val(o, line, t))
@@ -548,7 +553,7 @@ impl Program {
                         .position(|(p, _)| p == name)
                         .ok_or_else(|| err(line, t, format!("unknown parameter `{name}`")))?;
                     ins.op = Op::LdParam(idx);
-                    ins.d = vec![reg(&ops[0], line, t)?];
+                    ins.d = vec![reg(op(0)?, line, t)?];
                 }
                 "ld" | "st" => {
                     let space = match parts[1] {
@@ -603,9 +608,9 @@ impl Program {
                     let ret = parts[0] == "atom";
                     ins.op = Op::AtomAdd { space, ret };
                     let (d, a, v) = if ret {
-                        (Some(&ops[0]), &ops[1], &ops[2])
+                        (Some(op(0)?), op(1)?, op(2)?)
                     } else {
-                        (None, &ops[0], &ops[1])
+                        (None, op(0)?, op(1)?)
                     };
                     if let Some(d) = d {
                         ins.d = vec![reg(d, line, t)?];
