@@ -24,6 +24,13 @@
 //! assert!(ptx.contains("mul.rn.f32"));
 //! ```
 //!
+//! The short form of the same kernel uses typed pointers and structured helpers (see
+//! [`GlobalPtr`], [`KernelBuilder::grid_stride_x`], [`KernelBuilder::block_sum`]); the kernel's
+//! launch contract ([`Signature`]: parameter types, block bounds) is recorded as it is written
+//! and checked by [`crate::runtime::Launch`]. Misuse (a comparison for floats on integers, a
+//! register of another builder, a bad name) never panics: the builder records a [`BuildError`]
+//! naming the kernel and the instruction, and [`Module::emit`] returns it.
+//!
 //! Mixing types is a compile error:
 //! ```compile_fail
 //! use ptxflow::ptx::*;
