@@ -207,6 +207,15 @@ fn misuse_is_an_error_naming_the_kernel_and_the_instruction() {
     b.guarded(p, false, |b| b.if_then(p, |_| {}));
     assert!(emit_err(b).contains("cannot be placed inside a predicated region"));
 
+    let mut b = KernelBuilder::new("oob");
+    let arr = b.shared_array::<F32>("tile", 4);
+    let _ = b.ld::<F32>(Space::Shared, arr.at(4));
+    let e = emit_err(b);
+    assert!(
+        e.contains("ld.shared.f32 %f0, [tile+16]") && e.contains("past the end"),
+        "{e}"
+    );
+
     let mut b = KernelBuilder::new("bad_store");
     let a = b.mov(0u64);
     b.st::<U32>(Space::Const, a, 1u32);

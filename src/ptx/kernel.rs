@@ -31,14 +31,15 @@ pub struct SharedArray<T: PtxType> {
 }
 
 impl<T: PtxType> SharedArray<T> {
-    /// Address of element `index` (a constant): `[name+index*size]`.
+    /// Address of element `index` (a constant): `[name+index*size]`. An index past the end
+    /// of a static array is reported as an error by the instruction that uses the address.
     pub fn at(&self, index: u32) -> Addr {
-        assert!(
-            self.len == 0 || index < self.len,
-            "shared array `{}` index {index} out of bounds",
-            self.name
-        );
-        Addr::symbol(&self.name).off(i64::from(index) * i64::from(T::BITS / 8))
+        let base = if self.len == 0 || index < self.len {
+            Addr::symbol(&self.name)
+        } else {
+            Addr::symbol(&format!("{}{}", self.name, super::reg::TAG_OOB))
+        };
+        base.off(i64::from(index) * i64::from(T::BITS / 8))
     }
 
     /// Address of the first element.
@@ -218,6 +219,15 @@ impl KernelBuilder {
     /// Strips the owner tags registers print with, recording an error when one belongs to
     /// another builder (see [`Reg`]).
     pub(crate) fn resolve(&mut self, text: &str) -> String {
+        if text.contains(super::reg::TAG_OOB) {
+            let clean = text.replace(super::reg::TAG_OOB, "");
+            let clean = self.resolve(&clean);
+            self.fail(
+                clean.trim().to_string(),
+                "constant index past the end of a static shared array",
+            );
+            return clean;
+        }
         if !text.contains(super::reg::TAG_START) {
             return text.to_string();
         }

@@ -8,6 +8,8 @@ use std::marker::PhantomData;
 /// Start and end of the owner tag a register prints with (never in emitted PTX).
 pub(crate) const TAG_START: char = '\u{1}';
 pub(crate) const TAG_END: char = '\u{2}';
+/// Marks an address built from an out-of-bounds constant index (see `SharedArray::at`).
+pub(crate) const TAG_OOB: char = '\u{3}';
 
 /// A virtual register of PTX type `T`, emitted as its class prefix and index (`%f12`).
 ///
