@@ -24,6 +24,8 @@ use super::target::{PtxVersion, Target};
 ///
 /// The same text written to a directory (`std::fs::write(dir.join("twice.ptx"), &ptx)`) is what
 /// `.ci/ptxas-gate --ptx-dir DIR` assembles for every GPU architecture.
+// `.into()` converts to ptxflow::Error in the library; in build.rs the error is BuildError.
+#[allow(clippy::useless_conversion)]
 pub fn snapshot(build: impl Fn() -> Module) -> crate::Result<String> {
     let first = build().emit()?;
     let second = build().emit()?;
@@ -93,6 +95,8 @@ impl Module {
 
     /// PTX text; an error when a kernel's builder recorded a misuse or a kernel needs a higher
     /// SM than this module's target.
+    // `.into()` converts to ptxflow::Error in the library; in build.rs it is BuildError itself.
+    #[allow(clippy::useless_conversion)]
     pub fn emit(&self) -> crate::Result<String> {
         for k in &self.kernels {
             if let Some(e) = &k.error {
