@@ -269,7 +269,7 @@ impl KernelBuilder {
     }
 
     /// The 32-bit shared-window address of a shared array's first element (`mov.u32 %r, sym`).
-    pub fn shared_base<T: PtxType>(&mut self, arr: &super::kernel::SharedArray<T>) -> Reg<U32> {
+    pub fn shared_base<T: PtxType>(&mut self, arr: &super::decls::SharedArray<T>) -> Reg<U32> {
         let d = self.reg::<U32>();
         self.instr(format!("mov.u32 {d}, {}", arr.name()));
         d
@@ -278,7 +278,7 @@ impl KernelBuilder {
     /// Shared-window address of element `index` of a shared array (through its symbol).
     pub fn shared_index<T: PtxType>(
         &mut self,
-        arr: &super::kernel::SharedArray<T>,
+        arr: &super::decls::SharedArray<T>,
         index: impl Operand<U32>,
     ) -> Reg<U32> {
         let base = self.shared_base(arr);

@@ -43,6 +43,7 @@
 mod arith;
 mod bits;
 mod control;
+mod decls;
 mod error;
 mod kernel;
 mod mem;
@@ -56,8 +57,9 @@ mod types;
 
 pub use arith::{Cmp, Round};
 pub use bits::Logic;
+pub use decls::{Attributes, SharedArray};
 pub use error::BuildError;
-pub use kernel::{Attributes, Kernel, KernelBuilder, Param, SharedArray};
+pub use kernel::{Kernel, KernelBuilder, Param};
 pub use mem::Space;
 pub use module::{snapshot, Module};
 pub use reg::{Addr, Label, Operand, Reg};

@@ -1,6 +1,7 @@
 //! The interpreter's global memory (named buffers at fake, far-apart device addresses) and its
 //! kernel arguments.
 
+use super::parse::{Space, SHARED_BASE};
 use super::SimError;
 use crate::ptx::ScalarType;
 
@@ -171,4 +172,32 @@ pub(crate) fn check_args(params: &[(String, ScalarType)], args: &[Arg]) -> Resul
         }
     }
     Ok(())
+}
+
+/// The bytes at `addr..addr + n` in global memory or in the block's shared memory `sh`.
+pub(crate) fn cell<'a>(
+    space: Space,
+    addr: u64,
+    n: u64,
+    sh: &'a mut [u8],
+    mem: &'a mut Memory,
+) -> Result<&'a mut [u8], String> {
+    match space {
+        Space::Global => mem.locate(addr, n),
+        Space::Shared => {
+            if addr < SHARED_BASE {
+                return Err(format!(
+                    "shared access at {addr:#x} below the shared window"
+                ));
+            }
+            let off = (addr - SHARED_BASE) as usize;
+            if off + n as usize > sh.len() {
+                return Err(format!(
+                    "shared access at +{off} past the {} B of the block",
+                    sh.len()
+                ));
+            }
+            Ok(&mut sh[off..off + n as usize])
+        }
+    }
 }

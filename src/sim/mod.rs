@@ -49,11 +49,15 @@
 //! assert_eq!(mem.download::<f32>("x").unwrap(), vec![2.0, 4.0, 6.0]);
 //! ```
 
+mod alu;
+mod decode;
 mod exec;
+mod grid;
+mod instr;
 mod memory;
 mod parse;
 
-pub use exec::{Counts, Grid, Options};
+pub use grid::{Counts, Grid, Options};
 pub use memory::{Arg, Memory, SimElem};
 pub use parse::{Program, SHARED_BASE};
 
