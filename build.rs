@@ -9,6 +9,11 @@ mod ptx;
 #[path = "src/kernels/mod.rs"]
 mod kernels;
 
+/// The builder's error and result types as `crate::Error`/`crate::Result` (in the library they
+/// are `ptxflow::Error`, which wraps `BuildError`).
+type Error = ptx::BuildError;
+type Result<T, E = Error> = std::result::Result<T, E>;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

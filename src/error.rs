@@ -30,7 +30,7 @@ pub enum Error {
     #[error("loading PTX module for kernel `{kernel}` failed: {source}")]
     ModuleLoad {
         /// The kernel's PTX entry name.
-        kernel: &'static str,
+        kernel: String,
         /// The driver's error (its JIT log is not included).
         #[source]
         source: cudarc::driver::DriverError,
@@ -105,6 +105,24 @@ pub enum Error {
         /// Which check failed (block, offset, checksum).
         what: String,
     },
+
+    /// A launch does not fit the kernel's contract (argument count or types, block shape,
+    /// dynamic shared memory); caught before anything reaches the driver.
+    #[error("launch of kernel `{kernel}` rejected: {problem}")]
+    Launch {
+        /// The kernel's PTX entry name.
+        kernel: String,
+        /// What does not fit (argument, type, block shape).
+        problem: String,
+    },
+
+    /// The PTX builder was misused (see [`crate::ptx::BuildError`]).
+    #[error(transparent)]
+    Build(#[from] crate::ptx::BuildError),
+
+    /// The PTX interpreter stopped (see [`crate::sim::SimError`]).
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
 
     /// A kernel reported an error through its status output.
     #[error("kernel `{kernel}` reported error code {code}: {detail}")]

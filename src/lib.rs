@@ -31,6 +31,7 @@ pub mod ptx;
 pub mod rng;
 pub mod rnn;
 pub mod runtime;
+pub mod sim;
 pub mod size;
 
 pub use error::{Error, Result};

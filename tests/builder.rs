@@ -83,7 +83,7 @@ fn version_is_the_lowest_needed() {
     let mut b = KernelBuilder::new("needs");
     b.require(90, PtxVersion(8, 0));
     let err = Module::single(Target::Sm80, b.finish()).emit().unwrap_err();
-    assert!(err.contains("needs sm_90"), "{err}");
+    assert!(err.to_string().contains("needs sm_90"), "{err}");
 }
 
 #[test]
@@ -177,4 +177,112 @@ fn register_bound_is_a_directive_after_the_thread_bound() {
     let _ = b.special(Special::TidX);
     let ptx = emit(b, Target::Sm75);
     assert!(ptx.contains(".maxntid 128, 1, 1\n.maxnreg 72\n{"), "{ptx}");
+}
+
+fn emit_err(b: KernelBuilder) -> String {
+    let e = Module::single(Target::Sm75, b.finish()).emit().unwrap_err();
+    assert!(matches!(e, ptxflow::Error::Build(_)), "{e:?}");
+    e.to_string()
+}
+
+#[test]
+fn misuse_is_an_error_naming_the_kernel_and_the_instruction() {
+    let b = KernelBuilder::new("my-kernel");
+    let e = emit_err(b);
+    assert!(
+        e.contains("`my-kernel`") && e.contains("KernelBuilder::new"),
+        "{e}"
+    );
+    assert!(emit_err(KernelBuilder::new("9lives")).contains("not starting with a digit"));
+
+    let mut b = KernelBuilder::new("cmp");
+    let x = b.mov(1u32);
+    let _ = b.setp(Cmp::Ltu, x, 2u32);
+    let e = emit_err(b);
+    assert!(e.contains("`cmp`") && e.contains("setp.ltu.u32"), "{e}");
+    assert!(e.contains("for floats only"), "{e}");
+
+    let mut b = KernelBuilder::new("label_in_guard");
+    let p = b.setp(Cmp::Eq, 1u32, 1u32);
+    b.guarded(p, false, |b| b.if_then(p, |_| {}));
+    assert!(emit_err(b).contains("cannot be placed inside a predicated region"));
+
+    let mut b = KernelBuilder::new("oob");
+    let arr = b.shared_array::<F32>("tile", 4);
+    let _ = b.ld::<F32>(Space::Shared, arr.at(4));
+    let e = emit_err(b);
+    assert!(
+        e.contains("ld.shared.f32 %f0, [tile+16]") && e.contains("past the end"),
+        "{e}"
+    );
+
+    let mut b = KernelBuilder::new("bad_store");
+    let a = b.mov(0u64);
+    b.st::<U32>(Space::Const, a, 1u32);
+    assert!(emit_err(b).contains("cannot store to .const"));
+}
+
+#[test]
+fn a_register_of_another_builder_is_an_error_at_emit() {
+    let mut other = KernelBuilder::new("other");
+    let foreign = other.mov(7u32);
+    let mut b = KernelBuilder::new("mine");
+    let _ = b.add(foreign, 1u32);
+    let e = emit_err(b);
+    assert!(
+        e.contains("`mine`") && e.contains("another kernel builder"),
+        "{e}"
+    );
+    assert!(e.contains("add.u32 %r0, %r0, 1"), "{e}");
+}
+
+#[test]
+fn predicated_regions_nest_as_a_conjunction() {
+    let mut b = KernelBuilder::new("nested");
+    let x = b.mov(3u32);
+    let p = b.setp(Cmp::Gt, x, 1u32);
+    let q = b.setp(Cmp::Lt, x, 5u32);
+    b.guarded(p, false, |b| {
+        b.guarded(q, true, |b| {
+            let _ = b.add(x, 1u32);
+        });
+        let _ = b.add(x, 2u32);
+    });
+    let ptx = emit(b, Target::Sm75);
+    assert!(
+        ptx.contains("not.pred %p2, %p1;\n\tand.pred %p3, %p0, %p2;\n\t@%p3 add.u32"),
+        "{ptx}"
+    );
+    assert!(ptx.contains("@%p0 add.u32 %r2, %r0, 2;"), "{ptx}");
+}
+
+#[test]
+fn block_reduce_needs_a_known_block_shape() {
+    let mut b = KernelBuilder::new("no_reqntid");
+    let v = b.mov(1.0f32);
+    let _ = b.block_sum(v);
+    assert!(emit_err(b).contains("needs a 1-D .reqntid"));
+}
+
+#[test]
+fn typed_pointer_parameters_are_in_the_contract() {
+    let mut b = KernelBuilder::new("typed");
+    b.maxntid(128, 1, 1);
+    let (x, n) = (b.global_arg::<F64>("x"), b.arg::<U32>("n"));
+    b.grid_stride_x(n, |b, i| b.update_at(x, i, |b, v| b.mul(v, 2.0f64)));
+    let k = b.finish();
+    let sig = k.signature().clone();
+    assert_eq!(sig.params[0].ty, ParamType::GlobalPtr(ScalarType::F64));
+    assert_eq!(sig.params[1].ty, ParamType::Scalar(ScalarType::U32));
+    assert_eq!(sig.maxntid, Some([128, 1, 1]));
+    let ptx = Module::single(Target::Sm75, k).emit().unwrap();
+    assert!(
+        ptx.contains(".param .u64 typed_param_x,")
+            && ptx.contains("mad.wide.u32 %rd2, %r8, 8, %rd1;"),
+        "{ptx}"
+    );
+    // The text alone gives the same contract, pointers as plain u64.
+    let parsed = Signature::from_ptx(&ptx, "typed").unwrap();
+    assert_eq!(parsed.params[0].ty, ParamType::Scalar(ScalarType::U64));
+    assert_eq!(parsed.maxntid, sig.maxntid);
 }

@@ -87,17 +87,14 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
         let mut blocks: Vec<(u64, usize)> = counts.per_instr.iter().copied().zip(0..).collect();
         blocks.sort();
         for (n, i) in blocks.iter().rev().take(12) {
-            eprintln!(
-                "{what}: {n:>9} x {}",
-                prog.text[prog.instrs[*i].line].trim()
-            );
+            eprintln!("{what}: {n:>9} x {}", prog.instr_text(*i));
         }
         if what == "dickens" && page_bytes == 4096 {
             let dump: String = counts
                 .per_instr
                 .iter()
-                .zip(&prog.instrs)
-                .map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim()))
+                .zip(0..)
+                .map(|(n, i)| format!("{n:>8} {}\n", prog.instr_text(i)))
                 .collect();
             std::fs::write("/tmp/sim_profile.txt", dump).unwrap();
         }
@@ -214,8 +211,8 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
         let dump: String = counts
             .per_instr
             .iter()
-            .zip(&prog.instrs)
-            .map(|(n, ins)| format!("{n:>8} {}\n", prog.text[ins.line].trim()))
+            .zip(0..)
+            .map(|(n, i)| format!("{n:>8} {}\n", prog.instr_text(i)))
             .collect();
         if pb == 4096
             && pages.original_bytes() > 30000

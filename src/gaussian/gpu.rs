@@ -25,7 +25,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, ValidAsZeroBits};
 use std::sync::Arc;
 
 /// A float type with GPU kernels for the Gaussian field.
-pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits {
+pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem {
     /// Distance-matrix kernel.
     const DISTANCES: KernelId;
     /// Fused forward kernel.

@@ -9,9 +9,9 @@
 
 use crate::kernels::gaussian::{backward, distances, forward, reduce};
 use crate::kernels::KernelId;
-use crate::runtime::Gpu;
+use crate::runtime::{ArgElem, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchConfig};
 use std::sync::Arc;
 
 /// Fewest points per backward chunk.
@@ -68,8 +68,9 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
 
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
 pub fn resident_slots(gpu: &Gpu, id: KernelId, block: u32) -> Result<u32> {
-    let f = gpu.function(id)?;
-    let per_sm = f
+    let per_sm = gpu
+        .kernel(id)?
+        .function()
         .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
         .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
     Ok(per_sm.max(1) * gpu.facts().sm_count.max(1))
@@ -114,14 +115,14 @@ pub struct Problem<'a, T> {
 }
 
 /// Enqueues `gaussian_distances`: `out[i * n + j] = d_ij` (`out` holds at least b * n scalars).
-pub fn distances<T: DeviceRepr>(
+pub fn distances<T: DeviceRepr + ArgElem>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     id: KernelId,
     p: &Problem<'_, T>,
     out: &mut CudaSlice<T>,
 ) -> Result<()> {
-    let f = gpu.function(id)?;
+    let k = gpu.kernel(id)?;
     let cfg = config(
         (
             p.b.div_ceil(distances::POINTS_PER_BLOCK),
@@ -129,25 +130,22 @@ pub fn distances<T: DeviceRepr>(
         ),
         distances::BLOCK,
     )?;
-    // SAFETY: (prep, num_gaussians, points, num_points, out) match the kernel's parameters; prep
-    // holds n_pad >= ceil(n / BLOCK) * BLOCK prepared Gaussians (every thread's j is in range),
+    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
+    // prep holds n_pad >= ceil(n / BLOCK) * BLOCK prepared Gaussians (every thread's j is in range),
     // points holds 3b scalars, out at least b * n; the kernel stores only i < b, j < n.
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(p.prep)
             .arg(&p.n)
             .arg(p.points)
             .arg(&p.b)
             .arg(out)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching gaussian_distances"))?;
-    Ok(())
 }
 
 /// Enqueues `gaussian_forward` writing `plan.chunks` rows of b partial sums to `out`.
-pub fn forward<T: DeviceRepr>(
+pub fn forward<T: DeviceRepr + ArgElem>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     id: KernelId,
@@ -155,31 +153,28 @@ pub fn forward<T: DeviceRepr>(
     plan: &ForwardPlan,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let f = gpu.function(id)?;
+    let k = gpu.kernel(id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
-    // SAFETY: parameters (prep, n_pad, chunk_len, points, num_points, out) in the kernel's order
-    // and types; n_pad and chunk_len are multiples of CHUNK_ALIGN as the kernel requires; the
+    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
+    // n_pad and chunk_len are multiples of CHUNK_ALIGN as the kernel requires; the
     // block is exactly forward::BLOCK threads; out holds chunks * b scalars (checked by caller),
     // and only i < b is read or written.
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(p.prep)
             .arg(&p.n_pad)
             .arg(&plan.chunk_len)
             .arg(p.points)
             .arg(&p.b)
             .arg(out)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching gaussian_forward"))?;
-    Ok(())
 }
 
 /// Enqueues `gaussian_backward`: per-point partials (gauss_blocks x 3b) and per-Gaussian partials
 /// (chunks x n_pad x 10).
 #[allow(clippy::too_many_arguments)]
-pub fn backward<T: DeviceRepr>(
+pub fn backward<T: DeviceRepr + ArgElem>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     id: KernelId,
@@ -190,16 +185,15 @@ pub fn backward<T: DeviceRepr>(
     partial_gauss: &mut CudaSlice<T>,
     comp: &CudaSlice<T>,
 ) -> Result<()> {
-    let f = gpu.function(id)?;
+    let k = gpu.kernel(id)?;
     let cfg = config((plan.gauss_blocks, plan.chunks), backward::BLOCK)?;
-    // SAFETY: parameters (prep, n_pad, points, grad_values, num_points, chunk_len,
-    // partial_points, partial_gauss, comp) in the kernel's order and types; n_pad is a multiple
+    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
+    // n_pad is a multiple
     // of BLOCK * q so every thread's Gaussians exist; points/grad_values hold 3b / b scalars; the
     // partial buffers hold gauss_blocks * 3b and chunks * n_pad * 10 scalars, comp n_pad *
     // COMP_STRIDE (checked by caller).
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(p.prep)
             .arg(&p.n_pad)
             .arg(p.points)
@@ -209,15 +203,13 @@ pub fn backward<T: DeviceRepr>(
             .arg(partial_points)
             .arg(partial_gauss)
             .arg(comp)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching gaussian_backward"))?;
-    Ok(())
 }
 
 /// Enqueues `gaussian_reduce_rows`: `out[m] = scale * sum_r partial[r * stride + m]`, m < len.
 #[allow(clippy::too_many_arguments)]
-pub fn reduce_rows<T: DeviceRepr>(
+pub fn reduce_rows<T: DeviceRepr + ArgElem>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     id: KernelId,
@@ -228,32 +220,29 @@ pub fn reduce_rows<T: DeviceRepr>(
     scale: T,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let f = gpu.function(id)?;
+    let k = gpu.kernel(id)?;
     let blocks = len
         .div_ceil(reduce::BLOCK)
         .clamp(1, gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
-    // SAFETY: parameters (partial, rows, stride, len, scale, out) in the kernel's order and types;
+    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // partial holds rows * stride >= (rows - 1) * stride + len scalars and out len (checked by
     // the caller); grid-stride loop over m < len.
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(partial)
             .arg(&rows)
             .arg(&stride)
             .arg(&len)
             .arg(&scale)
             .arg(out)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching gaussian_reduce_rows"))?;
-    Ok(())
 }
 
 /// Enqueues `gaussian_finish`: the packed per-Gaussian gradient from `rows` chunk partials.
 #[allow(clippy::too_many_arguments)]
-pub fn finish<T: DeviceRepr>(
+pub fn finish<T: DeviceRepr + ArgElem>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     id: KernelId,
@@ -263,18 +252,17 @@ pub fn finish<T: DeviceRepr>(
     normalised: bool,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let f = gpu.function(id)?;
+    let k = gpu.kernel(id)?;
     let blocks =
         p.n.div_ceil(reduce::BLOCK)
             .clamp(1, gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
     let flag = u32::from(normalised);
-    // SAFETY: parameters (partial, rows, n_pad, prep, num_gaussians, normalised, out) in the
-    // kernel's order and types; partial holds rows * n_pad * 10 scalars, prep n_pad * 12, out
+    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
+    // partial holds rows * n_pad * 10 scalars, prep n_pad * 12, out
     // n * 10 (checked by the caller); grid-stride loop over j < n.
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(partial_gauss)
             .arg(&rows)
             .arg(&p.n_pad)
@@ -282,10 +270,8 @@ pub fn finish<T: DeviceRepr>(
             .arg(&p.n)
             .arg(&flag)
             .arg(out)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching gaussian_finish"))?;
-    Ok(())
 }
 
 #[cfg(test)]

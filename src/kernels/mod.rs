@@ -38,6 +38,11 @@ macro_rules! kernel_table {
                 match self { $( KernelId::$id => &[ $( Target::$t, )+ ], )+ }
             }
 
+            /// What a failed launch of this kernel reports (`launching <name>`).
+            pub fn launch_call(self) -> &'static str {
+                match self { $( KernelId::$id => concat!("launching ", $name), )+ }
+            }
+
             /// Builds the kernel's module for `target`.
             pub fn build(self, target: Target) -> Module {
                 match self { $( KernelId::$id => $build(target), )+ }

@@ -6,7 +6,7 @@ use crate::kernels::core_ops::{correct_add, reduce_sum};
 use crate::kernels::KernelId;
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig};
 use std::sync::Arc;
 
 /// GPU implementation of [`VectorOps`].
@@ -106,27 +106,23 @@ fn launch_correct_add(
         });
     }
     let n32 = count_u32(n)?;
-    let f = gpu.function(KernelId::CoreCorrectAdd)?;
+    let k = gpu.kernel(KernelId::CoreCorrectAdd)?;
     let cap = gpu.facts().sm_count * 32;
     let cfg = LaunchConfig {
         grid_dim: (blocks_for(n.div_ceil(4), correct_add::BLOCK, cap), 1, 1),
         block_dim: (correct_add::BLOCK, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: argument order and types match core_correct_add's parameters (three f32
-    // pointers, u32 n); every view holds exactly n elements, and the kernel touches indices
-    // below n only.
+    // SAFETY: every view holds exactly n elements, and the kernel touches indices below n only
+    // (argument types and block shape are checked against the kernel's contract).
     unsafe {
-        stream
-            .launch_builder(&f)
+        k.launch(stream, cfg)
             .arg(prediction)
             .arg(correction)
             .arg(out)
             .arg(&n32)
-            .launch(cfg)
+            .launch()
     }
-    .map_err(Error::driver("launching core_correct_add"))?;
-    Ok(())
 }
 
 fn launch_sum(
@@ -136,7 +132,7 @@ fn launch_sum(
     total: &mut CudaSlice<f64>,
 ) -> Result<()> {
     let n32 = count_u32(x.len())?;
-    let f = gpu.function(KernelId::CoreReduceSum)?;
+    let k = gpu.kernel(KernelId::CoreReduceSum)?;
     let cap = gpu.facts().sm_count * 8;
     let cfg = LaunchConfig {
         grid_dim: (
@@ -147,19 +143,9 @@ fn launch_sum(
         block_dim: (reduce_sum::BLOCK, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: parameters are (f32 pointer, u32 n, f64 pointer) as core_reduce_sum declares;
-    // the block is exactly reduce_sum::BLOCK threads (.reqntid); the kernel reads x[..n]
-    // and adds to total[0] only.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(x)
-            .arg(&n32)
-            .arg(total)
-            .launch(cfg)
-    }
-    .map_err(Error::driver("launching core_reduce_sum"))?;
-    Ok(())
+    // SAFETY: the kernel reads x[..n] and adds to total[0] only (argument types and the
+    // .reqntid block are checked against the kernel's contract).
+    unsafe { k.launch(stream, cfg).arg(x).arg(&n32).arg(total).launch() }
 }
 
 impl VectorOps for GpuOps {

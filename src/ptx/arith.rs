@@ -224,18 +224,20 @@ impl KernelBuilder {
 
     /// `abs` (signed integers and floats).
     pub fn abs<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        assert!(
+        self.ensure(
             T::NAME.starts_with('s') || is_float::<T>(),
-            "abs needs a signed or float type"
+            "abs",
+            "abs needs a signed or float type",
         );
         self.op1("abs", a)
     }
 
     /// `neg` (signed integers and floats).
     pub fn neg<T: Num>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        assert!(
+        self.ensure(
             T::NAME.starts_with('s') || is_float::<T>(),
-            "neg needs a signed or float type"
+            "neg",
+            "neg needs a signed or float type",
         );
         self.op1("neg", a)
     }
@@ -312,10 +314,13 @@ impl KernelBuilder {
 
     /// `setp`: compares `a` with `b` into a predicate.
     pub fn setp<T: Num>(&mut self, cmp: Cmp, a: impl Operand<T>, b: impl Operand<T>) -> Reg<Pred> {
-        assert!(
+        self.ensure(
             is_float::<T>() || !cmp.float_only(),
-            "comparison {:?} is for floats only",
-            cmp
+            &format!("setp.{}.{}", cmp.name(), T::NAME),
+            &format!(
+                "comparison {cmp:?} is for floats only (NaN-aware); on integers use Eq, Ne, Lt, \
+                 Le, Gt or Ge (the type decides signedness)"
+            ),
         );
         let d = self.reg::<Pred>();
         self.instr(format!(
@@ -343,7 +348,7 @@ impl KernelBuilder {
     /// `cvt` with the rounding C's casts use: float->int truncates (`.rzi`), int->float and
     /// float narrowing round to nearest (`.rn`), widening needs none.
     pub fn cvt<D: PtxType, S: PtxType>(&mut self, a: Reg<S>) -> Reg<D> {
-        assert!(D::NAME != S::NAME, "cvt between identical types");
+        self.ensure(D::NAME != S::NAME, "cvt", "cvt between identical types");
         let round = match (is_float::<D>(), is_float::<S>()) {
             (false, true) => Some(Round::Rzi),
             (true, false) => Some(Round::Rn),
@@ -359,9 +364,10 @@ impl KernelBuilder {
     }
 
     fn cvt_emit<D: PtxType, S: PtxType>(&mut self, round: Option<Round>, a: Reg<S>) -> Reg<D> {
-        assert!(
+        self.ensure(
             D::BITS > 1 && S::BITS > 1,
-            "cvt does not take predicates; use selp"
+            "cvt_emit",
+            "cvt does not take predicates; use selp",
         );
         let d = self.reg::<D>();
         let r = round.map(Round::name).unwrap_or("");
@@ -371,7 +377,7 @@ impl KernelBuilder {
 
     /// Reinterprets the bits of a same-width register (`mov.b32 %r, %f`).
     pub fn bitcast<D: PtxType, S: PtxType>(&mut self, a: Reg<S>) -> Reg<D> {
-        assert_eq!(D::BITS, S::BITS, "bitcast needs equal widths");
+        self.ensure(D::BITS == S::BITS, "bitcast", "bitcast needs equal widths");
         let d = self.reg::<D>();
         self.instr(format!("mov.{} {d}, {a}", D::BITS_NAME));
         d
@@ -379,7 +385,11 @@ impl KernelBuilder {
 
     /// Splits a 64-bit register into (low, high) 32-bit halves.
     pub fn unpack64<S: PtxType>(&mut self, a: Reg<S>) -> (Reg<U32>, Reg<U32>) {
-        assert_eq!(S::BITS, 64, "unpack64 needs a 64-bit register");
+        self.ensure(
+            S::BITS == 64,
+            "unpack64",
+            "unpack64 needs a 64-bit register",
+        );
         let (lo, hi) = (self.reg::<U32>(), self.reg::<U32>());
         self.instr(format!("mov.b64 {{{lo}, {hi}}}, {a}"));
         (lo, hi)
@@ -387,7 +397,7 @@ impl KernelBuilder {
 
     /// Joins (low, high) 32-bit halves into a 64-bit register.
     pub fn pack64<D: PtxType>(&mut self, lo: Reg<U32>, hi: Reg<U32>) -> Reg<D> {
-        assert_eq!(D::BITS, 64, "pack64 needs a 64-bit result");
+        self.ensure(D::BITS == 64, "pack64", "pack64 needs a 64-bit result");
         let d = self.reg::<D>();
         self.instr(format!("mov.b64 {d}, {{{lo}, {hi}}}"));
         d

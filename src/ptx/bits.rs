@@ -74,7 +74,7 @@ impl KernelBuilder {
         pos: impl Operand<U32>,
         len: impl Operand<U32>,
     ) -> Reg<T> {
-        assert!(T::BITS >= 32, "bfe works on 32- and 64-bit values");
+        self.ensure(T::BITS >= 32, "bfe", "bfe works on 32- and 64-bit values");
         let d = self.reg::<T>();
         self.instr(format!(
             "bfe.{} {d}, {}, {}, {}",
@@ -94,7 +94,7 @@ impl KernelBuilder {
         pos: impl Operand<U32>,
         len: impl Operand<U32>,
     ) -> Reg<T> {
-        assert!(T::BITS >= 32, "bfi works on 32- and 64-bit values");
+        self.ensure(T::BITS >= 32, "bfi", "bfi works on 32- and 64-bit values");
         let d = self.reg::<T>();
         self.instr(format!(
             "bfi.{} {d}, {}, {}, {}, {}",
@@ -109,7 +109,7 @@ impl KernelBuilder {
 
     /// `popc`: number of set bits.
     pub fn popc<T: Int>(&mut self, a: impl Operand<T>) -> Reg<U32> {
-        assert!(T::BITS >= 32, "popc works on 32- and 64-bit values");
+        self.ensure(T::BITS >= 32, "popc", "popc works on 32- and 64-bit values");
         let d = self.reg::<U32>();
         self.instr(format!("popc.{} {d}, {}", T::BITS_NAME, a.ptx()));
         d
@@ -117,7 +117,7 @@ impl KernelBuilder {
 
     /// `clz`: number of leading zero bits.
     pub fn clz<T: Int>(&mut self, a: impl Operand<T>) -> Reg<U32> {
-        assert!(T::BITS >= 32, "clz works on 32- and 64-bit values");
+        self.ensure(T::BITS >= 32, "clz", "clz works on 32- and 64-bit values");
         let d = self.reg::<U32>();
         self.instr(format!("clz.{} {d}, {}", T::BITS_NAME, a.ptx()));
         d
@@ -125,7 +125,7 @@ impl KernelBuilder {
 
     /// `brev`: bit reversal.
     pub fn brev<T: Int>(&mut self, a: impl Operand<T>) -> Reg<T> {
-        assert!(T::BITS >= 32, "brev works on 32- and 64-bit values");
+        self.ensure(T::BITS >= 32, "brev", "brev works on 32- and 64-bit values");
         let d = self.reg::<T>();
         self.instr(format!("brev.{} {d}, {}", T::BITS_NAME, a.ptx()));
         d

@@ -5,7 +5,10 @@
 //! order; labels are numbered by one counter; nothing is iterated out of a hash map. The same
 //! builder calls therefore always produce the same bytes.
 
-use super::reg::{Addr, Label, Operand, Reg};
+use super::decls::Attributes;
+use super::error::BuildError;
+use super::reg::{Label, Operand, Reg};
+use super::signature::{ParamSig, ParamType, ScalarType, Signature};
 use super::target::PtxVersion;
 use super::types::*;
 use std::marker::PhantomData;
@@ -15,52 +18,6 @@ use std::marker::PhantomData;
 pub struct Param<T: PtxType> {
     pub(crate) name: String,
     _t: PhantomData<T>,
-}
-
-/// A named array in shared memory (static, or dynamic when declared `.extern` with no length).
-/// It is always addressed through its symbol, never through a raw offset: on sm_90 shared
-/// address 0 is not the start of the block's array.
-#[derive(Clone, Debug)]
-pub struct SharedArray<T: PtxType> {
-    pub(crate) name: String,
-    /// Number of elements; 0 for dynamic shared memory (sized at launch).
-    pub len: u32,
-    _t: PhantomData<T>,
-}
-
-impl<T: PtxType> SharedArray<T> {
-    /// Address of element `index` (a constant): `[name+index*size]`.
-    pub fn at(&self, index: u32) -> Addr {
-        assert!(
-            self.len == 0 || index < self.len,
-            "shared array `{}` index {index} out of bounds",
-            self.name
-        );
-        Addr::symbol(&self.name).off(i64::from(index) * i64::from(T::BITS / 8))
-    }
-
-    /// Address of the first element.
-    pub fn base(&self) -> Addr {
-        Addr::symbol(&self.name)
-    }
-
-    /// The symbol name as declared in the module.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-/// Launch-bound attributes of a kernel.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Attributes {
-    /// `.maxntid x, y, z`: the largest block the kernel may be launched with.
-    pub maxntid: Option<[u32; 3]>,
-    /// `.reqntid x, y, z`: the exact block shape the kernel must be launched with.
-    pub reqntid: Option<[u32; 3]>,
-    /// `.minnctapersm n`: blocks per SM the register allocation must allow.
-    pub minnctapersm: Option<u32>,
-    /// `.maxnreg n`: registers per thread at most.
-    pub maxnreg: Option<u32>,
 }
 
 /// A module-scope declaration (shared or const memory).
@@ -77,12 +34,23 @@ pub struct Kernel {
     pub(crate) text: String,
     pub(crate) needs_sm: u32,
     pub(crate) needs_ptx: PtxVersion,
+    pub(crate) signature: Signature,
+    pub(crate) error: Option<BuildError>,
 }
 
 impl Kernel {
+    /// The launch contract the builder recorded (parameters, block bounds, dynamic shared).
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
     /// Entry point name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The first misuse the builder recorded, if any ([`Module::emit`](super::Module::emit)
+    /// returns it).
+    pub fn error(&self) -> Option<&BuildError> {
+        self.error.as_ref()
     }
     /// Lowest SM the kernel's instructions need.
     pub fn needs_sm(&self) -> u32 {
@@ -96,30 +64,46 @@ impl Kernel {
 
 /// Builds one `.entry` kernel.
 pub struct KernelBuilder {
-    name: String,
-    params: Vec<(String, String)>,
-    reg_counts: [u32; NUM_CLASSES],
-    body: Vec<String>,
-    locals: Vec<String>,
-    labels: u32,
-    guard: Option<String>,
-    decls: Vec<Decl>,
-    decl_names: Vec<String>,
-    attrs: Attributes,
-    needs_sm: u32,
-    needs_ptx: PtxVersion,
+    pub(super) id: u32,
+    pub(super) error: Option<BuildError>,
+    pub(super) name: String,
+    pub(super) params: Vec<(String, String)>,
+    pub(super) param_sigs: Vec<ParamSig>,
+    pub(super) dynamic_shared: bool,
+    pub(super) reg_counts: [u32; NUM_CLASSES],
+    pub(super) body: Vec<String>,
+    pub(super) locals: Vec<String>,
+    pub(super) labels: u32,
+    pub(super) guard: Option<(Reg<Pred>, bool)>,
+    pub(super) decls: Vec<Decl>,
+    pub(super) decl_names: Vec<String>,
+    pub(super) attrs: Attributes,
+    pub(super) needs_sm: u32,
+    pub(super) needs_ptx: PtxVersion,
 }
 
 impl KernelBuilder {
-    /// A new kernel with entry point `name` (a PTX identifier).
+    /// A new kernel with entry point `name`: letters, digits and `_`, not starting with a
+    /// digit (otherwise [`Module::emit`](super::Module::emit) returns the error).
     pub fn new(name: &str) -> Self {
-        assert!(
-            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "kernel name `{name}` is not a plain PTX identifier"
-        );
+        static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let valid = name.chars().next().is_some_and(|c| !c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let error = (!valid).then(|| BuildError {
+            kernel: name.to_string(),
+            instruction: format!("KernelBuilder::new({name:?})"),
+            problem: "a kernel name is a PTX identifier: letters, digits and `_`, not starting \
+                      with a digit (try `my_kernel`)"
+                .into(),
+        });
         KernelBuilder {
+            id,
+            error,
             name: name.to_string(),
             params: Vec::new(),
+            param_sigs: Vec::new(),
+            dynamic_shared: false,
             reg_counts: [0; NUM_CLASSES],
             body: Vec::new(),
             locals: Vec::new(),
@@ -133,6 +117,99 @@ impl KernelBuilder {
         }
     }
 
+    /// The launch bounds set so far.
+    pub fn attributes(&self) -> &Attributes {
+        &self.attrs
+    }
+
+    /// Declares the next parameter as a global pointer to `T` (emitted `.param .u64`; the
+    /// contract records the element type, so a launch with a buffer of another type fails).
+    pub(crate) fn pointer_param<T: PtxType>(&mut self, name: &str) -> Param<U64> {
+        let p = self.param::<U64>(name);
+        match ScalarType::parse(T::NAME) {
+            Some(t) if T::BITS > 1 => {
+                if let Some(last) = self.param_sigs.last_mut() {
+                    last.ty = ParamType::GlobalPtr(t);
+                }
+            }
+            _ => self.fail(
+                format!("global_arg::<{}>({name:?})", T::NAME),
+                "pointers to predicates do not exist",
+            ),
+        }
+        p
+    }
+
+    /// A fresh number for builder-generated symbol names.
+    pub(crate) fn next_id(&mut self) -> u32 {
+        self.labels += 1;
+        self.labels
+    }
+
+    /// The kernel's entry name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Records a misuse (the first one is kept and returned by `Module::emit`).
+    pub fn fail(&mut self, instruction: impl Into<String>, problem: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(BuildError {
+                kernel: self.name.clone(),
+                instruction: instruction.into(),
+                problem: problem.into(),
+            });
+        }
+    }
+
+    /// Records a misuse of `call` unless `ok`.
+    pub(crate) fn ensure(&mut self, ok: bool, call: &str, problem: &str) {
+        if !ok {
+            self.fail(call, problem);
+        }
+    }
+
+    /// The first misuse recorded so far.
+    pub fn error(&self) -> Option<&BuildError> {
+        self.error.as_ref()
+    }
+
+    /// Strips the owner tags registers print with, recording an error when one belongs to
+    /// another builder (see [`Reg`]).
+    pub(crate) fn resolve(&mut self, text: &str) -> String {
+        if text.contains(super::reg::TAG_OOB) {
+            let clean = text.replace(super::reg::TAG_OOB, "");
+            let clean = self.resolve(&clean);
+            self.fail(
+                clean.trim().to_string(),
+                "constant index past the end of a static shared array",
+            );
+            return clean;
+        }
+        if !text.contains(super::reg::TAG_START) {
+            return text.to_string();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        let mut foreign = false;
+        while let Some(i) = rest.find(super::reg::TAG_START) {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            let j = after.find(super::reg::TAG_END).unwrap_or(after.len());
+            foreign |= after[..j].parse::<u32>().ok() != Some(self.id);
+            rest = after.get(j + 1..).unwrap_or("");
+        }
+        out.push_str(rest);
+        if foreign {
+            self.fail(
+                out.trim().to_string(),
+                "uses a register of another kernel builder (registers belong to the builder \
+                 that created them)",
+            );
+        }
+        out
+    }
+
     /// Records that an instruction needs at least `sm` and PTX ISA `ptx`.
     pub fn require(&mut self, sm: u32, ptx: PtxVersion) {
         self.needs_sm = self.needs_sm.max(sm);
@@ -142,24 +219,32 @@ impl KernelBuilder {
     /// A fresh register of type `T`.
     pub fn reg<T: PtxType>(&mut self) -> Reg<T> {
         let c = &mut self.reg_counts[T::CLASS];
-        let r = Reg::new(*c);
+        let r = Reg::new(*c, self.id);
         *c += 1;
         r
     }
 
     /// Declares the next kernel parameter.
     pub fn param<T: PtxType>(&mut self, name: &str) -> Param<T> {
-        assert!(
-            T::BITS >= 16,
-            "parameters of type .{} are not supported",
-            T::NAME
-        );
         let full = format!("{}_param_{}", self.name, name);
-        assert!(
-            !self.params.iter().any(|(_, n)| *n == full),
-            "duplicate parameter `{name}`"
-        );
+        let call = format!(".param .{} {full}", T::NAME);
+        if T::BITS < 16 {
+            self.fail(
+                call,
+                format!("parameters of type .{} are not supported", T::NAME),
+            );
+        } else if self.params.iter().any(|(_, n)| *n == full) {
+            self.fail(call, format!("duplicate parameter `{name}`"));
+        } else if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.fail(call, "a parameter name is letters, digits and `_`");
+        }
         self.params.push((T::NAME.to_string(), full.clone()));
+        if let Some(t) = ScalarType::parse(T::NAME) {
+            self.param_sigs.push(ParamSig {
+                name: name.to_string(),
+                ty: ParamType::Scalar(t),
+            });
+        }
         Param {
             name: full,
             _t: PhantomData,
@@ -169,133 +254,73 @@ impl KernelBuilder {
     /// Emits one instruction line (predicated when inside [`KernelBuilder::guarded`]).
     pub fn instr(&mut self, text: impl AsRef<str>) {
         let line = match &self.guard {
-            Some(g) => format!("\t{g} {};", text.as_ref()),
+            Some((p, false)) => format!("\t@{p} {};", text.as_ref()),
+            Some((p, true)) => format!("\t@!{p} {};", text.as_ref()),
             None => format!("\t{};", text.as_ref()),
         };
+        let line = self.resolve(&line);
         self.body.push(line);
     }
 
     /// A comment line in the emitted PTX (kept short; it ends up in snapshots).
     pub fn comment(&mut self, text: &str) {
-        assert!(!text.contains('\n'), "comments are single lines");
-        self.body.push(format!("\t// {text}"));
+        if text.contains('\n') {
+            self.fail(format!("// {text}"), "comments are single lines");
+            return;
+        }
+        let line = self.resolve(&format!("\t// {text}"));
+        self.body.push(line);
     }
 
     /// Runs `f` with every instruction it emits predicated on `p` (or on `!p` when `negate`).
-    /// Any instruction can be predicated this way, stores and branches included.
+    /// Any instruction can be predicated this way, stores and branches included. Regions nest:
+    /// inside another region the predicate becomes the conjunction of both (`and.pred`).
+    /// Labels cannot be placed inside a region.
     pub fn guarded(&mut self, p: Reg<Pred>, negate: bool, f: impl FnOnce(&mut Self)) {
-        assert!(
-            self.guard.is_none(),
-            "predicated regions do not nest; combine predicates with and_pred"
-        );
-        self.guard = Some(format!("@{}{}", if negate { "!" } else { "" }, p));
+        let outer = self.guard.take();
+        let g = match outer {
+            None => (p, negate),
+            Some((q, q_neg)) => {
+                let a = if q_neg { self.not_pred(q) } else { q };
+                let b = if negate { self.not_pred(p) } else { p };
+                let c = self.reg::<Pred>();
+                self.instr(format!("and.pred {c}, {a}, {b}"));
+                (c, false)
+            }
+        };
+        self.guard = Some(g);
         f(self);
-        self.guard = None;
+        self.guard = outer;
+    }
+
+    fn not_pred(&mut self, p: Reg<Pred>) -> Reg<Pred> {
+        let d = self.reg::<Pred>();
+        self.instr(format!("not.pred {d}, {p}"));
+        d
     }
 
     /// A fresh label; `hint` only makes the PTX readable, uniqueness comes from a counter.
     pub fn label(&mut self, hint: &str) -> Label {
-        assert!(
-            hint.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "label hint `{hint}` is not an identifier"
-        );
+        if !hint.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.fail(
+                format!("label({hint:?})"),
+                "a label hint is letters, digits and `_`",
+            );
+        }
         self.labels += 1;
         Label(format!("$L__{}_{}", hint, self.labels))
     }
 
     /// Places `label` at the current position.
     pub fn place(&mut self, label: &Label) {
-        assert!(
-            self.guard.is_none(),
-            "a label cannot be placed inside a predicated region"
-        );
+        if self.guard.is_some() {
+            self.fail(
+                format!("{label}:"),
+                "a label cannot be placed inside a predicated region (`guarded`); structured \
+                 control flow (`if_then`, loops) goes outside it",
+            );
+        }
         self.body.push(format!("{label}:"));
-    }
-
-    /// `.maxntid x, y, z`: the most threads a block may have.
-    pub fn maxntid(&mut self, x: u32, y: u32, z: u32) {
-        assert!(
-            self.attrs.reqntid.is_none(),
-            "ptxas rejects .maxntid together with .reqntid"
-        );
-        self.attrs.maxntid = Some([x, y, z]);
-    }
-
-    /// `.reqntid x, y, z`: the exact block shape every launch must use.
-    pub fn reqntid(&mut self, x: u32, y: u32, z: u32) {
-        assert!(
-            self.attrs.maxntid.is_none(),
-            "ptxas rejects .reqntid together with .maxntid"
-        );
-        self.attrs.reqntid = Some([x, y, z]);
-    }
-
-    /// `.minnctapersm n`: ask ptxas to fit at least `n` blocks per SM.
-    pub fn minnctapersm(&mut self, n: u32) {
-        self.attrs.minnctapersm = Some(n);
-    }
-
-    /// `.maxnreg n`: at most `n` registers per thread (ptxas may use fewer; with `.maxntid` alone
-    /// it picks its own bound, which can leave more registers than an SM's occupancy wants).
-    pub fn maxnreg(&mut self, n: u32) {
-        self.attrs.maxnreg = Some(n);
-    }
-
-    fn declare(&mut self, name: &str, text: String) {
-        assert!(
-            !self.decl_names.iter().any(|n| n == name),
-            "duplicate symbol `{name}`"
-        );
-        self.decl_names.push(name.to_string());
-        self.decls.push(Decl { text });
-    }
-
-    /// A static shared array of `len` elements of `T`, aligned to 16 bytes so vector accesses work.
-    pub fn shared_array<T: PtxType>(&mut self, name: &str, len: u32) -> SharedArray<T> {
-        assert!(len > 0, "static shared array `{name}` needs a length");
-        let bytes = len * (T::BITS / 8);
-        self.declare(name, format!(".shared .align 16 .b8 {name}[{bytes}];"));
-        SharedArray {
-            name: name.to_string(),
-            len,
-            _t: PhantomData,
-        }
-    }
-
-    /// The block's dynamic shared memory (`.extern .shared`), sized by the launch.
-    pub fn dynamic_shared<T: PtxType>(&mut self, name: &str) -> SharedArray<T> {
-        self.declare(name, format!(".extern .shared .align 16 .b8 {name}[];"));
-        SharedArray {
-            name: name.to_string(),
-            len: 0,
-            _t: PhantomData,
-        }
-    }
-
-    /// A constant-memory table of 32-bit words (bit patterns), addressed by its symbol.
-    pub fn const_words(&mut self, name: &str, words: &[u32]) -> Addr {
-        assert!(!words.is_empty(), "const table `{name}` is empty");
-        let list: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        self.declare(
-            name,
-            format!(
-                ".const .align 4 .u32 {name}[{}] = {{{}}};",
-                words.len(),
-                list.join(", ")
-            ),
-        );
-        Addr::symbol(name)
-    }
-
-    /// A per-thread local array of `bytes` bytes (`.local`), addressed by its symbol.
-    pub fn local_array(&mut self, name: &str, bytes: u32) -> Addr {
-        assert!(
-            !self.locals.iter().any(|l| l.contains(&format!(" {name}["))),
-            "duplicate local `{name}`"
-        );
-        self.locals
-            .push(format!("\t.local .align 16 .b8 {name}[{bytes}];"));
-        Addr::symbol(name)
     }
 
     /// Finishes the kernel (appends `ret` so every path ends).
@@ -344,12 +369,21 @@ impl KernelBuilder {
             t.push('\n');
         }
         t.push_str("}\n");
+        let signature = Signature {
+            name: self.name.clone(),
+            params: self.param_sigs,
+            reqntid: self.attrs.reqntid,
+            maxntid: self.attrs.maxntid,
+            dynamic_shared: self.dynamic_shared,
+        };
         Kernel {
             name: self.name,
             decls: self.decls,
             text: t,
             needs_sm: self.needs_sm,
             needs_ptx: self.needs_ptx,
+            signature,
+            error: self.error,
         }
     }
 

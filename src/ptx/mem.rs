@@ -46,7 +46,7 @@ fn vec_list<T: PtxType>(regs: &[Reg<T>]) -> String {
 impl KernelBuilder {
     /// `ld.<space>.<T>`.
     pub fn ld<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> Reg<T> {
-        assert!(T::BITS > 1, "predicates cannot be loaded");
+        self.ensure(T::BITS > 1, "ld", "predicates cannot be loaded");
         let d = self.reg::<T>();
         self.instr(format!(
             "ld.{}.{} {d}, {}",
@@ -59,8 +59,12 @@ impl KernelBuilder {
 
     /// `st.<space>.<T>`.
     pub fn st<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: impl Operand<T>) {
-        assert!(space.writable(), "cannot store to .{}", space.name());
-        assert!(T::BITS > 1, "predicates cannot be stored");
+        self.ensure(
+            space.writable(),
+            "st",
+            &format!("cannot store to .{}", space.name()),
+        );
+        self.ensure(T::BITS > 1, "st", "predicates cannot be stored");
         self.instr(format!(
             "st.{}.{} {}, {}",
             space.name(),
@@ -73,7 +77,11 @@ impl KernelBuilder {
     /// `ld.acquire.gpu.global.<T>`: a load that orders every later memory access of this thread
     /// after it (the consumer side of a release/acquire handshake, e.g. a grid barrier's spin).
     pub fn ld_acquire_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
-        assert!(T::BITS >= 32, "acquire loads take 32- or 64-bit values");
+        self.ensure(
+            T::BITS >= 32,
+            "ld_acquire_gpu",
+            "acquire loads take 32- or 64-bit values",
+        );
         self.need(70, 6, 0);
         let d = self.reg::<T>();
         self.instr(format!(
@@ -88,7 +96,11 @@ impl KernelBuilder {
     /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
     /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.
     pub fn ld_relaxed_gpu_v2<T: PtxType>(&mut self, addr: impl Into<Addr>) -> [Reg<T>; 2] {
-        assert!(T::BITS >= 32, "relaxed loads take 32- or 64-bit values");
+        self.ensure(
+            T::BITS >= 32,
+            "ld_relaxed_gpu_v2",
+            "relaxed loads take 32- or 64-bit values",
+        );
         self.need(70, 6, 0);
         let d = [self.reg::<T>(), self.reg::<T>()];
         self.instr(format!(
@@ -103,7 +115,11 @@ impl KernelBuilder {
     /// `st.relaxed.gpu.global.<T>`: a single-copy atomic strong store at GPU scope (the producer
     /// side of [`KernelBuilder::ld_relaxed_gpu_v2`] polling).
     pub fn st_relaxed_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
-        assert!(T::BITS >= 32, "relaxed stores take 32- or 64-bit values");
+        self.ensure(
+            T::BITS >= 32,
+            "st_relaxed_gpu",
+            "relaxed stores take 32- or 64-bit values",
+        );
         self.need(70, 6, 0);
         self.instr(format!(
             "st.relaxed.gpu.global.{} {}, {}",
@@ -138,7 +154,11 @@ impl KernelBuilder {
         addr: impl Into<Addr>,
         v: Reg<T>,
     ) {
-        assert!(space.writable(), "cannot store to .{}", space.name());
+        self.ensure(
+            space.writable(),
+            "st_narrow",
+            &format!("cannot store to .{}", space.name()),
+        );
         self.instr(format!(
             "st.{}.{} {}, {v}",
             space.name(),
@@ -162,7 +182,11 @@ impl KernelBuilder {
 
     /// `ld.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
     pub fn ld_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>) -> [Reg<T>; 4] {
-        assert!(T::BITS <= 32, "v4 loads take at most 32-bit elements");
+        self.ensure(
+            T::BITS <= 32,
+            "ld_v4",
+            "v4 loads take at most 32-bit elements",
+        );
         let d = [
             self.reg::<T>(),
             self.reg::<T>(),
@@ -186,7 +210,11 @@ impl KernelBuilder {
 
     /// `st.<space>.v2.<T>`.
     pub fn st_v2<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 2]) {
-        assert!(space.writable(), "cannot store to .{}", space.name());
+        self.ensure(
+            space.writable(),
+            "st_v2",
+            &format!("cannot store to .{}", space.name()),
+        );
         self.instr(format!(
             "st.{}.v2.{} {}, {}",
             space.name(),
@@ -198,8 +226,16 @@ impl KernelBuilder {
 
     /// `st.<space>.v4.<T>` (32-bit types; 16-byte aligned address).
     pub fn st_v4<T: PtxType>(&mut self, space: Space, addr: impl Into<Addr>, v: [Reg<T>; 4]) {
-        assert!(space.writable(), "cannot store to .{}", space.name());
-        assert!(T::BITS <= 32, "v4 stores take at most 32-bit elements");
+        self.ensure(
+            space.writable(),
+            "st_v4",
+            &format!("cannot store to .{}", space.name()),
+        );
+        self.ensure(
+            T::BITS <= 32,
+            "st_v4",
+            "v4 stores take at most 32-bit elements",
+        );
         self.instr(format!(
             "st.{}.v4.{} {}, {}",
             space.name(),
@@ -234,7 +270,7 @@ impl KernelBuilder {
     }
 
     /// The 32-bit shared-window address of a shared array's first element (`mov.u32 %r, sym`).
-    pub fn shared_base<T: PtxType>(&mut self, arr: &super::kernel::SharedArray<T>) -> Reg<U32> {
+    pub fn shared_base<T: PtxType>(&mut self, arr: &super::decls::SharedArray<T>) -> Reg<U32> {
         let d = self.reg::<U32>();
         self.instr(format!("mov.u32 {d}, {}", arr.name()));
         d
@@ -243,7 +279,7 @@ impl KernelBuilder {
     /// Shared-window address of element `index` of a shared array (through its symbol).
     pub fn shared_index<T: PtxType>(
         &mut self,
-        arr: &super::kernel::SharedArray<T>,
+        arr: &super::decls::SharedArray<T>,
         index: impl Operand<U32>,
     ) -> Reg<U32> {
         let base = self.shared_base(arr);

@@ -24,6 +24,13 @@
 //! assert!(ptx.contains("mul.rn.f32"));
 //! ```
 //!
+//! The short form of the same kernel uses typed pointers and structured helpers (see
+//! [`GlobalPtr`], [`KernelBuilder::grid_stride_x`], [`KernelBuilder::block_sum`]); the kernel's
+//! launch contract ([`Signature`]: parameter types, block bounds) is recorded as it is written
+//! and checked by [`crate::runtime::Launch`]. Misuse (a comparison for floats on integers, a
+//! register of another builder, a bad name) never panics: the builder records a [`BuildError`]
+//! naming the kernel and the instruction, and [`Module::emit`] returns it.
+//!
 //! Mixing types is a compile error:
 //! ```compile_fail
 //! use ptxflow::ptx::*;
@@ -36,20 +43,28 @@
 mod arith;
 mod bits;
 mod control;
+mod decls;
+mod error;
 mod kernel;
 mod mem;
 mod module;
 mod reg;
+mod signature;
+mod structured;
 mod sync;
 mod target;
 mod types;
 
 pub use arith::{Cmp, Round};
 pub use bits::Logic;
-pub use kernel::{Attributes, Kernel, KernelBuilder, Param, SharedArray};
+pub use decls::{Attributes, SharedArray};
+pub use error::BuildError;
+pub use kernel::{Kernel, KernelBuilder, Param};
 pub use mem::Space;
-pub use module::Module;
+pub use module::{snapshot, Module};
 pub use reg::{Addr, Label, Operand, Reg};
+pub use signature::{ParamSig, ParamType, ScalarType, Signature};
+pub use structured::{GlobalElem, GlobalPtr, Reduce};
 pub use sync::{AtomOp, Scope, Shfl, Special, FULL_MASK};
 pub use target::{PtxVersion, Target, ALL_TARGETS};
 pub use types::*;

@@ -1,8 +1,51 @@
 //! A PTX module: header (`.version`, `.target`, `.address_size 64`), module-scope declarations,
 //! and kernels. The version is the lowest that the target and every instruction need.
 
+use super::error::BuildError;
 use super::kernel::Kernel;
 use super::target::{PtxVersion, Target};
+
+/// The PTX of the module `build` returns, for a snapshot test of a user kernel: `build` runs
+/// twice and the two emissions must agree byte for byte (a kernel whose text depends on
+/// anything but its Rust source fails here, not later as a flaky snapshot). Pair it with insta:
+///
+/// ```
+/// use ptxflow::ptx::*;
+/// fn twice() -> Module {
+///     let mut b = KernelBuilder::new("twice");
+///     let (n, x) = (b.arg::<U32>("n"), b.global_arg::<F32>("x"));
+///     b.grid_stride_x(n, |b, i| b.update_at(x, i, |b, v| b.add(v, v)));
+///     Module::single(Target::Sm75, b.finish())
+/// }
+/// let ptx = snapshot(twice).unwrap();
+/// // In a test: insta::assert_snapshot!("twice", ptx);
+/// assert!(ptx.contains(".visible .entry twice("));
+/// ```
+///
+/// The same text written to a directory (`std::fs::write(dir.join("twice.ptx"), &ptx)`) is what
+/// `.ci/ptxas-gate --ptx-dir DIR` assembles for every GPU architecture.
+// `.into()` converts to ptxflow::Error in the library; in build.rs the error is BuildError.
+#[allow(clippy::useless_conversion)]
+pub fn snapshot(build: impl Fn() -> Module) -> crate::Result<String> {
+    let first = build().emit()?;
+    let second = build().emit()?;
+    if first != second {
+        let name = build()
+            .kernels
+            .first()
+            .map(|k| k.name.clone())
+            .unwrap_or_default();
+        return Err(BuildError {
+            kernel: name,
+            instruction: "snapshot".into(),
+            problem: "two builds emitted different PTX: the kernel's text depends on something \
+                      other than its source"
+                .into(),
+        }
+        .into());
+    }
+    Ok(first)
+}
 
 /// A module for one target; ptxflow puts one kernel in each module so every kernel gets the
 /// lowest `.version`/`.target` it needs.
@@ -32,6 +75,11 @@ impl Module {
         self
     }
 
+    /// The kernels, in order.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
     /// The module's target.
     pub fn target(&self) -> Target {
         self.target
@@ -45,14 +93,25 @@ impl Module {
             .fold(self.target.min_ptx(), PtxVersion::max)
     }
 
-    /// PTX text, or why the kernels cannot run on this module's target.
-    pub fn emit(&self) -> Result<String, String> {
+    /// PTX text; an error when a kernel's builder recorded a misuse or a kernel needs a higher
+    /// SM than this module's target.
+    // `.into()` converts to ptxflow::Error in the library; in build.rs it is BuildError itself.
+    #[allow(clippy::useless_conversion)]
+    pub fn emit(&self) -> crate::Result<String> {
         for k in &self.kernels {
+            if let Some(e) = &k.error {
+                return Err(e.clone().into());
+            }
             if k.needs_sm > self.target.sm() {
-                return Err(format!(
-                    "kernel `{}` needs sm_{} but the module targets {}",
-                    k.name, k.needs_sm, self.target
-                ));
+                return Err(BuildError {
+                    kernel: k.name.clone(),
+                    instruction: format!(".target {}", self.target),
+                    problem: format!(
+                        "kernel `{}` needs sm_{} but the module targets {}",
+                        k.name, k.needs_sm, self.target
+                    ),
+                }
+                .into());
             }
         }
         let mut out = String::new();

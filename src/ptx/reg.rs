@@ -5,18 +5,36 @@ use super::types::*;
 use std::fmt;
 use std::marker::PhantomData;
 
-/// A virtual register of PTX type `T`, printed as its class prefix and index (`%f12`).
+/// Start and end of the owner tag a register prints with (never in emitted PTX).
+pub(crate) const TAG_START: char = '\u{1}';
+pub(crate) const TAG_END: char = '\u{2}';
+/// Marks an address built from an out-of-bounds constant index (see `SharedArray::at`).
+pub(crate) const TAG_OOB: char = '\u{3}';
+
+/// A virtual register of PTX type `T`, emitted as its class prefix and index (`%f12`).
+///
+/// A register belongs to the builder that created it. Its `Display` form carries an invisible
+/// owner tag that the builder strips when the text becomes an instruction; a register of another
+/// builder is reported as an error at emit instead of reaching ptxas as an unknown symbol.
+/// `Debug` prints the plain name.
 pub struct Reg<T: PtxType> {
     pub(crate) idx: u32,
+    pub(crate) owner: u32,
     _t: PhantomData<T>,
 }
 
 impl<T: PtxType> Reg<T> {
-    pub(crate) fn new(idx: u32) -> Self {
+    pub(crate) fn new(idx: u32, owner: u32) -> Self {
         Reg {
             idx,
+            owner,
             _t: PhantomData,
         }
+    }
+
+    /// The plain PTX name (`%f12`), without the owner tag.
+    pub fn name(&self) -> String {
+        format!("{}{}", T::PREFIX, self.idx)
     }
 }
 
@@ -29,13 +47,19 @@ impl<T: PtxType> Copy for Reg<T> {}
 
 impl<T: PtxType> fmt::Display for Reg<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", T::PREFIX, self.idx)
+        write!(
+            f,
+            "{TAG_START}{}{TAG_END}{}{}",
+            self.owner,
+            T::PREFIX,
+            self.idx
+        )
     }
 }
 
 impl<T: PtxType> fmt::Debug for Reg<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self}")
+        write!(f, "{}{}", T::PREFIX, self.idx)
     }
 }
 

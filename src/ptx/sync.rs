@@ -268,16 +268,23 @@ impl KernelBuilder {
         let sp = match space {
             Space::Global => "global",
             Space::Shared => "shared",
-            other => panic!("atomics work on global or shared memory, not {other:?}"),
+            other => {
+                self.fail(
+                    format!("atom/red on {other:?}"),
+                    "atomics work on global or shared memory",
+                );
+                "global"
+            }
         };
         let float = T::NAME.starts_with('f');
-        assert!(
+        self.ensure(
             !(float
                 && matches!(
                     op,
                     AtomOp::Min | AtomOp::Max | AtomOp::And | AtomOp::Or | AtomOp::Xor
                 )),
-            "float atomic {op:?}: use atom_float_minmax"
+            "atom_checks",
+            &format!("float atomic {op:?}: use atom_float_minmax"),
         );
         if float && T::BITS == 64 && op == AtomOp::Add {
             self.need(60, 5, 0);
@@ -325,7 +332,7 @@ impl KernelBuilder {
         addr: impl Into<Addr>,
         v: impl Operand<T>,
     ) {
-        assert!(op != AtomOp::Exch, "red has no exch; use atom");
+        self.ensure(op != AtomOp::Exch, "red", "red has no exch; use atom");
         let sp = self.atom_checks::<T>(space, op);
         let ty = Self::atom_type::<T>(op);
         self.instr(format!(

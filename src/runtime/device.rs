@@ -49,7 +49,7 @@ pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     facts: DeviceFacts,
-    modules: ModuleCache,
+    pub(super) modules: ModuleCache,
 }
 
 fn no_device(reason: impl Into<String>) -> Error {
@@ -173,7 +173,7 @@ impl Gpu {
 
     /// The kernel's function, loading its module on first use.
     pub fn function(&self, id: KernelId) -> Result<CudaFunction> {
-        self.modules.function(id)
+        Ok(self.modules.kernel(id)?.function().clone())
     }
 
     /// Registers, shared and local memory of a kernel as the driver reports them.

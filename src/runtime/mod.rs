@@ -3,6 +3,7 @@
 
 mod buffer;
 mod device;
+mod launch;
 mod modules;
 mod pinned;
 mod streams;
@@ -10,7 +11,8 @@ mod timer;
 
 pub use buffer::DeviceBuffer;
 pub use device::{DeviceFacts, Gpu};
-pub use modules::KernelResources;
+pub use launch::{ArgElem, ArgKind, KernelArg, Launch, LoadedKernel, MAX_ARGS};
+pub use modules::{KernelKey, KernelResources};
 pub use pinned::{PinnedBuffer, PinnedKind};
 pub use streams::StreamSet;
 pub use timer::GpuTimer;

@@ -1,12 +1,18 @@
-//! The module cache: loads each kernel's PTX (embedded by build.rs) into the context once, on
-//! first use, for the highest target the kernel ships that the device supports. Load errors
-//! name the kernel. Indexed by [`KernelId::index`].
+//! The module cache: loads each kernel's PTX into the context once, on first use, and keeps the
+//! function with its launch contract. Built-in kernels (embedded by build.rs) load for the highest
+//! target the kernel ships that the device supports and are indexed by [`KernelId::index`]; user
+//! kernels (PTX text or a builder [`Module`]) are keyed by entry name and a hash of their PTX, so
+//! both kinds coexist and two different kernels of one name never alias. Load errors name the
+//! kernel.
 
+use super::launch::LoadedKernel;
 use crate::kernels::{KernelId, ALL_KERNELS};
-use crate::ptx::Target;
+use crate::ptx::{Module, Signature, Target};
 use crate::{Error, Result};
-use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::driver::CudaContext;
 use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 /// Per-kernel resources as the driver reports them after JIT.
@@ -24,10 +30,38 @@ pub struct KernelResources {
     pub target: Target,
 }
 
+/// What the module cache is keyed by: a built-in kernel, or a user kernel's entry name and the
+/// hash of its PTX text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KernelKey {
+    /// One of ptxflow's own kernels.
+    Builtin(KernelId),
+    /// A user kernel.
+    User {
+        /// Its entry point.
+        name: String,
+        /// Hash of the PTX module text it was loaded from.
+        ptx_hash: u64,
+    },
+}
+
+impl KernelKey {
+    /// The key of user kernel `entry` in PTX text `ptx`.
+    pub fn user(entry: &str, ptx: &str) -> KernelKey {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        ptx.hash(&mut h);
+        KernelKey::User {
+            name: entry.to_string(),
+            ptx_hash: h.finish(),
+        }
+    }
+}
+
 pub(crate) struct ModuleCache {
     ctx: Arc<CudaContext>,
     cc: (i32, i32),
-    loaded: Mutex<Vec<Option<CudaFunction>>>,
+    builtin: Mutex<Vec<Option<LoadedKernel>>>,
+    user: Mutex<HashMap<KernelKey, LoadedKernel>>,
 }
 
 impl ModuleCache {
@@ -35,7 +69,8 @@ impl ModuleCache {
         ModuleCache {
             ctx,
             cc,
-            loaded: Mutex::new(vec![None; ALL_KERNELS.len()]),
+            builtin: Mutex::new(vec![None; ALL_KERNELS.len()]),
+            user: Mutex::new(HashMap::new()),
         }
     }
 
@@ -51,34 +86,81 @@ impl ModuleCache {
         })
     }
 
-    pub(crate) fn function(&self, id: KernelId) -> Result<CudaFunction> {
+    fn load(
+        &self,
+        entry: &str,
+        src: &str,
+        sig: Signature,
+        call: &'static str,
+    ) -> Result<LoadedKernel> {
+        let err = |source| Error::ModuleLoad {
+            kernel: entry.to_string(),
+            source,
+        };
+        let module = self.ctx.load_module(Ptx::from_src(src)).map_err(err)?;
+        let f = module.load_function(entry).map_err(err)?;
+        Ok(LoadedKernel::new(f, sig, call))
+    }
+
+    pub(crate) fn kernel(&self, id: KernelId) -> Result<LoadedKernel> {
         // A poisoned lock only means another thread panicked mid-load; the Vec is still valid.
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = &loaded[id.index()] {
-            return Ok(f.clone());
+        let mut loaded = self.builtin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = &loaded[id.index()] {
+            return Ok(k.clone());
         }
         let target = self.target_for(id)?;
         let src = crate::embedded::ptx(id, target)
             .expect("build.rs embeds every (kernel, target) of the table");
-        let module =
-            self.ctx
-                .load_module(Ptx::from_src(src))
-                .map_err(|source| Error::ModuleLoad {
-                    kernel: id.name(),
-                    source,
-                })?;
-        let f = module
-            .load_function(id.name())
-            .map_err(|source| Error::ModuleLoad {
-                kernel: id.name(),
-                source,
+        let sig = Signature::from_ptx(src, id.name())
+            .expect("build.rs emits every kernel's entry with a parsable parameter list");
+        let k = self.load(id.name(), src, sig, id.launch_call())?;
+        loaded[id.index()] = Some(k.clone());
+        Ok(k)
+    }
+
+    /// Loads (once) user kernel `entry` from PTX text, checked against `sig` (or the contract
+    /// parsed from the text when `None`).
+    pub(crate) fn user(
+        &self,
+        entry: &str,
+        ptx: &str,
+        sig: Option<&Signature>,
+    ) -> Result<LoadedKernel> {
+        let key = KernelKey::user(entry, ptx);
+        let mut user = self.user.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = user.get(&key) {
+            return Ok(k.clone());
+        }
+        let sig = match sig {
+            Some(s) => s.clone(),
+            None => Signature::from_ptx(ptx, entry).map_err(|problem| Error::Launch {
+                kernel: entry.to_string(),
+                problem,
+            })?,
+        };
+        let k = self.load(entry, ptx, sig, "launching a user kernel")?;
+        user.insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Loads (once) kernel `entry` of a builder module, checked against the builder's contract.
+    pub(crate) fn module(&self, module: &Module, entry: &str) -> Result<LoadedKernel> {
+        let sig = module
+            .kernels()
+            .iter()
+            .find(|k| k.name() == entry)
+            .map(|k| k.signature().clone())
+            .ok_or_else(|| Error::Launch {
+                kernel: entry.to_string(),
+                problem: "the module has no kernel of that name".into(),
             })?;
-        loaded[id.index()] = Some(f.clone());
-        Ok(f)
+        let ptx = module.emit()?;
+        self.user(entry, &ptx, Some(&sig))
     }
 
     pub(crate) fn resources(&self, id: KernelId) -> Result<KernelResources> {
-        let f = self.function(id)?;
+        let k = self.kernel(id)?;
+        let f = k.function();
         let e = Error::driver("cuFuncGetAttribute");
         Ok(KernelResources {
             registers: f.num_regs().map_err(e)?,

@@ -3,12 +3,10 @@
 
 use super::layout::{compress_geometry, decompress_geometry, Geometry, SmLimits};
 use crate::kernels::KernelId;
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUfunction_attribute_enum as FuncAttr;
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig};
 use std::sync::Arc;
 
 /// Dynamic shared memory a launch may use without opting in (bytes).
@@ -17,8 +15,8 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
 /// The LZ4 kernels of one device, ready to launch.
 pub struct Lz4Kernels {
     gpu: Arc<Gpu>,
-    compress: CudaFunction,
-    decompress: CudaFunction,
+    compress: LoadedKernel,
+    decompress: LoadedKernel,
     sm_shared: u32,
     compress_regs: u32,
     decompress_regs: u32,
@@ -36,9 +34,9 @@ impl Lz4Kernels {
     /// Loads both kernels (JIT on first use) and asks for the largest shared-memory carveout,
     /// since shared memory bounds how many page warps an SM holds.
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
-        let compress = gpu.function(KernelId::Lz4Compress)?;
-        let decompress = gpu.function(KernelId::Lz4Decompress)?;
-        for f in [&compress, &decompress] {
+        let compress = gpu.kernel(KernelId::Lz4Compress)?;
+        let decompress = gpu.kernel(KernelId::Lz4Decompress)?;
+        for f in [compress.function(), decompress.function()] {
             f.set_attribute(
                 FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                 100,
@@ -52,7 +50,8 @@ impl Lz4Kernels {
                 .map(|r| r.max(0) as u32)
                 .map_err(Error::driver("cuFuncGetAttribute(registers)"))
         };
-        let (compress_regs, decompress_regs) = (regs(&compress)?, regs(&decompress)?);
+        let (compress_regs, decompress_regs) =
+            (regs(compress.function())?, regs(decompress.function())?);
         Ok(Lz4Kernels {
             gpu,
             compress,
@@ -151,16 +150,15 @@ impl Lz4Kernels {
         stream
             .memset_zeros(&mut info.slice_mut(0..4))
             .map_err(Error::driver("cuMemsetD8Async(lz4 info)"))?;
-        let cfg = Self::config(&self.compress, g)?;
-        // SAFETY: arguments match lz4_compress's parameters in order and type (input pointer,
-        // input_bytes, page_bytes, n_pages, scratch, packed, info pointers); the capacities were
-        // checked above against what the kernel touches (input[..input_bytes], page_bytes of
+        let cfg = Self::config(self.compress.function(), g)?;
+        // SAFETY: (argument types, the .maxntid block and the dynamic shared memory are checked
+        // against lz4_compress's contract) the capacities were checked above against what the kernel touches (input[..input_bytes], page_bytes of
         // scratch per warp of this grid, packed[..n_pages * page_bytes] in 16-byte-rounded
         // pieces, info[..4 + 2 n_pages]); the block is whole warps within .maxntid and the
         // dynamic shared memory is what the geometry asked for (opted in above when > 48 KiB).
         unsafe {
-            stream
-                .launch_builder(&self.compress)
+            self.compress
+                .launch(stream, cfg)
                 .arg(input)
                 .arg(&ib)
                 .arg(&pb)
@@ -168,10 +166,8 @@ impl Lz4Kernels {
                 .arg(scratch)
                 .arg(packed)
                 .arg(info)
-                .launch(cfg)
+                .launch()
         }
-        .map_err(Error::driver("launching lz4_compress"))?;
-        Ok(())
     }
 
     /// Enqueues `lz4_decompress` on `stream`: `entries` holds 4 words per page (see
@@ -214,19 +210,19 @@ impl Lz4Kernels {
             return Ok(());
         }
         let g = self.decompress_geometry(page_bytes, n_pages);
-        let cfg = Self::config(&self.decompress, g)?;
+        let cfg = Self::config(self.decompress.function(), g)?;
         let (plen, np, pb) = (
             u32_len(packed.len(), "lz4 packed bytes")?,
             n_pages as u32,
             page_bytes as u32,
         );
-        // SAFETY: arguments match lz4_decompress's parameters (packed pointer, its readable
-        // length, entries pointer, n_pages, page_bytes, output and status pointers). The kernel
+        // SAFETY: (argument types and block shape are checked against lz4_decompress's contract)
+        // the kernel
         // reads packed only below its length rounded down to 16 and checks every entry against
         // it; entries, output (n_pages * page_bytes) and status (n_pages) were checked above.
         unsafe {
-            stream
-                .launch_builder(&self.decompress)
+            self.decompress
+                .launch(stream, cfg)
                 .arg(packed)
                 .arg(&plen)
                 .arg(entries)
@@ -234,10 +230,8 @@ impl Lz4Kernels {
                 .arg(&pb)
                 .arg(output)
                 .arg(status)
-                .launch(cfg)
+                .launch()
         }
-        .map_err(Error::driver("launching lz4_decompress"))?;
-        Ok(())
     }
 
     /// Test hook: launches `lz4_compress` with invalid pointers on the device's work stream, so
@@ -256,9 +250,8 @@ impl Lz4Kernels {
         // SAFETY: deliberately unsound for the device (pointers to nothing), never for the host:
         // the kernel's first global access faults, which the driver reports as a sticky error.
         unsafe {
-            self.gpu
-                .stream()
-                .launch_builder(&self.compress)
+            self.compress
+                .launch(self.gpu.stream(), cfg)
                 .arg(&bogus)
                 .arg(&ib)
                 .arg(&pb)
@@ -266,9 +259,8 @@ impl Lz4Kernels {
                 .arg(&bogus)
                 .arg(&bogus)
                 .arg(&bogus)
-                .launch(cfg)
-        }
-        .map_err(Error::driver("launching lz4_compress (fault hook)"))?;
+                .launch()
+        }?;
         let _ = self.gpu.sync();
         Ok(())
     }

@@ -20,11 +20,9 @@ use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
 use crate::ndt::pose::Pose6;
 use crate::ndt::search::NeighbourSearch;
 use crate::ndt::voxel_map::VoxelMap;
-use crate::runtime::{DeviceBuffer, Gpu};
+use crate::runtime::{DeviceBuffer, Gpu, LoadedKernel};
 use crate::{Error, Result};
-use cudarc::driver::{
-    result as cu, CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{result as cu, DevicePtr, DevicePtrMut, LaunchConfig};
 use std::sync::Arc;
 
 /// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
@@ -39,7 +37,7 @@ struct TargetInfo {
 /// The GPU implementation of [`Linearize`]; see the module docs.
 pub struct GpuDerivativePipeline {
     gpu: Arc<Gpu>,
-    func: CudaFunction,
+    func: LoadedKernel,
     search: NeighbourSearch,
     outlier_ratio: f64,
     transfer: Transfer,
@@ -84,7 +82,7 @@ impl GpuDerivativePipeline {
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         capacity.check()?;
-        let func = gpu.function(KernelId::NdtDerivatives)?;
+        let func = gpu.kernel(KernelId::NdtDerivatives)?;
         let s = gpu.stream().clone();
         let slots = partial_slots(&gpu, &capacity);
         let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;
@@ -390,7 +388,7 @@ impl GpuDerivativePipeline {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut lb = s.launch_builder(&self.func);
+        let mut lb = self.func.launch(&s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
             .arg(self.slots.slice())
@@ -410,13 +408,13 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
-        // SAFETY: the arguments match ndt_derivatives' parameters in order and type (request 0
-        // last). Every request names points inside the uploaded sources (first + count ≤ points
+        // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
+        // contract) every request names points inside the uploaded sources (first + count ≤ points
         // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded
         // hash, whose entries index the uploaded voxels, and the table has an empty slot (load
         // ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n · per_request ≤
         // partial slots; blocks are exactly BLOCK threads; the result pointer holds n records.
-        unsafe { lb.launch(cfg) }.map_err(Error::driver("launching ndt_derivatives"))?;
+        unsafe { lb.launch() }?;
         if let (Some(rs), Transfer::Copy) = (&self.results_dev, self.transfer) {
             let (src, _sync) = rs.slice().device_ptr(&s);
             // SAFETY: the destination is the first `n` result records of the mapped buffer,

@@ -8,7 +8,7 @@ use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::DenseLayer;
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use std::sync::Arc;
 
 /// How the weights are stored on the device (accumulation is f32 either way).
@@ -156,22 +156,22 @@ impl Core {
         );
         let _ = u32_of("dense outputs", total)?;
         let grid = (total.div_ceil(BLOCK as usize) as u32, 1, 1);
-        let (id, what) = match self.storage {
-            WeightStorage::F32 => (KernelId::RnnDenseF32, "launching rnn_dense_f32"),
-            WeightStorage::F16 => (KernelId::RnnDenseF16, "launching rnn_dense_f16"),
+        let id = match self.storage {
+            WeightStorage::F32 => KernelId::RnnDenseF32,
+            WeightStorage::F16 => KernelId::RnnDenseF16,
         };
-        let f = self.gpu.function(id)?;
-        let mut lb = stream.launch_builder(&f);
+        let kern = self.gpu.kernel(id)?;
+        let mut lb = kern.launch(stream, cfg(grid, BLOCK, 0));
         lb.arg(x);
         match self.storage {
             WeightStorage::F32 => lb.arg(self.w32.slice()),
             WeightStorage::F16 => lb.arg(self.w16.slice()),
         };
         lb.arg(self.bias.slice()).arg(y).arg(&r).arg(&i).arg(&o);
-        // SAFETY: arguments match the kernel's parameters (x, w, bias, y pointers; rows, input,
-        // output); x holds rows*input values, y rows*output, w input*output, bias output (checked
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // x holds rows*input values, y rows*output, w input*output, bias output (checked
         // above and at construction); the kernel touches only those.
-        unsafe { lb.launch(cfg(grid, BLOCK, 0)) }.map_err(Error::driver(what))?;
+        unsafe { lb.launch() }?;
         Ok(())
     }
 }

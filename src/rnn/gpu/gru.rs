@@ -13,7 +13,7 @@ use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{Dropout, GruWeights};
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{CudaStream, CudaView, PushKernelArg};
+use cudarc::driver::{CudaStream, CudaView};
 use std::sync::Arc;
 
 /// Launch choices of the rollout kernel (`None`: chosen by [`GpuGru::new`]).
@@ -119,7 +119,7 @@ fn launch(
     if let Some(dr) = dropout {
         dr.validate()?;
     }
-    let f = gpu.function(KernelId::RnnGruRollout)?;
+    let kern = gpu.kernel(KernelId::RnnGruRollout)?;
     let sh = d.shape;
     // Same rows per block at a smaller batch: the grid only shrinks, so it stays resident.
     let rows = sh.rows.min(bp as u32);
@@ -131,7 +131,7 @@ fn launch(
         sh.chunk,
         sh.stationary,
     );
-    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+    allow_dynamic_smem(gpu, kern.function(), bytes, "rnn_gru_rollout")?;
     let blocks = u32_of(
         "GRU blocks",
         d.members * bp.div_ceil(rows as usize) * sh.slices as usize,
@@ -158,7 +158,7 @@ fn launch(
     };
     let (seed_lo, seed_hi) = (seed as u32, (seed >> 32) as u32);
     let (xms, stationary) = (0u32, u32::from(sh.stationary));
-    let mut lb = stream.launch_builder(&f);
+    let mut lb = kern.launch(stream, cfg((blocks, 1, 1), THREADS, bytes));
     lb.arg(x)
         .arg(h0)
         .arg(w.w_ih.slice())
@@ -192,8 +192,8 @@ fn launch(
     } else {
         lb.arg(&no_stamps);
     }
-    // SAFETY: the arguments follow rnn_gru_rollout's parameter list (11 pointers, 15 u32, 2 f32,
-    // the stamps pointer: null or STAMPS u64).
+    // SAFETY: (argument types and block shape are checked against the kernel's contract)
+    // The stamps pointer is null or holds STAMPS u64.
     // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
     // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
     // E*steps*Bp*H; bar holds 4 words per member (read count zero between launches: the last
@@ -201,8 +201,7 @@ fn launch(
     // for this shape and `chunk`; the
     // grid fits the co-resident capacity (checked when the shape was chosen, and a smaller batch
     // only removes blocks) and the cooperative launch refuses a grid that does not.
-    unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), THREADS, bytes)) }
-        .map_err(Error::driver("launching rnn_gru_rollout"))?;
+    unsafe { lb.launch_cooperative() }?;
     st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
     Ok(())
 }

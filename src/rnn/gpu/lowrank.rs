@@ -10,7 +10,7 @@ use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::LowRank;
 use crate::runtime::{DeviceBuffer, Gpu};
 use crate::{Error, Result};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use std::sync::Arc;
 
 /// A low-rank correction operator on the device (U stored transposed), with buffers for up to
@@ -124,14 +124,14 @@ impl Core {
         if batch == 0 {
             return Ok(());
         }
-        let f = self.gpu.function(KernelId::RnnLowrankCorrect)?;
+        let kern = self.gpu.kernel(KernelId::RnnLowrankCorrect)?;
         let (m, n, k) = (
             u32_of("m", self.m)?,
             u32_of("n", self.n)?,
             u32_of("k", self.k)?,
         );
         let blocks = u32_of("correction batch", batch)?;
-        let mut lb = stream.launch_builder(&f);
+        let mut lb = kern.launch(stream, cfg((blocks, 1, 1), BLOCK, 0));
         lb.arg(pred)
             .arg(x)
             .arg(self.ut.slice())
@@ -141,11 +141,10 @@ impl Core {
             .arg(&m)
             .arg(&n)
             .arg(&k);
-        // SAFETY: parameters are (pred, x, ut, s, vt, out pointers; m, n, k) as the kernel
-        // declares; pred/out hold batch*m values, x batch*n (checked), ut k*m, s k, vt k*n
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // pred/out hold batch*m values, x batch*n (checked), ut k*m, s k, vt k*n
         // (uploaded from a validated LowRank); one block per batch row; k <= MAX_RANK.
-        unsafe { lb.launch(cfg((blocks, 1, 1), BLOCK, 0)) }
-            .map_err(Error::driver("launching rnn_lowrank_correct"))?;
+        unsafe { lb.launch() }?;
         Ok(())
     }
 }

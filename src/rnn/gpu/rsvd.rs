@@ -17,7 +17,7 @@ use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
 use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
 use crate::{Error, Result};
-use cudarc::driver::{CudaStream, PushKernelArg};
+use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -138,8 +138,9 @@ impl GpuRsvd {
             .max(tn_max.splits.max(tn.splits) as usize * np)
             * w;
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
-        let f = gpu.function(KernelId::RnnOrth)?;
-        let orth_cap = cooperative_capacity(&gpu, &f, ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
+        let kern = gpu.kernel(KernelId::RnnOrth)?;
+        let orth_cap =
+            cooperative_capacity(&gpu, kern.function(), ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
         let st = gpu.stream().clone();
         let r = GpuRsvd {
             m,
@@ -214,22 +215,21 @@ impl GpuRsvd {
     /// Fills Omega (it depends only on the seed and the shape, so once per instance).
     fn sketch(&self) -> Result<()> {
         let st = self.gpu.stream().clone();
-        let f = self.gpu.function(KernelId::RnnGaussian)?;
+        let kern = self.gpu.kernel(KernelId::RnnGaussian)?;
         let (rows, ld, l) = (self.np as u32, WIDTH, self.l as u32);
         let (slo, shi) = (self.opts.seed as u32, (self.opts.seed >> 32) as u32);
         let blocks =
             ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
-        let mut lb = st.launch_builder(&f);
+        let mut lb = kern.launch(&st, cfg((blocks, 1, 1), 256, 0));
         lb.arg(self.omega.slice())
             .arg(&rows)
             .arg(&ld)
             .arg(&l)
             .arg(&slo)
             .arg(&shi);
-        // SAFETY: (out, rows, ld, l, seed_lo, seed_hi) as rnn_gaussian declares; out holds
-        // np x 48 values and the kernel writes exactly those.
-        unsafe { lb.launch(cfg((blocks, 1, 1), 256, 0)) }
-            .map_err(Error::driver("launching rnn_gaussian"))?;
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // out holds np x 48 values and the kernel writes exactly those.
+        unsafe { lb.launch() }?;
         Ok(())
     }
 
@@ -240,7 +240,7 @@ impl GpuRsvd {
         } else {
             (KernelId::RnnGemmNn, self.nn, self.mp, self.np)
         };
-        let f = self.gpu.function(id)?;
+        let kern = self.gpu.kernel(id)?;
         let (b, c) = match (trans, from_sketch) {
             (true, _) => (&self.y, &self.z),
             (false, true) => (&self.omega, &self.y),
@@ -248,7 +248,7 @@ impl GpuRsvd {
         };
         let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
         let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);
-        let mut lb = st.launch_builder(&f);
+        let mut lb = kern.launch(st, cfg(grid, GEMM_THREADS, 0));
         lb.arg(self.a.slice())
             .arg(b.slice())
             .arg(c.slice())
@@ -260,15 +260,11 @@ impl GpuRsvd {
             .arg(&lda)
             .arg(&plan.k_per_split)
             .arg(&plan.splits);
-        // SAFETY: parameters (a, b, c, partial, counters; m, n, k, lda, k_per_split, splits) as
-        // the kernel declares. A is mp x np, B is k x 48, C is m x 48 (m, k in {mp, np}, both
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // A is mp x np, B is k x 48, C is m x 48 (m, k in {mp, np}, both
         // multiples of 128 = BM, hence of BK); partial holds splits*m*48 (sized for both plans);
         // counters hold m/BM tiles and are zero between launches (the last block resets them).
-        unsafe { lb.launch(cfg(grid, GEMM_THREADS, 0)) }.map_err(Error::driver(if trans {
-            "launching rnn_gemm_tn"
-        } else {
-            "launching rnn_gemm_nn"
-        }))?;
+        unsafe { lb.launch() }?;
         Ok(())
     }
 
@@ -278,12 +274,12 @@ impl GpuRsvd {
         } else {
             (&self.z, self.np)
         };
-        let f = self.gpu.function(KernelId::RnnOrth)?;
+        let kern = self.gpu.kernel(KernelId::RnnOrth)?;
         let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);
         let (r, l) = (rows as u32, self.l as u32);
         let no_stamps = 0u64;
         let gram_only = u32::from(mode == OrthMode::GramOnly);
-        let mut lb = st.launch_builder(&f);
+        let mut lb = kern.launch(st, cfg((blocks, 1, 1), ORTH_THREADS, 0));
         lb.arg(buf.slice())
             .arg(&r)
             .arg(&l)
@@ -298,13 +294,12 @@ impl GpuRsvd {
             lb.arg(&no_stamps);
         }
         lb.arg(&gram_only);
-        // SAFETY: parameters (y, rows, l, passes, partial, gram, rt, bar, stamps, gram_only) as
-        // rnn_orth declares; stamps is null or holds STAMPS u64;
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // stamps is null or holds STAMPS u64;
         // y holds rows x 48 (rows a multiple of 128, hence of SLAB); partial holds orth_cap >=
         // blocks Gram blocks; gram and rt hold 48x48 and 2x48x48 f64; bar holds 4 zeroed words.
         // blocks <= the co-resident capacity, which the cooperative launch enforces.
-        unsafe { lb.launch_cooperative(cfg((blocks, 1, 1), ORTH_THREADS, 0)) }
-            .map_err(Error::driver("launching rnn_orth"))?;
+        unsafe { lb.launch_cooperative() }?;
         Ok(())
     }
 
@@ -316,18 +311,18 @@ impl GpuRsvd {
             (self.mp / SLAB as usize) as u32,
             (self.np / SLAB as usize) as u32,
         );
-        let f = self.gpu.function(KernelId::RnnApplySmall)?;
-        let mut lb = st.launch_builder(&f);
+        let kern = self.gpu.kernel(KernelId::RnnApplySmall)?;
+        let mut lb = kern.launch(st, cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0));
         lb.arg(self.y.slice())
             .arg(&zk)
             .arg(self.u_out.slice())
             .arg(&slabs_u);
         lb.arg(self.z.slice()).arg(&wk).arg(self.v_out.slice());
-        // SAFETY: (x0, m0, out0, slabs0, x1, m1, out1) as rnn_apply_small declares: y and u_out
+        // SAFETY: (argument types and block shape are checked against the kernel's contract)
+        // y and u_out
         // hold mp x 48 f32 (slabs_u slabs), z and v_out np x 48 (slabs_v slabs); Z_k and W_k are
         // the 48 x 48 f64 halves of zw; one block per 32-row slab of either product.
-        unsafe { lb.launch(cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0)) }
-            .map_err(Error::driver("launching rnn_apply_small"))?;
+        unsafe { lb.launch() }?;
         Ok(())
     }
 
