@@ -76,6 +76,34 @@ def numpy_gpu_vs_cpu():
                   f"rel errors (values, dpoints, dgaussians) {errs}")
 
 
+def same_as_numpy_gpu():
+    """The torch op (device-side preparation) and the numpy GPU path (host preparation) run the
+    same kernels on the same plan: results must be bit-identical, well and badly conditioned."""
+    for dtype in (torch.float32, torch.float64):
+        for normalised in (False, True):
+            for bad in (False, True):
+                g = gaussians(1500, torch.float64, "cpu", 21)
+                if bad:  # shear and 500x diagonal spread: kappa up to ~1e4, compensated solves
+                    gen = torch.Generator().manual_seed(22)
+                    scale = torch.exp(torch.rand(1500, 3, generator=gen, dtype=torch.float64) * math.log(0.002))
+                    g[:, [3, 4, 5]] *= torch.stack([scale[:, 0], scale[:, 1], scale[:, 1]], 1)
+                    g[:, [6, 7, 8]] *= scale[:, 2:3]
+                    g[:, [4, 6, 7]] *= 6.0
+                g = g.to(dtype)
+                p = points(700, dtype, "cpu", 23)
+                go = torch.randn(700, generator=torch.Generator().manual_seed(24), dtype=torch.float64).to(dtype)
+                pc, gc = p.cuda().requires_grad_(), g.cuda().requires_grad_()
+                f = pt.gaussian_field(pc, gc, normalised)
+                dp, dg = torch.autograd.grad(f, (pc, gc), go.cuda())
+                fn = ptxflow.gaussian.forward(p.numpy(), g.numpy(), normalised=normalised, device="gpu")
+                bp, bg = ptxflow.gaussian.backward(p.numpy(), g.numpy(), go.numpy(), normalised=normalised, device="gpu")
+                same = [torch.equal(f.cpu(), torch.from_numpy(fn)), torch.equal(dp.cpu(), torch.from_numpy(bp)),
+                        torch.equal(dg.cpu(), torch.from_numpy(bg))]
+                diffs = [rel(f, torch.from_numpy(fn)), rel(dp, torch.from_numpy(bp)), rel(dg, torch.from_numpy(bg))]
+                check(f"torch op == numpy gpu bit for bit {dtype} normalised={normalised} badly_conditioned={bad}",
+                      all(same), f"equal (values, dpoints, dgaussians) {same}, rel {diffs}")
+
+
 def gradcheck():
     for normalised in (False, True):
         p = points(17, torch.float64, "cuda", 4, spread=1.5).requires_grad_()
@@ -226,7 +254,8 @@ def ndt_lz4_gpu():
 if __name__ == "__main__":
     env()
     quick = "--quick" in sys.argv
-    for name, fn in [("numpy gpu vs cpu", numpy_gpu_vs_cpu), ("gradcheck", gradcheck),
+    for name, fn in [("numpy gpu vs cpu", numpy_gpu_vs_cpu), ("same as numpy gpu", same_as_numpy_gpu),
+                     ("gradcheck", gradcheck),
                      ("f32 vs reference", f32_vs_reference), ("cpu tensors", cpu_tensors),
                      ("training adam", lambda: training("adam")),
                      ("training sgd", lambda: training("sgd")),

@@ -3,8 +3,11 @@
 
 CUDA tensors are used in place: ptxflow launches its kernels (PTX JIT-compiled by the driver, no
 nvcc) on the tensors' memory, in the device's primary context (the one PyTorch uses), on
-PyTorch's current stream, with scratch from PyTorch's caching allocator. No host copies; the op
-runs on whichever ``cuda:N`` its tensors live on. CPU tensors go through the CPU reference.
+PyTorch's current stream, with workspaces from PyTorch's caching allocator. No host copies and
+no synchronisation (so the op can be captured in CUDA graphs); the op runs on whichever
+``cuda:N`` its tensors live on, with one ptxflow device per CUDA device opened on first use. The
+Gaussians are prepared on the device (``gaussian_prepare`` kernel) every forward. CPU tensors go
+through the CPU reference.
 
 Unlike the numpy API, the CUDA path does not inspect values (that would synchronise): non-finite
 inputs or a non-positive diagonal give NaN or inf, as in other PyTorch ops.
@@ -21,8 +24,8 @@ from .torch_reference import diagonal_mask, init_parameters, pack
 
 __all__ = ["gaussian_field", "GaussianField", "LearnableGaussianField"]
 
-_UNIT_NORM = (2.0 * math.pi) ** -1.5
 _KERNELS = {}
+_PLANS = {}
 _ALIGN = 16
 
 
@@ -33,6 +36,16 @@ def _kernels(index):
     return k
 
 
+def _plan(k, double, n, b):
+    key = (id(k), double, n, b)
+    p = _PLANS.get(key)
+    if p is None:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        p = _PLANS[key] = k.plan(double, n, b)
+    return p
+
+
 def _aligned(t):
     t = t.contiguous()
     return t if t.data_ptr() % _ALIGN == 0 else t.clone()
@@ -40,50 +53,6 @@ def _aligned(t):
 
 def _buf(t):
     return (t.data_ptr(), t.numel())
-
-
-def _prepare(g, n_pad, normalised, diag_eps, scale):
-    """The kernels' prepared layout (12 per Gaussian, zero padding to n_pad), on g's device."""
-    n = g.shape[0]
-    prep = torch.zeros(n_pad, 12, dtype=g.dtype, device=g.device)
-    a = g[:, [3, 5, 8]] + diag_eps
-    inv = 1.0 / a
-    if normalised:
-        norm = _UNIT_NORM * inv[:, 0] * inv[:, 1] * inv[:, 2]
-    else:
-        norm = torch.ones_like(inv[:, 0])
-    w = g[:, 9]
-    prep[:n, 0:3] = g[:, 0:3]
-    prep[:n, 3:6] = -g[:, [4, 6, 7]]
-    prep[:n, 6:9] = inv
-    prep[:n, 9] = ((w * norm).double() * scale).to(g.dtype)
-    prep[:n, 10] = (norm.double() * scale).to(g.dtype)
-    prep[:n, 11] = w
-    return prep
-
-
-def _compensation(g, n_pad, diag_eps):
-    """The f32 backward's compensation records (8 per Gaussian): -a (as rounded), the flag
-    kappa(L) > 16, -(exact a - rounded a)."""
-    n = g.shape[0]
-    comp = torch.zeros(n_pad, 8, dtype=g.dtype, device=g.device)
-    if g.dtype != torch.float32:
-        return comp
-    a = g[:, [3, 5, 8]] + diag_eps
-    exact = g[:, [3, 5, 8]].double() + diag_eps
-    lo = (exact - a.double()).to(g.dtype)
-    gd = g.double()
-    l10, l20, l21 = gd[:, 4], gd[:, 6], gd[:, 7]
-    a0, a1, a2 = exact.unbind(1)
-    i10 = -l10 / (a0 * a1)
-    i21 = -l21 / (a1 * a2)
-    i20 = (l21 * l10 / a1 - l20) / (a0 * a2)
-    nrm = (a0 * a0 + a1 * a1 + a2 * a2 + l10 * l10 + l20 * l20 + l21 * l21).sqrt()
-    inv = ((1.0 / (exact * exact)).sum(1) + i10 * i10 + i20 * i20 + i21 * i21).sqrt()
-    comp[:n, 0:3] = -a
-    comp[:n, 3] = (nrm * inv > 16.0).to(g.dtype)
-    comp[:n, 4:7] = -lo
-    return comp
 
 
 def _check(points, gaussians):
@@ -120,50 +89,44 @@ class GaussianField(torch.autograd.Function):
         if points.device.type != "cuda":
             raise ValueError(f"unsupported device {points.device}")
         double = points.dtype == torch.float64
-        index = points.device.index if points.device.index is not None else torch.cuda.current_device()
+        device = points.device
+        index = device.index if device.index is not None else torch.cuda.current_device()
         k = _kernels(index)
         points, gaussians = _aligned(points.detach()), _aligned(gaussians.detach())
         b, n = points.shape[0], gaussians.shape[0]
-        n_pad, _, _, fwd_scratch, _, _ = k.plan(double, n, b)
-        with torch.cuda.device(index):
-            stream = torch.cuda.current_stream().cuda_stream
-            prep = _prepare(gaussians, n_pad, ctx.normalised, ctx.diag_eps,
-                            _native.CudaGaussian.exp_scale(double))
-            values = torch.empty(b, dtype=points.dtype, device=points.device)
-            scratch = torch.empty(fwd_scratch, dtype=points.dtype, device=points.device)
-            k.forward(double, stream, n, b, _buf(prep), _buf(points), _buf(scratch), _buf(values))
-        ctx.save_for_backward(points, gaussians, prep)
-        ctx.index = index
+        fwd_len, _ = _plan(k, double, n, b)
+        work = torch.empty(fwd_len, dtype=points.dtype, device=device)
+        values = torch.empty(b, dtype=points.dtype, device=device)
+        k.forward(double, torch.cuda.current_stream(device).cuda_stream, n, b, ctx.normalised,
+                  ctx.diag_eps, _buf(gaussians), _buf(points), _buf(work), _buf(values))
+        ctx.save_for_backward(points, work)
+        ctx.index, ctx.n = index, n
         return values
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        saved = ctx.saved_tensors
-        points, gaussians = saved[0], saved[1]
+        points, second = ctx.saved_tensors
         if points.device.type == "cpu":
+            gaussians = second
             gp, gg = _gaussian.backward(points.detach().contiguous().numpy(),
                                         gaussians.detach().contiguous().numpy(),
                                         grad_out.detach().contiguous().numpy(),
                                         ctx.normalised, ctx.diag_eps, device="cpu")
             return torch.from_numpy(gp), torch.from_numpy(gg), None, None
-        prep = saved[2]
+        work = second
         double = points.dtype == torch.float64
         k = _kernels(ctx.index)
-        b, n = points.shape[0], gaussians.shape[0]
-        _, _, _, _, pp_len, pg_len = k.plan(double, n, b)
-        opts = dict(dtype=points.dtype, device=points.device)
-        with torch.cuda.device(ctx.index):
-            stream = torch.cuda.current_stream().cuda_stream
-            grad_out = _aligned(grad_out)
-            comp = _compensation(gaussians, prep.shape[0], ctx.diag_eps)
-            partial_points = torch.empty(pp_len, **opts)
-            partial_gauss = torch.empty(pg_len, **opts)
-            grad_points = torch.empty(b, 3, **opts)
-            grad_gaussians = torch.empty(n, 10, **opts)
-            k.backward(double, stream, n, b, ctx.normalised, _buf(prep), _buf(comp),
-                       _buf(points), _buf(grad_out), _buf(partial_points), _buf(partial_gauss),
-                       _buf(grad_points), _buf(grad_gaussians))
+        b, n = points.shape[0], ctx.n
+        _, bwd_len = _plan(k, double, n, b)
+        device = points.device
+        grad_out = _aligned(grad_out)
+        bwork = torch.empty(bwd_len, dtype=points.dtype, device=device)
+        grad_points = torch.empty(b, 3, dtype=points.dtype, device=device)
+        grad_gaussians = torch.empty(n, 10, dtype=points.dtype, device=device)
+        k.backward(double, torch.cuda.current_stream(device).cuda_stream, n, b, ctx.normalised,
+                   _buf(work), _buf(points), _buf(grad_out), _buf(bwork), _buf(grad_points),
+                   _buf(grad_gaussians))
         return (grad_points if ctx.needs_input_grad[0] else None,
                 grad_gaussians if ctx.needs_input_grad[1] else None, None, None)
 
