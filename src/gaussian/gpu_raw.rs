@@ -22,7 +22,7 @@
 use super::gpu::GpuReal;
 use super::gpu_launch::{self as launch, BackwardPlan, ForwardPlan};
 use super::layout::STRIDE;
-use crate::kernels::gaussian::{backward, common, forward, prepare, reduce};
+use crate::kernels::gaussian::{backward, common, forward, reduce};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 pub use cudarc::driver::sys::CUstream;
@@ -70,12 +70,12 @@ pub struct RawPlan {
 
 /// The Gaussian kernels of one float type on one device, for caller-owned memory and streams.
 pub struct RawGaussianKernels<T: GpuReal> {
-    gpu: Arc<Gpu>,
+    pub(super) gpu: Arc<Gpu>,
     slots: (u32, u32),
     _scalar: PhantomData<T>,
 }
 
-fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
+pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
     if s.len != len {
         return Err(Error::Shape {
             what: format!("gaussian {what}"),
@@ -92,7 +92,7 @@ fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
     Ok(())
 }
 
-fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
+pub(super) fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
     if grid.1 > 65_535 {
         return Err(Error::Capacity {
             what: "grid y extent".into(),
@@ -173,72 +173,11 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(plan)
     }
 
-    fn stream(&self, stream: CUstream) -> Arc<CudaStream> {
+    pub(super) fn stream(&self, stream: CUstream) -> Arc<CudaStream> {
         // SAFETY: the callers' `# Safety` sections require `stream` to be a live stream of this
         // device's primary context (the context `self.gpu` holds) that outlives the call; the
         // wrapper does not destroy it, and we enqueue on it only inside the call.
         unsafe { self.gpu.ctx().wrap_borrowed_stream(stream) }
-    }
-
-    /// Enqueues `gaussian_prepare` on `stream`: `prep` and `comp` from `packed` (the `plan.n`
-    /// Gaussians, 10 scalars each, layout of [`super::layout`]) with `FieldOptions`' meaning of
-    /// `normalised` and `diag_eps`, rounded as the host's preparation. Values are not checked
-    /// (that would need a synchronisation): non-finite input or a non-positive diagonal gives
-    /// inf or NaN in the results.
-    ///
-    /// Errors: `diag_eps` negative or non-finite; lengths or alignment as [`Self::forward`];
-    /// launch failures.
-    ///
-    /// # Safety
-    /// As [`Self::forward`], for `packed` (read), `prep` and `comp` (written).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn prepare(
-        &self,
-        stream: CUstream,
-        plan: &RawPlan,
-        normalised: bool,
-        diag_eps: f64,
-        packed: RawSlice,
-        prep: RawSlice,
-        comp: RawSlice,
-    ) -> Result<()> {
-        super::validate::check_options(&super::FieldOptions {
-            normalised,
-            diag_eps,
-        })?;
-        check("packed Gaussians", packed, plan.n * STRIDE)?;
-        check("prepared Gaussians", prep, plan.prep_len)?;
-        check("compensation constants", comp, plan.comp_len)?;
-        let stream = self.stream(stream);
-        let eps = T::from_f64(diag_eps);
-        let (eps64, scale) = (eps.to_f64(), T::exp_scale());
-        let (n, n_pad) = (plan.n as u32, plan.n_pad as u32);
-        let flag = u32::from(normalised);
-        let func = self.gpu.function(T::PREPARE)?;
-        let blocks = n_pad
-            .div_ceil(prepare::BLOCK)
-            .clamp(1, self.sm_count() * 16);
-        let cfg = config((blocks, 1), prepare::BLOCK)?;
-        // SAFETY: parameters (packed, num_gaussians, n_pad, normalised, diag_eps, diag_eps_f64,
-        // exp_scale, prep, comp) in the kernel's order and types; lengths checked above: packed
-        // n * 10, prep n_pad * 12, comp n_pad * 8 (16-byte aligned); grid-stride over j < n_pad,
-        // reading packed only for j < n.
-        unsafe {
-            stream
-                .launch_builder(&func)
-                .arg(&packed.ptr)
-                .arg(&n)
-                .arg(&n_pad)
-                .arg(&flag)
-                .arg(&eps)
-                .arg(&eps64)
-                .arg(&scale)
-                .arg(&prep.ptr)
-                .arg(&comp.ptr)
-                .launch(cfg)
-        }
-        .map_err(Error::driver("launching gaussian_prepare"))?;
-        Ok(())
     }
 
     /// Enqueues the forward on `stream`: `values[i]` = f_i for the `plan.b` points.
@@ -398,7 +337,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(())
     }
 
-    fn sm_count(&self) -> u32 {
+    pub(super) fn sm_count(&self) -> u32 {
         self.gpu.facts().sm_count.max(1)
     }
 

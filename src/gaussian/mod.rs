@@ -70,6 +70,7 @@ pub mod generate;
 pub mod gpu;
 pub mod gpu_launch;
 pub mod gpu_raw;
+mod gpu_raw_prepare;
 pub mod layout;
 pub mod ops;
 pub mod pair;
