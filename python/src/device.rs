@@ -30,7 +30,9 @@ impl Device {
 
 /// Opened devices by ordinal; `Err` keeps why a device could not be opened, so "auto" does not
 /// retry the driver on every call of a GPU-less machine.
-static GPUS: Mutex<Vec<Option<Result<Arc<Gpu>, String>>>> = Mutex::new(Vec::new());
+type Opened = Option<Result<Arc<Gpu>, String>>;
+
+static GPUS: Mutex<Vec<Opened>> = Mutex::new(Vec::new());
 
 /// The device `ordinal`, opened on first use.
 pub fn gpu(ordinal: usize) -> ptxflow::Result<Arc<Gpu>> {

@@ -25,7 +25,9 @@ pub fn read_cloud<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, Py
     Ok(PyArray1::from_vec(py, flat).reshape([n, 3])?.into_any())
 }
 
-fn points(a: &PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<Vec<[f32; 3]>> {
+type Cloud = Vec<[f32; 3]>;
+
+fn points(a: &PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<Cloud> {
     let shape = a.shape();
     if shape[1] != 3 {
         return Err(PyValueError::new_err(format!(
@@ -169,7 +171,7 @@ fn result_dict<'py>(py: Python<'py>, r: &NdtResult, device: &str) -> PyResult<Bo
 fn prepare(
     target: &PyReadonlyArray2<'_, f32>,
     source: &PyReadonlyArray2<'_, f32>,
-) -> PyResult<(Vec<[f32; 3]>, Vec<[f32; 3]>)> {
+) -> PyResult<(Cloud, Cloud)> {
     Ok((points(target, "target")?, points(source, "source")?))
 }
 
