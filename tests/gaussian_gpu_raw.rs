@@ -12,6 +12,7 @@ use cudarc::driver::{CudaStream, DevicePtr};
 use gaussian_common::device::*;
 use gaussian_common::*;
 use ptxflow::gaussian::generate::convert;
+use ptxflow::gaussian::layout;
 use ptxflow::gaussian::{GaussianFieldOps, GpuReal, RawGaussianKernels, RawSlice};
 use ptxflow::runtime::{DeviceBuffer, Gpu};
 use ptxflow::Error;
@@ -24,16 +25,16 @@ struct Buf<T: GpuReal> {
 
 impl<T: GpuReal> Buf<T> {
     fn zeros(stream: &Arc<CudaStream>, len: usize) -> Self {
-        Buf {
-            buf: DeviceBuffer::zeros(stream, len.max(1), "raw test buffer").unwrap(),
-            len,
-        }
+        let mut buf = DeviceBuffer::zeros(stream, len.max(1), "raw test buffer").unwrap();
+        buf.set_len(len.max(1)).unwrap();
+        Buf { buf, len }
     }
     fn from(stream: &Arc<CudaStream>, data: &[T]) -> Self {
         let mut b = Self::zeros(stream, data.len());
         if !data.is_empty() {
             b.buf.upload(stream, data).unwrap();
         }
+        b.buf.set_len(data.len().max(1)).unwrap();
         b
     }
     fn raw(&self, stream: &Arc<CudaStream>) -> RawSlice {
@@ -47,13 +48,73 @@ impl<T: GpuReal> Buf<T> {
     }
 }
 
-/// (values, grad_points, grad_gaussians) through the raw kernels on the device's work stream.
+/// What the host stages for `gaussians` (as `GpuGaussianField` does): prepared layout and
+/// compensation records, padded to `n_pad`.
+fn host_staging<T: GpuReal>(gaussians: &[T], normalised: bool, n_pad: usize) -> (Vec<T>, Vec<T>) {
+    let mut prepared = Vec::new();
+    let eps = T::from_f64(options(normalised).diag_eps);
+    layout::prepare(gaussians, normalised, eps, &mut prepared).unwrap();
+    let scale = T::exp_scale();
+    let (mut prep, mut comp) = (vec![T::ZERO; n_pad * 12], vec![T::ZERO; n_pad * 8]);
+    for (j, g) in prepared.iter().enumerate() {
+        prep[j * 12..j * 12 + 12].copy_from_slice(&[
+            g.mu[0],
+            g.mu[1],
+            g.mu[2],
+            -g.l10,
+            -g.l20,
+            -g.l21,
+            g.inv_diag[0],
+            g.inv_diag[1],
+            g.inv_diag[2],
+            T::from_f64(g.weight_norm.to_f64() * scale),
+            T::from_f64(g.norm.to_f64() * scale),
+            g.weight,
+        ]);
+        let flag = if g.compensated { T::ONE } else { T::ZERO };
+        let (a, lo) = (g.diag, g.diag_lo);
+        comp[j * 8..j * 8 + 8].copy_from_slice(&[
+            -a[0],
+            -a[1],
+            -a[2],
+            flag,
+            -lo[0],
+            -lo[1],
+            -lo[2],
+            T::ZERO,
+        ]);
+    }
+    (prep, comp)
+}
+
+/// Panics naming the first entry where `got` and `want` differ in bits (and how many do).
+fn same_bits<T: GpuReal>(what: &str, got: &[T], want: &[T], stride: usize) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let differ: Vec<usize> = (0..got.len())
+        .filter(|&i| got[i].to_f64().to_bits() != want[i].to_f64().to_bits())
+        .collect();
+    if let Some(&i) = differ.first() {
+        panic!(
+            "{what}: {} of {} entries differ; first at {i} (record {}, slot {}): got {:e}, want {:e}",
+            differ.len(),
+            got.len(),
+            i / stride,
+            i % stride,
+            got[i].to_f64(),
+            want[i].to_f64()
+        );
+    }
+}
+
+/// (values, grad_points, grad_gaussians) through the raw kernels on the device's work stream;
+/// checks the device-prepared layout against the host's first.
 fn raw_run<T: GpuReal>(
     gpu: &Arc<Gpu>,
     normalised: bool,
     gaussians: &[T],
     points: &[T],
     grad: &[T],
+    what: &str,
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let k = RawGaussianKernels::<T>::new(gpu.clone()).unwrap();
     let s = gpu.stream().clone();
@@ -78,6 +139,23 @@ fn raw_run<T: GpuReal>(
         let (p, c) = (prep.raw(&s), comp.raw(&s));
         k.prepare(cu, &plan, normalised, eps, packed.raw(&s), p, c)
             .unwrap();
+        s.synchronize().unwrap();
+        let (want_prep, want_comp) = host_staging(gaussians, normalised, plan.n_pad);
+        same_bits(
+            &format!("{what}: prepared layout"),
+            &prep.host(&s),
+            &want_prep,
+            12,
+        );
+        // f64 has no compensation (the flag is 0 either way): compare the f32 records only.
+        if T::NAME == "f32" {
+            same_bits(
+                &format!("{what}: compensation records"),
+                &comp.host(&s),
+                &want_comp,
+                8,
+            );
+        }
         k.forward(cu, &plan, p, pts.raw(&s), scratch.raw(&s), values.raw(&s))
             .unwrap();
         k.backward(
@@ -121,11 +199,16 @@ fn same_as_field<T: GpuReal>(gpu: &Arc<Gpu>) {
             field.set_gaussians(&g).unwrap();
             let values = field.forward(&x).unwrap().to_vec();
             let grads = field.backward(&grad).unwrap();
-            let (v, gp, gg) = raw_run(gpu, normalised, &g, &x, &grad);
             let what = format!("{} {} normalised={normalised}", p.name, T::NAME);
-            assert!(v == values, "{what}: values differ");
-            assert!(gp == grads.points, "{what}: dLoss/dx differs");
-            assert!(gg == grads.gaussians, "{what}: packed gradient differs");
+            let (v, gp, gg) = raw_run(gpu, normalised, &g, &x, &grad, &what);
+            same_bits(&format!("{what}: values"), &v, &values, 1);
+            same_bits(&format!("{what}: dLoss/dx"), &gp, grads.points, 3);
+            same_bits(
+                &format!("{what}: packed gradient"),
+                &gg,
+                grads.gaussians,
+                10,
+            );
         }
     }
 }
