@@ -30,6 +30,21 @@ def timed(fn, warmup=3, iters=20):
     return statistics.median(ms), min(ms)
 
 
+def pipelined(fn, warmup=3, iters=20):
+    """Per-iteration time of `iters` back-to-back calls between two events (the host runs ahead,
+    as in a training loop): device-bound sizes show the device time, host-bound ones the host's."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / iters
+
+
 def fwd_bwd(field, p, g, go):
     def step():
         f = field(p, g)
@@ -47,8 +62,10 @@ def problem(n, b):
 def bench(n, b, compile_ref):
     p, g, go = problem(n, b)
     med, lo = timed(fwd_bwd(pt.gaussian_field, p, g, go))
+    pipe = pipelined(fwd_bwd(pt.gaussian_field, p, g, go))
     fmed, _ = timed(lambda: pt.gaussian_field(p.detach(), g.detach()))
-    print(f"ptxflow op    N x B = {n:>6} x {b:>6} f32 fwd+bwd median {med:8.3f} ms (min {lo:.3f}); fwd alone {fmed:.3f} ms", flush=True)
+    print(f"ptxflow op    N x B = {n:>6} x {b:>6} f32 fwd+bwd median {med:8.3f} ms (min {lo:.3f}), "
+          f"back-to-back {pipe:.3f} ms/iter; fwd alone {fmed:.3f} ms", flush=True)
     if not compile_ref:
         return
     try:
@@ -59,7 +76,10 @@ def bench(n, b, compile_ref):
         torch.cuda.synchronize()
         print(f"  torch.compile warm-up (compile) {time.perf_counter() - t0:.1f} s", flush=True)
         cmed, clo = timed(step, warmup=2, iters=10)
-        print(f"torch.compile N x B = {n:>6} x {b:>6} f32 fwd+bwd median {cmed:8.3f} ms (min {clo:.3f}); ptxflow speed-up x{cmed / med:.1f}", flush=True)
+        cpipe = pipelined(step, warmup=1, iters=10)
+        print(f"torch.compile N x B = {n:>6} x {b:>6} f32 fwd+bwd median {cmed:8.3f} ms (min {clo:.3f}), "
+              f"back-to-back {cpipe:.3f} ms/iter; ptxflow speed-up x{cmed / med:.1f} (median), "
+              f"x{cpipe / pipe:.1f} (back-to-back)", flush=True)
     except Exception as e:  # noqa: BLE001
         print(f"torch.compile B={b} N={n}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
     torch.cuda.empty_cache()
@@ -96,6 +116,53 @@ def overhead(n=1000, b=500, iters=300):
           f"device time {dev:.1f} us/call, binding overhead {wall - dev:.1f} us/call", flush=True)
     for k, (t, c) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
         print(f"    {t:8.2f} us x{c} {k[:90]}")
+
+    class Null(torch.autograd.Function):
+        """PyTorch's own cost of a Python autograd.Function round trip (no work)."""
+        @staticmethod
+        def forward(ctx, a, b_):
+            return torch.empty(a.shape[0], device=a.device)
+
+        @staticmethod
+        def backward(ctx, g_):
+            return torch.empty(b, 3, device=g_.device), torch.empty(n, 10, device=g_.device)
+    null = fwd_bwd(Null.apply, p, g, go)
+    for _ in range(20):
+        null()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        null()
+    torch.cuda.synchronize()
+    null_us = (time.perf_counter() - t0) / iters * 1e6
+    print(f"  PyTorch's own autograd.Function round trip (empty forward/backward): {null_us:.1f} us/call; "
+          f"ptxflow's share of the wall: {wall - null_us:.1f} us/call, minus device time {wall - null_us - dev:.1f} us/call")
+    # The same step captured in a CUDA graph: the Python and autograd cost is paid once.
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(20):
+        graph.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        graph.replay()
+    torch.cuda.synchronize()
+    gwall = (time.perf_counter() - t0) / iters * 1e6
+    a_, b_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    a_.record()
+    graph.replay()
+    b_.record()
+    b_.synchronize()
+    print(f"  CUDA graph of the same fwd+bwd: wall {gwall:.1f} us/replay, one replay on the device "
+          f"{a_.elapsed_time(b_) * 1e3:.1f} us; overhead vs summed kernel time {gwall - dev:.1f} us/replay")
 
 
 if __name__ == "__main__":

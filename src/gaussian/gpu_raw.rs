@@ -26,7 +26,7 @@ use crate::kernels::gaussian::{backward, common, forward, reduce};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
 pub use cudarc::driver::sys::CUstream;
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -72,7 +72,18 @@ pub struct RawPlan {
 pub struct RawGaussianKernels<T: GpuReal> {
     pub(super) gpu: Arc<Gpu>,
     slots: (u32, u32),
+    /// The five kernels, looked up once (a launch then takes no lock).
+    pub(super) funcs: Funcs,
     _scalar: PhantomData<T>,
+}
+
+/// The kernels of one float type, loaded.
+pub(super) struct Funcs {
+    pub(super) prepare: CudaFunction,
+    forward: CudaFunction,
+    backward: CudaFunction,
+    reduce_rows: CudaFunction,
+    finish: CudaFunction,
 }
 
 pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
@@ -108,7 +119,7 @@ pub(super) fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
 }
 
 impl<T: GpuReal> RawGaussianKernels<T> {
-    /// Loads the forward and backward kernels on `gpu` and reads their occupancy.
+    /// Loads the kernels on `gpu` and reads the forward's and backward's occupancy.
     ///
     /// Errors: module load or occupancy query failures.
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
@@ -116,9 +127,17 @@ impl<T: GpuReal> RawGaussianKernels<T> {
             launch::resident_slots(&gpu, T::FORWARD, forward::BLOCK)?,
             launch::resident_slots(&gpu, T::BACKWARD, backward::BLOCK)?,
         );
+        let funcs = Funcs {
+            prepare: gpu.function(T::PREPARE)?,
+            forward: gpu.function(T::FORWARD)?,
+            backward: gpu.function(T::BACKWARD)?,
+            reduce_rows: gpu.function(T::REDUCE_ROWS)?,
+            finish: gpu.function(T::FINISH)?,
+        };
         Ok(RawGaussianKernels {
             gpu,
             slots,
+            funcs,
             _scalar: PhantomData,
         })
     }
@@ -214,7 +233,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         } else {
             scratch.ptr
         };
-        let func = self.gpu.function(T::FORWARD)?;
+        let func = &self.funcs.forward;
         let cfg = config((f.point_blocks, f.chunks), forward::BLOCK)?;
         // SAFETY: parameters (prep, n_pad, chunk_len, points, num_points, out) in the kernel's
         // order and types (device addresses as u64); n_pad and chunk_len are multiples of
@@ -222,7 +241,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         // chunks * b (values when one chunk, else the scratch); the kernel touches only i < b.
         unsafe {
             stream
-                .launch_builder(&func)
+                .launch_builder(func)
                 .arg(&prep.ptr)
                 .arg(&n_pad)
                 .arg(&f.chunk_len)
@@ -283,7 +302,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         let stream = self.stream(stream);
         let g = plan.backward;
         let (n, n_pad, b) = (plan.n as u32, plan.n_pad as u32, plan.b as u32);
-        let func = self.gpu.function(T::BACKWARD)?;
+        let func = &self.funcs.backward;
         let cfg = config((g.gauss_blocks, g.chunks), backward::BLOCK)?;
         // SAFETY: parameters (prep, n_pad, points, grad_values, num_points, chunk_len,
         // partial_points, partial_gauss, comp) in the kernel's order and types; n_pad is a
@@ -291,7 +310,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         // plan: partial_points gauss_blocks * 3b, partial_gauss chunks * n_pad * 10.
         unsafe {
             stream
-                .launch_builder(&func)
+                .launch_builder(func)
                 .arg(&prep.ptr)
                 .arg(&n_pad)
                 .arg(&points.ptr)
@@ -314,7 +333,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
             -T::ONE,
             grad_points.ptr,
         )?;
-        let func = self.gpu.function(T::FINISH)?;
+        let func = &self.funcs.finish;
         let blocks = n.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
         let cfg = config((blocks, 1), reduce::BLOCK)?;
         let flag = u32::from(normalised);
@@ -323,7 +342,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         // n * 10 scalars (checked above); grid-stride loop over j < n.
         unsafe {
             stream
-                .launch_builder(&func)
+                .launch_builder(func)
                 .arg(&partial_gauss.ptr)
                 .arg(&g.chunks)
                 .arg(&n_pad)
@@ -354,14 +373,14 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         scale: T,
         out: u64,
     ) -> Result<()> {
-        let func = self.gpu.function(T::REDUCE_ROWS)?;
+        let func = &self.funcs.reduce_rows;
         let blocks = len.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
         let cfg = config((blocks, 1), reduce::BLOCK)?;
         // SAFETY: parameters (partial, rows, stride, len, scale, out) in the kernel's order and
         // types; lengths as stated above; grid-stride loop over m < len.
         unsafe {
             stream
-                .launch_builder(&func)
+                .launch_builder(func)
                 .arg(&partial)
                 .arg(&rows)
                 .arg(&stride)

@@ -46,7 +46,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         let (eps64, scale) = (eps.to_f64(), T::exp_scale());
         let (n, n_pad) = (plan.n as u32, plan.n_pad as u32);
         let flag = u32::from(normalised);
-        let func = self.gpu.function(T::PREPARE)?;
+        let func = &self.funcs.prepare;
         let blocks = n_pad
             .div_ceil(prepare::BLOCK)
             .clamp(1, self.sm_count() * 16);
@@ -57,7 +57,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         // reading packed only for j < n.
         unsafe {
             stream
-                .launch_builder(&func)
+                .launch_builder(func)
                 .arg(&packed.ptr)
                 .arg(&n)
                 .arg(&n_pad)

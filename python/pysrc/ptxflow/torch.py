@@ -51,6 +51,13 @@ def _aligned(t):
     return t if t.data_ptr() % _ALIGN == 0 else t.clone()
 
 
+try:  # the raw handle without building a torch.cuda.Stream object (~10x cheaper)
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover - older PyTorch
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
 def _buf(t):
     return (t.data_ptr(), t.numel())
 
@@ -97,7 +104,7 @@ class GaussianField(torch.autograd.Function):
         fwd_len, _ = _plan(k, double, n, b)
         work = torch.empty(fwd_len, dtype=points.dtype, device=device)
         values = torch.empty(b, dtype=points.dtype, device=device)
-        k.forward(double, torch.cuda.current_stream(device).cuda_stream, n, b, ctx.normalised,
+        k.forward(double, _raw_stream(index), n, b, ctx.normalised,
                   ctx.diag_eps, _buf(gaussians), _buf(points), _buf(work), _buf(values))
         ctx.save_for_backward(points, work)
         ctx.index, ctx.n = index, n
@@ -124,7 +131,7 @@ class GaussianField(torch.autograd.Function):
         bwork = torch.empty(bwd_len, dtype=points.dtype, device=device)
         grad_points = torch.empty(b, 3, dtype=points.dtype, device=device)
         grad_gaussians = torch.empty(n, 10, dtype=points.dtype, device=device)
-        k.backward(double, torch.cuda.current_stream(device).cuda_stream, n, b, ctx.normalised,
+        k.backward(double, _raw_stream(ctx.index), n, b, ctx.normalised,
                    _buf(work), _buf(points), _buf(grad_out), _buf(bwork), _buf(grad_points),
                    _buf(grad_gaussians))
         return (grad_points if ctx.needs_input_grad[0] else None,
