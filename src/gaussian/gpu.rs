@@ -36,6 +36,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const REDUCE_ROWS: KernelId;
     /// Per-Gaussian gradient finish.
     const FINISH: KernelId;
+    /// On-device preparation of packed Gaussians (see `gpu_raw`).
+    const PREPARE: KernelId;
     /// Gaussians per thread in the backward kernel.
     const GAUSSIANS_PER_THREAD: u32;
     /// 2^o, the kernel exponential's offset folded into w c and c (see `common`).
@@ -48,6 +50,7 @@ impl GpuReal for f32 {
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
+    const PREPARE: KernelId = KernelId::GaussianPrepareF32;
     const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F32;
     fn exp_scale() -> f64 {
         common::f32_exp_scale()
@@ -60,6 +63,7 @@ impl GpuReal for f64 {
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;
+    const PREPARE: KernelId = KernelId::GaussianPrepareF64;
     const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F64;
     fn exp_scale() -> f64 {
         1.0

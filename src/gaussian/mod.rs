@@ -60,7 +60,8 @@
 //! - [`ops`]: the [`GaussianFieldOps`] trait a training loop calls, [`FieldOptions`], [`Gradients`];
 //! - [`cpu`]: [`GaussianField`], the rayon CPU reference (f32 and f64, deterministic);
 //! - [`gpu`]: [`GpuGaussianField`], the same on a CUDA device (kernels in
-//!   `crate::kernels::gaussian`), [`gpu_launch`] its launch geometry;
+//!   `crate::kernels::gaussian`), [`gpu_launch`] its launch geometry, [`gpu_raw`] the same kernels
+//!   on caller-owned device memory and streams (the PyTorch binding);
 //! - [`validate`]: the checks both fields share, so they reject the same inputs alike;
 //! - [`generate`]: generated Gaussians and points; [`demo`]: a gradient-descent fit.
 
@@ -69,6 +70,8 @@ pub mod demo;
 pub mod generate;
 pub mod gpu;
 pub mod gpu_launch;
+pub mod gpu_raw;
+mod gpu_raw_prepare;
 pub mod layout;
 pub mod ops;
 pub mod pair;
@@ -77,5 +80,6 @@ pub mod validate;
 
 pub use cpu::GaussianField;
 pub use gpu::{GpuGaussianField, GpuReal};
+pub use gpu_raw::{RawGaussianKernels, RawPlan, RawSlice};
 pub use ops::{FieldOptions, GaussianFieldOps, Gradients};
 pub use real::Real;

@@ -76,6 +76,10 @@ kernel_table! {
     GaussianFinishF32 => gaussian::reduce::build_finish_f32, "gaussian_finish_f32", [Sm75];
     /// Gaussian field: per-Gaussian gradient from the backward's chunk sums, f64.
     GaussianFinishF64 => gaussian::reduce::build_finish_f64, "gaussian_finish_f64", [Sm75];
+    /// Gaussian field: prepared device layout and compensation records from packed Gaussians, f32.
+    GaussianPrepareF32 => gaussian::prepare::build_f32, "gaussian_prepare_f32", [Sm75];
+    /// Gaussian field: prepared device layout and compensation records from packed Gaussians, f64.
+    GaussianPrepareF64 => gaussian::prepare::build_f64, "gaussian_prepare_f64", [Sm75];
     /// NDT score, gradient and Hessian of many (source, pose) requests: fused per point, f64 reduction.
     NdtDerivatives => ndt::derivatives::build, "ndt_derivatives", [Sm75];
     /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).

@@ -1,8 +1,10 @@
 //! Gaussian field kernels (maths in `crate::gaussian`): the distance matrix, the fused forward,
-//! the fused backward and the deterministic finishing sums, each in f32 and f64 from one source.
+//! the fused backward, the deterministic finishing sums and
+//! the on-device preparation of packed Gaussians (for callers whose Gaussians stay on the device), each in f32 and f64 from one source.
 
 pub mod backward;
 pub mod common;
 pub mod distances;
 pub mod forward;
+pub mod prepare;
 pub mod reduce;

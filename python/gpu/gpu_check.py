@@ -1,0 +1,266 @@
+"""GPU checks of the ptxflow Python package (run on the GPU machine; prints PASS/FAIL lines).
+
+python gpu_check.py [--quick]
+"""
+import math
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+import ptxflow
+import ptxflow.torch as pt
+from ptxflow import torch_reference as ref
+
+RESULTS = []
+
+
+def check(name, ok, detail=""):
+    RESULTS.append((name, bool(ok)))
+    print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}", flush=True)
+
+
+def run(name, fn):
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - report and go on
+        traceback.print_exc()
+        check(name, False, "raised")
+
+
+def gaussians(n, dtype, device, seed, spread=2.0, full=True):
+    g = torch.Generator().manual_seed(seed)
+    mu = (torch.rand(n, 3, generator=g, dtype=torch.float64) - 0.5) * 2 * spread
+    diag = 0.3 + 0.7 * torch.rand(n, 3, generator=g, dtype=torch.float64)
+    off = 0.3 * torch.randn(n, 3, generator=g, dtype=torch.float64) if full else torch.zeros(n, 3, dtype=torch.float64)
+    w = torch.randn(n, generator=g, dtype=torch.float64)
+    packed = torch.stack([mu[:, 0], mu[:, 1], mu[:, 2], diag[:, 0], off[:, 0], diag[:, 1],
+                          off[:, 1], off[:, 2], diag[:, 2], w], 1)
+    return packed.to(dtype=dtype, device=device)
+
+
+def points(b, dtype, device, seed, spread=2.5):
+    g = torch.Generator().manual_seed(seed)
+    return ((torch.rand(b, 3, generator=g, dtype=torch.float64) - 0.5) * 2 * spread).to(dtype=dtype, device=device)
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+
+
+def env():
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+    print("device", torch.cuda.get_device_name(0))
+    print("ptxflow.gpu_available", ptxflow.gpu_available())
+
+
+def numpy_gpu_vs_cpu():
+    for dtype in (np.float32, np.float64):
+        for normalised in (False, True):
+            p = points(333, torch.float64, "cpu", 1).numpy().astype(dtype)
+            g = gaussians(777, torch.float64, "cpu", 2).numpy().astype(dtype)
+            go = np.random.default_rng(3).normal(size=333).astype(dtype)
+            fc = ptxflow.gaussian.forward(p, g, normalised=normalised, device="cpu")
+            fg = ptxflow.gaussian.forward(p, g, normalised=normalised, device="gpu")
+            bc = ptxflow.gaussian.backward(p, g, go, normalised=normalised, device="cpu")
+            bg = ptxflow.gaussian.backward(p, g, go, normalised=normalised, device="gpu")
+            tol = 1e-5 if dtype == np.float32 else 1e-12
+            errs = [rel(torch.from_numpy(fg), torch.from_numpy(fc)),
+                    rel(torch.from_numpy(bg[0]), torch.from_numpy(bc[0])),
+                    rel(torch.from_numpy(bg[1]), torch.from_numpy(bc[1]))]
+            check(f"numpy gpu==cpu {np.dtype(dtype).name} normalised={normalised}", max(errs) < tol,
+                  f"rel errors (values, dpoints, dgaussians) {errs}")
+
+
+def same_as_numpy_gpu():
+    """The torch op (device-side preparation) and the numpy GPU path (host preparation) run the
+    same kernels on the same plan: results must be bit-identical, well and badly conditioned."""
+    for dtype in (torch.float32, torch.float64):
+        for normalised in (False, True):
+            for bad in (False, True):
+                g = gaussians(1500, torch.float64, "cpu", 21)
+                if bad:  # shear and 500x diagonal spread: kappa up to ~1e4, compensated solves
+                    gen = torch.Generator().manual_seed(22)
+                    scale = torch.exp(torch.rand(1500, 3, generator=gen, dtype=torch.float64) * math.log(0.002))
+                    g[:, [3, 4, 5]] *= torch.stack([scale[:, 0], scale[:, 1], scale[:, 1]], 1)
+                    g[:, [6, 7, 8]] *= scale[:, 2:3]
+                    g[:, [4, 6, 7]] *= 6.0
+                g = g.to(dtype)
+                p = points(700, dtype, "cpu", 23)
+                go = torch.randn(700, generator=torch.Generator().manual_seed(24), dtype=torch.float64).to(dtype)
+                pc, gc = p.cuda().requires_grad_(), g.cuda().requires_grad_()
+                f = pt.gaussian_field(pc, gc, normalised)
+                dp, dg = torch.autograd.grad(f, (pc, gc), go.cuda())
+                fn = ptxflow.gaussian.forward(p.numpy(), g.numpy(), normalised=normalised, device="gpu")
+                bp, bg = ptxflow.gaussian.backward(p.numpy(), g.numpy(), go.numpy(), normalised=normalised, device="gpu")
+                same = [torch.equal(f.cpu(), torch.from_numpy(fn)), torch.equal(dp.cpu(), torch.from_numpy(bp)),
+                        torch.equal(dg.cpu(), torch.from_numpy(bg))]
+                diffs = [rel(f, torch.from_numpy(fn)), rel(dp, torch.from_numpy(bp)), rel(dg, torch.from_numpy(bg))]
+                check(f"torch op == numpy gpu bit for bit {dtype} normalised={normalised} badly_conditioned={bad}",
+                      all(same), f"equal (values, dpoints, dgaussians) {same}, rel {diffs}")
+
+
+def gradcheck():
+    for normalised in (False, True):
+        p = points(17, torch.float64, "cuda", 4, spread=1.5).requires_grad_()
+        g = gaussians(23, torch.float64, "cuda", 5, spread=1.0).requires_grad_()
+        ok = torch.autograd.gradcheck(lambda a, b: pt.gaussian_field(a, b, normalised, 1e-6), (p, g),
+                                      eps=1e-6, atol=1e-7, rtol=1e-5)
+        check(f"gradcheck f64 cuda normalised={normalised}", ok, "torch.autograd.gradcheck")
+
+
+def f32_vs_reference():
+    for normalised in (False, True):
+        p = points(1000, torch.float32, "cuda", 6).requires_grad_()
+        g = gaussians(500, torch.float32, "cuda", 7).requires_grad_()
+        go = torch.randn(1000, device="cuda", generator=torch.Generator("cuda").manual_seed(8))
+        f = pt.gaussian_field(p, g, normalised)
+        dp, dg = torch.autograd.grad(f, (p, g), go)
+        p64 = p.detach().double().requires_grad_()
+        g64 = g.detach().double().requires_grad_()
+        fr = ref.field(p64, g64, normalised)
+        rp, rg = torch.autograd.grad(fr, (p64, g64), go.double())
+        errs = [rel(f, fr), rel(dp, rp), rel(dg, rg)]
+        check(f"f32 op vs reference normalised={normalised}", max(errs) < 1e-5,
+              f"normwise rel errors (values, dpoints, dgaussians) vs f64 reference {errs}")
+        f32r = ref.field(p.detach(), g.detach(), normalised)
+        print(f"  (pure-PyTorch f32 reference vs f64: {rel(f32r, fr):.2e})")
+
+
+def cpu_tensors():
+    p = points(50, torch.float64, "cpu", 9).requires_grad_()
+    g = gaussians(40, torch.float64, "cpu", 10).requires_grad_()
+    ok = torch.autograd.gradcheck(lambda a, b: pt.gaussian_field(a, b), (p, g), eps=1e-6, atol=1e-7, rtol=1e-5)
+    check("gradcheck f64 cpu tensors", ok, "")
+
+
+def training(opt_name, steps=200, n=64, b=512):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(11)
+    a = pt.LearnableGaussianField(n, 4.0, use_full_cov=True, device="cuda", generator=gen)
+    r = ref.ReferenceGaussianField(n, 4.0, use_full_cov=True, device="cuda")
+    r.load_state_dict(a.state_dict())
+    truth = gaussians(16, torch.float32, "cuda", 12, spread=1.5)
+    make = (lambda params: torch.optim.Adam(params, lr=1e-2)) if opt_name == "adam" else (
+        lambda params: torch.optim.SGD(params, lr=1e-2))
+    oa, orf = make(a.parameters()), make(r.parameters())
+    worst, first_bad = 0.0, None
+    losses = []
+    for step in range(steps):
+        x = points(b, torch.float32, "cuda", 1000 + step, spread=2.0)
+        y = ref.field(x, truth)
+        la = ((a(x) - y) ** 2).mean()
+        lr_ = ((r(x) - y) ** 2).mean()
+        oa.zero_grad(); la.backward(); oa.step()
+        orf.zero_grad(); lr_.backward(); orf.step()
+        e = abs(la.item() - lr_.item()) / abs(lr_.item())
+        losses.append((la.item(), lr_.item()))
+        if e > worst:
+            worst = e
+        if e > 1e-4 and first_bad is None:
+            first_bad = step
+    check(f"training {steps} steps ({opt_name}) ptxflow vs pure PyTorch", worst < 1e-4,
+          f"max rel loss diff {worst:.2e} (first >1e-4 at step {first_bad}); loss {losses[0][1]:.4e} -> {losses[-1][1]:.4e}")
+
+
+def cuda_graph():
+    p = points(1000, torch.float32, "cuda", 13)
+    g = gaussians(500, torch.float32, "cuda", 14).requires_grad_()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            pt.gaussian_field(p, g).sum().backward()
+    torch.cuda.current_stream().wait_stream(s)
+    g.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = pt.gaussian_field(p, g)
+        out.sum().backward()
+    graph.replay()
+    torch.cuda.synchronize()
+    want = ref.field(p.double(), g.detach().double())
+    check("cuda graph capture + replay", rel(out, want) < 1e-5, f"rel {rel(out, want):.2e}")
+
+
+def stream_and_device():
+    s = torch.cuda.Stream()
+    p = points(2000, torch.float32, "cuda", 15)
+    g = gaussians(3000, torch.float32, "cuda", 16)
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        # The side stream writes the points only after a long sleep: a launch on any other
+        # stream would read them before they exist.
+        torch.cuda._sleep(100_000_000)
+        p2 = torch.empty_like(p)
+        p2.copy_(p)
+        f = pt.gaussian_field(p2, g)
+    s.synchronize()
+    want = ref.field(p.double(), g.double())
+    check("runs on the current (side) stream", rel(f, want) < 1e-5, f"rel {rel(f, want):.2e}")
+    if torch.cuda.device_count() > 1:
+        p1, g1 = p.to("cuda:1"), g.to("cuda:1")
+        f1 = pt.gaussian_field(p1, g1)
+        check("runs on cuda:1", f1.device.index == 1 and rel(f1, want) < 1e-5, "")
+
+
+def bad_inputs():
+    p = points(10, torch.float32, "cuda", 1)
+    g = gaussians(5, torch.float32, "cuda", 2)
+    cases = [
+        ("dtype mix", lambda: pt.gaussian_field(p, g.double()), TypeError),
+        ("shape", lambda: pt.gaussian_field(p[:, :2], g), ValueError),
+        ("device mix", lambda: pt.gaussian_field(p.cpu(), g), ValueError),
+        ("no gaussians", lambda: pt.gaussian_field(p, g[:0]), ValueError),
+    ]
+    for name, fn, exc in cases:
+        try:
+            fn()
+            check(f"bad input {name}", False, "no exception")
+        except exc as e:
+            check(f"bad input {name}", True, f"{type(e).__name__}: {e}")
+    # strided (non-contiguous) inputs are made contiguous, not rejected
+    pp = torch.cat([p, p], 1)[:, ::2]
+    check("non-contiguous points", rel(pt.gaussian_field(pp, g), ref.field(pp.double(), g.double())) < 1e-5, "")
+
+
+def ndt_lz4_gpu():
+    d = os.environ.get("PTXFLOW_DATA", "data/pointclouds")
+    t = os.path.join(d, "251370668.pcd")
+    s = os.path.join(d, "251371071.pcd")
+    if os.path.exists(t):
+        tc, sc = ptxflow.read_cloud(t), ptxflow.read_cloud(s)
+        t0 = time.perf_counter()
+        rg = ptxflow.ndt.align(tc, sc, device="gpu")
+        t1 = time.perf_counter()
+        rc = ptxflow.ndt.align(tc, sc, device="cpu")
+        t2 = time.perf_counter()
+        dt = np.abs(rg["transform"] - rc["transform"]).max()
+        check("ndt gpu vs cpu", rg["device"] == "gpu" and dt < 1e-3,
+              f"max |dT| {dt:.2e}, gpu {t1 - t0:.3f} s, cpu {t2 - t1:.3f} s, stop {rg['stop']}")
+        print("  gpu transform\n", rg["transform"])
+    else:
+        print("SKIPPED ndt: no", t)
+    data = (b"ptxflow lz4 page " * 50000) + os.urandom(100000)
+    f = ptxflow.lz4.compress(data, device="gpu")
+    check("lz4 gpu compress -> cpu decompress", ptxflow.lz4.decompress(f, device="cpu") == data, f"{len(data)} -> {len(f)}")
+    check("lz4 cpu compress -> gpu decompress", ptxflow.lz4.decompress(ptxflow.lz4.compress(data, device="cpu"), device="gpu") == data, "")
+
+
+if __name__ == "__main__":
+    env()
+    quick = "--quick" in sys.argv
+    for name, fn in [("numpy gpu vs cpu", numpy_gpu_vs_cpu), ("same as numpy gpu", same_as_numpy_gpu),
+                     ("gradcheck", gradcheck),
+                     ("f32 vs reference", f32_vs_reference), ("cpu tensors", cpu_tensors),
+                     ("training adam", lambda: training("adam")),
+                     ("training sgd", lambda: training("sgd")),
+                     ("stream", stream_and_device), ("cuda graph", cuda_graph),
+                     ("bad inputs", bad_inputs), ("ndt lz4 gpu", ndt_lz4_gpu)]:
+        run(name, fn)
+    bad = [n for n, ok in RESULTS if not ok]
+    print(f"gpu_check: {len(RESULTS) - len(bad)} passed, {len(bad)} failed {bad}")
