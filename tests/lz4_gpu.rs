@@ -381,3 +381,57 @@ fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
         Err(e) => panic!("unexpected error {e}"),
     }
 }
+
+#[test]
+fn gpu_codec_from_memory_reuses_buffers_and_decodes_any_page_order() {
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_codec_from_memory_reuses_buffers_and_decodes_any_page_order")
+    else {
+        return;
+    };
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 256 << 10,
+            slots: 3,
+        },
+    )
+    .unwrap();
+    let mut pages = CompressedPages {
+        page_bytes: 4096,
+        data: Vec::new(),
+        pages: Vec::new(),
+        path: CodecPath::Cpu,
+    };
+    for (name, data) in inputs() {
+        for pb in [1024, 4096] {
+            codec.compress_into(&data, pb, &mut pages).unwrap();
+            assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
+            check_pages(
+                &pages,
+                &data,
+                &format!("{name} at {pb} B pages, reused buffers"),
+            );
+            // CPU pages (tight), then the same pages stored in reverse order (gathered).
+            let cpu = ptxflow::lz4::CpuPageCodec
+                .compress_pages(&data, pb)
+                .unwrap();
+            let mut back = Vec::new();
+            codec.decompress_pages(&cpu, &mut back).unwrap();
+            assert!(
+                back == data,
+                "{name} at {pb} B: CPU pages on the GPU differ"
+            );
+            let mut rev = cpu.clone();
+            rev.data.clear();
+            for k in (0..cpu.pages.len()).rev() {
+                let (bytes, _) = cpu.page(k);
+                rev.pages[k].offset = rev.data.len();
+                rev.data.extend_from_slice(bytes);
+            }
+            back.clear();
+            codec.decompress_pages(&rev, &mut back).unwrap();
+            assert!(back == data, "{name} at {pb} B: reversed pages differ");
+        }
+    }
+}

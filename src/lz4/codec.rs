@@ -54,7 +54,8 @@ pub struct PageEntry {
 pub struct CompressedPages {
     /// Page size the input was cut with (bytes).
     pub page_bytes: usize,
-    /// All stored pages, back to back.
+    /// All stored pages in order; the GPU path leaves up to 15 bytes of padding between pages
+    /// (it keeps the kernel's 16-byte alignment), so reach pages through `pages`.
     pub data: Vec<u8>,
     /// One entry per page, in input order.
     pub pages: Vec<PageEntry>,
@@ -74,9 +75,9 @@ impl CompressedPages {
         self.pages.iter().map(|e| e.original_bytes).sum()
     }
 
-    /// Total stored bytes (without any framing).
+    /// Total stored bytes (without any framing or alignment padding between pages).
     pub fn stored_bytes(&self) -> usize {
-        self.data.len()
+        self.pages.iter().map(|e| e.stored_bytes).sum()
     }
 }
 

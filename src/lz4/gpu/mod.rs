@@ -12,15 +12,19 @@
 //! bytes and reporting [`CodecPath::Cpu`] with the reason.
 
 pub mod codec;
+mod decode_ring;
 pub mod frames;
 pub mod kernels;
 pub mod layout;
+pub mod pipeline;
 mod ring;
 pub mod stream;
 
 pub use codec::GpuPageCodec;
+pub use decode_ring::{DecodeStage, DecodedBatch};
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
+pub use pipeline::CompressedBatch;
 pub use stream::GpuPageStream;
 
 use super::{CodecPath, CpuPageStream, PageStream};

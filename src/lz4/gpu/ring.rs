@@ -38,7 +38,7 @@ pub(crate) struct Pinned<T: DeviceRepr> {
 unsafe impl<T: DeviceRepr + Send> Send for Pinned<T> {}
 
 impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
-    fn new(gpu: &crate::runtime::Gpu, len: usize, kind: PinnedKind) -> Result<Self> {
+    pub(crate) fn new(gpu: &crate::runtime::Gpu, len: usize, kind: PinnedKind) -> Result<Self> {
         let mut buf = PinnedBuffer::new(gpu, len, kind)?;
         let s = buf.as_mut_slice()?;
         let (ptr, len) = (s.as_mut_ptr(), s.len());
@@ -75,7 +75,7 @@ pub(crate) struct Registered {
 unsafe impl Send for Registered {}
 
 impl Registered {
-    fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
+    pub(crate) fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
         let size = len.max(1).div_ceil(4096) * 4096;
         let layout =
             std::alloc::Layout::from_size_align(size, 4096).map_err(|_| Error::Capacity {
@@ -157,6 +157,8 @@ pub(crate) struct Slot {
     pub(crate) input_bytes: usize,
     /// Where each page lies in `h_out` once the slot is Ready.
     pub(crate) entries: Vec<PageEntry>,
+    /// Bytes of `h_out` the pages use (alignment gaps included) once the slot is Ready.
+    pub(crate) used: usize,
 }
 
 impl Slot {
@@ -164,6 +166,11 @@ impl Slot {
     pub(crate) fn stored(&self, k: usize) -> &[u8] {
         let e = self.entries[k];
         &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
+    }
+
+    /// The stored pages of a Ready slot as the kernel packed them (`entries` point into it).
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.h_out.slice()[..self.used]
     }
 
     /// Pages in this batch.
@@ -224,6 +231,7 @@ impl Ring {
                 state: State::Free,
                 input_bytes: 0,
                 entries: Vec::new(),
+                used: 0,
             });
         }
         s.synchronize()
@@ -331,6 +339,7 @@ impl Ring {
                 detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()),
             });
         }
+        slot.used = used;
         let d2h = self.streams.get(D2H);
         d2h.wait(&slot.ev_info)
             .map_err(Error::driver("cuStreamWaitEvent"))?;
@@ -359,6 +368,18 @@ impl Ring {
             slot.state = State::Ready;
         }
         Ok(())
+    }
+
+    /// After an error: waits (ignoring further errors) for every slot's work and frees it, so
+    /// the ring can take the next input.
+    pub(crate) fn reset(&mut self) {
+        for slot in &mut self.slots {
+            if slot.state != State::Free {
+                let _ = slot.ev_info.synchronize();
+                let _ = slot.ev_d2h.synchronize();
+                slot.state = State::Free;
+            }
+        }
     }
 
     /// Starts the downloads of Submitted slots whose info has arrived, oldest first (`order`).

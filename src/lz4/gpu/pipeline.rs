@@ -1,0 +1,150 @@
+//! The host side of the rings at pipeline speed: a batch is staged into a free slot (by the
+//! caller's `fill`, e.g. a parallel copy from ordinary memory or parallel reads of a file) while
+//! the oldest finished batch is handed to the caller's `sink` (a parallel copy out, or a frame
+//! writer), and the device works on the batches in between. Memory stays bounded by the ring.
+//!
+//! With `n` slots, `n - 1` batches are on the device while the host fills one and drains one,
+//! both with every core (`rayon::join` of two parallel copies).
+
+use super::ring::Ring;
+use crate::lz4::PageEntry;
+use crate::Result;
+use rayon::prelude::*;
+use std::collections::VecDeque;
+
+/// Bytes per parallel copy task.
+const COPY_CHUNK_BYTES: usize = 256 << 10;
+
+/// Copies `src` into `dst` (same length) with every core.
+pub fn par_copy(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    if src.len() <= COPY_CHUNK_BYTES {
+        dst.copy_from_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(COPY_CHUNK_BYTES)
+        .zip(src.par_chunks(COPY_CHUNK_BYTES))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// Appends `src` to `dst` with every core (the new bytes are written once, never zeroed first).
+pub fn par_extend(dst: &mut Vec<u8>, src: &[u8]) {
+    dst.reserve(src.len());
+    let old = dst.len();
+    let spare = &mut dst.spare_capacity_mut()[..src.len()];
+    let write = |d: &mut [std::mem::MaybeUninit<u8>], s: &[u8]| {
+        for (d, &s) in d.iter_mut().zip(s) {
+            d.write(s);
+        }
+    };
+    if src.len() <= COPY_CHUNK_BYTES {
+        write(spare, src);
+    } else {
+        spare
+            .par_chunks_mut(COPY_CHUNK_BYTES)
+            .zip(src.par_chunks(COPY_CHUNK_BYTES))
+            .for_each(|(d, s)| write(d, s));
+    }
+    // SAFETY: the `src.len()` bytes after `old` were all initialised just above, within the
+    // capacity reserved for them.
+    unsafe { dst.set_len(old + src.len()) };
+}
+
+/// One compressed batch as the ring hands it to a sink, in input order.
+pub struct CompressedBatch<'a> {
+    /// Where each page lies in `packed` (offsets are 16-byte aligned; gaps hold padding).
+    pub entries: &'a [PageEntry],
+    /// The stored pages as the kernel packed them.
+    pub packed: &'a [u8],
+    /// Input bytes of the batch.
+    pub input_bytes: usize,
+}
+
+/// Two distinct elements of a slice, both mutable.
+pub(crate) fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "two_mut needs distinct indices");
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&mut x[a], &mut y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&mut y[0], &mut x[b])
+    }
+}
+
+fn view(slot: &super::ring::Slot) -> CompressedBatch<'_> {
+    CompressedBatch {
+        entries: &slot.entries,
+        packed: slot.packed(),
+        input_bytes: slot.input_bytes,
+    }
+}
+
+impl Ring {
+    /// Compresses everything `fill` stages and hands each batch to `sink` in order. `fill` gets
+    /// a slot's input buffer (one batch) and returns the bytes it wrote: the whole buffer, or
+    /// less only at the end of the input (0: nothing more). On an error the ring is reset.
+    pub(crate) fn compress_stream<F, S>(&mut self, fill: F, sink: S) -> Result<()>
+    where
+        F: FnMut(&mut [u8]) -> Result<usize> + Send,
+        S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
+    {
+        let r = self.compress_stream_inner(fill, sink);
+        if r.is_err() {
+            self.reset();
+        }
+        r
+    }
+
+    fn compress_stream_inner<F, S>(&mut self, mut fill: F, mut sink: S) -> Result<()>
+    where
+        F: FnMut(&mut [u8]) -> Result<usize> + Send,
+        S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
+    {
+        let n = self.slots.len();
+        let batch = self.batch_bytes();
+        let mut in_flight: VecDeque<usize> = VecDeque::new();
+        let mut next = 0;
+        loop {
+            // Keep one slot free for filling: drain the oldest when the ring is otherwise full.
+            let oldest = (in_flight.len() + 1 >= n)
+                .then(|| in_flight.pop_front())
+                .flatten();
+            let filled = match oldest {
+                Some(o) if o != next => {
+                    self.wait(o)?;
+                    let (done, free) = two_mut(&mut self.slots, o, next);
+                    let done = view(done);
+                    let buf = &mut free.h_in.slice_mut()[..batch];
+                    let (a, b) = rayon::join(|| sink(&done), || fill(buf));
+                    self.slots[o].state = super::ring::State::Free;
+                    a?;
+                    b?
+                }
+                Some(o) => {
+                    self.wait(o)?;
+                    sink(&view(&self.slots[o]))?;
+                    self.slots[o].state = super::ring::State::Free;
+                    fill(&mut self.slots[next].h_in.slice_mut()[..batch])?
+                }
+                None => fill(&mut self.slots[next].h_in.slice_mut()[..batch])?,
+            };
+            if filled == 0 {
+                break;
+            }
+            self.submit(next, filled.min(batch))?;
+            in_flight.push_back(next);
+            self.poll(in_flight.iter().copied())?;
+            next = (next + 1) % n;
+            if filled < batch {
+                break;
+            }
+        }
+        while let Some(o) = in_flight.pop_front() {
+            self.wait(o)?;
+            sink(&view(&self.slots[o]))?;
+            self.slots[o].state = super::ring::State::Free;
+        }
+        Ok(())
+    }
+}
