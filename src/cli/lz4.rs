@@ -2,12 +2,15 @@
 //! the `lz4` tool), one independent block per page, on the GPU when there is one (`--device`).
 //! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
-use ptxflow::lz4::gpu::{decode_frames_gpu, GpuOptions, GpuPageStream, Lz4Kernels};
-use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, PageStream};
+use super::output::AtomicOutput;
+use ptxflow::lz4::gpu::{
+    decode_frames_gpu, device_failure, FileSource, GpuOptions, GpuPageCodec, Lz4Kernels,
+};
+use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -44,6 +47,9 @@ enum Lz4Action {
         /// Where to compress.
         #[arg(long, value_enum, default_value_t = Device::Auto)]
         device: Device,
+        /// Print where the time went (context, module load, I/O and compute) on stderr.
+        #[arg(long)]
+        timing: bool,
     },
     /// Decompress the LZ4 data IN (frames written by ptxflow or the `lz4` tool) into OUT.
     Decompress {
@@ -52,6 +58,9 @@ enum Lz4Action {
         /// Where to decompress (frames with linked or larger-than-64-KiB blocks use the CPU).
         #[arg(long, value_enum, default_value_t = Device::Auto)]
         device: Device,
+        /// Print where the time went (context, module load, I/O and compute) on stderr.
+        #[arg(long)]
+        timing: bool,
     },
 }
 
@@ -71,12 +80,14 @@ pub fn run(args: Lz4Args) -> Result<()> {
             page_kib,
             block_checksum,
             device,
-        } => compress(&input, &output, page_kib, block_checksum, device),
+            timing,
+        } => compress(&input, &output, page_kib, block_checksum, device, timing),
         Lz4Action::Decompress {
             input,
             output,
             device,
-        } => decompress(&input, &output, device),
+            timing,
+        } => decompress(&input, &output, device, timing),
     }
 }
 
@@ -130,55 +141,91 @@ fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds.max(1e-9) / 1e9
 }
 
-/// The page stream for `device`, and why the CPU runs when `Auto` found no usable GPU.
-enum Stream {
-    Cpu(CpuPageStream, Option<String>),
-    Gpu(GpuPageStream),
+/// Where a run spent its time, printed on stderr with `--timing`.
+#[derive(Default)]
+struct Timing {
+    phases: Vec<(&'static str, f64)>,
+    last: Option<Instant>,
 }
 
-impl Stream {
-    fn open(device: Device, page_bytes: usize) -> Result<Stream> {
-        ptxflow::lz4::check_page_bytes(page_bytes)?;
-        if device == Device::Cpu {
-            return Ok(Stream::Cpu(
-                CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
-                None,
-            ));
-        }
-        let options = GpuOptions {
-            batch_bytes: 8 << 20,
-            slots: 3,
-        };
-        match Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options)) {
-            Ok(s) => Ok(Stream::Gpu(s)),
-            Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
-                Ok(Stream::Cpu(
-                    CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
-                    Some(e.to_string()),
-                ))
-            }
-            Err(e) => Err(e),
+impl Timing {
+    fn start() -> Self {
+        Timing {
+            phases: Vec::new(),
+            last: Some(Instant::now()),
         }
     }
 
-    fn as_dyn(&mut self) -> &mut dyn PageStream {
-        match self {
-            Stream::Cpu(s, _) => s,
-            Stream::Gpu(s) => s,
-        }
+    /// Ends the phase `name` now.
+    fn lap(&mut self, name: &'static str) {
+        let now = Instant::now();
+        let t = self.last.map_or(0.0, |l| (now - l).as_secs_f64());
+        self.phases.push((name, t));
+        self.last = Some(now);
     }
 
-    /// Which path ran, with the reason when it is the CPU although a GPU was wanted.
-    fn describe(&self) -> String {
-        match self {
-            Stream::Cpu(_, None) => "CPU".into(),
-            Stream::Cpu(_, Some(why)) => format!("CPU ({why})"),
-            Stream::Gpu(s) => match s.fallback_reason() {
-                None => "GPU".into(),
-                Some(why) => format!("CPU after a GPU failure ({why})"),
-            },
+    fn print(&self, on: bool) {
+        if on {
+            let total: f64 = self.phases.iter().map(|p| p.1).sum();
+            let parts: Vec<String> = self
+                .phases
+                .iter()
+                .map(|(n, t)| format!("{n} {:.3} s", t))
+                .collect();
+            eprintln!("timing: {}; total {total:.3} s", parts.join(", "));
         }
     }
+}
+
+/// The GPU codec for `device`, or why the CPU runs (`Auto` without a usable GPU). Times the
+/// context creation and the module load.
+fn open_gpu(
+    device: Device,
+    timing: &mut Timing,
+) -> Result<std::result::Result<GpuPageCodec, String>> {
+    if device == Device::Cpu {
+        return Ok(Err(String::new()));
+    }
+    let gpu = match Gpu::open_default() {
+        Ok(g) => g,
+        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Err(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    timing.lap("context");
+    let options = GpuOptions {
+        batch_bytes: 16 << 20,
+        slots: 4,
+    };
+    match GpuPageCodec::new(gpu, options) {
+        Ok(c) => {
+            timing.lap("module load");
+            Ok(Ok(c))
+        }
+        Err(e) if device == Device::Auto && device_failure(&e) => Ok(Err(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Compresses on the CPU (all cores, through the CPU page stream).
+fn compress_cpu(input: &Path, out: &AtomicOutput, options: FrameOptions) -> Result<FrameStats> {
+    let file = File::open(input).map_err(io_err(input))?;
+    let size = file.metadata().map_err(io_err(input))?.len();
+    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
+    let writer = BufWriter::with_capacity(1 << 20, out.file());
+    let mut stream = CpuPageStream::new(options.page_bytes, STREAM_SLOTS)?;
+    let mut enc = FrameEncoder::new(writer, out.dest(), &mut stream, options)?;
+    let mut progress = Progress::new(size);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        let n = reader.read(&mut chunk).map_err(io_err(input))?;
+        if n == 0 {
+            break;
+        }
+        enc.write(&chunk[..n])?;
+        progress.update(enc.stats().input_bytes);
+    }
+    progress.done();
+    Ok(enc.finish()?.1)
 }
 
 fn compress(
@@ -187,48 +234,52 @@ fn compress(
     page_kib: usize,
     block_checksum: bool,
     device: Device,
+    show_timing: bool,
 ) -> Result<()> {
+    let mut timing = Timing::start();
     let page_bytes = page_kib
         .checked_mul(1024)
         .ok_or_else(|| Error::input("page size overflows"))?;
-    let mut stream = Stream::open(device, page_bytes)?;
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
-    let out = BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
+    ptxflow::lz4::check_page_bytes(page_bytes)?;
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let options = FrameOptions {
+        page_bytes,
+        content_size: Some(size),
+        block_checksum,
+    };
+    let codec = open_gpu(device, &mut timing)?;
     let started = Instant::now();
-    let result = (|| {
-        let options = FrameOptions {
-            page_bytes,
-            content_size: Some(size),
-            block_checksum,
-        };
-        let mut enc = FrameEncoder::new(out, output, stream.as_dyn(), options)?;
-        let mut progress = Progress::new(size);
-        let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-        loop {
-            let n = reader.read(&mut chunk).map_err(io_err(input))?;
-            if n == 0 {
-                break;
+    let mut out = AtomicOutput::create(output)?;
+    let (stats, path) = match codec {
+        Ok(mut codec) => {
+            let file = File::open(input).map_err(io_err(input))?;
+            let mut source = FileSource::new(&file, input)?;
+            match codec.compress_frame(&mut source, out.file(), output, options) {
+                Ok((_, stats)) => (stats, "GPU".to_string()),
+                Err(e) if device == Device::Auto && device_failure(&e) => {
+                    // Start over on the CPU; the partial frame goes with the old temporary file.
+                    out = AtomicOutput::create(output)?;
+                    let stats = compress_cpu(input, &out, options)?;
+                    (stats, format!("CPU after a GPU failure ({e})"))
+                }
+                Err(e) => return Err(e),
             }
-            enc.write(&chunk[..n])?;
-            progress.update(enc.stats().input_bytes);
         }
-        progress.done();
-        let (_, stats) = enc.finish()?;
-        Ok(stats)
-    })();
-    let stats = match result {
-        Ok(r) => r,
-        Err(e) => {
-            // Leave no half-written frame behind that could pass for a result.
-            let _ = std::fs::remove_file(output);
-            return Err(e);
+        Err(why) => {
+            let stats = compress_cpu(input, &out, options)?;
+            let path = if why.is_empty() {
+                "CPU".to_string()
+            } else {
+                format!("CPU ({why})")
+            };
+            (stats, path)
         }
     };
+    out.commit()?;
     let seconds = started.elapsed().as_secs_f64();
+    timing.lap("read, compress and write");
     println!(
-        "compressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} pages of {} KiB ({} stored raw), {:.3} GB/s on {}",
+        "compressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} pages of {} KiB ({} stored raw), {:.3} GB/s on {path}",
         input.display(),
         output.display(),
         stats.input_bytes,
@@ -238,22 +289,33 @@ fn compress(
         page_kib,
         stats.raw_pages,
         gb_per_s(stats.input_bytes, seconds),
-        stream.describe(),
     );
+    timing.print(show_timing);
     Ok(())
 }
 
 /// Decodes on the GPU when `device` allows and the frames suit it; `Ok(None)` leaves the file to
 /// the CPU path, with the reason.
-fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<String>> {
-    let kernels = match Gpu::open_default().and_then(Lz4Kernels::new) {
-        Ok(k) => k,
-        Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
-            return Ok(Some(e.to_string()))
-        }
+fn decompress_gpu(
+    input: &Path,
+    output: &Path,
+    device: Device,
+    timing: &mut Timing,
+) -> Result<Option<String>> {
+    let gpu = match Gpu::open_default() {
+        Ok(g) => g,
+        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Some(e.to_string())),
         Err(e) => return Err(e),
     };
+    timing.lap("context");
+    let kernels = match Lz4Kernels::new(gpu) {
+        Ok(k) => k,
+        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Some(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    timing.lap("module load");
     let data = std::fs::read(input).map_err(io_err(input))?;
+    timing.lap("read");
     let started = Instant::now();
     let mut out = Vec::new();
     let (frames, blocks) = match decode_frames_gpu(&kernels, &data, &mut out) {
@@ -263,13 +325,15 @@ fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<
                 "frames with linked, larger or unusual blocks are decoded on the CPU".into(),
             ))
         }
-        Err(e) if ptxflow::lz4::gpu::device_failure(&e) => {
-            return Ok(Some(format!("GPU failed: {e}")))
-        }
+        Err(e) if device_failure(&e) => return Ok(Some(format!("GPU failed: {e}"))),
         Err(e) => return Err(e),
     };
     let seconds = started.elapsed().as_secs_f64();
-    std::fs::write(output, &out).map_err(io_err(output))?;
+    timing.lap("decompress");
+    let dest = AtomicOutput::create(output)?;
+    dest.file().write_all(&out).map_err(io_err(output))?;
+    dest.commit()?;
+    timing.lap("write");
     println!(
         "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {frames} frames, {blocks} blocks, {:.3} GB/s (of output) on GPU",
         input.display(),
@@ -282,33 +346,32 @@ fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<
     Ok(None)
 }
 
-fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
+fn decompress(input: &Path, output: &Path, device: Device, show_timing: bool) -> Result<()> {
+    let mut timing = Timing::start();
     let mut note = None;
     if device != Device::Cpu {
-        match decompress_gpu(input, output, device)? {
-            None => return Ok(()),
+        match decompress_gpu(input, output, device, &mut timing)? {
+            None => {
+                timing.print(show_timing);
+                return Ok(());
+            }
             Some(why) => note = Some(why),
         }
     }
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut writer =
-        BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
+    let dest = AtomicOutput::create(output)?;
+    let mut writer = BufWriter::with_capacity(1 << 20, dest.file());
     let started = Instant::now();
     let mut progress = Progress::new(size);
-    let result = decode_frames(&mut reader, input, &mut writer, output, &mut |s| {
+    let stats = decode_frames(&mut reader, input, &mut writer, output, &mut |s| {
         progress.update(s.input_bytes)
-    });
+    })?;
     progress.done();
     drop(writer);
-    let stats = match result {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(output);
-            return Err(e);
-        }
-    };
+    dest.commit()?;
+    timing.lap("read, decompress and write");
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on CPU{}",
@@ -322,5 +385,6 @@ fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
         gb_per_s(stats.output_bytes, seconds),
         note.map_or(String::new(), |n| format!(" ({n})")),
     );
+    timing.print(show_timing);
     Ok(())
 }

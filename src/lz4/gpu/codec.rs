@@ -67,14 +67,14 @@ impl GpuPageCodec {
     }
 
     /// Records a device failure and drops everything that touches the device.
-    fn retire(&mut self, e: &Error) {
+    pub(super) fn retire(&mut self, e: &Error) {
         self.failure = Some(format!("GPU path stopped after: {e}"));
         self.ring = None;
         self.decode = None;
         self.kernels = None;
     }
 
-    fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
+    pub(super) fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
         if self
             .ring
             .as_ref()

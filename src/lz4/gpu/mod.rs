@@ -13,6 +13,7 @@
 
 pub mod codec;
 mod decode_ring;
+pub mod frame_pipe;
 pub mod frames;
 pub mod kernels;
 pub mod layout;
@@ -22,6 +23,7 @@ pub mod stream;
 
 pub use codec::GpuPageCodec;
 pub use decode_ring::{DecodeStage, DecodedBatch};
+pub use frame_pipe::{BatchSource, FileSource, ReadSource, SliceSource};
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;

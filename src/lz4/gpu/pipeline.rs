@@ -58,6 +58,8 @@ pub struct CompressedBatch<'a> {
     pub packed: &'a [u8],
     /// Input bytes of the batch.
     pub input_bytes: usize,
+    /// The batch's input (cached pinned memory: the host may read it, e.g. to hash it).
+    pub input: &'a [u8],
 }
 
 /// Two distinct elements of a slice, both mutable.
@@ -77,6 +79,7 @@ fn view(slot: &super::ring::Slot) -> CompressedBatch<'_> {
         entries: &slot.entries,
         packed: slot.packed(),
         input_bytes: slot.input_bytes,
+        input: &slot.h_in.slice()[..slot.input_bytes],
     }
 }
 

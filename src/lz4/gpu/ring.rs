@@ -213,7 +213,9 @@ impl Ring {
         let mut v = Vec::with_capacity(slots);
         for _ in 0..slots {
             v.push(Slot {
-                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Upload)?,
+                // Cached, not write-combined: the host reads a batch's input back (the frame's
+                // content hash) while the device compresses it.
+                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, batch_bytes)?,
                 h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,

@@ -1,0 +1,268 @@
+//! Whole LZ4 frames through the compress ring at pipeline speed: a [`BatchSource`] stages each
+//! batch straight into a pinned slot (a parallel copy from memory, parallel positioned reads of
+//! a file, or a plain reader), the frame blocks of each finished batch are laid out with every
+//! core while one core hashes the batch's input, and a writer thread writes them. Memory is the
+//! ring plus a few batches of output, whatever the input size.
+
+use super::codec::GpuPageCodec;
+use super::device_failure;
+use super::pipeline::{par_copy, CompressedBatch};
+use crate::lz4::frame_header::{FrameHeader, UNCOMPRESSED_BIT};
+use crate::lz4::xxh32::{xxh32, Xxh32};
+use crate::lz4::{check_page_bytes, FrameOptions, FrameStats, PageKind, MAX_PAGE_BYTES};
+use crate::{Error, Result};
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Mutex};
+
+/// Where the bytes of a frame come from, one batch at a time.
+pub trait BatchSource: Send {
+    /// Fills `buf` completely unless the input ends first; returns the bytes written (0: the
+    /// input has ended).
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize>;
+}
+
+/// Bytes in memory, copied with every core.
+pub struct SliceSource<'a>(pub &'a [u8]);
+
+impl BatchSource for SliceSource<'_> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let take = buf.len().min(self.0.len());
+        par_copy(&mut buf[..take], &self.0[..take]);
+        self.0 = &self.0[take..];
+        Ok(take)
+    }
+}
+
+/// Any reader (one thread).
+pub struct ReadSource<R: Read + Send> {
+    /// The reader.
+    pub reader: R,
+    /// Its name in error messages.
+    pub name: PathBuf,
+}
+
+impl<R: Read + Send> BatchSource for ReadSource<R> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.reader.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(Error::Io {
+                        path: self.name.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// A file read from its current length with positioned reads on every core (the page cache
+/// copies in parallel).
+pub struct FileSource<'a> {
+    file: &'a File,
+    path: &'a Path,
+    at: u64,
+    len: u64,
+}
+
+impl<'a> FileSource<'a> {
+    /// Reads `file` (named `path` in errors) from offset 0 to its length now.
+    pub fn new(file: &'a File, path: &'a Path) -> Result<Self> {
+        let len = file
+            .metadata()
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        Ok(FileSource {
+            file,
+            path,
+            at: 0,
+            len,
+        })
+    }
+
+    /// Bytes the file held when opened.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty file.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl BatchSource for FileSource<'_> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let take = (buf.len() as u64).min(self.len - self.at) as usize;
+        let (file, at) = (self.file, self.at);
+        buf[..take]
+            .par_chunks_mut(1 << 20)
+            .enumerate()
+            .try_for_each(|(k, piece)| {
+                file.read_exact_at(piece, at + (k as u64) * (1 << 20))
+                    .map_err(|source| Error::Io {
+                        path: self.path.to_path_buf(),
+                        source,
+                    })
+            })?;
+        self.at += take as u64;
+        Ok(take)
+    }
+}
+
+/// Lays the frame blocks of `batch` out in `buf` (size word, stored bytes, optional checksum),
+/// with every core.
+fn frame_blocks(batch: &CompressedBatch<'_>, block_checksum: bool, buf: &mut Vec<u8>) {
+    let extra = 4 + 4 * block_checksum as usize;
+    let total: usize = batch.entries.iter().map(|e| e.stored_bytes + extra).sum();
+    buf.clear();
+    buf.reserve(total);
+    let mut rest = &mut buf.spare_capacity_mut()[..total];
+    let mut parts = Vec::with_capacity(batch.entries.len());
+    for e in batch.entries {
+        let (p, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes + extra);
+        parts.push(p);
+        rest = r;
+    }
+    let put = |d: &mut [MaybeUninit<u8>], s: &[u8]| {
+        for (d, &s) in d.iter_mut().zip(s) {
+            d.write(s);
+        }
+    };
+    parts
+        .into_par_iter()
+        .zip(batch.entries.par_iter())
+        .for_each(|(p, e)| {
+            let stored = &batch.packed[e.offset..e.offset + e.stored_bytes];
+            let raw = if e.kind == PageKind::Raw {
+                UNCOMPRESSED_BIT
+            } else {
+                0
+            };
+            put(&mut p[..4], &(e.stored_bytes as u32 | raw).to_le_bytes());
+            put(&mut p[4..4 + e.stored_bytes], stored);
+            if block_checksum {
+                put(
+                    &mut p[4 + e.stored_bytes..],
+                    &xxh32(stored, 0).to_le_bytes(),
+                );
+            }
+        });
+    // SAFETY: the parts cover the first `total` spare bytes exactly, and each was written above.
+    unsafe { buf.set_len(total) };
+}
+
+impl GpuPageCodec {
+    /// Compresses everything `source` yields into one LZ4 frame on `out` (named `out_name` in
+    /// errors), on the GPU; returns the writer and counters. Fails with [`Error::Input`] for a
+    /// bad page size or a declared content size that differs from the input, [`Error::Io`] for
+    /// reads and writes, and device errors as they come (the codec then runs on the CPU for its
+    /// next call; the frame is incomplete, so callers discard it).
+    pub fn compress_frame<W: Write + Send>(
+        &mut self,
+        source: &mut dyn BatchSource,
+        out: W,
+        out_name: &Path,
+        options: FrameOptions,
+    ) -> Result<(W, FrameStats)> {
+        check_page_bytes(options.page_bytes)?;
+        let header = FrameHeader {
+            block_independent: true,
+            block_checksum: options.block_checksum,
+            content_size: options.content_size,
+            content_checksum: true,
+            dict_id: None,
+            block_max_bytes: MAX_PAGE_BYTES,
+        }
+        .to_bytes()?;
+        let io_err = |source| Error::Io {
+            path: out_name.to_path_buf(),
+            source,
+        };
+        let ring = self.ring(options.page_bytes)?;
+        let mut stats = FrameStats {
+            output_bytes: header.len() as u64,
+            ..FrameStats::default()
+        };
+        let mut hash = Xxh32::new(0);
+        let (to_writer, writer_rx) = mpsc::sync_channel::<Vec<u8>>(3);
+        let (recycle, spare) = mpsc::channel::<Vec<u8>>();
+        // The sink runs on rayon threads: a Mutex makes the receiver shareable.
+        let spare = Mutex::new(spare);
+        let (out, result) = std::thread::scope(|s| {
+            let writer = s.spawn(move || {
+                let mut out = out;
+                let mut r = out.write_all(&header);
+                for buf in writer_rx {
+                    if r.is_ok() {
+                        r = out.write_all(&buf);
+                    }
+                    let _ = recycle.send(buf);
+                }
+                (out, r)
+            });
+            let result = ring.compress_stream(
+                |buf| source.fill(buf),
+                |batch| {
+                    let mut buf = spare
+                        .lock()
+                        .map(|r| r.try_recv().unwrap_or_default())
+                        .unwrap_or_default();
+                    rayon::join(
+                        || hash.update(batch.input),
+                        || frame_blocks(batch, options.block_checksum, &mut buf),
+                    );
+                    stats.input_bytes += batch.input_bytes as u64;
+                    stats.output_bytes += buf.len() as u64;
+                    stats.pages += batch.entries.len() as u64;
+                    stats.raw_pages += batch
+                        .entries
+                        .iter()
+                        .filter(|e| e.kind == PageKind::Raw)
+                        .count() as u64;
+                    // A send fails only when the writer stopped; its error is reported below.
+                    let _ = to_writer.send(buf);
+                    Ok(())
+                },
+            );
+            let tail = [0u32.to_le_bytes(), hash.digest().to_le_bytes()].concat();
+            let _ = to_writer.send(tail);
+            drop(to_writer);
+            let (out, w) = writer
+                .join()
+                .expect("the frame writer thread does not panic");
+            (out, result.and(w.map_err(io_err)))
+        });
+        if let Err(e) = result {
+            if device_failure(&e) {
+                self.retire(&e);
+            }
+            return Err(e);
+        }
+        stats.output_bytes += 8;
+        if let Some(declared) = options.content_size {
+            if declared != stats.input_bytes {
+                return Err(Error::input(format!(
+                    "frame declared {declared} bytes of content but {} were read",
+                    stats.input_bytes
+                )));
+            }
+        }
+        let mut out = out;
+        out.flush().map_err(io_err)?;
+        Ok((out, stats))
+    }
+}
