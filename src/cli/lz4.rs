@@ -6,7 +6,7 @@ use super::output::AtomicOutput;
 use ptxflow::lz4::gpu::{
     decode_frames_gpu, device_failure, FileSource, GpuOptions, GpuPageCodec, Lz4Kernels,
 };
-use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, FrameStats};
+use ptxflow::lz4::{CpuPageStream, FrameDecoder, FrameEncoder, FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
 use std::fs::File;
@@ -360,16 +360,47 @@ fn decompress(input: &Path, output: &Path, device: Device, show_timing: bool) ->
     }
     let file = File::open(input).map_err(io_err(input))?;
     let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let reader = BufReader::with_capacity(1 << 20, file);
     let dest = AtomicOutput::create(output)?;
-    let mut writer = BufWriter::with_capacity(1 << 20, dest.file());
     let started = Instant::now();
     let mut progress = Progress::new(size);
-    let stats = decode_frames(&mut reader, input, &mut writer, output, &mut |s| {
-        progress.update(s.input_bytes)
-    })?;
+    let mut decoder = FrameDecoder::named(reader, input);
+    // A writer thread writes batch k while batch k+1 decodes; two buffers go back and forth.
+    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+    let (recycle, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+    let file = dest.file();
+    let (decoded, written) = std::thread::scope(|s| {
+        let writer = s.spawn(move || {
+            let mut r = Ok(());
+            for buf in batches {
+                if r.is_ok() {
+                    r = (&*file).write_all(&buf);
+                }
+                let _ = recycle.send(buf);
+            }
+            r
+        });
+        let decoded = (|| {
+            let mut buf = Vec::new();
+            while decoder.next_batch()?.is_some() {
+                decoder.take_batch(&mut buf);
+                progress.update(decoder.stats().input_bytes);
+                if to_writer.send(std::mem::take(&mut buf)).is_err() {
+                    break;
+                }
+                buf = spare.try_recv().unwrap_or_default();
+            }
+            Ok::<_, Error>(decoder.stats())
+        })();
+        drop(to_writer);
+        (
+            decoded,
+            writer.join().expect("the writer thread does not panic"),
+        )
+    });
+    let stats = decoded?;
+    written.map_err(io_err(output))?;
     progress.done();
-    drop(writer);
     dest.commit()?;
     timing.lap("read, decompress and write");
     let seconds = started.elapsed().as_secs_f64();

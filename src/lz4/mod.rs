@@ -13,8 +13,10 @@ pub mod block_encode;
 pub mod codec;
 pub mod frame_header;
 pub mod frame_read;
+pub mod frame_reader;
 pub mod frame_write;
 pub mod gpu;
+pub mod par;
 pub mod rules;
 pub mod warp_model;
 pub mod xxh32;
@@ -26,6 +28,7 @@ pub use codec::{
     PageStream,
 };
 pub use frame_read::{decode_frames, decompress_frame, DecodeStats};
+pub use frame_reader::FrameDecoder;
 pub use frame_write::{compress_frame, FrameEncoder, FrameOptions, FrameStats};
 
 use crate::{Error, Result};

@@ -83,7 +83,7 @@ pub fn open_page_stream(
     page_bytes: usize,
     cpu_slots: usize,
     options: GpuOptions,
-) -> Result<(Box<dyn PageStream>, Option<String>)> {
+) -> Result<(Box<dyn PageStream + Send>, Option<String>)> {
     let gpu = || Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options));
     match device {
         Device::Cpu => Ok((Box::new(CpuPageStream::new(page_bytes, cpu_slots)?), None)),

@@ -7,48 +7,10 @@
 //! both with every core (`rayon::join` of two parallel copies).
 
 use super::ring::Ring;
+pub use crate::lz4::par::{par_copy, par_extend};
 use crate::lz4::PageEntry;
 use crate::Result;
-use rayon::prelude::*;
 use std::collections::VecDeque;
-
-/// Bytes per parallel copy task.
-const COPY_CHUNK_BYTES: usize = 256 << 10;
-
-/// Copies `src` into `dst` (same length) with every core.
-pub fn par_copy(dst: &mut [u8], src: &[u8]) {
-    debug_assert_eq!(dst.len(), src.len());
-    if src.len() <= COPY_CHUNK_BYTES {
-        dst.copy_from_slice(src);
-        return;
-    }
-    dst.par_chunks_mut(COPY_CHUNK_BYTES)
-        .zip(src.par_chunks(COPY_CHUNK_BYTES))
-        .for_each(|(d, s)| d.copy_from_slice(s));
-}
-
-/// Appends `src` to `dst` with every core (the new bytes are written once, never zeroed first).
-pub fn par_extend(dst: &mut Vec<u8>, src: &[u8]) {
-    dst.reserve(src.len());
-    let old = dst.len();
-    let spare = &mut dst.spare_capacity_mut()[..src.len()];
-    let write = |d: &mut [std::mem::MaybeUninit<u8>], s: &[u8]| {
-        for (d, &s) in d.iter_mut().zip(s) {
-            d.write(s);
-        }
-    };
-    if src.len() <= COPY_CHUNK_BYTES {
-        write(spare, src);
-    } else {
-        spare
-            .par_chunks_mut(COPY_CHUNK_BYTES)
-            .zip(src.par_chunks(COPY_CHUNK_BYTES))
-            .for_each(|(d, s)| write(d, s));
-    }
-    // SAFETY: the `src.len()` bytes after `old` were all initialised just above, within the
-    // capacity reserved for them.
-    unsafe { dst.set_len(old + src.len()) };
-}
 
 /// One compressed batch as the ring hands it to a sink, in input order.
 pub struct CompressedBatch<'a> {
