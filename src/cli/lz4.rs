@@ -3,9 +3,7 @@
 //! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
 use super::output::AtomicOutput;
-use ptxflow::lz4::gpu::{
-    decode_frames_gpu, device_failure, FileSource, GpuOptions, GpuPageCodec, Lz4Kernels,
-};
+use ptxflow::lz4::gpu::{device_failure, FileSource, FrameStreamError, GpuOptions, GpuPageCodec};
 use ptxflow::lz4::{CpuPageStream, FrameDecoder, FrameEncoder, FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
@@ -294,54 +292,46 @@ fn compress(
     Ok(())
 }
 
-/// Decodes on the GPU when `device` allows and the frames suit it; `Ok(None)` leaves the file to
-/// the CPU path, with the reason.
+/// Decodes on the GPU, streaming, when `device` allows and the frames suit it; `Ok(Some(why))`
+/// leaves the file to the CPU path (nothing is written then).
 fn decompress_gpu(
     input: &Path,
     output: &Path,
     device: Device,
     timing: &mut Timing,
 ) -> Result<Option<String>> {
-    let gpu = match Gpu::open_default() {
-        Ok(g) => g,
-        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Some(e.to_string())),
-        Err(e) => return Err(e),
+    let mut codec = match open_gpu(device, timing)? {
+        Ok(c) => c,
+        Err(why) => return Ok(Some(why)),
     };
-    timing.lap("context");
-    let kernels = match Lz4Kernels::new(gpu) {
-        Ok(k) => k,
-        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Some(e.to_string())),
-        Err(e) => return Err(e),
-    };
-    timing.lap("module load");
-    let data = std::fs::read(input).map_err(io_err(input))?;
-    timing.lap("read");
-    let started = Instant::now();
-    let mut out = Vec::new();
-    let (frames, blocks) = match decode_frames_gpu(&kernels, &data, &mut out) {
-        Ok(Some(counts)) => counts,
-        Ok(None) => {
-            return Ok(Some(
-                "frames with linked, larger or unusual blocks are decoded on the CPU".into(),
-            ))
-        }
-        Err(e) if device_failure(&e) => return Ok(Some(format!("GPU failed: {e}"))),
-        Err(e) => return Err(e),
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    timing.lap("decompress");
+    let file = File::open(input).map_err(io_err(input))?;
+    let size = file.metadata().map_err(io_err(input))?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
     let dest = AtomicOutput::create(output)?;
-    dest.file().write_all(&out).map_err(io_err(output))?;
+    let started = Instant::now();
+    let out = dest.file();
+    let mut emit = |bytes: &[u8]| (&*out).write_all(bytes).map_err(io_err(output));
+    let stats = match codec.decode_frames_stream(&mut reader, input, &mut emit) {
+        Ok(stats) => stats,
+        Err(FrameStreamError::Unsuitable(why)) => return Ok(Some(why + " are decoded on the CPU")),
+        Err(FrameStreamError::Failed(e)) if device == Device::Auto && device_failure(&e) => {
+            return Ok(Some(format!("GPU failed: {e}")))
+        }
+        Err(FrameStreamError::Failed(e)) => return Err(e),
+    };
     dest.commit()?;
-    timing.lap("write");
+    let seconds = started.elapsed().as_secs_f64();
+    timing.lap("read, decompress and write");
     println!(
-        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {frames} frames, {blocks} blocks, {:.3} GB/s (of output) on GPU",
+        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on GPU",
         input.display(),
         output.display(),
-        data.len(),
-        out.len(),
-        out.len() as f64 / data.len().max(1) as f64,
-        gb_per_s(out.len() as u64, seconds),
+        size,
+        stats.output_bytes,
+        stats.output_bytes as f64 / size.max(1) as f64,
+        stats.frames,
+        stats.blocks,
+        gb_per_s(stats.output_bytes, seconds),
     );
     Ok(None)
 }

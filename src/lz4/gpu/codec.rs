@@ -101,7 +101,7 @@ impl GpuPageCodec {
         Ok(self.ring.as_mut().expect("ring set above"))
     }
 
-    fn decode_ring(&mut self, page_bytes: usize) -> Result<&mut DecodeRing> {
+    pub(super) fn decode_ring(&mut self, page_bytes: usize) -> Result<&mut DecodeRing> {
         if self
             .decode
             .as_ref()

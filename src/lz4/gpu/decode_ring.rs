@@ -38,6 +38,10 @@ pub struct DecodedBatch<'a> {
     pub out: &'a [u8],
     /// One status word per page.
     pub status: &'a [u32],
+    /// The stored bytes the fill staged.
+    pub packed: &'a [u8],
+    /// The entry words the fill staged (4 per page).
+    pub entries: &'a [u32],
 }
 
 struct Slot {
@@ -95,8 +99,10 @@ impl DecodeRing {
         let mut v = Vec::with_capacity(slots);
         for _ in 0..slots {
             v.push(Slot {
-                h_packed: Pinned::new(&gpu, bytes + PAD, PinnedKind::Upload)?,
-                h_entries: Pinned::new(&gpu, 4 * batch_pages, PinnedKind::Upload)?,
+                // Cached rather than write-combined: a sink may read blocks and entries back
+                // (to decode a block on the host that the device could not).
+                h_packed: Pinned::new(&gpu, bytes + PAD, PinnedKind::Download)?,
+                h_entries: Pinned::new(&gpu, 4 * batch_pages, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, bytes)?,
                 h_status: Pinned::new(&gpu, batch_pages, PinnedKind::Download)?,
                 d_packed: s.alloc_zeros::<u8>(bytes + PAD).map_err(alloc)?,
@@ -189,6 +195,8 @@ impl DecodeRing {
             pages: slot.pages,
             out: &slot.h_out.slice()[..slot.pages * pb],
             status: &slot.h_status.slice()[..slot.pages],
+            packed: slot.h_packed.slice(),
+            entries: &slot.h_entries.slice()[..4 * slot.pages],
         }
     }
 

@@ -14,6 +14,7 @@
 pub mod codec;
 mod decode_ring;
 pub mod frame_pipe;
+pub mod frame_stream;
 pub mod frames;
 pub mod kernels;
 pub mod layout;
@@ -24,6 +25,7 @@ pub mod stream;
 pub use codec::GpuPageCodec;
 pub use decode_ring::{DecodeStage, DecodedBatch};
 pub use frame_pipe::{BatchSource, FileSource, ReadSource, SliceSource};
+pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
