@@ -3,12 +3,11 @@
 //! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
 use super::output::AtomicOutput;
-use ptxflow::lz4::gpu::{device_failure, FileSource, FrameStreamError, GpuOptions, GpuPageCodec};
-use ptxflow::lz4::{CpuPageStream, FrameDecoder, FrameEncoder, FrameOptions, FrameStats};
+use ptxflow::lz4::files;
+use ptxflow::lz4::gpu::{device_failure, FrameStreamError, GpuOptions, GpuPageCodec};
+use ptxflow::lz4::{FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -62,10 +61,6 @@ enum Lz4Action {
     },
 }
 
-/// Pages per batch handed to the page stream (4 MiB at 4 KiB pages).
-const STREAM_SLOTS: usize = 1024;
-/// Bytes read from the input per call.
-const READ_CHUNK_BYTES: usize = 4 << 20;
 /// Files at least this large get a progress line.
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
@@ -204,26 +199,15 @@ fn open_gpu(
     }
 }
 
-/// Compresses on the CPU (all cores, through the CPU page stream).
+/// Compresses on the CPU (all cores), with a progress line.
 fn compress_cpu(input: &Path, out: &AtomicOutput, options: FrameOptions) -> Result<FrameStats> {
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
-    let writer = BufWriter::with_capacity(1 << 20, out.file());
-    let mut stream = CpuPageStream::new(options.page_bytes, STREAM_SLOTS)?;
-    let mut enc = FrameEncoder::new(writer, out.dest(), &mut stream, options)?;
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
     let mut progress = Progress::new(size);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    loop {
-        let n = reader.read(&mut chunk).map_err(io_err(input))?;
-        if n == 0 {
-            break;
-        }
-        enc.write(&chunk[..n])?;
-        progress.update(enc.stats().input_bytes);
-    }
+    let stats = files::compress_file_cpu(input, out.file(), out.dest(), options, &mut |done| {
+        progress.update(done)
+    })?;
     progress.done();
-    Ok(enc.finish()?.1)
+    Ok(stats)
 }
 
 fn compress(
@@ -250,10 +234,8 @@ fn compress(
     let mut out = AtomicOutput::create(output)?;
     let (stats, path) = match codec {
         Ok(mut codec) => {
-            let file = File::open(input).map_err(io_err(input))?;
-            let mut source = FileSource::new(&file, input)?;
-            match codec.compress_frame(&mut source, out.file(), output, options) {
-                Ok((_, stats)) => (stats, "GPU".to_string()),
+            match files::compress_file_gpu(&mut codec, input, out.file(), output, options) {
+                Ok(stats) => (stats, "GPU".to_string()),
                 Err(e) if device == Device::Auto && device_failure(&e) => {
                     // Start over on the CPU; the partial frame goes with the old temporary file.
                     out = AtomicOutput::create(output)?;
@@ -304,14 +286,10 @@ fn decompress_gpu(
         Ok(c) => c,
         Err(why) => return Ok(Some(why)),
     };
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
     let dest = AtomicOutput::create(output)?;
     let started = Instant::now();
-    let out = dest.file();
-    let mut emit = |bytes: &[u8]| (&*out).write_all(bytes).map_err(io_err(output));
-    let stats = match codec.decode_frames_stream(&mut reader, input, &mut emit) {
+    let stats = match files::decompress_file_gpu(&mut codec, input, dest.file(), output) {
         Ok(stats) => stats,
         Err(FrameStreamError::Unsuitable(why)) => return Ok(Some(why + " are decoded on the CPU")),
         Err(FrameStreamError::Failed(e)) if device == Device::Auto && device_failure(&e) => {
@@ -348,48 +326,13 @@ fn decompress(input: &Path, output: &Path, device: Device, show_timing: bool) ->
             Some(why) => note = Some(why),
         }
     }
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let reader = BufReader::with_capacity(1 << 20, file);
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
     let dest = AtomicOutput::create(output)?;
     let started = Instant::now();
     let mut progress = Progress::new(size);
-    let mut decoder = FrameDecoder::named(reader, input);
-    // A writer thread writes batch k while batch k+1 decodes; two buffers go back and forth.
-    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
-    let (recycle, spare) = std::sync::mpsc::channel::<Vec<u8>>();
-    let file = dest.file();
-    let (decoded, written) = std::thread::scope(|s| {
-        let writer = s.spawn(move || {
-            let mut r = Ok(());
-            for buf in batches {
-                if r.is_ok() {
-                    r = (&*file).write_all(&buf);
-                }
-                let _ = recycle.send(buf);
-            }
-            r
-        });
-        let decoded = (|| {
-            let mut buf = Vec::new();
-            while decoder.next_batch()?.is_some() {
-                decoder.take_batch(&mut buf);
-                progress.update(decoder.stats().input_bytes);
-                if to_writer.send(std::mem::take(&mut buf)).is_err() {
-                    break;
-                }
-                buf = spare.try_recv().unwrap_or_default();
-            }
-            Ok::<_, Error>(decoder.stats())
-        })();
-        drop(to_writer);
-        (
-            decoded,
-            writer.join().expect("the writer thread does not panic"),
-        )
-    });
-    let stats = decoded?;
-    written.map_err(io_err(output))?;
+    let stats = files::decompress_file_cpu(input, dest.file(), output, &mut |done| {
+        progress.update(done)
+    })?;
     progress.done();
     dest.commit()?;
     timing.lap("read, decompress and write");

@@ -11,6 +11,7 @@
 pub mod block_decode;
 pub mod block_encode;
 pub mod codec;
+pub mod files;
 pub mod frame_header;
 pub mod frame_read;
 pub mod frame_reader;
