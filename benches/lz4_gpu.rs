@@ -8,7 +8,9 @@ use super::common;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ptxflow::lz4::gpu::layout::{decompress_entries, info_words, page_lengths, read_compress_info};
 use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, Lz4Kernels};
-use ptxflow::lz4::{CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry};
+use ptxflow::lz4::{
+    files, CodecPath, CompressedPages, CpuPageCodec, FrameOptions, PageCodec, PageEntry,
+};
 use ptxflow::rng::Rng;
 use ptxflow::runtime::{CudaSlice, CudaStream, Gpu, PinnedBuffer, PinnedKind};
 use std::sync::Arc;
@@ -289,6 +291,74 @@ pub fn bench(c: &mut Criterion) {
         });
         assert!(back == data, "{name}: CPU round trip differs");
 
+        // File to file through the command line's code path (lz4::files), input in the page
+        // cache, output to a temporary file; GPU and CPU in the same run.
+        let dir = std::env::temp_dir().join(format!("ptxflow-bench-lz4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (src, packed, restored) = (dir.join("in"), dir.join("in.lz4"), dir.join("out"));
+        std::fs::write(&src, &data).expect("write input");
+        let options = FrameOptions {
+            page_bytes: PAGE_BYTES,
+            content_size: Some(bytes as u64),
+            block_checksum: false,
+        };
+        let create = |p: &std::path::Path| std::fs::File::create(p).expect("create output");
+        let mut gpu_c = || {
+            files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
+                .expect("gpu file compress")
+        };
+        gpu_c();
+        let gpu_d = |codec: &mut GpuPageCodec| {
+            files::decompress_file_gpu(codec, &packed, &create(&restored), &restored)
+                .expect("gpu file decompress")
+        };
+        gpu_d(&mut codec);
+        assert!(
+            std::fs::read(&restored).expect("read back") == data,
+            "{name}: file round trip"
+        );
+        let file_cpu_c = || {
+            files::compress_file_cpu(&src, &create(&packed), &packed, options, &mut |_| {})
+                .expect("cpu file compress")
+        };
+        let file_cpu_d = || {
+            files::decompress_file_cpu(&packed, &create(&restored), &restored, &mut |_| {})
+                .expect("cpu file decompress")
+        };
+        g.bench_function(BenchmarkId::new("file_compress_gpu", name), |b| {
+            b.iter(|| {
+                files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
+                    .expect("gpu file compress")
+            })
+        });
+        g.bench_function(BenchmarkId::new("file_decompress_gpu", name), |b| {
+            b.iter(|| gpu_d(&mut codec))
+        });
+        g.bench_function(BenchmarkId::new("file_compress_cpu", name), |b| {
+            b.iter(file_cpu_c)
+        });
+        file_cpu_c();
+        g.bench_function(BenchmarkId::new("file_decompress_cpu", name), |b| {
+            b.iter(file_cpu_d)
+        });
+        let file_cc = wall(3, || {
+            file_cpu_c();
+        });
+        let file_cd = wall(3, || {
+            file_cpu_d();
+        });
+        let file_gc = wall(5, || {
+            files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
+                .expect("gpu file compress");
+        });
+        let file_gd = wall(5, || {
+            gpu_d(&mut codec);
+        });
+        let cat = wall(3, || {
+            std::fs::copy(&src, &restored).expect("copy");
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+
         // Summary figures from medians in this same process.
         let ck = common::median_secs(&s, 10, || compress(&k, &s, &mut r, bytes));
         let dk = common::median_secs(&s, 10, || decompress(&k, &s, &mut r));
@@ -327,6 +397,17 @@ pub fn bench(c: &mut Criterion) {
             100.0 * e2e / h2d,
         ));
         let gbs = |secs: f64| bytes as f64 / secs / 1e9;
+        summary.push(format!(
+            "{name}: file to file (256 MiB, page cache, lz4::files as the CLI runs it): GPU compress {:.2} GB/s = {:.0}% of the pinned ring, \
+             GPU decompress {:.2} GB/s; CPU compress {:.2} GB/s, decompress {:.2} GB/s; std::fs::copy of the input {:.2} GB/s (GPU compress takes {:.2}x its time)",
+            gbs(file_gc),
+            100.0 * gbs(file_gc) / e2e,
+            gbs(file_gd),
+            gbs(file_cc),
+            gbs(file_cd),
+            gbs(cat),
+            file_gc / cat,
+        ));
         summary.push(format!(
             "{name}: from ordinary memory (256 MiB, buffers reused): GPU compress {:.1} GB/s = {:.0}% of the pinned ring, \
              GPU decompress {:.1} GB/s = {:.0}% of the pinned ring; first compress_pages into a fresh Vec {:.1} GB/s; \
