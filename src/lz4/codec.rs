@@ -12,6 +12,7 @@
 //! (and is encoded by the same algorithm with P = its length).
 
 use super::block_encode::PageEncoder;
+use super::fast_encode::FastEncoder;
 use super::{check_page_bytes, corrupt, decode_block_append, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -104,6 +105,22 @@ pub trait PageCodec {
     /// Appends the original bytes of every page to `out`. Fails with [`Error::Corrupt`] if a
     /// block is corrupt or decodes to the wrong length.
     fn decompress_pages(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()>;
+}
+
+/// Stores a batch of pages in parallel with [`FastEncoder`] (valid LZ4, not the GPU's bytes).
+fn compress_batch_fast(pages: &[&[u8]]) -> Vec<CompressedPage> {
+    pages
+        .par_iter()
+        .map_init(FastEncoder::new, |enc, page| {
+            let mut bytes = Vec::with_capacity(page.len());
+            let kind = enc.compress_page(page, &mut bytes);
+            CompressedPage {
+                bytes,
+                kind,
+                original_bytes: page.len(),
+            }
+        })
+        .collect()
 }
 
 /// Stores a batch of pages in parallel; one encoder (hash table) per rayon worker.
@@ -230,6 +247,7 @@ pub struct CpuPageStream {
     staged_lens: Vec<usize>,
     done: VecDeque<CompressedPage>,
     closed: bool,
+    fast: bool,
 }
 
 impl CpuPageStream {
@@ -247,7 +265,17 @@ impl CpuPageStream {
             staged_lens: Vec::with_capacity(slots),
             done: VecDeque::with_capacity(slots),
             closed: false,
+            fast: false,
         })
+    }
+
+    /// Like [`CpuPageStream::new`], but pages are stored by the fast greedy
+    /// [`FastEncoder`]: valid LZ4 that any decoder reads, several times faster than the
+    /// reference encoder, but not byte-identical to the GPU kernel's pages.
+    pub fn new_fast(page_bytes: usize, slots: usize) -> Result<Self> {
+        let mut s = Self::new(page_bytes, slots)?;
+        s.fast = true;
+        Ok(s)
     }
 }
 
@@ -300,7 +328,11 @@ impl PageStream for CpuPageStream {
                 pages.push(&self.staged[at..at + len]);
                 at += len;
             }
-            self.done.extend(compress_batch(&pages)?);
+            if self.fast {
+                self.done.extend(compress_batch_fast(&pages));
+            } else {
+                self.done.extend(compress_batch(&pages)?);
+            }
             self.staged.clear();
             self.staged_lens.clear();
         }

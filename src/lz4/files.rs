@@ -36,7 +36,8 @@ pub fn compress_file_gpu(
     Ok(codec.compress_frame(&mut source, out, out_name, options)?.1)
 }
 
-/// Compresses the file `input` into one frame on `out` on the CPU (pages in parallel).
+/// Compresses the file `input` into one frame on `out` on the CPU (pages in parallel, with the
+/// fast greedy [`FastEncoder`](super::FastEncoder): valid LZ4, not the GPU's bytes).
 pub fn compress_file_cpu(
     input: &Path,
     out: &File,
@@ -47,7 +48,7 @@ pub fn compress_file_cpu(
     let file = File::open(input).map_err(io_err(input))?;
     let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
     let writer = BufWriter::with_capacity(1 << 20, out);
-    let mut stream = CpuPageStream::new(options.page_bytes, CPU_STREAM_SLOTS)?;
+    let mut stream = CpuPageStream::new_fast(options.page_bytes, CPU_STREAM_SLOTS)?;
     let mut enc = FrameEncoder::new(writer, out_name, &mut stream, options)?;
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {

@@ -11,6 +11,7 @@
 pub mod block_decode;
 pub mod block_encode;
 pub mod codec;
+pub mod fast_encode;
 pub mod files;
 pub mod frame_header;
 pub mod frame_read;
@@ -24,6 +25,7 @@ pub mod xxh32;
 
 pub use block_decode::{decode_block, decode_block_append};
 pub use block_encode::{compress_page, encode_block, PageEncoder};
+pub use fast_encode::FastEncoder;
 pub use codec::{
     CodecPath, CompressedPage, CompressedPages, CpuPageCodec, CpuPageStream, PageCodec, PageEntry,
     PageStream,
