@@ -17,7 +17,7 @@ const HASH_BITS: u32 = 12;
 
 /// The encoder's hash table (reuse it across pages).
 pub struct FastEncoder {
-    table: Vec<u32>,
+    table: Box<[u32; 1 << HASH_BITS]>,
 }
 
 impl Default for FastEncoder {
@@ -26,12 +26,13 @@ impl Default for FastEncoder {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn read_u32(s: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"))
+    let b = &s[i..i + 4];
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-#[inline]
+#[inline(always)]
 fn hash(seq: u32) -> usize {
     (seq.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
 }
@@ -91,7 +92,7 @@ impl FastEncoder {
     /// A fresh encoder.
     pub fn new() -> Self {
         FastEncoder {
-            table: vec![0; 1 << HASH_BITS],
+            table: Box::new([0; 1 << HASH_BITS]),
         }
     }
 
@@ -172,7 +173,13 @@ mod tests {
             let zeros = vec![0u8; len];
             let random: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             let mixed: Vec<u8> = (0..len)
-                .map(|i| if (i / 64) % 2 == 0 { 7 } else { rng.next_u64() as u8 })
+                .map(|i| {
+                    if (i / 64) % 2 == 0 {
+                        7
+                    } else {
+                        rng.next_u64() as u8
+                    }
+                })
                 .collect();
             for page in [&text, &zeros, &random, &mixed] {
                 round_trip(&mut enc, page);

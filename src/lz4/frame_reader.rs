@@ -19,10 +19,10 @@ use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 /// Compressed bytes gathered per batch (at least one block).
-const BATCH_INPUT_BYTES: usize = 8 << 20;
+const BATCH_INPUT_BYTES: usize = 1 << 20;
 /// Output buffers per batch are at most this large (blocks times the block maximum), so a batch
 /// of 64 KiB-maximum blocks holds at most 512 blocks.
-const BATCH_OUTPUT_BYTES: usize = 32 << 20;
+const BATCH_OUTPUT_BYTES: usize = 4 << 20;
 /// How far back a linked block may reference (bytes).
 const HISTORY_BYTES: usize = 64 * 1024;
 

@@ -25,11 +25,11 @@ pub mod xxh32;
 
 pub use block_decode::{decode_block, decode_block_append};
 pub use block_encode::{compress_page, encode_block, PageEncoder};
-pub use fast_encode::FastEncoder;
 pub use codec::{
     CodecPath, CompressedPage, CompressedPages, CpuPageCodec, CpuPageStream, PageCodec, PageEntry,
     PageStream,
 };
+pub use fast_encode::FastEncoder;
 pub use frame_read::{decode_frames, decompress_frame, DecodeStats};
 pub use frame_reader::FrameDecoder;
 pub use frame_write::{compress_frame, FrameEncoder, FrameOptions, FrameStats};
