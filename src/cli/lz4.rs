@@ -181,7 +181,10 @@ fn open_gpu(
     }
     let gpu = match Gpu::open_default() {
         Ok(g) => g,
-        Err(e) if device == Device::Auto && device_failure(&e) => return Ok(Err(e.to_string())),
+        Err(e) if device == Device::Auto && device_failure(&e) => {
+            timing.lap("device probe (no GPU)");
+            return Ok(Err(e.to_string()));
+        }
         Err(e) => return Err(e),
     };
     timing.lap("context");
