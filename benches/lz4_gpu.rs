@@ -153,6 +153,39 @@ fn host_read_gbs(gpu: &Arc<Gpu>) -> (f64, f64) {
     (p, rate(&plain))
 }
 
+/// Host copy bandwidth with every core (GB/s): ordinary to ordinary memory and ordinary to
+/// pinned, 64 MiB; and how fast the driver registers (pins) ordinary memory: 256 MiB through
+/// cuMemHostRegister + cuMemHostUnregister (GB/s), the alternative to staging copies.
+fn host_copy_gbs(gpu: &Arc<Gpu>) -> (f64, f64, f64) {
+    use ptxflow::lz4::par::par_copy;
+    let src = vec![3u8; RING_BYTES];
+    let mut dst = vec![0u8; RING_BYTES];
+    let mut pinned =
+        PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Download).expect("pinned");
+    let plain = wall(5, || par_copy(&mut dst, &src));
+    let view = pinned.as_mut_slice().expect("pinned view");
+    let to_pinned = wall(5, || par_copy(view, &src));
+    let mut big = vec![1u8; GPU_INPUT_BYTES];
+    gpu.ctx().bind_to_thread().expect("bind");
+    let reg = wall(3, || {
+        // SAFETY: `big` is a live allocation of GPU_INPUT_BYTES bytes, unregistered right after.
+        unsafe {
+            cudarc::driver::sys::cuMemHostRegister_v2(big.as_mut_ptr().cast(), big.len(), 0)
+                .result()
+                .expect("register");
+            cudarc::driver::sys::cuMemHostUnregister(big.as_mut_ptr().cast())
+                .result()
+                .expect("unregister");
+        }
+    });
+    let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
+    (
+        gbs(RING_BYTES, plain),
+        gbs(RING_BYTES, to_pinned),
+        gbs(GPU_INPUT_BYTES, reg),
+    )
+}
+
 /// lz4_flex's stored bytes on the same pages (raw when its block is not smaller).
 fn flex_stored(data: &[u8]) -> usize {
     data.chunks(PAGE_BYTES)
@@ -176,6 +209,7 @@ pub fn bench(c: &mut Criterion) {
     let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
     let h2d = pinned_h2d_gbs(&gpu, &s);
     let (read_pinned, read_plain) = host_read_gbs(&gpu);
+    let (copy_plain, copy_pinned, register) = host_copy_gbs(&gpu);
     let mut summary = Vec::new();
     let mut g = c.benchmark_group("gpu/lz4");
     g.sample_size(10)
@@ -425,9 +459,12 @@ pub fn bench(c: &mut Criterion) {
     g.finish();
     println!(
         "SUMMARY gpu/lz4 on {} ({} SMs), 4 KiB pages, 256 MiB inputs (kernels), 16 passes over 64 MiB (pipeline); \
-         pinned H2D {h2d:.1} GB/s; host reads (one core, every 8th byte) of cuMemHostAlloc memory {read_pinned:.1} GB/s, of ordinary memory {read_plain:.1} GB/s",
+         pinned H2D {h2d:.1} GB/s; host reads (one core, every 8th byte) of cuMemHostAlloc memory {read_pinned:.1} GB/s, of ordinary memory {read_plain:.1} GB/s; \
+         parallel copies ({} threads) ordinary->ordinary {copy_plain:.1} GB/s, ordinary->pinned {copy_pinned:.1} GB/s; \
+         cuMemHostRegister+Unregister of 256 MiB {register:.1} GB/s",
         gpu.facts().name,
-        gpu.facts().sm_count
+        gpu.facts().sm_count,
+        rayon::current_num_threads(),
     );
     for line in summary {
         println!("SUMMARY gpu/lz4 {line}");

@@ -188,8 +188,10 @@ fn open_gpu(
         Err(e) => return Err(e),
     };
     timing.lap("context");
+    // 8 MiB batches, 4 in the ring: enough to keep the device and the file I/O busy, small
+    // enough that the process stays well under 300 MB.
     let options = GpuOptions {
-        batch_bytes: 16 << 20,
+        batch_bytes: 8 << 20,
         slots: 4,
     };
     match GpuPageCodec::new(gpu, options) {

@@ -198,7 +198,7 @@ impl GpuPageCodec {
             ..FrameStats::default()
         };
         let mut hash = Xxh32::new(0);
-        let (to_writer, writer_rx) = mpsc::sync_channel::<Vec<u8>>(3);
+        let (to_writer, writer_rx) = mpsc::sync_channel::<Vec<u8>>(2);
         let (recycle, spare) = mpsc::channel::<Vec<u8>>();
         // The sink runs on rayon threads: a Mutex makes the receiver shareable.
         let spare = Mutex::new(spare);

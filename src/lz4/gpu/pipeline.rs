@@ -54,10 +54,12 @@ impl Ring {
         F: FnMut(&mut [u8]) -> Result<usize> + Send,
         S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
     {
+        self.eager = true;
         let r = self.compress_stream_inner(fill, sink);
         if r.is_err() {
             self.reset();
         }
+        self.eager = false;
         r
     }
 

@@ -186,6 +186,10 @@ pub(crate) struct Ring {
     pub(crate) slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
+    /// Download each batch's whole packed region right after its kernel, without waiting for
+    /// the host to read the info words (more bytes over the otherwise idle device-to-host
+    /// direction, no host round trip in the pipeline). Off: download exactly the bytes used.
+    pub(crate) eager: bool,
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
@@ -244,6 +248,7 @@ impl Ring {
             slots: v,
             page_bytes,
             batch_pages,
+            eager: false,
         })
     }
 
@@ -306,6 +311,21 @@ impl Ring {
         slot.ev_info
             .record(info_s)
             .map_err(Error::driver("cuEventRecord"))?;
+        if self.eager {
+            // Every stored page takes at most its page, 16-byte aligned: n pages fit n * pb.
+            let bound = (n * pb).min(slot.d_packed.len());
+            let d2h = streams.get(D2H);
+            d2h.wait(&slot.ev_kernel)
+                .map_err(Error::driver("cuStreamWaitEvent"))?;
+            d2h.memcpy_dtoh(
+                &slot.d_packed.slice(0..bound),
+                &mut slot.h_out.slice_mut()[..bound],
+            )
+            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
+            slot.ev_d2h
+                .record(d2h)
+                .map_err(Error::driver("cuEventRecord"))?;
+        }
         slot.state = State::Submitted;
         Ok(())
     }
@@ -342,6 +362,11 @@ impl Ring {
             });
         }
         slot.used = used;
+        if self.eager {
+            // The download was enqueued with the kernel and covers `used`.
+            slot.state = State::Downloading;
+            return Ok(());
+        }
         let d2h = self.streams.get(D2H);
         d2h.wait(&slot.ev_info)
             .map_err(Error::driver("cuStreamWaitEvent"))?;
