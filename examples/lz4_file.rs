@@ -1,12 +1,13 @@
 //! LZ4 through `std::io`: compresses a file (or generated text) into an LZ4 frame with
 //! `FrameEncoder` as an `io::Write`, on the GPU when there is one (else on the CPU, same
-//! bytes), decodes it back with `FrameDecoder` as an `io::Read`, and checks the round trip.
+//! bytes), decodes it back with `GpuFrameDecoder` as an `io::Read` (GPU, or the CPU's
+//! `FrameDecoder` without one), and checks the round trip.
 //! The frame is a standard one: `lz4 -d` reads it.
 //!
 //! `cargo run --release --example lz4_file [INPUT [OUTPUT.lz4]]`
 
-use ptxflow::lz4::gpu::{open_page_stream, Device, GpuOptions};
-use ptxflow::lz4::{FrameDecoder, FrameEncoder, FrameOptions};
+use ptxflow::lz4::gpu::{open_page_stream, Device, GpuFrameDecoder, GpuOptions, GpuPageCodec};
+use ptxflow::lz4::{FrameEncoder, FrameOptions};
 use std::io::{BufReader, BufWriter, Read, Write};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,11 +43,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.input_bytes, stats.output_bytes, stats.pages
     );
 
-    // Decompress: any Read source, read like a file.
-    let mut decoder = FrameDecoder::new(BufReader::new(std::fs::File::open(&out_path)?));
+    // Decompress: any Read source, read like a file (on the GPU when there is one; the CPU's
+    // parallel `FrameDecoder` otherwise, or for frames the GPU does not take).
+    let codec = GpuPageCodec::open_or_cpu(GpuOptions::default());
+    let file = BufReader::new(std::fs::File::open(&out_path)?);
+    let mut decoder = GpuFrameDecoder::new(codec, file);
     let mut back = Vec::new();
     decoder.read_to_end(&mut back)?;
     assert!(back == input, "round trip differs");
-    println!("read back {} bytes: identical", back.len());
+    println!(
+        "read back {} bytes on {:?}: identical",
+        back.len(),
+        decoder.path().expect("read to the end")
+    );
     Ok(())
 }

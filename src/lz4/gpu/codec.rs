@@ -395,4 +395,5 @@ fn assert_send() {
     fn send<T: Send>() {}
     send::<GpuPageCodec>();
     send::<super::GpuPageStream>();
+    send::<super::GpuFrameDecoder>();
 }

@@ -19,6 +19,7 @@ pub mod frames;
 pub mod kernels;
 pub mod layout;
 pub mod pipeline;
+pub mod reader;
 mod ring;
 pub mod stream;
 
@@ -29,6 +30,7 @@ pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
+pub use reader::GpuFrameDecoder;
 pub use stream::GpuPageStream;
 
 use super::{CodecPath, CpuPageStream, PageStream};
