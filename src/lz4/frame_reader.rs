@@ -23,6 +23,8 @@ const BATCH_INPUT_BYTES: usize = 1 << 20;
 /// Output buffers per batch are at most this large (blocks times the block maximum), so a batch
 /// of 64 KiB-maximum blocks holds at most 512 blocks.
 const BATCH_OUTPUT_BYTES: usize = 4 << 20;
+/// Legacy blocks (8 MiB each) per batch.
+const LEGACY_BATCH_BLOCKS: usize = 4;
 /// How far back a linked block may reference (bytes).
 const HISTORY_BYTES: usize = 64 * 1024;
 
@@ -350,9 +352,7 @@ impl<R: Read> FrameDecoder<R> {
     /// Reads and decodes a batch of legacy blocks; true if it produced any.
     fn legacy_batch(&mut self) -> Result<bool> {
         let bound = LEGACY_BLOCK_BYTES + LEGACY_BLOCK_BYTES / 255 + 16;
-        while self.blocks.len() < BATCH_INPUT_BYTES
-            && self.spans.len() < (BATCH_OUTPUT_BYTES / LEGACY_BLOCK_BYTES).max(1)
-        {
+        while self.blocks.len() < BATCH_INPUT_BYTES && self.spans.len() < LEGACY_BATCH_BLOCKS {
             let Some(word) = self.read_u32_or_end("a legacy block size")? else {
                 self.stats.frames += 1;
                 self.state = State::Magic;
