@@ -238,12 +238,21 @@ impl DecodeRing {
                 .flatten();
             let (pages, packed) = match oldest {
                 Some(o) if o != next => {
-                    self.wait(o)?;
+                    // Stage the next batch while the oldest finishes and is drained.
                     let (done, free) = two_mut(&mut self.slots, o, next);
-                    let done_view = Self::view(done, pb);
                     let st = stage(free, pb, bp);
-                    let (a, b) = rayon::join(|| sink(&done_view), || fill(st));
-                    done.busy = false;
+                    let sink = &mut sink;
+                    // `move`: the closure takes the slot's `&mut` (Send), not a shared view.
+                    let (a, b) = rayon::join(
+                        move || {
+                            done.ev_done
+                                .synchronize()
+                                .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
+                            sink(&Self::view(done, pb))
+                        },
+                        || fill(st),
+                    );
+                    self.slots[o].busy = false;
                     a?;
                     b?
                 }

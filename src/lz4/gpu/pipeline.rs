@@ -79,11 +79,18 @@ impl Ring {
                 .flatten();
             let filled = match oldest {
                 Some(o) if o != next => {
-                    self.wait(o)?;
+                    // The next batch is staged while the oldest finishes on the device and
+                    // is drained (eager downloads need no stream to finish a slot).
+                    let pb = self.page_bytes;
                     let (done, free) = two_mut(&mut self.slots, o, next);
-                    let done = view(done);
                     let buf = &mut free.h_in.slice_mut()[..batch];
-                    let (a, b) = rayon::join(|| sink(&done), || fill(buf));
+                    let (a, b) = rayon::join(
+                        || {
+                            done.finish_eager(pb)?;
+                            sink(&view(done))
+                        },
+                        || fill(buf),
+                    );
                     self.slots[o].state = super::ring::State::Free;
                     a?;
                     b?

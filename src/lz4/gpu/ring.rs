@@ -173,6 +173,41 @@ impl Slot {
         &self.h_out.slice()[..self.used]
     }
 
+    /// Reads the info words of a slot whose info download has completed: the entries and the
+    /// packed bytes used, checked against the slot.
+    fn read_info(&mut self, pb: usize) -> Result<()> {
+        let n = self.input_bytes.div_ceil(pb);
+        let lens: Vec<usize> = page_lengths(self.input_bytes, pb).collect();
+        let info = &self.h_info.slice()[..info_words(n)];
+        self.entries = read_compress_info(info, &lens)?;
+        let used = super::layout::packed_used(info);
+        if used > self.d_packed.len() {
+            return Err(Error::Kernel {
+                kernel: "lz4_compress",
+                code: 0,
+                detail: format!("{used} packed bytes in a {}-byte slot", self.d_packed.len()),
+            });
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// Blocks until a slot submitted with eager download is Ready (needs no stream, so it can
+    /// run beside work on other slots).
+    pub(crate) fn finish_eager(&mut self, pb: usize) -> Result<()> {
+        if self.state == State::Submitted {
+            self.ev_info
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+            self.read_info(pb)?;
+            self.ev_d2h
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+            self.state = State::Ready;
+        }
+        Ok(())
+    }
+
     /// Pages in this batch.
     pub(crate) fn pages(&self, page_bytes: usize) -> usize {
         self.input_bytes.div_ceil(page_bytes)
@@ -349,19 +384,8 @@ impl Ring {
         {
             return Ok(());
         }
-        let n = slot.input_bytes.div_ceil(pb);
-        let lens: Vec<usize> = page_lengths(slot.input_bytes, pb).collect();
-        let info = &slot.h_info.slice()[..info_words(n)];
-        slot.entries = read_compress_info(info, &lens)?;
-        let used = super::layout::packed_used(info);
-        if used > slot.d_packed.len() {
-            return Err(Error::Kernel {
-                kernel: "lz4_compress",
-                code: 0,
-                detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()),
-            });
-        }
-        slot.used = used;
+        slot.read_info(pb)?;
+        let used = slot.used;
         if self.eager {
             // The download was enqueued with the kernel and covers `used`.
             slot.state = State::Downloading;
