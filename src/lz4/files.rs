@@ -3,17 +3,20 @@
 //! an open file. Memory is bounded by the rings or a few batches, never by the file size.
 //! `progress` is called with the input bytes consumed so far.
 
-use super::gpu::{FileSource, FrameStreamError, GpuPageCodec};
-use super::{CpuPageStream, DecodeStats, FrameDecoder, FrameEncoder, FrameOptions, FrameStats};
+use super::frame_header::FrameHeader;
+use super::frame_write::lay_out_blocks;
+use super::gpu::{BatchSource, FileSource, FrameStreamError, GpuPageCodec};
+use super::xxh32::Xxh32;
+use super::{check_page_bytes, DecodeStats, FastEncoder, FrameDecoder, FrameOptions, FrameStats};
+use super::{PageKind, MAX_PAGE_BYTES};
 use crate::{Error, Result};
+use rayon::prelude::*;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 
-/// Pages queued on the CPU stream (parallel batches of 4 MiB at 4 KiB pages).
-const CPU_STREAM_SLOTS: usize = 1024;
-/// Bytes read from the input per call on the CPU path.
-const READ_CHUNK_BYTES: usize = 4 << 20;
+/// Input bytes per batch on the CPU path.
+const CPU_BATCH_BYTES: usize = 4 << 20;
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -36,8 +39,10 @@ pub fn compress_file_gpu(
     Ok(codec.compress_frame(&mut source, out, out_name, options)?.1)
 }
 
-/// Compresses the file `input` into one frame on `out` on the CPU (pages in parallel, with the
-/// fast greedy [`FastEncoder`](super::FastEncoder): valid LZ4, not the GPU's bytes).
+/// Compresses the file `input` into one frame on `out` on the CPU, a batch at a time: the next
+/// batch is read (positioned reads on every core) while the current one is compressed (pages in
+/// parallel with the fast greedy [`FastEncoder`], valid LZ4 but not the GPU's bytes) and hashed,
+/// and a writer thread writes the previous one.
 pub fn compress_file_cpu(
     input: &Path,
     out: &File,
@@ -45,21 +50,104 @@ pub fn compress_file_cpu(
     options: FrameOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<FrameStats> {
+    check_page_bytes(options.page_bytes)?;
+    let pb = options.page_bytes;
     let file = File::open(input).map_err(io_err(input))?;
-    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
-    let writer = BufWriter::with_capacity(1 << 20, out);
-    let mut stream = CpuPageStream::new_fast(options.page_bytes, CPU_STREAM_SLOTS)?;
-    let mut enc = FrameEncoder::new(writer, out_name, &mut stream, options)?;
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    loop {
-        let n = reader.read(&mut chunk).map_err(io_err(input))?;
-        if n == 0 {
-            break;
-        }
-        enc.write(&chunk[..n])?;
-        progress(enc.stats().input_bytes);
+    let mut source = FileSource::new(&file, input)?;
+    let header = FrameHeader {
+        block_independent: true,
+        block_checksum: options.block_checksum,
+        content_size: options.content_size,
+        content_checksum: true,
+        dict_id: None,
+        block_max_bytes: MAX_PAGE_BYTES,
     }
-    Ok(enc.finish()?.1)
+    .to_bytes()?;
+    let mut stats = FrameStats {
+        output_bytes: header.len() as u64,
+        ..FrameStats::default()
+    };
+    let mut hash = Xxh32::new(0);
+    let batch = (CPU_BATCH_BYTES / pb).max(1) * pb;
+    let (mut cur, mut next) = (vec![0u8; batch], vec![0u8; batch]);
+    let mut parts: Vec<(Vec<u8>, PageKind)> = Vec::new();
+    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    let (recycle, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+    let (result, written) = std::thread::scope(|s| {
+        let writer = s.spawn(move || {
+            let mut w = out;
+            let mut r = w.write_all(&header);
+            for buf in batches {
+                if r.is_ok() {
+                    r = w.write_all(&buf);
+                }
+                let _ = recycle.send(buf);
+            }
+            r
+        });
+        let result = (|| {
+            let mut n = source.fill(&mut cur)?;
+            while n > 0 {
+                let pages: Vec<&[u8]> = cur[..n].chunks(pb).collect();
+                if parts.len() < pages.len() {
+                    parts.resize_with(pages.len(), || (Vec::new(), PageKind::Raw));
+                }
+                let mut frame = spare.try_recv().unwrap_or_default();
+                let parts = &mut parts[..pages.len()];
+                let (read, ()) = rayon::join(
+                    || source.fill(&mut next),
+                    || {
+                        rayon::join(
+                            || hash.update(&cur[..n]),
+                            || {
+                                parts.par_iter_mut().zip(pages.par_iter()).for_each_init(
+                                    FastEncoder::new,
+                                    |enc, ((bytes, kind), page)| {
+                                        *kind = enc.compress_page(page, bytes);
+                                    },
+                                );
+                                let blocks: Vec<(&[u8], bool)> = parts
+                                    .iter()
+                                    .map(|(b, k)| (&b[..], *k == PageKind::Raw))
+                                    .collect();
+                                lay_out_blocks(&blocks, options.block_checksum, &mut frame);
+                            },
+                        );
+                    },
+                );
+                stats.input_bytes += n as u64;
+                stats.output_bytes += frame.len() as u64;
+                stats.pages += pages.len() as u64;
+                stats.raw_pages += parts.iter().filter(|p| p.1 == PageKind::Raw).count() as u64;
+                progress(stats.input_bytes);
+                if to_writer.send(frame).is_err() {
+                    break;
+                }
+                std::mem::swap(&mut cur, &mut next);
+                n = read?;
+            }
+            let tail = [0u32.to_le_bytes(), hash.digest().to_le_bytes()].concat();
+            stats.output_bytes += tail.len() as u64;
+            let _ = to_writer.send(tail);
+            Ok::<(), Error>(())
+        })();
+        drop(to_writer);
+        (
+            result,
+            writer.join().expect("the writer thread does not panic"),
+        )
+    });
+    result?;
+    written.map_err(io_err(out_name))?;
+    if let Some(declared) = options.content_size {
+        if declared != stats.input_bytes {
+            return Err(Error::input(format!(
+                "frame declared {declared} bytes of content but {} were read",
+                stats.input_bytes
+            )));
+        }
+    }
+    Ok(stats)
 }
 
 /// Decodes every frame of the file `input` onto `out` on the GPU, streaming. Returns

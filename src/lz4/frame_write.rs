@@ -294,3 +294,43 @@ pub fn compress_frame(input: &[u8], page_bytes: usize) -> Result<Vec<u8>> {
     enc.write(input)?;
     Ok(enc.finish()?.0)
 }
+
+/// Lays frame blocks out in `buf` (replacing its contents), with every core: per block its size
+/// word (high bit set for a raw block), its stored bytes, and with `block_checksum` its xxHash32.
+pub(crate) fn lay_out_blocks(blocks: &[(&[u8], bool)], block_checksum: bool, buf: &mut Vec<u8>) {
+    use rayon::prelude::*;
+    use std::mem::MaybeUninit;
+    let extra = 4 + 4 * block_checksum as usize;
+    let total: usize = blocks.iter().map(|b| b.0.len() + extra).sum();
+    buf.clear();
+    buf.reserve(total);
+    let mut rest = &mut buf.spare_capacity_mut()[..total];
+    let mut parts = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        let (p, r) = std::mem::take(&mut rest).split_at_mut(b.0.len() + extra);
+        parts.push(p);
+        rest = r;
+    }
+    let put = |d: &mut [MaybeUninit<u8>], s: &[u8]| {
+        for (d, &s) in d.iter_mut().zip(s) {
+            d.write(s);
+        }
+    };
+    parts
+        .into_par_iter()
+        .zip(blocks.par_iter())
+        .for_each(|(p, &(stored, raw))| {
+            let n = stored.len();
+            let size = n as u32 | if raw { UNCOMPRESSED_BIT } else { 0 };
+            put(&mut p[..4], &size.to_le_bytes());
+            put(&mut p[4..4 + n], stored);
+            if block_checksum {
+                put(
+                    &mut p[4 + n..],
+                    &super::xxh32::xxh32(stored, 0).to_le_bytes(),
+                );
+            }
+        });
+    // SAFETY: the parts cover the first `total` spare bytes exactly, and each was written above.
+    unsafe { buf.set_len(total) };
+}

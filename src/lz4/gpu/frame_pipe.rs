@@ -7,14 +7,14 @@
 use super::codec::GpuPageCodec;
 use super::device_failure;
 use super::pipeline::{par_copy, CompressedBatch};
-use crate::lz4::frame_header::{FrameHeader, UNCOMPRESSED_BIT};
-use crate::lz4::xxh32::{xxh32, Xxh32};
+use crate::lz4::frame_header::FrameHeader;
+use crate::lz4::frame_write::lay_out_blocks;
+use crate::lz4::xxh32::Xxh32;
 use crate::lz4::{check_page_bytes, FrameOptions, FrameStats, PageKind, MAX_PAGE_BYTES};
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
 
@@ -123,46 +123,19 @@ impl BatchSource for FileSource<'_> {
     }
 }
 
-/// Lays the frame blocks of `batch` out in `buf` (size word, stored bytes, optional checksum),
-/// with every core.
+/// Lays the frame blocks of `batch` out in `buf` (see [`lay_out_blocks`]).
 fn frame_blocks(batch: &CompressedBatch<'_>, block_checksum: bool, buf: &mut Vec<u8>) {
-    let extra = 4 + 4 * block_checksum as usize;
-    let total: usize = batch.entries.iter().map(|e| e.stored_bytes + extra).sum();
-    buf.clear();
-    buf.reserve(total);
-    let mut rest = &mut buf.spare_capacity_mut()[..total];
-    let mut parts = Vec::with_capacity(batch.entries.len());
-    for e in batch.entries {
-        let (p, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes + extra);
-        parts.push(p);
-        rest = r;
-    }
-    let put = |d: &mut [MaybeUninit<u8>], s: &[u8]| {
-        for (d, &s) in d.iter_mut().zip(s) {
-            d.write(s);
-        }
-    };
-    parts
-        .into_par_iter()
-        .zip(batch.entries.par_iter())
-        .for_each(|(p, e)| {
-            let stored = &batch.packed[e.offset..e.offset + e.stored_bytes];
-            let raw = if e.kind == PageKind::Raw {
-                UNCOMPRESSED_BIT
-            } else {
-                0
-            };
-            put(&mut p[..4], &(e.stored_bytes as u32 | raw).to_le_bytes());
-            put(&mut p[4..4 + e.stored_bytes], stored);
-            if block_checksum {
-                put(
-                    &mut p[4 + e.stored_bytes..],
-                    &xxh32(stored, 0).to_le_bytes(),
-                );
-            }
-        });
-    // SAFETY: the parts cover the first `total` spare bytes exactly, and each was written above.
-    unsafe { buf.set_len(total) };
+    let blocks: Vec<(&[u8], bool)> = batch
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                &batch.packed[e.offset..e.offset + e.stored_bytes],
+                e.kind == PageKind::Raw,
+            )
+        })
+        .collect();
+    lay_out_blocks(&blocks, block_checksum, buf);
 }
 
 impl GpuPageCodec {

@@ -5,8 +5,9 @@
 //! Memory is the ring plus a batch of output, whatever the input size.
 //!
 //! The device takes frames with independent blocks of at most 64 KiB (what ptxflow writes).
-//! Each block gets an output bound of 4 KiB, ptxflow's default page size; a block that needs
-//! more (a frame written with larger pages) is decoded on the host from the staged bytes. Anything else (linked blocks, larger blocks,
+//! Each block gets an output bound of 4 KiB, ptxflow's default page size; a block stored in
+//! more bytes than that, or that decodes to more (a frame written with larger pages), is decoded
+//! on the host from the staged bytes. Anything else (linked blocks, larger blocks,
 //! legacy frames, dictionaries) is [`Unsuitable`](FrameStreamError::Unsuitable): the caller
 //! decodes the input on the CPU instead.
 
@@ -51,9 +52,9 @@ struct FrameEnd {
 struct BatchMeta {
     /// Frames that end in this batch: (blocks of the batch before the end, the checks).
     ends: Vec<(usize, FrameEnd)>,
-    /// Per block: 0 for the device, else the stored bytes of a raw block larger than the bound,
-    /// which the host copies.
-    host: Vec<usize>,
+    /// Per block: `None` for the device, else `(stored bytes, raw)` of a block the host takes
+    /// (stored bytes above the bound, which the kernel refuses as an entry).
+    host: Vec<Option<(usize, bool)>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -215,14 +216,14 @@ impl Parser<'_> {
                             )));
                         }
                     }
-                    let host = raw && size > bound;
+                    let host = size > bound;
                     let words = match (host, raw) {
                         (true, _) => [at as u32, 0, 0, KIND_RAW],
                         (false, true) => [at as u32, size as u32, size as u32, KIND_RAW],
                         (false, false) => [at as u32, size as u32, bound as u32, KIND_BOUNDED],
                     };
                     st.entries[4 * pages..4 * pages + 4].copy_from_slice(&words);
-                    meta.host.push(if host { size } else { 0 });
+                    meta.host.push(host.then_some((size, raw)));
                     pages += 1;
                     at += size;
                     self.stats.blocks += 1;
@@ -257,21 +258,17 @@ impl Checker<'_> {
                 let w = d.status[k];
                 let code = w & status::CODE_MASK;
                 let over = matches!(code, status::OUTPUT_OVERFLOW | status::MARGIN);
-                let host = meta.host[k] > 0;
-                if host || over {
+                let host = meta.host[k];
+                if host.is_some() || over {
                     let at = d.entries[4 * k] as usize;
-                    let stored = if host {
-                        meta.host[k]
-                    } else {
-                        d.entries[4 * k + 1] as usize
-                    };
+                    let (stored, raw) = host.unwrap_or((d.entries[4 * k + 1] as usize, false));
                     if self.parts.len() <= host_parts {
                         self.parts.push(Vec::new());
                     }
                     let part = &mut self.parts[host_parts];
                     part.clear();
                     let block = &d.packed[at..at + stored];
-                    if host {
+                    if raw {
                         part.extend_from_slice(block);
                     } else {
                         decode_block_append(block, part, 0, self.max_block)?;
