@@ -7,7 +7,7 @@
 use super::common;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ptxflow::lz4::gpu::layout::{decompress_entries, info_words, page_lengths, read_compress_info};
-use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, Lz4Kernels};
+use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, HashJob, Lz4Kernels};
 use ptxflow::lz4::{
     files, CodecPath, CompressedPages, CpuPageCodec, FrameOptions, PageCodec, PageEntry,
 };
@@ -338,8 +338,15 @@ pub fn bench(c: &mut Criterion) {
         };
         let create = |p: &std::path::Path| std::fs::File::create(p).expect("create output");
         let mut gpu_c = || {
-            files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
-                .expect("gpu file compress")
+            files::compress_file_gpu(
+                &mut codec,
+                &src,
+                &create(&packed),
+                &packed,
+                options,
+                Some(&mut HashJob::start(&src)),
+            )
+            .expect("gpu file compress")
         };
         gpu_c();
         let gpu_d = |codec: &mut GpuPageCodec| {
@@ -361,8 +368,15 @@ pub fn bench(c: &mut Criterion) {
         };
         g.bench_function(BenchmarkId::new("file_compress_gpu", name), |b| {
             b.iter(|| {
-                files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
-                    .expect("gpu file compress")
+                files::compress_file_gpu(
+                    &mut codec,
+                    &src,
+                    &create(&packed),
+                    &packed,
+                    options,
+                    Some(&mut HashJob::start(&src)),
+                )
+                .expect("gpu file compress")
             })
         });
         g.bench_function(BenchmarkId::new("file_decompress_gpu", name), |b| {
@@ -382,8 +396,15 @@ pub fn bench(c: &mut Criterion) {
             file_cpu_d();
         });
         let file_gc = wall(5, || {
-            files::compress_file_gpu(&mut codec, &src, &create(&packed), &packed, options)
-                .expect("gpu file compress");
+            files::compress_file_gpu(
+                &mut codec,
+                &src,
+                &create(&packed),
+                &packed,
+                options,
+                Some(&mut HashJob::start(&src)),
+            )
+            .expect("gpu file compress");
         });
         let file_gd = wall(5, || {
             gpu_d(&mut codec);

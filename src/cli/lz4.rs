@@ -4,7 +4,7 @@
 
 use super::output::AtomicOutput;
 use ptxflow::lz4::files;
-use ptxflow::lz4::gpu::{device_failure, FrameStreamError, GpuOptions, GpuPageCodec};
+use ptxflow::lz4::gpu::{device_failure, FrameStreamError, GpuOptions, GpuPageCodec, HashJob};
 use ptxflow::lz4::{FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
@@ -234,15 +234,25 @@ fn compress(
         content_size: Some(size),
         block_checksum,
     };
+    // The content checksum runs on its own thread from now on, beside the device's start-up.
+    let mut hash = (device != Device::Cpu).then(|| HashJob::start(input));
     let codec = open_gpu(device, &mut timing)?;
     let started = Instant::now();
     let mut out = AtomicOutput::create(output)?;
     let (stats, path) = match codec {
         Ok(mut codec) => {
-            match files::compress_file_gpu(&mut codec, input, out.file(), output, options) {
+            match files::compress_file_gpu(
+                &mut codec,
+                input,
+                out.file(),
+                output,
+                options,
+                hash.as_mut(),
+            ) {
                 Ok(stats) => (stats, "GPU".to_string()),
                 Err(e) if device == Device::Auto && device_failure(&e) => {
                     // Start over on the CPU; the partial frame goes with the old temporary file.
+                    drop(hash.take());
                     out = AtomicOutput::create(output)?;
                     let stats = compress_cpu(input, &out, options)?;
                     (stats, format!("CPU after a GPU failure ({e})"))
@@ -251,6 +261,7 @@ fn compress(
             }
         }
         Err(why) => {
+            drop(hash.take());
             let stats = compress_cpu(input, &out, options)?;
             let path = if why.is_empty() {
                 "CPU".to_string()

@@ -5,7 +5,7 @@
 
 use super::frame_header::FrameHeader;
 use super::frame_write::lay_out_blocks;
-use super::gpu::{BatchSource, FileSource, FrameStreamError, GpuPageCodec};
+use super::gpu::{BatchSource, FileSource, FrameStreamError, GpuPageCodec, HashJob};
 use super::xxh32::Xxh32;
 use super::{check_page_bytes, DecodeStats, FastEncoder, FrameDecoder, FrameOptions, FrameStats};
 use super::{PageKind, MAX_PAGE_BYTES};
@@ -25,18 +25,27 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Compresses the file `input` into one frame on `out` (named `out_name`) on the GPU. Fails
-/// like [`GpuPageCodec::compress_frame`]; the frame is then incomplete.
+/// Compresses the file `input` into one frame on `out` (named `out_name`) on the GPU. With
+/// `hash`, a [`HashJob`] already running over `input` supplies the content checksum (start it
+/// before opening the device: it then overlaps the context creation). Fails like
+/// [`GpuPageCodec::compress_frame`]; the frame is then incomplete.
 pub fn compress_file_gpu(
     codec: &mut GpuPageCodec,
     input: &Path,
     out: &File,
     out_name: &Path,
     options: FrameOptions,
+    hash: Option<&mut HashJob>,
 ) -> Result<FrameStats> {
     let file = File::open(input).map_err(io_err(input))?;
     let mut source = FileSource::new(&file, input)?;
-    Ok(codec.compress_frame(&mut source, out, out_name, options)?.1)
+    let mut digest = hash.map(|h| move || h.digest());
+    let digest = digest
+        .as_mut()
+        .map(|f| f as &mut dyn FnMut() -> Result<u32>);
+    Ok(codec
+        .compress_frame_with_hash(&mut source, out, out_name, options, digest)?
+        .1)
 }
 
 /// Compresses the file `input` into one frame on `out` on the CPU, a batch at a time: the next

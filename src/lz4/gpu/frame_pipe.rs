@@ -151,7 +151,24 @@ impl GpuPageCodec {
         out_name: &Path,
         options: FrameOptions,
     ) -> Result<(W, FrameStats)> {
+        self.compress_frame_with_hash(source, out, out_name, options, None)
+    }
+
+    /// Like [`GpuPageCodec::compress_frame`], but the content checksum comes from
+    /// `content_hash` (called once, after the last batch) instead of being computed from the
+    /// batches: e.g. a [`HashJob`] that hashes the same file on its own thread, started before
+    /// the device was even opened. The caller vouches that it hashes exactly the bytes
+    /// `source` yields.
+    pub fn compress_frame_with_hash<W: Write + Send>(
+        &mut self,
+        source: &mut dyn BatchSource,
+        out: W,
+        out_name: &Path,
+        options: FrameOptions,
+        content_hash: Option<&mut dyn FnMut() -> Result<u32>>,
+    ) -> Result<(W, FrameStats)> {
         check_page_bytes(options.page_bytes)?;
+        let hash_here = content_hash.is_none();
         let header = FrameHeader {
             block_independent: true,
             block_checksum: options.block_checksum,
@@ -195,7 +212,11 @@ impl GpuPageCodec {
                         .map(|r| r.try_recv().unwrap_or_default())
                         .unwrap_or_default();
                     rayon::join(
-                        || hash.update(batch.input),
+                        || {
+                            if hash_here {
+                                hash.update(batch.input)
+                            }
+                        },
                         || frame_blocks(batch, options.block_checksum, &mut buf),
                     );
                     stats.input_bytes += batch.input_bytes as u64;
@@ -211,8 +232,15 @@ impl GpuPageCodec {
                     Ok(())
                 },
             );
-            let tail = [0u32.to_le_bytes(), hash.digest().to_le_bytes()].concat();
-            let _ = to_writer.send(tail);
+            let digest = match (&result, content_hash) {
+                (Ok(()), Some(f)) => f(),
+                _ => Ok(hash.digest()),
+            };
+            let result = result.and_then(|()| {
+                let tail = [0u32.to_le_bytes(), digest?.to_le_bytes()].concat();
+                let _ = to_writer.send(tail);
+                Ok(())
+            });
             drop(to_writer);
             let (out, w) = writer
                 .join()
@@ -237,5 +265,67 @@ impl GpuPageCodec {
         let mut out = out;
         out.flush().map_err(io_err)?;
         Ok((out, stats))
+    }
+}
+
+/// The content hash of a file computed on its own thread (sequential positioned reads), so it
+/// can start before the device is opened and run beside the compression.
+pub struct HashJob {
+    handle: Option<std::thread::JoinHandle<Result<u32>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HashJob {
+    /// Starts hashing the file at `path`.
+    pub fn start(path: &Path) -> Self {
+        let path = path.to_path_buf();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let io = |source| Error::Io {
+                path: path.clone(),
+                source,
+            };
+            let mut file = File::open(&path).map_err(io)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut hash = Xxh32::new(0);
+            loop {
+                let n = file.read(&mut buf).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                if n == 0 {
+                    return Ok(hash.digest());
+                }
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(Error::input("hashing cancelled"));
+                }
+                hash.update(&buf[..n]);
+            }
+        });
+        HashJob {
+            handle: Some(handle),
+            stop,
+        }
+    }
+
+    /// Stops the hashing early (its digest is then an error); dropping a job does the same.
+    pub fn cancel(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits for the digest (an error if called twice).
+    pub fn digest(&mut self) -> Result<u32> {
+        self.handle
+            .take()
+            .ok_or_else(|| Error::input("HashJob::digest called twice"))?
+            .join()
+            .unwrap_or_else(|_| Err(Error::input("the hashing thread panicked")))
+    }
+}
+
+impl Drop for HashJob {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }

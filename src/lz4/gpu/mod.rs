@@ -25,7 +25,7 @@ pub mod stream;
 
 pub use codec::GpuPageCodec;
 pub use decode_ring::{DecodeStage, DecodedBatch};
-pub use frame_pipe::{BatchSource, FileSource, ReadSource, SliceSource};
+pub use frame_pipe::{BatchSource, FileSource, HashJob, ReadSource, SliceSource};
 pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
