@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 /// Compressed bytes gathered per batch (at least one block).
 const BATCH_INPUT_BYTES: usize = 1 << 20;
 /// Output buffers per batch are at most this large (blocks times the block maximum), so a batch
-/// of 64 KiB-maximum blocks holds at most 512 blocks.
-const BATCH_OUTPUT_BYTES: usize = 4 << 20;
+/// of 64 KiB-maximum blocks holds at most 256 blocks (only what a block decodes to is touched).
+const BATCH_OUTPUT_BYTES: usize = 16 << 20;
 /// Legacy blocks (8 MiB each) per batch.
 const LEGACY_BATCH_BLOCKS: usize = 4;
 /// How far back a linked block may reference (bytes).
