@@ -232,7 +232,12 @@ impl<R: Read> FrameDecoder<R> {
         let header = self.header.expect("inside a frame");
         let mut ended = false;
         let most = (BATCH_OUTPUT_BYTES / header.block_max_bytes).max(1);
-        while self.blocks.len() < BATCH_INPUT_BYTES && self.spans.len() < most {
+        // At least a block per worker, so large blocks (the `lz4` tool's 4 MiB) still decode
+        // in parallel.
+        let least = rayon::current_num_threads().min(most);
+        while (self.blocks.len() < BATCH_INPUT_BYTES || self.spans.len() < least)
+            && self.spans.len() < most
+        {
             let word = self.read_u32("a block size")?;
             if word == 0 {
                 ended = true;
