@@ -6,6 +6,7 @@
 use super::frame_header::FrameHeader;
 use super::frame_write::lay_out_blocks;
 use super::gpu::{BatchSource, FileSource, FrameStreamError, GpuPageCodec, HashJob};
+use super::par::par_extend;
 use super::xxh32::Xxh32;
 use super::{check_page_bytes, DecodeStats, FastEncoder, FrameDecoder, FrameOptions, FrameStats};
 use super::{PageKind, MAX_PAGE_BYTES};
@@ -159,7 +160,8 @@ pub fn compress_file_cpu(
     Ok(stats)
 }
 
-/// Decodes every frame of the file `input` onto `out` on the GPU, streaming. Returns
+/// Decodes every frame of the file `input` onto `out` on the GPU, streaming; a writer thread
+/// writes each batch while the next is read, decoded and checked. Returns
 /// [`FrameStreamError::Unsuitable`] (nothing written worth keeping) for input the CPU must decode.
 pub fn decompress_file_gpu(
     codec: &mut GpuPageCodec,
@@ -169,11 +171,42 @@ pub fn decompress_file_gpu(
 ) -> std::result::Result<DecodeStats, FrameStreamError> {
     let file = File::open(input).map_err(io_err(input))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut emit = |bytes: &[u8]| {
-        let mut w = out;
-        w.write_all(bytes).map_err(io_err(out_name))
-    };
-    codec.decode_frames_stream(&mut reader, input, &mut emit)
+    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    let (recycle, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+    let spare = std::sync::Mutex::new(spare);
+    let (decoded, written) = std::thread::scope(|s| {
+        let writer = s.spawn(move || {
+            let mut r = Ok(());
+            let mut w = out;
+            for buf in batches {
+                if r.is_ok() {
+                    r = w.write_all(&buf);
+                }
+                let _ = recycle.send(buf);
+            }
+            r
+        });
+        let mut emit = |bytes: &[u8]| {
+            let mut buf = spare
+                .lock()
+                .map(|r| r.try_recv().unwrap_or_default())
+                .unwrap_or_default();
+            buf.clear();
+            par_extend(&mut buf, bytes);
+            // A send fails only when the writer stopped; its error is reported below.
+            let _ = to_writer.send(buf);
+            Ok(())
+        };
+        let decoded = codec.decode_frames_stream(&mut reader, input, &mut emit);
+        drop(to_writer);
+        (
+            decoded,
+            writer.join().expect("the writer thread does not panic"),
+        )
+    });
+    let stats = decoded?;
+    written.map_err(io_err(out_name))?;
+    Ok(stats)
 }
 
 /// Decodes every frame of the file `input` onto `out` on the CPU: blocks in parallel, the
