@@ -16,6 +16,7 @@ mod decode_ring;
 pub mod frame_pipe;
 pub mod frame_stream;
 pub mod frames;
+mod host_mem;
 pub mod kernels;
 pub mod layout;
 pub mod pipeline;
