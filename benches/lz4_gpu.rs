@@ -7,8 +7,10 @@
 use super::common;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ptxflow::lz4::gpu::layout::{decompress_entries, info_words, page_lengths, read_compress_info};
-use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, Lz4Kernels};
-use ptxflow::lz4::{PageCodec, PageEntry};
+use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, HashJob, Lz4Kernels};
+use ptxflow::lz4::{
+    files, CodecPath, CompressedPages, CpuPageCodec, FrameOptions, PageCodec, PageEntry,
+};
 use ptxflow::rng::Rng;
 use ptxflow::runtime::{CudaSlice, CudaStream, Gpu, PinnedBuffer, PinnedKind};
 use std::sync::Arc;
@@ -33,7 +35,16 @@ fn gpu_inputs() -> Vec<(&'static str, Vec<u8>)> {
         let tiled: Vec<u8> = d.iter().copied().cycle().take(GPU_INPUT_BYTES).collect();
         v.insert(0, ("dickens", tiled));
     }
+    // PTXFLOW_LZ4_INPUTS=dickens,zeros keeps only those inputs (short GPU batches).
+    if let Ok(keep) = std::env::var("PTXFLOW_LZ4_INPUTS") {
+        v.retain(|(n, _)| keep.split(',').any(|k| k == *n));
+    }
     v
+}
+
+/// Median wall seconds of `reps` runs of `f` after one warm-up (host to host round trips).
+fn wall(reps: usize, f: impl FnMut()) -> f64 {
+    common::wall_median_secs(reps, f)
 }
 
 /// Device buffers of one input, compressed once on the device (for the decompress kernel).
@@ -142,6 +153,39 @@ fn host_read_gbs(gpu: &Arc<Gpu>) -> (f64, f64) {
     (p, rate(&plain))
 }
 
+/// Host copy bandwidth with every core (GB/s): ordinary to ordinary memory and ordinary to
+/// pinned, 64 MiB; and how fast the driver registers (pins) ordinary memory: 256 MiB through
+/// cuMemHostRegister + cuMemHostUnregister (GB/s), the alternative to staging copies.
+fn host_copy_gbs(gpu: &Arc<Gpu>) -> (f64, f64, f64) {
+    use ptxflow::lz4::par::par_copy;
+    let src = vec![3u8; RING_BYTES];
+    let mut dst = vec![0u8; RING_BYTES];
+    let mut pinned =
+        PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Download).expect("pinned");
+    let plain = wall(5, || par_copy(&mut dst, &src));
+    let view = pinned.as_mut_slice().expect("pinned view");
+    let to_pinned = wall(5, || par_copy(view, &src));
+    let mut big = vec![1u8; GPU_INPUT_BYTES];
+    gpu.ctx().bind_to_thread().expect("bind");
+    let reg = wall(3, || {
+        // SAFETY: `big` is a live allocation of GPU_INPUT_BYTES bytes, unregistered right after.
+        unsafe {
+            cudarc::driver::sys::cuMemHostRegister_v2(big.as_mut_ptr().cast(), big.len(), 0)
+                .result()
+                .expect("register");
+            cudarc::driver::sys::cuMemHostUnregister(big.as_mut_ptr().cast())
+                .result()
+                .expect("unregister");
+        }
+    });
+    let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
+    (
+        gbs(RING_BYTES, plain),
+        gbs(RING_BYTES, to_pinned),
+        gbs(GPU_INPUT_BYTES, reg),
+    )
+}
+
 /// lz4_flex's stored bytes on the same pages (raw when its block is not smaller).
 fn flex_stored(data: &[u8]) -> usize {
     data.chunks(PAGE_BYTES)
@@ -165,6 +209,7 @@ pub fn bench(c: &mut Criterion) {
     let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
     let h2d = pinned_h2d_gbs(&gpu, &s);
     let (read_pinned, read_plain) = host_read_gbs(&gpu);
+    let (copy_plain, copy_pinned, register) = host_copy_gbs(&gpu);
     let mut summary = Vec::new();
     let mut g = c.benchmark_group("gpu/lz4");
     g.sample_size(10)
@@ -208,6 +253,166 @@ pub fn bench(c: &mut Criterion) {
                 std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"))
             })
         });
+        // The codec from and to ordinary (pageable) memory, buffers reused: what a library caller
+        // of `compress_into` / `decompress_pages` gets; the CPU codec beside it.
+        let mut pages = CompressedPages {
+            page_bytes: PAGE_BYTES,
+            data: Vec::new(),
+            pages: Vec::new(),
+            path: CodecPath::Gpu,
+        };
+        codec
+            .compress_into(&data, PAGE_BYTES, &mut pages)
+            .expect("compress");
+        let mut back = Vec::with_capacity(bytes);
+        codec
+            .decompress_pages(&pages, &mut back)
+            .expect("decompress");
+        assert!(back == data, "{name}: GPU round trip from memory differs");
+        let cpu_pages = CpuPageCodec.compress_pages(&data, PAGE_BYTES).expect("cpu");
+        g.bench_function(BenchmarkId::new("memory_compress_gpu", name), |b| {
+            b.iter(|| {
+                codec
+                    .compress_into(&data, PAGE_BYTES, &mut pages)
+                    .expect("compress")
+            })
+        });
+        g.bench_function(BenchmarkId::new("memory_decompress_gpu", name), |b| {
+            b.iter(|| {
+                back.clear();
+                codec
+                    .decompress_pages(&pages, &mut back)
+                    .expect("decompress")
+            })
+        });
+        g.bench_function(BenchmarkId::new("memory_compress_cpu", name), |b| {
+            b.iter(|| {
+                std::hint::black_box(CpuPageCodec.compress_pages(&data, PAGE_BYTES).expect("cpu"))
+            })
+        });
+        g.bench_function(BenchmarkId::new("memory_decompress_cpu", name), |b| {
+            b.iter(|| {
+                back.clear();
+                CpuPageCodec
+                    .decompress_pages(&cpu_pages, &mut back)
+                    .expect("cpu")
+            })
+        });
+        let mem_c = wall(5, || {
+            codec
+                .compress_into(&data, PAGE_BYTES, &mut pages)
+                .expect("compress")
+        });
+        let mem_d = wall(5, || {
+            back.clear();
+            codec
+                .decompress_pages(&pages, &mut back)
+                .expect("decompress")
+        });
+        let cold_c = {
+            let t = std::time::Instant::now();
+            std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"));
+            t.elapsed().as_secs_f64()
+        };
+        let cpu_c = wall(3, || {
+            std::hint::black_box(CpuPageCodec.compress_pages(&data, PAGE_BYTES).expect("cpu"));
+        });
+        let cpu_d = wall(3, || {
+            back.clear();
+            CpuPageCodec
+                .decompress_pages(&cpu_pages, &mut back)
+                .expect("cpu")
+        });
+        assert!(back == data, "{name}: CPU round trip differs");
+
+        // File to file through the command line's code path (lz4::files), input in the page
+        // cache, output to a temporary file; GPU and CPU in the same run.
+        let dir = std::env::temp_dir().join(format!("ptxflow-bench-lz4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (src, packed, restored) = (dir.join("in"), dir.join("in.lz4"), dir.join("out"));
+        std::fs::write(&src, &data).expect("write input");
+        let options = FrameOptions {
+            page_bytes: PAGE_BYTES,
+            content_size: Some(bytes as u64),
+            block_checksum: false,
+        };
+        let create = |p: &std::path::Path| std::fs::File::create(p).expect("create output");
+        let mut gpu_c = || {
+            files::compress_file_gpu(
+                &mut codec,
+                &src,
+                &create(&packed),
+                &packed,
+                options,
+                Some(&mut HashJob::start(&src)),
+            )
+            .expect("gpu file compress")
+        };
+        gpu_c();
+        let gpu_d = |codec: &mut GpuPageCodec| {
+            files::decompress_file_gpu(codec, &packed, &create(&restored), &restored)
+                .expect("gpu file decompress")
+        };
+        gpu_d(&mut codec);
+        assert!(
+            std::fs::read(&restored).expect("read back") == data,
+            "{name}: file round trip"
+        );
+        let file_cpu_c = || {
+            files::compress_file_cpu(&src, &create(&packed), &packed, options, &mut |_| {})
+                .expect("cpu file compress")
+        };
+        let file_cpu_d = || {
+            files::decompress_file_cpu(&packed, &create(&restored), &restored, &mut |_| {})
+                .expect("cpu file decompress")
+        };
+        g.bench_function(BenchmarkId::new("file_compress_gpu", name), |b| {
+            b.iter(|| {
+                files::compress_file_gpu(
+                    &mut codec,
+                    &src,
+                    &create(&packed),
+                    &packed,
+                    options,
+                    Some(&mut HashJob::start(&src)),
+                )
+                .expect("gpu file compress")
+            })
+        });
+        g.bench_function(BenchmarkId::new("file_decompress_gpu", name), |b| {
+            b.iter(|| gpu_d(&mut codec))
+        });
+        g.bench_function(BenchmarkId::new("file_compress_cpu", name), |b| {
+            b.iter(file_cpu_c)
+        });
+        file_cpu_c();
+        g.bench_function(BenchmarkId::new("file_decompress_cpu", name), |b| {
+            b.iter(file_cpu_d)
+        });
+        let file_cc = wall(3, || {
+            file_cpu_c();
+        });
+        let file_cd = wall(3, || {
+            file_cpu_d();
+        });
+        let file_gc = wall(5, || {
+            files::compress_file_gpu(
+                &mut codec,
+                &src,
+                &create(&packed),
+                &packed,
+                options,
+                Some(&mut HashJob::start(&src)),
+            )
+            .expect("gpu file compress");
+        });
+        let file_gd = wall(5, || {
+            gpu_d(&mut codec);
+        });
+        let cat = wall(3, || {
+            std::fs::copy(&src, &restored).expect("copy");
+        });
+        let _ = std::fs::remove_dir_all(&dir);
 
         // Summary figures from medians in this same process.
         let ck = common::median_secs(&s, 10, || compress(&k, &s, &mut r, bytes));
@@ -225,9 +430,7 @@ pub fn bench(c: &mut Criterion) {
         };
         let (e2e, serial) = (pipe(true), pipe(false));
         verify(&k, &s, &mut r, &data);
-        let t = std::time::Instant::now();
         let pages = codec.compress_pages(&data, PAGE_BYTES).expect("compress");
-        let pageable = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
         assert_eq!(
             pages.path,
             ptxflow::lz4::CodecPath::Gpu,
@@ -242,19 +445,47 @@ pub fn bench(c: &mut Criterion) {
         eprintln!("lz4 GPU {name}: stored {ours} B (ratio {ratio:.3}), lz4_flex ratio {flex:.3}; batch codec {} B", pages.stored_bytes());
         summary.push(format!(
             "{name}: compress kernel {:.1} GB/s, decompress kernel {:.1} GB/s, ratio {ratio:.3} vs lz4_flex {flex:.3} ({:+.1}%), \
-             pinned e2e {e2e:.1} GB/s = {:.0}% of pinned PCIe (serial {serial:.1} GB/s), compress_pages from pageable memory {pageable:.1} GB/s",
+             pinned e2e {e2e:.1} GB/s = {:.0}% of pinned PCIe (serial {serial:.1} GB/s)",
             bytes as f64 / ck / 1e9,
             bytes as f64 / dk / 1e9,
             100.0 * (ratio / flex - 1.0),
             100.0 * e2e / h2d,
         ));
+        let gbs = |secs: f64| bytes as f64 / secs / 1e9;
+        summary.push(format!(
+            "{name}: file to file (256 MiB, page cache, lz4::files as the CLI runs it): GPU compress {:.2} GB/s = {:.0}% of the pinned ring, \
+             GPU decompress {:.2} GB/s; CPU compress {:.2} GB/s, decompress {:.2} GB/s; std::fs::copy of the input {:.2} GB/s (GPU compress takes {:.2}x its time)",
+            gbs(file_gc),
+            100.0 * gbs(file_gc) / e2e,
+            gbs(file_gd),
+            gbs(file_cc),
+            gbs(file_cd),
+            gbs(cat),
+            file_gc / cat,
+        ));
+        summary.push(format!(
+            "{name}: from ordinary memory (256 MiB, buffers reused): GPU compress {:.1} GB/s = {:.0}% of the pinned ring, \
+             GPU decompress {:.1} GB/s = {:.0}% of the pinned ring; first compress_pages into a fresh Vec {:.1} GB/s; \
+             CPU ({} threads) compress {:.2} GB/s, decompress {:.2} GB/s",
+            gbs(mem_c),
+            100.0 * gbs(mem_c) / e2e,
+            gbs(mem_d),
+            100.0 * gbs(mem_d) / e2e,
+            gbs(cold_c),
+            rayon::current_num_threads(),
+            gbs(cpu_c),
+            gbs(cpu_d),
+        ));
     }
     g.finish();
     println!(
         "SUMMARY gpu/lz4 on {} ({} SMs), 4 KiB pages, 256 MiB inputs (kernels), 16 passes over 64 MiB (pipeline); \
-         pinned H2D {h2d:.1} GB/s; host reads (one core, every 8th byte) of cuMemHostAlloc memory {read_pinned:.1} GB/s, of ordinary memory {read_plain:.1} GB/s",
+         pinned H2D {h2d:.1} GB/s; host reads (one core, every 8th byte) of cuMemHostAlloc memory {read_pinned:.1} GB/s, of ordinary memory {read_plain:.1} GB/s; \
+         parallel copies ({} threads) ordinary->ordinary {copy_plain:.1} GB/s, ordinary->pinned {copy_pinned:.1} GB/s; \
+         cuMemHostRegister+Unregister of 256 MiB {register:.1} GB/s",
         gpu.facts().name,
-        gpu.facts().sm_count
+        gpu.facts().sm_count,
+        rayon::current_num_threads(),
     );
     for line in summary {
         println!("SUMMARY gpu/lz4 {line}");

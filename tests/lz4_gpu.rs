@@ -381,3 +381,129 @@ fn gpu_decodes_ptxflow_frames_and_leaves_others_to_the_cpu() {
         Err(e) => panic!("unexpected error {e}"),
     }
 }
+
+#[test]
+fn gpu_codec_from_memory_reuses_buffers_and_decodes_any_page_order() {
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_codec_from_memory_reuses_buffers_and_decodes_any_page_order")
+    else {
+        return;
+    };
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 256 << 10,
+            slots: 3,
+        },
+    )
+    .unwrap();
+    let mut pages = CompressedPages {
+        page_bytes: 4096,
+        data: Vec::new(),
+        pages: Vec::new(),
+        path: CodecPath::Cpu,
+    };
+    for (name, data) in inputs() {
+        for pb in [1024, 4096] {
+            codec.compress_into(&data, pb, &mut pages).unwrap();
+            assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
+            check_pages(
+                &pages,
+                &data,
+                &format!("{name} at {pb} B pages, reused buffers"),
+            );
+            // CPU pages (tight), then the same pages stored in reverse order (gathered).
+            let cpu = ptxflow::lz4::CpuPageCodec
+                .compress_pages(&data, pb)
+                .unwrap();
+            let mut back = Vec::new();
+            codec.decompress_pages(&cpu, &mut back).unwrap();
+            assert!(
+                back == data,
+                "{name} at {pb} B: CPU pages on the GPU differ"
+            );
+            let mut rev = cpu.clone();
+            rev.data.clear();
+            for k in (0..cpu.pages.len()).rev() {
+                let (bytes, _) = cpu.page(k);
+                rev.pages[k].offset = rev.data.len();
+                rev.data.extend_from_slice(bytes);
+            }
+            back.clear();
+            codec.decompress_pages(&rev, &mut back).unwrap();
+            assert!(back == data, "{name} at {pb} B: reversed pages differ");
+        }
+    }
+}
+
+#[test]
+fn gpu_frame_stream_decodes_our_frames_and_refuses_what_it_cannot() {
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_frame_stream_decodes_our_frames_and_refuses_what_it_cannot")
+    else {
+        return;
+    };
+    use ptxflow::lz4::gpu::FrameStreamError;
+    use ptxflow::lz4::{compress_frame, decompress_frame};
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 256 << 10,
+            slots: 3,
+        },
+    )
+    .unwrap();
+    let mut decode = |frame: &[u8]| {
+        let mut out = Vec::new();
+        let mut emit = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        let mut input = frame;
+        codec
+            .decode_frames_stream(&mut input, std::path::Path::new("<mem>"), &mut emit)
+            .map(|_| out)
+    };
+    for (name, data) in inputs() {
+        for pb in [1024, 4096, 65536] {
+            let mut frame = compress_frame(&data, pb).unwrap();
+            // A second frame, a skippable one between, and an empty frame at the end.
+            frame.extend_from_slice(&0x184D_2A5Fu32.to_le_bytes());
+            frame.extend_from_slice(&1u32.to_le_bytes());
+            frame.push(0);
+            frame.extend_from_slice(&compress_frame(&data[..data.len() / 3], pb).unwrap());
+            frame.extend_from_slice(&compress_frame(&[], pb).unwrap());
+            let want = decompress_frame(&frame).unwrap();
+            let got = decode(&frame).unwrap_or_else(|e| panic!("{name} at {pb}: {e:?}"));
+            assert!(got == want, "{name} at {pb} B pages: GPU stream differs");
+            let mut bad = frame.clone();
+            let n = bad.len();
+            bad[n / 2] ^= 0x10;
+            if decompress_frame(&bad).is_err() {
+                assert!(
+                    matches!(
+                        decode(&bad),
+                        Err(FrameStreamError::Failed(Error::Corrupt { .. }))
+                    ),
+                    "{name} at {pb}: corruption not reported"
+                );
+            }
+        }
+    }
+    let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(
+        lz4_flex::frame::FrameInfo::new().block_mode(lz4_flex::frame::BlockMode::Linked),
+        Vec::new(),
+    );
+    std::io::Write::write_all(&mut enc, &[5u8; 100_000]).unwrap();
+    let linked = enc.finish().unwrap();
+    assert!(matches!(
+        decode(&linked),
+        Err(FrameStreamError::Unsuitable(_))
+    ));
+    assert_eq!(
+        codec.path(),
+        CodecPath::Gpu,
+        "{:?}",
+        codec.fallback_reason()
+    );
+}

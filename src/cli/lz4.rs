@@ -2,12 +2,12 @@
 //! the `lz4` tool), one independent block per page, on the GPU when there is one (`--device`).
 //! Prints which path ran, ratio and throughput; large files get a progress line on stderr.
 
-use ptxflow::lz4::gpu::{decode_frames_gpu, GpuOptions, GpuPageStream, Lz4Kernels};
-use ptxflow::lz4::{decode_frames, CpuPageStream, FrameEncoder, FrameOptions, PageStream};
+use super::output::AtomicOutput;
+use ptxflow::lz4::files;
+use ptxflow::lz4::gpu::{device_failure, FrameStreamError, GpuOptions, GpuPageCodec, HashJob};
+use ptxflow::lz4::{FrameOptions, FrameStats};
 use ptxflow::runtime::Gpu;
 use ptxflow::{Error, Result};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -44,6 +44,9 @@ enum Lz4Action {
         /// Where to compress.
         #[arg(long, value_enum, default_value_t = Device::Auto)]
         device: Device,
+        /// Print where the time went (context, module load, I/O and compute) on stderr.
+        #[arg(long)]
+        timing: bool,
     },
     /// Decompress the LZ4 data IN (frames written by ptxflow or the `lz4` tool) into OUT.
     Decompress {
@@ -52,13 +55,12 @@ enum Lz4Action {
         /// Where to decompress (frames with linked or larger-than-64-KiB blocks use the CPU).
         #[arg(long, value_enum, default_value_t = Device::Auto)]
         device: Device,
+        /// Print where the time went (context, module load, I/O and compute) on stderr.
+        #[arg(long)]
+        timing: bool,
     },
 }
 
-/// Pages per batch handed to the page stream (4 MiB at 4 KiB pages).
-const STREAM_SLOTS: usize = 1024;
-/// Bytes read from the input per call.
-const READ_CHUNK_BYTES: usize = 4 << 20;
 /// Files at least this large get a progress line.
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
@@ -71,12 +73,14 @@ pub fn run(args: Lz4Args) -> Result<()> {
             page_kib,
             block_checksum,
             device,
-        } => compress(&input, &output, page_kib, block_checksum, device),
+            timing,
+        } => compress(&input, &output, page_kib, block_checksum, device, timing),
         Lz4Action::Decompress {
             input,
             output,
             device,
-        } => decompress(&input, &output, device),
+            timing,
+        } => decompress(&input, &output, device, timing),
     }
 }
 
@@ -130,55 +134,85 @@ fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds.max(1e-9) / 1e9
 }
 
-/// The page stream for `device`, and why the CPU runs when `Auto` found no usable GPU.
-enum Stream {
-    Cpu(CpuPageStream, Option<String>),
-    Gpu(GpuPageStream),
+/// Where a run spent its time, printed on stderr with `--timing`.
+#[derive(Default)]
+struct Timing {
+    phases: Vec<(&'static str, f64)>,
+    last: Option<Instant>,
 }
 
-impl Stream {
-    fn open(device: Device, page_bytes: usize) -> Result<Stream> {
-        ptxflow::lz4::check_page_bytes(page_bytes)?;
-        if device == Device::Cpu {
-            return Ok(Stream::Cpu(
-                CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
-                None,
-            ));
-        }
-        let options = GpuOptions {
-            batch_bytes: 8 << 20,
-            slots: 3,
-        };
-        match Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options)) {
-            Ok(s) => Ok(Stream::Gpu(s)),
-            Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
-                Ok(Stream::Cpu(
-                    CpuPageStream::new(page_bytes, STREAM_SLOTS)?,
-                    Some(e.to_string()),
-                ))
-            }
-            Err(e) => Err(e),
+impl Timing {
+    fn start() -> Self {
+        Timing {
+            phases: Vec::new(),
+            last: Some(Instant::now()),
         }
     }
 
-    fn as_dyn(&mut self) -> &mut dyn PageStream {
-        match self {
-            Stream::Cpu(s, _) => s,
-            Stream::Gpu(s) => s,
-        }
+    /// Ends the phase `name` now.
+    fn lap(&mut self, name: &'static str) {
+        let now = Instant::now();
+        let t = self.last.map_or(0.0, |l| (now - l).as_secs_f64());
+        self.phases.push((name, t));
+        self.last = Some(now);
     }
 
-    /// Which path ran, with the reason when it is the CPU although a GPU was wanted.
-    fn describe(&self) -> String {
-        match self {
-            Stream::Cpu(_, None) => "CPU".into(),
-            Stream::Cpu(_, Some(why)) => format!("CPU ({why})"),
-            Stream::Gpu(s) => match s.fallback_reason() {
-                None => "GPU".into(),
-                Some(why) => format!("CPU after a GPU failure ({why})"),
-            },
+    fn print(&self, on: bool) {
+        if on {
+            let total: f64 = self.phases.iter().map(|p| p.1).sum();
+            let parts: Vec<String> = self
+                .phases
+                .iter()
+                .map(|(n, t)| format!("{n} {:.3} s", t))
+                .collect();
+            eprintln!("timing: {}; total {total:.3} s", parts.join(", "));
         }
     }
+}
+
+/// The GPU codec for `device`, or why the CPU runs (`Auto` without a usable GPU). Times the
+/// context creation and the module load.
+fn open_gpu(
+    device: Device,
+    timing: &mut Timing,
+) -> Result<std::result::Result<GpuPageCodec, String>> {
+    if device == Device::Cpu {
+        return Ok(Err(String::new()));
+    }
+    let gpu = match Gpu::open_default() {
+        Ok(g) => g,
+        Err(e) if device == Device::Auto && device_failure(&e) => {
+            timing.lap("device probe (no GPU)");
+            return Ok(Err(e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    timing.lap("context");
+    // 8 MiB batches, 4 in the ring: enough to keep the device and the file I/O busy, small
+    // enough that the process stays well under 300 MB.
+    let options = GpuOptions {
+        batch_bytes: 8 << 20,
+        slots: 4,
+    };
+    match GpuPageCodec::new(gpu, options) {
+        Ok(c) => {
+            timing.lap("module load");
+            Ok(Ok(c))
+        }
+        Err(e) if device == Device::Auto && device_failure(&e) => Ok(Err(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Compresses on the CPU (all cores), with a progress line.
+fn compress_cpu(input: &Path, out: &AtomicOutput, options: FrameOptions) -> Result<FrameStats> {
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let mut progress = Progress::new(size);
+    let stats = files::compress_file_cpu(input, out.file(), out.dest(), options, &mut |done| {
+        progress.update(done)
+    })?;
+    progress.done();
+    Ok(stats)
 }
 
 fn compress(
@@ -187,48 +221,61 @@ fn compress(
     page_kib: usize,
     block_checksum: bool,
     device: Device,
+    show_timing: bool,
 ) -> Result<()> {
+    let mut timing = Timing::start();
     let page_bytes = page_kib
         .checked_mul(1024)
         .ok_or_else(|| Error::input("page size overflows"))?;
-    let mut stream = Stream::open(device, page_bytes)?;
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, file);
-    let out = BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
+    ptxflow::lz4::check_page_bytes(page_bytes)?;
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let options = FrameOptions {
+        page_bytes,
+        content_size: Some(size),
+        block_checksum,
+    };
+    // The content checksum runs on its own thread from now on, beside the device's start-up.
+    let mut hash = (device != Device::Cpu).then(|| HashJob::start(input));
+    let codec = open_gpu(device, &mut timing)?;
     let started = Instant::now();
-    let result = (|| {
-        let options = FrameOptions {
-            page_bytes,
-            content_size: Some(size),
-            block_checksum,
-        };
-        let mut enc = FrameEncoder::new(out, output, stream.as_dyn(), options)?;
-        let mut progress = Progress::new(size);
-        let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-        loop {
-            let n = reader.read(&mut chunk).map_err(io_err(input))?;
-            if n == 0 {
-                break;
+    let mut out = AtomicOutput::create(output)?;
+    let (stats, path) = match codec {
+        Ok(mut codec) => {
+            match files::compress_file_gpu(
+                &mut codec,
+                input,
+                out.file(),
+                output,
+                options,
+                hash.as_mut(),
+            ) {
+                Ok(stats) => (stats, "GPU".to_string()),
+                Err(e) if device == Device::Auto && device_failure(&e) => {
+                    // Start over on the CPU; the partial frame goes with the old temporary file.
+                    drop(hash.take());
+                    out = AtomicOutput::create(output)?;
+                    let stats = compress_cpu(input, &out, options)?;
+                    (stats, format!("CPU after a GPU failure ({e})"))
+                }
+                Err(e) => return Err(e),
             }
-            enc.write(&chunk[..n])?;
-            progress.update(enc.stats().input_bytes);
         }
-        progress.done();
-        let (_, stats) = enc.finish()?;
-        Ok(stats)
-    })();
-    let stats = match result {
-        Ok(r) => r,
-        Err(e) => {
-            // Leave no half-written frame behind that could pass for a result.
-            let _ = std::fs::remove_file(output);
-            return Err(e);
+        Err(why) => {
+            drop(hash.take());
+            let stats = compress_cpu(input, &out, options)?;
+            let path = if why.is_empty() {
+                "CPU".to_string()
+            } else {
+                format!("CPU ({why})")
+            };
+            (stats, path)
         }
     };
+    out.commit()?;
     let seconds = started.elapsed().as_secs_f64();
+    timing.lap("read, compress and write");
     println!(
-        "compressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} pages of {} KiB ({} stored raw), {:.3} GB/s on {}",
+        "compressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} pages of {} KiB ({} stored raw), {:.3} GB/s on {path}",
         input.display(),
         output.display(),
         stats.input_bytes,
@@ -238,77 +285,73 @@ fn compress(
         page_kib,
         stats.raw_pages,
         gb_per_s(stats.input_bytes, seconds),
-        stream.describe(),
     );
+    timing.print(show_timing);
     Ok(())
 }
 
-/// Decodes on the GPU when `device` allows and the frames suit it; `Ok(None)` leaves the file to
-/// the CPU path, with the reason.
-fn decompress_gpu(input: &Path, output: &Path, device: Device) -> Result<Option<String>> {
-    let kernels = match Gpu::open_default().and_then(Lz4Kernels::new) {
-        Ok(k) => k,
-        Err(e) if device == Device::Auto && ptxflow::lz4::gpu::device_failure(&e) => {
-            return Ok(Some(e.to_string()))
-        }
-        Err(e) => return Err(e),
+/// Decodes on the GPU, streaming, when `device` allows and the frames suit it; `Ok(Some(why))`
+/// leaves the file to the CPU path (nothing is written then).
+fn decompress_gpu(
+    input: &Path,
+    output: &Path,
+    device: Device,
+    timing: &mut Timing,
+) -> Result<Option<String>> {
+    let mut codec = match open_gpu(device, timing)? {
+        Ok(c) => c,
+        Err(why) => return Ok(Some(why)),
     };
-    let data = std::fs::read(input).map_err(io_err(input))?;
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let dest = AtomicOutput::create(output)?;
     let started = Instant::now();
-    let mut out = Vec::new();
-    let (frames, blocks) = match decode_frames_gpu(&kernels, &data, &mut out) {
-        Ok(Some(counts)) => counts,
-        Ok(None) => {
-            return Ok(Some(
-                "frames with linked, larger or unusual blocks are decoded on the CPU".into(),
-            ))
-        }
-        Err(e) if ptxflow::lz4::gpu::device_failure(&e) => {
+    let stats = match files::decompress_file_gpu(&mut codec, input, dest.file(), output) {
+        Ok(stats) => stats,
+        Err(FrameStreamError::Unsuitable(why)) => return Ok(Some(why + " are decoded on the CPU")),
+        Err(FrameStreamError::Failed(e)) if device == Device::Auto && device_failure(&e) => {
             return Ok(Some(format!("GPU failed: {e}")))
         }
-        Err(e) => return Err(e),
+        Err(FrameStreamError::Failed(e)) => return Err(e),
     };
+    dest.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    std::fs::write(output, &out).map_err(io_err(output))?;
+    timing.lap("read, decompress and write");
     println!(
-        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {frames} frames, {blocks} blocks, {:.3} GB/s (of output) on GPU",
+        "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on GPU",
         input.display(),
         output.display(),
-        data.len(),
-        out.len(),
-        out.len() as f64 / data.len().max(1) as f64,
-        gb_per_s(out.len() as u64, seconds),
+        size,
+        stats.output_bytes,
+        stats.output_bytes as f64 / size.max(1) as f64,
+        stats.frames,
+        stats.blocks,
+        gb_per_s(stats.output_bytes, seconds),
     );
     Ok(None)
 }
 
-fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
+fn decompress(input: &Path, output: &Path, device: Device, show_timing: bool) -> Result<()> {
+    let mut timing = Timing::start();
     let mut note = None;
     if device != Device::Cpu {
-        match decompress_gpu(input, output, device)? {
-            None => return Ok(()),
+        match decompress_gpu(input, output, device, &mut timing)? {
+            None => {
+                timing.print(show_timing);
+                return Ok(());
+            }
             Some(why) => note = Some(why),
         }
     }
-    let file = File::open(input).map_err(io_err(input))?;
-    let size = file.metadata().map_err(io_err(input))?.len();
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut writer =
-        BufWriter::with_capacity(1 << 20, File::create(output).map_err(io_err(output))?);
+    let size = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let dest = AtomicOutput::create(output)?;
     let started = Instant::now();
     let mut progress = Progress::new(size);
-    let result = decode_frames(&mut reader, input, &mut writer, output, &mut |s| {
-        progress.update(s.input_bytes)
-    });
+    let stats = files::decompress_file_cpu(input, dest.file(), output, &mut |done| {
+        progress.update(done)
+    })?;
     progress.done();
-    drop(writer);
-    let stats = match result {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(output);
-            return Err(e);
-        }
-    };
+    dest.commit()?;
+    timing.lap("read, decompress and write");
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "decompressed {} -> {}: {} -> {} bytes, ratio {:.3}, {} frames, {} blocks, {:.3} GB/s (of output) on CPU{}",
@@ -322,5 +365,6 @@ fn decompress(input: &Path, output: &Path, device: Device) -> Result<()> {
         gb_per_s(stats.output_bytes, seconds),
         note.map_or(String::new(), |n| format!(" ({n})")),
     );
+    timing.print(show_timing);
     Ok(())
 }

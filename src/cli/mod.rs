@@ -3,3 +3,4 @@ pub mod emit;
 pub mod info;
 pub mod lz4;
 pub mod ndt;
+pub mod output;

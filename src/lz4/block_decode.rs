@@ -88,6 +88,16 @@ pub fn decode_block_append(
     result.map(|()| at - start)
 }
 
+/// Decodes one independent block into the start of `buf` (whose length is the output limit)
+/// and returns the bytes produced. `buf` need not be zeroed: the decoder reads only bytes it
+/// wrote. Fails like [`decode_block_append`].
+pub fn decode_block_into(block: &[u8], buf: &mut [u8]) -> Result<usize> {
+    let mut at = 0;
+    let max = buf.len();
+    decode_into(block, buf, &mut at, 0, max)?;
+    Ok(at)
+}
+
 /// The decode loop over a fixed output buffer: `buf[..*at]` is history and output so far,
 /// `buf.len()` the limit; `*at` advances as bytes are produced.
 fn decode_into(

@@ -12,6 +12,7 @@
 //! (and is encoded by the same algorithm with P = its length).
 
 use super::block_encode::PageEncoder;
+use super::fast_encode::FastEncoder;
 use super::{check_page_bytes, corrupt, decode_block_append, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -54,7 +55,8 @@ pub struct PageEntry {
 pub struct CompressedPages {
     /// Page size the input was cut with (bytes).
     pub page_bytes: usize,
-    /// All stored pages, back to back.
+    /// All stored pages in order; the GPU path leaves up to 15 bytes of padding between pages
+    /// (it keeps the kernel's 16-byte alignment), so reach pages through `pages`.
     pub data: Vec<u8>,
     /// One entry per page, in input order.
     pub pages: Vec<PageEntry>,
@@ -74,9 +76,9 @@ impl CompressedPages {
         self.pages.iter().map(|e| e.original_bytes).sum()
     }
 
-    /// Total stored bytes (without any framing).
+    /// Total stored bytes (without any framing or alignment padding between pages).
     pub fn stored_bytes(&self) -> usize {
-        self.data.len()
+        self.pages.iter().map(|e| e.stored_bytes).sum()
     }
 }
 
@@ -103,6 +105,22 @@ pub trait PageCodec {
     /// Appends the original bytes of every page to `out`. Fails with [`Error::Corrupt`] if a
     /// block is corrupt or decodes to the wrong length.
     fn decompress_pages(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()>;
+}
+
+/// Stores a batch of pages in parallel with [`FastEncoder`] (valid LZ4, not the GPU's bytes).
+fn compress_batch_fast(pages: &[&[u8]]) -> Vec<CompressedPage> {
+    pages
+        .par_iter()
+        .map_init(FastEncoder::new, |enc, page| {
+            let mut bytes = Vec::with_capacity(page.len());
+            let kind = enc.compress_page(page, &mut bytes);
+            CompressedPage {
+                bytes,
+                kind,
+                original_bytes: page.len(),
+            }
+        })
+        .collect()
 }
 
 /// Stores a batch of pages in parallel; one encoder (hash table) per rayon worker.
@@ -229,6 +247,7 @@ pub struct CpuPageStream {
     staged_lens: Vec<usize>,
     done: VecDeque<CompressedPage>,
     closed: bool,
+    fast: bool,
 }
 
 impl CpuPageStream {
@@ -250,7 +269,17 @@ impl CpuPageStream {
             staged_lens: Vec::with_capacity(slots),
             done: VecDeque::with_capacity(slots),
             closed: false,
+            fast: false,
         })
+    }
+
+    /// Like [`CpuPageStream::new`], but pages are stored by the fast greedy
+    /// [`FastEncoder`]: valid LZ4 that any decoder reads, several times faster than the
+    /// reference encoder, but not byte-identical to the GPU kernel's pages.
+    pub fn new_fast(page_bytes: usize, slots: usize) -> Result<Self> {
+        let mut s = Self::new(page_bytes, slots)?;
+        s.fast = true;
+        Ok(s)
     }
 }
 
@@ -303,7 +332,11 @@ impl PageStream for CpuPageStream {
                 pages.push(&self.staged[at..at + len]);
                 at += len;
             }
-            self.done.extend(compress_batch(&pages)?);
+            if self.fast {
+                self.done.extend(compress_batch_fast(&pages));
+            } else {
+                self.done.extend(compress_batch(&pages)?);
+            }
             self.staged.clear();
             self.staged_lens.clear();
         }

@@ -45,12 +45,50 @@ pub struct FrameStats {
     pub raw_pages: u64,
 }
 
+/// The page stream an encoder uses: borrowed from the caller, or its own.
+enum StreamRef<'s> {
+    Borrowed(&'s mut (dyn PageStream + Send)),
+    Owned(Box<dyn PageStream + Send>),
+}
+
+impl StreamRef<'_> {
+    fn get(&mut self) -> &mut (dyn PageStream + Send) {
+        match self {
+            StreamRef::Borrowed(s) => &mut **s,
+            StreamRef::Owned(s) => &mut **s,
+        }
+    }
+
+    fn get_ref(&self) -> &(dyn PageStream + Send) {
+        match self {
+            StreamRef::Borrowed(s) => &**s,
+            StreamRef::Owned(s) => &**s,
+        }
+    }
+}
+
 /// Streams bytes into an LZ4 frame: cuts pages, pushes them to a [`PageStream`], and writes the
 /// compressed pages in order as they come back (popping when the stream is full).
+///
+/// It implements [`std::io::Write`] (bytes go into the frame; `flush` flushes what was written
+/// so far, not the page being cut) and is `Send` when `W` is. [`FrameEncoder::finish`] ends the
+/// frame; dropping the encoder without it leaves the frame incomplete. For a stream of its own
+/// (CPU or GPU) and no path, use [`FrameEncoder::owned`]:
+///
+/// ```
+/// use ptxflow::lz4::{decompress_frame, CpuPageStream, FrameEncoder, FrameOptions};
+/// use std::io::Write;
+/// let stream = Box::new(CpuPageStream::new(4096, 64)?);
+/// let mut enc = FrameEncoder::owned(Vec::new(), stream, FrameOptions::default())?;
+/// enc.write_all(b"hello, hello, hello, hello")?;
+/// let (frame, _stats) = enc.finish()?;
+/// assert_eq!(decompress_frame(&frame)?, b"hello, hello, hello, hello");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct FrameEncoder<'s, W: Write> {
     out: W,
     out_name: PathBuf,
-    stream: &'s mut dyn PageStream,
+    stream: StreamRef<'s>,
     options: FrameOptions,
     partial: Vec<u8>,
     popped: CompressedPage,
@@ -65,15 +103,25 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     pub fn new(
         out: W,
         out_name: &Path,
-        stream: &'s mut dyn PageStream,
+        stream: &'s mut (dyn PageStream + Send),
+        options: FrameOptions,
+    ) -> Result<Self> {
+        Self::with_stream(out, out_name, StreamRef::Borrowed(stream), options)
+    }
+
+    fn with_stream(
+        out: W,
+        out_name: &Path,
+        stream: StreamRef<'s>,
         options: FrameOptions,
     ) -> Result<Self> {
         check_page_bytes(options.page_bytes)?;
-        if stream.page_bytes() != options.page_bytes || stream.pending() != 0 {
+        let s = stream.get_ref();
+        if s.page_bytes() != options.page_bytes || s.pending() != 0 {
             return Err(Error::input(format!(
                 "page stream of {}-byte pages ({} pending) cannot write a frame of {}-byte pages",
-                stream.page_bytes(),
-                stream.pending(),
+                s.page_bytes(),
+                s.pending(),
                 options.page_bytes
             )));
         }
@@ -101,7 +149,7 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
 
     /// The path the pages are compressed on.
     pub fn path(&self) -> CodecPath {
-        self.stream.path()
+        self.stream.get_ref().path()
     }
 
     /// Counters so far (pages still in flight are not yet counted as written).
@@ -121,7 +169,7 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     /// Pops one page from the stream and writes it as a block; false if none was pending.
     fn drain_one(&mut self) -> Result<bool> {
         let mut page = std::mem::take(&mut self.popped);
-        let got = self.stream.pop_page(&mut page)?;
+        let got = self.stream.get().pop_page(&mut page)?;
         if got {
             let raw = page.kind == PageKind::Raw;
             let size = page.bytes.len() as u32 | if raw { UNCOMPRESSED_BIT } else { 0 };
@@ -139,14 +187,14 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     }
 
     fn push(&mut self, page: &[u8]) -> Result<()> {
-        while self.stream.free_slots() == 0 {
+        while self.stream.get().free_slots() == 0 {
             if !self.drain_one()? {
                 return Err(Error::input(
                     "page stream has no free slot and nothing pending",
                 ));
             }
         }
-        self.stream.push_page(page)
+        self.stream.get().push_page(page)
     }
 
     /// Consumes `data` (any length; pages are cut across calls).
@@ -202,6 +250,36 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
     }
 }
 
+impl<W: Write> FrameEncoder<'static, W> {
+    /// An encoder that owns its page stream (e.g. from
+    /// [`open_page_stream`](super::gpu::open_page_stream)) and writes to any writer: nothing
+    /// borrowed, so it can live in a struct or move to another thread. I/O errors name
+    /// `<writer>`. Fails like [`FrameEncoder::new`].
+    pub fn owned(
+        out: W,
+        stream: Box<dyn PageStream + Send>,
+        options: FrameOptions,
+    ) -> Result<Self> {
+        Self::with_stream(
+            out,
+            Path::new("<writer>"),
+            StreamRef::Owned(stream),
+            options,
+        )
+    }
+}
+
+impl<W: Write> Write for FrameEncoder<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        FrameEncoder::write(self, buf).map_err(std::io::Error::other)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// Compresses `input` into one LZ4 frame in memory on the CPU (content size declared).
 /// Fails with [`Error::Input`] for a bad page size.
 pub fn compress_frame(input: &[u8], page_bytes: usize) -> Result<Vec<u8>> {
@@ -215,4 +293,44 @@ pub fn compress_frame(input: &[u8], page_bytes: usize) -> Result<Vec<u8>> {
     let mut enc = FrameEncoder::new(out, Path::new("<memory>"), &mut stream, options)?;
     enc.write(input)?;
     Ok(enc.finish()?.0)
+}
+
+/// Lays frame blocks out in `buf` (replacing its contents), with every core: per block its size
+/// word (high bit set for a raw block), its stored bytes, and with `block_checksum` its xxHash32.
+pub(crate) fn lay_out_blocks(blocks: &[(&[u8], bool)], block_checksum: bool, buf: &mut Vec<u8>) {
+    use rayon::prelude::*;
+    use std::mem::MaybeUninit;
+    let extra = 4 + 4 * block_checksum as usize;
+    let total: usize = blocks.iter().map(|b| b.0.len() + extra).sum();
+    buf.clear();
+    buf.reserve(total);
+    let mut rest = &mut buf.spare_capacity_mut()[..total];
+    let mut parts = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        let (p, r) = std::mem::take(&mut rest).split_at_mut(b.0.len() + extra);
+        parts.push(p);
+        rest = r;
+    }
+    let put = |d: &mut [MaybeUninit<u8>], s: &[u8]| {
+        for (d, &s) in d.iter_mut().zip(s) {
+            d.write(s);
+        }
+    };
+    parts
+        .into_par_iter()
+        .zip(blocks.par_iter())
+        .for_each(|(p, &(stored, raw))| {
+            let n = stored.len();
+            let size = n as u32 | if raw { UNCOMPRESSED_BIT } else { 0 };
+            put(&mut p[..4], &size.to_le_bytes());
+            put(&mut p[4..4 + n], stored);
+            if block_checksum {
+                put(
+                    &mut p[4 + n..],
+                    &super::xxh32::xxh32(stored, 0).to_le_bytes(),
+                );
+            }
+        });
+    // SAFETY: the parts cover the first `total` spare bytes exactly, and each was written above.
+    unsafe { buf.set_len(total) };
 }

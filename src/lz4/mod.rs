@@ -11,10 +11,14 @@
 pub mod block_decode;
 pub mod block_encode;
 pub mod codec;
+pub mod fast_encode;
+pub mod files;
 pub mod frame_header;
 pub mod frame_read;
+pub mod frame_reader;
 pub mod frame_write;
 pub mod gpu;
+pub mod par;
 pub mod rules;
 pub mod warp_model;
 pub mod xxh32;
@@ -25,7 +29,9 @@ pub use codec::{
     CodecPath, CompressedPage, CompressedPages, CpuPageCodec, CpuPageStream, PageCodec, PageEntry,
     PageStream,
 };
+pub use fast_encode::FastEncoder;
 pub use frame_read::{decode_frames, decompress_frame, DecodeStats};
+pub use frame_reader::FrameDecoder;
 pub use frame_write::{compress_frame, FrameEncoder, FrameOptions, FrameStats};
 
 use crate::{Error, Result};

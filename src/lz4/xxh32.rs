@@ -73,9 +73,16 @@ impl Xxh32 {
             self.buf_len = 0;
         }
         let mut chunks = data.chunks_exact(16);
+        // The four lanes in locals (registers) over the whole run of stripes.
+        let [mut a, mut b, mut c, mut d] = self.acc;
         for s in &mut chunks {
-            self.stripe(s);
+            let w = |k: usize| u32::from_le_bytes([s[k], s[k + 1], s[k + 2], s[k + 3]]);
+            a = round(a, w(0));
+            b = round(b, w(4));
+            c = round(c, w(8));
+            d = round(d, w(12));
         }
+        self.acc = [a, b, c, d];
         let rest = chunks.remainder();
         self.buf[..rest.len()].copy_from_slice(rest);
         self.buf_len = rest.len();

@@ -1,12 +1,14 @@
 //! [`GpuPageCodec`]: batch compression through the ring (`PageCodec`), and GPU decompression,
 //! with the CPU path taking over when there is no device or any device operation fails.
 
+use super::decode_ring::{DecodeRing, DecodeStage};
 use super::kernels::Lz4Kernels;
-use super::layout::{check_decompress_status, decompress_entries};
+use super::pipeline::{par_copy, par_extend};
 use super::ring::Ring;
 use super::{device_failure, GpuOptions};
+use crate::kernels::lz4::status;
 use crate::lz4::{
-    check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry,
+    check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry, PageKind,
 };
 use crate::runtime::Gpu;
 use crate::{Error, Result};
@@ -21,6 +23,7 @@ use std::time::Instant;
 pub struct GpuPageCodec {
     kernels: Option<Lz4Kernels>,
     ring: Option<Ring>,
+    decode: Option<DecodeRing>,
     options: GpuOptions,
     failure: Option<String>,
 }
@@ -31,6 +34,7 @@ impl GpuPageCodec {
         Ok(GpuPageCodec {
             kernels: Some(Lz4Kernels::new(gpu)?),
             ring: None,
+            decode: None,
             options,
             failure: None,
         })
@@ -43,6 +47,7 @@ impl GpuPageCodec {
             Err(e) => GpuPageCodec {
                 kernels: None,
                 ring: None,
+                decode: None,
                 options,
                 failure: Some(e.to_string()),
             },
@@ -62,13 +67,14 @@ impl GpuPageCodec {
     }
 
     /// Records a device failure and drops everything that touches the device.
-    fn retire(&mut self, e: &Error) {
+    pub(super) fn retire(&mut self, e: &Error) {
         self.failure = Some(format!("GPU path stopped after: {e}"));
         self.ring = None;
+        self.decode = None;
         self.kernels = None;
     }
 
-    fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
+    pub(super) fn ring(&mut self, page_bytes: usize) -> Result<&mut Ring> {
         if self
             .ring
             .as_ref()
@@ -96,106 +102,129 @@ impl GpuPageCodec {
         Ok(self.ring.as_mut().expect("ring set above"))
     }
 
-    fn compress_gpu(&mut self, input: &[u8], page_bytes: usize) -> Result<CompressedPages> {
+    pub(super) fn decode_ring(&mut self, page_bytes: usize) -> Result<&mut DecodeRing> {
+        if self
+            .decode
+            .as_ref()
+            .map_or(true, |r| r.page_bytes != page_bytes)
+        {
+            self.decode = None;
+            let k = self.kernels().cloned().ok_or_else(|| Error::NoDevice {
+                reason: "GPU path retired".into(),
+            })?;
+            let batch_pages = (self.options.batch_bytes / page_bytes).max(1);
+            self.decode = Some(DecodeRing::new(
+                k,
+                page_bytes,
+                batch_pages,
+                self.options.slots,
+            )?);
+        }
+        Ok(self.decode.as_mut().expect("decode ring set above"))
+    }
+
+    fn compress_gpu(
+        &mut self,
+        input: &[u8],
+        page_bytes: usize,
+        out: &mut CompressedPages,
+    ) -> Result<()> {
+        out.page_bytes = page_bytes;
+        out.path = CodecPath::Gpu;
+        out.data.clear();
+        out.pages.clear();
+        out.data.reserve(input.len() + 64);
+        out.pages.reserve(input.len().div_ceil(page_bytes));
         let ring = self.ring(page_bytes)?;
-        let batch = ring.batch_bytes();
-        let n_slots = ring.slots.len();
-        let mut data = Vec::with_capacity(input.len() / 2);
-        let mut pages = Vec::with_capacity(input.len().div_ceil(page_bytes));
-        let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let drain = |ring: &mut Ring,
-                     i: usize,
-                     data: &mut Vec<u8>,
-                     pages: &mut Vec<PageEntry>|
-         -> Result<()> {
-            ring.wait(i)?;
-            let slot = &mut ring.slots[i];
-            for k in 0..slot.entries.len() {
-                let e = slot.entries[k];
-                pages.push(PageEntry {
-                    offset: data.len(),
-                    ..e
-                });
-                data.extend_from_slice(slot.stored(k));
-            }
-            slot.state = super::ring::State::Free;
-            Ok(())
-        };
-        for (b, chunk) in input.chunks(batch).enumerate() {
-            let i = b % n_slots;
-            if in_flight.len() == n_slots {
-                let oldest = in_flight.pop_front().expect("ring is full");
-                drain(ring, oldest, &mut data, &mut pages)?;
-            }
-            let dst = &mut ring.slots[i].h_in.slice_mut()[..chunk.len()];
-            dst.par_chunks_mut(1 << 20)
-                .zip(chunk.par_chunks(1 << 20))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-            ring.submit(i, chunk.len())?;
-            in_flight.push_back(i);
-            ring.poll(in_flight.iter().copied())?;
-        }
-        while let Some(i) = in_flight.pop_front() {
-            drain(ring, i, &mut data, &mut pages)?;
-        }
-        Ok(CompressedPages {
-            page_bytes,
-            data,
-            pages,
-            path: CodecPath::Gpu,
-        })
+        let (data, pages) = (&mut out.data, &mut out.pages);
+        let mut rest = input;
+        ring.compress_stream(
+            |buf| {
+                let take = buf.len().min(rest.len());
+                par_copy(&mut buf[..take], &rest[..take]);
+                rest = &rest[take..];
+                Ok(take)
+            },
+            |batch| {
+                let base = data.len();
+                par_extend(data, batch.packed);
+                pages.extend(batch.entries.iter().map(|e| PageEntry {
+                    offset: e.offset + base,
+                    ..*e
+                }));
+                Ok(())
+            },
+        )
     }
 
     fn decompress_gpu(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()> {
-        let k = self
-            .kernels
-            .as_ref()
-            .or(self.ring.as_ref().map(|r| &r.kernels))
-            .ok_or_else(|| Error::NoDevice {
-                reason: "GPU path retired".into(),
-            })?;
         let pb = pages.page_bytes;
         check_page_bytes(pb)?;
         let n = pages.pages.len();
-        let words = decompress_entries(&pages.pages, pb)?;
-        let s = k.gpu().stream().clone();
-        let drv = Error::driver;
-        // The kernel reads the data in 16-byte chunks: pad it to a multiple of 16.
-        let mut padded = s
-            .alloc_zeros::<u8>(pages.data.len().div_ceil(16) * 16 + 16)
-            .map_err(drv("cuMemAlloc"))?;
-        if !pages.data.is_empty() {
-            s.memcpy_htod(&pages.data[..], &mut padded.slice_mut(0..pages.data.len()))
-                .map_err(drv("cuMemcpyHtoD (lz4 blocks)"))?;
+        let last_full = pages.pages.len().saturating_sub(1);
+        out.reserve(pages.original_bytes());
+        let ring = self.decode_ring(pb)?;
+        let bp = ring.batch_pages;
+        let (mut staged, mut drained) = (0usize, 0usize);
+        ring.decompress_stream(
+            |st| {
+                let (a, b) = (staged, (staged + bp).min(n));
+                let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
+                staged = b;
+                Ok((b - a, used))
+            },
+            |d| {
+                let first = drained;
+                drained += d.pages;
+                if let Some(k) = d.status.iter().position(|&w| w & status::CODE_MASK != 0) {
+                    let code = d.status[k] & status::CODE_MASK;
+                    return Err(Error::Corrupt {
+                        what: format!(
+                            "page {}: {} (GPU status {code})",
+                            first + k,
+                            status::describe(code)
+                        ),
+                    });
+                }
+                let entries = &pages.pages[first..drained];
+                // Whole pages back to back (all but possibly the very last): one copy.
+                let dense = entries
+                    .iter()
+                    .enumerate()
+                    .all(|(k, e)| e.original_bytes == pb || first + k == last_full);
+                if dense {
+                    let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                    par_extend(out, &d.out[..len]);
+                } else {
+                    for (k, e) in entries.iter().enumerate() {
+                        out.extend_from_slice(&d.out[k * pb..k * pb + e.original_bytes]);
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Compresses `input` into `out` (its buffers reused, so repeated calls allocate nothing),
+    /// on the GPU through the ring when it works, else on the CPU. Staging into pinned memory
+    /// and the copy out overlap the device's work; memory is bounded by the ring. The stored
+    /// pages may sit at 16-byte aligned offsets in `out.data` (use the entries). Fails like
+    /// [`PageCodec::compress_pages`].
+    pub fn compress_into(
+        &mut self,
+        input: &[u8],
+        page_bytes: usize,
+        out: &mut CompressedPages,
+    ) -> Result<()> {
+        check_page_bytes(page_bytes)?;
+        if self.failure.is_none() {
+            match self.compress_gpu(input, page_bytes, out) {
+                Ok(()) => return Ok(()),
+                Err(e) if device_failure(&e) => self.retire(&e),
+                Err(e) => return Err(e),
+            }
         }
-        let entries = s
-            .clone_htod(&words)
-            .map_err(drv("cuMemcpyHtoD (lz4 entries)"))?;
-        let mut output = s
-            .alloc_zeros::<u8>((n * pb).max(1))
-            .map_err(drv("cuMemAlloc"))?;
-        let mut status = s.alloc_zeros::<u32>(n.max(1)).map_err(drv("cuMemAlloc"))?;
-        k.decompress(
-            &s,
-            &padded.slice(..),
-            &entries.slice(..),
-            n,
-            pb,
-            &mut output.slice_mut(..),
-            &mut status.slice_mut(..),
-        )?;
-        let status_h = s
-            .clone_dtoh(&status)
-            .map_err(drv("cuMemcpyDtoH (lz4 status)"))?;
-        let out_h = s
-            .clone_dtoh(&output)
-            .map_err(drv("cuMemcpyDtoH (lz4 pages)"))?;
-        s.synchronize()
-            .map_err(drv("synchronizing lz4 decompress"))?;
-        check_decompress_status(&status_h[..n])?;
-        for (k, e) in pages.pages.iter().enumerate() {
-            out.extend_from_slice(&out_h[k * pb..k * pb + e.original_bytes]);
-        }
+        *out = CpuPageCodec.compress_pages(input, page_bytes)?;
         Ok(())
     }
 
@@ -264,16 +293,16 @@ impl PageCodec for GpuPageCodec {
     }
 
     fn compress_pages(&mut self, input: &[u8], page_bytes: usize) -> Result<CompressedPages> {
-        check_page_bytes(page_bytes)?;
-        if self.failure.is_none() {
-            match self.compress_gpu(input, page_bytes) {
-                Ok(p) => return Ok(p),
-                Err(e) if device_failure(&e) => self.retire(&e),
-                Err(e) => return Err(e),
-            }
-        }
-        // The whole input again on the CPU: nothing of a failed GPU attempt is kept.
-        CpuPageCodec.compress_pages(input, page_bytes)
+        // On a device failure the whole input runs again on the CPU: nothing of the failed GPU
+        // attempt is kept.
+        let mut out = CompressedPages {
+            page_bytes,
+            data: Vec::new(),
+            pages: Vec::new(),
+            path: CodecPath::Gpu,
+        };
+        self.compress_into(input, page_bytes, &mut out)?;
+        Ok(out)
     }
 
     fn decompress_pages(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()> {
@@ -285,9 +314,87 @@ impl PageCodec for GpuPageCodec {
                     out.truncate(start);
                     self.retire(&e);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    out.truncate(start);
+                    return Err(e);
+                }
             }
         }
         CpuPageCodec.decompress_pages(pages, out)
     }
+}
+
+/// Stages pages `pages` (page `first` on) of `data` into a decode slot: the span they cover in
+/// one parallel copy when they lie in order, else page by page. Returns the stored bytes staged.
+/// Fails with [`Error::Corrupt`] for an entry outside `data` or larger than a page.
+fn stage_pages(
+    data: &[u8],
+    pages: &[PageEntry],
+    first: usize,
+    page_bytes: usize,
+    st: DecodeStage<'_>,
+) -> Result<usize> {
+    let mut in_order = true;
+    let mut prev_end = pages.first().map_or(0, |e| e.offset);
+    let base = prev_end;
+    for (k, e) in pages.iter().enumerate() {
+        let end = e.offset.checked_add(e.stored_bytes);
+        if e.original_bytes > page_bytes
+            || e.stored_bytes > page_bytes
+            || end.map_or(true, |end| end > data.len())
+        {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "page {}: entry (offset {}, {} stored, {} original bytes) does not fit \
+                     {page_bytes}-byte pages in {} bytes of data",
+                    first + k,
+                    e.offset,
+                    e.stored_bytes,
+                    e.original_bytes,
+                    data.len()
+                ),
+            });
+        }
+        in_order &= e.offset >= prev_end;
+        prev_end = e.offset + e.stored_bytes;
+    }
+    let span = prev_end - base;
+    let word = |e: &PageEntry, at: usize| {
+        [
+            at as u32,
+            e.stored_bytes as u32,
+            e.original_bytes as u32,
+            (e.kind == PageKind::Raw) as u32,
+        ]
+    };
+    if in_order && span <= st.packed.len() {
+        par_copy(&mut st.packed[..span], &data[base..prev_end]);
+        for (k, e) in pages.iter().enumerate() {
+            st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, e.offset - base));
+        }
+        return Ok(span);
+    }
+    let mut rest = &mut st.packed[..];
+    let mut dsts = Vec::with_capacity(pages.len());
+    let mut at = 0;
+    for (k, e) in pages.iter().enumerate() {
+        let (d, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes);
+        dsts.push(d);
+        rest = r;
+        st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, at));
+        at += e.stored_bytes;
+    }
+    dsts.into_par_iter()
+        .zip(pages.par_iter())
+        .for_each(|(d, e)| d.copy_from_slice(&data[e.offset..e.offset + e.stored_bytes]));
+    Ok(at)
+}
+
+/// The codec and the page stream move between threads (a caller's worker, an `io::Write`).
+#[allow(dead_code)]
+fn assert_send() {
+    fn send<T: Send>() {}
+    send::<GpuPageCodec>();
+    send::<super::GpuPageStream>();
+    send::<super::GpuFrameDecoder>();
 }

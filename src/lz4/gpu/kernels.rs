@@ -12,7 +12,8 @@ use std::sync::Arc;
 /// Dynamic shared memory a launch may use without opting in (bytes).
 const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
 
-/// The LZ4 kernels of one device, ready to launch.
+/// The LZ4 kernels of one device, ready to launch (cloning shares the loaded module).
+#[derive(Clone)]
 pub struct Lz4Kernels {
     gpu: Arc<Gpu>,
     compress: LoadedKernel,

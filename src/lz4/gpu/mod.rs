@@ -12,15 +12,26 @@
 //! bytes and reporting [`CodecPath::Cpu`] with the reason.
 
 pub mod codec;
+mod decode_ring;
+pub mod frame_pipe;
+pub mod frame_stream;
 pub mod frames;
+mod host_mem;
 pub mod kernels;
 pub mod layout;
+pub mod pipeline;
+pub mod reader;
 mod ring;
 pub mod stream;
 
 pub use codec::GpuPageCodec;
+pub use decode_ring::{DecodeStage, DecodedBatch};
+pub use frame_pipe::{BatchSource, FileSource, HashJob, ReadSource, SliceSource};
+pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
 pub use kernels::Lz4Kernels;
+pub use pipeline::CompressedBatch;
+pub use reader::GpuFrameDecoder;
 pub use stream::GpuPageStream;
 
 use super::{CodecPath, CpuPageStream, PageStream};
@@ -101,7 +112,7 @@ pub fn open_page_stream(
     page_bytes: usize,
     cpu_slots: usize,
     options: GpuOptions,
-) -> Result<(Box<dyn PageStream>, Option<String>)> {
+) -> Result<(Box<dyn PageStream + Send>, Option<String>)> {
     let gpu = || Gpu::open_default().and_then(|g| GpuPageStream::new(g, page_bytes, options));
     match device {
         Device::Cpu => Ok((Box::new(CpuPageStream::new(page_bytes, cpu_slots)?), None)),

@@ -10,125 +10,20 @@
 //! host never touches a slot's buffers while its copies may still run: every transition waits
 //! for the event of the copy that used them.
 
+pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
 use crate::lz4::PageEntry;
-use crate::runtime::{PinnedBuffer, PinnedKind, StreamSet};
+use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaEvent, CudaSlice};
 
 const H2D: usize = 0;
 const INFO: usize = 1;
 const D2H: usize = 2;
 /// Stream of slot `i`'s kernels: `COMPUTE + i`.
 const COMPUTE: usize = 3;
-
-/// A pinned buffer with its host view taken once at allocation, so the host can still read it
-/// after the CUDA context has failed (cudarc's accessors synchronize an event first, which a
-/// failed context refuses).
-pub(crate) struct Pinned<T: DeviceRepr> {
-    _buf: PinnedBuffer<T>,
-    ptr: *mut T,
-    len: usize,
-}
-
-// SAFETY: `ptr` points into the page-locked allocation `_buf` owns for the struct's lifetime and
-// is only reached through `&self` / `&mut self`, like the buffer itself (which is Send).
-unsafe impl<T: DeviceRepr + Send> Send for Pinned<T> {}
-
-impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
-    fn new(gpu: &crate::runtime::Gpu, len: usize, kind: PinnedKind) -> Result<Self> {
-        let mut buf = PinnedBuffer::new(gpu, len, kind)?;
-        let s = buf.as_mut_slice()?;
-        let (ptr, len) = (s.as_mut_ptr(), s.len());
-        Ok(Pinned {
-            _buf: buf,
-            ptr,
-            len,
-        })
-    }
-
-    pub(crate) fn slice(&self) -> &[T] {
-        // SAFETY: see the Send impl; the allocation holds `len` initialised (zeroed) elements.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(crate) fn slice_mut(&mut self) -> &mut [T] {
-        // SAFETY: as in `slice`, and `&mut self` makes this the only view.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-/// Page-aligned host memory registered with the driver (`cuMemHostRegister`): the device copies
-/// into it like any pinned buffer, while the CPU keeps its ordinary cached mapping. Download
-/// buffers use it (it was introduced while chasing slow host-side reads of downloaded pages; the
-/// bench's later host-read figure showed `cuMemHostAlloc` memory reads as fast as ordinary
-/// memory, so either kind works).
-pub(crate) struct Registered {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-    len: usize,
-}
-
-// SAFETY: the struct owns its allocation exclusively; access goes through `&self`/`&mut self`.
-unsafe impl Send for Registered {}
-
-impl Registered {
-    fn new(gpu: &crate::runtime::Gpu, len: usize) -> Result<Self> {
-        let size = len.max(1).div_ceil(4096) * 4096;
-        let layout =
-            std::alloc::Layout::from_size_align(size, 4096).map_err(|_| Error::Capacity {
-                what: "lz4 download buffer".into(),
-                needed: len,
-                capacity: isize::MAX as usize,
-            })?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(Error::Capacity {
-                what: "lz4 download buffer (host memory)".into(),
-                needed: size,
-                capacity: 0,
-            });
-        }
-        gpu.ctx()
-            .bind_to_thread()
-            .map_err(Error::driver("binding the context"))?;
-        // SAFETY: `ptr..ptr + size` is a live allocation owned by the value being built; it is
-        // unregistered in Drop before it is freed.
-        let r = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr.cast(), size, 0) }.result();
-        if let Err(e) = r {
-            // SAFETY: allocated above with this layout and not registered.
-            unsafe { std::alloc::dealloc(ptr, layout) };
-            return Err(Error::Driver {
-                call: "cuMemHostRegister",
-                source: e,
-            });
-        }
-        Ok(Registered { ptr, layout, len })
-    }
-
-    pub(crate) fn slice(&self) -> &[u8] {
-        // SAFETY: `len <= layout.size()` zero-initialised bytes owned by `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(crate) fn slice_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `slice`, and `&mut self` makes this the only view.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        // SAFETY: registered in `new`; a failed unregister (dead context) leaves nothing to undo.
-        unsafe {
-            let _ = cudarc::driver::sys::cuMemHostUnregister(self.ptr.cast());
-            std::alloc::dealloc(self.ptr, self.layout);
-        }
-    }
-}
 
 /// Where a slot is in its cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +52,8 @@ pub(crate) struct Slot {
     pub(crate) input_bytes: usize,
     /// Where each page lies in `h_out` once the slot is Ready.
     pub(crate) entries: Vec<PageEntry>,
+    /// Bytes of `h_out` the pages use (alignment gaps included) once the slot is Ready.
+    pub(crate) used: usize,
 }
 
 impl Slot {
@@ -164,6 +61,46 @@ impl Slot {
     pub(crate) fn stored(&self, k: usize) -> &[u8] {
         let e = self.entries[k];
         &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
+    }
+
+    /// The stored pages of a Ready slot as the kernel packed them (`entries` point into it).
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.h_out.slice()[..self.used]
+    }
+
+    /// Reads the info words of a slot whose info download has completed: the entries and the
+    /// packed bytes used, checked against the slot.
+    fn read_info(&mut self, pb: usize) -> Result<()> {
+        let n = self.input_bytes.div_ceil(pb);
+        let lens: Vec<usize> = page_lengths(self.input_bytes, pb).collect();
+        let info = &self.h_info.slice()[..info_words(n)];
+        self.entries = read_compress_info(info, &lens)?;
+        let used = super::layout::packed_used(info);
+        if used > self.d_packed.len() {
+            return Err(Error::Kernel {
+                kernel: "lz4_compress",
+                code: 0,
+                detail: format!("{used} packed bytes in a {}-byte slot", self.d_packed.len()),
+            });
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// Blocks until a slot submitted with eager download is Ready (needs no stream, so it can
+    /// run beside work on other slots).
+    pub(crate) fn finish_eager(&mut self, pb: usize) -> Result<()> {
+        if self.state == State::Submitted {
+            self.ev_info
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+            self.read_info(pb)?;
+            self.ev_d2h
+                .synchronize()
+                .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+            self.state = State::Ready;
+        }
+        Ok(())
     }
 
     /// Pages in this batch.
@@ -179,6 +116,10 @@ pub(crate) struct Ring {
     pub(crate) slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
+    /// Download each batch's whole packed region right after its kernel, without waiting for
+    /// the host to read the info words (more bytes over the otherwise idle device-to-host
+    /// direction, no host round trip in the pipeline). Off: download exactly the bytes used.
+    pub(crate) eager: bool,
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
@@ -206,7 +147,9 @@ impl Ring {
         let mut v = Vec::with_capacity(slots);
         for _ in 0..slots {
             v.push(Slot {
-                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Upload)?,
+                // Cached, not write-combined: the host reads a batch's input back (the frame's
+                // content hash) while the device compresses it.
+                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, batch_bytes)?,
                 h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
@@ -224,6 +167,7 @@ impl Ring {
                 state: State::Free,
                 input_bytes: 0,
                 entries: Vec::new(),
+                used: 0,
             });
         }
         s.synchronize()
@@ -234,6 +178,7 @@ impl Ring {
             slots: v,
             page_bytes,
             batch_pages,
+            eager: false,
         })
     }
 
@@ -296,6 +241,21 @@ impl Ring {
         slot.ev_info
             .record(info_s)
             .map_err(Error::driver("cuEventRecord"))?;
+        if self.eager {
+            // Every stored page takes at most its page, 16-byte aligned: n pages fit n * pb.
+            let bound = (n * pb).min(slot.d_packed.len());
+            let d2h = streams.get(D2H);
+            d2h.wait(&slot.ev_kernel)
+                .map_err(Error::driver("cuStreamWaitEvent"))?;
+            d2h.memcpy_dtoh(
+                &slot.d_packed.slice(0..bound),
+                &mut slot.h_out.slice_mut()[..bound],
+            )
+            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
+            slot.ev_d2h
+                .record(d2h)
+                .map_err(Error::driver("cuEventRecord"))?;
+        }
         slot.state = State::Submitted;
         Ok(())
     }
@@ -319,17 +279,12 @@ impl Ring {
         {
             return Ok(());
         }
-        let n = slot.input_bytes.div_ceil(pb);
-        let lens: Vec<usize> = page_lengths(slot.input_bytes, pb).collect();
-        let info = &slot.h_info.slice()[..info_words(n)];
-        slot.entries = read_compress_info(info, &lens)?;
-        let used = super::layout::packed_used(info);
-        if used > slot.d_packed.len() {
-            return Err(Error::Kernel {
-                kernel: "lz4_compress",
-                code: 0,
-                detail: format!("{used} packed bytes in a {}-byte slot", slot.d_packed.len()),
-            });
+        slot.read_info(pb)?;
+        let used = slot.used;
+        if self.eager {
+            // The download was enqueued with the kernel and covers `used`.
+            slot.state = State::Downloading;
+            return Ok(());
         }
         let d2h = self.streams.get(D2H);
         d2h.wait(&slot.ev_info)
@@ -359,6 +314,18 @@ impl Ring {
             slot.state = State::Ready;
         }
         Ok(())
+    }
+
+    /// After an error: waits (ignoring further errors) for every slot's work and frees it, so
+    /// the ring can take the next input.
+    pub(crate) fn reset(&mut self) {
+        for slot in &mut self.slots {
+            if slot.state != State::Free {
+                let _ = slot.ev_info.synchronize();
+                let _ = slot.ev_d2h.synchronize();
+                slot.state = State::Free;
+            }
+        }
     }
 
     /// Starts the downloads of Submitted slots whose info has arrived, oldest first (`order`).
