@@ -95,7 +95,7 @@ pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
             got: format!("{} scalars", s.len),
         });
     }
-    if len > 0 && (s.ptr == 0 || s.ptr % RAW_ALIGN != 0) {
+    if len > 0 && (s.ptr == 0 || !s.ptr.is_multiple_of(RAW_ALIGN)) {
         return Err(Error::input(format!(
             "gaussian {what}: device address {:#x} is null or not {RAW_ALIGN}-byte aligned",
             s.ptr

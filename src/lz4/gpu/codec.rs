@@ -106,7 +106,7 @@ impl GpuPageCodec {
         if self
             .decode
             .as_ref()
-            .map_or(true, |r| r.page_bytes != page_bytes)
+            .is_none_or(|r| r.page_bytes != page_bytes)
         {
             self.decode = None;
             let k = self.kernels().cloned().ok_or_else(|| Error::NoDevice {
@@ -341,7 +341,7 @@ fn stage_pages(
         let end = e.offset.checked_add(e.stored_bytes);
         if e.original_bytes > page_bytes
             || e.stored_bytes > page_bytes
-            || end.map_or(true, |end| end > data.len())
+            || end.is_none_or(|end| end > data.len())
         {
             return Err(Error::Corrupt {
                 what: format!(
