@@ -21,3 +21,4 @@ pub mod rnn;
 pub mod runtime;
 
 pub use error::{Error, Result};
+pub use runtime::{Choice, Device};

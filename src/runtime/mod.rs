@@ -3,6 +3,8 @@
 
 mod buffer;
 mod device;
+mod device_choice;
+mod jit_cache;
 mod modules;
 mod pinned;
 mod streams;
@@ -10,6 +12,8 @@ mod timer;
 
 pub use buffer::DeviceBuffer;
 pub use device::{DeviceFacts, Gpu};
+pub use device_choice::{Choice, Device};
+pub use jit_cache::{jit_cache_dir, jit_stats, JitStats};
 pub use modules::KernelResources;
 pub use pinned::{PinnedBuffer, PinnedKind};
 pub use streams::StreamSet;

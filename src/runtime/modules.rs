@@ -6,7 +6,6 @@ use crate::kernels::{KernelId, ALL_KERNELS};
 use crate::ptx::Target;
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction};
-use cudarc::nvrtc::Ptx;
 use std::sync::{Arc, Mutex};
 
 /// Per-kernel resources as the driver reports them after JIT.
@@ -56,12 +55,12 @@ impl ModuleCache {
         let src = crate::embedded::ptx(id, target)
             .expect("build.rs embeds every (kernel, target) of the table");
         let module =
-            self.ctx
-                .load_module(Ptx::from_src(src))
-                .map_err(|source| Error::ModuleLoad {
+            super::jit_cache::load_module(&self.ctx, id.name(), src).map_err(|source| {
+                Error::ModuleLoad {
                     kernel: id.name(),
                     source,
-                })?;
+                }
+            })?;
         let f = module
             .load_function(id.name())
             .map_err(|source| Error::ModuleLoad {
