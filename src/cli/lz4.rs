@@ -18,16 +18,8 @@ pub struct Lz4Args {
     action: Lz4Action,
 }
 
-/// Where pages are compressed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Device {
-    /// The CPU reference (all cores).
-    Cpu,
-    /// The GPU; fails without one.
-    Gpu,
-    /// The GPU when there is one, else the CPU.
-    Auto,
-}
+/// Where pages are compressed: the library's device choice.
+pub use ptxflow::Device;
 
 #[derive(clap::Subcommand)]
 enum Lz4Action {
@@ -41,16 +33,17 @@ enum Lz4Action {
         /// Also write an xxHash32 after every block.
         #[arg(long)]
         block_checksum: bool,
-        /// Where to compress.
-        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        /// Where to compress: cpu, gpu or auto.
+        #[arg(long, default_value_t = Device::Auto)]
         device: Device,
     },
     /// Decompress the LZ4 data IN (frames written by ptxflow or the `lz4` tool) into OUT.
     Decompress {
         input: PathBuf,
         output: PathBuf,
-        /// Where to decompress (frames with linked or larger-than-64-KiB blocks use the CPU).
-        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        /// Where to decompress: cpu, gpu or auto (frames with linked or larger-than-64-KiB
+        /// blocks use the CPU).
+        #[arg(long, default_value_t = Device::Auto)]
         device: Device,
     },
 }
