@@ -186,6 +186,38 @@ fn jit_to_cubin(ctx: &CudaContext, ptx: &str) -> Option<Vec<u8>> {
     out
 }
 
+/// JIT-compiles the PTX of `kernels` for `gpu` on all cores into the on-disk cache, skipping
+/// those already cached, so that the module loads that follow read cubins: a process that needs
+/// many kernels (`ptxflow info`) pays the JIT once per core rather than once per kernel. Does
+/// nothing when the cache is off; failures are left for the load itself to report. Returns how
+/// many kernels were compiled.
+pub fn precompile(gpu: &super::Gpu, kernels: &[crate::kernels::KernelId]) -> usize {
+    use rayon::prelude::*;
+    let ctx = gpu.ctx();
+    let Some(dir) = jit_cache_dir() else { return 0 };
+    let Some(device) = device_key(ctx) else {
+        return 0;
+    };
+    let (major, minor) = gpu.facts().compute_capability;
+    let t = Instant::now();
+    let done = kernels
+        .par_iter()
+        .filter_map(|&id| {
+            let target = crate::ptx::Target::best_for(id.targets(), major, minor)?;
+            let ptx = crate::embedded::ptx(id, target)?;
+            let (path, key) = entry(&dir, id.name(), ptx, &device);
+            if read_entry(&path, &key).is_some() {
+                return None;
+            }
+            let cubin = jit_to_cubin(ctx, ptx)?;
+            write_entry(&path, &key, &cubin);
+            Some(())
+        })
+        .count();
+    LOAD_NS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    done
+}
+
 /// Loads `kernel`'s module from `ptx` on `ctx`, through the on-disk cache when it is on.
 /// Errors are those of loading the PTX itself; the cache only ever adds a fallback.
 pub(crate) fn load_module(
