@@ -32,7 +32,7 @@ fn matrix(line: &str, key: &str) -> [f64; 16] {
     let rest = &line[at + key.len() + 3..];
     let end = rest.find("]]").expect("matrix end");
     let v: Vec<f64> = rest[..end + 1]
-        .split(|c: char| c == '[' || c == ']' || c == ',')
+        .split(['[', ']', ','])
         .filter(|w| !w.is_empty())
         .map(|w| w.parse().expect("number"))
         .collect();

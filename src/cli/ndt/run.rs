@@ -174,7 +174,12 @@ pub fn run(a: NdtArgs) -> Result<()> {
             for l in &loaded {
                 let inits = hypotheses(&prev, h, spread_m, spread_deg, a.seed)?;
                 let r = engine
-                    .align(&[&l.points], &[inits.clone()], &params, &mut timing)?
+                    .align(
+                        &[&l.points],
+                        std::slice::from_ref(&inits),
+                        &params,
+                        &mut timing,
+                    )?
                     .remove(0);
                 let best = best_result(&r).expect("at least one hypothesis");
                 prev = r[best].t_target_source;
