@@ -135,7 +135,10 @@ fn write_entry(path: &Path, key: &str, cubin: &[u8]) {
     data.extend_from_slice(key.as_bytes());
     data.extend_from_slice(&fnv1a(cubin, 0).to_le_bytes());
     data.extend_from_slice(cubin);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and per write, so concurrent writers never share a temporary file.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     if std::fs::write(&tmp, &data).is_ok() && std::fs::rename(&tmp, path).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
