@@ -37,7 +37,7 @@ pub use gpu::{align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCoun
 pub use io::read_cloud;
 pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
 pub use params::{NdtParams, SolverParams};
-pub use plan::{CostModel, Estimate, NdtWork};
+pub use plan::{align_clouds_on, CostModel, Estimate, NdtWork};
 pub use pose::{isometry_to_pose, pose_error, pose_to_isometry, Pose6};
 pub use result::{NdtResult, StopReason};
 pub use search::NeighbourSearch;

@@ -12,7 +12,11 @@
 //! BENCHMARKS.md); `PTXFLOW_GPU_STARTUP_MS` overrides the start-up estimate for other machines.
 //! The estimate never touches the driver, so choosing the CPU costs nothing.
 
-use crate::runtime::{Choice, Device};
+use crate::ndt::params::NdtParams;
+use crate::ndt::result::NdtResult;
+use crate::runtime::{Choice, Device, Gpu};
+use crate::Result;
+use nalgebra::Isometry3;
 
 /// What an NDT job will ask for.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -127,6 +131,45 @@ impl CostModel {
     }
 }
 
+/// Aligns `source` to `target` from `init` on `device` and says which device ran and why:
+/// [`crate::ndt::align_clouds`] or [`crate::ndt::align_clouds_gpu`], `Auto` resolved by
+/// [`CostModel::default`] (falling back to the CPU when no GPU can be opened).
+///
+/// Errors: as the alignment that ran; [`crate::Error::NoDevice`] for [`Device::Gpu`] without a
+/// usable GPU.
+pub fn align_clouds_on(
+    device: Device,
+    target: &[[f32; 3]],
+    source: &[[f32; 3]],
+    init: &Isometry3<f64>,
+    params: &NdtParams,
+) -> Result<(NdtResult, Choice)> {
+    let work = NdtWork {
+        alignments: 1,
+        lockstep: 1,
+        source_points: source.len(),
+        probes: params.search.offsets().len(),
+    };
+    let mut choice = CostModel::default().choose(device, &work);
+    if choice.is_gpu() {
+        match Gpu::open_default() {
+            Ok(gpu) => {
+                let r = crate::ndt::align_clouds_gpu(gpu, target, source, init, params)?;
+                return Ok((r, choice));
+            }
+            Err(e) if device == Device::Auto && e.is_no_device() => {
+                choice = Choice {
+                    device: Device::Cpu,
+                    reason: format!("auto: no usable GPU ({e})"),
+                };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let r = crate::ndt::align_clouds(target, source, init, params)?;
+    Ok((r, choice))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +209,31 @@ mod tests {
             probes: 7,
         };
         assert_eq!(m.choose(Device::Auto, &tiny).device, Device::Cpu);
+    }
+
+    #[test]
+    fn align_on_the_cpu_says_so() {
+        // A 4×4×4 lattice per 1 m voxel over 3×3×3 voxels, aligned to itself.
+        let mut pts = Vec::new();
+        for i in 0..12 {
+            for j in 0..12 {
+                for k in 0..12 {
+                    let f =
+                        |v: i32| v as f32 * 0.25 + 0.1 + 0.01 * ((i * 7 + j * 3 + k) % 5) as f32;
+                    pts.push([f(i), f(j), f(k)]);
+                }
+            }
+        }
+        let (r, c) = align_clouds_on(
+            Device::Cpu,
+            &pts,
+            &pts,
+            &Isometry3::identity(),
+            &NdtParams::default(),
+        )
+        .unwrap();
+        assert_eq!(c, Choice::asked(Device::Cpu));
+        assert!(r.t_target_source.translation.vector.norm() < 1e-3);
     }
 
     #[test]
