@@ -64,6 +64,22 @@ pub fn jit_cache_dir() -> Option<PathBuf> {
     non_empty("HOME").map(|h| PathBuf::from(h).join(".cache").join("ptxflow").join("jit"))
 }
 
+/// Whether the on-disk cache holds an entry for `kernel` (for any device or driver): a cheap
+/// hint, without touching the driver, that loading it will not need a JIT.
+pub fn jit_cache_has(kernel: &str) -> bool {
+    let Some(dir) = jit_cache_dir() else {
+        return false;
+    };
+    let prefix = format!("{kernel}-");
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok()).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&prefix) && name.ends_with(".cubin")
+        })
+    })
+}
+
 /// FNV-1a, 64 bits: stable across builds and platforms (a cache key must not depend on the
 /// standard library's hasher), with a seed so two passes give 128 bits.
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {

@@ -13,7 +13,7 @@ mod timer;
 pub use buffer::DeviceBuffer;
 pub use device::{DeviceFacts, Gpu};
 pub use device_choice::{Choice, Device};
-pub use jit_cache::{jit_cache_dir, jit_stats, precompile, JitStats};
+pub use jit_cache::{jit_cache_dir, jit_cache_has, jit_stats, precompile, JitStats};
 pub use modules::KernelResources;
 pub use pinned::{PinnedBuffer, PinnedKind};
 pub use streams::StreamSet;
