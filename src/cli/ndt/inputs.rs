@@ -81,8 +81,8 @@ pub fn source_list(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Loads `paths` in parallel (in order).
 pub fn load_all(paths: &[PathBuf], leaf_m: f64) -> Result<Vec<Loaded>> {
-    if paths.len() == 1 {
-        return Ok(vec![load(&paths[0], leaf_m)?]);
+    if paths.len() <= 1 {
+        return paths.iter().map(|p| load(p, leaf_m)).collect();
     }
     paths.par_iter().map(|p| load(p, leaf_m)).collect()
 }

@@ -107,29 +107,32 @@ pub fn run(a: NdtArgs) -> Result<()> {
     timing.read_ms += target.read_s * 1e3;
     timing.filter_ms += target.filter_s * 1e3;
     let chunks: Vec<Vec<_>> = paths.chunks(per_chunk).map(|c| c.to_vec()).collect();
-    let first = load_all(&chunks[0], a.leaf)?;
-    for l in &first {
-        timing.read_ms += l.read_s * 1e3;
-        timing.filter_ms += l.filter_s * 1e3;
-    }
-    let mut prefetch = Prefetch::start(chunks[1..].to_vec(), a.leaf);
-
+    // The first source alone tells the cost model the cloud size; a GPU it picks then starts
+    // while the rest of the first chunk is read.
+    let head = load(&chunks[0][0], a.leaf)?;
     let probes = a.search.offsets().len();
     let work = NdtWork {
         alignments: paths.len() * h,
         lockstep,
-        source_points: first.iter().map(|l| l.points.len()).max().unwrap_or(0),
+        source_points: head.points.len(),
         probes,
     };
     let mut choice = CostModel::default().choose(a.device, &work);
     if choice.is_gpu() && gpu_start.is_none() {
-        let pts: usize = first.iter().map(|l| l.points.len()).sum();
+        let pts = head.points.len() * chunks[0].len();
         gpu_start = Some(start_gpu(
             capacity(pts.max(1), (target.points.len() / 4).max(1)),
             a.search,
             params.outlier_ratio,
         ));
     }
+    let mut first = vec![head];
+    first.extend(load_all(&chunks[0][1..], a.leaf)?);
+    for l in &first {
+        timing.read_ms += l.read_s * 1e3;
+        timing.filter_ms += l.filter_s * 1e3;
+    }
+    let mut prefetch = Prefetch::start(chunks[1..].to_vec(), a.leaf);
 
     let t = Instant::now();
     let map = target_map(&target.points, &params)?;
