@@ -56,7 +56,7 @@ pub struct CostModel {
 
 impl Default for CostModel {
     /// Measured on an H100 80GB HBM3 host (16 cores, driver 580.159, 2026-11-25) with the pairs
-    /// in `../shared/data/pointclouds` and 200 Velodyne scans: CPU evaluation 0.2 ms fixed +
+    /// in `../shared/data/pointclouds` and 200 Velodyne scans: CPU evaluation 0.1 ms fixed +
     /// 90 ns per point-voxel probe per core; GPU 30 µs per round, 0.025 ns per probe, 2 ns per
     /// uploaded point; context, buffers and priming 250 ms, 160 ms more when the kernel's JIT
     /// output is not cached yet.
@@ -75,7 +75,7 @@ impl Default for CostModel {
             });
         CostModel {
             evaluations: 12.0,
-            cpu_eval_s: 150e-6,
+            cpu_eval_s: 100e-6,
             cpu_probe_s: 90e-9,
             cpu_threads: rayon::current_num_threads().max(1),
             gpu_startup_s: startup_ms * 1e-3,
@@ -101,8 +101,9 @@ impl CostModel {
     pub fn estimate(&self, w: &NdtWork) -> Estimate {
         let n = w.alignments.max(1) as f64;
         let probes = (w.source_points.max(1) * w.probes.max(1)) as f64;
-        // Small clouds do not keep every core busy: rayon splits work in chunks of ~1k points.
-        let threads = (self.cpu_threads as f64).min((w.source_points as f64 / 1024.0).max(1.0));
+        // rayon splits even a few hundred points over every core (measured: 361 points take
+        // the fixed cost plus 1/16 of their probes on 16 cores).
+        let threads = self.cpu_threads as f64;
         let cpu_eval = self.cpu_eval_s + probes * self.cpu_probe_s / threads;
         let cpu_s = n * self.evaluations * cpu_eval;
         let lockstep = w.lockstep.clamp(1, w.alignments.max(1)) as f64;
