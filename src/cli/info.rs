@@ -75,7 +75,5 @@ pub fn run() -> ptxflow::Result<()> {
         j.misses,
         j.load_ms
     );
-    // The process ends next; see `ndt`: releasing the context ourselves only costs wall time.
-    std::mem::forget(gpu);
     Ok(())
 }

@@ -276,13 +276,6 @@ pub fn run(a: NdtArgs) -> Result<()> {
         .map_err(wio)?;
     }
     out.flush().map_err(wio)?;
-    drop(out);
-    if let Engine::Gpu { .. } = engine {
-        // The process ends right after this: the driver reclaims the context and its memory at
-        // exit. Dropping the pipeline first (freeing pinned and device buffers, releasing the
-        // context) only adds its own ~100 ms to the wall time.
-        std::mem::forget(engine);
-    }
     Ok(())
 }
 
