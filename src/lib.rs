@@ -35,3 +35,4 @@ pub mod sim;
 pub mod size;
 
 pub use error::{Error, Result};
+pub use runtime::{Choice, Device};

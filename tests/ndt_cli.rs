@@ -1,5 +1,6 @@
 //! `ptxflow ndt --device ...`: `cpu` always works, `gpu` needs a GPU (a clear error without one),
-//! `auto` takes the GPU when there is one and otherwise says so and uses the CPU.
+//! `auto` picks the device its cost model expects to finish first and says why (a single
+//! Velodyne pair: the CPU, done before a GPU context would exist).
 
 mod common;
 mod ndt_support;
@@ -41,19 +42,20 @@ fn ndt_device_choice() {
     );
     assert!(auto.status.success(), "{err}");
     assert!(out.contains("\"converged\":true"), "{out}");
+    assert!(out.contains("\"device_reason\":\"auto: "), "{out}");
+    // One small pair: the CPU finishes before the GPU has started, so auto never opens it.
+    assert!(out.contains("\"device\":\"cpu\""), "{out}\n{err}");
     let gpu = run("gpu");
     if has_gpu {
-        assert!(out.contains("\"device\":\"gpu\""), "{out}");
+        let o = String::from_utf8_lossy(&gpu.stdout);
         assert!(
             gpu.status.success(),
             "{}",
             String::from_utf8_lossy(&gpu.stderr)
         );
+        assert!(o.contains("\"device\":\"gpu\""), "{o}");
+        assert!(o.contains("\"context_ms\":"), "{o}");
     } else {
-        assert!(
-            out.contains("\"device\":\"cpu\"") && err.contains("aligning on the CPU"),
-            "{out}\n{err}"
-        );
         assert!(!gpu.status.success());
         assert!(
             String::from_utf8_lossy(&gpu.stderr).contains("no CUDA device"),

@@ -18,16 +18,8 @@ pub struct Lz4Args {
     action: Lz4Action,
 }
 
-/// Where pages are compressed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Device {
-    /// The CPU reference (all cores).
-    Cpu,
-    /// The GPU; fails without one.
-    Gpu,
-    /// The GPU when there is one, else the CPU.
-    Auto,
-}
+/// Where pages are compressed: the library's device choice.
+pub use ptxflow::Device;
 
 #[derive(clap::Subcommand)]
 enum Lz4Action {
@@ -41,8 +33,8 @@ enum Lz4Action {
         /// Also write an xxHash32 after every block.
         #[arg(long)]
         block_checksum: bool,
-        /// Where to compress.
-        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        /// Where to compress: cpu, gpu or auto.
+        #[arg(long, default_value_t = Device::Auto)]
         device: Device,
         /// Print where the time went (context, module load, I/O and compute) on stderr.
         #[arg(long)]
@@ -52,8 +44,9 @@ enum Lz4Action {
     Decompress {
         input: PathBuf,
         output: PathBuf,
-        /// Where to decompress (frames with linked or larger-than-64-KiB blocks use the CPU).
-        #[arg(long, value_enum, default_value_t = Device::Auto)]
+        /// Where to decompress: cpu, gpu or auto (frames with linked or larger-than-64-KiB
+        /// blocks use the CPU).
+        #[arg(long, default_value_t = Device::Auto)]
         device: Device,
         /// Print where the time went (context, module load, I/O and compute) on stderr.
         #[arg(long)]

@@ -22,6 +22,7 @@ pub mod io;
 pub mod line_search;
 pub mod linearize;
 pub mod params;
+pub mod plan;
 pub mod pose;
 pub mod result;
 pub mod search;
@@ -37,6 +38,7 @@ pub use gpu::{align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCoun
 pub use io::read_cloud;
 pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
 pub use params::{NdtParams, SolverParams};
+pub use plan::{align_clouds_on, CostModel, Estimate, NdtWork};
 pub use pose::{isometry_to_pose, pose_error, pose_to_isometry, Pose6};
 pub use result::{NdtResult, StopReason};
 pub use search::NeighbourSearch;
@@ -58,6 +60,16 @@ pub(crate) fn checked_map(
     if source.is_empty() {
         return Err(Error::input("NDT source cloud has no (finite) points"));
     }
+    target_map(target, params)
+}
+
+/// Validates `params` and builds the target's voxel map at `params.resolution_m`, for callers
+/// that align many sources against one map.
+///
+/// Errors: [`Error::Input`] for bad parameters or a target that yields no voxel with enough
+/// points.
+pub fn target_map(target: &[[f32; 3]], params: &NdtParams) -> Result<VoxelMap> {
+    params.validate()?;
     let map = VoxelMap::build(target, params.resolution_m)?;
     if map.is_empty() {
         return Err(Error::input(format!(

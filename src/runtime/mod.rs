@@ -3,6 +3,8 @@
 
 mod buffer;
 mod device;
+mod device_choice;
+mod jit_cache;
 mod launch;
 mod modules;
 mod pinned;
@@ -11,6 +13,8 @@ mod timer;
 
 pub use buffer::DeviceBuffer;
 pub use device::{DeviceFacts, Gpu};
+pub use device_choice::{Choice, Device};
+pub use jit_cache::{jit_cache_dir, jit_cache_has, jit_stats, precompile, JitStats};
 pub use launch::{ArgElem, ArgKind, KernelArg, Launch, LoadedKernel, MAX_ARGS};
 pub use modules::{KernelKey, KernelResources};
 pub use pinned::{PinnedBuffer, PinnedKind};

@@ -10,7 +10,6 @@ use crate::kernels::{KernelId, ALL_KERNELS};
 use crate::ptx::{Module, Signature, Target};
 use crate::{Error, Result};
 use cudarc::driver::CudaContext;
-use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -97,7 +96,7 @@ impl ModuleCache {
             kernel: entry.to_string(),
             source,
         };
-        let module = self.ctx.load_module(Ptx::from_src(src)).map_err(err)?;
+        let module = super::jit_cache::load_module(&self.ctx, entry, src).map_err(err)?;
         let f = module.load_function(entry).map_err(err)?;
         Ok(LoadedKernel::new(f, sig, call))
     }
