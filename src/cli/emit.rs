@@ -47,10 +47,8 @@ pub fn run(args: EmitArgs) -> ptxflow::Result<()> {
                 }
             };
             let path = args.out.join(format!("{stem}.ptx"));
-            std::fs::write(&path, ptx).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            // Through a temporary file: a failed run never leaves a half-written .ptx behind.
+            super::output::write_atomic(&path, ptx.as_bytes())?;
             written += 1;
         }
     }
