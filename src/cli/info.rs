@@ -64,7 +64,7 @@ pub fn run() -> ptxflow::Result<()> {
     let j = jit_stats();
     let cache = match jit_cache_dir() {
         Some(d) => format!("JIT cache {}", d.display()),
-        None => "JIT cache off (PTXFLOW_JIT_CACHE=0)".into(),
+        None => "on-disk JIT cache off (PTXFLOW_JIT_CACHE=1 turns it on; the driver's compute cache applies)".into(),
     };
     println!(
         "Start-up: context {context_ms:.1} ms; {} kernels compiled on all cores in {precompile_ms:.1} ms; \

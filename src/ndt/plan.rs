@@ -67,7 +67,10 @@ impl Default for CostModel {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v >= 0.0)
             .unwrap_or_else(|| {
-                let jit = crate::runtime::jit_cache_has("ndt_derivatives");
+                // With the on-disk cache off, the driver's compute cache is assumed to hold the
+                // kernel's JIT output (true after the first run on a machine).
+                let jit = crate::runtime::jit_cache_dir().is_none()
+                    || crate::runtime::jit_cache_has("ndt_derivatives");
                 if jit {
                     350.0
                 } else {
