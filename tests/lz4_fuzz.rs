@@ -14,11 +14,25 @@ use fuzz_support::{cases, mutate, rng, run_case, CountingAlloc, Worst, EXTREMES}
 use ptxflow::lz4::frame_header::FrameHeader;
 use ptxflow::lz4::xxh32::xxh32;
 use ptxflow::lz4::{
-    compress_frame, decode_block, decode_block_append, decompress_frame, encode_block,
+    compress_frame, decode_block, decode_block_append, decompress_frame, encode_block, FrameDecoder,
 };
 use ptxflow::rng::Rng;
 use ptxflow::Error;
-use std::io::Write;
+use std::io::{Read, Write};
+
+/// All of `frame` read through [`FrameDecoder`] as an `io::Read`, in reads of 64 KiB.
+fn read_through_decoder(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut dec = FrameDecoder::new(frame);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = dec.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -231,7 +245,7 @@ fn hostile_frame_sizes_are_errors_without_large_allocations() {
     let mut legacy = 0x184C_2102u32.to_le_bytes().to_vec();
     legacy.extend(0x8000_0000u32.to_le_bytes());
     cases.push(("legacy block size 2147483648".into(), legacy));
-    // Each message names the input, the field and the number read.
+    // Each message names the input, the field and the number read, from both readers.
     for (id, (what, f)) in cases.iter().enumerate() {
         let (r, cost) = run_case(what, id, f, || decompress_frame(f));
         match &r {
@@ -247,6 +261,22 @@ fn hostile_frame_sizes_are_errors_without_large_allocations() {
         assert!(
             cost.peak_bytes < 1 << 20,
             "{what}: {} bytes peak",
+            cost.peak_bytes
+        );
+        let (r, cost) = run_case(what, id, f, || read_through_decoder(f));
+        match &r {
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("<reader>: ") && msg.contains(what.as_str()),
+                    "FrameDecoder: {msg}"
+                );
+            }
+            _ => panic!("{what}: FrameDecoder accepted it"),
+        }
+        assert!(
+            cost.peak_bytes < 1 << 20,
+            "{what}: FrameDecoder {} bytes peak",
             cost.peak_bytes
         );
     }

@@ -108,12 +108,17 @@ pub fn decode_frames(
     out_name: &Path,
     progress: &mut dyn FnMut(&DecodeStats),
 ) -> Result<DecodeStats> {
-    decode_all(input, in_name, output, out_name, progress).map_err(|e| match e {
+    decode_all(input, in_name, output, out_name, progress).map_err(|e| name_corrupt(in_name, e))
+}
+
+/// Prefixes the text of an [`Error::Corrupt`] with the input's name; other errors pass as they are.
+pub(crate) fn name_corrupt(name: &Path, e: Error) -> Error {
+    match e {
         Error::Corrupt { what } => Error::Corrupt {
-            what: format!("{}: {what}", in_name.display()),
+            what: format!("{}: {what}", name.display()),
         },
         e => e,
-    })
+    }
 }
 
 fn decode_all(

@@ -10,6 +10,7 @@ use super::frame_header::{
     is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_BLOCK_BYTES, LEGACY_MAGIC,
     UNCOMPRESSED_BIT,
 };
+use super::frame_read::name_corrupt;
 use super::par::par_concat;
 use super::xxh32::{xxh32, Xxh32};
 use super::{corrupt, decode_block_append, DecodeStats};
@@ -154,22 +155,31 @@ impl<R: Read> FrameDecoder<R> {
     /// Decodes the next batch of blocks; `Ok(None)` at the end of the input. The slice holds the
     /// batch's decoded bytes, in order. Fails like [`decode_frames`](super::decode_frames).
     pub fn next_batch(&mut self) -> Result<Option<&[u8]>> {
+        match self.batch() {
+            Ok(true) => Ok(Some(&self.out)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(name_corrupt(&self.name, e)),
+        }
+    }
+
+    /// Decodes the next batch into `out`; false at the end of the input.
+    fn batch(&mut self) -> Result<bool> {
         self.blocks.clear();
         self.spans.clear();
         self.out.clear();
         self.at = 0;
         loop {
             match self.state {
-                State::End => return Ok(None),
+                State::End => return Ok(false),
                 State::Magic => self.magic()?,
                 State::Frame => {
                     if self.frame_batch()? {
-                        return Ok(Some(&self.out));
+                        return Ok(true);
                     }
                 }
                 State::Legacy => {
                     if self.legacy_batch()? {
-                        return Ok(Some(&self.out));
+                        return Ok(true);
                     }
                 }
             }
@@ -208,11 +218,19 @@ impl<R: Read> FrameDecoder<R> {
             }
             LEGACY_MAGIC => self.state = State::Legacy,
             m if is_skippable_magic(m) => {
-                let mut left = self.read_u32("a skippable frame size")? as usize;
-                let mut skip = vec![0u8; left.min(1 << 16)];
+                let len = self.read_u32("a skippable frame size")? as usize;
+                let mut skip = vec![0u8; len.min(1 << 16)];
+                let mut left = len;
                 while left > 0 {
                     let k = left.min(skip.len());
-                    self.read_exact(&mut skip[..k], "a skippable frame")?;
+                    let got = self.fill(&mut skip[..k])?;
+                    if got < k {
+                        return Err(corrupt(format!(
+                            "skippable frame size {len} bytes runs past the end of the input \
+                             ({} bytes of it present)",
+                            len - left + got
+                        )));
+                    }
                     left -= k;
                 }
                 self.stats.frames += 1;
@@ -247,7 +265,8 @@ impl<R: Read> FrameDecoder<R> {
             let size = (word & !UNCOMPRESSED_BIT) as usize;
             if size > header.block_max_bytes {
                 return Err(corrupt(format!(
-                    "block of {size} bytes exceeds the frame's block maximum {}",
+                    "block size {size} bytes (at byte {}) exceeds the frame header's block maximum {}",
+                    self.stats.input_bytes - 4,
                     header.block_max_bytes
                 )));
             }
@@ -273,9 +292,10 @@ impl<R: Read> FrameDecoder<R> {
             .content_size
             .is_some_and(|declared| self.frame_bytes > declared)
         {
-            return Err(corrupt(
-                "frame holds more data than its declared content size",
-            ));
+            return Err(corrupt(format!(
+                "frame holds more than the {declared} bytes its header's content size declares",
+                declared = header.content_size.unwrap_or_default()
+            )));
         }
         self.hash.update(&self.out);
         if ended {
@@ -372,7 +392,8 @@ impl<R: Read> FrameDecoder<R> {
             let size = word as usize;
             if size > bound {
                 return Err(corrupt(format!(
-                    "legacy block of {size} bytes exceeds {bound}"
+                    "legacy block size {size} bytes (at byte {}) exceeds the bound {bound}",
+                    self.stats.input_bytes - 4
                 )));
             }
             self.take_block(size, false, "a legacy block")?;

@@ -16,6 +16,7 @@ use super::decode_ring::{DecodeStage, DecodedBatch};
 use super::device_failure;
 use crate::kernels::lz4::status::{self, KIND_BOUNDED, KIND_RAW};
 use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, UNCOMPRESSED_BIT};
+use crate::lz4::frame_read::name_corrupt;
 use crate::lz4::par::par_concat;
 use crate::lz4::xxh32::{xxh32, Xxh32};
 use crate::lz4::{corrupt, decode_block_append, DecodeStats, MAX_PAGE_BYTES, PAGE_GRANULE_BYTES};
@@ -142,11 +143,19 @@ impl Parser<'_> {
                 self.state = State::Blocks;
             }
             m if is_skippable_magic(m) => {
-                let mut left = self.read_u32("a skippable frame size")? as usize;
-                let mut skip = vec![0u8; left.min(1 << 16)];
+                let len = self.read_u32("a skippable frame size")? as usize;
+                let mut skip = vec![0u8; len.min(1 << 16)];
+                let mut left = len;
                 while left > 0 {
                     let k = left.min(skip.len());
-                    self.read_exact(&mut skip[..k], "a skippable frame")?;
+                    let got = self.fill(&mut skip[..k])?;
+                    if got < k {
+                        return Err(corrupt(format!(
+                            "skippable frame size {len} bytes runs past the end of the input \
+                             ({} bytes of it present)",
+                            len - left + got
+                        )));
+                    }
                     left -= k;
                 }
                 self.stats.frames += 1;
@@ -202,7 +211,9 @@ impl Parser<'_> {
                     let size = (word & !UNCOMPRESSED_BIT) as usize;
                     if size > h.block_max_bytes {
                         return Err(corrupt(format!(
-                            "block of {size} bytes exceeds the frame's block maximum {}",
+                            "block size {size} bytes (at byte {}) exceeds the frame header's \
+                             block maximum {}",
+                            self.stats.input_bytes - 4,
                             h.block_max_bytes
                         )));
                     }
@@ -394,11 +405,13 @@ impl GpuPageCodec {
             if device_failure(&e) {
                 self.retire(&e);
             }
-            return Err(e.into());
+            return Err(name_corrupt(in_name, e).into());
         }
         // A last batch of end marks only (no blocks) still has frames to check.
         for meta in metas.into_inner().expect("no panics while held") {
-            checker.consume(meta, None)?;
+            checker
+                .consume(meta, None)
+                .map_err(|e| name_corrupt(in_name, e))?;
         }
         let mut stats = parser.stats;
         stats.output_bytes = checker.output_bytes;
