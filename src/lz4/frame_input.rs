@@ -55,20 +55,7 @@ impl<R: Read> ByteReader<R> {
 
     /// Fills `buf` as far as the input allows; returns the bytes read (short only at end of input).
     pub(crate) fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut n = 0;
-        while n < buf.len() {
-            match self.input.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.name.clone(),
-                        source,
-                    })
-                }
-            }
-        }
+        let n = fill_from(&mut self.input, buf, &self.name)?;
         self.bytes += n as u64;
         Ok(n)
     }
@@ -182,6 +169,26 @@ impl<R: Read> ByteReader<R> {
         }
         Ok(LegacyNext::Block(size))
     }
+}
+
+/// Fills `buf` from `input` (named `name` in I/O errors) as far as it allows, retrying
+/// interrupted reads; returns the bytes read (short only at end of input).
+pub(crate) fn fill_from(input: &mut impl Read, buf: &mut [u8], name: &Path) -> Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(Error::Io {
+                    path: name.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// Refuses a frame compressed with a dictionary ([`Error::Input`]).
