@@ -201,9 +201,9 @@ pub(crate) fn refuse_dictionary(header: &FrameHeader) -> Result<()> {
     }
 }
 
-/// Fails once a frame has decoded to more than its header's content size.
-pub(crate) fn check_content_growth(header: &FrameHeader, frame_bytes: u64) -> Result<()> {
-    match header.content_size {
+/// Fails once a frame has decoded to more than its header's content size (if it declares one).
+pub(crate) fn check_content_growth(content_size: Option<u64>, frame_bytes: u64) -> Result<()> {
+    match content_size {
         Some(declared) if frame_bytes > declared => Err(corrupt(format!(
             "frame holds more than the {declared} bytes its header's content size declares"
         ))),

@@ -138,7 +138,7 @@ fn decode_frame(io: &mut Io<'_>, progress: &mut dyn FnMut(&DecodeStats)) -> Resu
             decode_block_append(&block, &mut window, 0, header.block_max_bytes)?;
         }
         frame_bytes += (window.len() - start) as u64;
-        check_content_growth(&header, frame_bytes)?;
+        check_content_growth(header.content_size, frame_bytes)?;
         hash.update(&window[start..]);
         io.write(&window[start..])?;
         io.block_done(progress);

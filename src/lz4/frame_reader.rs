@@ -201,7 +201,7 @@ impl<R: Read> FrameDecoder<R> {
             self.decode_linked(header.block_max_bytes)?;
         }
         self.frame_bytes += self.out.len() as u64;
-        check_content_growth(&header, self.frame_bytes)?;
+        check_content_growth(header.content_size, self.frame_bytes)?;
         self.hash.update(&self.out);
         if ended {
             let stored = if header.content_checksum {

@@ -16,7 +16,7 @@ use super::decode_ring::{DecodeStage, DecodedBatch};
 use super::device_failure;
 use crate::kernels::lz4::status::{self, KIND_BOUNDED, KIND_RAW};
 use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_MAGIC};
-use crate::lz4::frame_input::{check_frame_end, name_corrupt, ByteReader};
+use crate::lz4::frame_input::{check_content_growth, check_frame_end, name_corrupt, ByteReader};
 use crate::lz4::par::par_concat;
 use crate::lz4::xxh32::Xxh32;
 use crate::lz4::{corrupt, decode_block_append, DecodeStats, MAX_PAGE_BYTES, PAGE_GRANULE_BYTES};
@@ -56,6 +56,8 @@ struct BatchMeta {
     /// Per block: `None` for the device, else `(stored bytes, raw)` of a block the host takes
     /// (stored bytes above the bound, which the kernel refuses as an entry).
     host: Vec<Option<(usize, bool)>>,
+    /// The declared content size of the frame still open after the batch, if it declares one.
+    open_content_size: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -165,6 +167,9 @@ impl Parser<'_> {
                 }
             }
         }
+        if self.state == State::Blocks {
+            meta.open_content_size = self.header.and_then(|h| h.content_size);
+        }
         Ok((pages, at))
     }
 }
@@ -254,6 +259,8 @@ impl Checker<'_> {
         let seg = &self.out[offsets[from]..];
         self.hash.update(seg);
         self.frame_bytes += seg.len() as u64;
+        // An open frame past its declared size fails before its bytes are handed on.
+        check_content_growth(meta.open_content_size, self.frame_bytes)?;
         self.output_bytes += self.out.len() as u64;
         self.blocks += pages as u64;
         (self.emit)(&self.out)
