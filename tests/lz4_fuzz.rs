@@ -4,7 +4,9 @@
 //! with a fixed seed, plus purely random inputs. Each case must return `Ok` or `Err`, never panic,
 //! with a bounded heap peak (counted by the global allocator below) and bounded time; where both
 //! our block decoder and lz4_flex accept a block they must agree, and a frame with a content
-//! checksum must not decode to changed content. `PTXFLOW_FUZZ_CASES` scales the run (default
+//! checksum must not decode to changed content. Every frame case also goes through
+//! `FrameDecoder` (`io::Read`, its blocks on a one-thread pool of the case's thread so the
+//! allocator counts them), which must give the same verdict and bytes. `PTXFLOW_FUZZ_CASES` scales the run (default
 //! 1500: 15000 blocks, 6000 frames).
 
 mod fuzz_support;
@@ -14,11 +16,35 @@ use fuzz_support::{cases, mutate, rng, run_case, CountingAlloc, Worst, EXTREMES}
 use ptxflow::lz4::frame_header::FrameHeader;
 use ptxflow::lz4::xxh32::xxh32;
 use ptxflow::lz4::{
-    compress_frame, decode_block, decode_block_append, decompress_frame, encode_block,
+    compress_frame, decode_block, decode_block_append, decompress_frame, encode_block, FrameDecoder,
 };
 use ptxflow::rng::Rng;
 use ptxflow::Error;
-use std::io::Write;
+use std::io::{Read, Write};
+
+/// A one-thread rayon pool whose worker is the calling thread, so `FrameDecoder`'s parallel
+/// block buffers are allocated (and counted by [`CountingAlloc`]) on the case's thread.
+fn this_thread_pool() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .expect("a one-thread pool")
+}
+
+/// All of `frame` read through [`FrameDecoder`] as an `io::Read`, in reads of 64 KiB.
+fn read_through_decoder(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut dec = FrameDecoder::new(frame);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = dec.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -160,6 +186,8 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
     let mut rng = rng(7);
     let n = 4 * cases();
     let (mut accepted, mut changed, mut worst) = (0, 0, Worst::default());
+    let mut worst_read = Worst::default();
+    let pool = this_thread_pool();
     for iter in 0..n {
         let k = iter % frames.len();
         let mut frame = frames[k].clone();
@@ -181,6 +209,23 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
             decompress_frame(&frame)
         });
         worst.add(cost);
+        // The same case through `FrameDecoder` as an `io::Read`: the same verdict and bytes.
+        let (read, cost) = run_case("FrameDecoder", iter, &frame, || {
+            pool.install(|| read_through_decoder(&frame))
+        });
+        worst_read.add(cost);
+        match (&result, &read) {
+            (Ok(a), Ok(b)) => assert!(a == b, "frame case {iter}: the readers' outputs differ"),
+            (Err(_), Err(e)) => match e.get_ref().and_then(|e| e.downcast_ref::<Error>()) {
+                Some(Error::Corrupt { .. } | Error::Input { .. }) => {}
+                _ => panic!("frame case {iter}: unexpected FrameDecoder error {e:?}"),
+            },
+            _ => panic!(
+                "frame case {iter}: decompress_frame {:?} but FrameDecoder {:?}",
+                result.as_ref().map(Vec::len).map_err(|e| e.to_string()),
+                read.as_ref().map(Vec::len).map_err(|e| e.to_string())
+            ),
+        }
         match result {
             Ok(out) => {
                 accepted += 1;
@@ -201,9 +246,11 @@ fn frame_decoder_never_panics_on_mutated_or_random_frames() {
     }
     eprintln!(
         "{n} mutated frames: {accepted} accepted, {changed} of them checksummed with changed \
-         content; worst case {} KiB peak, {:?}",
+         content; worst case {} KiB peak, {:?}; through FrameDecoder {} KiB peak, {:?}",
         worst.peak_bytes >> 10,
-        worst.time
+        worst.time,
+        worst_read.peak_bytes >> 10,
+        worst_read.time
     );
     assert_eq!(
         changed, 0,
@@ -231,7 +278,8 @@ fn hostile_frame_sizes_are_errors_without_large_allocations() {
     let mut legacy = 0x184C_2102u32.to_le_bytes().to_vec();
     legacy.extend(0x8000_0000u32.to_le_bytes());
     cases.push(("legacy block size 2147483648".into(), legacy));
-    // Each message names the input, the field and the number read.
+    // Each message names the input, the field and the number read, from both readers.
+    let pool = this_thread_pool();
     for (id, (what, f)) in cases.iter().enumerate() {
         let (r, cost) = run_case(what, id, f, || decompress_frame(f));
         match &r {
@@ -247,6 +295,22 @@ fn hostile_frame_sizes_are_errors_without_large_allocations() {
         assert!(
             cost.peak_bytes < 1 << 20,
             "{what}: {} bytes peak",
+            cost.peak_bytes
+        );
+        let (r, cost) = run_case(what, id, f, || pool.install(|| read_through_decoder(f)));
+        match &r {
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("<reader>: ") && msg.contains(what.as_str()),
+                    "FrameDecoder: {msg}"
+                );
+            }
+            _ => panic!("{what}: FrameDecoder accepted it"),
+        }
+        assert!(
+            cost.peak_bytes < 1 << 20,
+            "{what}: FrameDecoder {} bytes peak",
             cost.peak_bytes
         );
     }

@@ -8,15 +8,17 @@
 use super::block_decode::decode_block_into;
 use super::frame_header::{
     is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_BLOCK_BYTES, LEGACY_MAGIC,
-    UNCOMPRESSED_BIT,
+};
+use super::frame_input::{
+    check_content_growth, check_frame_end, name_corrupt, refuse_dictionary, ByteReader, LegacyNext,
 };
 use super::par::par_concat;
-use super::xxh32::{xxh32, Xxh32};
+use super::xxh32::Xxh32;
 use super::{corrupt, decode_block_append, DecodeStats};
 use crate::{Error, Result};
 use rayon::prelude::*;
-use std::io::{ErrorKind, Read};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
 /// Compressed bytes gathered per batch (at least one block).
 const BATCH_INPUT_BYTES: usize = 1 << 20;
@@ -38,8 +40,7 @@ enum State {
 
 /// Pull-style, parallel LZ4 decoder over any reader; `Send` when the reader is.
 pub struct FrameDecoder<R: Read> {
-    input: R,
-    name: PathBuf,
+    src: ByteReader<R>,
     state: State,
     next_magic: Option<u32>,
     header: Option<FrameHeader>,
@@ -64,8 +65,7 @@ impl<R: Read> FrameDecoder<R> {
     /// A decoder of `input`, named `name` in I/O errors.
     pub fn named(input: R, name: &Path) -> Self {
         FrameDecoder {
-            input,
-            name: name.to_path_buf(),
+            src: ByteReader::new(input, name),
             state: State::Magic,
             next_magic: None,
             header: None,
@@ -92,50 +92,9 @@ impl<R: Read> FrameDecoder<R> {
 
     /// Counters so far (`output_bytes`: bytes decoded, whether read out yet or not).
     pub fn stats(&self) -> DecodeStats {
-        self.stats
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut n = 0;
-        while n < buf.len() {
-            match self.input.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.name.clone(),
-                        source,
-                    })
-                }
-            }
-        }
-        self.stats.input_bytes += n as u64;
-        Ok(n)
-    }
-
-    fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
-        let at = self.stats.input_bytes;
-        if self.fill(buf)? < buf.len() {
-            return Err(corrupt(format!(
-                "input truncated inside {what} (at byte {at})"
-            )));
-        }
-        Ok(())
-    }
-
-    fn read_u32(&mut self, what: &str) -> Result<u32> {
-        let mut b = [0; 4];
-        self.read_exact(&mut b, what)?;
-        Ok(u32::from_le_bytes(b))
-    }
-
-    fn read_u32_or_end(&mut self, what: &str) -> Result<Option<u32>> {
-        let mut b = [0; 4];
-        match self.fill(&mut b)? {
-            0 => Ok(None),
-            4 => Ok(Some(u32::from_le_bytes(b))),
-            _ => Err(corrupt(format!("input truncated inside {what}"))),
+        DecodeStats {
+            input_bytes: self.src.bytes,
+            ..self.stats
         }
     }
 
@@ -143,10 +102,7 @@ impl<R: Read> FrameDecoder<R> {
     fn take_block(&mut self, size: usize, raw: bool, what: &str) -> Result<()> {
         let start = self.blocks.len();
         self.blocks.resize(start + size, 0);
-        let mut block = std::mem::take(&mut self.blocks);
-        let r = self.read_exact(&mut block[start..], what);
-        self.blocks = block;
-        r?;
+        self.src.read_exact(&mut self.blocks[start..], what)?;
         self.spans.push((start, size, raw));
         Ok(())
     }
@@ -154,22 +110,31 @@ impl<R: Read> FrameDecoder<R> {
     /// Decodes the next batch of blocks; `Ok(None)` at the end of the input. The slice holds the
     /// batch's decoded bytes, in order. Fails like [`decode_frames`](super::decode_frames).
     pub fn next_batch(&mut self) -> Result<Option<&[u8]>> {
+        match self.batch() {
+            Ok(true) => Ok(Some(&self.out)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(name_corrupt(self.src.name(), e)),
+        }
+    }
+
+    /// Decodes the next batch into `out`; false at the end of the input.
+    fn batch(&mut self) -> Result<bool> {
         self.blocks.clear();
         self.spans.clear();
         self.out.clear();
         self.at = 0;
         loop {
             match self.state {
-                State::End => return Ok(None),
+                State::End => return Ok(false),
                 State::Magic => self.magic()?,
                 State::Frame => {
                     if self.frame_batch()? {
-                        return Ok(Some(&self.out));
+                        return Ok(true);
                     }
                 }
                 State::Legacy => {
                     if self.legacy_batch()? {
-                        return Ok(Some(&self.out));
+                        return Ok(true);
                     }
                 }
             }
@@ -179,7 +144,7 @@ impl<R: Read> FrameDecoder<R> {
     fn magic(&mut self) -> Result<()> {
         let magic = match self.next_magic.take() {
             Some(m) => m,
-            None => match self.read_u32_or_end("a magic number")? {
+            None => match self.src.read_u32_or_end("a magic number")? {
                 Some(m) => m,
                 None if self.stats.frames == 0 => return Err(corrupt("empty input: no LZ4 frame")),
                 None => {
@@ -190,16 +155,8 @@ impl<R: Read> FrameDecoder<R> {
         };
         match magic {
             FRAME_MAGIC => {
-                let mut desc = [0u8; 15];
-                self.read_exact(&mut desc[..1], "a frame header")?;
-                let len = FrameHeader::descriptor_len(desc[0]);
-                self.read_exact(&mut desc[1..len], "a frame header")?;
-                let header = FrameHeader::parse(&desc[..len])?;
-                if let Some(id) = header.dict_id {
-                    return Err(Error::input(format!(
-                        "frame was compressed with dictionary {id:#010x}; dictionaries are not supported"
-                    )));
-                }
+                let header = self.src.frame_header()?;
+                refuse_dictionary(&header)?;
                 self.header = Some(header);
                 self.hash = Xxh32::new(0);
                 self.frame_bytes = 0;
@@ -208,21 +165,10 @@ impl<R: Read> FrameDecoder<R> {
             }
             LEGACY_MAGIC => self.state = State::Legacy,
             m if is_skippable_magic(m) => {
-                let mut left = self.read_u32("a skippable frame size")? as usize;
-                let mut skip = vec![0u8; left.min(1 << 16)];
-                while left > 0 {
-                    let k = left.min(skip.len());
-                    self.read_exact(&mut skip[..k], "a skippable frame")?;
-                    left -= k;
-                }
+                self.src.skip_skippable()?;
                 self.stats.frames += 1;
             }
-            m => {
-                return Err(corrupt(format!(
-                    "unknown magic number {m:#010x} at byte {} (not LZ4 data)",
-                    self.stats.input_bytes - 4
-                )))
-            }
+            m => return Err(self.src.unknown_magic(m)),
         }
         Ok(())
     }
@@ -238,29 +184,15 @@ impl<R: Read> FrameDecoder<R> {
         while (self.blocks.len() < BATCH_INPUT_BYTES || self.spans.len() < least)
             && self.spans.len() < most
         {
-            let word = self.read_u32("a block size")?;
-            if word == 0 {
+            let Some((size, raw)) = self.src.block_size(&header)? else {
                 ended = true;
                 break;
-            }
-            let raw = word & UNCOMPRESSED_BIT != 0;
-            let size = (word & !UNCOMPRESSED_BIT) as usize;
-            if size > header.block_max_bytes {
-                return Err(corrupt(format!(
-                    "block of {size} bytes exceeds the frame's block maximum {}",
-                    header.block_max_bytes
-                )));
-            }
+            };
             self.take_block(size, raw, "a block")?;
             if header.block_checksum {
-                let stored = self.read_u32("a block checksum")?;
                 let (at, len, _) = *self.spans.last().expect("pushed above");
-                if stored != xxh32(&self.blocks[at..at + len], 0) {
-                    return Err(corrupt(format!(
-                        "block {} checksum mismatch",
-                        self.stats.blocks + self.spans.len() as u64 - 1
-                    )));
-                }
+                let index = self.stats.blocks + self.spans.len() as u64 - 1;
+                self.src.block_checksum(&self.blocks[at..at + len], index)?;
             }
         }
         if header.block_independent {
@@ -269,33 +201,20 @@ impl<R: Read> FrameDecoder<R> {
             self.decode_linked(header.block_max_bytes)?;
         }
         self.frame_bytes += self.out.len() as u64;
-        if header
-            .content_size
-            .is_some_and(|declared| self.frame_bytes > declared)
-        {
-            return Err(corrupt(
-                "frame holds more data than its declared content size",
-            ));
-        }
+        check_content_growth(header.content_size, self.frame_bytes)?;
         self.hash.update(&self.out);
         if ended {
-            if header.content_checksum {
-                let stored = self.read_u32("the content checksum")?;
-                if stored != self.hash.digest() {
-                    return Err(corrupt(format!(
-                        "content checksum mismatch: stored {stored:#010x}, computed {:#010x}",
-                        self.hash.digest()
-                    )));
-                }
-            }
-            if let Some(declared) = header.content_size {
-                if declared != self.frame_bytes {
-                    return Err(corrupt(format!(
-                        "frame declares {declared} bytes of content but holds {}",
-                        self.frame_bytes
-                    )));
-                }
-            }
+            let stored = if header.content_checksum {
+                Some(self.src.read_u32("the content checksum")?)
+            } else {
+                None
+            };
+            check_frame_end(
+                stored,
+                self.hash.digest(),
+                header.content_size,
+                self.frame_bytes,
+            )?;
             self.stats.frames += 1;
             self.state = State::Magic;
         }
@@ -356,26 +275,18 @@ impl<R: Read> FrameDecoder<R> {
 
     /// Reads and decodes a batch of legacy blocks; true if it produced any.
     fn legacy_batch(&mut self) -> Result<bool> {
-        let bound = LEGACY_BLOCK_BYTES + LEGACY_BLOCK_BYTES / 255 + 16;
         while self.blocks.len() < BATCH_INPUT_BYTES && self.spans.len() < LEGACY_BATCH_BLOCKS {
-            let Some(word) = self.read_u32_or_end("a legacy block size")? else {
-                self.stats.frames += 1;
-                self.state = State::Magic;
-                break;
-            };
-            if word == FRAME_MAGIC || word == LEGACY_MAGIC || is_skippable_magic(word) {
-                self.stats.frames += 1;
-                self.next_magic = Some(word);
-                self.state = State::Magic;
-                break;
+            match self.src.legacy_next()? {
+                LegacyNext::Block(size) => self.take_block(size, false, "a legacy block")?,
+                next => {
+                    if let LegacyNext::Magic(m) = next {
+                        self.next_magic = Some(m);
+                    }
+                    self.stats.frames += 1;
+                    self.state = State::Magic;
+                    break;
+                }
             }
-            let size = word as usize;
-            if size > bound {
-                return Err(corrupt(format!(
-                    "legacy block of {size} bytes exceeds {bound}"
-                )));
-            }
-            self.take_block(size, false, "a legacy block")?;
         }
         self.decode_independent(LEGACY_BLOCK_BYTES)?;
         Ok(!self.out.is_empty())

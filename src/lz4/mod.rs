@@ -6,7 +6,9 @@
 //!   the GPU kernel reproduces byte for byte; [`warp_model`] simulates its 32-lane windows.
 //! - [`block_decode`]: a bounds-checked block decoder; [`rules`]: a checker of the format's rules.
 //! - [`codec`]: the page-compressor seam ([`PageCodec`] in batches, [`PageStream`] as a ring).
-//! - [`frame_write`], [`frame_read`], [`frame_header`]: the LZ4 frame format; [`xxh32`]: its hash.
+//! - [`frame_write`], [`frame_read`], [`frame_reader`], [`frame_header`]: the LZ4 frame format
+//!   (the readers share `frame_input`: byte reading and the checks of sizes read from the input);
+//!   [`xxh32`]: its hash.
 
 pub mod block_decode;
 pub mod block_encode;
@@ -14,6 +16,7 @@ pub mod codec;
 pub mod fast_encode;
 pub mod files;
 pub mod frame_header;
+mod frame_input;
 pub mod frame_read;
 pub mod frame_reader;
 pub mod frame_write;

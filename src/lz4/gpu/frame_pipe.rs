@@ -8,13 +8,14 @@ use super::codec::GpuPageCodec;
 use super::device_failure;
 use super::pipeline::{par_copy, CompressedBatch};
 use crate::lz4::frame_header::FrameHeader;
+use crate::lz4::frame_input::fill_from;
 use crate::lz4::frame_write::lay_out_blocks;
 use crate::lz4::xxh32::Xxh32;
 use crate::lz4::{check_page_bytes, FrameOptions, FrameStats, PageKind, MAX_PAGE_BYTES};
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
 
@@ -47,21 +48,7 @@ pub struct ReadSource<R: Read + Send> {
 
 impl<R: Read + Send> BatchSource for ReadSource<R> {
     fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut n = 0;
-        while n < buf.len() {
-            match self.reader.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.name.clone(),
-                        source,
-                    })
-                }
-            }
-        }
-        Ok(n)
+        fill_from(&mut self.reader, buf, &self.name)
     }
 }
 

@@ -15,14 +15,15 @@ use super::codec::GpuPageCodec;
 use super::decode_ring::{DecodeStage, DecodedBatch};
 use super::device_failure;
 use crate::kernels::lz4::status::{self, KIND_BOUNDED, KIND_RAW};
-use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, UNCOMPRESSED_BIT};
+use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_MAGIC};
+use crate::lz4::frame_input::{check_content_growth, check_frame_end, name_corrupt, ByteReader};
 use crate::lz4::par::par_concat;
-use crate::lz4::xxh32::{xxh32, Xxh32};
+use crate::lz4::xxh32::Xxh32;
 use crate::lz4::{corrupt, decode_block_append, DecodeStats, MAX_PAGE_BYTES, PAGE_GRANULE_BYTES};
 use crate::{Error, Result};
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 use std::sync::Mutex;
 
 /// Why a streaming GPU decode stopped.
@@ -55,6 +56,8 @@ struct BatchMeta {
     /// Per block: `None` for the device, else `(stored bytes, raw)` of a block the host takes
     /// (stored bytes above the bound, which the kernel refuses as an entry).
     host: Vec<Option<(usize, bool)>>,
+    /// The declared content size of the frame still open after the batch, if it declares one.
+    open_content_size: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -65,8 +68,7 @@ enum State {
 }
 
 struct Parser<'r> {
-    input: &'r mut (dyn Read + Send),
-    name: PathBuf,
+    src: ByteReader<&'r mut (dyn Read + Send)>,
     state: State,
     header: Option<FrameHeader>,
     stats: DecodeStats,
@@ -74,64 +76,23 @@ struct Parser<'r> {
 }
 
 impl Parser<'_> {
-    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut n = 0;
-        while n < buf.len() {
-            match self.input.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.name.clone(),
-                        source,
-                    })
-                }
-            }
-        }
-        self.stats.input_bytes += n as u64;
-        Ok(n)
-    }
-
-    fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
-        let at = self.stats.input_bytes;
-        if self.fill(buf)? < buf.len() {
-            return Err(corrupt(format!(
-                "input truncated inside {what} (at byte {at})"
-            )));
-        }
-        Ok(())
-    }
-
-    fn read_u32(&mut self, what: &str) -> Result<u32> {
-        let mut b = [0; 4];
-        self.read_exact(&mut b, what)?;
-        Ok(u32::from_le_bytes(b))
-    }
-
     fn unsuitable(&mut self, why: &str) -> Result<()> {
         self.unsuitable = Some(why.to_string());
         Err(Error::input(why.to_string()))
     }
 
     fn magic(&mut self) -> Result<()> {
-        let mut b = [0; 4];
-        let magic = match self.fill(&mut b)? {
-            0 if self.stats.frames == 0 => return Err(corrupt("empty input: no LZ4 frame")),
-            0 => {
+        let magic = match self.src.read_u32_or_end("a magic number")? {
+            None if self.stats.frames == 0 => return Err(corrupt("empty input: no LZ4 frame")),
+            None => {
                 self.state = State::End;
                 return Ok(());
             }
-            4 => u32::from_le_bytes(b),
-            _ => return Err(corrupt("input truncated inside a magic number")),
+            Some(m) => m,
         };
         match magic {
             FRAME_MAGIC => {
-                let mut desc = [0u8; 15];
-                self.read_exact(&mut desc[..1], "a frame header")?;
-                let len = FrameHeader::descriptor_len(desc[0]);
-                self.read_exact(&mut desc[1..len], "a frame header")?;
-                let h = FrameHeader::parse(&desc[..len])?;
+                let h = self.src.frame_header()?;
                 if h.dict_id.is_some() || !h.block_independent || h.block_max_bytes > MAX_PAGE_BYTES
                 {
                     return self.unsuitable(
@@ -142,22 +103,11 @@ impl Parser<'_> {
                 self.state = State::Blocks;
             }
             m if is_skippable_magic(m) => {
-                let mut left = self.read_u32("a skippable frame size")? as usize;
-                let mut skip = vec![0u8; left.min(1 << 16)];
-                while left > 0 {
-                    let k = left.min(skip.len());
-                    self.read_exact(&mut skip[..k], "a skippable frame")?;
-                    left -= k;
-                }
+                self.src.skip_skippable()?;
                 self.stats.frames += 1;
             }
-            crate::lz4::frame_header::LEGACY_MAGIC => return self.unsuitable("legacy frames"),
-            m => {
-                return Err(corrupt(format!(
-                    "unknown magic number {m:#010x} at byte {} (not LZ4 data)",
-                    self.stats.input_bytes - 4
-                )))
-            }
+            LEGACY_MAGIC => return self.unsuitable("legacy frames"),
+            m => return Err(self.src.unknown_magic(m)),
         }
         Ok(())
     }
@@ -180,10 +130,9 @@ impl Parser<'_> {
                     if at + h.block_max_bytes > st.packed.len() {
                         break;
                     }
-                    let word = self.read_u32("a block size")?;
-                    if word == 0 {
+                    let Some((size, raw)) = self.src.block_size(&h)? else {
                         let checksum = if h.content_checksum {
-                            Some(self.read_u32("the content checksum")?)
+                            Some(self.src.read_u32("the content checksum")?)
                         } else {
                             None
                         };
@@ -197,24 +146,12 @@ impl Parser<'_> {
                         self.stats.frames += 1;
                         self.state = State::Magic;
                         continue;
-                    }
-                    let raw = word & UNCOMPRESSED_BIT != 0;
-                    let size = (word & !UNCOMPRESSED_BIT) as usize;
-                    if size > h.block_max_bytes {
-                        return Err(corrupt(format!(
-                            "block of {size} bytes exceeds the frame's block maximum {}",
-                            h.block_max_bytes
-                        )));
-                    }
-                    self.read_exact(&mut st.packed[at..at + size], "a block")?;
+                    };
+                    self.src
+                        .read_exact(&mut st.packed[at..at + size], "a block")?;
                     if h.block_checksum {
-                        let stored = self.read_u32("a block checksum")?;
-                        if stored != xxh32(&st.packed[at..at + size], 0) {
-                            return Err(corrupt(format!(
-                                "block {} checksum mismatch",
-                                self.stats.blocks
-                            )));
-                        }
+                        self.src
+                            .block_checksum(&st.packed[at..at + size], self.stats.blocks)?;
                     }
                     let host = size > bound;
                     let words = match (host, raw) {
@@ -229,6 +166,9 @@ impl Parser<'_> {
                     self.stats.blocks += 1;
                 }
             }
+        }
+        if self.state == State::Blocks {
+            meta.open_content_size = self.header.and_then(|h| h.content_size);
         }
         Ok((pages, at))
     }
@@ -306,22 +246,12 @@ impl Checker<'_> {
             let seg = &self.out[offsets[from]..offsets[*before]];
             self.hash.update(seg);
             self.frame_bytes += seg.len() as u64;
-            if let Some(stored) = end.checksum {
-                if stored != self.hash.digest() {
-                    return Err(corrupt(format!(
-                        "content checksum mismatch: stored {stored:#010x}, computed {:#010x}",
-                        self.hash.digest()
-                    )));
-                }
-            }
-            if let Some(declared) = end.content_size {
-                if declared != self.frame_bytes {
-                    return Err(corrupt(format!(
-                        "frame declares {declared} bytes of content but holds {}",
-                        self.frame_bytes
-                    )));
-                }
-            }
+            check_frame_end(
+                end.checksum,
+                self.hash.digest(),
+                end.content_size,
+                self.frame_bytes,
+            )?;
             self.hash = Xxh32::new(0);
             self.frame_bytes = 0;
             from = *before;
@@ -329,6 +259,8 @@ impl Checker<'_> {
         let seg = &self.out[offsets[from]..];
         self.hash.update(seg);
         self.frame_bytes += seg.len() as u64;
+        // An open frame past its declared size fails before its bytes are handed on.
+        check_content_growth(meta.open_content_size, self.frame_bytes)?;
         self.output_bytes += self.out.len() as u64;
         self.blocks += pages as u64;
         (self.emit)(&self.out)
@@ -350,8 +282,7 @@ impl GpuPageCodec {
             return Err(FrameStreamError::Unsuitable(why.to_string()));
         }
         let mut parser = Parser {
-            input,
-            name: in_name.to_path_buf(),
+            src: ByteReader::new(input, in_name),
             state: State::Magic,
             header: None,
             stats: DecodeStats::default(),
@@ -394,13 +325,16 @@ impl GpuPageCodec {
             if device_failure(&e) {
                 self.retire(&e);
             }
-            return Err(e.into());
+            return Err(name_corrupt(in_name, e).into());
         }
         // A last batch of end marks only (no blocks) still has frames to check.
         for meta in metas.into_inner().expect("no panics while held") {
-            checker.consume(meta, None)?;
+            checker
+                .consume(meta, None)
+                .map_err(|e| name_corrupt(in_name, e))?;
         }
         let mut stats = parser.stats;
+        stats.input_bytes = parser.src.bytes;
         stats.output_bytes = checker.output_bytes;
         Ok(stats)
     }
