@@ -3,13 +3,12 @@
 //! an open file. Memory is bounded by the rings or a few batches, never by the file size.
 //! `progress` is called with the input bytes consumed so far.
 
-use super::frame_header::FrameHeader;
 use super::frame_write::lay_out_blocks;
 use super::gpu::{BatchSource, FileSource, FrameStreamError, GpuPageCodec, HashJob};
 use super::par::par_extend;
 use super::xxh32::Xxh32;
+use super::PageKind;
 use super::{check_page_bytes, DecodeStats, FastEncoder, FrameDecoder, FrameOptions, FrameStats};
-use super::{PageKind, MAX_PAGE_BYTES};
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::fs::File;
@@ -64,15 +63,7 @@ pub fn compress_file_cpu(
     let pb = options.page_bytes;
     let file = File::open(input).map_err(io_err(input))?;
     let mut source = FileSource::new(&file, input)?;
-    let header = FrameHeader {
-        block_independent: true,
-        block_checksum: options.block_checksum,
-        content_size: options.content_size,
-        content_checksum: true,
-        dict_id: None,
-        block_max_bytes: MAX_PAGE_BYTES,
-    }
-    .to_bytes()?;
+    let header = options.header().to_bytes()?;
     let mut stats = FrameStats {
         output_bytes: header.len() as u64,
         ..FrameStats::default()

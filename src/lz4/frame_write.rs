@@ -22,6 +22,21 @@ pub struct FrameOptions {
     pub block_checksum: bool,
 }
 
+impl FrameOptions {
+    /// The frame header of a page frame with these options: independent blocks of at most
+    /// 64 KiB, a content checksum, no dictionary.
+    pub fn header(&self) -> FrameHeader {
+        FrameHeader {
+            block_independent: true,
+            block_checksum: self.block_checksum,
+            content_size: self.content_size,
+            content_checksum: true,
+            dict_id: None,
+            block_max_bytes: MAX_PAGE_BYTES,
+        }
+    }
+}
+
 impl Default for FrameOptions {
     fn default() -> Self {
         FrameOptions {
@@ -125,14 +140,7 @@ impl<'s, W: Write> FrameEncoder<'s, W> {
                 options.page_bytes
             )));
         }
-        let header = FrameHeader {
-            block_independent: true,
-            block_checksum: options.block_checksum,
-            content_size: options.content_size,
-            content_checksum: true,
-            dict_id: None,
-            block_max_bytes: MAX_PAGE_BYTES,
-        };
+        let header = options.header();
         let mut enc = FrameEncoder {
             out,
             out_name: out_name.to_path_buf(),

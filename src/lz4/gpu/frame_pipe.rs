@@ -7,11 +7,10 @@
 use super::codec::GpuPageCodec;
 use super::device_failure;
 use super::pipeline::{par_copy, CompressedBatch};
-use crate::lz4::frame_header::FrameHeader;
 use crate::lz4::frame_input::fill_from;
 use crate::lz4::frame_write::lay_out_blocks;
 use crate::lz4::xxh32::Xxh32;
-use crate::lz4::{check_page_bytes, FrameOptions, FrameStats, PageKind, MAX_PAGE_BYTES};
+use crate::lz4::{check_page_bytes, FrameOptions, FrameStats, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::fs::File;
@@ -156,15 +155,7 @@ impl GpuPageCodec {
     ) -> Result<(W, FrameStats)> {
         check_page_bytes(options.page_bytes)?;
         let hash_here = content_hash.is_none();
-        let header = FrameHeader {
-            block_independent: true,
-            block_checksum: options.block_checksum,
-            content_size: options.content_size,
-            content_checksum: true,
-            dict_id: None,
-            block_max_bytes: MAX_PAGE_BYTES,
-        }
-        .to_bytes()?;
+        let header = options.header().to_bytes()?;
         let io_err = |source| Error::Io {
             path: out_name.to_path_buf(),
             source,
