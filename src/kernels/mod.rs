@@ -91,15 +91,15 @@ kernel_table! {
     /// Dense encoder `relu(x W + b)`, f16 weight storage, f32 accumulation.
     RnnDenseF16 => rnn::dense::build_f16, "rnn_dense_f16", [Sm75];
     /// GRU rollout (single or ensemble) as one persistent cooperative kernel.
-    RnnGruRollout => rnn::gru_rollout::build, "rnn_gru_rollout", [Sm75];
+    RnnGruRollout => rnn::gru::rollout::build, "rnn_gru_rollout", [Sm75];
     /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
-    RnnGemmNn => rnn::gemm::build_nn, "rnn_gemm_nn", [Sm75];
+    RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).
-    RnnGemmTn => rnn::gemm::build_tn, "rnn_gemm_tn", [Sm75];
+    RnnGemmTn => rnn::gemm::kernel::build_tn, "rnn_gemm_tn", [Sm75];
     /// Gaussian sketch matrix from a counter-based hash.
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).
-    RnnOrth => rnn::orth::build, "rnn_orth", [Sm75];
+    RnnOrth => rnn::orth::kernel::build, "rnn_orth", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
     /// `pred + U S V^T x` without forming the product.

@@ -12,7 +12,7 @@
 //!    `E_ac -= m_a E_jc` (c <= j). It leaves `L D` below the diagonal (column j holds
 //!    `U_j. = (D L^T)_j.` at step j) and `E = L^{-1}` on the right (`G = L D L^T`), so
 //!    `R = D^{-1/2} U` and `R^{-1} = E^T D^{-1/2}` with no triangular solve. Each step's updates
-//!    are independent: on the GPU (`orth_elim`) each thread keeps 9 of the 2304 values in
+//!    are independent: on the GPU (`orth::elim`) each thread keeps 9 of the 2304 values in
 //!    registers and a step costs one barrier. A pivot that is not positive (an exactly zero
 //!    column: the padding) eliminates nothing and gets `R_jj = 1` with a zero row;
 //! 4. `Q = Y R^{-1}`: `q_c = (sum_a y_a E_ca) / sqrt(d_c)` in f64, rounded to f32.

@@ -8,7 +8,7 @@
 //! columns t % 8 + 8q (q < 6): `s = sum_a x[a] M[a][c]` with f64 fma, a ascending — the same
 //! order as `rnn_orth`'s apply and `crate::rnn::cholqr::apply`. `out` must not alias `X`.
 
-use super::orth::{stage_slab_to, SLAB, WIDTH};
+use super::slab::{stage_slab, SlabCopy, SLAB, WIDTH};
 use crate::ptx::*;
 
 /// Threads per block.
@@ -38,7 +38,13 @@ pub fn build(target: Target) -> Module {
     let x = b.selp(x1, x0, second);
     let m = b.selp(m1, m0, second);
     let out = b.selp(out1, out0, second);
-    stage_slab_to(&mut b, x, slab, &xs, tid, Space::GlobalNc, WIDTH);
+    let staged = SlabCopy {
+        src: x,
+        space: Space::GlobalNc,
+        dst: &xs,
+        stride: WIDTH,
+    };
+    stage_slab(&mut b, &staged, slab, tid);
     for q in 0..9u32 {
         let e = b.add(tid, 256 * q);
         let ga = b.index_addr(m, e, 8);

@@ -5,8 +5,8 @@
 
 use super::gru_shape::{choose_shape, smem_bytes, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of, zeros};
-use crate::kernels::rnn::gru_rollout::THREADS;
-use crate::kernels::rnn::gru_stationary::STAMPS;
+use crate::kernels::rnn::gru::stationary::STAMPS;
+use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
 use crate::rnn::reference::RolloutShape;
 use crate::rnn::weights::{check_finite, check_len};
@@ -24,7 +24,7 @@ pub struct GruLaunch {
     pub unit_slices: Option<u32>,
     /// Batch rows per block (a multiple of 4, at most 32).
     pub rows_per_block: Option<u32>,
-    /// Weights in registers (`gru_stationary`): possible when H = 256, the padded input is 128,
+    /// Weights in registers (`gru::stationary`): possible when H = 256, the padded input is 128,
     /// a block owns at most 21 units and its shared layout fits (see `precompute`). `None`: used
     /// whenever possible; `Some(true)` fails with `Capacity` where it is not.
     pub stationary: Option<bool>,
@@ -62,7 +62,7 @@ struct State {
     out: DeviceBuffer<f32>,
     /// `epoch, count, status, -` per member.
     bar: DeviceBuffer<u32>,
-    /// Block 0's clock stamps of a stamped launch (benchmarks; see `gru_stationary::STAMPS`).
+    /// Block 0's clock stamps of a stamped launch (benchmarks; see `gru::stationary::STAMPS`).
     stamps: DeviceBuffer<u64>,
 }
 
@@ -343,7 +343,7 @@ impl GpuGru {
     pub fn rows_per_block(&self) -> u32 {
         self.dims.shape.rows
     }
-    /// Whether the weights are held in registers (`gru_stationary`).
+    /// Whether the weights are held in registers (`gru::stationary`).
     pub fn stationary(&self) -> bool {
         self.dims.shape.stationary
     }
@@ -395,7 +395,7 @@ impl GpuGru {
     }
 
     /// [`GpuGru::rollout_device`] with block 0's clock stamps (weight-stationary path only; see
-    /// `gru_stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
+    /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
     pub fn rollout_device_stamped(
         &mut self,
         stream: &Arc<CudaStream>,

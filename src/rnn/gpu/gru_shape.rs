@@ -4,8 +4,9 @@
 
 use super::gru::GruLaunch;
 use super::{allow_dynamic_smem, cooperative_capacity};
-use crate::kernels::rnn::gru_rollout::{smem_floats, THREADS};
-use crate::kernels::rnn::gru_stationary;
+use crate::kernels::rnn::gru::shared::smem_floats;
+use crate::kernels::rnn::gru::stationary as gru_stationary;
+use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::{Error, Result};

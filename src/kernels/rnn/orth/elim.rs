@@ -19,7 +19,7 @@
 
 use crate::ptx::*;
 
-use super::orth::{LD, WIDTH};
+use super::{LD, WIDTH};
 
 const W: u32 = WIDTH;
 const LOWER: u32 = W * (W + 1) / 2;

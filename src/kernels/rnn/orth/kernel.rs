@@ -1,104 +1,11 @@
-//! `rnn_orth`: CholeskyQR of a tall f32 matrix in place, `passes` times, as one persistent
-//! cooperative kernel (the maths and its CPU mirror: `crate::rnn::cholqr`).
-//!
-//! Data: `y` is `rows x W` f32 row-major (W = [`WIDTH`] = 48; columns `l..W` are zero padding;
-//! `rows % SLAB == 0`). Scratch: `partial` (`blocks x W x W` f64), `gram` (`W x W` f64). Output:
-//! `y` holds Q; `rt` (`2 x W x W` f64) holds `R_total = R_p ... R_1` after pass p in slot
-//! `p % 2` (block 0 writes it; the final one in slot `(passes - 1) % 2`). `bar` holds the grid
-//! barrier's `arrive`, `exit` and `status` words.
-//!
-//! Launch: cooperative, `blocks` <= co-resident capacity, [`THREADS`] threads. Block b owns the
-//! row slabs b, b + blocks, ... of [`SLAB`] rows. Per pass:
-//! - A: thread (ti, tj) = (t / 16, t % 16) accumulates the 3 x 3 block `G[3ti.., 3tj..]` over the
-//!   block's slabs (staged in shared memory; f32 -> f64, fma) and writes it to `partial[b]`;
-//! - grid barrier; B: `gram[e] = sum_p partial[p][e]`, 32 entries per block at a time: eight
-//!   threads per entry sum p = q, q + 8, ... (four independent loads per trip) and thread q = 0
-//!   adds the eight in order (deterministic); grid barrier;
-//! - C (every block, redundantly and identically): loads G's lower triangle into registers,
-//!   adds the shift on the first pass (every thread sums the trace itself, j ascending), then
-//!   eliminates it in 48 register-resident steps of one barrier each (`orth_elim`), leaving
-//!   `U = D L^T` and `E = L^{-1}` in shared memory; finally the per-column scales
-//!   `1 / sqrt(d_c)` and R's diagonal; block 0 writes R on the first pass;
-//! - D: each slab (restaged unless the block has only one) is overwritten by `Q = Y R^{-1}`:
-//!   `q_c = (sum_a y_a E_ca) s_c` (f64 fma over a ascending, then rounded to f32): thread t
-//!   computes row t / 8, columns t % 8 + 8q;
-//! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total_r`]).
-//!
-//! With `gram_only` != 0 the kernel stops after B of the first pass: `gram` holds `G = Y^T Y`
-//! (unshifted) and `y` is unchanged (the randomized SVD's eigen route starts from it).
-//!
-//! `stamps` (0 or [`STAMPS`] u64): when non-zero, thread 0 of block 0 writes `%clock64` at the phase
-//! boundaries of the first two passes (bench instrumentation; see [`STAMPS`]).
-//!
-//! Shared memory: the slab (32 x 52 f32), U and E (48 x 49 f64 each: padded rows, so that D's
-//! reads are free of bank conflicts), reduction scratch (2 KiB), three 48-entry f64 vectors.
+//! Builds `rnn_orth` (see `orth`'s module notes for the phases).
 
-use super::barrier::GridBarrier;
-use super::orth_elim::Elim;
-use super::orth_total::total_r;
+use super::elim::Elim;
+use super::total::{total_r, Factors};
+use super::{stamp, LD, SHIFT_C, SLAB, THREADS, WIDTH, WW, YS};
+use crate::kernels::rnn::barrier::GridBarrier;
+use crate::kernels::rnn::slab::{stage_slab, SlabCopy};
 use crate::ptx::*;
-
-/// Padded sketch width: the GPU randomized SVD supports rank + oversampling <= 48.
-pub const WIDTH: u32 = 48;
-/// Rows per slab.
-pub const SLAB: u32 = 32;
-/// Threads per block.
-pub const THREADS: u32 = 256;
-/// The shifted-CholQR constant: shift = SHIFT_C * (rows l + l (l + 1)) * trace(G), SHIFT_C =
-/// 11 * 2^-53.
-pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
-
-const WW: u32 = WIDTH * WIDTH;
-/// Clock stamps written when `stamps` is non-zero: `[0]` start (after setup), then per pass p < 2
-/// at `1 + 6 p + i`: i = 0 end of A, 1 after the first grid barrier, 2 end of B, 3 after the
-/// second grid barrier, 4 end of C (factor and scales), 5 end of D (and R_total).
-pub const STAMPS: u32 = 13;
-
-/// Thread 0 of block 0 writes `%clock64` to `stamps[idx]` when stamping is on (`on`).
-fn stamp(b: &mut KernelBuilder, on: Reg<Pred>, stamps: Reg<U64>, idx: Reg<U32>) {
-    let ok = b.setp(Cmp::Lt, idx, STAMPS);
-    let p = b.and(on, ok);
-    b.if_then(p, |b| {
-        let t = b.clock64();
-        let a = b.index_addr(stamps, idx, 8);
-        b.st(Space::Global, a, t);
-    });
-}
-/// Row stride (f64) of the shared U and E arrays: 49 puts the 8 rows D reads at once in 8
-/// different bank pairs.
-pub const LD: u32 = WIDTH + 1;
-/// Row stride (f32) of the staged slab: 16-byte rows, and the 4 rows a warp reads in D fall in
-/// different banks.
-const YS: u32 = WIDTH + 4;
-
-/// Copies row slab `slab` of the `rows x WIDTH` f32 matrix at `y` into `ys` (row stride
-/// `stride` floats): 16-byte loads from `space`, two per thread of a 256-thread block.
-pub(super) fn stage_slab_to(
-    b: &mut KernelBuilder,
-    y: Reg<U64>,
-    slab: Reg<U32>,
-    ys: &SharedArray<F32>,
-    tid: Reg<U32>,
-    space: Space,
-    stride: u32,
-) {
-    for j in 0..2u32 {
-        let idx = b.add(tid, 256 * j);
-        let live = b.setp(Cmp::Lt, idx, SLAB * WIDTH / 4);
-        b.if_then(live, |b| {
-            let row = b.div(idx, WIDTH / 4);
-            let ch = b.rem(idx, WIDTH / 4);
-            let grow = b.mad(slab, SLAB, row);
-            let col = b.shl(ch, 2u32);
-            let e = b.mad(grow, WIDTH, col);
-            let ga = b.index_addr(y, e, 4);
-            let v = b.ld_v4::<F32>(space, ga);
-            let le = b.mad(row, stride, col);
-            let sa = b.shared_index(ys, le);
-            b.st_v4(Space::Shared, sa, v);
-        });
-    }
-}
 
 /// Builds the module.
 pub fn build(target: Target) -> Module {
@@ -123,6 +30,12 @@ pub fn build(target: Target) -> Module {
     );
     let (rows, l, passes) = (b.ld_param(&prows), b.ld_param(&pl), b.ld_param(&ppasses));
     let ys = b.shared_array::<F32>("slab", SLAB * YS);
+    let staged = SlabCopy {
+        src: y,
+        space: Space::Global,
+        dst: &ys,
+        stride: YS,
+    };
     let lcol = b.shared_array::<F64>("lcol", WIDTH * LD);
     let erow = b.shared_array::<F64>("erow", WIDTH * LD);
     let red = b.shared_array::<F64>("red", 256);
@@ -169,7 +82,7 @@ pub fn build(target: Target) -> Module {
         // A: partial Gram blocks.
         let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS);
+            stage_slab(b, &staged, slab, tid);
             b.bar_sync();
             // Rows in groups of 4 (a runtime loop keeps register pressure low).
             b.for_range(0u32, SLAB, 4u32, |b, r0, _| {
@@ -264,7 +177,7 @@ pub fn build(target: Target) -> Module {
         b.bra_if(gram_only, exit);
         gb.sync(b);
         at(b, 3);
-        // C: every block factors the same G (see `orth_elim`).
+        // C: every block factors the same G (see `elim`).
         let vals = elim.load(b, gram);
         let first_pass = b.setp(Cmp::Eq, pass, 0u32);
         b.if_then(first_pass, |b| {
@@ -346,9 +259,7 @@ pub fn build(target: Target) -> Module {
         // With one slab per block, the slab staged in A is still in shared memory.
         let restage = b.setp(Cmp::Ne, nblk, nslabs);
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            b.if_then(restage, |b| {
-                stage_slab_to(b, y, slab, &ys, tid, Space::Global, YS)
-            });
+            b.if_then(restage, |b| stage_slab(b, &staged, slab, tid));
             b.bar_sync();
             let yrow: Addr = {
                 let i = b.mul(r_row, YS);
@@ -382,7 +293,13 @@ pub fn build(target: Target) -> Module {
         let later = b.setp(Cmp::Ne, pass, 0u32);
         let r_later = b.and(blk0, later);
         b.if_then(r_later, |b| {
-            total_r(b, pass, rt, tid, &lcol, &erow, &rdiag, &rscale)
+            let factors = Factors {
+                lcol: &lcol,
+                erow: &erow,
+                rdiag: &rdiag,
+                rscale: &rscale,
+            };
+            total_r(b, pass, rt, tid, &factors)
         });
         at(b, 5);
     });

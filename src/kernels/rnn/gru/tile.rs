@@ -1,4 +1,4 @@
-//! The GRU kernel's block-level mat-vec: `out[b][r] = (bias[r] +) sum_k src[b][k] w[r][k]` for
+//! The shared-memory GRU kernel's block-level mat-vec: `out[b][r] = (bias[r] +) sum_k src[b][k] w[r][k]` for
 //! the block's batch rows (`Bp`, a multiple of 4) and weight rows (`R`, a multiple of 6), with
 //! `src` (`Bp x K`) and `w` (`R x K`) row-major in shared memory and `K % 128 == 0`.
 //!
@@ -14,75 +14,65 @@
 //!
 //! Also [`copy_rows`]: global rows to shared memory, float4 per thread, several loads in flight.
 
+use super::THREADS;
 use crate::ptx::*;
 
 /// float4 copies each thread issues before it stores any (loads in flight together; 12 spill
 /// at the rollout kernel's 128 registers).
 const UNROLL: u32 = 8;
 
-/// Copies `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r starts at element
-/// `row_elem(r)`) to shared `dst` (offset in floats, row stride k). Each thread issues up to
-/// `UNROLL` (8) float4 loads, then their stores, so one L2 round trip covers each group.
-#[allow(clippy::too_many_arguments)]
-pub fn copy_rows(
-    b: &mut KernelBuilder,
-    smem: &SharedArray<F32>,
-    dst: Reg<U32>,
-    rows: Reg<U32>,
-    k: Reg<U32>,
-    tid: Reg<U32>,
-    src: Reg<U64>,
-    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
-    nc: bool,
-) {
-    copy_rows_to(b, smem, dst, k, rows, k, tid, src, row_elem, nc);
+/// `row_elem(b, r)`: the element index of source row r's first float.
+pub type RowElem<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32> + 'a;
+
+/// A copy of `rows` rows of `k` floats (k % 4 == 0) from global `src` (row r starts at element
+/// `row_elem(r)`, read through the non-coherent cache) to shared offset `dst` (floats).
+pub struct RowCopy<'a> {
+    /// The block's dynamic shared array.
+    pub smem: &'a SharedArray<F32>,
+    /// Destination offset (floats).
+    pub dst: Reg<U32>,
+    /// Destination row stride (floats, a multiple of 4, at least k); `None`: k.
+    pub dst_stride: Option<Reg<U32>>,
+    /// Rows to copy.
+    pub rows: Reg<U32>,
+    /// Floats per row.
+    pub k: Reg<U32>,
+    /// Global source base.
+    pub src: Reg<U64>,
+    /// Element index of a row's first float.
+    pub row_elem: &'a RowElem<'a>,
 }
 
-/// [`copy_rows`] with shared row stride `dst_stride` floats (a multiple of 4, at least k).
-#[allow(clippy::too_many_arguments)]
-pub fn copy_rows_to(
-    b: &mut KernelBuilder,
-    smem: &SharedArray<F32>,
-    dst: Reg<U32>,
-    dst_stride: Reg<U32>,
-    rows: Reg<U32>,
-    k: Reg<U32>,
-    tid: Reg<U32>,
-    src: Reg<U64>,
-    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
-    nc: bool,
-) {
-    let k4 = b.shr(k, 2u32);
-    let total = b.mul(rows, k4);
-    b.for_range(
-        tid,
-        total,
-        super::gru_rollout::THREADS * UNROLL,
-        |b, base, _| {
-            let mut pending = Vec::with_capacity(UNROLL as usize);
-            for u in 0..UNROLL {
-                let idx = b.add(base, super::gru_rollout::THREADS * u);
-                let live = b.setp(Cmp::Lt, idx, total);
-                let r = b.div(idx, k4);
-                let c = b.rem(idx, k4);
-                let c = b.shl(c, 2u32);
-                let se = b.mad(r, dst_stride, c);
-                let se = b.add(se, dst);
-                let sa = b.shared_index(smem, se);
-                let start = row_elem(b, r);
-                let e = b.add(start, c);
-                let ga = b.index_addr(src, e, 4);
-                let mut v = None;
-                b.guarded(live, false, |b| {
-                    v = Some(b.ld_v4::<F32>(if nc { Space::GlobalNc } else { Space::Global }, ga))
-                });
-                pending.push((v.expect("the closure always runs"), live, sa));
-            }
-            for (v, live, sa) in pending {
-                b.guarded(live, false, |b| b.st_v4(Space::Shared, sa, v));
-            }
-        },
-    );
+/// Runs `copy` with the whole block (`tid`: the thread's index). Each thread issues up to
+/// `UNROLL` (8) float4 loads, then their stores, so one L2 round trip covers each group.
+pub fn copy_rows(b: &mut KernelBuilder, tid: Reg<U32>, copy: &RowCopy<'_>) {
+    let stride = copy.dst_stride.unwrap_or(copy.k);
+    let k4 = b.shr(copy.k, 2u32);
+    let total = b.mul(copy.rows, k4);
+    b.for_range(tid, total, THREADS * UNROLL, |b, base, _| {
+        let mut pending = Vec::with_capacity(UNROLL as usize);
+        for u in 0..UNROLL {
+            let idx = b.add(base, THREADS * u);
+            let live = b.setp(Cmp::Lt, idx, total);
+            let r = b.div(idx, k4);
+            let c = b.rem(idx, k4);
+            let c = b.shl(c, 2u32);
+            let se = b.mad(r, stride, c);
+            let se = b.add(se, copy.dst);
+            let sa = b.shared_index(copy.smem, se);
+            let start = (copy.row_elem)(b, r);
+            let e = b.add(start, c);
+            let ga = b.index_addr(copy.src, e, 4);
+            let mut v = None;
+            b.guarded(live, false, |b| {
+                v = Some(b.ld_v4::<F32>(Space::GlobalNc, ga))
+            });
+            pending.push((v.expect("the closure always runs"), live, sa));
+        }
+        for (v, live, sa) in pending {
+            b.guarded(live, false, |b| b.st_v4(Space::Shared, sa, v));
+        }
+    });
 }
 
 /// `bias_of(b, r)`: the global address of weight row `r`'s f32 bias.

@@ -1,26 +1,41 @@
 //! The `R_total` update of `rnn_orth` (block 0, passes after the first): `R_total <- R R_total`
 //! in shared memory, k ascending with fma, as `crate::rnn::cholqr::matmul` (see `orth`).
 
-use super::orth::{LD, WIDTH};
+use super::{LD, WIDTH};
 use crate::ptx::*;
 
 const WW: u32 = WIDTH * WIDTH;
+
+/// The factorisation's shared arrays: U (`lcol`), E (`erow`), R's diagonal and row scales.
+#[derive(Clone, Copy)]
+pub struct Factors<'a> {
+    /// `U = D L^T` by rows (R's upper part once scaled).
+    pub lcol: &'a SharedArray<F64>,
+    /// `E = L^{-1}` by rows (free after D: the previous product is staged here).
+    pub erow: &'a SharedArray<F64>,
+    /// R's diagonal `sqrt(d_i)`.
+    pub rdiag: &'a SharedArray<F64>,
+    /// R's row scales `1 / sqrt(d_i)`.
+    pub rscale: &'a SharedArray<F64>,
+}
 
 /// Block 0 after pass p >= 1 (D is done, so U's and E's shared arrays are free):
 /// `rt[p % 2] = R_p rt[(p - 1) % 2]` with R_p formed in place of U (its zero lower part is never
 /// written), the previous product staged in E's array; `out_ij = sum_k R_ik T_kj`, k ascending
 /// (fma), as `crate::rnn::cholqr::matmul`.
-#[allow(clippy::too_many_arguments)]
 pub fn total_r(
     b: &mut KernelBuilder,
     pass: Reg<U32>,
     rt: Reg<U64>,
     tid: Reg<U32>,
-    lcol: &SharedArray<F64>,
-    erow: &SharedArray<F64>,
-    rdiag: &SharedArray<F64>,
-    rscale: &SharedArray<F64>,
+    factors: &Factors<'_>,
 ) {
+    let Factors {
+        lcol,
+        erow,
+        rdiag,
+        rscale,
+    } = *factors;
     let prev = b.sub(pass, 1u32);
     let prev = b.and(prev, 1u32);
     let src = b.mul(prev, WW);

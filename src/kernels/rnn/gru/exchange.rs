@@ -1,4 +1,4 @@
-//! Steps 3 and 4 of `rnn_gru_rollout` (see its module notes): gathering a batch group's new
+//! Steps 3 and 4 of the GRU kernels (see `gru`'s module notes): gathering a batch group's new
 //! hidden state from the tagged exchange words of every block of the group, and the in-place
 //! layer norm and dropout of those rows.
 //!
@@ -7,39 +7,15 @@
 //! elements), up to [`IN_FLIGHT`] pairs at once so that one L2 round trip covers them; it
 //! re-loads the pairs whose tags are not yet this step's, all in one round.
 
-use super::barrier::give_up_when_late;
-use super::gru_rollout::{Ctx, THREADS};
-use super::mathf::hash32;
+use super::{Exchange, THREADS};
+use crate::kernels::rnn::barrier::give_up_when_late;
+use crate::kernels::rnn::mathf::hash32;
 use crate::ptx::*;
 
 /// Pairs a thread has in flight on the shared-memory path (Bg = 8, H = 256: 4 pairs per thread;
 /// 6 or more spill on sm_90). The weight-stationary path passes 2: its 64 held weights leave no
 /// room for more (3 or 4 spill).
 pub const IN_FLIGHT: u32 = 4;
-
-/// What the exchange needs: the kernel's per-block registers ([`Ctx`], reached through `Deref`)
-/// and where the block's h rows start in the shared array (floats).
-pub(super) struct Exchange<'a> {
-    pub c: &'a Ctx<'a>,
-    pub o_h: Reg<U32>,
-}
-
-impl<'a> std::ops::Deref for Exchange<'a> {
-    type Target = Ctx<'a>;
-    fn deref(&self) -> &Ctx<'a> {
-        self.c
-    }
-}
-
-impl Exchange<'_> {
-    /// Element index of (member e, step t, group row `row`, unit 0) in `hx` and `out`.
-    pub fn word_index(&self, b: &mut KernelBuilder, t: Reg<U32>, row: Reg<U32>) -> Reg<U32> {
-        let s = b.add(self.et, t);
-        let r = b.mad(s, self.p.bp, self.row0);
-        let r = b.add(r, row);
-        b.mul(r, self.p.h)
-    }
-}
 
 /// How [`gather`] runs: pairs in flight per thread, whether the block's own units are skipped
 /// (j0 .. j1, even bounds: the cell wrote them), `H / 2` when it is known when the kernel is built
@@ -70,8 +46,8 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
     };
     let zero = b.mov(0u32);
     let base_w = ex.word_index(b, t, zero);
-    let st_e = b.mul_wide(ex.e, 16u32);
-    let status = b.add(p.state, st_e);
+    let state_bytes = b.mul_wide(ex.e, 16u32);
+    let status = b.add(p.state, state_bytes);
     let status = b.add(status, 8u64);
     let start = b.clock64();
     b.for_range(ex.tid, pairs, THREADS * g.in_flight, |b, base, _| {
@@ -231,11 +207,11 @@ pub(super) fn transform(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>) {
                     b.mov_to(y, v);
                 });
                 b.if_then(p.drop, |b| {
-                    let etb = b.add(ex.et, t);
+                    let etb = b.add(ex.member_steps, t);
                     let etb = b.mad(etb, p.batch, grow);
                     let ctr = b.mad(etb, p.h, unit);
-                    let hsh = hash32(b, ctr, p.slo, p.shi);
-                    let keep = b.setp(Cmp::Ge, hsh, p.thr);
+                    let hsh = hash32(b, ctr, p.seed_lo, p.seed_hi);
+                    let keep = b.setp(Cmp::Ge, hsh, p.drop_threshold);
                     let scaled = b.mul(y, p.scale);
                     let v = b.selp(scaled, 0.0f32, keep);
                     b.mov_to(y, v);

@@ -1,10 +1,11 @@
 //! The weight-stationary GRU path's input projection `gi = W_ih x + b_ih` (see
-//! `gru_stationary`'s notes): per step from W_ih in shared memory, split between warps, with x
+//! `stationary`'s notes): per step from W_ih in shared memory, split between warps, with x
 //! streamed into shared memory, or for every step before step 0 from W_ih in registers.
 
-use super::gru_rollout::{reciprocal, Ctx, THREADS};
-use super::gru_stationary::{hold, layout, partials, sum, Lane, WIH_STRIDE};
-use super::gru_tile::copy_rows;
+use super::matvec::{hold, partials, sum, Sources};
+use super::{layout, Lane, WIH_STRIDE};
+use crate::kernels::rnn::gru::tile::{copy_rows, RowCopy};
+use crate::kernels::rnn::gru::{reciprocal, Ctx, THREADS};
 use crate::ptx::*;
 
 /// `gi[s][row][lr] = b_ih[lr] + sum_k W_ih[lr][k] x[s][row][k]` of step s (x buffer `s % 2` to
@@ -92,8 +93,8 @@ fn project_rows(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, chunk: Reg<U32>
 /// Element index of x of step `ts`, the block's first row (the rows are contiguous: Ip = 128).
 fn x_elem(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>) -> Reg<U32> {
     let p = c.p;
-    let g0 = b.mad(ts, p.bp, c.row0);
-    b.mad(g0, p.ip, c.e_x)
+    let g0 = b.mad(ts, p.batch_pad, c.row0);
+    b.mad(g0, p.ip, c.x_base)
 }
 
 /// `prefetch.global.L1` of x of step `ts` (the block's rows, a 128-byte line per thread) when
@@ -133,23 +134,23 @@ pub(super) fn copy_x(b: &mut KernelBuilder, c: &Ctx<'_>, ts: Reg<U32>, on: Reg<P
     });
 }
 
-/// gi of step `s` split between the warps with cells (the first `cw`) and the others: the
-/// `8 - cw` spare warps start at once (during the cells) and take chunks of 8 gate rows
-/// `0 .. K`, `K = min(chunks, 2 (8 - cw))`, in turn; the cell warps take the chunks from K on
+/// gi of step `s` split between the warps with cells (the first `cw = cell_warps`) and the
+/// others: the `8 - cw` spare warps start at once (during the cells) and take chunks of 8 gate
+/// rows `0 .. K`, `K = min(chunks, 2 (8 - cw))`, in turn; the cell warps take the chunks from K on
 /// after their cells. Everything is warp-uniform (the addressing stays in uniform registers).
-pub(super) fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cw: Reg<U32>) {
+pub(super) fn project_split(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, cell_warps: Reg<U32>) {
     let r7 = b.add(c.r3, 7u32);
     let chunks = b.shr(r7, 3u32);
     let all = b.mov(THREADS / 32);
-    let spare = b.sub(all, cw);
+    let spare = b.sub(all, cell_warps);
     let k = b.shl(spare, 1u32);
     let k = b.min(k, chunks);
-    let is_spare = b.setp(Cmp::Ge, c.warp, cw);
-    let first_spare = b.sub(c.warp, cw);
+    let is_spare = b.setp(Cmp::Ge, c.warp, cell_warps);
+    let first_spare = b.sub(c.warp, cell_warps);
     let first_cell = b.add(k, c.warp);
     let first = b.selp(first_spare, first_cell, is_spare);
     let end = b.selp(k, chunks, is_spare);
-    let stride = b.selp(spare, cw, is_spare);
+    let stride = b.selp(spare, cell_warps, is_spare);
     b.for_range(first, end, stride, |b, chunk, _| {
         project_rows(b, c, s, chunk)
     });
@@ -162,23 +163,23 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
     let lay = layout(b, c);
     let first = b.min(p.steps, count);
     let xrows = b.mul(first, c.rows);
-    copy_rows(
-        b,
-        c.smem,
-        lay.x,
-        xrows,
-        p.ip,
-        c.tid,
-        p.x,
-        &|b, q| {
-            let step = b.div(q, c.rows);
-            let r = b.rem(q, c.rows);
-            let xr = b.mad(step, p.bp, c.row0);
-            let xr = b.add(xr, r);
-            b.mad(xr, p.ip, c.e_x)
-        },
-        true,
-    );
+    let x_row = |b: &mut KernelBuilder, q| {
+        let step = b.div(q, c.rows);
+        let r = b.rem(q, c.rows);
+        let xr = b.mad(step, p.batch_pad, c.row0);
+        let xr = b.add(xr, r);
+        b.mad(xr, p.ip, c.x_base)
+    };
+    let copy = RowCopy {
+        smem: c.smem,
+        dst: lay.x,
+        dst_stride: None,
+        rows: xrows,
+        k: p.ip,
+        src: p.x,
+        row_elem: &x_row,
+    };
+    copy_rows(b, c.tid, &copy);
 }
 
 /// Precompute mode (`chunk != 0`): gi of every step before step 0, with W_ih held in registers
@@ -192,7 +193,7 @@ pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg
     let (p, smem) = (c.p, c.smem);
     let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| {
         let gr = c.grow(b, lr);
-        b.mad(gr, p.ip, c.e_wih)
+        b.mad(gr, p.ip, c.w_ih_base)
     });
     stage_x(b, c, p.steps);
     b.bar_sync();
@@ -204,7 +205,13 @@ pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg
         let s0 = b.shl(ph, 1u32);
         let src = b.mad(s0, lay.xbuf, lay.x);
         let rows = phase_rows(b, c, ph);
-        partials(b, smem, &wih, lane, src, p.ip, rows, lay.scratch);
+        let from = Sources {
+            src,
+            k: p.ip,
+            rows,
+            scratch: lay.scratch,
+        };
+        partials(b, smem, &wih, lane, &from);
         b.bar_sync();
         let more = b.setp(Cmp::Lt, ph, last);
         b.if_then(more, |b| {
@@ -232,7 +239,7 @@ pub(super) fn precompute_sums(b: &mut KernelBuilder, c: &Ctx<'_>, ph: Reg<U32>) 
     let outs = b.mul(rows, c.r3);
     let q0 = b.shl(ph, 1u32);
     let q0 = b.mul(q0, c.rows);
-    // idx / 3J by `gru_rollout::reciprocal`: idx 3J < 2^20 (idx < 2 x 32 x 64).
+    // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 2 x 32 x 64).
     let magic = reciprocal(b, c.r3, 20);
     b.for_range(c.tid, outs, THREADS, |b, idx, _| {
         let q = b.mul(idx, magic);

@@ -1,54 +1,8 @@
-//! `rnn_gemm_nn` / `rnn_gemm_tn`: `C = op(A) B` in f32 for the randomized SVD's tall-skinny
-//! products (`A Omega`, `A Q`: op = identity; `A^T Q`: op = transpose), tiled in shared memory
-//! with register blocking and split along the inner dimension.
-//!
-//! Shapes (row-major f32): C is `M x N`, B is `K x N`, op(A) is `M x K`; A is stored `M x lda`
-//! (nn) or `K x lda` (tn). The host guarantees `M % BM == 0`, `N % BN == 0`, `K % BK == 0`,
-//! `lda % 4 == 0` and 16-byte aligned bases (it pads A and the sketches with zeros), so the
-//! kernel has no edge cases.
-//!
-//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), [`THREADS`] threads. Block
-//! (x, y, z) owns the `BM x BN` tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps
-//! a multiple of BK). Per `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared
-//! buffers while the other one is multiplied (one `bar.sync` per slice); the next slice is
-//! loaded into registers before the current one is multiplied. Thread t owns 4 rows and the
-//! columns `6 (t % 8) .. +6` of the tile and accumulates k ascending within the range (24 fmas
-//! per k):
-//! - tn copies rows of A straight into `As[k][m]` (row stride [`AS_STRIDE`]); thread t owns rows
-//!   `4 (t / 8) .. +4`: per k one 16-byte load of A and three 8-byte loads of B;
-//! - nn copies rows of A straight into `As[m][k]` (row stride [`ASN_STRIDE`]; a warp loads 4
-//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + 32 i` (i < 4): per 4 k four
-//!   16-byte loads of A (the 4 rows a warp reads at once fall in distinct banks) and twelve
-//!   8-byte loads of B. No transposing scalar stores.
-//!
-//! With S = 1 the block writes its tile of C. With S > 1 it writes its partial tile to
-//! `partial[z]` (`S x M x N`), fences, and counts itself in `counters[x * gridDim.y + y]`; the
-//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; two
-//! partials' loads in flight per trip), writes C and resets the counter to 0 for the next launch.
+//! Builds `rnn_gemm_nn` and `rnn_gemm_tn` (see `gemm`'s module notes).
 
+use super::slice::{load_slice, store_slice, Tiles};
+use super::{a_tile_len, Ctx, ASN_STRIDE, AS_STRIDE, BK, BM, BN, THREADS};
 use crate::ptx::*;
-
-/// Rows of C per block.
-pub const BM: u32 = 128;
-/// Columns of C per block.
-pub const BN: u32 = 48;
-/// Inner slice per shared-memory stage.
-pub const BK: u32 = 32;
-/// Threads per block.
-pub const THREADS: u32 = 256;
-/// Row stride of the staged tn A tile `As[k][m]` (floats): 16-byte aligned rows.
-pub const AS_STRIDE: u32 = BM + 4;
-/// Row stride of the staged nn A tile `As[m][k]` (floats): 16-byte rows, and 4 consecutive rows
-/// start 4 banks apart.
-pub const ASN_STRIDE: u32 = BK + 4;
-/// Floats of one staged A tile (nn or tn).
-const fn a_tile_len(trans: bool) -> u32 {
-    if trans {
-        BK * AS_STRIDE
-    } else {
-        BM * ASN_STRIDE
-    }
-}
 
 /// `C = A B`.
 pub fn build_nn(target: Target) -> Module {
@@ -58,124 +12,6 @@ pub fn build_nn(target: Target) -> Module {
 /// `C = A^T B`.
 pub fn build_tn(target: Target) -> Module {
     build(target, true)
-}
-
-struct Ctx {
-    a: Reg<U64>,
-    bm: Reg<U64>,
-    lda: Reg<U32>,
-    n: Reg<U32>,
-    m0: Reg<U32>,
-    n0: Reg<U32>,
-    tid: Reg<U32>,
-    trans: bool,
-    /// nn: element offset in A of the thread's first load at k0 = 0 (row m0 + t / 8, column
-    /// 4 (t % 8)); load j is 32 j rows further.
-    nn_ld: Reg<U32>,
-    /// nn: `As` index of the thread's first store (row t / 8, column 4 (t % 8)).
-    nn_st: Reg<U32>,
-}
-
-fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [Reg<F32>; 4] {
-    match pred {
-        None => b.ld_v4::<F32>(Space::GlobalNc, addr),
-        Some(p) => {
-            let mut out = None;
-            b.guarded(p, false, |b| {
-                out = Some(b.ld_v4::<F32>(Space::GlobalNc, addr))
-            });
-            out.expect("the closure always runs")
-        }
-    }
-}
-
-/// A thread's A and B float4 registers of one slice.
-type Fragments = (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>);
-
-/// Global loads of one BK slice starting at inner index `k0`: 4 float4 of A, 2 float4 of B (the
-/// second only for threads < 128), all predicated on `pred` when given.
-fn load_slice(b: &mut KernelBuilder, c: &Ctx, k0: Reg<U32>, pred: Option<Reg<Pred>>) -> Fragments {
-    let lane = b.and(c.tid, 31u32);
-    let w = b.shr(c.tid, 5u32);
-    let mut av = Vec::new();
-    for j in 0..4u32 {
-        let idx = if c.trans {
-            // A^T: row k0 + w + 8j of A, columns m0 + 4 lane ..
-            let kr = b.add(k0, w);
-            let kr = b.add(kr, 8 * j);
-            let col = b.shl(lane, 2u32);
-            let col = b.add(col, c.m0);
-            b.mad(kr, c.lda, col)
-        } else {
-            // A: row m0 + t / 8 + 32 j, columns k0 + 4 (t % 8) .. (a warp reads 4 rows x 128
-            // contiguous bytes).
-            let base = b.add(c.nn_ld, k0);
-            b.mad(c.lda, 32 * j, base)
-        };
-        let addr = b.index_addr(c.a, idx, 4);
-        av.push(ld_v4_if(b, addr, pred));
-    }
-    let mut bv = Vec::new();
-    let low = b.setp(Cmp::Lt, c.tid, 128u32);
-    let second = match pred {
-        Some(p) => b.and(p, low),
-        None => low,
-    };
-    for j in 0..2u32 {
-        let idx = b.add(c.tid, 256 * j);
-        let row = b.div(idx, 12u32);
-        let chunk = b.rem(idx, 12u32);
-        let kr = b.add(k0, row);
-        let col = b.mad(chunk, 4u32, c.n0);
-        let e = b.mad(kr, c.n, col);
-        let addr = b.index_addr(c.bm, e, 4);
-        bv.push(ld_v4_if(b, addr, if j == 0 { pred } else { Some(second) }));
-    }
-    (av, bv)
-}
-
-/// Stores a loaded slice into buffer `buf` (0 or 1, a register) of the staged tiles.
-#[allow(clippy::too_many_arguments)]
-fn store_slice(
-    b: &mut KernelBuilder,
-    c: &Ctx,
-    a_sh: &SharedArray<F32>,
-    b_sh: &SharedArray<F32>,
-    buf: Reg<U32>,
-    av: &[[Reg<F32>; 4]],
-    bv: &[[Reg<F32>; 4]],
-) {
-    let lane = b.and(c.tid, 31u32);
-    let w = b.shr(c.tid, 5u32);
-    let a_off = b.mul(buf, a_tile_len(c.trans));
-    let b_off = b.mul(buf, BK * BN);
-    for (j, v) in av.iter().enumerate() {
-        let e = if c.trans {
-            let k = b.add(w, 8 * j as u32);
-            let col = b.shl(lane, 2u32);
-            b.mad(k, AS_STRIDE, col)
-        } else {
-            b.add(c.nn_st, 32 * ASN_STRIDE * j as u32)
-        };
-        let e = b.add(e, a_off);
-        let addr = b.shared_index(a_sh, e);
-        b.st_v4(Space::Shared, addr, *v);
-    }
-    for (j, v) in bv.iter().enumerate() {
-        let idx = b.add(c.tid, 256 * j as u32);
-        let row = b.div(idx, 12u32);
-        let chunk = b.rem(idx, 12u32);
-        let col = b.shl(chunk, 2u32);
-        let e = b.mad(row, BN, col);
-        let e = b.add(e, b_off);
-        let addr = b.shared_index(b_sh, e);
-        if j == 0 {
-            b.st_v4(Space::Shared, addr, *v);
-        } else {
-            let has = b.setp(Cmp::Lt, c.tid, 128u32);
-            b.guarded(has, false, |b| b.st_v4(Space::Shared, addr, *v));
-        }
-    }
 }
 
 fn build(target: Target, trans: bool) -> Module {
@@ -206,6 +42,7 @@ fn build(target: Target, trans: bool) -> Module {
     // (free after the main loop's final barrier).
     let a_sh = b.shared_array::<F32>("a_tile", 2 * a_tile_len(trans));
     let b_sh = b.shared_array::<F32>("b_tile", 2 * BK * BN);
+    let tiles = Tiles { a: &a_sh, b: &b_sh };
     let tid = b.special(Special::TidX);
     let bx = b.special(Special::CtaidX);
     let by = b.special(Special::CtaidY);
@@ -244,9 +81,9 @@ fn build(target: Target, trans: bool) -> Module {
 
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
     b.if_then(has_work, |b| {
-        let (av, bv) = load_slice(b, &ctx, k_begin, None);
+        let first = load_slice(b, &ctx, k_begin, None);
         let zero = b.mov(0u32);
-        store_slice(b, &ctx, &a_sh, &b_sh, zero, &av, &bv);
+        store_slice(b, &ctx, &tiles, zero, &first);
         b.bar_sync();
         // Byte offsets of the thread's A and B reads in buffer 0.
         let a_first = if trans {
@@ -264,7 +101,7 @@ fn build(target: Target, trans: bool) -> Module {
             let next = b.add(k0, BK);
             let has_next = b.setp(Cmp::Lt, next, k_end);
             // Prefetch the next slice (predicated: the last pass loads nothing).
-            let (nav, nbv) = load_slice(b, &ctx, next, Some(has_next));
+            let next_slice = load_slice(b, &ctx, next, Some(has_next));
             let odd = b.setp(Cmp::Ne, cur, 0u32);
             let a_base: Addr = b.selp(a_base1, a_base0, odd).into();
             let b_base: Addr = b.selp(b_base1, b_base0, odd).into();
@@ -312,7 +149,7 @@ fn build(target: Target, trans: bool) -> Module {
             }
             let other = b.xor(cur, 1u32);
             b.if_then(has_next, |b| {
-                store_slice(b, &ctx, &a_sh, &b_sh, other, &nav, &nbv)
+                store_slice(b, &ctx, &tiles, other, &next_slice)
             });
             b.mov_to(cur, other);
             b.bar_sync();

@@ -1,0 +1,74 @@
+//! `rnn_gemm_nn` / `rnn_gemm_tn`: `C = op(A) B` in f32 for the randomized SVD's tall-skinny
+//! products (`A Omega`, `A Q`: op = identity; `A^T Q`: op = transpose), tiled in shared memory
+//! with register blocking and split along the inner dimension.
+//!
+//! Shapes (row-major f32): C is `M x N`, B is `K x N`, op(A) is `M x K`; A is stored `M x lda`
+//! (nn) or `K x lda` (tn). The host guarantees `M % BM == 0`, `N % BN == 0`, `K % BK == 0`,
+//! `lda % 4 == 0` and 16-byte aligned bases (it pads A and the sketches with zeros), so the
+//! kernel has no edge cases.
+//!
+//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), [`THREADS`] threads. Block
+//! (x, y, z) owns the `BM x BN` tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps
+//! a multiple of BK). Per `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared
+//! buffers while the other one is multiplied (one `bar.sync` per slice); the next slice is
+//! loaded into registers before the current one is multiplied. Thread t owns 4 rows and the
+//! columns `6 (t % 8) .. +6` of the tile and accumulates k ascending within the range (24 fmas
+//! per k):
+//! - tn copies rows of A straight into `As[k][m]` (row stride [`AS_STRIDE`]); thread t owns rows
+//!   `4 (t / 8) .. +4`: per k one 16-byte load of A and three 8-byte loads of B;
+//! - nn copies rows of A straight into `As[m][k]` (row stride [`ASN_STRIDE`]; a warp loads 4
+//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + 32 i` (i < 4): per 4 k four
+//!   16-byte loads of A (the 4 rows a warp reads at once fall in distinct banks) and twelve
+//!   8-byte loads of B. No transposing scalar stores.
+//!
+//! With S = 1 the block writes its tile of C. With S > 1 it writes its partial tile to
+//! `partial[z]` (`S x M x N`), fences, and counts itself in `counters[x * gridDim.y + y]`; the
+//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; two
+//! partials' loads in flight per trip), writes C and resets the counter to 0 for the next launch.
+
+pub mod kernel;
+pub mod slice;
+
+use crate::ptx::*;
+
+/// Rows of C per block.
+pub const BM: u32 = 128;
+/// Columns of C per block.
+pub const BN: u32 = 48;
+/// Inner slice per shared-memory stage.
+pub const BK: u32 = 32;
+/// Threads per block.
+pub const THREADS: u32 = 256;
+/// Row stride of the staged tn A tile `As[k][m]` (floats): 16-byte aligned rows.
+pub const AS_STRIDE: u32 = BM + 4;
+/// Row stride of the staged nn A tile `As[m][k]` (floats): 16-byte rows, and 4 consecutive rows
+/// start 4 banks apart.
+pub const ASN_STRIDE: u32 = BK + 4;
+/// Floats of one staged A tile (nn or tn).
+pub(super) const fn a_tile_len(trans: bool) -> u32 {
+    if trans {
+        BK * AS_STRIDE
+    } else {
+        BM * ASN_STRIDE
+    }
+}
+
+/// The block's operands and place (registers of the kernel).
+pub(super) struct Ctx {
+    pub a: Reg<U64>,
+    pub bm: Reg<U64>,
+    pub lda: Reg<U32>,
+    pub n: Reg<U32>,
+    pub m0: Reg<U32>,
+    pub n0: Reg<U32>,
+    pub tid: Reg<U32>,
+    pub trans: bool,
+    /// nn: element offset in A of the thread's first load at k0 = 0 (row m0 + t / 8, column
+    /// 4 (t % 8)); load j is 32 j rows further.
+    pub nn_ld: Reg<U32>,
+    /// nn: `As` index of the thread's first store (row t / 8, column 4 (t % 8)).
+    pub nn_st: Reg<U32>,
+}
+
+/// A thread's A and B float4 registers of one slice.
+pub(super) type Fragments = (Vec<[Reg<F32>; 4]>, Vec<[Reg<F32>; 4]>);
