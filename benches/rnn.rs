@@ -36,7 +36,8 @@ fn gpu(c: &mut Criterion) {
     };
     let s = gpu.stream().clone();
     for id in [
-        ptxflow::kernels::KernelId::RnnGruRollout,
+        ptxflow::kernels::KernelId::RnnGruShared,
+        ptxflow::kernels::KernelId::RnnGruStationary,
         ptxflow::kernels::KernelId::RnnOrth,
         ptxflow::kernels::KernelId::RnnGemmNn,
     ] {
@@ -149,7 +150,7 @@ fn gpu(c: &mut Criterion) {
         });
         gg.check(&s).expect("barriers");
         if gg.stationary() && !name.contains("_s13_") {
-            // Phases of block 0 (clock stamps, `gru_stationary::STAMPS`), us at the nominal clock.
+            // Phases of block 0 (clock stamps, `gru::stationary::STAMPS`), us at the nominal clock.
             let st = gg
                 .rollout_device_stamped(&s, &xs.slice(..), &h0.slice(..), SHAPE)
                 .expect("stamps");

@@ -90,8 +90,11 @@ kernel_table! {
     RnnDenseF32 => rnn::dense::build_f32, "rnn_dense_f32", [Sm75];
     /// Dense encoder `relu(x W + b)`, f16 weight storage, f32 accumulation.
     RnnDenseF16 => rnn::dense::build_f16, "rnn_dense_f16", [Sm75];
-    /// GRU rollout (single or ensemble) as one persistent cooperative kernel.
-    RnnGruRollout => rnn::gru::rollout::build, "rnn_gru_rollout", [Sm75];
+    /// GRU rollout (single or ensemble), one persistent cooperative kernel, weights in shared memory.
+    RnnGruShared => rnn::gru::shared::build, "rnn_gru_shared", [Sm75];
+    /// GRU rollout (single or ensemble), one persistent cooperative kernel, W_hh in registers
+    /// (H = 256, padded input 128).
+    RnnGruStationary => rnn::gru::stationary::kernel::build, "rnn_gru_stationary", [Sm75];
     /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
     RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).

@@ -23,6 +23,17 @@ pub(super) struct Shape {
     pub stationary: bool,
 }
 
+impl Shape {
+    /// The kernel that runs this shape.
+    pub fn kernel(&self) -> KernelId {
+        if self.stationary {
+            KernelId::RnnGruStationary
+        } else {
+            KernelId::RnnGruShared
+        }
+    }
+}
+
 /// Dynamic shared memory of the rollout kernel for one block shape (`chunk` as the kernel reads
 /// it: gi steps at once on the shared-memory path; 0 or max steps on the stationary path).
 pub(super) fn smem_bytes(
@@ -59,7 +70,12 @@ pub(super) fn choose_shape(
     max_steps: usize,
     launch: GruLaunch,
 ) -> Result<Shape> {
-    let f = gpu.function(KernelId::RnnGruRollout)?;
+    let held = gpu.function(KernelId::RnnGruStationary)?;
+    let f = gpu.function(KernelId::RnnGruShared)?;
+    let (held_name, name) = (
+        KernelId::RnnGruStationary.name(),
+        KernelId::RnnGruShared.name(),
+    );
     let (hu, e) = (h as u32, members as u64);
     let sms = u64::from(gpu.facts().sm_count.max(1));
     let optin = gpu.facts().max_shared_per_block_optin;
@@ -114,8 +130,8 @@ pub(super) fn choose_shape(
                     if bytes > optin {
                         continue;
                     }
-                    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
-                    let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+                    allow_dynamic_smem(gpu, &held, bytes, held_name)?;
+                    let cap = cooperative_capacity(gpu, &held, THREADS, bytes)?;
                     best_cap = best_cap.max(cap);
                     // Ties go to more blocks: (cost, MAX - blocks); the first mode that fits wins.
                     let key = (
@@ -145,7 +161,7 @@ pub(super) fn choose_shape(
             if bytes > optin {
                 continue;
             }
-            allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+            allow_dynamic_smem(gpu, &f, bytes, name)?;
             let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
             best_cap = best_cap.max(cap);
             if blocks > u64::from(cap) {
@@ -170,7 +186,7 @@ pub(super) fn choose_shape(
     }
     if let Some(shape) = best_st {
         let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, true);
-        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        allow_dynamic_smem(gpu, &held, bytes, held_name)?;
         return Ok(shape);
     }
     let mut shape = best.ok_or(Error::Capacity {
@@ -184,13 +200,13 @@ pub(super) fn choose_shape(
         if bytes > optin {
             break;
         }
-        allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+        allow_dynamic_smem(gpu, &f, bytes, name)?;
         if cooperative_capacity(gpu, &f, THREADS, bytes)? < shape.blocks {
             break;
         }
         shape.chunk = c;
     }
     let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, false);
-    allow_dynamic_smem(gpu, &f, bytes, "rnn_gru_rollout")?;
+    allow_dynamic_smem(gpu, &f, bytes, name)?;
     Ok(shape)
 }

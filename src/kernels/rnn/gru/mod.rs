@@ -51,7 +51,6 @@
 
 pub mod cell;
 pub mod exchange;
-pub mod rollout;
 pub mod shared;
 pub mod stationary;
 pub mod tile;
@@ -90,12 +89,6 @@ pub(super) struct P {
     pub scale: Reg<F32>,
     pub seed_lo: Reg<U32>,
     pub seed_hi: Reg<U32>,
-    /// The weight-stationary path (`gru::stationary`).
-    pub stationary: Reg<Pred>,
-    /// Clock stamps (0 or `gru::stationary::STAMPS` u64; bench instrumentation).
-    pub stamps: Param<U64>,
-    /// Stamps on and this is thread 0 of block 0.
-    pub stamping: Reg<Pred>,
 }
 
 /// The pointer parameters, in signature order.
@@ -104,7 +97,7 @@ const POINTERS: [&str; 11] = [
 ];
 
 /// The u32 parameters, in signature order (after [`POINTERS`]).
-const SIZES: [&str; 15] = [
+const SIZES: [&str; 14] = [
     "x_member_stride",
     "steps",
     "batch",
@@ -119,7 +112,6 @@ const SIZES: [&str; 15] = [
     "drop_threshold",
     "seed_lo",
     "seed_hi",
-    "stationary",
 ];
 
 /// Position of `name` in a parameter list (a name this file spells, so always there).
@@ -135,26 +127,14 @@ fn params(b: &mut KernelBuilder) -> P {
     let sizes: Vec<Param<U32>> = SIZES.iter().map(|n| b.param::<U32>(n)).collect();
     let peps = b.param::<F32>("ln_eps");
     let pscale = b.param::<F32>("drop_scale");
-    let stamps = b.param::<U64>("stamps");
     let g: Vec<Reg<U64>> = ptrs.iter().map(|p| b.global_ptr(p)).collect();
     let u: Vec<Reg<U32>> = sizes.iter().map(|p| b.ld_param(p)).collect();
     let ptr = |name: &str| g[slot(&POINTERS, name)];
     let size = |name: &str| u[slot(&SIZES, name)];
     let ln = b.setp(Cmp::Ne, size("layer_norm"), 0u32);
     let drop = b.setp(Cmp::Ne, size("dropout"), 0u32);
-    let stationary = b.setp(Cmp::Ne, size("stationary"), 0u32);
     let eps = b.ld_param(&peps);
     let scale = b.ld_param(&pscale);
-    let sp = b.ld_param(&stamps);
-    let stamping = {
-        let nz = b.setp(Cmp::Ne, sp, 0u64);
-        let tid = b.special(Special::TidX);
-        let cta = b.special(Special::CtaidX);
-        let t0 = b.setp(Cmp::Eq, tid, 0u32);
-        let b0 = b.setp(Cmp::Eq, cta, 0u32);
-        let p = b.and(nz, t0);
-        b.and(p, b0)
-    };
     P {
         x: ptr("x"),
         h0: ptr("h0"),
@@ -183,9 +163,6 @@ fn params(b: &mut KernelBuilder) -> P {
         scale,
         seed_lo: size("seed_lo"),
         seed_hi: size("seed_hi"),
-        stationary,
-        stamps,
-        stamping,
     }
 }
 

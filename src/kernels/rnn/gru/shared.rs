@@ -1,5 +1,5 @@
-//! The GRU rollout with its weights in shared memory (the shared-memory path; ABI and steps in
-//! `gru`'s module notes): any H and padded input width (multiples of 128).
+//! `rnn_gru_shared`: the GRU rollout with its weights in shared memory (ABI and steps in `gru`'s
+//! module notes): any H and padded input width (multiples of 128).
 //!
 //! A block keeps its 3J rows of W_hh and W_ih in shared memory (local row `3 jj + q` is gate q of
 //! unit j0 + jj), its rows of h, and `gi = W_ih x + b_ih` for C steps at once (`chunk`; it does
@@ -13,7 +13,7 @@
 use super::cell::{cell, CellAt, NewState};
 use super::exchange::{gather, transform, Gather, IN_FLIGHT};
 use super::tile::{copy_rows, matvec, MatVec, RowCopy};
-use super::{Ctx, Exchange, THREADS};
+use super::{kernel, Ctx, Exchange, THREADS};
 use crate::ptx::*;
 
 /// Dynamic shared memory of one block in floats, for `bg` rows, at most `j` units, `c` steps of gi:
@@ -23,8 +23,13 @@ pub fn smem_floats(bg: u32, ip: u32, h: u32, j: u32, c: u32) -> u32 {
     3 * j * (h + ip) + c * bg * (ip + 3 * j) + bg * (h + 3 * j)
 }
 
-/// The whole rollout on the shared-memory path (all threads; after [`super::block_context`]).
-pub(super) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    kernel(target, "rnn_gru_shared", rollout)
+}
+
+/// The whole rollout (all threads; after `gru::block_context`).
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let p = c.p;
     let smem = c.smem;
     let (tid, lane, warp, e, rows, r3) = (c.tid, c.lane, c.warp, c.e, c.rows, c.r3);

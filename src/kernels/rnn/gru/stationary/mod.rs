@@ -41,11 +41,11 @@
 //!
 //! This file holds what the path's helpers share (constants, shared layout, a lane's place,
 //! stamps): [`matvec`] holds the register mat-vec, [`project`] the input projection and
-//! [`rollout`] the prologue and step loop.
+//! [`kernel`] the kernel: prologue and step loop.
 
+pub mod kernel;
 pub mod matvec;
 pub mod project;
-pub mod rollout;
 
 use super::{Ctx, P};
 use crate::ptx::*;
@@ -57,17 +57,40 @@ use crate::ptx::*;
 /// transform).
 pub const STAMPS: u32 = 4 + 3 * 16;
 
-/// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
-fn stamp(b: &mut KernelBuilder, p: &P, idx: Reg<U32>) {
-    let ok = b.setp(Cmp::Lt, idx, STAMPS);
-    let on = b.and(p.stamping, ok);
-    b.if_then(on, |b| {
-        let t = b.clock64();
-        let base = b.ld_param(&p.stamps);
-        let base = b.to_global(base);
-        let a = b.index_addr(base, idx, 8);
-        b.st(Space::Global, a, t);
-    });
+/// Block 0's clock stamps: the `stamps` parameter (0 or [`STAMPS`] u64, bench instrumentation)
+/// and whether this thread writes them (stamps on, thread 0 of block 0).
+pub(super) struct Stamps {
+    param: Param<U64>,
+    on: Reg<Pred>,
+}
+
+impl Stamps {
+    /// Declares the `stamps` parameter (the kernel's last).
+    pub fn declare(b: &mut KernelBuilder, c: &Ctx<'_>) -> Self {
+        let param = b.param::<U64>("stamps");
+        let base = b.ld_param(&param);
+        let nz = b.setp(Cmp::Ne, base, 0u64);
+        let cta = b.special(Special::CtaidX);
+        let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
+        let b0 = b.setp(Cmp::Eq, cta, 0u32);
+        let first = b.and(nz, t0);
+        let on = b.and(first, b0);
+        Stamps { param, on }
+    }
+
+    /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
+    /// The base is reloaded each time: the step loop has no register to keep it in.
+    pub fn write(&self, b: &mut KernelBuilder, idx: Reg<U32>) {
+        let ok = b.setp(Cmp::Lt, idx, STAMPS);
+        let on = b.and(self.on, ok);
+        b.if_then(on, |b| {
+            let t = b.clock64();
+            let base = b.ld_param(&self.param);
+            let base = b.to_global(base);
+            let a = b.index_addr(base, idx, 8);
+            b.st(Space::Global, a, t);
+        });
+    }
 }
 
 /// Weight rows a lane group covers (16 lanes x 4 rows).

@@ -1,18 +1,28 @@
-//! The weight-stationary path's prologue and step loop (see `stationary`'s module notes).
+//! `rnn_gru_stationary`: the GRU rollout with W_hh in registers (H = 256, padded input 128; ABI
+//! and steps in `gru`'s module notes, this path's in `stationary`'s): the prologue and the step
+//! loop.
 
 use super::matvec::{hold, partials, sum, Sources};
 use super::project::{
     copy_x, precompute, precompute_sums, prefetch_x, project, project_split, stage_x,
 };
-use super::{and_not, layout, precomputed, stamp, Lane, WIH_STRIDE};
+use super::{and_not, layout, precomputed, Lane, Stamps, WIH_STRIDE};
 use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
 use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
 use crate::kernels::rnn::gru::tile::{copy_rows, RowCopy};
-use crate::kernels::rnn::gru::{reciprocal, Ctx, Exchange, THREADS};
+use crate::kernels::rnn::gru::{kernel, reciprocal, Ctx, Exchange, THREADS};
 use crate::ptx::*;
 
-/// The whole rollout on the stationary path (all threads; the caller does the exit accounting).
-pub(in crate::kernels::rnn::gru) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    kernel(target, "rnn_gru_stationary", |b, c| {
+        let stamps = Stamps::declare(b, c);
+        rollout(b, c, &stamps)
+    })
+}
+
+/// The whole rollout (all threads; after `gru::block_context`).
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     let p = c.p;
     let smem = c.smem;
     let zero = b.mov(0u32);
@@ -26,7 +36,7 @@ pub(in crate::kernels::rnn::gru) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) 
     };
     let at = |b: &mut KernelBuilder, i: u32| {
         let idx = b.mov(i);
-        stamp(b, p, idx);
+        stamps.write(b, idx);
     };
     at(b, 0);
     let pre = precomputed(b, p);
@@ -113,7 +123,7 @@ pub(in crate::kernels::rnn::gru) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) 
         };
         partials(b, smem, &whh, &lane, &from);
         b.bar_sync();
-        stamp(b, p, stamp_at);
+        stamps.write(b, stamp_at);
         // The cells take the first ceil(cells / 32) warps; in per-step mode gi of step t + 1
         // (buffer (t + 1) % 2, last read by step t - 1's cell) is then split between the other
         // warps, which start at once, and the cell warps (`project_split`).
@@ -137,7 +147,7 @@ pub(in crate::kernels::rnn::gru) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) 
             cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
         });
         let s1 = b.add(stamp_at, 1u32);
-        stamp(b, p, s1);
+        stamps.write(b, s1);
         let t1 = b.add(t, 1u32);
         let t2 = b.add(t, 2u32);
         let pre = precomputed(b, p);
@@ -172,6 +182,6 @@ pub(in crate::kernels::rnn::gru) fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) 
             b.bar_sync();
         });
         let s2 = b.add(stamp_at, 2u32);
-        stamp(b, p, s2);
+        stamps.write(b, s2);
     });
 }
