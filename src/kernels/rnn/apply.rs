@@ -30,6 +30,7 @@ pub fn build(target: Target) -> Module {
     let slabs0 = b.ld_param(&pslabs0);
     let xs = b.shared_array::<F32>("slab", SLAB * WIDTH);
     let ms = b.shared_array::<F64>("m", WIDTH * WIDTH);
+    b.comment("setup: which product and slab this block takes");
     let tid = b.special(Special::TidX);
     let cta = b.special(Special::CtaidX);
     let second = b.setp(Cmp::Ge, cta, slabs0);
@@ -38,6 +39,7 @@ pub fn build(target: Target) -> Module {
     let x = b.selp(x1, x0, second);
     let m = b.selp(m1, m0, second);
     let out = b.selp(out1, out0, second);
+    b.comment("stage the slab of X and all of M");
     let staged = SlabCopy {
         src: x,
         space: Space::GlobalNc,
@@ -53,6 +55,7 @@ pub fn build(target: Target) -> Module {
         b.st(Space::Shared, sa, v);
     }
     b.bar_sync();
+    b.comment("out = X M: row t / 8, columns t % 8 + 8q (f64 fma, a ascending)");
     let r = b.shr(tid, 3u32);
     let cq = b.and(tid, 7u32);
     let xrow: Addr = {

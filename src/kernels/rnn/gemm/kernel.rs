@@ -43,6 +43,7 @@ fn build(target: Target, trans: bool) -> Module {
     let a_sh = b.shared_array::<F32>("a_tile", 2 * a_tile_len(trans));
     let b_sh = b.shared_array::<F32>("b_tile", 2 * BK * BN);
     let tiles = Tiles { a: &a_sh, b: &b_sh };
+    b.comment("setup: the block's tile (x, y) and inner range (z)");
     let tid = b.special(Special::TidX);
     let bx = b.special(Special::CtaidX);
     let by = b.special(Special::CtaidY);
@@ -79,6 +80,7 @@ fn build(target: Target, trans: bool) -> Module {
     let tm = b.shr(tid, 3u32);
     let acc: Vec<Reg<F32>> = (0..24).map(|_| b.mov(0.0f32)).collect();
 
+    b.comment("first slice into buffer 0");
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
     b.if_then(has_work, |b| {
         let first = load_slice(b, &ctx, k_begin, None);
@@ -97,6 +99,9 @@ fn build(target: Target, trans: bool) -> Module {
         let b_base0 = b.shared_index(&b_sh, b_col);
         let b_base1 = b.add(b_base0, 4 * BK * BN);
         let cur = b.mov(0u32);
+        b.comment(
+            "per slice: load the next one, multiply this one, store the next into the other buffer",
+        );
         b.for_range(k_begin, k_end, BK, |b, k0, _| {
             let next = b.add(k0, BK);
             let has_next = b.setp(Cmp::Lt, next, k_end);
@@ -178,6 +183,7 @@ fn build(target: Target, trans: bool) -> Module {
                 }
             }
         };
+    b.comment("epilogue: the tile to C (one split) or to partial[z]");
     let splits = b.ld_param(&psplits);
     let single = b.setp(Cmp::Eq, splits, 1u32);
     b.if_else(
@@ -186,6 +192,7 @@ fn build(target: Target, trans: bool) -> Module {
         |b| {
             let prow = b.mad(bz, m, row0);
             write_tile(b, partial, prow, &acc);
+            b.comment("split-K: count the block in; the last block of the tile sums the partials");
             b.fence_acq_rel(Scope::Gpu);
             b.bar_sync();
             let t0 = b.setp(Cmp::Eq, tid, 0u32);

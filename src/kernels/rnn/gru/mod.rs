@@ -253,6 +253,7 @@ pub(super) fn kernel(
     b.minnctapersm(2);
     let p = params(&mut b);
     let smem = b.dynamic_shared::<F32>("smem");
+    b.comment("block -> (member, batch group, unit slice), member offsets, epoch");
     let c = block_context(&mut b, &p, &smem);
     body(&mut b, &c);
     Module::single(target, b.finish())
@@ -299,6 +300,7 @@ fn block_context<'a>(b: &mut KernelBuilder, p: &'a P, smem: &'a SharedArray<F32>
     let epoch_a = b.add(p.state, state_bytes);
     let epoch = b.ld::<U32>(Space::Global, epoch_a);
     let member_steps = b.mul(e, p.steps);
+    b.comment("count the block in (the member's last block advances the epoch by T)");
     // Read accounting, at the start (not on the way out, where thread 0's fence would wait for
     // the last step's stores): once every thread of the block has read the epoch (bar.sync),
     // thread 0 counts the block in; the member's last block advances the epoch by T for the

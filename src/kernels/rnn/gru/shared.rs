@@ -33,6 +33,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let p = c.p;
     let smem = c.smem;
     let (tid, lane, warp, e, rows, r3) = (c.tid, c.lane, c.warp, c.e, c.rows, c.r3);
+    b.comment("stage W_hh, W_ih and h0 rows in shared memory");
     // Shared layout (floats).
     let o_wih = b.mul(r3, p.h);
     let o_x = b.mad(r3, p.ip, o_wih);
@@ -98,6 +99,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
 
     // gi for steps t .. t + C (staged x rows: (step, row) pairs in order).
     let project = |b: &mut KernelBuilder, t: Reg<U32>| {
+        b.comment("gi of the next C steps: stage x, then W_ih x + b_ih");
         let todo = b.sub(p.steps, t);
         let steps_now = b.min(todo, p.chunk);
         let xrows = b.mul(steps_now, rows);
@@ -139,6 +141,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     b.bar_sync();
 
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
+        b.comment("step t, 1: gh = W_hh h");
         let gi_step = b.rem(t, p.chunk);
         let mv = MatVec {
             smem,
@@ -152,6 +155,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         };
         matvec(b, &mv, lane, warp);
         b.bar_sync();
+        b.comment("step t, 2: cells (gates, h' to hx and out)");
         let cells = b.mul(rows, c.j);
         b.for_range(tid, cells, THREADS, |b, idx, _| {
             let row = b.div(idx, c.j);
@@ -171,6 +175,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
             cell(b, &ex, &at, o_gi, &gh, NewState::ExchangeOnly);
         });
         b.bar_sync();
+        b.comment("step t: gi of the next chunk at a chunk boundary");
         // The next chunk's gi (gi of this step is consumed) fills the wait for the other blocks.
         let t1 = b.add(t, 1u32);
         let more = b.setp(Cmp::Lt, t1, p.steps);
@@ -178,6 +183,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         let boundary = b.setp(Cmp::Eq, next_slot, 0u32);
         let next = b.and(more, boundary);
         b.if_then(next, |b| project(b, t1));
+        b.comment("step t, 3: gather the group's h' (tagged words)");
         // The last step's h is only gathered for layer norm or dropout (whole rows).
         let transformed = b.or(p.ln, p.drop);
         let need = b.or(more, transformed);
@@ -194,6 +200,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
         );
         b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
+        b.comment("step t, 4: layer norm and dropout");
         b.if_then(transformed, |b| {
             transform(b, &ex, t);
             b.bar_sync();

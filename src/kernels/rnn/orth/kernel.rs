@@ -42,6 +42,7 @@ pub fn build(target: Target) -> Module {
     let svec = b.shared_array::<F64>("scale", WIDTH);
     let rdiag = b.shared_array::<F64>("rdiag", WIDTH);
     let rscale = b.shared_array::<F64>("rscale", WIDTH);
+    b.comment("setup: block and thread indices, grid barrier");
     let tid = b.special(Special::TidX);
     let blk = b.special(Special::CtaidX);
     let nblk = b.special(Special::NctaidX);
@@ -53,7 +54,9 @@ pub fn build(target: Target) -> Module {
     let nslabs = b.div(rows, SLAB);
     let ti = b.shr(tid, 4u32);
     let tj = b.and(tid, 15u32);
+    b.comment("each value of the elimination this thread owns: row, column, shared addresses");
     let elim = Elim::new(&mut b, tid, &lcol, &erow);
+    b.comment("clock stamps (thread 0 of block 0, when on)");
     let stamps = b.ld_param(&pstamps);
     let stamping = {
         let nz = b.setp(Cmp::Ne, stamps, 0u64);
@@ -80,6 +83,7 @@ pub fn build(target: Target) -> Module {
         // previous pass (the barriers of A and the grid barrier order this before C).
         elim.init_shared(b, tid, &lcol, &erow);
         // A: partial Gram blocks.
+        b.comment("A: partial Gram blocks of the block's slabs (f64)");
         let acc: Vec<Reg<F64>> = (0..9).map(|_| b.mov(0.0f64)).collect();
         b.for_range(blk, nslabs, nblk, |b, slab, _| {
             stage_slab(b, &staged, slab, tid);
@@ -127,10 +131,12 @@ pub fn build(target: Target) -> Module {
                 b.st(Space::Global, a, acc[(i * 3 + j) as usize]);
             }
         }
+        b.comment("grid barrier (partials written)");
         at(b, 0);
         gb.sync(b);
         at(b, 1);
         // B: reduce the partials, 32 entries per chunk.
+        b.comment("B: gram = ordered sum of the partials");
         b.for_range(blk, WW / 32, nblk, |b, chunk, _| {
             let e = b.mad(chunk, 32u32, lane);
             let s = b.mov(0.0f64);
@@ -173,11 +179,13 @@ pub fn build(target: Target) -> Module {
             b.bar_sync();
         });
         at(b, 2);
+        b.comment("grid barrier (gram written)");
         // Gram-only launches stop here: `gram` holds G of the input (the kernel's end publishes it).
         b.bra_if(gram_only, exit);
         gb.sync(b);
         at(b, 3);
         // C: every block factors the same G (see `elim`).
+        b.comment("C: load G; shift its diagonal on the first pass");
         let vals = elim.load(b, gram);
         let first_pass = b.setp(Cmp::Eq, pass, 0u32);
         b.if_then(first_pass, |b| {
@@ -206,7 +214,9 @@ pub fn build(target: Target) -> Module {
             let shift = b.mul(k, trace);
             elim.add_shift(b, &vals, shift, l);
         });
+        b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
         elim.eliminate(b, &vals, &lcol);
+        b.comment("C: column scales 1 / sqrt(d) and R's diagonal");
         let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
         b.if_then(diag_thread, |b| {
             let dj = b.mul(tid, LD + 1);
@@ -228,6 +238,7 @@ pub fn build(target: Target) -> Module {
         });
         b.bar_sync();
         at(b, 4);
+        b.comment("R of the first pass into rt (block 0)");
         // Block 0, first pass: R into rt slot 0: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i),
         // 0 (k < i). Later passes multiply it in at the end of the pass.
         let blk0 = b.setp(Cmp::Eq, blk, 0u32);
@@ -254,6 +265,7 @@ pub fn build(target: Target) -> Module {
             }
         });
         // D: Q = Y R^{-1} over the block's slabs, in place: q_c = (sum_a y_a E_ca) s_c.
+        b.comment("D: Q = Y R^-1 over the block's slabs, in place");
         let r_row = b.shr(tid, 3u32);
         let cq = b.and(tid, 7u32);
         // With one slab per block, the slab staged in A is still in shared memory.
@@ -290,6 +302,7 @@ pub fn build(target: Target) -> Module {
             }
             b.bar_sync();
         });
+        b.comment("R_total = R R_total (block 0, passes after the first)");
         let later = b.setp(Cmp::Ne, pass, 0u32);
         let r_later = b.and(blk0, later);
         b.if_then(r_later, |b| {
@@ -303,6 +316,7 @@ pub fn build(target: Target) -> Module {
         });
         at(b, 5);
     });
+    b.comment("exit: count the block out (the last resets the barrier)");
     gb.finish(&mut b);
     Module::single(target, b.finish())
 }

@@ -25,6 +25,7 @@ pub fn build(target: Target) -> Module {
 fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     let p = c.p;
     let smem = c.smem;
+    b.comment("prologue: shared layout, the lane's place in the mat-vec");
     let zero = b.mov(0u32);
     let lay = layout(b, c);
     let half = b.shr(c.lane, 4u32);
@@ -40,6 +41,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     };
     at(b, 0);
     let pre = precomputed(b, p);
+    b.comment("stage h0");
     let h0_row = |b: &mut KernelBuilder, r| {
         let er = b.mad(c.e, p.batch_pad, c.row0);
         let er = b.add(er, r);
@@ -58,6 +60,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
             row_elem: &h0_row,
         },
     );
+    b.comment("gi: of every step (precompute mode) or of step 0 (per-step mode)");
     // Precompute mode: the last phase of gi's sums waits for W_hh's loads to be issued.
     let last = b.mov(0u32);
     b.if_else(
@@ -67,6 +70,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
             b.mov_to(last, l);
         },
         |b| {
+            b.comment("per-step mode: stage W_ih and x of steps 0 and 1, then gi of step 0");
             let w_ih_row = |b: &mut KernelBuilder, lr| {
                 let gr = c.grow(b, lr);
                 b.mad(gr, p.ip, c.w_ih_base)
@@ -87,11 +91,13 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         },
     );
     at(b, 1);
+    b.comment("load W_hh into registers (held for the whole rollout)");
     // W_hh held (KS = 16) for the whole rollout (its loads are in flight until step 0's mat-vec).
     let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
         let gr = c.grow(b, lr);
         b.mad(gr, p.h, c.w_hh_base)
     });
+    b.comment("precompute mode: the last phase's gi sums");
     b.if_then(pre, |b| precompute_sums(b, c, last));
     at(b, 2);
     b.bar_sync();
@@ -107,6 +113,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
         let stamp_at = b.mad(t, 3u32, 4u32);
+        b.comment("step t: prefetch x of step t + 2 (per-step mode)");
         {
             let t2 = b.add(t, 2u32);
             let copy_x_next = b.setp(Cmp::Lt, t2, p.steps);
@@ -114,6 +121,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
             let copy_x_next = and_not(b, copy_x_next, pre);
             prefetch_x(b, c, t2, copy_x_next);
         }
+        b.comment("step t, 1: partial sums of W_hh h");
         let lay = layout(b, c);
         let from = Sources {
             src: zero,
@@ -124,6 +132,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         partials(b, smem, &whh, &lane, &from);
         b.bar_sync();
         stamps.write(b, stamp_at);
+        b.comment("step t, 2: cells (slot sums, gates, h' to hx and shared h)");
         // The cells take the first ceil(cells / 32) warps; in per-step mode gi of step t + 1
         // (buffer (t + 1) % 2, last read by step t - 1's cell) is then split between the other
         // warps, which start at once, and the cell warps (`project_split`).
@@ -158,8 +167,10 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         let cells_up = b.add(cells, 31u32);
         let cell_warps = b.shr(cells_up, 5u32);
         let cell_warps = b.min(cell_warps, THREADS / 32);
+        b.comment("step t: gi of step t + 1 (per-step mode)");
         b.if_then(project_next, |b| project_split(b, c, t1, cell_warps));
         // The last step's h is only gathered for layer norm or dropout (whole rows).
+        b.comment("step t, 3: gather the other blocks' h' (tagged words)");
         let need = b.setp(Cmp::Lt, t1, gather_until);
         gather(
             b,
@@ -174,9 +185,11 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         );
         // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by
         // step t - 1's projection.
+        b.comment("step t: x of step t + 2 into shared memory (per-step mode)");
         copy_x(b, c, t2, copy_x_next);
         b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
+        b.comment("step t, 4: layer norm and dropout");
         b.if_then(transformed, |b| {
             transform(b, &ex, t);
             b.bar_sync();

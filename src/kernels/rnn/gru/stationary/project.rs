@@ -191,6 +191,7 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
 /// loads, then runs its sums and a barrier.
 pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg<U32> {
     let (p, smem) = (c.p, c.smem);
+    b.comment("precompute mode: load W_ih into registers, stage x of every step");
     let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| {
         let gr = c.grow(b, lr);
         b.mad(gr, p.ip, c.w_ih_base)
@@ -200,6 +201,7 @@ pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg
     let s1 = b.add(p.steps, 1u32);
     let phases = b.shr(s1, 1u32);
     let last = b.sub(phases, 1u32);
+    b.comment("gi of every step: two steps per phase, partials of W_ih x then slot sums");
     b.for_range(0u32, phases, 1u32, |b, ph, _| {
         let lay = layout(b, c);
         let s0 = b.shl(ph, 1u32);
