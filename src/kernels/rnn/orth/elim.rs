@@ -178,19 +178,17 @@ impl Elim {
     pub fn load(&self, b: &mut KernelBuilder, gram: Reg<U64>) -> Vec<Reg<F64>> {
         (0..PER as usize)
             .map(|q| {
-                let v = b.mov(0.0f64);
-                if self.left[q] != Some(false) {
-                    let e = b.mad(self.a[q], W, self.c[q]);
-                    let ga = b.index_addr(gram, e, 8);
-                    let g = b.ld::<F64>(Space::Global, ga);
-                    let g = if self.left[q].is_none() {
-                        b.selp(g, 0.0f64, self.left4)
-                    } else {
-                        g
-                    };
-                    b.mov_to(v, g);
+                if self.left[q] == Some(false) {
+                    // E starts as the identity: its strictly lower values start at zero.
+                    return b.mov(0.0f64);
                 }
-                v
+                let e = b.mad(self.a[q], W, self.c[q]);
+                let ga = b.index_addr(gram, e, 8);
+                let g = b.ld::<F64>(Space::Global, ga);
+                match self.left[q] {
+                    None => b.selp(g, 0.0f64, self.left4),
+                    _ => g,
+                }
             })
             .collect()
     }
