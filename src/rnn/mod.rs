@@ -28,6 +28,7 @@ pub mod lowrank;
 pub mod mathf;
 pub mod reference;
 pub mod rsvd;
+pub mod rsvd_small;
 pub mod testmat;
 pub mod weights;
 

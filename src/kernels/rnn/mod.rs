@@ -3,7 +3,8 @@
 //! low-rank correction. One file per single-file kernel; a kernel with helpers has a folder
 //! whose `mod.rs` holds what they share (`gru/`, `gemm/`, `orth/`). `mathf` holds the accurate
 //! f32 transcendentals they share, `barrier` the grid barrier of the persistent kernels, `slab`
-//! the row slabs of the rSVD's tall `rows x 48` matrices (`orth` and `apply`).
+//! the row slabs of the rSVD's tall `rows x 48` matrices (`orth` and `apply`), `stamps`
+//! the bench-only clock stamps (`orth` and `gru`).
 
 pub mod apply;
 pub mod barrier;
@@ -15,3 +16,4 @@ pub mod lowrank;
 pub mod mathf;
 pub mod orth;
 pub mod slab;
+pub mod stamps;

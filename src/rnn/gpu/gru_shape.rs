@@ -10,6 +10,7 @@ use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::{Error, Result};
+use cudarc::driver::CudaFunction;
 
 /// One block shape: `rows` batch rows x at most `units` hidden units (`slices` per group), gi for
 /// `chunk` steps at once, weights in registers or in shared memory.
@@ -31,6 +32,32 @@ impl Shape {
         } else {
             KernelId::RnnGruShared
         }
+    }
+}
+
+/// One of the rollout kernels, for sizing shapes against its own occupancy.
+struct Kernel {
+    id: KernelId,
+    f: CudaFunction,
+}
+
+impl Kernel {
+    fn new(gpu: &Gpu, id: KernelId) -> Result<Self> {
+        Ok(Kernel {
+            id,
+            f: gpu.function(id)?,
+        })
+    }
+
+    /// Allows `bytes` of dynamic shared memory.
+    fn allow(&self, gpu: &Gpu, bytes: u32) -> Result<()> {
+        allow_dynamic_smem(gpu, &self.f, bytes, self.id.name())
+    }
+
+    /// Co-resident blocks with `bytes` of dynamic shared memory (allowed first).
+    fn resident(&self, gpu: &Gpu, bytes: u32) -> Result<u32> {
+        self.allow(gpu, bytes)?;
+        cooperative_capacity(gpu, &self.f, THREADS, bytes)
     }
 }
 
@@ -70,12 +97,8 @@ pub(super) fn choose_shape(
     max_steps: usize,
     launch: GruLaunch,
 ) -> Result<Shape> {
-    let held = gpu.function(KernelId::RnnGruStationary)?;
-    let f = gpu.function(KernelId::RnnGruShared)?;
-    let (held_name, name) = (
-        KernelId::RnnGruStationary.name(),
-        KernelId::RnnGruShared.name(),
-    );
+    let held = Kernel::new(gpu, KernelId::RnnGruStationary)?;
+    let f = Kernel::new(gpu, KernelId::RnnGruShared)?;
     let (hu, e) = (h as u32, members as u64);
     let sms = u64::from(gpu.facts().sm_count.max(1));
     let optin = gpu.facts().max_shared_per_block_optin;
@@ -130,8 +153,7 @@ pub(super) fn choose_shape(
                     if bytes > optin {
                         continue;
                     }
-                    allow_dynamic_smem(gpu, &held, bytes, held_name)?;
-                    let cap = cooperative_capacity(gpu, &held, THREADS, bytes)?;
+                    let cap = held.resident(gpu, bytes)?;
                     best_cap = best_cap.max(cap);
                     // Ties go to more blocks: (cost, MAX - blocks); the first mode that fits wins.
                     let key = (
@@ -161,8 +183,7 @@ pub(super) fn choose_shape(
             if bytes > optin {
                 continue;
             }
-            allow_dynamic_smem(gpu, &f, bytes, name)?;
-            let cap = cooperative_capacity(gpu, &f, THREADS, bytes)?;
+            let cap = f.resident(gpu, bytes)?;
             best_cap = best_cap.max(cap);
             if blocks > u64::from(cap) {
                 continue;
@@ -186,7 +207,7 @@ pub(super) fn choose_shape(
     }
     if let Some(shape) = best_st {
         let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, true);
-        allow_dynamic_smem(gpu, &held, bytes, held_name)?;
+        held.allow(gpu, bytes)?;
         return Ok(shape);
     }
     let mut shape = best.ok_or(Error::Capacity {
@@ -200,13 +221,12 @@ pub(super) fn choose_shape(
         if bytes > optin {
             break;
         }
-        allow_dynamic_smem(gpu, &f, bytes, name)?;
-        if cooperative_capacity(gpu, &f, THREADS, bytes)? < shape.blocks {
+        if f.resident(gpu, bytes)? < shape.blocks {
             break;
         }
         shape.chunk = c;
     }
     let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, false);
-    allow_dynamic_smem(gpu, &f, bytes, name)?;
+    f.allow(gpu, bytes)?;
     Ok(shape)
 }

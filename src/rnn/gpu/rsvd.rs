@@ -8,16 +8,15 @@
 //! `rnn_apply_small` launch. A is held zero-padded to multiples of 128 in both dimensions; the sketch
 //! width is padded to 48 (so rank + oversampling <= 48 on the GPU).
 
-use super::{cfg, cooperative_capacity, round_up, u32_of, zeros};
-use crate::kernels::rnn::gemm::{BK, BM, BN, THREADS as GEMM_THREADS};
-use crate::kernels::rnn::orth::{SLAB, STAMPS, THREADS as ORTH_THREADS, WIDTH};
+use super::{cooperative_capacity, round_up, u32_of, zeros};
+use crate::kernels::rnn::gemm::{BK, BM, BN};
+use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
 use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
 use crate::{Error, Result};
-use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,20 +26,22 @@ use std::time::Instant;
 pub const MID_PASSES: u32 = 1;
 /// CholQR passes for the final Q and for B^T (orthonormal to rounding).
 pub const FINAL_PASSES: u32 = 2;
-const WW: usize = (WIDTH * WIDTH) as usize;
-
-#[derive(Clone, Copy, Debug)]
-struct GemmPlan {
-    splits: u32,
-    k_per_split: u32,
-}
+pub(super) const WW: usize = (WIDTH * WIDTH) as usize;
 
 /// Default GEMM split-K target: blocks per SM of `rnn_gemm_*` over the whole device.
 pub const GEMM_BLOCKS_PER_SM: u32 = 2;
 /// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
 pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
 
-fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
+/// Split-K of one product: `splits` inner ranges of `k_per_split` (a multiple of BK).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GemmPlan {
+    pub splits: u32,
+    pub k_per_split: u32,
+}
+
+/// The split-K of an `m x k` by `k x 48` product for `blocks_per_sm` blocks per SM.
+pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
     let tiles = (m / BM as usize).max(1);
     let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
     let s = (target / tiles).clamp(1, k / BK as usize);
@@ -51,38 +52,48 @@ fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
     }
 }
 
+/// What one `rnn_orth` launch does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OrthMode {
+    Full,
+    /// With block 0's clock stamps (benchmarks).
+    Stamped,
+    /// Only the Gram matrix of the input, into `gram`.
+    GramOnly,
+}
+
 /// A randomized SVD of `m x n` matrices with fixed options; buffers allocated once.
 pub struct GpuRsvd {
-    gpu: Arc<Gpu>,
-    m: usize,
-    n: usize,
-    mp: usize,
-    np: usize,
-    l: usize,
-    opts: RsvdOptions,
-    nn: GemmPlan,
-    tn: GemmPlan,
-    a: DeviceBuffer<f32>,
-    omega: DeviceBuffer<f32>,
-    y: DeviceBuffer<f32>,
-    z: DeviceBuffer<f32>,
-    gemm_partial: DeviceBuffer<f32>,
-    counters: DeviceBuffer<u32>,
-    orth_partial: DeviceBuffer<f64>,
-    gram: DeviceBuffer<f64>,
-    rt: DeviceBuffer<f64>,
-    bar: DeviceBuffer<u32>,
-    zw: DeviceBuffer<f64>,
-    rt_host: PinnedBuffer<f64>,
-    gram_host: PinnedBuffer<f64>,
-    bar_host: PinnedBuffer<u32>,
-    zw_host: PinnedBuffer<f64>,
-    u_out: DeviceBuffer<f32>,
-    v_out: DeviceBuffer<f32>,
-    orth_cap: u32,
-    stage: Vec<f32>,
-    stamps: DeviceBuffer<u64>,
-    host: HostTimes,
+    pub(super) gpu: Arc<Gpu>,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) mp: usize,
+    pub(super) np: usize,
+    pub(super) l: usize,
+    pub(super) opts: RsvdOptions,
+    pub(super) nn: GemmPlan,
+    pub(super) tn: GemmPlan,
+    pub(super) a: DeviceBuffer<f32>,
+    pub(super) omega: DeviceBuffer<f32>,
+    pub(super) y: DeviceBuffer<f32>,
+    pub(super) z: DeviceBuffer<f32>,
+    pub(super) gemm_partial: DeviceBuffer<f32>,
+    pub(super) counters: DeviceBuffer<u32>,
+    pub(super) orth_partial: DeviceBuffer<f64>,
+    pub(super) gram: DeviceBuffer<f64>,
+    pub(super) rt: DeviceBuffer<f64>,
+    pub(super) bar: DeviceBuffer<u32>,
+    pub(super) zw: DeviceBuffer<f64>,
+    pub(super) rt_host: PinnedBuffer<f64>,
+    pub(super) gram_host: PinnedBuffer<f64>,
+    pub(super) bar_host: PinnedBuffer<u32>,
+    pub(super) zw_host: PinnedBuffer<f64>,
+    pub(super) u_out: DeviceBuffer<f32>,
+    pub(super) v_out: DeviceBuffer<f32>,
+    pub(super) orth_cap: u32,
+    pub(super) stage: Vec<f32>,
+    pub(super) stamps: DeviceBuffer<u64>,
+    pub(super) host: HostTimes,
 }
 
 /// Host-side times of the last [`GpuRsvd::run_device`], in seconds.
@@ -96,16 +107,6 @@ pub struct HostTimes {
     pub sync_wait_s: f64,
     /// The small factors (`W_k`, or the SVD fallback) on the CPU.
     pub factors_s: f64,
-}
-
-/// What one `rnn_orth` launch does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OrthMode {
-    Full,
-    /// With block 0's clock stamps (benchmarks).
-    Stamped,
-    /// Only the Gram matrix of the input, into `gram`.
-    GramOnly,
 }
 
 impl GpuRsvd {
@@ -210,120 +211,6 @@ impl GpuRsvd {
         let r = self.a.upload(&st, &stage);
         self.stage = stage;
         r
-    }
-
-    /// Fills Omega (it depends only on the seed and the shape, so once per instance).
-    fn sketch(&self) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        let kern = self.gpu.kernel(KernelId::RnnGaussian)?;
-        let (rows, ld, l) = (self.np as u32, WIDTH, self.l as u32);
-        let (slo, shi) = (self.opts.seed as u32, (self.opts.seed >> 32) as u32);
-        let blocks =
-            ((self.np * WIDTH as usize).div_ceil(256) as u32).min(self.gpu.facts().sm_count * 8);
-        let mut lb = kern.launch(&st, cfg((blocks, 1, 1), 256, 0));
-        lb.arg(self.omega.slice())
-            .arg(&rows)
-            .arg(&ld)
-            .arg(&l)
-            .arg(&slo)
-            .arg(&shi);
-        // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // out holds np x 48 values and the kernel writes exactly those.
-        unsafe { lb.launch() }?;
-        Ok(())
-    }
-
-    /// nn: `y = A (from_sketch ? omega : z)`; tn: `z = A^T y`.
-    fn gemm(&self, st: &Arc<CudaStream>, trans: bool, from_sketch: bool) -> Result<()> {
-        let (id, plan, m, k) = if trans {
-            (KernelId::RnnGemmTn, self.tn, self.np, self.mp)
-        } else {
-            (KernelId::RnnGemmNn, self.nn, self.mp, self.np)
-        };
-        let kern = self.gpu.kernel(id)?;
-        let (b, c) = match (trans, from_sketch) {
-            (true, _) => (&self.y, &self.z),
-            (false, true) => (&self.omega, &self.y),
-            (false, false) => (&self.z, &self.y),
-        };
-        let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
-        let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);
-        let mut lb = kern.launch(st, cfg(grid, GEMM_THREADS, 0));
-        lb.arg(self.a.slice())
-            .arg(b.slice())
-            .arg(c.slice())
-            .arg(self.gemm_partial.slice())
-            .arg(self.counters.slice());
-        lb.arg(&mu)
-            .arg(&nu)
-            .arg(&ku)
-            .arg(&lda)
-            .arg(&plan.k_per_split)
-            .arg(&plan.splits);
-        // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // A is mp x np, B is k x 48, C is m x 48 (m, k in {mp, np}, both
-        // multiples of 128 = BM, hence of BK); partial holds splits*m*48 (sized for both plans);
-        // counters hold m/BM tiles and are zero between launches (the last block resets them).
-        unsafe { lb.launch() }?;
-        Ok(())
-    }
-
-    fn orth(&self, st: &Arc<CudaStream>, on_y: bool, passes: u32, mode: OrthMode) -> Result<()> {
-        let (buf, rows) = if on_y {
-            (&self.y, self.mp)
-        } else {
-            (&self.z, self.np)
-        };
-        let kern = self.gpu.kernel(KernelId::RnnOrth)?;
-        let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);
-        let (r, l) = (rows as u32, self.l as u32);
-        let no_stamps = 0u64;
-        let gram_only = u32::from(mode == OrthMode::GramOnly);
-        let mut lb = kern.launch(st, cfg((blocks, 1, 1), ORTH_THREADS, 0));
-        lb.arg(buf.slice())
-            .arg(&r)
-            .arg(&l)
-            .arg(&passes)
-            .arg(self.orth_partial.slice())
-            .arg(self.gram.slice())
-            .arg(self.rt.slice())
-            .arg(self.bar.slice());
-        if mode == OrthMode::Stamped {
-            lb.arg(self.stamps.slice());
-        } else {
-            lb.arg(&no_stamps);
-        }
-        lb.arg(&gram_only);
-        // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // stamps is null or holds STAMPS u64;
-        // y holds rows x 48 (rows a multiple of 128, hence of SLAB); partial holds orth_cap >=
-        // blocks Gram blocks; gram and rt hold 48x48 and 2x48x48 f64; bar holds 4 zeroed words.
-        // blocks <= the co-resident capacity, which the cooperative launch enforces.
-        unsafe { lb.launch_cooperative() }?;
-        Ok(())
-    }
-
-    /// `U = Q Z_k` and `V = Q_b W_k` in one launch.
-    fn apply(&self, st: &Arc<CudaStream>) -> Result<()> {
-        let zk = self.zw.slice().slice(0..WW);
-        let wk = self.zw.slice().slice(WW..2 * WW);
-        let (slabs_u, slabs_v) = (
-            (self.mp / SLAB as usize) as u32,
-            (self.np / SLAB as usize) as u32,
-        );
-        let kern = self.gpu.kernel(KernelId::RnnApplySmall)?;
-        let mut lb = kern.launch(st, cfg((slabs_u + slabs_v, 1, 1), ORTH_THREADS, 0));
-        lb.arg(self.y.slice())
-            .arg(&zk)
-            .arg(self.u_out.slice())
-            .arg(&slabs_u);
-        lb.arg(self.z.slice()).arg(&wk).arg(self.v_out.slice());
-        // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // y and u_out
-        // hold mp x 48 f32 (slabs_u slabs), z and v_out np x 48 (slabs_v slabs); Z_k and W_k are
-        // the 48 x 48 f64 halves of zw; one block per 32-row slab of either product.
-        unsafe { lb.launch() }?;
-        Ok(())
     }
 
     /// Runs the whole decomposition of the uploaded matrix; U and V stay on the device

@@ -199,6 +199,25 @@ impl Ctx<'_> {
         b.index_addr(self.p.b_ih, i, 4)
     }
 
+    /// Element index of the first W_hh weight of local gate row lr (member e).
+    pub fn w_hh_row(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U32> {
+        let gr = self.grow(b, lr);
+        b.mad(gr, self.p.h, self.w_hh_base)
+    }
+
+    /// Element index of the first W_ih weight of local gate row lr (member e).
+    pub fn w_ih_row(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U32> {
+        let gr = self.grow(b, lr);
+        b.mad(gr, self.p.ip, self.w_ih_base)
+    }
+
+    /// Element index of h0 of the block's batch row r (member e).
+    pub fn h0_row(&self, b: &mut KernelBuilder, r: Reg<U32>) -> Reg<U32> {
+        let er = b.mad(self.e, self.p.batch_pad, self.row0);
+        let er = b.add(er, r);
+        b.mul(er, self.p.h)
+    }
+
     /// Local row lr = 3 jj + q  ->  global gate row q H + j0 + jj.
     pub fn grow(&self, b: &mut KernelBuilder, lr: Reg<U32>) -> Reg<U32> {
         let jj = b.div(lr, 3u32);

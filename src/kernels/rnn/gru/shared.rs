@@ -32,7 +32,7 @@ pub fn build(target: Target) -> Module {
 fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let p = c.p;
     let smem = c.smem;
-    let (tid, lane, warp, e, rows, r3) = (c.tid, c.lane, c.warp, c.e, c.rows, c.r3);
+    let (tid, lane, warp, rows, r3) = (c.tid, c.lane, c.warp, c.rows, c.r3);
     b.comment("stage W_hh, W_ih and h0 rows in shared memory");
     // Shared layout (floats).
     let o_wih = b.mul(r3, p.h);
@@ -42,10 +42,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let o_h = b.mad(chunk_rows, r3, o_gi);
     let o_gh = b.mad(p.group_rows, p.h, o_h);
     let zero = b.mov(0u32);
-    let w_hh_row = |b: &mut KernelBuilder, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.h, c.w_hh_base)
-    };
+    let w_hh_row = |b: &mut KernelBuilder, lr| c.w_hh_row(b, lr);
     copy_rows(
         b,
         tid,
@@ -59,10 +56,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
             row_elem: &w_hh_row,
         },
     );
-    let w_ih_row = |b: &mut KernelBuilder, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.ip, c.w_ih_base)
-    };
+    let w_ih_row = |b: &mut KernelBuilder, lr| c.w_ih_row(b, lr);
     copy_rows(
         b,
         tid,
@@ -76,11 +70,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
             row_elem: &w_ih_row,
         },
     );
-    let h0_row = |b: &mut KernelBuilder, r| {
-        let er = b.mad(e, p.batch_pad, c.row0);
-        let er = b.add(er, r);
-        b.mul(er, p.h)
-    };
+    let h0_row = |b: &mut KernelBuilder, r| c.h0_row(b, r);
     copy_rows(
         b,
         tid,

@@ -5,6 +5,7 @@ use super::total::{total_r, Factors};
 use super::{stamp, LD, SHIFT_C, SLAB, THREADS, WIDTH, WW, YS};
 use crate::kernels::rnn::barrier::GridBarrier;
 use crate::kernels::rnn::slab::{stage_slab, SlabCopy};
+use crate::kernels::rnn::stamps::stamping;
 use crate::ptx::*;
 
 /// Builds the module.
@@ -58,13 +59,7 @@ pub fn build(target: Target) -> Module {
     let elim = Elim::new(&mut b, tid, &lcol, &erow);
     b.comment("clock stamps (thread 0 of block 0, when on)");
     let stamps = b.ld_param(&pstamps);
-    let stamping = {
-        let nz = b.setp(Cmp::Ne, stamps, 0u64);
-        let t0 = b.setp(Cmp::Eq, tid, 0u32);
-        let b0 = b.setp(Cmp::Eq, blk, 0u32);
-        let p = b.and(nz, t0);
-        b.and(p, b0)
-    };
+    let stamping = stamping(&mut b, stamps, tid, |_| blk);
     let stamps = b.to_global(stamps);
     b.bar_sync();
     let z = b.mov(0u32);

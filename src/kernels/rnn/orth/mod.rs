@@ -42,6 +42,7 @@ pub mod kernel;
 pub mod total;
 
 pub use super::slab::{SLAB, WIDTH};
+use crate::kernels::rnn::stamps::write_clock;
 use crate::ptx::*;
 
 /// Threads per block.
@@ -58,13 +59,7 @@ pub const STAMPS: u32 = 13;
 
 /// Thread 0 of block 0 writes `%clock64` to `stamps[idx]` when stamping is on (`on`).
 pub(super) fn stamp(b: &mut KernelBuilder, on: Reg<Pred>, stamps: Reg<U64>, idx: Reg<U32>) {
-    let ok = b.setp(Cmp::Lt, idx, STAMPS);
-    let p = b.and(on, ok);
-    b.if_then(p, |b| {
-        let t = b.clock64();
-        let a = b.index_addr(stamps, idx, 8);
-        b.st(Space::Global, a, t);
-    });
+    write_clock(b, on, idx, STAMPS, &|_| stamps);
 }
 /// Row stride (f64) of the shared U and E arrays: 49 puts the 8 rows D reads at once in 8
 /// different bank pairs.

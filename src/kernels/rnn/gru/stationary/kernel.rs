@@ -42,11 +42,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     at(b, 0);
     let pre = precomputed(b, p);
     b.comment("stage h0");
-    let h0_row = |b: &mut KernelBuilder, r| {
-        let er = b.mad(c.e, p.batch_pad, c.row0);
-        let er = b.add(er, r);
-        b.mul(er, p.h)
-    };
+    let h0_row = |b: &mut KernelBuilder, r| c.h0_row(b, r);
     copy_rows(
         b,
         c.tid,
@@ -71,10 +67,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         },
         |b| {
             b.comment("per-step mode: stage W_ih and x of steps 0 and 1, then gi of step 0");
-            let w_ih_row = |b: &mut KernelBuilder, lr| {
-                let gr = c.grow(b, lr);
-                b.mad(gr, p.ip, c.w_ih_base)
-            };
+            let w_ih_row = |b: &mut KernelBuilder, lr| c.w_ih_row(b, lr);
             let wih = RowCopy {
                 smem,
                 dst: lay.w,
@@ -93,10 +86,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     at(b, 1);
     b.comment("load W_hh into registers (held for the whole rollout)");
     // W_hh held (KS = 16) for the whole rollout (its loads are in flight until step 0's mat-vec).
-    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.h, c.w_hh_base)
-    });
+    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
     b.comment("precompute mode: the last phase's gi sums");
     b.if_then(pre, |b| precompute_sums(b, c, last));
     at(b, 2);

@@ -48,6 +48,7 @@ pub mod matvec;
 pub mod project;
 
 use super::{Ctx, P};
+use crate::kernels::rnn::stamps::{stamping, write_clock};
 use crate::ptx::*;
 
 /// Clock stamps of the weight-stationary path when `stamps` is non-zero (thread 0 of block 0,
@@ -69,26 +70,16 @@ impl Stamps {
     pub fn declare(b: &mut KernelBuilder, c: &Ctx<'_>) -> Self {
         let param = b.param::<U64>("stamps");
         let base = b.ld_param(&param);
-        let nz = b.setp(Cmp::Ne, base, 0u64);
-        let cta = b.special(Special::CtaidX);
-        let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
-        let b0 = b.setp(Cmp::Eq, cta, 0u32);
-        let first = b.and(nz, t0);
-        let on = b.and(first, b0);
+        let on = stamping(b, base, c.tid, |b| b.special(Special::CtaidX));
         Stamps { param, on }
     }
 
     /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
     /// The base is reloaded each time: the step loop has no register to keep it in.
     pub fn write(&self, b: &mut KernelBuilder, idx: Reg<U32>) {
-        let ok = b.setp(Cmp::Lt, idx, STAMPS);
-        let on = b.and(self.on, ok);
-        b.if_then(on, |b| {
-            let t = b.clock64();
+        write_clock(b, self.on, idx, STAMPS, &|b| {
             let base = b.ld_param(&self.param);
-            let base = b.to_global(base);
-            let a = b.index_addr(base, idx, 8);
-            b.st(Space::Global, a, t);
+            b.to_global(base)
         });
     }
 }

@@ -192,10 +192,7 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
 pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg<U32> {
     let (p, smem) = (c.p, c.smem);
     b.comment("precompute mode: load W_ih into registers, stage x of every step");
-    let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| {
-        let gr = c.grow(b, lr);
-        b.mad(gr, p.ip, c.w_ih_base)
-    });
+    let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
     stage_x(b, c, p.steps);
     b.bar_sync();
     let s1 = b.add(p.steps, 1u32);
