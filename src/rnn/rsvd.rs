@@ -135,25 +135,36 @@ pub fn rsvd_cpu(a: &[f32], m: usize, n: usize, opts: &RsvdOptions) -> Result<Low
     to_lowrank(&u, &s, &vt, opts.rank)
 }
 
-/// `C = A X` in f32 (fma, k ascending) for row-major `A` (`rows x inner`) and `X` (`inner x w`);
-/// with `transpose`, `A^T X` where `A` is `inner x rows`.
-fn gemm_f32(
-    a: &[f32],
-    a_cols: usize,
-    x: &[f32],
-    w: usize,
-    rows: usize,
-    inner: usize,
-    transpose: bool,
-) -> Vec<f32> {
+/// The row-major `m x n` input of [`rsvd_model`].
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    a: &'a [f32],
+    m: usize,
+    n: usize,
+}
+
+/// Which product of A [`gemm_f32`] forms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// `A X` (X is `n x w`).
+    Plain,
+    /// `A^T X` (X is `m x w`).
+    Transposed,
+}
+
+/// `op(A) X` in f32 (fma, k ascending) for row-major `X` with `w` columns, as the GPU's GEMMs.
+fn gemm_f32(a: Input<'_>, op: Op, x: &[f32], w: usize) -> Vec<f32> {
+    let (rows, inner) = match op {
+        Op::Plain => (a.m, a.n),
+        Op::Transposed => (a.n, a.m),
+    };
     let mut c = vec![0.0f32; rows * w];
     for i in 0..rows {
         let out = &mut c[i * w..(i + 1) * w];
         for k in 0..inner {
-            let aik = if transpose {
-                a[k * a_cols + i]
-            } else {
-                a[i * a_cols + k]
+            let aik = match op {
+                Op::Transposed => a.a[k * a.n + i],
+                Op::Plain => a.a[i * a.n + k],
             };
             for (o, &xv) in out.iter_mut().zip(&x[k * w..(k + 1) * w]) {
                 *o = aik.mul_add(xv, *o);
@@ -178,16 +189,17 @@ pub fn rsvd_model(
     let w = l; // no padding needed on the CPU
     let mut rng = Rng::new(opts.seed);
     let omega: Vec<f32> = (0..n * w).map(|_| rng.normal() as f32).collect();
-    let y = gemm_f32(a, n, &omega, w, m, n, false);
+    let input = Input { a, m, n };
+    let y = gemm_f32(input, Op::Plain, &omega, w);
     let passes = |last: bool| if last { final_passes } else { mid_passes };
     let (mut q, _) = cholqr::cholqr(&y, m, w, l, passes(opts.power_iters == 0));
     for it in 0..opts.power_iters {
-        let z = gemm_f32(a, n, &q, w, n, m, true);
+        let z = gemm_f32(input, Op::Transposed, &q, w);
         let (q2, _) = cholqr::cholqr(&z, n, w, l, mid_passes);
-        let y = gemm_f32(a, n, &q2, w, m, n, false);
+        let y = gemm_f32(input, Op::Plain, &q2, w);
         q = cholqr::cholqr(&y, m, w, l, passes(it + 1 == opts.power_iters)).0;
     }
-    let bt = gemm_f32(a, n, &q, w, n, m, true);
+    let bt = gemm_f32(input, Op::Transposed, &q, w);
     let eig = small_eigen(&cholqr::gram(&bt, n, w), w, l, opts.rank)?;
     let (qb, r_total) = cholqr::cholqr(&bt, n, w, l, final_passes);
     let (s, zk, wk) = small_factors(eig.as_ref(), &r_total, w, l, opts.rank)?;

@@ -15,33 +15,44 @@ use crate::ptx::*;
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
+/// How W is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// f32 values.
+    F32,
+    /// f16 bit patterns, widened exactly to f32.
+    F16,
+}
+
 /// The f32-weight kernel.
 pub fn build_f32(target: Target) -> Module {
-    build(target, false)
+    build(target, Storage::F32)
 }
 
 /// The f16-weight kernel.
 pub fn build_f16(target: Target) -> Module {
-    build(target, true)
+    build(target, Storage::F16)
 }
 
-fn load_w(b: &mut KernelBuilder, w: Reg<U64>, idx: Reg<U32>, half: bool) -> Reg<F32> {
-    if half {
-        let a = b.index_addr(w, idx, 2);
-        let bits = b.ld::<U16>(Space::GlobalNc, a);
-        let h = b.bitcast::<F16, U16>(bits);
-        b.cvt::<F32, F16>(h)
-    } else {
-        let a = b.index_addr(w, idx, 4);
-        b.ld::<F32>(Space::GlobalNc, a)
+fn load_w(b: &mut KernelBuilder, w: Reg<U64>, idx: Reg<U32>, storage: Storage) -> Reg<F32> {
+    match storage {
+        Storage::F16 => {
+            let a = b.index_addr(w, idx, 2);
+            let bits = b.ld::<U16>(Space::GlobalNc, a);
+            let h = b.bitcast::<F16, U16>(bits);
+            b.cvt::<F32, F16>(h)
+        }
+        Storage::F32 => {
+            let a = b.index_addr(w, idx, 4);
+            b.ld::<F32>(Space::GlobalNc, a)
+        }
     }
 }
 
-fn build(target: Target, half: bool) -> Module {
-    let name = if half {
-        "rnn_dense_f16"
-    } else {
-        "rnn_dense_f32"
+fn build(target: Target, storage: Storage) -> Module {
+    let name = match storage {
+        Storage::F16 => "rnn_dense_f16",
+        Storage::F32 => "rnn_dense_f32",
     };
     let mut b = KernelBuilder::new(name);
     b.maxntid(BLOCK, 1, 1);
@@ -77,7 +88,7 @@ fn build(target: Target, half: bool) -> Module {
                 let xa = b.index_addr(x, xi, 4);
                 xs.push(b.ld::<F32>(Space::GlobalNc, xa));
                 let wi = b.mad(ii, output, o);
-                ws.push(load_w(b, w, wi, half));
+                ws.push(load_w(b, w, wi, storage));
             }
             for u in 0..4 {
                 let s = b.fma(xs[u], ws[u], acc);
@@ -89,7 +100,7 @@ fn build(target: Target, half: bool) -> Module {
             let xa = b.index_addr(x, xi, 4);
             let xv = b.ld::<F32>(Space::GlobalNc, xa);
             let wi = b.mad(i, output, o);
-            let wv = load_w(b, w, wi, half);
+            let wv = load_w(b, w, wi, storage);
             let s = b.fma(xv, wv, acc);
             b.mov_to(acc, s);
         });

@@ -5,7 +5,7 @@
 //! shared memory, so that every block of every member is resident at once.
 
 use super::gru_launch::{Dims, Request, Rollout, Stamping, State, Weights};
-use super::gru_shape::choose_shape;
+use super::gru_shape::{choose_shape, Path};
 use super::zeros;
 use crate::kernels::rnn::gru::stationary::STAMPS;
 use crate::rnn::reference::RolloutShape;
@@ -190,13 +190,13 @@ impl GpuGru {
     }
     /// Whether the weights are held in registers (`gru::stationary`).
     pub fn stationary(&self) -> bool {
-        self.dev.dims.shape.stationary
+        self.dev.dims.shape.path == Path::Stationary
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every
     /// step before step 0, or 1).
     pub fn projection_steps(&self) -> u32 {
         let sh = self.dev.dims.shape;
-        if sh.stationary && sh.chunk == 0 {
+        if sh.path == Path::Stationary && sh.chunk == 0 {
             1
         } else {
             sh.chunk

@@ -1,7 +1,7 @@
 //! The device side of [`GpuGru`](super::gru::GpuGru): its sizes, device buffers and the launch of
 //! the rollout kernel the block shape picked (`rnn_gru_shared` or `rnn_gru_stationary`).
 
-use super::gru_shape::{smem_bytes, Shape};
+use super::gru_shape::{smem_bytes, Path, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of};
 use crate::kernels::rnn::gru::THREADS;
 use crate::rnn::reference::RolloutShape;
@@ -108,7 +108,7 @@ impl Rollout {
             dr.validate()?;
         }
         let sh = d.shape;
-        if req.stamping == Stamping::On && !sh.stationary {
+        if req.stamping == Stamping::On && sh.path != Path::Stationary {
             return Err(Error::input(
                 "GRU clock stamps need the weight-stationary kernel (this GRU uses rnn_gru_shared)",
             ));
@@ -117,14 +117,7 @@ impl Rollout {
         let kern = self.gpu.kernel(id)?;
         // Same rows per block at a smaller batch: the grid only shrinks, so it stays resident.
         let rows = sh.rows.min(bp as u32);
-        let bytes = smem_bytes(
-            d.input_pad,
-            d.hidden,
-            sh.rows,
-            sh.units,
-            sh.chunk,
-            sh.stationary,
-        );
+        let bytes = smem_bytes(sh.path, d.input_pad, d.hidden, sh.rows, sh.units, sh.chunk);
         allow_dynamic_smem(&self.gpu, kern.function(), bytes, id.name())?;
         let blocks = u32_of(
             "GRU blocks",
@@ -181,7 +174,7 @@ impl Rollout {
         lb.arg(&d.ln_eps).arg(&scale);
         // Only the weight-stationary kernel has the stamps parameter (its last).
         let no_stamps = 0u64;
-        if sh.stationary {
+        if sh.path == Path::Stationary {
             match req.stamping {
                 Stamping::On => lb.arg(st.stamps.slice_mut()),
                 Stamping::Off => lb.arg(&no_stamps),

@@ -21,17 +21,32 @@ pub(super) struct Shape {
     pub units: u32,
     pub chunk: u32,
     pub blocks: u32,
-    pub stationary: bool,
+    pub path: Path,
+}
+
+/// Where a block keeps its weights: which of the two rollout kernels runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    /// In shared memory (`rnn_gru_shared`).
+    Shared,
+    /// W_hh in registers (`rnn_gru_stationary`).
+    Stationary,
+}
+
+impl Path {
+    /// The kernel of this path.
+    pub fn kernel(self) -> KernelId {
+        match self {
+            Path::Shared => KernelId::RnnGruShared,
+            Path::Stationary => KernelId::RnnGruStationary,
+        }
+    }
 }
 
 impl Shape {
     /// The kernel that runs this shape.
     pub fn kernel(&self) -> KernelId {
-        if self.stationary {
-            KernelId::RnnGruStationary
-        } else {
-            KernelId::RnnGruShared
-        }
+        self.path.kernel()
     }
 }
 
@@ -64,17 +79,16 @@ impl Kernel {
 /// Dynamic shared memory of the rollout kernel for one block shape (`chunk` as the kernel reads
 /// it: gi steps at once on the shared-memory path; 0 or max steps on the stationary path).
 pub(super) fn smem_bytes(
+    path: Path,
     ip: usize,
     h: usize,
     rows: u32,
     units: u32,
     chunk: u32,
-    stationary: bool,
 ) -> u32 {
-    let f = if stationary {
-        gru_stationary::smem_floats
-    } else {
-        smem_floats
+    let f = match path {
+        Path::Stationary => gru_stationary::smem_floats,
+        Path::Shared => smem_floats,
     };
     4 * f(rows, ip as u32, h as u32, units, chunk)
 }
@@ -149,7 +163,7 @@ pub(super) fn choose_shape(
                     None => vec![max_steps as u32, 0],
                 };
                 for chunk in modes {
-                    let bytes = smem_bytes(ip, h, r, units, chunk, true);
+                    let bytes = smem_bytes(Path::Stationary, ip, h, r, units, chunk);
                     if bytes > optin {
                         continue;
                     }
@@ -169,7 +183,7 @@ pub(super) fn choose_shape(
                                 units,
                                 chunk,
                                 blocks: blocks as u32,
-                                stationary: true,
+                                path: Path::Stationary,
                             });
                         }
                         break;
@@ -179,7 +193,7 @@ pub(super) fn choose_shape(
             if launch.stationary == Some(true) {
                 continue;
             }
-            let bytes = smem_bytes(ip, h, r, units, 1, false);
+            let bytes = smem_bytes(Path::Shared, ip, h, r, units, 1);
             if bytes > optin {
                 continue;
             }
@@ -200,13 +214,20 @@ pub(super) fn choose_shape(
                     units,
                     chunk: 1,
                     blocks: blocks as u32,
-                    stationary: false,
+                    path: Path::Shared,
                 });
             }
         }
     }
     if let Some(shape) = best_st {
-        let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, true);
+        let bytes = smem_bytes(
+            Path::Stationary,
+            ip,
+            h,
+            shape.rows,
+            shape.units,
+            shape.chunk,
+        );
         held.allow(gpu, bytes)?;
         return Ok(shape);
     }
@@ -217,7 +238,7 @@ pub(super) fn choose_shape(
     })?;
     // More gi steps per projection while the grid stays resident.
     for c in 2..=max_steps as u32 {
-        let bytes = smem_bytes(ip, h, shape.rows, shape.units, c, false);
+        let bytes = smem_bytes(Path::Shared, ip, h, shape.rows, shape.units, c);
         if bytes > optin {
             break;
         }
@@ -226,7 +247,7 @@ pub(super) fn choose_shape(
         }
         shape.chunk = c;
     }
-    let bytes = smem_bytes(ip, h, shape.rows, shape.units, shape.chunk, false);
+    let bytes = smem_bytes(Path::Shared, ip, h, shape.rows, shape.units, shape.chunk);
     f.allow(gpu, bytes)?;
     Ok(shape)
 }

@@ -52,6 +52,17 @@ pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPla
     }
 }
 
+/// One product of the uploaded A with a sketch-width matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Product {
+    /// `y = A omega` (nn).
+    Sketch,
+    /// `y = A z` (nn).
+    Range,
+    /// `z = A^T y` (tn).
+    CoRange,
+}
+
 /// What one `rnn_orth` launch does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum OrthMode {
@@ -219,7 +230,7 @@ impl GpuRsvd {
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
         let q = self.opts.power_iters;
-        self.gemm(&st, false, true)?;
+        self.gemm(&st, Product::Sketch)?;
         self.orth(
             &st,
             true,
@@ -227,9 +238,9 @@ impl GpuRsvd {
             OrthMode::Full,
         )?;
         for it in 0..q {
-            self.gemm(&st, true, false)?;
+            self.gemm(&st, Product::CoRange)?;
             self.orth(&st, false, MID_PASSES, OrthMode::Full)?;
-            self.gemm(&st, false, false)?;
+            self.gemm(&st, Product::Range)?;
             self.orth(
                 &st,
                 true,
@@ -241,7 +252,7 @@ impl GpuRsvd {
                 OrthMode::Full,
             )?;
         }
-        self.gemm(&st, true, false)?;
+        self.gemm(&st, Product::CoRange)?;
         // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T.
         self.orth(&st, false, 1, OrthMode::GramOnly)?;
         st.memcpy_dtoh(self.gram.slice(), self.gram_host.raw_mut())
@@ -337,7 +348,12 @@ impl GpuRsvd {
     /// (tn), each one pass over A.
     pub fn enqueue_product(&self, transpose: bool) -> Result<()> {
         let st = self.gpu.stream().clone();
-        self.gemm(&st, transpose, true)
+        let product = if transpose {
+            Product::CoRange
+        } else {
+            Product::Sketch
+        };
+        self.gemm(&st, product)
     }
 
     /// Enqueues one orthonormalisation of the range basis (`passes` CholQR passes), for

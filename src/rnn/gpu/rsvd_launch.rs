@@ -3,7 +3,7 @@
 //! small apply (`rnn_apply_small`).
 
 use super::cfg;
-use super::rsvd::{GpuRsvd, OrthMode, WW};
+use super::rsvd::{GpuRsvd, OrthMode, Product, WW};
 use crate::kernels::rnn::gemm::{BM, BN, THREADS as GEMM_THREADS};
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
@@ -33,18 +33,17 @@ impl GpuRsvd {
         Ok(())
     }
 
-    /// nn: `y = A (from_sketch ? omega : z)`; tn: `z = A^T y`.
-    pub(super) fn gemm(&self, st: &Arc<CudaStream>, trans: bool, from_sketch: bool) -> Result<()> {
-        let (id, plan, m, k) = if trans {
-            (KernelId::RnnGemmTn, self.tn, self.np, self.mp)
-        } else {
-            (KernelId::RnnGemmNn, self.nn, self.mp, self.np)
+    /// Enqueues `product` (nn: `y = A omega`, `y = A z`; tn: `z = A^T y`).
+    pub(super) fn gemm(&self, st: &Arc<CudaStream>, product: Product) -> Result<()> {
+        let (id, plan, m, k) = match product {
+            Product::CoRange => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
+            Product::Sketch | Product::Range => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
         };
         let kern = self.gpu.kernel(id)?;
-        let (b, c) = match (trans, from_sketch) {
-            (true, _) => (&self.y, &self.z),
-            (false, true) => (&self.omega, &self.y),
-            (false, false) => (&self.z, &self.y),
+        let (b, c) = match product {
+            Product::CoRange => (&self.y, &self.z),
+            Product::Sketch => (&self.omega, &self.y),
+            Product::Range => (&self.z, &self.y),
         };
         let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
         let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);

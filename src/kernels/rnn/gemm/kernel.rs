@@ -1,21 +1,24 @@
 //! Builds `rnn_gemm_nn` and `rnn_gemm_tn` (see `gemm`'s module notes).
 
 use super::slice::{load_slice, store_slice, Tiles};
-use super::{a_tile_len, Ctx, ASN_STRIDE, AS_STRIDE, BK, BM, BN, THREADS};
+use super::{a_tile_len, Ctx, OpA, ASN_STRIDE, AS_STRIDE, BK, BM, BN, THREADS};
 use crate::ptx::*;
 
 /// `C = A B`.
 pub fn build_nn(target: Target) -> Module {
-    build(target, false)
+    build(target, OpA::Plain)
 }
 
 /// `C = A^T B`.
 pub fn build_tn(target: Target) -> Module {
-    build(target, true)
+    build(target, OpA::Transposed)
 }
 
-fn build(target: Target, trans: bool) -> Module {
-    let name = if trans { "rnn_gemm_tn" } else { "rnn_gemm_nn" };
+fn build(target: Target, op: OpA) -> Module {
+    let name = match op {
+        OpA::Transposed => "rnn_gemm_tn",
+        OpA::Plain => "rnn_gemm_nn",
+    };
     let mut b = KernelBuilder::new(name);
     b.reqntid(THREADS, 1, 1);
     let pa = b.param::<U64>("a");
@@ -40,7 +43,7 @@ fn build(target: Target, trans: bool) -> Module {
     );
     // Two buffers each; the nn pair is exactly 48 KiB, so the last-block flag reuses a_tile[0]
     // (free after the main loop's final barrier).
-    let a_sh = b.shared_array::<F32>("a_tile", 2 * a_tile_len(trans));
+    let a_sh = b.shared_array::<F32>("a_tile", 2 * a_tile_len(op));
     let b_sh = b.shared_array::<F32>("b_tile", 2 * BK * BN);
     let tiles = Tiles { a: &a_sh, b: &b_sh };
     b.comment("setup: the block's tile (x, y) and inner range (z)");
@@ -53,7 +56,7 @@ fn build(target: Target, trans: bool) -> Module {
     let k_begin = b.mul(bz, kps);
     let k_end = b.add(k_begin, kps);
     let k_end = b.min(k_end, k);
-    let (nn_ld, nn_st) = if trans {
+    let (nn_ld, nn_st) = if op == OpA::Transposed {
         (m0, m0)
     } else {
         let row = b.shr(tid, 3u32);
@@ -72,7 +75,7 @@ fn build(target: Target, trans: bool) -> Module {
         m0,
         n0,
         tid,
-        trans,
+        op,
         nn_ld,
         nn_st,
     };
@@ -88,13 +91,13 @@ fn build(target: Target, trans: bool) -> Module {
         store_slice(b, &ctx, &tiles, zero, &first);
         b.bar_sync();
         // Byte offsets of the thread's A and B reads in buffer 0.
-        let a_first = if trans {
+        let a_first = if op == OpA::Transposed {
             b.shl(tm, 2u32)
         } else {
             b.mul(tm, ASN_STRIDE)
         };
         let a_base0 = b.shared_index(&a_sh, a_first);
-        let a_base1 = b.add(a_base0, 4 * a_tile_len(trans));
+        let a_base1 = b.add(a_base0, 4 * a_tile_len(op));
         let b_col = b.mul(tn, 6u32);
         let b_base0 = b.shared_index(&b_sh, b_col);
         let b_base1 = b.add(b_base0, 4 * BK * BN);
@@ -127,7 +130,7 @@ fn build(target: Target, trans: bool) -> Module {
                     }
                 }
             };
-            if trans {
+            if op == OpA::Transposed {
                 for kk in 0..BK {
                     let av4 =
                         b.ld_v4::<F32>(Space::Shared, a_base.off(i64::from(kk * AS_STRIDE * 4)));
@@ -162,7 +165,7 @@ fn build(target: Target, trans: bool) -> Module {
     });
 
     // Epilogue: rows m0 + row0 + i step (tn: 4 tm + i; nn: tm + 32 i), columns n0 + 6 tn + j.
-    let (row0, step) = if trans {
+    let (row0, step) = if op == OpA::Transposed {
         (b.mad(tm, 4u32, m0), 1u32)
     } else {
         (b.add(tm, m0), 32u32)

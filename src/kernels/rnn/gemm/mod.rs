@@ -44,12 +44,20 @@ pub const AS_STRIDE: u32 = BM + 4;
 /// Row stride of the staged nn A tile `As[m][k]` (floats): 16-byte rows, and 4 consecutive rows
 /// start 4 banks apart.
 pub const ASN_STRIDE: u32 = BK + 4;
+/// Which product a kernel computes: `C = A B` (nn) or `C = A^T B` (tn).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpA {
+    /// `C = A B`.
+    Plain,
+    /// `C = A^T B`.
+    Transposed,
+}
+
 /// Floats of one staged A tile (nn or tn).
-pub(super) const fn a_tile_len(trans: bool) -> u32 {
-    if trans {
-        BK * AS_STRIDE
-    } else {
-        BM * ASN_STRIDE
+pub(super) const fn a_tile_len(op: OpA) -> u32 {
+    match op {
+        OpA::Transposed => BK * AS_STRIDE,
+        OpA::Plain => BM * ASN_STRIDE,
     }
 }
 
@@ -62,7 +70,7 @@ pub(super) struct Ctx {
     pub m0: Reg<U32>,
     pub n0: Reg<U32>,
     pub tid: Reg<U32>,
-    pub trans: bool,
+    pub op: OpA,
     /// nn: element offset in A of the thread's first load at k0 = 0 (row m0 + t / 8, column
     /// 4 (t % 8)); load j is 32 j rows further.
     pub nn_ld: Reg<U32>,

@@ -1,7 +1,7 @@
 //! One BK slice of `rnn_gemm_*`: its global loads into registers and its stores into one of the
 //! two shared buffers (see `gemm`'s module notes).
 
-use super::{a_tile_len, Ctx, Fragments, ASN_STRIDE, AS_STRIDE, BK, BN};
+use super::{a_tile_len, Ctx, Fragments, OpA, ASN_STRIDE, AS_STRIDE, BK, BN};
 use crate::ptx::*;
 
 fn ld_v4_if(b: &mut KernelBuilder, addr: Reg<U64>, pred: Option<Reg<Pred>>) -> [Reg<F32>; 4] {
@@ -29,7 +29,7 @@ pub(super) fn load_slice(
     let w = b.shr(c.tid, 5u32);
     let mut av = Vec::new();
     for j in 0..4u32 {
-        let idx = if c.trans {
+        let idx = if c.op == OpA::Transposed {
             // A^T: row k0 + w + 8j of A, columns m0 + 4 lane ..
             let kr = b.add(k0, w);
             let kr = b.add(kr, 8 * j);
@@ -82,10 +82,10 @@ pub(super) fn store_slice(
     let (av, bv) = slice;
     let lane = b.and(c.tid, 31u32);
     let w = b.shr(c.tid, 5u32);
-    let a_off = b.mul(buf, a_tile_len(c.trans));
+    let a_off = b.mul(buf, a_tile_len(c.op));
     let b_off = b.mul(buf, BK * BN);
     for (j, v) in av.iter().enumerate() {
-        let e = if c.trans {
+        let e = if c.op == OpA::Transposed {
             let k = b.add(w, 8 * j as u32);
             let col = b.shl(lane, 2u32);
             b.mad(k, AS_STRIDE, col)
