@@ -5,9 +5,9 @@
 //! any H and input width) and `rnn_gru_stationary` ([`stationary`]: W_hh in registers, H = 256
 //! and a padded input of 128). Same maths up to f32 summation order.
 //!
-//! This file holds what both share: the parameters ([`P`]), the block's place in the grid and
-//! its per-block registers ([`Ctx`], built by [`block_context`]) and the exchange's view of them
-//! ([`Exchange`]). Helpers: [`tile`] (the shared-memory mat-vec and row copies), [`cell`] (step
+//! This file holds what both share: the parameters (`P`), the block's place in the grid and
+//! its per-block registers (`Ctx`, built by `block_context`) and the exchange's view of them
+//! (`Exchange`). Helpers: [`tile`] (the shared-memory mat-vec and row copies), [`cell`] (step
 //! 2), [`exchange`] (steps 3 and 4). Imports run one way: helpers use this file, kernels use
 //! helpers, nothing here uses them.
 //!

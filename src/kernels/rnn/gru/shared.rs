@@ -4,7 +4,7 @@
 //! A block keeps its 3J rows of W_hh and W_ih in shared memory (local row `3 jj + q` is gate q of
 //! unit j0 + jj), its rows of h, and `gi = W_ih x + b_ih` for C steps at once (`chunk`; it does
 //! not depend on h: computed before step 0, and for steps t + 1 .. t + 1 + C between step t's
-//! cell and its exchange, where it fills the wait). Step 1's mat-vec is [`tile::matvec`]; a
+//! cell and its exchange, where it fills the wait). Step 1's mat-vec is `tile::matvec`; a
 //! bar.sync separates the cell from the exchange.
 //!
 //! Shared layout (floats): W_hh `3J x H` | W_ih `3J x Ip` | x stage `C Bg x Ip` | gi

@@ -22,7 +22,7 @@
 //! - D: each slab (restaged unless the block has only one) is overwritten by `Q = Y R^{-1}`:
 //!   `q_c = (sum_a y_a E_ca) s_c` (f64 fma over a ascending, then rounded to f32): thread t
 //!   computes row t / 8, columns t % 8 + 8q;
-//! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total_r`]).
+//! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total::total_r`]).
 //!
 //! With `gram_only` != 0 the kernel stops after B of the first pass: `gram` holds `G = Y^T Y`
 //! (unshifted) and `y` is unchanged (the randomized SVD's eigen route starts from it).

@@ -1,6 +1,6 @@
 //! The weight-stationary mat-vec (see `stationary`'s module notes): a lane's weights held in
-//! registers ([`hold`]), the partial sums of its K slice into the scratch ([`partials`]) and the
-//! ordered sum of the slots ([`sum`]).
+//! registers (`hold`), the partial sums of its K slice into the scratch (`partials`) and the
+//! ordered sum of the slots (`sum`).
 
 use super::{Lane, ROW_STRIDE, SLOTS};
 use crate::ptx::*;
