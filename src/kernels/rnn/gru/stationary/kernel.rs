@@ -95,14 +95,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     let ex = Exchange { c, o_h: zero };
     // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
     let magic = reciprocal(b, c.j, 16);
-    // Steps t whose gather is needed: t + 1 < steps, or every step with layer norm or dropout.
-    let gather_until = {
-        let transformed = b.or(p.ln, p.drop);
-        let extra = b.selp(1u32, 0u32, transformed);
-        b.add(p.steps, extra)
-    };
     b.for_range(0u32, p.steps, 1u32, |b, t, _| {
-        let stamp_at = b.mad(t, 3u32, 4u32);
         b.comment("step t: prefetch x of step t + 2 (per-step mode)");
         {
             let t2 = b.add(t, 2u32);
@@ -121,6 +114,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         };
         partials(b, smem, &whh, &lane, &from);
         b.bar_sync();
+        // Stamp 4 + 3 t + i (i = 0 mat-vec, 1 cell, 2 exchange), its index formed where it is
+        // written: no register is free to keep it across the step.
+        let stamp_at = b.mad(t, 3u32, 4u32);
         stamps.write(b, stamp_at);
         b.comment("step t, 2: cells (slot sums, gates, h' to hx and shared h)");
         // The cells take the first ceil(cells / 32) warps; in per-step mode gi of step t + 1
@@ -145,8 +141,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
             };
             cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
         });
-        let s1 = b.add(stamp_at, 1u32);
-        stamps.write(b, s1);
+        let stamp_at = b.mad(t, 3u32, 5u32);
+        stamps.write(b, stamp_at);
         let t1 = b.add(t, 1u32);
         let t2 = b.add(t, 2u32);
         let pre = precomputed(b, p);
@@ -161,6 +157,13 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
         b.if_then(project_next, |b| project_split(b, c, t1, cell_warps));
         // The last step's h is only gathered for layer norm or dropout (whole rows).
         b.comment("step t, 3: gather the other blocks' h' (tagged words)");
+        // Steps t whose gather is needed: t + 1 < steps, or every step with layer norm or
+        // dropout (computed here: no register is free to keep it across the step loop).
+        let gather_until = {
+            let transformed = b.or(p.ln, p.drop);
+            let extra = b.selp(1u32, 0u32, transformed);
+            b.add(p.steps, extra)
+        };
         let need = b.setp(Cmp::Lt, t1, gather_until);
         gather(
             b,
@@ -184,7 +187,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
             transform(b, &ex, t);
             b.bar_sync();
         });
-        let s2 = b.add(stamp_at, 2u32);
-        stamps.write(b, s2);
+        let stamp_at = b.mad(t, 3u32, 6u32);
+        stamps.write(b, stamp_at);
     });
 }

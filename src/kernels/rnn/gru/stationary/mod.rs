@@ -62,22 +62,22 @@ pub const STAMPS: u32 = 4 + 3 * 16;
 /// and whether this thread writes them (stamps on, thread 0 of block 0).
 pub(super) struct Stamps {
     param: Param<U64>,
-    on: Reg<Pred>,
+    tid: Reg<U32>,
 }
 
 impl Stamps {
     /// Declares the `stamps` parameter (the kernel's last).
     pub fn declare(b: &mut KernelBuilder, c: &Ctx<'_>) -> Self {
         let param = b.param::<U64>("stamps");
-        let base = b.ld_param(&param);
-        let on = stamping(b, base, c.tid, |b| b.special(Special::CtaidX));
-        Stamps { param, on }
+        Stamps { param, tid: c.tid }
     }
 
     /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
     /// The base is reloaded each time: the step loop has no register to keep it in.
     pub fn write(&self, b: &mut KernelBuilder, idx: Reg<U32>) {
-        write_clock(b, self.on, idx, STAMPS, &|b| {
+        let base = b.ld_param(&self.param);
+        let on = stamping(b, base, self.tid, |b| b.special(Special::CtaidX));
+        write_clock(b, on, idx, STAMPS, &|b| {
             let base = b.ld_param(&self.param);
             b.to_global(base)
         });
