@@ -3,7 +3,7 @@
 //! against the optimal rank-k error from a full CPU SVD, orthonormality), corrections, the
 //! whole chain (eager, CUDA graph, concurrent streams), and no allocations in steady loops.
 //! Outputs are poisoned before launches where the API allows. `PTXFLOW_SANITIZE=1` shrinks the
-//! large cases for compute-sanitizer. Every test skips without a GPU.
+//! large cases for compute-sanitizer (the GRU tests then run one short case per kernel and mode). Every test skips without a GPU.
 
 mod common;
 
@@ -115,6 +115,10 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
         return;
     };
     let auto = GruLaunch::default();
+    if sanitize() {
+        gru_sanitizer_cases(&gpu);
+        return;
+    }
     for (i, h, t, b, ln) in [
         (128, 256, 1, 32, false),
         (128, 256, 10, 32, false),
@@ -238,11 +242,57 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
     assert!(e < 1e-5, "GRU 40 steps: {e:e}");
 }
 
+/// Under compute-sanitizer (slow: racecheck instruments every shared access) one small case per
+/// kernel and mode: `rnn_gru_stationary` with gi of every step first and step by step (a partial
+/// batch group, layer norm), `rnn_gru_shared` (uneven slices, a partial group, dropout), and an
+/// ensemble of 2 on each kernel.
+fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    let held = |precompute| GruLaunch {
+        unit_slices: Some(13),
+        rows_per_block: Some(16),
+        stationary: Some(true),
+        precompute: Some(precompute),
+    };
+    let shared = GruLaunch {
+        unit_slices: Some(26),
+        rows_per_block: Some(8),
+        stationary: Some(false),
+        precompute: None,
+    };
+    let any_held = GruLaunch {
+        stationary: Some(true),
+        ..GruLaunch::default()
+    };
+    let drop = Some(Dropout { p: 0.2, seed: 11 });
+    let short = RolloutShape { steps: 3, batch: 9 };
+    for (what, i, h, members, ln, dropout, launch) in [
+        ("registers, gi first", 100, 256, 1, true, None, held(true)),
+        (
+            "registers, gi per step",
+            100,
+            256,
+            1,
+            true,
+            None,
+            held(false),
+        ),
+        ("shared memory", 200, 384, 1, true, drop, shared),
+        ("ensemble, registers", 128, 256, 2, false, drop, any_held),
+        ("ensemble, shared memory", 128, 256, 2, false, None, shared),
+    ] {
+        let e = gru_case(gpu, i, h, short, members, ln, dropout, launch);
+        assert!(e < 1e-5, "GRU under the sanitizer, {what}: {e:e}");
+    }
+}
+
 #[test]
 fn gpu_gru_ensemble_matches_f64_reference() {
     let Some(gpu) = common::gpu_or_skip("gpu_gru_ensemble_matches_f64_reference") else {
         return;
     };
+    if sanitize() {
+        return; // covered by gru_sanitizer_cases
+    }
     let shape = RolloutShape {
         steps: 10,
         batch: 32,
