@@ -57,6 +57,7 @@ mod types;
 
 pub use arith::{Cmp, Round};
 pub use bits::Logic;
+pub use control::LoopBranch;
 pub use decls::{Attributes, SharedArray};
 pub use error::BuildError;
 pub use kernel::{Kernel, KernelBuilder, Param};

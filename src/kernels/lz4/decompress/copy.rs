@@ -2,14 +2,14 @@
 //! global memory, literals from the staged block, matches from the page rebuilt so far, and whole
 //! short sequences (literals and match) in one step.
 
-use super::decompress::Dec;
-use super::{ld_shared_u32_unaligned, ubra_if, ubra_unless, ufor, uloop};
+use super::Dec;
+use crate::kernels::lz4::warp::ld_shared_u32_unaligned;
 use crate::ptx::*;
 
 /// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
 pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     let words = b.shr(d.orig, 2u32);
-    ufor(b, 0u32, words, 32u32, |b, base, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, words, 32u32, |b, base, _| {
         let w = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, w, words);
         let wb = b.shl(w, 2u32);
@@ -36,7 +36,7 @@ pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
 pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
     b.warp_sync(FULL_MASK);
     let chunks = b.shr(len, 4u32);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, chunks, 32u32, |b, base, _| {
         let k = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, k, chunks);
         let kb = b.shl(k, 4u32);
@@ -69,7 +69,7 @@ pub(super) fn copy_literals(
     lit: Reg<U32>,
 ) {
     let dst = b.add(d.ob, op);
-    ufor(b, 0u32, lit, 32u32, |b, base, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, lit, 32u32, |b, base, _| {
         let i = b.add(base, d.ln.lane);
         let inside = b.setp(Cmp::Lt, i, lit);
         let s = b.add(src, i);
@@ -96,9 +96,9 @@ pub(super) fn copy_match(
     let src = b.sub(op, offset);
     let dst = b.mov(op);
     let left = b.mov(len);
-    uloop(b, |b, copied, _| {
+    b.loop_with(LoopBranch::Uniform, |b, copied, _| {
         let none = b.setp(Cmp::Eq, left, 0u32);
-        ubra_if(b, none, copied);
+        b.bra_uni_if(none, copied);
         let dist = b.sub(dst, src);
         let chunk = b.min(dist, 32u32);
         let chunk = b.min(chunk, left);
@@ -150,7 +150,7 @@ pub(super) fn copy_sequence(
     };
     let general = b.label("general_copy");
     let copied = b.label("copied");
-    ubra_unless(b, one_step, &general);
+    b.bra_uni_unless(one_step, &general);
     let is_lit = b.setp(Cmp::Lt, lane, lit);
     let from_lit = b.add(lit_src, lane);
     let dst = b.add(d.ob_lane, op);

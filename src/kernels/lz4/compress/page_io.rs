@@ -3,8 +3,9 @@
 //! (from the warp's global scratch) or the raw page (from the stage) into `packed` at an offset
 //! reserved with one atomic, with the page's two info words.
 
-use super::compress::{Page, INFO_HEADER_WORDS};
-use super::{bcast, ufor, Lanes, RAW_FLAG};
+use super::{Page, INFO_HEADER_WORDS};
+use crate::kernels::lz4::warp::{bcast, Lanes};
+use crate::kernels::lz4::RAW_FLAG;
 use crate::ptx::*;
 
 /// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
@@ -17,7 +18,7 @@ pub(super) fn stage(
     steps: Reg<U32>,
 ) -> Reg<Pred> {
     let acc = b.mov(0u32);
-    ufor(b, 0u32, steps, 1u32, |b, s, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, steps, 1u32, |b, s, _| {
         let k = b.mad(s, 32u32, ln.lane);
         let off = b.shl(k, 4u32);
         let end = b.add(off, 16u32);
@@ -76,7 +77,7 @@ pub(super) fn finish(
     let off = bcast(b, off, 0u32);
     let chunks = b.shr(padded, 4u32);
     let dst = b.index_addr(packed, off, 1);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, chunks, 32u32, |b, base, _| {
         let k = b.add(base, pc.ln.lane);
         let inside = b.setp(Cmp::Lt, k, chunks);
         let kb = b.shl(k, 4u32);

@@ -8,8 +8,7 @@
 //! sequence and what must follow it (a token and 5 literals after a match) reach `P`, the page
 //! cannot compress and the code branches to the raw path.
 
-use super::compress::Page;
-use super::{ubra_if, ubra_unless, ufor};
+use super::Page;
 use crate::ptx::*;
 
 /// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
@@ -42,7 +41,7 @@ pub(super) fn emit_sequence(
         let few = b.setp(Cmp::Lt, lit, 15u32);
         let short_m = b.setp(Cmp::Lt, ml, 19u32);
         let short = b.and(few, short_m);
-        ubra_unless(b, short, &general);
+        b.bra_uni_unless(short, &general);
         emit_short(b, pc, anchor, lit, offset, ml);
         b.bra_uni(&done);
     }
@@ -66,7 +65,7 @@ fn emit_short(
     let need = b.add(pc.out, seq_len);
     let need = b.add(need, 6u32);
     let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    ubra_if(b, too_long, &pc.raw);
+    b.bra_uni_if(too_long, &pc.raw);
     let hi = b.shl(lit, 4u32);
     let code = b.sub(ml, 4u32);
     let v = b.or(hi, code);
@@ -123,11 +122,11 @@ fn emit_general(
     let need = b.add(pc.out, seq_len);
     let need = b.add(need, after);
     let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    ubra_if(b, too_long, &pc.raw);
+    b.bra_uni_if(too_long, &pc.raw);
     let lit_src = b.add(pc.spage, anchor);
     let lit_src = b.sub(lit_src, lit_start);
     let dst = b.index_addr(pc.scratch, pc.out, 1);
-    ufor(b, 0u32, seq_len, 32u32, |b, base, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, seq_len, 32u32, |b, base, _| {
         let j = b.add(base, lane);
         let v = b.mov(token);
         let jm1 = b.sub(j, 1u32);

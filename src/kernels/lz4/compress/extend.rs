@@ -3,8 +3,8 @@
 //! anchor and to page byte 0), 32 lanes comparing one byte each per step and a ballot finding
 //! the first mismatch. The first step does 16 bytes of both directions at once.
 
-use super::compress::Page;
-use super::{lowest_bit, ubra_if, ubra_unless, uloop};
+use super::Page;
+use crate::kernels::lz4::warp::lowest_bit;
 use crate::ptx::*;
 
 /// Extends the match `p0`/`c0` forward (from `p0 + 4` to at most `limit`) and backward (down to
@@ -45,10 +45,10 @@ pub(super) fn extend(
     let bwd_more = b.setp(Cmp::Eq, back, 16u32);
     let more = b.or(fwd_more, bwd_more);
     let ext_done = b.label("ext_done");
-    ubra_unless(b, more, &ext_done);
+    b.bra_uni_unless(more, &ext_done);
     let fwd_done = b.label("fwd_done");
-    ubra_unless(b, fwd_more, &fwd_done);
-    uloop(b, |b, fwd_end, _| {
+    b.bra_uni_unless(fwd_more, &fwd_done);
+    b.loop_with(LoopBranch::Uniform, |b, fwd_end, _| {
         let e = b.add(end, lane);
         let inside = b.setp(Cmp::Lt, e, limit);
         let a = b.add(pc.spage, e);
@@ -59,11 +59,11 @@ pub(super) fn extend(
         let adv = b.selp(k, 32u32, any);
         let e2 = b.add(end, adv);
         b.mov_to(end, e2);
-        ubra_if(b, any, fwd_end);
+        b.bra_uni_if(any, fwd_end);
     });
     b.place(&fwd_done);
-    ubra_unless(b, bwd_more, &ext_done);
-    uloop(b, |b, bwd_end, _| {
+    b.bra_uni_unless(bwd_more, &ext_done);
+    b.loop_with(LoopBranch::Uniform, |b, bwd_end, _| {
         let k = b.add(back, lane);
         let k = b.add(k, 1u32);
         let inside = b.setp(Cmp::Le, k, max_back);
@@ -75,7 +75,7 @@ pub(super) fn extend(
         let adv = b.selp(j, 32u32, any);
         let nb = b.add(back, adv);
         b.mov_to(back, nb);
-        ubra_if(b, any, bwd_end);
+        b.bra_uni_if(any, bwd_end);
     });
     b.place(&ext_done);
     (end, back)
