@@ -8,7 +8,7 @@
 //! sequence and what must follow it (a token and 5 literals after a match) reach `P`, the page
 //! cannot compress and the code branches to the raw path.
 
-use super::Page;
+use super::{Match, Page};
 use crate::ptx::*;
 
 /// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
@@ -33,16 +33,16 @@ pub(super) fn emit_sequence(
     pc: &Page,
     anchor: Reg<U32>,
     lit: Reg<U32>,
-    matched: Option<(Reg<U32>, Reg<U32>)>,
+    matched: Option<Match>,
 ) {
     let general = b.label("emit_general");
     let done = b.label("emit_done");
-    if let Some((offset, ml)) = matched {
+    if let Some(m) = matched {
         let few = b.setp(Cmp::Lt, lit, 15u32);
-        let short_m = b.setp(Cmp::Lt, ml, 19u32);
+        let short_m = b.setp(Cmp::Lt, m.len, 19u32);
         let short = b.and(few, short_m);
         b.bra_uni_unless(short, &general);
-        emit_short(b, pc, anchor, lit, offset, ml);
+        emit_short(b, pc, anchor, lit, m);
         b.bra_uni(&done);
     }
     b.place(&general);
@@ -52,14 +52,8 @@ pub(super) fn emit_sequence(
 
 /// A sequence of at most 17 bytes in one step: lane 0 the token, lanes `1..=lit` the literals,
 /// the next two the offset.
-fn emit_short(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    anchor: Reg<U32>,
-    lit: Reg<U32>,
-    offset: Reg<U32>,
-    ml: Reg<U32>,
-) {
+fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    let Match { offset, len: ml } = m;
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
     let need = b.add(pc.out, seq_len);
@@ -98,7 +92,7 @@ fn emit_general(
     pc: &Page,
     anchor: Reg<U32>,
     lit: Reg<U32>,
-    matched: Option<(Reg<U32>, Reg<U32>)>,
+    matched: Option<Match>,
 ) {
     let lane = pc.ln.lane;
     let lit15 = b.min(lit, 15u32);
@@ -107,7 +101,7 @@ fn emit_general(
     let lit_start = b.add(ll, 1u32);
     let lit_end = b.add(lit_start, lit);
     let (token, seq_len, after, m) = match matched {
-        Some((offset, ml)) => {
+        Some(Match { offset, len: ml }) => {
             let code = b.sub(ml, 4u32);
             let c15 = b.min(code, 15u32);
             let token = b.or(hi, c15);

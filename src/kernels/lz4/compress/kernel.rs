@@ -4,7 +4,7 @@
 use super::emit::emit_sequence;
 use super::page_io::{finish, stage};
 use super::parse::parse_page;
-use super::{Page, MAX_BLOCK, MAX_REGS};
+use super::{Match, Page, Stored, MAX_BLOCK, MAX_REGS};
 use crate::kernels::lz4::warp::{bcast, Lanes};
 use crate::kernels::lz4::{MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
 use crate::ptx::*;
@@ -99,6 +99,10 @@ pub fn build(target: Target) -> Module {
         let ext_limit = b.add(spage, lim);
         let pc = Page {
             ln,
+            lane0,
+            index: pg,
+            info,
+            packed,
             table,
             spage,
             scratch,
@@ -121,7 +125,16 @@ pub fn build(target: Target) -> Module {
         // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
         let one = b.mov(1u32);
         let ml = b.sub(p_len, 6u32);
-        emit_sequence(b, &pc, zero, one, Some((one, ml)));
+        emit_sequence(
+            b,
+            &pc,
+            zero,
+            one,
+            Some(Match {
+                offset: one,
+                len: ml,
+            }),
+        );
         let tail = b.sub(p_len, 5u32);
         let five = b.mov(5u32);
         emit_sequence(b, &pc, tail, five, None);
@@ -129,12 +142,12 @@ pub fn build(target: Target) -> Module {
         b.place(&parse);
         parse_page(b, &pc);
         b.place(&commit);
-        finish(b, &pc, lane0, info, pg, packed, scratch, false);
+        finish(b, &pc, Stored::Block);
         let next = b.label("next_page");
         b.bra_uni(&next);
         b.place(&raw);
         b.mov_to(out, p_len);
-        finish(b, &pc, lane0, info, pg, packed, scratch, true);
+        finish(b, &pc, Stored::Raw);
         b.place(&next);
     });
     Module::single(target, b.finish())

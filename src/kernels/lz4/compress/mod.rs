@@ -60,9 +60,19 @@ const HASH_MULTIPLIER: u32 = 2_654_435_761;
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
 struct Page {
     ln: Lanes,
+    /// Lane 0 of the warp (it takes pages, reserves output and writes the info words).
+    lane0: Reg<Pred>,
+    /// The page's index in the batch.
+    index: Reg<U32>,
+    /// The kernel's `info` words and `packed` output (global addresses).
+    info: Reg<U64>,
+    packed: Reg<U64>,
+    /// Shared addresses of the warp's hash table and of its staged page.
     table: Reg<U32>,
     spage: Reg<U32>,
+    /// The warp's global scratch, where the block is written before it is stored.
     scratch: Reg<U64>,
+    /// Bytes of this page (the last page of a batch may be short).
     p_len: Reg<U32>,
     /// `32 - L`: the hash's right shift for this page's table of `2^L` buckets.
     hash_shift: Reg<U32>,
@@ -79,4 +89,20 @@ struct Page {
     lane_m1: Reg<U32>,
     spage_lane_m1: Reg<U32>,
     scratch_lane: Reg<U64>,
+}
+
+/// The match half of a sequence: its offset (distance back) and its length in bytes.
+#[derive(Clone, Copy)]
+struct Match {
+    offset: Reg<U32>,
+    len: Reg<U32>,
+}
+
+/// Where [`page_io::finish`] copies the stored bytes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// The LZ4 block, from the warp's global scratch.
+    Block,
+    /// The page itself (it did not compress), from the shared stage.
+    Raw,
 }

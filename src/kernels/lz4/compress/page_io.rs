@@ -3,7 +3,7 @@
 //! (from the warp's global scratch) or the raw page (from the stage) into `packed` at an offset
 //! reserved with one atomic, with the page's two info words.
 
-use super::{Page, INFO_HEADER_WORDS};
+use super::{Page, Stored, INFO_HEADER_WORDS};
 use crate::kernels::lz4::warp::{bcast, Lanes};
 use crate::kernels::lz4::RAW_FLAG;
 use crate::ptx::*;
@@ -51,19 +51,11 @@ pub(super) fn stage(
     b.vote_any(nz)
 }
 
-/// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from
-/// the shared stage) there, and writes the page's two info words.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn finish(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    lane0: Reg<Pred>,
-    info: Reg<U64>,
-    pg: Reg<U32>,
-    packed: Reg<U64>,
-    scratch: Reg<U64>,
-    raw: bool,
-) {
+/// Reserves the stored bytes (`pc.out`) in `packed`, copies the block (from scratch) or the raw
+/// page (from the shared stage) there, and writes the page's two info words.
+pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
+    let (lane0, info, packed, scratch) = (pc.lane0, pc.info, pc.packed, pc.scratch);
+    let raw = from == Stored::Raw;
     let stored = pc.out;
     // Scratch bytes written by other lanes must be visible to the copy below.
     b.warp_sync(FULL_MASK);
@@ -98,7 +90,7 @@ pub(super) fn finish(
     } else {
         b.mov(stored)
     };
-    let idx = b.shl(pg, 1u32);
+    let idx = b.shl(pc.index, 1u32);
     let idx = b.add(idx, INFO_HEADER_WORDS);
     let ia = b.index_addr(info, idx, 4);
     b.guarded(lane0, false, |b| {

@@ -2,7 +2,7 @@
 //! global memory, literals from the staged block, matches from the page rebuilt so far, and whole
 //! short sequences (literals and match) in one step.
 
-use super::Dec;
+use super::{Dec, Lengths, Sequence};
 use crate::kernels::lz4::warp::ld_shared_u32_unaligned;
 use crate::ptx::*;
 
@@ -123,30 +123,27 @@ pub(super) fn copy_match(
     });
 }
 
-/// Copies a checked sequence: `lit` literals from the shared address `lit_src` to page byte
-/// `op`, then `ml` bytes from `offset` back. When both fit 32 bytes (always so when `short`:
-/// lengths below 15 and 19) and the match source lies wholly before the literals, one step does
-/// both (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads
-/// before any stores).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn copy_sequence(
-    b: &mut KernelBuilder,
-    d: &Dec,
-    lit_src: Reg<U32>,
-    op: Reg<U32>,
-    lit: Reg<U32>,
-    offset: Reg<U32>,
-    ml: Reg<U32>,
-    short: bool,
-) {
+/// Copies a checked sequence. When literals and match fit 32 bytes (always so for
+/// [`Lengths::Short`]) and the match source lies wholly before the literals, one step does both
+/// (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads before any
+/// stores).
+pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, lengths: Lengths) {
+    let Sequence {
+        lit_src,
+        op,
+        lit,
+        offset,
+        ml,
+    } = *seq;
     let lane = d.ln.lane;
     let span = b.add(lit, ml);
     let apart = b.setp(Cmp::Ge, offset, span);
-    let one_step = if short {
-        apart
-    } else {
-        let fits = b.setp(Cmp::Le, span, 32u32);
-        b.and(fits, apart)
+    let one_step = match lengths {
+        Lengths::Short => apart,
+        Lengths::Any => {
+            let fits = b.setp(Cmp::Le, span, 32u32);
+            b.and(fits, apart)
+        }
     };
     let general = b.label("general_copy");
     let copied = b.label("copied");

@@ -2,7 +2,7 @@
 //! its checks folded into one branch, and the step-by-step parse that finds the failing check.
 
 use super::copy::{copy_literals, copy_sequence};
-use super::Dec;
+use super::{Dec, Lengths, Sequence};
 use crate::kernels::lz4::status;
 use crate::kernels::lz4::warp::{bcast, lowest_bit};
 use crate::ptx::*;
@@ -62,22 +62,20 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, d.ib);
     let lit_addr = b.add(d.ib, 1u32);
     let iend = b.add(d.ib, d.stored);
-    let fast = Fast {
-        iend2: b.sub(iend, 2u32),
-        unread_bias: b.sub(2u32, d.ob),
-    };
+    let iend2 = b.sub(iend, 2u32);
+    let unread_bias = b.sub(2u32, d.ob);
+    let cur = Cursor { op, tok, lit_addr };
     b.loop_with(LoopBranch::Uniform, |b, block_end, next_seq| {
         let lit = b.shr(tok, 4u32);
         let mcode = b.and(tok, 15u32);
         let slow = b.label("slow_seq");
-        fast_sequence(
-            b,
-            d,
-            &fast,
-            [lit_addr, op, tok, lit, mcode],
-            &slow,
-            next_seq,
-        );
+        let fast = Fast {
+            iend2,
+            unread_bias,
+            slow: &slow,
+            next: next_seq,
+        };
+        fast_sequence(b, d, &fast, &cur, Token { lit, mcode });
         b.place(&slow);
         // Block index of the byte after the token (a fresh register: read_length advances it).
         let ip = b.sub(lit_addr, d.ib);
@@ -159,7 +157,14 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         b.mov_to(tok, next_tok);
         let next_lit = b.add(next_addr, 1u32);
         b.mov_to(lit_addr, next_lit);
-        copy_sequence(b, d, lit_src, op, lit, offset, ml, false);
+        let seq = Sequence {
+            lit_src,
+            op,
+            lit,
+            offset,
+            ml,
+        };
+        copy_sequence(b, d, &seq, Lengths::Any);
         let span = b.add(lit, ml);
         let op3 = b.add(op, span);
         b.mov_to(op, op3);
@@ -171,27 +176,43 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     op
 }
 
-/// Per-page constants of the fast path: `ib + stored - 2` (a sequence whose offset starts at or
-/// past it leaves no room for the offset and a further token) and `2 - ob` (added to the offset's
-/// address it gives the page index of the next token's block byte, below which the output must
-/// stay: the in-place bound).
-struct Fast {
+/// The decode loop's carried registers: page bytes produced so far, the next token (loaded while
+/// the previous sequence is copied, its latency off the critical path) and the shared address of
+/// the byte after it.
+#[derive(Clone, Copy)]
+struct Cursor {
+    op: Reg<U32>,
+    tok: Reg<U32>,
+    lit_addr: Reg<U32>,
+}
+
+/// A token's two fields: the literal count and the match-length code (both 0..=15).
+struct Token {
+    lit: Reg<U32>,
+    mcode: Reg<U32>,
+}
+
+/// The fast path's per-page constants and its two ways out. `iend2` = `ib + stored - 2` (a
+/// sequence whose offset starts at or past it leaves no room for the offset and a further
+/// token); `unread_bias` = `2 - ob` (added to the offset's address it gives the page index of the
+/// next token's block byte, below which the output must stay: the in-place bound).
+struct Fast<'a> {
     iend2: Reg<U32>,
     unread_bias: Reg<U32>,
+    /// The step-by-step parse of the same token.
+    slow: &'a Label,
+    /// The next sequence (the top of the decode loop).
+    next: &'a Label,
 }
 
 /// The common sequence (literal and match lengths below 15, not the last one) with all its
-/// checks folded into one branch: falls through to `slow` (the step-by-step parse of the same
+/// checks folded into one branch: falls through to `f.slow` (the step-by-step parse of the same
 /// token, which then finds the failing check in order) unless every check holds; otherwise
-/// loads the next token, copies the sequence, advances `lit_addr` and `op` and continues.
-fn fast_sequence(
-    b: &mut KernelBuilder,
-    d: &Dec,
-    f: &Fast,
-    [lit_addr, op, tok, lit, mcode]: [Reg<U32>; 5],
-    slow: &Label,
-    next: &Label,
-) {
+/// loads the next token, copies the sequence, advances the cursor and continues at `f.next`.
+fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: Token) {
+    let Cursor { op, tok, lit_addr } = *cur;
+    let Token { lit, mcode } = token;
+    let (slow, next) = (f.slow, f.next);
     let lit_short = b.setp(Cmp::Lt, lit, 15u32);
     let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
     let short = b.and(lit_short, ml_short);
@@ -221,7 +242,14 @@ fn fast_sequence(
     let lit_src = b.mov(lit_addr);
     let next_lit = b.add(oa, 3u32);
     b.mov_to(lit_addr, next_lit);
-    copy_sequence(b, d, lit_src, op, lit, offset, ml, true);
+    let seq = Sequence {
+        lit_src,
+        op,
+        lit,
+        offset,
+        ml,
+    };
+    copy_sequence(b, d, &seq, Lengths::Short);
     b.mov_to(tok, next_tok);
     b.mov_to(op, m_end);
     b.bra_uni(next);

@@ -61,6 +61,26 @@ struct Dec {
     fail: Label,
 }
 
+/// A checked sequence to copy: `lit` literals from the shared address `lit_src` to page byte
+/// `op`, then `ml` bytes from `offset` back.
+#[derive(Clone, Copy)]
+struct Sequence {
+    lit_src: Reg<U32>,
+    op: Reg<U32>,
+    lit: Reg<U32>,
+    offset: Reg<U32>,
+    ml: Reg<U32>,
+}
+
+/// What the caller of [`copy::copy_sequence`] knows of the sequence's lengths.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lengths {
+    /// Literals below 15 and a match below 19 bytes: both fit 32 bytes together.
+    Short,
+    /// Any lengths.
+    Any,
+}
+
 impl Dec {
     /// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds. The status
     /// is written only on the way out, so the hot path carries no conditional moves.
