@@ -162,7 +162,7 @@ impl KernelBuilder {
     pub fn atomic_add<T: Word>(&mut self, e: GlobalElem<T>, v: impl Operand<T>) {
         self.red::<T>(
             super::mem::Space::Global,
-            super::sync::AtomOp::Add,
+            super::atomic::AtomOp::Add,
             e.addr,
             v,
         );
