@@ -80,13 +80,24 @@ impl GpuOps {
     }
 
     /// Enqueues `total += sum(x)` on `stream`; the caller zeroes `total` first.
+    pub fn reduce_sum_device(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        launch_reduce_sum(&self.gpu, stream, x, total)
+    }
+
+    /// The former name of [`GpuOps::reduce_sum_device`].
+    #[deprecated(note = "renamed to `reduce_sum_device`, after its kernel")]
     pub fn sum_device(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaView<'_, f32>,
         total: &mut CudaSlice<f64>,
     ) -> Result<()> {
-        launch_sum(&self.gpu, stream, x, total)
+        self.reduce_sum_device(stream, x, total)
     }
 }
 
@@ -125,7 +136,7 @@ fn launch_correct_add(
     }
 }
 
-fn launch_sum(
+fn launch_reduce_sum(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     x: &CudaView<'_, f32>,
@@ -185,7 +196,7 @@ impl VectorOps for GpuOps {
         c.download_into(&stream, out)
     }
 
-    fn sum(&mut self, x: &[f32]) -> Result<f64> {
+    fn reduce_sum(&mut self, x: &[f32]) -> Result<f64> {
         let stream = self.gpu.stream().clone();
         ensure(&stream, &mut self.a, x.len(), "sum input")?;
         let a = self.a.as_mut().expect("ensured above");
@@ -194,7 +205,7 @@ impl VectorOps for GpuOps {
             .memset_zeros(self.total.slice_mut())
             .map_err(Error::driver("cuMemsetD8Async"))?;
         let view = a.slice().slice(0..x.len());
-        launch_sum(&self.gpu, &stream, &view, self.total.slice_mut())?;
+        launch_reduce_sum(&self.gpu, &stream, &view, self.total.slice_mut())?;
         let mut t = [0.0f64];
         self.total.set_len(1)?;
         self.total.download_into(&stream, &mut t)?;

@@ -1,6 +1,8 @@
-//! Element-wise correction and f32 -> f64 summation: the foundation's two kernels behind one
-//! trait, with a CPU reference ([`CpuOps`]) and the GPU implementation ([`GpuOps`]). Later
-//! pipelines reuse both (the learned-correction chain, reductions in tests and benches).
+//! Element-wise correction and f32 -> f64 summation: the foundation's two kernels
+//! (`kernels::core_ops`: `core_correct_add`, `core_reduce_sum`) behind one trait, with a CPU
+//! reference ([`CpuOps`]) and the GPU implementation ([`GpuOps`]); each operation has the name
+//! of its kernel. Later pipelines reuse both (the learned-correction chain, reductions in tests
+//! and benches). Also reachable as `ptxflow::ops` (its former name).
 
 mod gpu;
 
@@ -23,7 +25,13 @@ pub trait VectorOps {
     ) -> Result<()>;
 
     /// Sum of `x` accumulated in f64.
-    fn sum(&mut self, x: &[f32]) -> Result<f64>;
+    fn reduce_sum(&mut self, x: &[f32]) -> Result<f64>;
+
+    /// The former name of [`VectorOps::reduce_sum`].
+    #[deprecated(note = "renamed to `reduce_sum`, the name of its kernel")]
+    fn sum(&mut self, x: &[f32]) -> Result<f64> {
+        self.reduce_sum(x)
+    }
 }
 
 pub(crate) fn check_same_len(prediction: &[f32], correction: &[f32], out: &[f32]) -> Result<()> {
@@ -62,7 +70,7 @@ impl VectorOps for CpuOps {
         Ok(())
     }
 
-    fn sum(&mut self, x: &[f32]) -> Result<f64> {
+    fn reduce_sum(&mut self, x: &[f32]) -> Result<f64> {
         Ok(x.par_chunks(1 << 16)
             .map(|c| c.iter().map(|&v| f64::from(v)).sum::<f64>())
             .sum())
