@@ -35,6 +35,7 @@ pub(super) fn emit_sequence(
     lit: Reg<U32>,
     matched: Option<Match>,
 ) {
+    b.comment("emit a sequence into scratch (raw if the block can no longer be shorter)");
     let general = b.label("emit_general");
     let done = b.label("emit_done");
     if let Some(m) = matched {

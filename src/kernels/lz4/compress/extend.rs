@@ -18,6 +18,7 @@ pub(super) fn extend(
     anchor: Reg<U32>,
     limit: Reg<U32>,
 ) -> (Reg<U32>, Reg<U32>) {
+    b.comment("extend: 16 bytes forward and 16 backward in one 32-lane step");
     let lane = pc.ln.lane;
     let dist = b.sub(p0, c0);
     let room = b.sub(p0, anchor);
@@ -48,6 +49,7 @@ pub(super) fn extend(
     b.bra_uni_unless(more, &ext_done);
     let fwd_done = b.label("fwd_done");
     b.bra_uni_unless(fwd_more, &fwd_done);
+    b.comment("extend forward, 32 bytes a step");
     b.loop_with(LoopBranch::Uniform, |b, fwd_end, _| {
         let e = b.add(end, lane);
         let inside = b.setp(Cmp::Lt, e, limit);
@@ -63,6 +65,7 @@ pub(super) fn extend(
     });
     b.place(&fwd_done);
     b.bra_uni_unless(bwd_more, &ext_done);
+    b.comment("extend backward, 32 bytes a step");
     b.loop_with(LoopBranch::Uniform, |b, bwd_end, _| {
         let k = b.add(back, lane);
         let k = b.add(k, 1u32);

@@ -21,6 +21,7 @@ pub fn build(target: Target) -> Module {
     let scratch = b.param::<U64>("scratch");
     let packed = b.param::<U64>("packed");
     let info = b.param::<U64>("info");
+    b.comment("parameters");
     let input = b.global_ptr(&input);
     let input_bytes = b.ld_param(&input_bytes);
     let page_bytes = b.ld_param(&page_bytes);
@@ -30,6 +31,9 @@ pub fn build(target: Target) -> Module {
     let info = b.global_ptr(&info);
     let smem = b.dynamic_shared::<U32>("lz4c_smem");
 
+    b.comment(
+        "per-warp layout: hash table, staged page (shared), scratch (global); lane constants",
+    );
     let ln = Lanes::new(&mut b);
     let tid = b.special(Special::TidX);
     let warp = b.shr(tid, 5u32);
@@ -58,6 +62,7 @@ pub fn build(target: Target) -> Module {
     let scratch_lane = b.index_addr(scratch, ln.lane, 1);
 
     b.loop_with(LoopBranch::Uniform, |b, all_done, _| {
+        b.comment("page loop: lane 0 takes the next page from the counter info[0]");
         let pg = b.mov(0u32);
         b.guarded(lane0, false, |b| {
             let t = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
@@ -71,7 +76,9 @@ pub fn build(target: Target) -> Module {
         let avail = b.sub(avail, start);
         let p_len = b.min(avail, page_bytes);
         let src = b.mad_wide(pg, page_bytes, input);
+        b.comment("stage the page in shared memory (16-byte loads), OR-ing its bytes");
         let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        b.comment("clear this page's hash table (2, 4 or 8 KiB)");
         // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
         let halvings = table_halvings(b, p_len);
         let hash_shift = b.add(halvings, 20u32);
@@ -118,10 +125,12 @@ pub fn build(target: Target) -> Module {
             spage_lane_m1,
             scratch_lane,
         };
+        b.comment("pages under 13 bytes are stored raw; all-zero pages skip the parse");
         let short = b.setp(Cmp::Lt, p_len, 13u32);
         b.bra_uni_if(short, &raw);
         let parse = b.label("parse");
         b.bra_uni_if(nonzero, &parse);
+        b.comment("all-zero page: 1 literal, an offset-1 match to P - 5, 5 literals");
         // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
         let one = b.mov(1u32);
         let ml = b.sub(p_len, 6u32);
@@ -142,10 +151,12 @@ pub fn build(target: Target) -> Module {
         b.place(&parse);
         parse_page(b, &pc);
         b.place(&commit);
+        b.comment("store the LZ4 block");
         finish(b, &pc, Stored::Block);
         let next = b.label("next_page");
         b.bra_uni(&next);
         b.place(&raw);
+        b.comment("store the page raw (it does not compress)");
         b.mov_to(out, p_len);
         finish(b, &pc, Stored::Raw);
         b.place(&next);

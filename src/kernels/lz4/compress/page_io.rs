@@ -57,6 +57,7 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let (lane0, info, packed, scratch) = (pc.lane0, pc.info, pc.packed, pc.scratch);
     let raw = from == Stored::Raw;
     let stored = pc.out;
+    b.comment("finish: reserve the stored bytes in packed (one atomic), copy them, info words");
     // Scratch bytes written by other lanes must be visible to the copy below.
     b.warp_sync(FULL_MASK);
     let padded = b.add(stored, 15u32);

@@ -21,6 +21,7 @@ fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) ->
 /// lanes, the table re-read). This gives the same parse as fresh windows from `end`, since any
 /// split into windows yields the sequential greedy parse (see the spec).
 pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
+    b.comment("parse: windows of 32 positions from the page start");
     let ln = pc.ln;
     let base = b.mov(0u32);
     let anchor = b.mov(0u32);
@@ -31,6 +32,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
     b.loop_with(LoopBranch::Uniform, |b, windows_done, next_window| {
         let over = b.setp(Cmp::Gt, base, last_start);
         b.bra_uni_if(over, windows_done);
+        b.comment("window: hash 32 positions, group equal hashes (match.any)");
         let pos = b.add(base, ln.lane);
         let active = b.setp(Cmp::Le, pos, last_start);
         // Every hashable position gets its true hash (needed for the end - 2 insert below).
@@ -44,6 +46,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
         let pos_plus1 = b.add(pos, 1u32);
         let first_live = b.mov(0u32);
         b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+            b.comment("lookup: peer or table candidate per lane, ballot of matches, table inserts");
             let live = b.shl(u32::MAX, first_live);
             let earlier = b.and(group_mask, ln.lt);
             let earlier = b.and(earlier, live);
@@ -89,6 +92,9 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             });
             b.bra_uni_unless(found, no_match);
 
+            b.comment(
+                "match at the first matching lane: extend, insert end - 2, emit the sequence",
+            );
             let match_pos = b.add(base, first);
             let match_cand = bcast(b, cand, first);
             let (end, back) = extend(b, pc, match_pos, match_cand, anchor, limit);
@@ -138,6 +144,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
         b.mov_to(base, next_base);
         b.warp_sync(FULL_MASK);
     });
+    b.comment("last sequence: the literals after the last match");
     let lit = b.sub(pc.p_len, anchor);
     emit_sequence(b, pc, anchor, lit, None);
 }

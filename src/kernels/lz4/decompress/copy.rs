@@ -136,6 +136,7 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
         ml,
     } = *seq;
     let lane = d.ln.lane;
+    b.comment("copy the sequence: literals and match in one step when they fit and are apart");
     let span = b.add(lit, ml);
     let apart = b.setp(Cmp::Ge, offset, span);
     let one_step = match lengths {
@@ -161,6 +162,7 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
     b.warp_sync(FULL_MASK);
     b.bra_uni(&copied);
     b.place(&general);
+    b.comment("copy the literals, then the match, each in steps of their own");
     copy_literals(b, d, lit_src, op, lit);
     let mop = b.add(op, lit);
     copy_match(b, d, mop, offset, ml);

@@ -10,6 +10,7 @@ use crate::ptx::*;
 /// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
 /// fails past the block end or once the length exceeds the original page length.
 fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
+    b.comment("length bytes (255-chained), 32 a step");
     let n = b.mov(0u32);
     b.loop_with(LoopBranch::Uniform, |b, got, _| {
         let i = b.add(ip, d.ln.lane);
@@ -54,6 +55,7 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
 /// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
 /// bytes); others copy literals and then the match in steps of their own.
 pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
+    b.comment("decode the block in place, one sequence a pass");
     let op = b.mov(0u32);
     let empty = b.setp(Cmp::Eq, d.stored, 0u32);
     d.fail_if(b, empty, status::TRUNCATED);
@@ -66,6 +68,7 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
     let unread_bias = b.sub(2u32, d.ob);
     let cur = Cursor { op, tok, lit_addr };
     b.loop_with(LoopBranch::Uniform, |b, block_end, next_seq| {
+        b.comment("sequence: the common case with all checks in one branch");
         let lit = b.shr(tok, 4u32);
         let mcode = b.and(tok, 15u32);
         let slow = b.label("slow_seq");
@@ -77,6 +80,7 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         };
         fast_sequence(b, d, &fast, &cur, Token { lit, mcode });
         b.place(&slow);
+        b.comment("sequence, step by step: literal length, literals");
         // Block index of the byte after the token (a fresh register: read_length advances it).
         let ip = b.sub(lit_addr, d.ib);
         let long_lit = b.setp(Cmp::Eq, lit, 15u32);
@@ -108,6 +112,7 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         b.mov_to(op, op2);
         b.bra_uni(block_end);
         b.place(&not_last);
+        b.comment("match: offset, length, checks, copy");
         // The match: two offset bytes and at least one more token must follow.
         let left_in = b.sub(d.stored, lit_end);
         let no_room = b.setp(Cmp::Lt, left_in, 3u32);
@@ -169,6 +174,7 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let op3 = b.add(op, span);
         b.mov_to(op, op3);
     });
+    b.comment("end of block: the page must have its original length");
     let short = b.setp(Cmp::Ne, op, d.orig);
     let exact = b.not(d.bounded);
     let short = b.and(short, exact);

@@ -19,6 +19,7 @@ pub fn build(target: Target) -> Module {
     let page_bytes = b.param::<U32>("page_bytes");
     let output = b.param::<U64>("output");
     let status_p = b.param::<U64>("status");
+    b.comment("parameters");
     let packed = b.global_ptr(&packed);
     let packed_bytes = b.ld_param(&packed_bytes);
     let entries = b.global_ptr(&entries);
@@ -28,6 +29,7 @@ pub fn build(target: Target) -> Module {
     let status_p = b.global_ptr(&status_p);
     let smem = b.dynamic_shared::<U32>("lz4d_smem");
 
+    b.comment("per-warp layout: the page buffer plus the in-place margin (shared); lane constants");
     let ln = Lanes::new(&mut b);
     let tid = b.special(Special::TidX);
     let warp = b.shr(tid, 5u32);
@@ -56,6 +58,7 @@ pub fn build(target: Target) -> Module {
         n_pages,
         all_warps,
         |b, pg, _| {
+            b.comment("page loop (warps stride over the pages): read and check the entry");
             let ea = b.index_addr(entries, pg, 16);
             let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
             // Status code and bytes produced are set on each way out (not here), so neither is live
@@ -92,6 +95,7 @@ pub fn build(target: Target) -> Module {
                 fail: fail.clone(),
             };
             d.fail_if(b, bad, status::BAD_ENTRY);
+            b.comment("stage the block at the end of the buffer (16-byte chunks)");
             // Stage the block at the end of the buffer (the page is rebuilt from its start, in
             // place): 16-byte chunks from the aligned address at or below it.
             let delta = b.and(off, 15u32);
@@ -119,6 +123,7 @@ pub fn build(target: Target) -> Module {
             let d = Dec { ib, ..d };
             let block = b.label("block");
             b.bra_uni_unless(is_raw, &block);
+            b.comment("raw page: copy it out");
             let dst = b.mad_wide(pg, page_bytes, output);
             copy_raw_out(b, &d, dst);
             b.mov_to(produced, orig);
@@ -126,6 +131,7 @@ pub fn build(target: Target) -> Module {
             b.bra_uni(&done);
             b.place(&block);
             let op = decode(b, &d);
+            b.comment("write the rebuilt page out");
             let dst = b.mad_wide(pg, page_bytes, output);
             copy_page_out(b, &d, dst, op);
             b.mov_to(produced, op);
@@ -134,6 +140,7 @@ pub fn build(target: Target) -> Module {
             b.place(&fail);
             b.mov_to(produced, 0u32);
             b.place(&done);
+            b.comment("status word: code | bytes produced << 8");
             let sa = b.index_addr(status_p, pg, 4);
             let len_bits = b.shl(produced, 8u32);
             let word = b.or(code, len_bits);
