@@ -59,3 +59,21 @@ pub(crate) fn ld_shared_u32_unaligned(b: &mut KernelBuilder, addr: Reg<U32>) -> 
 pub(crate) fn bcast(b: &mut KernelBuilder, v: Reg<U32>, src: impl Operand<U32>) -> Reg<U32> {
     b.shfl(Shfl::Idx, v, src)
 }
+
+/// A uniform loop over `count` items, 32 a pass: lane `lane` takes item `base + lane`, `inside`
+/// when it is below `count`. `body` gets the item scaled to bytes (`item << shift`; the item
+/// itself when `shift` is 0) and `inside`, on which it predicates its accesses.
+pub(crate) fn for_each_lane_item(
+    b: &mut KernelBuilder,
+    lane: Reg<U32>,
+    count: Reg<U32>,
+    shift: u32,
+    body: impl FnOnce(&mut KernelBuilder, Reg<U32>, Reg<Pred>),
+) {
+    b.for_range_with(LoopBranch::Uniform, 0u32, count, 32u32, |b, base, _| {
+        let item = b.add(base, lane);
+        let inside = b.setp(Cmp::Lt, item, count);
+        let offset = if shift == 0 { item } else { b.shl(item, shift) };
+        body(b, offset, inside);
+    });
+}

@@ -4,7 +4,7 @@
 //! reserved with one atomic, with the page's two info words.
 
 use super::{Page, Stored, INFO_HEADER_WORDS};
-use crate::kernels::lz4::warp::{bcast, Lanes};
+use crate::kernels::lz4::warp::{bcast, for_each_lane_item, Lanes};
 use crate::kernels::lz4::RAW_FLAG;
 use crate::ptx::*;
 
@@ -70,10 +70,7 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let off = bcast(b, off, 0u32);
     let chunks = b.shr(padded, 4u32);
     let dst = b.index_addr(packed, off, 1);
-    b.for_range_with(LoopBranch::Uniform, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, pc.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
+    for_each_lane_item(b, pc.ln.lane, chunks, 4, |b, kb, inside| {
         let d = b.index_addr(dst, kb, 1);
         b.guarded(inside, false, |b| {
             let v = if raw {

@@ -3,16 +3,13 @@
 //! short sequences (literals and match) in one step.
 
 use super::{Dec, Lengths, Sequence};
-use crate::kernels::lz4::warp::ld_shared_u32_unaligned;
+use crate::kernels::lz4::warp::{for_each_lane_item, ld_shared_u32_unaligned};
 use crate::ptx::*;
 
 /// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
 pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     let words = b.shr(d.orig, 2u32);
-    b.for_range_with(LoopBranch::Uniform, 0u32, words, 32u32, |b, base, _| {
-        let w = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, w, words);
-        let wb = b.shl(w, 2u32);
+    for_each_lane_item(b, d.ln.lane, words, 2, |b, wb, inside| {
         let a = b.add(d.ib, wb);
         let g = b.index_addr(dst, wb, 1);
         b.guarded(inside, false, |b| {
@@ -20,26 +17,14 @@ pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
             b.st(Space::Global, g, v);
         });
     });
-    let tail_at = b.and(d.orig, !3u32);
-    let tail = b.and(d.orig, 3u32);
-    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
-    let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ib, k);
-    let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.st_narrow(Space::Global, Narrow::U8, g, v);
-    });
+    copy_tail_out(b, d, d.ib, dst, d.orig, 4);
 }
 
 /// Copies the `len` rebuilt bytes from the page buffer to `dst`: 16-byte chunks, then the tail.
 pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
     b.warp_sync(FULL_MASK);
     let chunks = b.shr(len, 4u32);
-    b.for_range_with(LoopBranch::Uniform, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
+    for_each_lane_item(b, d.ln.lane, chunks, 4, |b, kb, inside| {
         let s = b.add(d.ob, kb);
         let g = b.index_addr(dst, kb, 1);
         b.guarded(inside, false, |b| {
@@ -47,11 +32,24 @@ pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: 
             b.st_v4::<U32>(Space::Global, g, v);
         });
     });
-    let tail_at = b.and(len, !15u32);
-    let tail = b.and(len, 15u32);
+    copy_tail_out(b, d, d.ob, dst, len, 16);
+}
+
+/// Copies the last `len % unit` of `len` bytes from the shared address `from` to `dst` (after
+/// the whole units copied before), one byte per lane; `unit` is a power of two up to 32.
+fn copy_tail_out(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    from: Reg<U32>,
+    dst: Reg<U64>,
+    len: Reg<U32>,
+    unit: u32,
+) {
+    let tail_at = b.and(len, !(unit - 1));
+    let tail = b.and(len, unit - 1);
     let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
     let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ob, k);
+    let a = b.add(from, k);
     let g = b.index_addr(dst, k, 1);
     b.guarded(in_tail, false, |b| {
         let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
@@ -69,9 +67,7 @@ pub(super) fn copy_literals(
     lit: Reg<U32>,
 ) {
     let dst = b.add(d.ob, op);
-    b.for_range_with(LoopBranch::Uniform, 0u32, lit, 32u32, |b, base, _| {
-        let i = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, i, lit);
+    for_each_lane_item(b, d.ln.lane, lit, 0, |b, i, inside| {
         let s = b.add(src, i);
         let t = b.add(dst, i);
         b.guarded(inside, false, |b| {

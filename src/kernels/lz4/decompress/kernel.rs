@@ -5,7 +5,7 @@ use super::copy::{copy_page_out, copy_raw_out};
 use super::decode::decode;
 use super::{Dec, MAX_BLOCK};
 use crate::kernels::lz4::status;
-use crate::kernels::lz4::warp::Lanes;
+use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
 use crate::ptx::*;
 
 /// Builds the module.
@@ -107,10 +107,7 @@ pub fn build(target: Target) -> Module {
             let staged = b.add(staged, 16u32);
             let stage = b.sub(region_end, staged);
             let src = b.index_addr(packed, abase, 1);
-            b.for_range_with(LoopBranch::Uniform, 0u32, chunks, 32u32, |b, base, _| {
-                let k = b.add(base, ln.lane);
-                let inside = b.setp(Cmp::Lt, k, chunks);
-                let kb = b.shl(k, 4u32);
+            for_each_lane_item(b, ln.lane, chunks, 4, |b, kb, inside| {
                 let g = b.index_addr(src, kb, 1);
                 let s = b.add(stage, kb);
                 b.guarded(inside, false, |b| {
