@@ -25,6 +25,15 @@ fn length_bytes(b: &mut KernelBuilder, n: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
     (count, last)
 }
 
+/// Branches to the raw path unless the block so far, a sequence of `seq_len` bytes and the
+/// `after` bytes that must follow it stay shorter than the page.
+fn raw_unless_shorter(b: &mut KernelBuilder, pc: &Page, seq_len: Reg<U32>, after: u32) {
+    let need = b.add(pc.out, seq_len);
+    let need = b.add(need, after);
+    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
+    b.bra_uni_if(too_long, &pc.raw);
+}
+
 /// Appends one sequence (`lit` literals from `anchor`, then the match `(offset, length)` unless
 /// it is the last sequence) to the warp's scratch at `out`; branches to the raw label when the
 /// block can no longer be shorter than the page.
@@ -57,10 +66,7 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let Match { offset, len: ml } = m;
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
-    let need = b.add(pc.out, seq_len);
-    let need = b.add(need, 6u32);
-    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_uni_if(too_long, &pc.raw);
+    raw_unless_shorter(b, pc, seq_len, 6);
     let hi = b.shl(lit, 4u32);
     let code = b.sub(ml, 4u32);
     let v = b.or(hi, code);
@@ -114,10 +120,7 @@ fn emit_general(
         None => (hi, lit_end, 0u32, None),
     };
     // The token and 5 literals of the last sequence always follow a match.
-    let need = b.add(pc.out, seq_len);
-    let need = b.add(need, after);
-    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_uni_if(too_long, &pc.raw);
+    raw_unless_shorter(b, pc, seq_len, after);
     let lit_src = b.add(pc.spage, anchor);
     let lit_src = b.sub(lit_src, lit_start);
     let dst = b.index_addr(pc.scratch, pc.out, 1);
