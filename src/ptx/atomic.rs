@@ -54,7 +54,7 @@ impl KernelBuilder {
                     AtomOp::Min | AtomOp::Max | AtomOp::And | AtomOp::Or | AtomOp::Xor
                 )),
             "atom_checks",
-            &format!("float atomic {op:?}: use atom_float_minmax"),
+            &format!("float atomic {op:?}: use atom_float"),
         );
         if float && T::BITS == 64 && op == AtomOp::Add {
             self.need(60, 5, 0);
@@ -133,8 +133,7 @@ impl KernelBuilder {
         d
     }
 
-    /// Atomic float min or max (f32/f64) as a compare-and-swap loop; returns the old value.
-    /// NaN inputs are ignored (PTX `min`/`max` semantics).
+    /// [`KernelBuilder::atom_float`] with `max` choosing [`AtomOp::Max`] over [`AtomOp::Min`].
     pub fn atom_float_minmax<T: Word + Float + Num>(
         &mut self,
         space: Space,
@@ -142,6 +141,26 @@ impl KernelBuilder {
         addr: impl Into<Addr>,
         v: Reg<T>,
     ) -> Reg<T> {
+        let op = if max { AtomOp::Max } else { AtomOp::Min };
+        self.atom_float(space, op, addr, v)
+    }
+
+    /// Atomic float min or max (`op` is [`AtomOp::Min`] or [`AtomOp::Max`]; f32/f64) as a
+    /// compare-and-swap loop; returns the old value. NaN inputs are ignored (PTX `min`/`max`
+    /// semantics).
+    pub fn atom_float<T: Word + Float + Num>(
+        &mut self,
+        space: Space,
+        op: AtomOp,
+        addr: impl Into<Addr>,
+        v: Reg<T>,
+    ) -> Reg<T> {
+        self.ensure(
+            matches!(op, AtomOp::Min | AtomOp::Max),
+            "atom_float",
+            &format!("float atomic {op:?}: only Min and Max are compare-and-swap loops"),
+        );
+        let max = op == AtomOp::Max;
         let addr = addr.into();
         let old = self.ld::<T>(
             if space == Space::Shared {

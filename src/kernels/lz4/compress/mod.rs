@@ -31,7 +31,7 @@
 //!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths), `parse` (the
 //! window loop), `extend` (match extension), `emit` (sequence writing), `page_io` (page in, block
-//! out). They share the per-page registers [`Page`] and the constants here; imports run from the
+//! out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
 mod emit;
@@ -98,7 +98,7 @@ struct Match {
     len: Reg<U32>,
 }
 
-/// Where [`page_io::finish`] copies the stored bytes from.
+/// Where `page_io::finish` copies the stored bytes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stored {
     /// The LZ4 block, from the warp's global scratch.

@@ -120,7 +120,7 @@ pub(super) fn copy_match(
 }
 
 /// Copies a checked sequence. When literals and match fit 32 bytes (always so for
-/// [`Lengths::Short`]) and the match source lies wholly before the literals, one step does both
+/// `Lengths::Short`) and the match source lies wholly before the literals, one step does both
 /// (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads before any
 /// stores).
 pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, lengths: Lengths) {

@@ -10,7 +10,7 @@
 //! bytes, original bytes, kind: bit 0 = raw page, bit 1 = the original length is only an upper
 //! bound, as for blocks of a frame), `n_pages`, `page_bytes` (a multiple of 1024, at most 65536),
 //! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
-//! [`status`] code in bits 0..8, the bytes produced in bits 8..32).
+//! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
 //!
 //! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
 //! page as long as the original), copies the block to the end of its shared buffer (the page
@@ -31,7 +31,7 @@
 //!
 //! Files: `kernel` (the entry: page loop, entry checks, staging, the raw and decoded ways out),
 //! `decode` (the decode loop: the common sequence in one step, the step-by-step parse), `copy`
-//! (byte moves). They share the page's registers [`Dec`] and the constants here; imports run
+//! (byte moves). They share the page's registers `Dec` and the constants here; imports run
 //! from the kernel down to the helpers, and from every file up to this one.
 
 mod copy;
@@ -72,7 +72,7 @@ struct Sequence {
     ml: Reg<U32>,
 }
 
-/// What the caller of [`copy::copy_sequence`] knows of the sequence's lengths.
+/// What the caller of `copy::copy_sequence` knows of the sequence's lengths.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Lengths {
     /// Literals below 15 and a match below 19 bytes: both fit 32 bytes together.
