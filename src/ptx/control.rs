@@ -34,22 +34,22 @@ impl KernelBuilder {
 
     /// `@p bra label`.
     pub fn bra_if(&mut self, p: Reg<Pred>, label: &Label) {
-        self.guarded(p, false, |b| b.bra(label));
+        self.when(p, |b| b.bra(label));
     }
 
     /// `@!p bra label`.
     pub fn bra_unless(&mut self, p: Reg<Pred>, label: &Label) {
-        self.guarded(p, true, |b| b.bra(label));
+        self.when_not(p, |b| b.bra(label));
     }
 
     /// `@p bra.uni label`: the caller promises `p` is the same in every active thread.
     pub fn bra_uni_if(&mut self, p: Reg<Pred>, label: &Label) {
-        self.guarded(p, false, |b| b.bra_uni(label));
+        self.when(p, |b| b.bra_uni(label));
     }
 
     /// `@!p bra.uni label`: the caller promises `p` is the same in every active thread.
     pub fn bra_uni_unless(&mut self, p: Reg<Pred>, label: &Label) {
-        self.guarded(p, true, |b| b.bra_uni(label));
+        self.when_not(p, |b| b.bra_uni(label));
     }
 
     /// `exit`: this thread stops.
@@ -153,6 +153,6 @@ impl KernelBuilder {
     }
 
     fn branch_if(&mut self, branch: LoopBranch, p: Reg<Pred>, label: &Label) {
-        self.guarded(p, false, |b| b.branch(branch, label));
+        self.when(p, |b| b.branch(branch, label));
     }
 }

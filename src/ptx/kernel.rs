@@ -257,6 +257,16 @@ impl KernelBuilder {
         self.guard = outer;
     }
 
+    /// Runs `f` with every instruction it emits predicated on `p` (`guarded(p, false, f)`).
+    pub fn when(&mut self, p: Reg<Pred>, f: impl FnOnce(&mut Self)) {
+        self.guarded(p, false, f);
+    }
+
+    /// Runs `f` with every instruction it emits predicated on `!p` (`guarded(p, true, f)`).
+    pub fn when_not(&mut self, p: Reg<Pred>, f: impl FnOnce(&mut Self)) {
+        self.guarded(p, true, f);
+    }
+
     fn not_pred(&mut self, p: Reg<Pred>) -> Reg<Pred> {
         let d = self.reg::<Pred>();
         self.instr(format!("not.pred {d}, {p}"));

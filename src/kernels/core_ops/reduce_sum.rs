@@ -62,19 +62,19 @@ pub fn build(target: Target) -> Module {
     let warp = b.shr(t, 5u32);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
     let slot = b.shared_index(&warp_sums, warp);
-    b.guarded(lane0, false, |b| b.st(Space::Shared, slot, warp_total));
+    b.when(lane0, |b| b.st(Space::Shared, slot, warp_total));
     b.bar_sync();
     let first_warp = b.setp(Cmp::Eq, warp, 0u32);
     b.if_then(first_warp, |b| {
         let v = b.mov(0.0f64);
         let has = b.setp(Cmp::Lt, lane, BLOCK / 32);
         let src = b.shared_index(&warp_sums, lane);
-        b.guarded(has, false, |b| {
+        b.when(has, |b| {
             let l = b.ld::<F64>(Space::Shared, src);
             b.mov_to(v, l);
         });
         let block_total = b.warp_sum(v);
-        b.guarded(lane0, false, |b| {
+        b.when(lane0, |b| {
             b.red(Space::Global, AtomOp::Add, total, block_total)
         });
     });

@@ -72,7 +72,7 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let v = b.or(hi, code);
     let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
     let src = b.add(pc.spage_lane_m1, anchor);
-    b.guarded(in_lit, false, |b| {
+    b.when(in_lit, |b| {
         let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
         b.mov_to(v, t);
     });
@@ -86,9 +86,7 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let v3 = b.selp(ob, v, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
     let a = b.index_addr(pc.scratch_lane, pc.out, 1);
-    b.guarded(in_seq, false, |b| {
-        b.st_narrow(Space::Global, Narrow::U8, a, v3)
-    });
+    b.when(in_seq, |b| b.st_narrow(Space::Global, Narrow::U8, a, v3));
     let o = b.add(pc.out, seq_len);
     b.mov_to(pc.out, o);
 }
@@ -136,7 +134,7 @@ fn emit_general(
         let rel = b.sub(j, lit_start);
         let in_lit = b.setp(Cmp::Lt, rel, lit);
         let src = b.add(lit_src, j);
-        b.guarded(in_lit, false, |b| {
+        b.when(in_lit, |b| {
             let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
             b.mov_to(v, t);
         });
@@ -159,9 +157,7 @@ fn emit_general(
         }
         let in_seq = b.setp(Cmp::Lt, j, seq_len);
         let a = b.index_addr(dst, j, 1);
-        b.guarded(in_seq, false, |b| {
-            b.st_narrow(Space::Global, Narrow::U8, a, v)
-        });
+        b.when(in_seq, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
     });
     let o = b.add(pc.out, seq_len);
     b.mov_to(pc.out, o);

@@ -89,7 +89,7 @@ pub(super) fn extend(
 fn mismatch_step(b: &mut KernelBuilder, inside: Reg<Pred>, a: Reg<U32>, s: Reg<U32>) -> Reg<U32> {
     let x = b.mov(0u32);
     let y = b.mov(256u32);
-    b.guarded(inside, false, |b| {
+    b.when(inside, |b| {
         let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
         b.mov_to(x, t);
         let u = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);

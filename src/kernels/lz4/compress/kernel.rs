@@ -64,7 +64,7 @@ pub fn build(target: Target) -> Module {
     b.loop_with(LoopBranch::Uniform, |b, all_done, _| {
         b.comment("page loop: lane 0 takes the next page from the counter info[0]");
         let pg = b.mov(0u32);
-        b.guarded(lane0, false, |b| {
+        b.when(lane0, |b| {
             let t = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
             b.mov_to(pg, t);
         });
@@ -89,12 +89,8 @@ pub fn build(target: Target) -> Module {
             let a = Addr::from(tl).off(512 * i as i64);
             match i {
                 0..4 => b.st_v4::<U32>(Space::Shared, a, [zero; 4]),
-                4..8 => b.guarded(half4, false, |b| {
-                    b.st_v4::<U32>(Space::Shared, a, [zero; 4])
-                }),
-                _ => b.guarded(whole8, false, |b| {
-                    b.st_v4::<U32>(Space::Shared, a, [zero; 4])
-                }),
+                4..8 => b.when(half4, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
+                _ => b.when(whole8, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
             }
         }
         b.warp_sync(FULL_MASK);

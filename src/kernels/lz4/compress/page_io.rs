@@ -25,7 +25,7 @@ pub(super) fn stage(
         let full = b.setp(Cmp::Le, end, p_len);
         let g = b.index_addr(src, off, 1);
         let d = b.add(spage, off);
-        b.guarded(full, false, |b| {
+        b.when(full, |b| {
             let v = b.ld_v4::<U32>(Space::GlobalNc, g);
             b.st_v4::<U32>(Space::Shared, d, v);
             let o1 = b.or(v[0], v[1]);
@@ -41,7 +41,7 @@ pub(super) fn stage(
     let off = b.add(tail_start, ln.lane);
     let g = b.index_addr(src, off, 1);
     let d = b.add(spage, off);
-    b.guarded(in_tail, false, |b| {
+    b.when(in_tail, |b| {
         let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
         b.st_narrow(Space::Shared, Narrow::U8, d, v);
         let a = b.or(acc, v);
@@ -63,7 +63,7 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let padded = b.add(stored, 15u32);
     let padded = b.and(padded, !15u32);
     let off = b.mov(0u32);
-    b.guarded(lane0, false, |b| {
+    b.when(lane0, |b| {
         let t = b.atom::<U32>(Space::Global, AtomOp::Add, Addr::from(info).off(4), padded);
         b.mov_to(off, t);
     });
@@ -72,7 +72,7 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let dst = b.index_addr(packed, off, 1);
     for_each_lane_item(b, pc.ln.lane, chunks, 4, |b, kb, inside| {
         let d = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = if raw {
                 let s = b.add(pc.spage, kb);
                 b.ld_v4::<U32>(Space::Shared, s)
@@ -91,7 +91,7 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let idx = b.shl(pc.index, 1u32);
     let idx = b.add(idx, INFO_HEADER_WORDS);
     let ia = b.index_addr(info, idx, 4);
-    b.guarded(lane0, false, |b| {
+    b.when(lane0, |b| {
         b.st(Space::Global, ia, word);
         b.st(Space::Global, Addr::from(ia).off(4), off);
     });

@@ -87,7 +87,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             let last_of_group = b.setp(Cmp::Gt, next_up, last_inserter);
             let writer = b.and(upto, last_of_group);
             let writer = b.and(writer, may_write);
-            b.guarded(writer, false, |b| {
+            b.when(writer, |b| {
                 b.st_narrow(Space::Shared, Narrow::U16, slot, pos_plus1)
             });
             b.bra_uni_unless(found, no_match);
@@ -119,7 +119,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             b.place(&have_h2);
             let end_m2_slot = b.add(pc.table, end_m2_bucket);
             let end_m1 = b.sub(end, 1u32);
-            b.guarded(lane0, false, |b| {
+            b.when(lane0, |b| {
                 b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)
             });
             emit_sequence(
@@ -136,7 +136,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             b.warp_sync(FULL_MASK);
             let rel = b.sub(end, base);
             let outside = b.setp(Cmp::Ge, rel, 32u32);
-            b.guarded(outside, false, |b| b.mov_to(base, end));
+            b.when(outside, |b| b.mov_to(base, end));
             b.bra_uni_if(outside, next_window);
             b.mov_to(first_live, rel);
         });

@@ -12,7 +12,7 @@ pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     for_each_lane_item(b, d.ln.lane, words, 2, |b, wb, inside| {
         let a = b.add(d.ib, wb);
         let g = b.index_addr(dst, wb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = ld_shared_u32_unaligned(b, a);
             b.st(Space::Global, g, v);
         });
@@ -27,7 +27,7 @@ pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: 
     for_each_lane_item(b, d.ln.lane, chunks, 4, |b, kb, inside| {
         let s = b.add(d.ob, kb);
         let g = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = b.ld_v4::<U32>(Space::Shared, s);
             b.st_v4::<U32>(Space::Global, g, v);
         });
@@ -51,7 +51,7 @@ fn copy_tail_out(
     let k = b.add(tail_at, d.ln.lane);
     let a = b.add(from, k);
     let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
+    b.when(in_tail, |b| {
         let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
         b.st_narrow(Space::Global, Narrow::U8, g, v);
     });
@@ -70,7 +70,7 @@ pub(super) fn copy_literals(
     for_each_lane_item(b, d.ln.lane, lit, 0, |b, i, inside| {
         let s = b.add(src, i);
         let t = b.add(dst, i);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
             b.st_narrow(Space::Shared, Narrow::U8, t, v);
         });
@@ -103,7 +103,7 @@ pub(super) fn copy_match(
         let s = b.add(s, lane);
         let t = b.add(d.ob, dst);
         let t = b.add(t, lane);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
             b.st_narrow(Space::Shared, Narrow::U8, t, v);
         });
@@ -151,7 +151,7 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
     let from_match = b.sub(dst, offset);
     let src = b.selp(from_lit, from_match, is_lit);
     let inside = b.setp(Cmp::Lt, lane, span);
-    b.guarded(inside, false, |b| {
+    b.when(inside, |b| {
         let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
         b.st_narrow(Space::Shared, Narrow::U8, dst, v);
     });

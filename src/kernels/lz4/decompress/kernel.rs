@@ -110,7 +110,7 @@ pub fn build(target: Target) -> Module {
             for_each_lane_item(b, ln.lane, chunks, 4, |b, kb, inside| {
                 let g = b.index_addr(src, kb, 1);
                 let s = b.add(stage, kb);
-                b.guarded(inside, false, |b| {
+                b.when(inside, |b| {
                     let v = b.ld_v4::<U32>(Space::GlobalNc, g);
                     b.st_v4::<U32>(Space::Shared, s, v);
                 });
@@ -141,7 +141,7 @@ pub fn build(target: Target) -> Module {
             let sa = b.index_addr(status_p, pg, 4);
             let len_bits = b.shl(produced, 8u32);
             let word = b.or(code, len_bits);
-            b.guarded(lane0, false, |b| b.st(Space::Global, sa, word));
+            b.when(lane0, |b| b.st(Space::Global, sa, word));
             // The next page's staging overwrites buffers this page's lanes read.
             b.warp_sync(FULL_MASK);
         },
