@@ -67,28 +67,30 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
     raw_unless_shorter(b, pc, seq_len, 6);
-    let hi = b.shl(lit, 4u32);
+    let token_hi = b.shl(lit, 4u32);
     let code = b.sub(ml, 4u32);
-    let v = b.or(hi, code);
+    let byte = b.or(token_hi, code);
     let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
     let src = b.add(pc.spage_lane_m1, anchor);
     b.when(in_lit, |b| {
-        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-        b.mov_to(v, t);
+        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.mov_to(byte, lit_byte);
     });
     // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
-    let lit1 = b.add(lit, 1u32);
-    let rel = b.sub(lane, lit1);
-    let is_off = b.setp(Cmp::Lt, rel, 2u32);
-    let sh = b.shl(rel, 3u32);
-    let ob = b.shr(offset, sh);
-    let ob = b.and(ob, 255u32);
-    let v3 = b.selp(ob, v, is_off);
+    let lit_plus1 = b.add(lit, 1u32);
+    let off_rel = b.sub(lane, lit_plus1);
+    let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
+    let off_shift = b.shl(off_rel, 3u32);
+    let off_byte = b.shr(offset, off_shift);
+    let off_byte = b.and(off_byte, 255u32);
+    let byte_or_off = b.selp(off_byte, byte, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
-    let a = b.index_addr(pc.scratch_lane, pc.out, 1);
-    b.when(in_seq, |b| b.st_narrow(Space::Global, Narrow::U8, a, v3));
-    let o = b.add(pc.out, seq_len);
-    b.mov_to(pc.out, o);
+    let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
+    b.when(in_seq, |b| {
+        b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)
+    });
+    let out_end = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, out_end);
 }
 
 /// Any sequence, 32 bytes per step, one per lane.
@@ -101,21 +103,26 @@ fn emit_general(
 ) {
     let lane = pc.ln.lane;
     let lit15 = b.min(lit, 15u32);
-    let hi = b.shl(lit15, 4u32);
-    let (ll, ll_last) = length_bytes(b, lit);
-    let lit_start = b.add(ll, 1u32);
+    let token_hi = b.shl(lit15, 4u32);
+    let (lit_len_bytes, lit_len_last) = length_bytes(b, lit);
+    let lit_start = b.add(lit_len_bytes, 1u32);
     let lit_end = b.add(lit_start, lit);
-    let (token, seq_len, after, m) = match matched {
+    let (token, seq_len, after, match_fields) = match matched {
         Some(Match { offset, len: ml }) => {
             let code = b.sub(ml, 4u32);
             let c15 = b.min(code, 15u32);
-            let token = b.or(hi, c15);
-            let (mb, m_last) = length_bytes(b, code);
-            let t = b.add(lit_end, 2u32);
-            let seq_len = b.add(t, mb);
-            (token, seq_len, 6u32, Some((offset, mb, m_last)))
+            let token = b.or(token_hi, c15);
+            let (match_len_bytes, match_len_last) = length_bytes(b, code);
+            let offset_end = b.add(lit_end, 2u32);
+            let seq_len = b.add(offset_end, match_len_bytes);
+            (
+                token,
+                seq_len,
+                6u32,
+                Some((offset, match_len_bytes, match_len_last)),
+            )
         }
-        None => (hi, lit_end, 0u32, None),
+        None => (token_hi, lit_end, 0u32, None),
     };
     // The token and 5 literals of the last sequence always follow a match.
     raw_unless_shorter(b, pc, seq_len, after);
@@ -123,42 +130,44 @@ fn emit_general(
     let lit_src = b.sub(lit_src, lit_start);
     let dst = b.index_addr(pc.scratch, pc.out, 1);
     b.for_range_with(LoopBranch::Uniform, 0u32, seq_len, 32u32, |b, base, _| {
-        let j = b.add(base, lane);
-        let v = b.mov(token);
-        let jm1 = b.sub(j, 1u32);
-        let in_ll = b.setp(Cmp::Lt, jm1, ll);
-        let is_last = b.setp(Cmp::Eq, j, ll);
-        let llv = b.selp(ll_last, 255u32, is_last);
-        let v2 = b.selp(llv, v, in_ll);
-        b.mov_to(v, v2);
-        let rel = b.sub(j, lit_start);
-        let in_lit = b.setp(Cmp::Lt, rel, lit);
-        let src = b.add(lit_src, j);
+        let seq_byte = b.add(base, lane);
+        let byte = b.mov(token);
+        let seq_byte_m1 = b.sub(seq_byte, 1u32);
+        let in_ll = b.setp(Cmp::Lt, seq_byte_m1, lit_len_bytes);
+        let is_last = b.setp(Cmp::Eq, seq_byte, lit_len_bytes);
+        let len_byte = b.selp(lit_len_last, 255u32, is_last);
+        let with_len = b.selp(len_byte, byte, in_ll);
+        b.mov_to(byte, with_len);
+        let lit_rel = b.sub(seq_byte, lit_start);
+        let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
+        let src = b.add(lit_src, seq_byte);
         b.when(in_lit, |b| {
-            let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(v, t);
+            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(byte, lit_byte);
         });
-        if let Some((offset, mb, m_last)) = m {
-            let lo = b.and(offset, 255u32);
-            let hi = b.shr(offset, 8u32);
-            let at_lo = b.setp(Cmp::Eq, j, lit_end);
-            let v3 = b.selp(lo, v, at_lo);
+        if let Some((offset, match_len_bytes, match_len_last)) = match_fields {
+            let off_lo = b.and(offset, 255u32);
+            let off_hi = b.shr(offset, 8u32);
+            let at_lo = b.setp(Cmp::Eq, seq_byte, lit_end);
+            let with_off_lo = b.selp(off_lo, byte, at_lo);
             let hi_at = b.add(lit_end, 1u32);
-            let at_hi = b.setp(Cmp::Eq, j, hi_at);
-            let v4 = b.selp(hi, v3, at_hi);
-            let mx0 = b.add(lit_end, 2u32);
-            let relm = b.sub(j, mx0);
-            let in_mx = b.setp(Cmp::Lt, relm, mb);
+            let at_hi = b.setp(Cmp::Eq, seq_byte, hi_at);
+            let with_off_hi = b.selp(off_hi, with_off_lo, at_hi);
+            let match_len_at = b.add(lit_end, 2u32);
+            let match_len_rel = b.sub(seq_byte, match_len_at);
+            let in_match_len = b.setp(Cmp::Lt, match_len_rel, match_len_bytes);
             let last_at = b.sub(seq_len, 1u32);
-            let is_mlast = b.setp(Cmp::Eq, j, last_at);
-            let mxv = b.selp(m_last, 255u32, is_mlast);
-            let v5 = b.selp(mxv, v4, in_mx);
-            b.mov_to(v, v5);
+            let is_mlast = b.setp(Cmp::Eq, seq_byte, last_at);
+            let match_len_byte = b.selp(match_len_last, 255u32, is_mlast);
+            let with_match_len = b.selp(match_len_byte, with_off_hi, in_match_len);
+            b.mov_to(byte, with_match_len);
         }
-        let in_seq = b.setp(Cmp::Lt, j, seq_len);
-        let a = b.index_addr(dst, j, 1);
-        b.when(in_seq, |b| b.st_narrow(Space::Global, Narrow::U8, a, v));
+        let in_seq = b.setp(Cmp::Lt, seq_byte, seq_len);
+        let dst_byte = b.index_addr(dst, seq_byte, 1);
+        b.when(in_seq, |b| {
+            b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte)
+        });
     });
-    let o = b.add(pc.out, seq_len);
-    b.mov_to(pc.out, o);
+    let out_end = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, out_end);
 }

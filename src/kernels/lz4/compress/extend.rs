@@ -24,21 +24,21 @@ pub(super) fn extend(
     let room = b.sub(p0, anchor);
     let max_back = b.min(room, c0);
     // Lanes 0..16 compare page[p0 + 4 + i] with page[c0 + 4 + i], lanes 16..32 page[p0 - k] with
-    // page[c0 - k] for k = lane - 15: both are `a` and `a - dist` with a per-lane step.
-    let pa = b.add(pc.spage, p0);
-    let a = b.add(pa, pc.ext_step);
-    let s = b.sub(a, dist);
-    let lim_b = b.add(max_back, 1u32);
-    let x = b.selp(a, pc.ext_k, pc.ext_fwd);
-    let bound = b.selp(pc.ext_limit, lim_b, pc.ext_fwd);
-    let inside = b.setp(Cmp::Lt, x, bound);
-    let cb = b.sub(pa, dist);
-    let mm = mismatch_step(b, inside, a, s);
-    let fm = b.or(mm, 0xffff_0000u32);
-    let fwd_n = lowest_bit(b, fm);
-    let bm = b.shr(mm, 16u32);
-    let bm = b.or(bm, 0x1_0000u32);
-    let back = lowest_bit(b, bm);
+    // page[c0 - k] for k = lane - 15: both are `here` and `here - dist` with a per-lane step.
+    let pos_addr = b.add(pc.spage, p0);
+    let here = b.add(pos_addr, pc.ext_step);
+    let there = b.sub(here, dist);
+    let back_bound = b.add(max_back, 1u32);
+    let reach = b.selp(here, pc.ext_k, pc.ext_fwd);
+    let bound = b.selp(pc.ext_limit, back_bound, pc.ext_fwd);
+    let inside = b.setp(Cmp::Lt, reach, bound);
+    let cand_addr = b.sub(pos_addr, dist);
+    let mismatch = mismatch_step(b, inside, here, there);
+    let fwd_mask = b.or(mismatch, 0xffff_0000u32);
+    let fwd_n = lowest_bit(b, fwd_mask);
+    let bwd_mask = b.shr(mismatch, 16u32);
+    let bwd_mask = b.or(bwd_mask, 0x1_0000u32);
+    let back = lowest_bit(b, bwd_mask);
     let end = b.add(p0, 4u32);
     let end = b.add(end, fwd_n);
     // Runs longer than 16 bytes either way (rare on text) continue 32 bytes a step.
@@ -51,16 +51,16 @@ pub(super) fn extend(
     b.bra_uni_unless(fwd_more, &fwd_done);
     b.comment("extend forward, 32 bytes a step");
     b.loop_with(LoopBranch::Uniform, |b, fwd_end, _| {
-        let e = b.add(end, lane);
-        let inside = b.setp(Cmp::Lt, e, limit);
-        let a = b.add(pc.spage, e);
-        let s = b.sub(a, dist);
-        let stop = mismatch_step(b, inside, a, s);
-        let k = lowest_bit(b, stop);
+        let at = b.add(end, lane);
+        let inside = b.setp(Cmp::Lt, at, limit);
+        let here = b.add(pc.spage, at);
+        let there = b.sub(here, dist);
+        let stop = mismatch_step(b, inside, here, there);
+        let first_diff = lowest_bit(b, stop);
         let any = b.setp(Cmp::Ne, stop, 0u32);
-        let adv = b.selp(k, 32u32, any);
-        let e2 = b.add(end, adv);
-        b.mov_to(end, e2);
+        let advance = b.selp(first_diff, 32u32, any);
+        let next_end = b.add(end, advance);
+        b.mov_to(end, next_end);
         b.bra_uni_if(any, fwd_end);
     });
     b.place(&fwd_done);
@@ -70,31 +70,36 @@ pub(super) fn extend(
         let k = b.add(back, lane);
         let k = b.add(k, 1u32);
         let inside = b.setp(Cmp::Le, k, max_back);
-        let a = b.sub(pa, k);
-        let s = b.sub(cb, k);
-        let stop = mismatch_step(b, inside, a, s);
-        let j = lowest_bit(b, stop);
+        let here = b.sub(pos_addr, k);
+        let there = b.sub(cand_addr, k);
+        let stop = mismatch_step(b, inside, here, there);
+        let first_diff = lowest_bit(b, stop);
         let any = b.setp(Cmp::Ne, stop, 0u32);
-        let adv = b.selp(j, 32u32, any);
-        let nb = b.add(back, adv);
-        b.mov_to(back, nb);
+        let advance = b.selp(first_diff, 32u32, any);
+        let next_back = b.add(back, advance);
+        b.mov_to(back, next_back);
         b.bra_uni_if(any, bwd_end);
     });
     b.place(&ext_done);
     (end, back)
 }
 
-/// One 32-lane compare step of the shared bytes at `a` and `s`: the ballot of lanes that are
-/// outside the range or differ.
-fn mismatch_step(b: &mut KernelBuilder, inside: Reg<Pred>, a: Reg<U32>, s: Reg<U32>) -> Reg<U32> {
-    let x = b.mov(0u32);
-    let y = b.mov(256u32);
+/// One 32-lane compare step of the shared bytes at `here` and `there`: the ballot of lanes that
+/// are outside the range or differ (outside lanes compare 0 with 256).
+fn mismatch_step(
+    b: &mut KernelBuilder,
+    inside: Reg<Pred>,
+    here: Reg<U32>,
+    there: Reg<U32>,
+) -> Reg<U32> {
+    let here_byte = b.mov(0u32);
+    let there_byte = b.mov(256u32);
     b.when(inside, |b| {
-        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.mov_to(x, t);
-        let u = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-        b.mov_to(y, u);
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
+        b.mov_to(here_byte, loaded);
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
+        b.mov_to(there_byte, loaded);
     });
-    let differ = b.setp(Cmp::Ne, x, y);
+    let differ = b.setp(Cmp::Ne, here_byte, there_byte);
     b.ballot(differ)
 }

@@ -40,15 +40,15 @@ pub fn build(target: Target) -> Module {
     let ntid = b.special(Special::NtidX);
     let warps = b.shr(ntid, 5u32);
     let cta = b.special(Special::CtaidX);
-    let gwarp = b.mad(cta, warps, warp);
+    let grid_warp = b.mad(cta, warps, warp);
     let halvings = table_halvings(&mut b, page_bytes);
     let warp_table = b.shr(MAX_TABLE_BYTES, halvings);
     let per_warp = b.add(page_bytes, warp_table);
     let per_warp = b.add(per_warp, STAGE_SLACK_BYTES);
-    let sbase = b.shared_base(&smem);
-    let table = b.mad(warp, per_warp, sbase);
+    let smem_base = b.shared_base(&smem);
+    let table = b.mad(warp, per_warp, smem_base);
     let spage = b.add(table, warp_table);
-    let scratch = b.mad_wide(gwarp, page_bytes, scratch);
+    let scratch = b.mad_wide(grid_warp, page_bytes, scratch);
     let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
     let zero = b.mov(0u32);
     let stage_steps = b.shr(page_bytes, 9u32);
@@ -63,30 +63,30 @@ pub fn build(target: Target) -> Module {
 
     b.loop_with(LoopBranch::Uniform, |b, all_done, _| {
         b.comment("page loop: lane 0 takes the next page from the counter info[0]");
-        let pg = b.mov(0u32);
+        let page = b.mov(0u32);
         b.when(lane0, |b| {
-            let t = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
-            b.mov_to(pg, t);
+            let taken = b.atom::<U32>(Space::Global, AtomOp::Add, info, 1u32);
+            b.mov_to(page, taken);
         });
-        let pg = bcast(b, pg, 0u32);
-        let finished = b.setp(Cmp::Ge, pg, n_pages);
+        let page = bcast(b, page, 0u32);
+        let finished = b.setp(Cmp::Ge, page, n_pages);
         b.bra_uni_if(finished, all_done);
-        let start = b.mul(pg, page_bytes);
+        let start = b.mul(page, page_bytes);
         let avail = b.max(input_bytes, start);
         let avail = b.sub(avail, start);
         let p_len = b.min(avail, page_bytes);
-        let src = b.mad_wide(pg, page_bytes, input);
+        let src = b.mad_wide(page, page_bytes, input);
         b.comment("stage the page in shared memory (16-byte loads), OR-ing its bytes");
         let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
         b.comment("clear this page's hash table (2, 4 or 8 KiB)");
         // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
         let halvings = table_halvings(b, p_len);
         let hash_shift = b.add(halvings, 20u32);
-        let tl = b.mad(ln.lane, 16u32, table);
+        let table_lane = b.mad(ln.lane, 16u32, table);
         let half4 = b.setp(Cmp::Ne, halvings, 2u32);
         let whole8 = b.setp(Cmp::Eq, halvings, 0u32);
         for i in 0..16u32 {
-            let a = Addr::from(tl).off(512 * i as i64);
+            let a = Addr::from(table_lane).off(512 * i as i64);
             match i {
                 0..4 => b.st_v4::<U32>(Space::Shared, a, [zero; 4]),
                 4..8 => b.when(half4, |b| b.st_v4::<U32>(Space::Shared, a, [zero; 4])),
@@ -98,12 +98,12 @@ pub fn build(target: Target) -> Module {
         let raw = b.label("raw");
         let commit = b.label("commit");
         let out = b.mov(0u32);
-        let lim = b.sub(p_len, 5u32);
-        let ext_limit = b.add(spage, lim);
+        let last_match_end = b.sub(p_len, 5u32);
+        let ext_limit = b.add(spage, last_match_end);
         let pc = Page {
             ln,
             lane0,
-            index: pg,
+            index: page,
             info,
             packed,
             table,

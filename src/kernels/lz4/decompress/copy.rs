@@ -99,22 +99,22 @@ pub(super) fn copy_match(
         let chunk = b.min(dist, 32u32);
         let chunk = b.min(chunk, left);
         let inside = b.setp(Cmp::Lt, lane, chunk);
-        let s = b.add(d.ob, src);
-        let s = b.add(s, lane);
-        let t = b.add(d.ob, dst);
-        let t = b.add(t, lane);
+        let from = b.add(d.ob, src);
+        let from = b.add(from, lane);
+        let to = b.add(d.ob, dst);
+        let to = b.add(to, lane);
         b.when(inside, |b| {
-            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, from);
+            b.st_narrow(Space::Shared, Narrow::U8, to, v);
         });
-        let nd = b.add(dst, chunk);
-        b.mov_to(dst, nd);
-        let nl = b.sub(left, chunk);
-        b.mov_to(left, nl);
+        let next_dst = b.add(dst, chunk);
+        b.mov_to(dst, next_dst);
+        let next_left = b.sub(left, chunk);
+        b.mov_to(left, next_left);
         let wide = b.setp(Cmp::Ge, dist, 32u32);
-        let adv = b.selp(chunk, 0u32, wide);
-        let ns = b.add(src, adv);
-        b.mov_to(src, ns);
+        let advance = b.selp(chunk, 0u32, wide);
+        let next_src = b.add(src, advance);
+        b.mov_to(src, next_src);
         b.warp_sync(FULL_MASK);
     });
 }

@@ -16,32 +16,32 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
         let i = b.add(ip, d.ln.lane);
         let inside = b.setp(Cmp::Lt, i, d.stored);
         // Lanes past the block end read byte 0 instead (a safe address) and count as outside.
-        let a = b.add(d.ib, i);
-        let a = b.selp(a, d.ib, inside);
-        let t = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        let v = b.selp(t, 0u32, inside);
-        let not255 = b.setp(Cmp::Ne, v, 255u32);
+        let byte_addr = b.add(d.ib, i);
+        let byte_addr = b.selp(byte_addr, d.ib, inside);
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, byte_addr);
+        let byte = b.selp(loaded, 0u32, inside);
+        let not255 = b.setp(Cmp::Ne, byte, 255u32);
         let term = b.and(inside, not255);
-        let tm = b.ballot(term);
+        let term_mask = b.ballot(term);
         let out_lanes = b.not(inside);
-        let om = b.ballot(out_lanes);
-        let has_term = b.setp(Cmp::Ne, tm, 0u32);
-        let k = lowest_bit(b, tm);
-        let bk = bcast(b, v, k);
-        let k255 = b.mul(k, 255u32);
-        let add = b.add(k255, bk);
-        let add = b.selp(add, 255u32 * 32, has_term);
-        let step = b.add(k, 1u32);
+        let out_mask = b.ballot(out_lanes);
+        let has_term = b.setp(Cmp::Ne, term_mask, 0u32);
+        let first_term = lowest_bit(b, term_mask);
+        let term_byte = bcast(b, byte, first_term);
+        let full_bytes = b.mul(first_term, 255u32);
+        let added = b.add(full_bytes, term_byte);
+        let added = b.selp(added, 255u32 * 32, has_term);
+        let step = b.add(first_term, 1u32);
         let step = b.selp(step, 32u32, has_term);
-        let n2 = b.add(n, add);
-        b.mov_to(n, n2);
-        let ip2 = b.add(ip, step);
-        b.mov_to(ip, ip2);
+        let next_n = b.add(n, added);
+        b.mov_to(n, next_n);
+        let next_ip = b.add(ip, step);
+        b.mov_to(ip, next_ip);
         let too_big = b.setp(Cmp::Gt, n, d.orig);
         d.fail_if(b, too_big, status::OUTPUT_OVERFLOW);
         b.bra_uni_if(has_term, got);
         // No terminating byte: lanes past the block end mean it is truncated.
-        let ran_out = b.setp(Cmp::Ne, om, 0u32);
+        let ran_out = b.setp(Cmp::Ne, out_mask, 0u32);
         d.fail_if(b, ran_out, status::TRUNCATED);
     });
     n
@@ -87,8 +87,8 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let short_lit = b.label("short_lit");
         b.bra_uni_unless(long_lit, &short_lit);
         let extra = read_length(b, d, ip);
-        let l2 = b.add(lit, extra);
-        b.mov_to(lit, l2);
+        let full_lit = b.add(lit, extra);
+        b.mov_to(lit, full_lit);
         b.place(&short_lit);
         // Literals inside the block and the page (the code is worked out only on failure).
         let left_in = b.sub(d.stored, ip);
@@ -108,8 +108,8 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let not_last = b.label("not_last");
         b.bra_uni_unless(last, &not_last);
         copy_literals(b, d, lit_src, op, lit);
-        let op2 = b.add(op, lit);
-        b.mov_to(op, op2);
+        let op_after_lits = b.add(op, lit);
+        b.mov_to(op, op_after_lits);
         b.bra_uni(block_end);
         b.place(&not_last);
         b.comment("match: offset, length, checks, copy");
@@ -117,20 +117,21 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let left_in = b.sub(d.stored, lit_end);
         let no_room = b.setp(Cmp::Lt, left_in, 3u32);
         d.fail_if(b, no_room, status::TRUNCATED);
-        let oa = b.add(d.ib, lit_end);
-        let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
-        let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
-        let hi = b.shl(hi, 8u32);
-        let offset = b.or(lo, hi);
-        let ip3 = b.add(lit_end, 2u32);
-        b.mov_to(ip, ip3);
+        let offset_addr = b.add(d.ib, lit_end);
+        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
+        let offset_hi =
+            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+        let offset_hi = b.shl(offset_hi, 8u32);
+        let offset = b.or(offset_lo, offset_hi);
+        let after_offset = b.add(lit_end, 2u32);
+        b.mov_to(ip, after_offset);
         let ml = b.add(mcode, 4u32);
         let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
         let short_ml = b.label("short_ml");
         b.bra_uni_unless(long_ml, &short_ml);
         let extra = read_length(b, d, ip);
-        let m2 = b.add(ml, extra);
-        b.mov_to(ml, m2);
+        let full_ml = b.add(ml, extra);
+        b.mov_to(ml, full_ml);
         // The length bytes must leave a token after them too.
         let no_token = b.setp(Cmp::Ge, ip, d.stored);
         d.fail_if(b, no_token, status::TRUNCATED);
@@ -171,8 +172,8 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         };
         copy_sequence(b, d, &seq, Lengths::Any);
         let span = b.add(lit, ml);
-        let op3 = b.add(op, span);
-        b.mov_to(op, op3);
+        let op_after_seq = b.add(op, span);
+        b.mov_to(op, op_after_seq);
     });
     b.comment("end of block: the page must have its original length");
     let short = b.setp(Cmp::Ne, op, d.orig);
@@ -225,28 +226,28 @@ fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: 
     b.bra_uni_unless(short, slow);
     // The offset's address; at most 16 bytes past the block: inside the stage's slack, read
     // but unused on failure.
-    let oa = b.add(lit_addr, lit);
-    let lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, oa);
-    let hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(1));
-    let offset = b.mad(hi, 256u32, lo);
+    let offset_addr = b.add(lit_addr, lit);
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+    let offset = b.mad(offset_hi, 256u32, offset_lo);
     let ml = b.add(mcode, 4u32);
     let mop = b.add(op, lit);
     let m_end = b.add(mop, ml);
     // Offset bytes and a further token inside the block; the output inside the page; the
     // offset inside the page and not zero; the output below the unread block bytes.
-    let bad = b.setp(Cmp::Ge, oa, f.iend2);
+    let bad = b.setp(Cmp::Ge, offset_addr, f.iend2);
     let over = b.setp(Cmp::Gt, m_end, d.orig);
     let bad = b.or(bad, over);
     let off1 = b.sub(offset, 1u32);
     let reach = b.setp(Cmp::Ge, off1, mop);
     let bad = b.or(bad, reach);
-    let unread = b.add(oa, f.unread_bias);
+    let unread = b.add(offset_addr, f.unread_bias);
     let clobber = b.setp(Cmp::Gt, m_end, unread);
     let bad = b.or(bad, clobber);
     b.bra_uni_if(bad, slow);
-    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(oa).off(2));
+    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
     let lit_src = b.mov(lit_addr);
-    let next_lit = b.add(oa, 3u32);
+    let next_lit = b.add(offset_addr, 3u32);
     b.mov_to(lit_addr, next_lit);
     let seq = Sequence {
         lit_src,

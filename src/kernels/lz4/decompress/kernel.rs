@@ -37,7 +37,7 @@ pub fn build(target: Target) -> Module {
     let warps = b.shr(ntid, 5u32);
     let cta = b.special(Special::CtaidX);
     let ncta = b.special(Special::NctaidX);
-    let gwarp = b.mad(cta, warps, warp);
+    let grid_warp = b.mad(cta, warps, warp);
     let all_warps = b.mul(ncta, warps);
     // margin = round16((page_bytes >> 8) + 32) + 32, as `inplace_margin`.
     let m = b.shr(page_bytes, 8u32);
@@ -45,8 +45,8 @@ pub fn build(target: Target) -> Module {
     let m = b.and(m, !15u32);
     let margin = b.add(m, 32u32);
     let per_warp = b.add(page_bytes, margin);
-    let sbase = b.shared_base(&smem);
-    let ob = b.mad(warp, per_warp, sbase);
+    let smem_base = b.shared_base(&smem);
+    let ob = b.mad(warp, per_warp, smem_base);
     let region_end = b.add(ob, per_warp);
     let ob_lane = b.add(ob, ln.lane);
     let bound = b.and(packed_bytes, !15u32);
@@ -54,13 +54,13 @@ pub fn build(target: Target) -> Module {
 
     b.for_range_with(
         LoopBranch::Uniform,
-        gwarp,
+        grid_warp,
         n_pages,
         all_warps,
-        |b, pg, _| {
+        |b, page, _| {
             b.comment("page loop (warps stride over the pages): read and check the entry");
-            let ea = b.index_addr(entries, pg, 16);
-            let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, ea);
+            let entry_addr = b.index_addr(entries, page, 16);
+            let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, entry_addr);
             // Status code and bytes produced are set on each way out (not here), so neither is live
             // across the decode loop.
             let code = b.reg::<U32>();
@@ -98,30 +98,30 @@ pub fn build(target: Target) -> Module {
             b.comment("stage the block at the end of the buffer (16-byte chunks)");
             // Stage the block at the end of the buffer (the page is rebuilt from its start, in
             // place): 16-byte chunks from the aligned address at or below it.
-            let delta = b.and(off, 15u32);
-            let abase = b.sub(off, delta);
-            let span = b.add(delta, stored);
+            let misalign = b.and(off, 15u32);
+            let aligned_off = b.sub(off, misalign);
+            let span = b.add(misalign, stored);
             let span = b.add(span, 15u32);
             let chunks = b.shr(span, 4u32);
             let staged = b.shl(chunks, 4u32);
             let staged = b.add(staged, 16u32);
             let stage = b.sub(region_end, staged);
-            let src = b.index_addr(packed, abase, 1);
+            let src = b.index_addr(packed, aligned_off, 1);
             for_each_lane_item(b, ln.lane, chunks, 4, |b, kb, inside| {
-                let g = b.index_addr(src, kb, 1);
+                let src_chunk = b.index_addr(src, kb, 1);
                 let s = b.add(stage, kb);
                 b.when(inside, |b| {
-                    let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+                    let v = b.ld_v4::<U32>(Space::GlobalNc, src_chunk);
                     b.st_v4::<U32>(Space::Shared, s, v);
                 });
             });
             b.warp_sync(FULL_MASK);
-            let ib = b.add(stage, delta);
+            let ib = b.add(stage, misalign);
             let d = Dec { ib, ..d };
             let block = b.label("block");
             b.bra_uni_unless(is_raw, &block);
             b.comment("raw page: copy it out");
-            let dst = b.mad_wide(pg, page_bytes, output);
+            let dst = b.mad_wide(page, page_bytes, output);
             copy_raw_out(b, &d, dst);
             b.mov_to(produced, orig);
             b.mov_to(code, status::OK);
@@ -129,7 +129,7 @@ pub fn build(target: Target) -> Module {
             b.place(&block);
             let op = decode(b, &d);
             b.comment("write the rebuilt page out");
-            let dst = b.mad_wide(pg, page_bytes, output);
+            let dst = b.mad_wide(page, page_bytes, output);
             copy_page_out(b, &d, dst, op);
             b.mov_to(produced, op);
             b.mov_to(code, status::OK);
@@ -138,10 +138,10 @@ pub fn build(target: Target) -> Module {
             b.mov_to(produced, 0u32);
             b.place(&done);
             b.comment("status word: code | bytes produced << 8");
-            let sa = b.index_addr(status_p, pg, 4);
+            let status_addr = b.index_addr(status_p, page, 4);
             let len_bits = b.shl(produced, 8u32);
             let word = b.or(code, len_bits);
-            b.when(lane0, |b| b.st(Space::Global, sa, word));
+            b.when(lane0, |b| b.st(Space::Global, status_addr, word));
             // The next page's staging overwrites buffers this page's lanes read.
             b.warp_sync(FULL_MASK);
         },
