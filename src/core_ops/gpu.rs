@@ -1,7 +1,7 @@
 //! [`GpuOps`]: launches `core_correct_add` and `core_reduce_sum`. Host-slice calls reuse device
 //! buffers that grow between calls; the `*_device` calls only enqueue work on device memory.
 
-use super::{check_same_len, VectorOps};
+use super::{check_same_len, VectorOps, CORRECT_ADD};
 use crate::kernels::core_ops::{correct_add, reduce_sum};
 use crate::kernels::KernelId;
 use crate::runtime::{DeviceBuffer, Gpu};
@@ -109,13 +109,7 @@ fn launch_correct_add(
     out: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
     let n = prediction.len();
-    if correction.len() != n || out.len() != n {
-        return Err(Error::Shape {
-            what: "correct_add_device".into(),
-            expected: format!("{n} elements each"),
-            got: format!("{}, {}, {}", n, correction.len(), out.len()),
-        });
-    }
+    check_same_len("correct_add_device", [n, correction.len(), out.len()])?;
     let n32 = count_u32(n)?;
     let k = gpu.kernel(KernelId::CoreCorrectAdd)?;
     let cap = gpu.facts().sm_count * 32;
@@ -170,7 +164,7 @@ impl VectorOps for GpuOps {
         correction: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
-        check_same_len(prediction, correction, out)?;
+        check_same_len(CORRECT_ADD, [prediction.len(), correction.len(), out.len()])?;
         let n = prediction.len();
         let stream = self.gpu.stream().clone();
         ensure(&stream, &mut self.a, n, "correct_add prediction")?;

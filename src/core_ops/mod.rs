@@ -34,12 +34,16 @@ pub trait VectorOps {
     }
 }
 
-pub(crate) fn check_same_len(prediction: &[f32], correction: &[f32], out: &[f32]) -> Result<()> {
-    if prediction.len() != correction.len() || prediction.len() != out.len() {
+/// What a length mismatch of [`VectorOps::correct_add`] reports.
+const CORRECT_ADD: &str = "correct_add (prediction, correction, out)";
+
+/// The lengths of `correct_add`'s prediction, correction and output (`what` names the call).
+pub(crate) fn check_same_len(what: &str, [prediction, correction, out]: [usize; 3]) -> Result<()> {
+    if prediction != correction || prediction != out {
         return Err(Error::Shape {
-            what: "correct_add (prediction, correction, out)".into(),
-            expected: format!("{} elements each", prediction.len()),
-            got: format!("{}, {}, {}", prediction.len(), correction.len(), out.len()),
+            what: what.into(),
+            expected: format!("{prediction} elements each"),
+            got: format!("{prediction}, {correction}, {out}"),
         });
     }
     Ok(())
@@ -60,7 +64,7 @@ impl VectorOps for CpuOps {
         correction: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
-        check_same_len(prediction, correction, out)?;
+        check_same_len(CORRECT_ADD, [prediction.len(), correction.len(), out.len()])?;
         out.par_chunks_mut(1 << 16).enumerate().for_each(|(c, o)| {
             let base = c << 16;
             for (k, v) in o.iter_mut().enumerate() {
