@@ -27,7 +27,6 @@
 //! scratch. Once the bytes written plus those that must follow reach `P`, the page is stored raw.
 //! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
 //! the warp copies the block (or the raw page) there with 16-byte stores.
-
 //!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths), `parse` (the
 //! window loop), `extend` (match extension), `emit` (sequence writing), `page_io` (page in, block

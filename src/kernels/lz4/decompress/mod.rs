@@ -27,7 +27,6 @@
 //! load latency overlaps the copy, and keeps the literal position as a shared address (the decode
 //! loop is issue-bound: ncu shows ~0.8 issued warps per scheduler). The page is then written out
 //! with 16-byte stores and lane 0 writes its status.
-
 //!
 //! Files: `kernel` (the entry: page loop, entry checks, staging, the raw and decoded ways out),
 //! `decode` (the decode loop: the common sequence in one step, the step-by-step parse), `copy`
