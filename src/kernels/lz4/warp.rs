@@ -1,5 +1,5 @@
 //! Warp helpers both LZ4 kernels share: lane constants, lowest/highest set bit, unaligned shared
-//! word reads and broadcasts.
+//! word reads, broadcasts, and the loop that hands a warp's lanes 32 items a pass.
 //!
 //! Both kernels keep every branch warp-uniform (conditions come from ballots, shuffles or values
 //! all lanes compute alike) and emit it as `bra.uni` (the builder's `bra_uni_if` and
