@@ -6,7 +6,7 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ptxflow::ops::{CpuOps, GpuOps, VectorOps};
+use ptxflow::core_ops::{CpuOps, GpuOps, VectorOps};
 use ptxflow::rng::Rng;
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ fn gpu(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("reduce_sum", N_SUM), |bch| {
         bch.iter_custom(|it| {
             common::event_timed(&stream, it, || {
-                ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total)
+                ops.reduce_sum_device(&stream, &x.slice(0..N_SUM), &mut total)
                     .expect("launch")
             })
         })
@@ -69,7 +69,7 @@ fn gpu(c: &mut Criterion) {
             .expect("launch")
     });
     let sum = common::median_secs(&stream, 30, || {
-        ops.sum_device(&stream, &x.slice(0..N_SUM), &mut total)
+        ops.reduce_sum_device(&stream, &x.slice(0..N_SUM), &mut total)
             .expect("launch")
     });
     let copy_gbs = 8.0 * N_ADD as f64 / copy / 1e9;
@@ -104,7 +104,7 @@ fn cpu(c: &mut Criterion) {
     });
     g.throughput(Throughput::Bytes((4 * n) as u64));
     g.bench_function(BenchmarkId::new("reduce_sum", n), |b| {
-        b.iter(|| CpuOps.sum(&p).expect("cpu"))
+        b.iter(|| CpuOps.reduce_sum(&p).expect("cpu"))
     });
     g.finish();
 }

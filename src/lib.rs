@@ -5,7 +5,7 @@
 //! - [`kernels`]: one file per kernel and the kernel table ([`kernels::KernelId`]);
 //! - [`embedded`]: the PTX build.rs emitted for every kernel;
 //! - [`runtime`]: the cudarc layer (device, module cache, buffers, streams, pinned memory, events);
-//! - [`ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`], [`rnn`]), each a CPU reference and a
+//! - [`core_ops`] and the domains ([`ndt`], [`lz4`], [`gaussian`], [`rnn`]), each a CPU reference and a
 //!   GPU implementation behind one trait; [`points`] converts between the domains' point layouts
 //!   without copying.
 //!
@@ -19,13 +19,13 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub mod core_ops;
 pub mod embedded;
 pub mod error;
 pub mod gaussian;
 pub mod kernels;
 pub mod lz4;
 pub mod ndt;
-pub mod ops;
 pub mod points;
 pub mod ptx;
 pub mod rng;
@@ -33,6 +33,10 @@ pub mod rnn;
 pub mod runtime;
 pub mod sim;
 pub mod size;
+
+/// The former name of [`core_ops`] (kept so code written against it still builds).
+#[doc(hidden)]
+pub use core_ops as ops;
 
 pub use error::{Error, Result};
 pub use runtime::{Choice, Device};

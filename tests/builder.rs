@@ -35,6 +35,48 @@ fn any_instruction_can_be_predicated() {
 }
 
 #[test]
+fn when_and_when_not_predicate_like_guarded() {
+    let mut b = KernelBuilder::new("when");
+    let out = b.param::<U64>("out");
+    let out = b.global_ptr(&out);
+    let t = b.special(Special::TidX);
+    let p = b.setp(Cmp::Lt, t, 4u32);
+    b.when(p, |b| b.st(Space::Global, out, t));
+    b.when_not(p, |b| b.red(Space::Global, AtomOp::Add, out, 1u32));
+    let ptx = emit(b, Target::Sm75);
+    assert!(ptx.contains("@%p0 st.global.u32 [%rd1], %r0;"), "{ptx}");
+    assert!(ptx.contains("@!%p0 red.global.add.u32 [%rd1], 1;"), "{ptx}");
+}
+
+#[test]
+fn uniform_loops_branch_with_bra_uni() {
+    let mut b = KernelBuilder::new("uniform");
+    let n = b.arg::<U32>("n");
+    b.for_range_with(LoopBranch::Uniform, 0u32, n, 32u32, |b, _, _| {
+        b.comment("body")
+    });
+    b.loop_with(LoopBranch::Uniform, |b, exit, _| {
+        let t = b.special(Special::TidX);
+        let done = b.setp(Cmp::Ge, t, n);
+        b.bra_uni_if(done, exit);
+    });
+    b.for_range(0u32, n, 1u32, |b, _, _| b.comment("divergent"));
+    let ptx = emit(b, Target::Sm75);
+    for needle in [
+        "$L__ufor_1:",
+        "@%p0 bra.uni $L__ufor_end_2;",
+        "bra.uni $L__ufor_1;",
+        "$L__uloop_3:",
+        "@%p1 bra.uni $L__uloop_end_4;",
+        "bra.uni $L__uloop_3;",
+        "@%p2 bra $L__loop_end_6;",
+        "\tbra $L__loop_5;",
+    ] {
+        assert!(ptx.contains(needle), "missing {needle:?} in\n{ptx}");
+    }
+}
+
+#[test]
 fn labels_never_collide() {
     let mut b = KernelBuilder::new("labels");
     let t = b.special(Special::TidX);

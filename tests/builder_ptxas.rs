@@ -139,7 +139,7 @@ fn kitchen_sink(target: Target) -> String {
     let _ = b.atom(Space::Global, AtomOp::Exch, addr, 7u64);
     let _ = b.atom_cas(Space::Global, addr, 1u32, 2u32);
     let _ = b.atom_cas(Space::Shared, sh.at(2), 1u64, 2u64);
-    let _ = b.atom_float_minmax(Space::Global, true, addr, back);
+    let _ = b.atom_float(Space::Global, AtomOp::Max, addr, back);
     let _ = b.atom_float_minmax(Space::Shared, false, dy.at(0), d);
     b.red(Space::Global, AtomOp::Add, addr, d);
     b.red(Space::Shared, AtomOp::Add, sh.at(1), 1u32);

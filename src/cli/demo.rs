@@ -1,7 +1,7 @@
 //! `ptxflow demo`: every pipeline on generated data, on the GPU when there is one and otherwise
 //! on the CPU, with its agreement with the CPU reference.
 
-use ptxflow::ops::{CpuOps, GpuOps, VectorOps};
+use ptxflow::core_ops::{CpuOps, GpuOps, VectorOps};
 use ptxflow::rng::Rng;
 use ptxflow::runtime::Gpu;
 use std::sync::Arc;
@@ -63,7 +63,7 @@ fn core_ops(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
     let c = rng.vec_f32(n, -1.0, 1.0);
     let mut reference = vec![0.0f32; n];
     CpuOps.correct_add(&p, &c, &mut reference)?;
-    let ref_sum = CpuOps.sum(&p)?;
+    let ref_sum = CpuOps.reduce_sum(&p)?;
     let mut ops: Box<dyn VectorOps> = match gpu {
         Some(g) => Box::new(GpuOps::new(g)?),
         None => Box::new(CpuOps),
@@ -79,7 +79,7 @@ fn core_ops(gpu: Option<Arc<Gpu>>) -> ptxflow::Result<Vec<Row>> {
         .filter(|(a, b)| a.to_bits() != b.to_bits())
         .count();
     let t = Instant::now();
-    let sum = ops.sum(&p)?;
+    let sum = ops.reduce_sum(&p)?;
     let sum_s = t.elapsed().as_secs_f64();
     let rel = ((sum - ref_sum) / ref_sum.abs().max(1e-300)).abs();
     Ok(vec![

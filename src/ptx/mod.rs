@@ -41,10 +41,13 @@
 //! ```
 
 mod arith;
+mod atomic;
 mod bits;
 mod control;
+mod convert;
 mod decls;
 mod error;
+mod finish;
 mod kernel;
 mod mem;
 mod module;
@@ -55,16 +58,20 @@ mod sync;
 mod target;
 mod types;
 
-pub use arith::{Cmp, Round};
+pub use arith::Cmp;
+pub use atomic::AtomOp;
 pub use bits::Logic;
+pub use control::LoopBranch;
+pub use convert::Round;
 pub use decls::{Attributes, SharedArray};
 pub use error::BuildError;
-pub use kernel::{Kernel, KernelBuilder, Param};
+pub use finish::Kernel;
+pub use kernel::{KernelBuilder, Param};
 pub use mem::Space;
 pub use module::{snapshot, Module};
 pub use reg::{Addr, Label, Operand, Reg};
 pub use signature::{ParamSig, ParamType, ScalarType, Signature};
 pub use structured::{GlobalElem, GlobalPtr, Reduce};
-pub use sync::{AtomOp, Scope, Shfl, Special, FULL_MASK};
+pub use sync::{Scope, Shfl, Special, FULL_MASK};
 pub use target::{PtxVersion, Target, ALL_TARGETS};
 pub use types::*;

@@ -2,7 +2,7 @@
 //! and kernels. The version is the lowest that the target and every instruction need.
 
 use super::error::BuildError;
-use super::kernel::Kernel;
+use super::finish::Kernel;
 use super::target::{PtxVersion, Target};
 
 /// The PTX of the module `build` returns, for a snapshot test of a user kernel: `build` runs

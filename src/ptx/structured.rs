@@ -162,7 +162,7 @@ impl KernelBuilder {
     pub fn atomic_add<T: Word>(&mut self, e: GlobalElem<T>, v: impl Operand<T>) {
         self.red::<T>(
             super::mem::Space::Global,
-            super::sync::AtomOp::Add,
+            super::atomic::AtomOp::Add,
             e.addr,
             v,
         );
@@ -239,9 +239,7 @@ impl KernelBuilder {
         let warp = self.shr(tid, 5u32);
         let slot = self.shared_index(&partials, warp);
         let lane0 = self.setp(Cmp::Eq, lane, 0u32);
-        self.guarded(lane0, false, |b| {
-            b.st(super::mem::Space::Shared, slot, warp_total)
-        });
+        self.when(lane0, |b| b.st(super::mem::Space::Shared, slot, warp_total));
         self.bar_sync();
         let mine = self.shared_index(&partials, lane);
         let x = self.reg::<T>();
@@ -251,7 +249,7 @@ impl KernelBuilder {
             zero_text::<T>()
         ));
         let present = self.setp(Cmp::Lt, lane, warps);
-        self.guarded(present, false, |b| {
+        self.when(present, |b| {
             let ty = data_name::<T>();
             b.instr(format!("ld.shared.{ty} {x}, [{mine}]"));
         });

@@ -1,25 +1,23 @@
 //! The interpreter's scheduler and warp execution (see the [module docs](super)).
 
-use super::alu::{alu, mask, sext};
 use super::grid::{Counts, Grid, Options};
-use super::memory::{cell, check_args, Arg, Memory};
-use super::parse::{Instr, Kind, Op, Program, ShflMode, Sp, Space, V};
+use super::memory::{check_args, Arg, Memory};
+use super::parse::{Op, Program, ShflMode, Sp, Space, V};
 use super::SimError;
-use std::collections::HashMap;
 
-struct Warp {
+pub(super) struct Warp {
     pc: [usize; 32],
     live: u32,
-    regs: Vec<u64>,
+    pub(super) regs: Vec<u64>,
     block: u32,
     warp_in_block: u32,
     waiting: bool,
 }
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     prog: &'a Program,
     grid: Grid,
-    params: &'a [u64],
+    pub(super) params: &'a [u64],
     opts: Options,
 }
 
@@ -175,7 +173,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn rd(&self, w: &Warp, v: &V, l: usize) -> u64 {
+    pub(super) fn rd(&self, w: &Warp, v: &V, l: usize) -> u64 {
         match v {
             V::R(r) => w.regs[r * 32 + l],
             V::I(i) => *i,
@@ -310,102 +308,6 @@ impl Ctx<'_> {
                 }
             }
             _ => {}
-        }
-        Ok(())
-    }
-
-    fn lanes(
-        &self,
-        ins: &Instr,
-        w: &mut Warp,
-        on: u32,
-        sh: &mut [u8],
-        mem: &mut Memory,
-    ) -> Result<(), String> {
-        let mut writes: HashMap<(bool, u64), (u8, usize)> = HashMap::new();
-        let bits = ins.ty.bits;
-        for l in 0..32 {
-            if on >> l & 1 == 0 {
-                continue;
-            }
-            match &ins.op {
-                Op::LdParam(i) => w.regs[ins.d[0] * 32 + l] = mask(bits, self.params[*i]),
-                Op::Ld { space, bytes, vec } | Op::St { space, bytes, vec } => {
-                    let (b, o) = ins.addr.as_ref().ok_or("memory operand")?;
-                    let addr = self.rd(w, b, l).wrapping_add(*o as u64);
-                    let (bytes, vec) = (u64::from(*bytes), *vec as u64);
-                    if !addr.is_multiple_of(bytes * vec) {
-                        return Err(format!(
-                            "misaligned {}-byte access at {addr:#x}",
-                            bytes * vec
-                        ));
-                    }
-                    let store = matches!(ins.op, Op::St { .. });
-                    for e in 0..vec {
-                        let ea = addr + e * bytes;
-                        let cell = cell(*space, ea, bytes, sh, mem)?;
-                        if store {
-                            let v = self.rd(w, &ins.s[e as usize], l);
-                            for k in 0..bytes {
-                                let key = (*space == Space::Shared, ea + k);
-                                let byte = (v >> (8 * k)) as u8;
-                                if let Some((old, ol)) = writes.insert(key, (byte, l)) {
-                                    if old != byte {
-                                        return Err(format!(
-                                            "lanes {ol} and {l} store different bytes to {:#x}",
-                                            ea + k
-                                        ));
-                                    }
-                                }
-                                cell[k as usize] = byte;
-                            }
-                        } else {
-                            let v = cell
-                                .iter()
-                                .rev()
-                                .fold(0u64, |acc, &x| (acc << 8) | x as u64);
-                            let v = if ins.ty.kind == Kind::S {
-                                sext(bits, v) as u64
-                            } else {
-                                v
-                            };
-                            w.regs[ins.d[e as usize] * 32 + l] = v;
-                        }
-                    }
-                }
-                Op::AtomAdd { space, ret } => {
-                    let (b, o) = ins.addr.as_ref().ok_or("memory operand")?;
-                    let addr = self.rd(w, b, l).wrapping_add(*o as u64);
-                    let n = u64::from(bits / 8);
-                    if !addr.is_multiple_of(n) {
-                        return Err(format!("misaligned {n}-byte atomic at {addr:#x}"));
-                    }
-                    let cell = cell(*space, addr, n, sh, mem)?;
-                    let old = cell
-                        .iter()
-                        .rev()
-                        .fold(0u64, |acc, &x| (acc << 8) | x as u64);
-                    let v = self.rd(w, &ins.s[0], l);
-                    let new = alu(&Op::Add, ins.ty, &[old, v])?;
-                    cell.copy_from_slice(&new.to_le_bytes()[..n as usize]);
-                    if *ret {
-                        w.regs[ins.d[0] * 32 + l] = old;
-                    }
-                }
-                Op::Unpack => {
-                    let v = self.rd(w, &ins.s[0], l);
-                    w.regs[ins.d[0] * 32 + l] = v & 0xffff_ffff;
-                    w.regs[ins.d[1] * 32 + l] = v >> 32;
-                }
-                op => {
-                    let mut s = [0u64; 4];
-                    for (k, v) in ins.s.iter().enumerate().take(4) {
-                        s[k] = self.rd(w, v, l);
-                    }
-                    let r = alu(op, ins.ty, &s[..ins.s.len().min(4)])?;
-                    w.regs[ins.d[0] * 32 + l] = r;
-                }
-            }
         }
         Ok(())
     }

@@ -54,6 +54,7 @@ mod decode;
 mod exec;
 mod grid;
 mod instr;
+mod lanes;
 mod memory;
 mod parse;
 

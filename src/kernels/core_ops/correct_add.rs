@@ -9,6 +9,7 @@
 //! by threads 0..3 of the grid. Otherwise every element is handled with scalar loads.
 //! Each element costs 12 bytes of traffic (two reads, one write) and one add.
 
+use super::{vec4_grid_stride, Walk};
 use crate::ptx::*;
 
 /// Threads per block the host launches with.
@@ -33,33 +34,26 @@ pub fn build(target: Target) -> Module {
     let any = b.or(any, out);
     let low = b.and(any, 15u64);
     let aligned = b.setp(Cmp::Eq, low, 0u64);
-    b.if_else(
+    vec4_grid_stride(
+        &mut b,
         aligned,
-        |b| {
-            let n4 = b.shr(n, 2u32);
-            b.for_range(tid, n4, stride, |b, i, _| {
-                let off = b.mul_wide(i, 16u32);
-                let pa = b.add(pred, off);
-                let ca = b.add(corr, off);
-                let oa = b.add(out, off);
-                let p = b.ld_v4::<F32>(Space::Global, pa);
-                let c = b.ld_v4::<F32>(Space::Global, ca);
-                let s = [
-                    b.add(p[0], c[0]),
-                    b.add(p[1], c[1]),
-                    b.add(p[2], c[2]),
-                    b.add(p[3], c[3]),
-                ];
-                b.st_v4(Space::Global, oa, s);
-            });
-            let done = b.shl(n4, 2u32);
-            let i = b.add(done, tid);
-            let tail = b.setp(Cmp::Lt, i, n);
-            b.if_then(tail, |b| scalar(b, pred, corr, out, i));
+        Walk { n, tid, stride },
+        |b, i| {
+            let off = b.mul_wide(i, 16u32);
+            let pa = b.add(pred, off);
+            let ca = b.add(corr, off);
+            let oa = b.add(out, off);
+            let p = b.ld_v4::<F32>(Space::Global, pa);
+            let c = b.ld_v4::<F32>(Space::Global, ca);
+            let s = [
+                b.add(p[0], c[0]),
+                b.add(p[1], c[1]),
+                b.add(p[2], c[2]),
+                b.add(p[3], c[3]),
+            ];
+            b.st_v4(Space::Global, oa, s);
         },
-        |b| {
-            b.for_range(tid, n, stride, |b, i, _| scalar(b, pred, corr, out, i));
-        },
+        |b, i| scalar(b, pred, corr, out, i),
     );
     Module::single(target, b.finish())
 }

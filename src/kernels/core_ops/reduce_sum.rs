@@ -11,6 +11,7 @@
 //! [`BLOCK`]/32 partials, and lane 0 adds the block's total with one `red.global.add.f64`.
 //! Traffic: 4 bytes per element read once; one atomic per block.
 
+use super::{vec4_grid_stride, Walk};
 use crate::ptx::*;
 
 /// Threads per block (required).
@@ -33,48 +34,41 @@ pub fn build(target: Target) -> Module {
 
     let low = b.and(x, 15u64);
     let aligned = b.setp(Cmp::Eq, low, 0u64);
-    b.if_else(
+    vec4_grid_stride(
+        &mut b,
         aligned,
-        |b| {
-            let n4 = b.shr(n, 2u32);
-            b.for_range(tid, n4, stride, |b, i, _| {
-                let a = b.index_addr(x, i, 16);
-                let v = b.ld_v4::<F32>(Space::GlobalNc, a);
-                for r in v {
-                    let d = b.cvt::<F64, F32>(r);
-                    let s = b.add(acc, d);
-                    b.mov_to(acc, s);
-                }
-            });
-            let done = b.shl(n4, 2u32);
-            let i = b.add(done, tid);
-            let tail = b.setp(Cmp::Lt, i, n);
-            b.if_then(tail, |b| add_scalar(b, x, i, acc));
+        Walk { n, tid, stride },
+        |b, i| {
+            let a = b.index_addr(x, i, 16);
+            let v = b.ld_v4::<F32>(Space::GlobalNc, a);
+            for r in v {
+                let d = b.cvt::<F64, F32>(r);
+                let s = b.add(acc, d);
+                b.mov_to(acc, s);
+            }
         },
-        |b| {
-            b.for_range(tid, n, stride, |b, i, _| add_scalar(b, x, i, acc));
-        },
+        |b, i| add_scalar(b, x, i, acc),
     );
 
     let warp_total = b.warp_sum(acc);
-    let t = b.special(Special::TidX);
-    let lane = b.and(t, 31u32);
-    let warp = b.shr(t, 5u32);
+    let thread = b.special(Special::TidX);
+    let lane = b.and(thread, 31u32);
+    let warp = b.shr(thread, 5u32);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
     let slot = b.shared_index(&warp_sums, warp);
-    b.guarded(lane0, false, |b| b.st(Space::Shared, slot, warp_total));
+    b.when(lane0, |b| b.st(Space::Shared, slot, warp_total));
     b.bar_sync();
     let first_warp = b.setp(Cmp::Eq, warp, 0u32);
     b.if_then(first_warp, |b| {
-        let v = b.mov(0.0f64);
+        let partial = b.mov(0.0f64);
         let has = b.setp(Cmp::Lt, lane, BLOCK / 32);
         let src = b.shared_index(&warp_sums, lane);
-        b.guarded(has, false, |b| {
-            let l = b.ld::<F64>(Space::Shared, src);
-            b.mov_to(v, l);
+        b.when(has, |b| {
+            let loaded = b.ld::<F64>(Space::Shared, src);
+            b.mov_to(partial, loaded);
         });
-        let block_total = b.warp_sum(v);
-        b.guarded(lane0, false, |b| {
+        let block_total = b.warp_sum(partial);
+        b.when(lane0, |b| {
             b.red(Space::Global, AtomOp::Add, total, block_total)
         });
     });

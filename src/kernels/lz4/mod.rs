@@ -1,22 +1,19 @@
 //! LZ4 page kernels (one warp per page) and what host and kernels agree on: per-page metadata
 //! words, status codes, shared-memory layout per warp, and small warp helpers the kernels share.
 //!
-//! - [`compress`]: `lz4_compress`, the spec of `crate::lz4::block_encode` on 32 lanes (with
-//!   `extend`: match extension, and `emit`: sequence writing);
-//! - [`decompress`]: `lz4_decompress`, a bounds-checked block decoder (with `copy`: byte moves).
+//! - [`compress`]: `lz4_compress`, the spec of `crate::lz4::block_encode` on 32 lanes (its folder:
+//!   the kernel, the window parse, match extension, sequence emission, page in and block out);
+//! - [`decompress`]: `lz4_decompress`, a bounds-checked block decoder (its folder: the kernel, the
+//!   decode loop, byte moves);
+//! - `warp`: lane constants and bit helpers both kernels use.
 //!
 //! Both kernels keep every branch warp-uniform (conditions come from ballots, shuffles or values
 //! all lanes compute alike); per-lane differences are expressed only by predication. This keeps
 //! the warp converged and lets the tests' lock-step interpreter run the PTX as written.
 
 pub mod compress;
-mod copy;
 pub mod decompress;
-mod emit;
-mod extend;
-mod page_io;
-
-use crate::ptx::*;
+mod warp;
 
 /// Bit 31 of a page's metadata word: the page is stored raw (its bytes as they are).
 pub const RAW_FLAG: u32 = 1 << 31;
@@ -101,102 +98,4 @@ pub mod status {
             _ => "unknown status code",
         }
     }
-}
-
-/// Per-lane constants of a warp: lane index and the masks of lower / higher lanes.
-#[derive(Clone, Copy)]
-pub(crate) struct Lanes {
-    pub lane: Reg<U32>,
-    /// Bits of the lanes below this one.
-    pub lt: Reg<U32>,
-    /// Bits of the lanes above this one.
-    pub gt: Reg<U32>,
-}
-
-impl Lanes {
-    pub(crate) fn new(b: &mut KernelBuilder) -> Lanes {
-        let tid = b.special(Special::TidX);
-        let lane = b.and(tid, 31u32);
-        let bit = b.shl(1u32, lane);
-        let lt = b.sub(bit, 1u32);
-        let le = b.or(lt, bit);
-        let gt = b.not(le);
-        Lanes { lane, lt, gt }
-    }
-}
-
-/// Index of the lowest set bit of `m` (32 when `m == 0`): `clz(brev(m))`.
-pub(crate) fn lowest_bit(b: &mut KernelBuilder, m: Reg<U32>) -> Reg<U32> {
-    let r = b.brev(m);
-    b.clz(r)
-}
-
-/// Index of the highest set bit of a non-zero `m`: `31 - clz(m)`.
-pub(crate) fn highest_bit(b: &mut KernelBuilder, m: Reg<U32>) -> Reg<U32> {
-    let z = b.clz(m);
-    b.sub(31u32, z)
-}
-
-/// The 4 bytes at shared address `addr` (any alignment), little endian: two aligned words and a
-/// byte permute. Reads the aligned words covering `addr..addr+8` rounded down to 4.
-pub(crate) fn ld_shared_u32_unaligned(b: &mut KernelBuilder, addr: Reg<U32>) -> Reg<U32> {
-    let aligned = b.and(addr, !3u32);
-    let shift = b.and(addr, 3u32);
-    let lo = b.ld::<U32>(Space::Shared, aligned);
-    let hi = b.ld::<U32>(Space::Shared, Addr::from(aligned).off(4));
-    // Selector nibbles s, s+1, s+2, s+3 pick bytes s.. of the 8-byte pair {hi, lo}.
-    let sel = b.mad(shift, 0x1111u32, 0x3210u32);
-    b.prmt(lo, hi, sel)
-}
-
-/// Broadcasts lane `src`'s value to every lane.
-pub(crate) fn bcast(b: &mut KernelBuilder, v: Reg<U32>, src: impl Operand<U32>) -> Reg<U32> {
-    b.shfl(Shfl::Idx, v, src)
-}
-
-// Warp-uniform control flow. Every branch of these kernels is taken by all 32 lanes or none (the
-// tests' lock-step interpreter checks it), so they are emitted as `bra.uni`: ptxas then needs no
-// divergence handling around the warp-synchronous instructions (fewer registers, no spills).
-
-/// `@p bra.uni label`.
-pub(crate) fn ubra_if(b: &mut KernelBuilder, p: Reg<Pred>, label: &Label) {
-    b.guarded(p, false, |b| b.bra_uni(label));
-}
-
-/// `@!p bra.uni label`.
-pub(crate) fn ubra_unless(b: &mut KernelBuilder, p: Reg<Pred>, label: &Label) {
-    b.guarded(p, true, |b| b.bra_uni(label));
-}
-
-/// A uniform loop: the body gets the break and continue labels, as `loop_forever`.
-pub(crate) fn uloop(b: &mut KernelBuilder, body: impl FnOnce(&mut KernelBuilder, &Label, &Label)) {
-    let top = b.label("uloop");
-    let exit = b.label("uloop_end");
-    b.place(&top);
-    body(b, &exit, &top);
-    b.bra_uni(&top);
-    b.place(&exit);
-}
-
-/// A uniform `for i in (start..end).step_by(step)`, as `for_range`.
-pub(crate) fn ufor(
-    b: &mut KernelBuilder,
-    start: impl Operand<U32>,
-    end: impl Operand<U32>,
-    step: impl Operand<U32>,
-    body: impl FnOnce(&mut KernelBuilder, Reg<U32>, &Label),
-) {
-    let i = b.mov::<U32>(start);
-    let end_r = b.mov::<U32>(end);
-    let step_r = b.mov::<U32>(step);
-    let top = b.label("ufor");
-    let exit = b.label("ufor_end");
-    b.place(&top);
-    let done = b.setp(Cmp::Ge, i, end_r);
-    ubra_if(b, done, &exit);
-    body(b, i, &exit);
-    let next = b.add(i, step_r);
-    b.mov_to(i, next);
-    b.bra_uni(&top);
-    b.place(&exit);
 }

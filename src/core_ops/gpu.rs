@@ -1,7 +1,7 @@
 //! [`GpuOps`]: launches `core_correct_add` and `core_reduce_sum`. Host-slice calls reuse device
 //! buffers that grow between calls; the `*_device` calls only enqueue work on device memory.
 
-use super::{check_same_len, VectorOps};
+use super::{check_same_len, VectorOps, CORRECT_ADD};
 use crate::kernels::core_ops::{correct_add, reduce_sum};
 use crate::kernels::KernelId;
 use crate::runtime::{DeviceBuffer, Gpu};
@@ -80,13 +80,24 @@ impl GpuOps {
     }
 
     /// Enqueues `total += sum(x)` on `stream`; the caller zeroes `total` first.
+    pub fn reduce_sum_device(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaView<'_, f32>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        launch_reduce_sum(&self.gpu, stream, x, total)
+    }
+
+    /// The former name of [`GpuOps::reduce_sum_device`].
+    #[deprecated(note = "renamed to `reduce_sum_device`, after its kernel")]
     pub fn sum_device(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaView<'_, f32>,
         total: &mut CudaSlice<f64>,
     ) -> Result<()> {
-        launch_sum(&self.gpu, stream, x, total)
+        self.reduce_sum_device(stream, x, total)
     }
 }
 
@@ -98,13 +109,7 @@ fn launch_correct_add(
     out: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
     let n = prediction.len();
-    if correction.len() != n || out.len() != n {
-        return Err(Error::Shape {
-            what: "correct_add_device".into(),
-            expected: format!("{n} elements each"),
-            got: format!("{}, {}, {}", n, correction.len(), out.len()),
-        });
-    }
+    check_same_len("correct_add_device", [n, correction.len(), out.len()])?;
     let n32 = count_u32(n)?;
     let k = gpu.kernel(KernelId::CoreCorrectAdd)?;
     let cap = gpu.facts().sm_count * 32;
@@ -125,7 +130,7 @@ fn launch_correct_add(
     }
 }
 
-fn launch_sum(
+fn launch_reduce_sum(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     x: &CudaView<'_, f32>,
@@ -159,7 +164,7 @@ impl VectorOps for GpuOps {
         correction: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
-        check_same_len(prediction, correction, out)?;
+        check_same_len(CORRECT_ADD, [prediction.len(), correction.len(), out.len()])?;
         let n = prediction.len();
         let stream = self.gpu.stream().clone();
         ensure(&stream, &mut self.a, n, "correct_add prediction")?;
@@ -185,7 +190,7 @@ impl VectorOps for GpuOps {
         c.download_into(&stream, out)
     }
 
-    fn sum(&mut self, x: &[f32]) -> Result<f64> {
+    fn reduce_sum(&mut self, x: &[f32]) -> Result<f64> {
         let stream = self.gpu.stream().clone();
         ensure(&stream, &mut self.a, x.len(), "sum input")?;
         let a = self.a.as_mut().expect("ensured above");
@@ -194,7 +199,7 @@ impl VectorOps for GpuOps {
             .memset_zeros(self.total.slice_mut())
             .map_err(Error::driver("cuMemsetD8Async"))?;
         let view = a.slice().slice(0..x.len());
-        launch_sum(&self.gpu, &stream, &view, self.total.slice_mut())?;
+        launch_reduce_sum(&self.gpu, &stream, &view, self.total.slice_mut())?;
         let mut t = [0.0f64];
         self.total.set_len(1)?;
         self.total.download_into(&stream, &mut t)?;

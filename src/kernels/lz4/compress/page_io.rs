@@ -3,8 +3,9 @@
 //! (from the warp's global scratch) or the raw page (from the stage) into `packed` at an offset
 //! reserved with one atomic, with the page's two info words.
 
-use super::compress::{Page, INFO_HEADER_WORDS};
-use super::{bcast, ufor, Lanes, RAW_FLAG};
+use super::{Page, Stored, INFO_HEADER_WORDS};
+use crate::kernels::lz4::warp::{bcast, for_each_lane_item, Lanes};
+use crate::kernels::lz4::RAW_FLAG;
 use crate::ptx::*;
 
 /// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
@@ -17,14 +18,14 @@ pub(super) fn stage(
     steps: Reg<U32>,
 ) -> Reg<Pred> {
     let acc = b.mov(0u32);
-    ufor(b, 0u32, steps, 1u32, |b, s, _| {
+    b.for_range_with(LoopBranch::Uniform, 0u32, steps, 1u32, |b, s, _| {
         let k = b.mad(s, 32u32, ln.lane);
         let off = b.shl(k, 4u32);
         let end = b.add(off, 16u32);
         let full = b.setp(Cmp::Le, end, p_len);
         let g = b.index_addr(src, off, 1);
         let d = b.add(spage, off);
-        b.guarded(full, false, |b| {
+        b.when(full, |b| {
             let v = b.ld_v4::<U32>(Space::GlobalNc, g);
             b.st_v4::<U32>(Space::Shared, d, v);
             let o1 = b.or(v[0], v[1]);
@@ -40,7 +41,7 @@ pub(super) fn stage(
     let off = b.add(tail_start, ln.lane);
     let g = b.index_addr(src, off, 1);
     let d = b.add(spage, off);
-    b.guarded(in_tail, false, |b| {
+    b.when(in_tail, |b| {
         let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
         b.st_narrow(Space::Shared, Narrow::U8, d, v);
         let a = b.or(acc, v);
@@ -50,38 +51,28 @@ pub(super) fn stage(
     b.vote_any(nz)
 }
 
-/// Reserves the stored bytes in `packed`, copies the block (from scratch) or the raw page (from
-/// the shared stage) there, and writes the page's two info words.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn finish(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    lane0: Reg<Pred>,
-    info: Reg<U64>,
-    pg: Reg<U32>,
-    packed: Reg<U64>,
-    scratch: Reg<U64>,
-    raw: bool,
-) {
+/// Reserves the stored bytes (`pc.out`) in `packed`, copies the block (from scratch) or the raw
+/// page (from the shared stage) there, and writes the page's two info words.
+pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
+    let (lane0, info, packed, scratch) = (pc.lane0, pc.info, pc.packed, pc.scratch);
+    let raw = from == Stored::Raw;
     let stored = pc.out;
+    b.comment("finish: reserve the stored bytes in packed (one atomic), copy them, info words");
     // Scratch bytes written by other lanes must be visible to the copy below.
     b.warp_sync(FULL_MASK);
     let padded = b.add(stored, 15u32);
     let padded = b.and(padded, !15u32);
     let off = b.mov(0u32);
-    b.guarded(lane0, false, |b| {
+    b.when(lane0, |b| {
         let t = b.atom::<U32>(Space::Global, AtomOp::Add, Addr::from(info).off(4), padded);
         b.mov_to(off, t);
     });
     let off = bcast(b, off, 0u32);
     let chunks = b.shr(padded, 4u32);
     let dst = b.index_addr(packed, off, 1);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, pc.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
+    for_each_lane_item(b, pc.ln.lane, chunks, 4, |b, kb, inside| {
         let d = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = if raw {
                 let s = b.add(pc.spage, kb);
                 b.ld_v4::<U32>(Space::Shared, s)
@@ -97,10 +88,10 @@ pub(super) fn finish(
     } else {
         b.mov(stored)
     };
-    let idx = b.shl(pg, 1u32);
+    let idx = b.shl(pc.index, 1u32);
     let idx = b.add(idx, INFO_HEADER_WORDS);
     let ia = b.index_addr(info, idx, 4);
-    b.guarded(lane0, false, |b| {
+    b.when(lane0, |b| {
         b.st(Space::Global, ia, word);
         b.st(Space::Global, Addr::from(ia).off(4), off);
     });

@@ -2,58 +2,56 @@
 //! global memory, literals from the staged block, matches from the page rebuilt so far, and whole
 //! short sequences (literals and match) in one step.
 
-use super::decompress::Dec;
-use super::{ld_shared_u32_unaligned, ubra_if, ubra_unless, ufor, uloop};
+use super::{Dec, Lengths, Sequence};
+use crate::kernels::lz4::warp::{for_each_lane_item, ld_shared_u32_unaligned};
 use crate::ptx::*;
 
 /// Copies a raw page from the (unaligned) stage to `dst`: aligned words, then the tail bytes.
 pub(super) fn copy_raw_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>) {
     let words = b.shr(d.orig, 2u32);
-    ufor(b, 0u32, words, 32u32, |b, base, _| {
-        let w = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, w, words);
-        let wb = b.shl(w, 2u32);
+    for_each_lane_item(b, d.ln.lane, words, 2, |b, wb, inside| {
         let a = b.add(d.ib, wb);
         let g = b.index_addr(dst, wb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = ld_shared_u32_unaligned(b, a);
             b.st(Space::Global, g, v);
         });
     });
-    let tail_at = b.and(d.orig, !3u32);
-    let tail = b.and(d.orig, 3u32);
-    let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
-    let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ib, k);
-    let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.st_narrow(Space::Global, Narrow::U8, g, v);
-    });
+    copy_tail_out(b, d, d.ib, dst, d.orig, 4);
 }
 
 /// Copies the `len` rebuilt bytes from the page buffer to `dst`: 16-byte chunks, then the tail.
 pub(super) fn copy_page_out(b: &mut KernelBuilder, d: &Dec, dst: Reg<U64>, len: Reg<U32>) {
     b.warp_sync(FULL_MASK);
     let chunks = b.shr(len, 4u32);
-    ufor(b, 0u32, chunks, 32u32, |b, base, _| {
-        let k = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, k, chunks);
-        let kb = b.shl(k, 4u32);
+    for_each_lane_item(b, d.ln.lane, chunks, 4, |b, kb, inside| {
         let s = b.add(d.ob, kb);
         let g = b.index_addr(dst, kb, 1);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = b.ld_v4::<U32>(Space::Shared, s);
             b.st_v4::<U32>(Space::Global, g, v);
         });
     });
-    let tail_at = b.and(len, !15u32);
-    let tail = b.and(len, 15u32);
+    copy_tail_out(b, d, d.ob, dst, len, 16);
+}
+
+/// Copies the last `len % unit` of `len` bytes from the shared address `from` to `dst` (after
+/// the whole units copied before), one byte per lane; `unit` is a power of two up to 32.
+fn copy_tail_out(
+    b: &mut KernelBuilder,
+    d: &Dec,
+    from: Reg<U32>,
+    dst: Reg<U64>,
+    len: Reg<U32>,
+    unit: u32,
+) {
+    let tail_at = b.and(len, !(unit - 1));
+    let tail = b.and(len, unit - 1);
     let in_tail = b.setp(Cmp::Lt, d.ln.lane, tail);
     let k = b.add(tail_at, d.ln.lane);
-    let a = b.add(d.ob, k);
+    let a = b.add(from, k);
     let g = b.index_addr(dst, k, 1);
-    b.guarded(in_tail, false, |b| {
+    b.when(in_tail, |b| {
         let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
         b.st_narrow(Space::Global, Narrow::U8, g, v);
     });
@@ -69,12 +67,10 @@ pub(super) fn copy_literals(
     lit: Reg<U32>,
 ) {
     let dst = b.add(d.ob, op);
-    ufor(b, 0u32, lit, 32u32, |b, base, _| {
-        let i = b.add(base, d.ln.lane);
-        let inside = b.setp(Cmp::Lt, i, lit);
+    for_each_lane_item(b, d.ln.lane, lit, 0, |b, i, inside| {
         let s = b.add(src, i);
         let t = b.add(dst, i);
-        b.guarded(inside, false, |b| {
+        b.when(inside, |b| {
             let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
             b.st_narrow(Space::Shared, Narrow::U8, t, v);
         });
@@ -96,74 +92,73 @@ pub(super) fn copy_match(
     let src = b.sub(op, offset);
     let dst = b.mov(op);
     let left = b.mov(len);
-    uloop(b, |b, copied, _| {
+    b.loop_with(LoopBranch::Uniform, |b, copied, _| {
         let none = b.setp(Cmp::Eq, left, 0u32);
-        ubra_if(b, none, copied);
+        b.bra_uni_if(none, copied);
         let dist = b.sub(dst, src);
         let chunk = b.min(dist, 32u32);
         let chunk = b.min(chunk, left);
         let inside = b.setp(Cmp::Lt, lane, chunk);
-        let s = b.add(d.ob, src);
-        let s = b.add(s, lane);
-        let t = b.add(d.ob, dst);
-        let t = b.add(t, lane);
-        b.guarded(inside, false, |b| {
-            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, s);
-            b.st_narrow(Space::Shared, Narrow::U8, t, v);
+        let from = b.add(d.ob, src);
+        let from = b.add(from, lane);
+        let to = b.add(d.ob, dst);
+        let to = b.add(to, lane);
+        b.when(inside, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, from);
+            b.st_narrow(Space::Shared, Narrow::U8, to, v);
         });
-        let nd = b.add(dst, chunk);
-        b.mov_to(dst, nd);
-        let nl = b.sub(left, chunk);
-        b.mov_to(left, nl);
+        let next_dst = b.add(dst, chunk);
+        b.mov_to(dst, next_dst);
+        let next_left = b.sub(left, chunk);
+        b.mov_to(left, next_left);
         let wide = b.setp(Cmp::Ge, dist, 32u32);
-        let adv = b.selp(chunk, 0u32, wide);
-        let ns = b.add(src, adv);
-        b.mov_to(src, ns);
+        let advance = b.selp(chunk, 0u32, wide);
+        let next_src = b.add(src, advance);
+        b.mov_to(src, next_src);
         b.warp_sync(FULL_MASK);
     });
 }
 
-/// Copies a checked sequence: `lit` literals from the shared address `lit_src` to page byte
-/// `op`, then `ml` bytes from `offset` back. When both fit 32 bytes (always so when `short`:
-/// lengths below 15 and 19) and the match source lies wholly before the literals, one step does
-/// both (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads
-/// before any stores).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn copy_sequence(
-    b: &mut KernelBuilder,
-    d: &Dec,
-    lit_src: Reg<U32>,
-    op: Reg<U32>,
-    lit: Reg<U32>,
-    offset: Reg<U32>,
-    ml: Reg<U32>,
-    short: bool,
-) {
+/// Copies a checked sequence. When literals and match fit 32 bytes (always so for
+/// `Lengths::Short`) and the match source lies wholly before the literals, one step does both
+/// (lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads before any
+/// stores).
+pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, lengths: Lengths) {
+    let Sequence {
+        lit_src,
+        op,
+        lit,
+        offset,
+        ml,
+    } = *seq;
     let lane = d.ln.lane;
+    b.comment("copy the sequence: literals and match in one step when they fit and are apart");
     let span = b.add(lit, ml);
     let apart = b.setp(Cmp::Ge, offset, span);
-    let one_step = if short {
-        apart
-    } else {
-        let fits = b.setp(Cmp::Le, span, 32u32);
-        b.and(fits, apart)
+    let one_step = match lengths {
+        Lengths::Short => apart,
+        Lengths::Any => {
+            let fits = b.setp(Cmp::Le, span, 32u32);
+            b.and(fits, apart)
+        }
     };
     let general = b.label("general_copy");
     let copied = b.label("copied");
-    ubra_unless(b, one_step, &general);
+    b.bra_uni_unless(one_step, &general);
     let is_lit = b.setp(Cmp::Lt, lane, lit);
     let from_lit = b.add(lit_src, lane);
     let dst = b.add(d.ob_lane, op);
     let from_match = b.sub(dst, offset);
     let src = b.selp(from_lit, from_match, is_lit);
     let inside = b.setp(Cmp::Lt, lane, span);
-    b.guarded(inside, false, |b| {
+    b.when(inside, |b| {
         let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
         b.st_narrow(Space::Shared, Narrow::U8, dst, v);
     });
     b.warp_sync(FULL_MASK);
     b.bra_uni(&copied);
     b.place(&general);
+    b.comment("copy the literals, then the match, each in steps of their own");
     copy_literals(b, d, lit_src, op, lit);
     let mop = b.add(op, lit);
     copy_match(b, d, mop, offset, ml);

@@ -1,9 +1,9 @@
-//! The foundation kernels against the CPU reference: one test body for both devices, awkward
-//! sizes, misaligned views, outputs poisoned before the launch.
+//! The core ops (`ptxflow::core_ops`: correct_add, reduce_sum) against the CPU reference: one test
+//! body for both devices, awkward sizes, misaligned views, outputs poisoned before the launch.
 
 mod common;
 
-use ptxflow::ops::{CpuOps, GpuOps, VectorOps};
+use ptxflow::core_ops::{CpuOps, GpuOps, VectorOps};
 use ptxflow::rng::Rng;
 
 const SIZES: [usize; 7] = [0, 1, 31, 32, 33, 1023, 10_000_003];
@@ -25,10 +25,10 @@ fn check_correct_add(ops: &mut dyn VectorOps, n: usize, seed: u64) {
     }
 }
 
-fn check_sum(ops: &mut dyn VectorOps, n: usize, seed: u64) {
+fn check_reduce_sum(ops: &mut dyn VectorOps, n: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     let x = rng.vec_f32(n, -1.0, 1.0);
-    let got = ops.sum(&x).unwrap();
+    let got = ops.reduce_sum(&x).unwrap();
     // Reference: sequential f64 sum. Every f32 is exact in f64; the only error is f64 rounding
     // of partial sums, at most n * eps * sum|x| for any summation order.
     let reference: f64 = x.iter().map(|&v| f64::from(v)).sum();
@@ -42,22 +42,22 @@ fn check_sum(ops: &mut dyn VectorOps, n: usize, seed: u64) {
 }
 
 #[test]
-fn cpu_correct_add_and_sum() {
+fn cpu_correct_add_and_reduce_sum() {
     for (k, &n) in SIZES.iter().enumerate() {
         check_correct_add(&mut CpuOps, n, k as u64);
-        check_sum(&mut CpuOps, n, 100 + k as u64);
+        check_reduce_sum(&mut CpuOps, n, 100 + k as u64);
     }
 }
 
 #[test]
-fn gpu_correct_add_and_sum_match_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_correct_add_and_sum_match_cpu") else {
+fn gpu_correct_add_and_reduce_sum_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_correct_add_and_reduce_sum_match_cpu") else {
         return;
     };
     let mut ops = GpuOps::new(gpu).unwrap();
     for (k, &n) in SIZES.iter().enumerate() {
         check_correct_add(&mut ops, n, k as u64);
-        check_sum(&mut ops, n, 100 + k as u64);
+        check_reduce_sum(&mut ops, n, 100 + k as u64);
     }
 }
 
@@ -88,7 +88,7 @@ fn gpu_misaligned_views_take_the_scalar_path() {
             );
         }
         let mut total = stream.alloc_zeros::<f64>(1).unwrap();
-        ops.sum_device(&stream, &pv, &mut total).unwrap();
+        ops.reduce_sum_device(&stream, &pv, &mut total).unwrap();
         let got = stream.clone_dtoh(&total).unwrap()[0];
         let want: f64 = p[shift..shift + n].iter().map(|&v| f64::from(v)).sum();
         assert!((got - want).abs() < 1e-9, "shift {shift}: {got} vs {want}");

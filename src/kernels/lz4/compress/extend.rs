@@ -1,0 +1,105 @@
+//! Match extension for `lz4_compress`: from a found match (position `p0`, candidate `c0`), the
+//! forward run (compared from `p0 + 4` up to the limit `P - 5`) and the backward run (down to the
+//! anchor and to page byte 0), 32 lanes comparing one byte each per step and a ballot finding
+//! the first mismatch. The first step does 16 bytes of both directions at once.
+
+use super::Page;
+use crate::kernels::lz4::warp::lowest_bit;
+use crate::ptx::*;
+
+/// Extends the match `p0`/`c0` forward (from `p0 + 4` to at most `limit`) and backward (down to
+/// `anchor`, and `c0` down to 0); returns `(end, back)`. One 32-lane step does the first 16
+/// bytes of both (lanes 0..16 forward, 16..32 backward); longer runs continue 32 bytes a step.
+pub(super) fn extend(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    c0: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    b.comment("extend: 16 bytes forward and 16 backward in one 32-lane step");
+    let lane = pc.ln.lane;
+    let dist = b.sub(p0, c0);
+    let room = b.sub(p0, anchor);
+    let max_back = b.min(room, c0);
+    // Lanes 0..16 compare page[p0 + 4 + i] with page[c0 + 4 + i], lanes 16..32 page[p0 - k] with
+    // page[c0 - k] for k = lane - 15: both are `here` and `here - dist` with a per-lane step.
+    let pos_addr = b.add(pc.spage, p0);
+    let here = b.add(pos_addr, pc.ext_step);
+    let there = b.sub(here, dist);
+    let back_bound = b.add(max_back, 1u32);
+    let reach = b.selp(here, pc.ext_k, pc.ext_fwd);
+    let bound = b.selp(pc.ext_limit, back_bound, pc.ext_fwd);
+    let inside = b.setp(Cmp::Lt, reach, bound);
+    let cand_addr = b.sub(pos_addr, dist);
+    let mismatch = mismatch_step(b, inside, here, there);
+    let fwd_mask = b.or(mismatch, 0xffff_0000u32);
+    let fwd_n = lowest_bit(b, fwd_mask);
+    let bwd_mask = b.shr(mismatch, 16u32);
+    let bwd_mask = b.or(bwd_mask, 0x1_0000u32);
+    let back = lowest_bit(b, bwd_mask);
+    let end = b.add(p0, 4u32);
+    let end = b.add(end, fwd_n);
+    // Runs longer than 16 bytes either way (rare on text) continue 32 bytes a step.
+    let fwd_more = b.setp(Cmp::Eq, fwd_n, 16u32);
+    let bwd_more = b.setp(Cmp::Eq, back, 16u32);
+    let more = b.or(fwd_more, bwd_more);
+    let ext_done = b.label("ext_done");
+    b.bra_uni_unless(more, &ext_done);
+    let fwd_done = b.label("fwd_done");
+    b.bra_uni_unless(fwd_more, &fwd_done);
+    b.comment("extend forward, 32 bytes a step");
+    b.loop_with(LoopBranch::Uniform, |b, fwd_end, _| {
+        let at = b.add(end, lane);
+        let inside = b.setp(Cmp::Lt, at, limit);
+        let here = b.add(pc.spage, at);
+        let there = b.sub(here, dist);
+        let stop = mismatch_step(b, inside, here, there);
+        let first_diff = lowest_bit(b, stop);
+        let any = b.setp(Cmp::Ne, stop, 0u32);
+        let advance = b.selp(first_diff, 32u32, any);
+        let next_end = b.add(end, advance);
+        b.mov_to(end, next_end);
+        b.bra_uni_if(any, fwd_end);
+    });
+    b.place(&fwd_done);
+    b.bra_uni_unless(bwd_more, &ext_done);
+    b.comment("extend backward, 32 bytes a step");
+    b.loop_with(LoopBranch::Uniform, |b, bwd_end, _| {
+        let k = b.add(back, lane);
+        let k = b.add(k, 1u32);
+        let inside = b.setp(Cmp::Le, k, max_back);
+        let here = b.sub(pos_addr, k);
+        let there = b.sub(cand_addr, k);
+        let stop = mismatch_step(b, inside, here, there);
+        let first_diff = lowest_bit(b, stop);
+        let any = b.setp(Cmp::Ne, stop, 0u32);
+        let advance = b.selp(first_diff, 32u32, any);
+        let next_back = b.add(back, advance);
+        b.mov_to(back, next_back);
+        b.bra_uni_if(any, bwd_end);
+    });
+    b.place(&ext_done);
+    (end, back)
+}
+
+/// One 32-lane compare step of the shared bytes at `here` and `there`: the ballot of lanes that
+/// are outside the range or differ (outside lanes compare 0 with 256).
+fn mismatch_step(
+    b: &mut KernelBuilder,
+    inside: Reg<Pred>,
+    here: Reg<U32>,
+    there: Reg<U32>,
+) -> Reg<U32> {
+    let here_byte = b.mov(0u32);
+    let there_byte = b.mov(256u32);
+    b.when(inside, |b| {
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
+        b.mov_to(here_byte, loaded);
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
+        b.mov_to(there_byte, loaded);
+    });
+    let differ = b.setp(Cmp::Ne, here_byte, there_byte);
+    b.ballot(differ)
+}

@@ -1,0 +1,107 @@
+//! `lz4_compress`: stores pages as LZ4 blocks, one warp per page, by the specification in
+//! `crate::lz4::block_encode` (byte-identical to `compress_page`).
+//!
+//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! `warps_per_block * compress_shared_per_warp(page_bytes)`. Warps take pages from a counter
+//! (`info[0]`, zeroed by the host with `info[1]` before the launch), so any grid size works.
+//!
+//! Parameters: `input` (the batch, pages back to back, 16-byte aligned), `input_bytes`,
+//! `page_bytes` (a multiple of 1024, at most 65536), `n_pages` (= ceil(input_bytes/page_bytes)),
+//! `scratch` (`page_bytes` per warp of the grid), `packed` (capacity `n_pages * page_bytes`), `info`
+//! (u32 words: `[0]` page counter, `[1]` bytes allocated in `packed`, `[2..4]` unused, then per
+//! page `[4 + 2k]` = stored bytes | [`RAW_FLAG`](super::RAW_FLAG), `[5 + 2k]` = byte offset of the
+//! page in `packed`, a multiple of 16).
+//!
+//! Shared memory per warp: the u16 hash table sized for `page_bytes` (`2^L` entries, `L` = 10, 11
+//! or 12 as the spec's `hash_log`), then the staged page and 16 bytes of slack.
+//!
+//! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
+//! zeroes the `2^L` entries of the page's table (`L` from its own length; 4, 8 or 16 vector stores
+//! per lane); takes the all-zero or short
+//! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
+//! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
+//! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
+//! picks the first; inserts are made by the highest lane of each hash group among the inserting
+//! lanes (no atomics); forward and backward extension compare 32 bytes per step (byte loads and
+//! a ballot); lanes write each sequence cooperatively, 32 bytes per step, into the warp's global
+//! scratch. Once the bytes written plus those that must follow reach `P`, the page is stored raw.
+//! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
+//! the warp copies the block (or the raw page) there with 16-byte stores.
+//!
+//! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths), `parse` (the
+//! window loop), `extend` (match extension), `emit` (sequence writing), `page_io` (page in, block
+//! out). They share the per-page registers `Page` and the constants here; imports run from the
+//! kernel down to the helpers, and from every file up to this one.
+
+mod emit;
+mod extend;
+mod kernel;
+mod page_io;
+mod parse;
+
+pub use kernel::build;
+
+use super::warp::Lanes;
+use crate::ptx::*;
+
+/// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
+/// cap registers at 80 and spill).
+pub const MAX_BLOCK: u32 = 160;
+/// Register bound per thread. ptxas alone takes 88 (sm_90), which lets an SM quarter hold 5
+/// warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7, and with the 8 KiB
+/// table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+pub const MAX_REGS: u32 = 72;
+/// Words before the per-page entries in `info`.
+pub const INFO_HEADER_WORDS: u32 = 4;
+/// Fibonacci hash multiplier of the spec.
+const HASH_MULTIPLIER: u32 = 2_654_435_761;
+
+/// What the per-page code needs: addresses, lane constants and loop-carried registers.
+struct Page {
+    ln: Lanes,
+    /// Lane 0 of the warp (it takes pages, reserves output and writes the info words).
+    lane0: Reg<Pred>,
+    /// The page's index in the batch.
+    index: Reg<U32>,
+    /// The kernel's `info` words and `packed` output (global addresses).
+    info: Reg<U64>,
+    packed: Reg<U64>,
+    /// Shared addresses of the warp's hash table and of its staged page.
+    table: Reg<U32>,
+    spage: Reg<U32>,
+    /// The warp's global scratch, where the block is written before it is stored.
+    scratch: Reg<U64>,
+    /// Bytes of this page (the last page of a batch may be short).
+    p_len: Reg<U32>,
+    /// `32 - L`: the hash's right shift for this page's table of `2^L` buckets.
+    hash_shift: Reg<U32>,
+    /// Bytes of the block written to scratch so far (warp-uniform).
+    out: Reg<U32>,
+    raw: Label,
+    /// Combined extension step: lane < 16, its byte step (4 + lane, or 15 - lane backwards),
+    /// its backward distance (lane - 15), and the forward limit as a shared address.
+    ext_fwd: Reg<Pred>,
+    ext_step: Reg<U32>,
+    ext_k: Reg<U32>,
+    ext_limit: Reg<U32>,
+    /// `lane - 1`, `spage + lane - 1` and `scratch + lane`: per-lane bases of sequence bytes.
+    lane_m1: Reg<U32>,
+    spage_lane_m1: Reg<U32>,
+    scratch_lane: Reg<U64>,
+}
+
+/// The match half of a sequence: its offset (distance back) and its length in bytes.
+#[derive(Clone, Copy)]
+struct Match {
+    offset: Reg<U32>,
+    len: Reg<U32>,
+}
+
+/// Where `page_io::finish` copies the stored bytes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// The LZ4 block, from the warp's global scratch.
+    Block,
+    /// The page itself (it did not compress), from the shared stage.
+    Raw,
+}

@@ -1,0 +1,263 @@
+//! The decode loop of `lz4_decompress` (see the [folder docs](super)): the common sequence with
+//! its checks folded into one branch, and the step-by-step parse that finds the failing check.
+
+use super::copy::{copy_literals, copy_sequence};
+use super::{Dec, Lengths, Sequence};
+use crate::kernels::lz4::status;
+use crate::kernels::lz4::warp::{bcast, lowest_bit};
+use crate::ptx::*;
+
+/// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
+/// fails past the block end or once the length exceeds the original page length.
+fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
+    b.comment("length bytes (255-chained), 32 a step");
+    let n = b.mov(0u32);
+    b.loop_with(LoopBranch::Uniform, |b, got, _| {
+        let i = b.add(ip, d.ln.lane);
+        let inside = b.setp(Cmp::Lt, i, d.stored);
+        // Lanes past the block end read byte 0 instead (a safe address) and count as outside.
+        let byte_addr = b.add(d.ib, i);
+        let byte_addr = b.selp(byte_addr, d.ib, inside);
+        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, byte_addr);
+        let byte = b.selp(loaded, 0u32, inside);
+        let not255 = b.setp(Cmp::Ne, byte, 255u32);
+        let term = b.and(inside, not255);
+        let term_mask = b.ballot(term);
+        let out_lanes = b.not(inside);
+        let out_mask = b.ballot(out_lanes);
+        let has_term = b.setp(Cmp::Ne, term_mask, 0u32);
+        let first_term = lowest_bit(b, term_mask);
+        let term_byte = bcast(b, byte, first_term);
+        let full_bytes = b.mul(first_term, 255u32);
+        let added = b.add(full_bytes, term_byte);
+        let added = b.selp(added, 255u32 * 32, has_term);
+        let step = b.add(first_term, 1u32);
+        let step = b.selp(step, 32u32, has_term);
+        let next_n = b.add(n, added);
+        b.mov_to(n, next_n);
+        let next_ip = b.add(ip, step);
+        b.mov_to(ip, next_ip);
+        let too_big = b.setp(Cmp::Gt, n, d.orig);
+        d.fail_if(b, too_big, status::OUTPUT_OVERFLOW);
+        b.bra_uni_if(has_term, got);
+        // No terminating byte: lanes past the block end mean it is truncated.
+        let ran_out = b.setp(Cmp::Ne, out_mask, 0u32);
+        d.fail_if(b, ran_out, status::TRUNCATED);
+    });
+    n
+}
+
+/// The decode loop of one block from the stage into the page buffer; returns the bytes produced
+/// (falls through when the page decoded to its original length, or at most that when bounded),
+/// branches to the fail label otherwise.
+///
+/// A sequence whose literals and match fit 32 bytes, with the match source wholly before the
+/// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
+/// bytes); others copy literals and then the match in steps of their own.
+pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
+    b.comment("decode the block in place, one sequence a pass");
+    let op = b.mov(0u32);
+    let empty = b.setp(Cmp::Eq, d.stored, 0u32);
+    d.fail_if(b, empty, status::TRUNCATED);
+    // Loop-carried: the token (loaded while the previous sequence is copied, its latency off
+    // the critical path) and the shared address of the byte after it.
+    let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, d.ib);
+    let lit_addr = b.add(d.ib, 1u32);
+    let iend = b.add(d.ib, d.stored);
+    let iend2 = b.sub(iend, 2u32);
+    let unread_bias = b.sub(2u32, d.ob);
+    let cur = Cursor { op, tok, lit_addr };
+    b.loop_with(LoopBranch::Uniform, |b, block_end, next_seq| {
+        b.comment("sequence: the common case with all checks in one branch");
+        let lit = b.shr(tok, 4u32);
+        let mcode = b.and(tok, 15u32);
+        let slow = b.label("slow_seq");
+        let fast = Fast {
+            iend2,
+            unread_bias,
+            slow: &slow,
+            next: next_seq,
+        };
+        fast_sequence(b, d, &fast, &cur, Token { lit, mcode });
+        b.place(&slow);
+        b.comment("sequence, step by step: literal length, literals");
+        // Block index of the byte after the token (a fresh register: read_length advances it).
+        let ip = b.sub(lit_addr, d.ib);
+        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
+        let short_lit = b.label("short_lit");
+        b.bra_uni_unless(long_lit, &short_lit);
+        let extra = read_length(b, d, ip);
+        let full_lit = b.add(lit, extra);
+        b.mov_to(lit, full_lit);
+        b.place(&short_lit);
+        // Literals inside the block and the page (the code is worked out only on failure).
+        let left_in = b.sub(d.stored, ip);
+        let left_out = b.sub(d.orig, op);
+        let room = b.min(left_in, left_out);
+        let bad = b.setp(Cmp::Gt, lit, room);
+        let lits_ok = b.label("lits_ok");
+        b.bra_uni_unless(bad, &lits_ok);
+        let past_end = b.setp(Cmp::Gt, lit, left_in);
+        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&lits_ok);
+        let lit_src = b.add(d.ib, ip);
+        let lit_end = b.add(ip, lit);
+        let last = b.setp(Cmp::Eq, lit_end, d.stored);
+        let not_last = b.label("not_last");
+        b.bra_uni_unless(last, &not_last);
+        copy_literals(b, d, lit_src, op, lit);
+        let op_after_lits = b.add(op, lit);
+        b.mov_to(op, op_after_lits);
+        b.bra_uni(block_end);
+        b.place(&not_last);
+        b.comment("match: offset, length, checks, copy");
+        // The match: two offset bytes and at least one more token must follow.
+        let left_in = b.sub(d.stored, lit_end);
+        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
+        d.fail_if(b, no_room, status::TRUNCATED);
+        let offset_addr = b.add(d.ib, lit_end);
+        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
+        let offset_hi =
+            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+        let offset_hi = b.shl(offset_hi, 8u32);
+        let offset = b.or(offset_lo, offset_hi);
+        let after_offset = b.add(lit_end, 2u32);
+        b.mov_to(ip, after_offset);
+        let ml = b.add(mcode, 4u32);
+        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
+        let short_ml = b.label("short_ml");
+        b.bra_uni_unless(long_ml, &short_ml);
+        let extra = read_length(b, d, ip);
+        let full_ml = b.add(ml, extra);
+        b.mov_to(ml, full_ml);
+        // The length bytes must leave a token after them too.
+        let no_token = b.setp(Cmp::Ge, ip, d.stored);
+        d.fail_if(b, no_token, status::TRUNCATED);
+        b.place(&short_ml);
+        let mop = b.add(op, lit);
+        // offset - 1 >= mop catches both a zero offset and one reaching before the page.
+        let off1 = b.sub(offset, 1u32);
+        let reach = b.setp(Cmp::Ge, off1, mop);
+        let left_out = b.sub(d.orig, mop);
+        let overflow = b.setp(Cmp::Gt, ml, left_out);
+        let bad = b.or(reach, overflow);
+        let match_ok = b.label("match_ok");
+        b.bra_uni_unless(bad, &match_ok);
+        let zero = b.setp(Cmp::Eq, offset, 0u32);
+        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
+        let code = b.selp(status::ZERO_OFFSET, code, zero);
+        b.mov_to(d.code, code);
+        b.bra_uni(&d.fail);
+        b.place(&match_ok);
+        // In place: the match must end before the block bytes still to be read (the page may
+        // be written up to the page index of block byte `ip`).
+        let m_end = b.add(mop, ml);
+        let next_addr = b.add(d.ib, ip);
+        let unread = b.sub(next_addr, d.ob);
+        let clobber = b.setp(Cmp::Gt, m_end, unread);
+        d.fail_if(b, clobber, status::MARGIN);
+        // A token follows (checked above); the copy below leaves it intact (clobber check).
+        let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, next_addr);
+        b.mov_to(tok, next_tok);
+        let next_lit = b.add(next_addr, 1u32);
+        b.mov_to(lit_addr, next_lit);
+        let seq = Sequence {
+            lit_src,
+            op,
+            lit,
+            offset,
+            ml,
+        };
+        copy_sequence(b, d, &seq, Lengths::Any);
+        let span = b.add(lit, ml);
+        let op_after_seq = b.add(op, span);
+        b.mov_to(op, op_after_seq);
+    });
+    b.comment("end of block: the page must have its original length");
+    let short = b.setp(Cmp::Ne, op, d.orig);
+    let exact = b.not(d.bounded);
+    let short = b.and(short, exact);
+    d.fail_if(b, short, status::WRONG_LENGTH);
+    op
+}
+
+/// The decode loop's carried registers: page bytes produced so far, the next token (loaded while
+/// the previous sequence is copied, its latency off the critical path) and the shared address of
+/// the byte after it.
+#[derive(Clone, Copy)]
+struct Cursor {
+    op: Reg<U32>,
+    tok: Reg<U32>,
+    lit_addr: Reg<U32>,
+}
+
+/// A token's two fields: the literal count and the match-length code (both 0..=15).
+struct Token {
+    lit: Reg<U32>,
+    mcode: Reg<U32>,
+}
+
+/// The fast path's per-page constants and its two ways out. `iend2` = `ib + stored - 2` (a
+/// sequence whose offset starts at or past it leaves no room for the offset and a further
+/// token); `unread_bias` = `2 - ob` (added to the offset's address it gives the page index of the
+/// next token's block byte, below which the output must stay: the in-place bound).
+struct Fast<'a> {
+    iend2: Reg<U32>,
+    unread_bias: Reg<U32>,
+    /// The step-by-step parse of the same token.
+    slow: &'a Label,
+    /// The next sequence (the top of the decode loop).
+    next: &'a Label,
+}
+
+/// The common sequence (literal and match lengths below 15, not the last one) with all its
+/// checks folded into one branch: falls through to `f.slow` (the step-by-step parse of the same
+/// token, which then finds the failing check in order) unless every check holds; otherwise
+/// loads the next token, copies the sequence, advances the cursor and continues at `f.next`.
+fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: Token) {
+    let Cursor { op, tok, lit_addr } = *cur;
+    let Token { lit, mcode } = token;
+    let (slow, next) = (f.slow, f.next);
+    let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+    let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+    let short = b.and(lit_short, ml_short);
+    b.bra_uni_unless(short, slow);
+    // The offset's address; at most 16 bytes past the block: inside the stage's slack, read
+    // but unused on failure.
+    let offset_addr = b.add(lit_addr, lit);
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+    let offset = b.mad(offset_hi, 256u32, offset_lo);
+    let ml = b.add(mcode, 4u32);
+    let mop = b.add(op, lit);
+    let m_end = b.add(mop, ml);
+    // Offset bytes and a further token inside the block; the output inside the page; the
+    // offset inside the page and not zero; the output below the unread block bytes.
+    let bad = b.setp(Cmp::Ge, offset_addr, f.iend2);
+    let over = b.setp(Cmp::Gt, m_end, d.orig);
+    let bad = b.or(bad, over);
+    let off1 = b.sub(offset, 1u32);
+    let reach = b.setp(Cmp::Ge, off1, mop);
+    let bad = b.or(bad, reach);
+    let unread = b.add(offset_addr, f.unread_bias);
+    let clobber = b.setp(Cmp::Gt, m_end, unread);
+    let bad = b.or(bad, clobber);
+    b.bra_uni_if(bad, slow);
+    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
+    let lit_src = b.mov(lit_addr);
+    let next_lit = b.add(offset_addr, 3u32);
+    b.mov_to(lit_addr, next_lit);
+    let seq = Sequence {
+        lit_src,
+        op,
+        lit,
+        offset,
+        ml,
+    };
+    copy_sequence(b, d, &seq, Lengths::Short);
+    b.mov_to(tok, next_tok);
+    b.mov_to(op, m_end);
+    b.bra_uni(next);
+}

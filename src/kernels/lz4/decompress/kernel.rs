@@ -1,0 +1,150 @@
+//! The `lz4_decompress` entry (see the [folder docs](super)): parameters, per-warp shared layout,
+//! the page loop, entry checks, staging of the block, and the raw and decoded ways out of a page.
+
+use super::copy::{copy_page_out, copy_raw_out};
+use super::decode::decode;
+use super::{Dec, MAX_BLOCK};
+use crate::kernels::lz4::status;
+use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
+use crate::ptx::*;
+
+/// Builds the module.
+pub fn build(target: Target) -> Module {
+    let mut b = KernelBuilder::new("lz4_decompress");
+    b.maxntid(MAX_BLOCK, 1, 1);
+    let packed = b.param::<U64>("packed");
+    let packed_bytes = b.param::<U32>("packed_bytes");
+    let entries = b.param::<U64>("entries");
+    let n_pages = b.param::<U32>("n_pages");
+    let page_bytes = b.param::<U32>("page_bytes");
+    let output = b.param::<U64>("output");
+    let status_p = b.param::<U64>("status");
+    b.comment("parameters");
+    let packed = b.global_ptr(&packed);
+    let packed_bytes = b.ld_param(&packed_bytes);
+    let entries = b.global_ptr(&entries);
+    let n_pages = b.ld_param(&n_pages);
+    let page_bytes = b.ld_param(&page_bytes);
+    let output = b.global_ptr(&output);
+    let status_p = b.global_ptr(&status_p);
+    let smem = b.dynamic_shared::<U32>("lz4d_smem");
+
+    b.comment("per-warp layout: the page buffer plus the in-place margin (shared); lane constants");
+    let ln = Lanes::new(&mut b);
+    let tid = b.special(Special::TidX);
+    let warp = b.shr(tid, 5u32);
+    let ntid = b.special(Special::NtidX);
+    let warps = b.shr(ntid, 5u32);
+    let cta = b.special(Special::CtaidX);
+    let ncta = b.special(Special::NctaidX);
+    let grid_warp = b.mad(cta, warps, warp);
+    let all_warps = b.mul(ncta, warps);
+    // margin = round16((page_bytes >> 8) + 32) + 32, as `inplace_margin`.
+    let m = b.shr(page_bytes, 8u32);
+    let m = b.add(m, 47u32);
+    let m = b.and(m, !15u32);
+    let margin = b.add(m, 32u32);
+    let per_warp = b.add(page_bytes, margin);
+    let smem_base = b.shared_base(&smem);
+    let ob = b.mad(warp, per_warp, smem_base);
+    let region_end = b.add(ob, per_warp);
+    let ob_lane = b.add(ob, ln.lane);
+    let bound = b.and(packed_bytes, !15u32);
+    let lane0 = b.setp(Cmp::Eq, ln.lane, 0u32);
+
+    b.for_range_with(
+        LoopBranch::Uniform,
+        grid_warp,
+        n_pages,
+        all_warps,
+        |b, page, _| {
+            b.comment("page loop (warps stride over the pages): read and check the entry");
+            let entry_addr = b.index_addr(entries, page, 16);
+            let [off, stored, orig, kind] = b.ld_v4::<U32>(Space::GlobalNc, entry_addr);
+            // Status code and bytes produced are set on each way out (not here), so neither is live
+            // across the decode loop.
+            let code = b.reg::<U32>();
+            let produced = b.reg::<U32>();
+            let fail = b.label("fail");
+            let done = b.label("page_done");
+            let raw_bit = b.and(kind, 1u32);
+            let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
+            let bound_bit = b.and(kind, 2u32);
+            let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
+            // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
+            let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
+            let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
+            let outside = b.setp(Cmp::Gt, stored, bound);
+            let room = b.sub(bound, stored);
+            let past = b.setp(Cmp::Gt, off, room);
+            let raw_len = b.setp(Cmp::Ne, stored, orig);
+            let raw_bad = b.and(is_raw, raw_len);
+            let bad = b.or(big_orig, big_stored);
+            let bad = b.or(bad, outside);
+            let bad = b.or(bad, raw_bad);
+            let bad = b.or(bad, past);
+            let d = Dec {
+                ln,
+                ib: ob,
+                ob,
+                stored,
+                orig,
+                code,
+                bounded,
+                ob_lane,
+                fail: fail.clone(),
+            };
+            d.fail_if(b, bad, status::BAD_ENTRY);
+            b.comment("stage the block at the end of the buffer (16-byte chunks)");
+            // Stage the block at the end of the buffer (the page is rebuilt from its start, in
+            // place): 16-byte chunks from the aligned address at or below it.
+            let misalign = b.and(off, 15u32);
+            let aligned_off = b.sub(off, misalign);
+            let span = b.add(misalign, stored);
+            let span = b.add(span, 15u32);
+            let chunks = b.shr(span, 4u32);
+            let staged = b.shl(chunks, 4u32);
+            let staged = b.add(staged, 16u32);
+            let stage = b.sub(region_end, staged);
+            let src = b.index_addr(packed, aligned_off, 1);
+            for_each_lane_item(b, ln.lane, chunks, 4, |b, kb, inside| {
+                let src_chunk = b.index_addr(src, kb, 1);
+                let s = b.add(stage, kb);
+                b.when(inside, |b| {
+                    let v = b.ld_v4::<U32>(Space::GlobalNc, src_chunk);
+                    b.st_v4::<U32>(Space::Shared, s, v);
+                });
+            });
+            b.warp_sync(FULL_MASK);
+            let ib = b.add(stage, misalign);
+            let d = Dec { ib, ..d };
+            let block = b.label("block");
+            b.bra_uni_unless(is_raw, &block);
+            b.comment("raw page: copy it out");
+            let dst = b.mad_wide(page, page_bytes, output);
+            copy_raw_out(b, &d, dst);
+            b.mov_to(produced, orig);
+            b.mov_to(code, status::OK);
+            b.bra_uni(&done);
+            b.place(&block);
+            let op = decode(b, &d);
+            b.comment("write the rebuilt page out");
+            let dst = b.mad_wide(page, page_bytes, output);
+            copy_page_out(b, &d, dst, op);
+            b.mov_to(produced, op);
+            b.mov_to(code, status::OK);
+            b.bra_uni(&done);
+            b.place(&fail);
+            b.mov_to(produced, 0u32);
+            b.place(&done);
+            b.comment("status word: code | bytes produced << 8");
+            let status_addr = b.index_addr(status_p, page, 4);
+            let len_bits = b.shl(produced, 8u32);
+            let word = b.or(code, len_bits);
+            b.when(lane0, |b| b.st(Space::Global, status_addr, word));
+            // The next page's staging overwrites buffers this page's lanes read.
+            b.warp_sync(FULL_MASK);
+        },
+    );
+    Module::single(target, b.finish())
+}

@@ -1,0 +1,93 @@
+//! `lz4_decompress`: rebuilds pages from stored LZ4 blocks (or raw pages), one warp per page,
+//! checking every read and write, so corrupt input gives a status code for that page and never
+//! an access outside the page's block, its shared buffers or its output slot.
+//!
+//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! `warps_per_block * decompress_shared_per_warp(page_bytes)`; warps stride over the pages.
+//!
+//! Parameters: `packed` (stored pages), `packed_bytes` (readable bytes of `packed`; only its
+//! 16-byte-aligned prefix is used), `entries` (4 u32 per page: byte offset in `packed`, stored
+//! bytes, original bytes, kind: bit 0 = raw page, bit 1 = the original length is only an upper
+//! bound, as for blocks of a frame), `n_pages`, `page_bytes` (a multiple of 1024, at most 65536),
+//! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
+//! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
+//!
+//! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
+//! page as long as the original), copies the block to the end of its shared buffer (the page
+//! plus LZ4's in-place margin, so twice as many warps fit an SM as with separate input and output
+//! buffers) with 16-byte loads from the aligned address below it, then either copies a raw page
+//! out (aligned words assembled with a byte permute) or decodes: every lane follows the same
+//! parse (the token and offset loads are broadcasts), lanes copy literals 32 bytes per step, and
+//! matches 32 bytes per step, or, for an offset below 32, in doubling steps that never read a byte
+//! not yet written. Every length is checked against the block end and the original length before
+//! it is used, and every match must end before the block bytes not yet read (the page is rebuilt
+//! in place over the consumed block; a valid block never reaches them). The common sequence (both
+//! lengths below 15) checks all of this with one branch and re-parses step by step only when a
+//! check fails; it loads the next token before copying (the copy cannot reach it), so the token's
+//! load latency overlaps the copy, and keeps the literal position as a shared address (the decode
+//! loop is issue-bound: ncu shows ~0.8 issued warps per scheduler). The page is then written out
+//! with 16-byte stores and lane 0 writes its status.
+//!
+//! Files: `kernel` (the entry: page loop, entry checks, staging, the raw and decoded ways out),
+//! `decode` (the decode loop: the common sequence in one step, the step-by-step parse), `copy`
+//! (byte moves). They share the page's registers `Dec` and the constants here; imports run
+//! from the kernel down to the helpers, and from every file up to this one.
+
+mod copy;
+mod decode;
+mod kernel;
+
+pub use kernel::build;
+
+use super::warp::Lanes;
+use crate::ptx::*;
+
+/// Most threads per block (8 warps).
+pub const MAX_BLOCK: u32 = 256;
+
+/// Registers of the page being decoded.
+struct Dec {
+    ln: Lanes,
+    ib: Reg<U32>,
+    ob: Reg<U32>,
+    stored: Reg<U32>,
+    orig: Reg<U32>,
+    code: Reg<U32>,
+    /// The original length is an upper bound (fewer bytes are fine).
+    bounded: Reg<Pred>,
+    /// `ob + lane`.
+    ob_lane: Reg<U32>,
+    fail: Label,
+}
+
+/// A checked sequence to copy: `lit` literals from the shared address `lit_src` to page byte
+/// `op`, then `ml` bytes from `offset` back.
+#[derive(Clone, Copy)]
+struct Sequence {
+    lit_src: Reg<U32>,
+    op: Reg<U32>,
+    lit: Reg<U32>,
+    offset: Reg<U32>,
+    ml: Reg<U32>,
+}
+
+/// What the caller of `copy::copy_sequence` knows of the sequence's lengths.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lengths {
+    /// Literals below 15 and a match below 19 bytes: both fit 32 bytes together.
+    Short,
+    /// Any lengths.
+    Any,
+}
+
+impl Dec {
+    /// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds. The status
+    /// is written only on the way out, so the hot path carries no conditional moves.
+    fn fail_if(&self, b: &mut KernelBuilder, bad: Reg<Pred>, code: u32) {
+        let ok = b.label("ok");
+        b.bra_uni_unless(bad, &ok);
+        b.mov_to(self.code, code);
+        b.bra_uni(&self.fail);
+        b.place(&ok);
+    }
+}
