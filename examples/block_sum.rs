@@ -36,7 +36,7 @@ fn main() -> ptxflow::Result<()> {
 
     let n = 1 << 20;
     // Small integers: every partial sum is exact in f32, so any summation order gives the same.
-    let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32).collect();
+    let x: Vec<f32> = (0..n as u64).map(|i| ((i * 7919) % 1000) as f32).collect();
     let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
 
     let (got, ran_on) = match Gpu::open_default() {
