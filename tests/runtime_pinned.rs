@@ -1,11 +1,14 @@
 //! The runtime's page-locked host memory ([`PinnedBuffer`]) on the GPU: every kind (upload,
 //! download, mapped, registered) carries data both ways intact, host views wait for the copies
 //! they must, mapped memory is reachable from the device, copies on two streams into one buffer
-//! are both waited for, and bad ranges are errors, not panics or stray copies.
+//! are both waited for, and bad ranges are errors, not panics or stray copies. A caller's own
+//! memory registered in place ([`HostRegistration`]) carries copies both ways.
 
 mod common;
 
-use ptxflow::runtime::{device_can_map, CudaSlice, Gpu, PinnedBuffer, PinnedKind};
+use ptxflow::runtime::{
+    device_can_map, CudaSlice, DeviceAccess, Gpu, HostRegistration, PinnedBuffer, PinnedKind,
+};
 use ptxflow::Error;
 use std::sync::Arc;
 
@@ -189,4 +192,57 @@ fn bad_ranges_and_sizes_are_errors() {
     host.upload(&s, 0..3, &mut dev).unwrap();
     assert_eq!(s.clone_dtoh(&dev.slice(0..3)).unwrap(), vec![1, 2, 3]);
     let _keep: Arc<Gpu> = gpu;
+}
+
+#[test]
+fn callers_memory_registered_in_place_carries_copies() {
+    let Some(gpu) = common::gpu_or_skip("callers_memory_registered_in_place_carries_copies") else {
+        return;
+    };
+    let s = gpu.stream().clone();
+    const PAGE: usize = 4096;
+    let n = 64 * PAGE;
+    let mut host = vec![0u8; n + PAGE];
+    let at = host.as_ptr().align_offset(PAGE);
+    let want: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+    host[at..at + n].copy_from_slice(&want);
+    let mut dev: CudaSlice<u8> = s.alloc_zeros(n).unwrap();
+    let region = &mut host[at..at + n];
+    {
+        // SAFETY: `region` is a live part of `host`, which outlives the registration; the
+        // stream is synchronized before the registration ends.
+        let reg = unsafe {
+            HostRegistration::new(gpu.ctx(), region.as_mut_ptr(), n, DeviceAccess::Reads)
+        }
+        .unwrap();
+        assert_eq!((reg.ptr(), reg.len()), (region.as_mut_ptr(), n));
+        // Registering the same pages twice is the driver's error, not a crash.
+        // SAFETY: as above; the call fails, so nothing is registered.
+        let again = unsafe {
+            HostRegistration::new(gpu.ctx(), region.as_mut_ptr(), n, DeviceAccess::Reads)
+        };
+        assert!(matches!(again, Err(Error::Driver { .. })), "{again:?}");
+        s.memcpy_htod(&*region, &mut dev).unwrap();
+        s.synchronize().unwrap();
+    }
+    region.fill(0);
+    {
+        // SAFETY: as above.
+        let _reg = unsafe {
+            HostRegistration::new(
+                gpu.ctx(),
+                region.as_mut_ptr(),
+                n,
+                DeviceAccess::ReadsAndWrites,
+            )
+        }
+        .unwrap();
+        s.memcpy_dtoh(&dev, region).unwrap();
+        s.synchronize().unwrap();
+    }
+    assert!(
+        host[at..at + n] == want[..],
+        "registered round trip differs"
+    );
+    gpu.check_healthy().unwrap();
 }

@@ -9,6 +9,7 @@ mod launch;
 mod modules;
 mod pinned;
 mod pinned_copy;
+mod registration;
 mod streams;
 mod timer;
 
@@ -19,6 +20,7 @@ pub use jit_cache::{jit_cache_dir, jit_cache_has, jit_stats, precompile, JitStat
 pub use launch::{ArgElem, ArgKind, KernelArg, Launch, LoadedKernel, MAX_ARGS};
 pub use modules::{KernelKey, KernelResources};
 pub use pinned::{device_can_map, PinnedBuffer, PinnedKind};
+pub use registration::{DeviceAccess, HostRegistration};
 pub use streams::StreamSet;
 pub use timer::GpuTimer;
 

@@ -20,6 +20,7 @@
 //! refuses included).
 
 use super::device::Gpu;
+use super::registration::HostRegistration;
 use crate::{Error, Result};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
 use cudarc::driver::{result as cu, CudaEvent, DeviceRepr, ValidAsZeroBits};
@@ -64,16 +65,16 @@ pub fn device_can_map(gpu: &Gpu) -> bool {
 pub(super) const DEVICE_READS: u8 = 1;
 pub(super) const DEVICE_WRITES: u8 = 2;
 
-/// The host page size registered memory is aligned and rounded to.
-const PAGE: usize = 4096;
-
 /// Who owns the pages (and so how they are given back).
-#[derive(Debug)]
-enum Backing {
+pub(super) enum Backing {
     /// `cuMemHostAlloc`; freed with `cuMemFreeHost`.
     Driver,
-    /// The Rust allocator with this layout, registered with `cuMemHostRegister`.
-    Registered(Layout),
+    /// The Rust allocator with `layout`, page-locked by `registration` (always `Some` until
+    /// Drop ends it before freeing the pages).
+    Registered {
+        layout: Layout,
+        registration: Option<HostRegistration>,
+    },
 }
 
 /// `len` elements of `T` in page-locked host memory, zero-initialised (at least one element,
@@ -100,25 +101,6 @@ unsafe impl<T: DeviceRepr + Send> Send for PinnedBuffer<T> {}
 // SAFETY: `&self` methods only read the memory (after waiting for device writes), query the
 // event (thread-safe in the driver) or update `pending` atomically.
 unsafe impl<T: DeviceRepr + Sync> Sync for PinnedBuffer<T> {}
-
-/// The layout registered memory of `bytes` bytes is allocated with: whole pages, page-aligned
-/// (`cuMemHostRegister` pins whole pages; sharing one with another allocation would pin it too).
-pub(crate) fn registered_layout(bytes: usize) -> Result<Layout> {
-    let size = bytes
-        .max(1)
-        .checked_next_multiple_of(PAGE)
-        .filter(|&s| s <= isize::MAX as usize - PAGE)
-        .ok_or(Error::Capacity {
-            what: "registered host buffer (bytes)".into(),
-            needed: bytes,
-            capacity: isize::MAX as usize - PAGE,
-        })?;
-    Layout::from_size_align(size, PAGE).map_err(|_| Error::Capacity {
-        what: "registered host buffer (bytes)".into(),
-        needed: bytes,
-        capacity: isize::MAX as usize - PAGE,
-    })
-}
 
 impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     /// Allocates `len` elements (at least one) of page-locked memory for `kind` traffic.
@@ -152,43 +134,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
         Ok(buf)
     }
 
-    /// `len` elements (at least one) of ordinary, page-aligned host memory that the driver
-    /// page-locks (`cuMemHostRegister`): the copy engine reaches it like [`PinnedBuffer::new`]'s
-    /// memory while the CPU keeps its ordinary cached mapping. Its kind is
-    /// [`PinnedKind::Download`].
-    ///
-    /// Errors: [`Error::Capacity`] for a size beyond the address space or a host allocation
-    /// the system refuses; [`Error::Driver`] when the registration fails.
-    pub fn registered(gpu: &Gpu, len: usize) -> Result<Self> {
-        let len = len.max(1);
-        let layout = registered_layout(crate::size::bytes_of::<T>("registered host buffer", len)?)?;
-        let in_use = new_event(gpu)?;
-        bind(gpu)?;
-        // SAFETY: the layout has a non-zero size (at least one page).
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        if raw.is_null() {
-            return Err(Error::Capacity {
-                what: "registered host buffer (host allocation refused, bytes)".into(),
-                needed: layout.size(),
-                capacity: 0,
-            });
-        }
-        // SAFETY: `raw..raw + size` is a live allocation nothing else uses; it is unregistered
-        // in Drop before it is freed (and freed right here if the registration fails).
-        let r = unsafe { sys::cuMemHostRegister_v2(raw.cast(), layout.size(), 0) }.result();
-        if let Err(source) = r {
-            // SAFETY: allocated above with this layout, not registered, no view handed out.
-            unsafe { std::alloc::dealloc(raw, layout) };
-            return Err(Error::Driver {
-                call: "cuMemHostRegister",
-                source,
-            });
-        }
-        let kind = PinnedKind::Download;
-        Self::adopt(raw.cast(), len, kind, Backing::Registered(layout), in_use)
-    }
-
-    fn adopt(
+    pub(super) fn adopt(
         raw: *mut T,
         len: usize,
         kind: PinnedKind,
@@ -211,13 +157,13 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     }
 }
 
-fn new_event(gpu: &Gpu) -> Result<CudaEvent> {
+pub(super) fn new_event(gpu: &Gpu) -> Result<CudaEvent> {
     gpu.ctx()
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .map_err(Error::driver("cuEventCreate (pinned buffer)"))
 }
 
-fn bind(gpu: &Gpu) -> Result<()> {
+pub(super) fn bind(gpu: &Gpu) -> Result<()> {
     gpu.ctx()
         .bind_to_thread()
         .map_err(Error::driver("binding the context"))
@@ -231,7 +177,7 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
 
     /// Whether the memory is registered ordinary memory ([`PinnedBuffer::registered`]).
     pub fn is_registered(&self) -> bool {
-        matches!(self.backing, Backing::Registered(_))
+        matches!(self.backing, Backing::Registered { .. })
     }
 
     /// Elements allocated.
@@ -324,20 +270,22 @@ impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
         // A copy may still read or write this memory: let it finish before the pages go back.
         // A failed wait means a dead context, which runs no copy any more.
         let _ = self.wait_idle();
-        let _ = self.in_use.context().bind_to_thread();
-        let p = self.ptr.as_ptr().cast::<std::ffi::c_void>();
-        match self.backing {
-            // SAFETY: `p` came from cuMemHostAlloc and is freed exactly once, here; no view
-            // outlives `self`.
-            Backing::Driver => unsafe {
-                let _ = cu::free_host(p);
-            },
-            // SAFETY: registered in `registered` with this address, allocated with `layout`;
-            // unregistered (a dead context has nothing left to undo) before it is freed once.
-            Backing::Registered(layout) => unsafe {
-                let _ = sys::cuMemHostUnregister(p);
-                std::alloc::dealloc(p.cast(), layout);
-            },
+        let p = self.ptr.as_ptr().cast::<u8>();
+        match &mut self.backing {
+            Backing::Driver => {
+                let _ = self.in_use.context().bind_to_thread();
+                // SAFETY: `p` came from cuMemHostAlloc and is freed exactly once, here; no view
+                // outlives `self`.
+                let _ = unsafe { cu::free_host(p.cast()) };
+            }
+            Backing::Registered {
+                layout,
+                registration,
+            } => {
+                drop(registration.take());
+                // SAFETY: allocated in `registered` with `layout`, now unregistered, freed once.
+                unsafe { std::alloc::dealloc(p, *layout) };
+            }
         }
     }
 }
@@ -360,28 +308,5 @@ mod tests {
             0,
             "mapped results are read back"
         );
-    }
-
-    #[test]
-    fn registered_memory_is_whole_aligned_pages() {
-        for (bytes, size) in [(0, PAGE), (1, PAGE), (PAGE, PAGE), (PAGE + 1, 2 * PAGE)] {
-            let l = registered_layout(bytes).unwrap();
-            assert_eq!((l.size(), l.align()), (size, PAGE), "{bytes} bytes");
-        }
-    }
-
-    #[test]
-    fn registered_sizes_beyond_the_address_space_are_capacity_errors() {
-        for bytes in [
-            usize::MAX,
-            isize::MAX as usize,
-            isize::MAX as usize - PAGE + 1,
-        ] {
-            let e = registered_layout(bytes).unwrap_err();
-            assert!(
-                matches!(e, Error::Capacity { needed, .. } if needed == bytes),
-                "{e}"
-            );
-        }
     }
 }
