@@ -3,6 +3,11 @@
 //! driver page-locks). Both are [`PinnedBuffer`]s; these wrappers only fix the constructors and
 //! give views that never fail, so that the rings can still finish a batch on the CPU after the
 //! device failed (see [`PinnedBuffer::host`]).
+//!
+//! The rings enqueue their copies with cudarc's stream copies on these views, not through
+//! [`PinnedBuffer::upload`] / [`PinnedBuffer::download`], so the buffers' own events do not see
+//! them: each slot's events order them instead (the host touches a slot's buffers only after
+//! waiting for the event of the copy that used them; see `ring.rs`).
 
 use crate::runtime::{Gpu, PinnedBuffer, PinnedKind};
 use crate::Result;
