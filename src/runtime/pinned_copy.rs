@@ -104,6 +104,31 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
         self.record(stream, DEVICE_WRITES)
     }
 
+    /// As [`PinnedBuffer::download`], then blocks until everything enqueued on `stream` (the
+    /// copy included) has finished. Records no event and leaves nothing for a view to wait for:
+    /// the cheaper choice (by an event record and a wait) when the caller would synchronize the
+    /// stream anyway. Errors from earlier work on the stream surface here.
+    pub fn download_now<S: DevicePtr<T>>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &S,
+        offset: usize,
+    ) -> Result<()> {
+        let r = span(self.len(), offset, src.len())?;
+        self.after_recorded(stream)?;
+        if !r.is_empty() {
+            stream
+                .memcpy_dtoh(src, &mut self.raw_slice_mut()[r])
+                .map_err(Error::driver("cuMemcpyDtoHAsync (pinned download)"))?;
+        }
+        stream
+            .synchronize()
+            .map_err(Error::driver("cuStreamSynchronize (pinned download)"))?;
+        // The stream waited for every recorded copy before this one, so all have finished.
+        self.pending.store(0, Ordering::Release);
+        Ok(())
+    }
+
     /// Marks the buffer as read and written by everything enqueued on `stream` so far (a
     /// kernel using a mapped buffer, a copy made outside these methods): host views and `Drop`
     /// then wait for that work too.

@@ -158,17 +158,20 @@ impl GpuDerivativePipeline {
         Ok(())
     }
 
-    /// Transfer down: with [`Transfer::Copy`] one asynchronous copy of the `n` result records
-    /// into the pinned buffer (mapped results are already there); then the round's one
+    /// Transfer down: with [`Transfer::Copy`] one copy of the `n` result records into the
+    /// pinned buffer (mapped results are already there); either way the round's one
     /// synchronization.
     fn fetch_results(&mut self, n: usize) -> Result<()> {
-        let s = self.gpu.stream().clone();
-        if let (Some(rs), Transfer::Copy) = (&self.results_dev, self.transfer) {
-            self.results
-                .download(&s, &rs.slice().slice(0..VALUES * n), 0)?;
+        let s = self.gpu.stream();
+        match (&self.results_dev, self.transfer) {
+            (Some(rs), Transfer::Copy) => {
+                let src = rs.slice().slice(0..VALUES * n);
+                self.results.download_now(s, &src, 0)
+            }
+            _ => s
+                .synchronize()
+                .map_err(Error::driver("running ndt_derivatives")),
         }
-        s.synchronize()
-            .map_err(Error::driver("running ndt_derivatives"))
     }
 
     /// Decoding: one [`Linearization`] per request from its result record.
