@@ -129,6 +129,15 @@ fn copies_on_two_streams_are_both_waited_for() {
         v[..half] == a[..] && v[half..] == b[..],
         "a copy was not waited for"
     );
+    // download_now blocks for its copy and for the copies recorded before it on other streams.
+    let mut host = PinnedBuffer::<u32>::new(&gpu, N, PinnedKind::Download).unwrap();
+    host.download(&s2, &db, half).unwrap();
+    host.download_now(&s1, &da, 0).unwrap();
+    let v = host.as_slice().unwrap();
+    assert!(
+        v[..half] == a[..] && v[half..] == b[..],
+        "download_now did not wait"
+    );
 }
 
 #[test]
