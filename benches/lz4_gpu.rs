@@ -134,7 +134,8 @@ fn decompress(k: &Lz4Kernels, s: &Arc<CudaStream>, r: &mut Resident) {
 fn pinned_h2d_gbs(gpu: &Arc<Gpu>, s: &Arc<CudaStream>) -> f64 {
     let host = PinnedBuffer::<u8>::new(gpu, RING_BYTES, PinnedKind::Upload).expect("pinned");
     let mut dev = s.alloc_zeros::<u8>(RING_BYTES).expect("alloc");
-    let secs = common::median_secs(s, 10, || s.memcpy_htod(host.raw(), &mut dev).expect("copy"));
+    let view = host.as_slice().expect("pinned view");
+    let secs = common::median_secs(s, 10, || s.memcpy_htod(view, &mut dev).expect("copy"));
     RING_BYTES as f64 / secs / 1e9
 }
 

@@ -1,10 +1,10 @@
 //! The Gaussian field's API contract: validation errors (never panics), call-order errors, buffer
 //! reuse across steps, bit-identical results on any number of threads, and the fit demo.
 
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::api::{self, one_gaussian};
-use gaussian_common::*;
+use gaussian_support::api::{self, one_gaussian};
+use gaussian_support::*;
 use ptxflow::gaussian::demo::{fit, FitConfig};
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::layout::{pack, STRIDE};

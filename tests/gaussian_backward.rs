@@ -15,10 +15,10 @@
 //! of that kind (points, means, L, weights) in the problem: 1e-6 relative, except that entries below
 //! a millionth of their kind (near-cancellation, far-away pairs) are held to 1e-12 G absolute.
 
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::fd::check_gradients;
-use gaussian_common::*;
+use gaussian_support::fd::check_gradients;
+use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, Real};
 use ptxflow::rng::Rng;

@@ -28,9 +28,9 @@
 //! quotients as exact two-term values and rounds v once at the end; the second test checks it
 //! (separate ops: the CPU field; fused: the GPU kernel's operations).
 
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::*;
+use gaussian_support::*;
 use ptxflow::gaussian::generate::{random_gaussians, sample_points, GaussianSpec};
 use ptxflow::gaussian::layout::{kappa_estimate, prepare, Prepared, COMPENSATE_KAPPA, STRIDE};
 use ptxflow::gaussian::pair;

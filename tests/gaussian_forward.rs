@@ -13,9 +13,9 @@
 //!
 //! C = 16 covers the handful of rounded operations per pair with margin.
 
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::*;
+use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::layout::STRIDE;
 use ptxflow::gaussian::{FieldOptions, GaussianField, GaussianFieldOps, Real};

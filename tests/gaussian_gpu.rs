@@ -16,14 +16,14 @@
 //!   forward (relative 1e-6, tests/gaussian_backward.rs describes the steps).
 //!
 //! The gradient checks are in tests/gaussian_gpu_grad.rs, the shared helpers in
-//! tests/gaussian_common/device.rs. Device outputs are poisoned with NaN before every GPU call. With PTXFLOW_SANITIZE=1 (the
+//! tests/gaussian_support/device.rs. Device outputs are poisoned with NaN before every GPU call. With PTXFLOW_SANITIZE=1 (the
 //! compute-sanitizer runs) the large cases and the long fit are skipped or shortened.
 
 mod common;
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::device::*;
-use gaussian_common::*;
+use gaussian_support::device::*;
+use gaussian_support::*;
 use ptxflow::gaussian::demo::{fit, FitConfig};
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::layout::{pack, STRIDE};

@@ -3,10 +3,10 @@
 //! GPU f64 against finite differences.
 
 mod common;
-mod gaussian_common;
+mod gaussian_support;
 
-use gaussian_common::device::*;
-use gaussian_common::*;
+use gaussian_support::device::*;
+use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::{GaussianField, GaussianFieldOps, Real};
 use ptxflow::rng::Rng;

@@ -6,11 +6,11 @@
 //! checks: wrong lengths, misaligned addresses and bad options are errors before any launch.
 
 mod common;
-mod gaussian_common;
+mod gaussian_support;
 
 use cudarc::driver::{CudaStream, DevicePtr};
-use gaussian_common::device::*;
-use gaussian_common::*;
+use gaussian_support::device::*;
+use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::layout;
 use ptxflow::gaussian::{GaussianFieldOps, GpuReal, RawGaussianKernels, RawSlice};

@@ -1,12 +1,11 @@
-//! The LZ4 kernels' PTX run by a lock-step interpreter (tests/ptx_sim), without a GPU: stored
+//! The LZ4 kernels' PTX run by a lock-step interpreter (tests/sim_support), without a GPU: stored
 //! pages byte-identical to the CPU reference on corpus, random, zero, patterned pages and short
 //! tails at several page sizes; decoding agrees with the CPU decoder on valid and corrupt blocks;
 //! every access inside its buffers, every branch warp-uniform, no conflicting lane stores.
 
 mod lz4_support;
-mod ptx_sim;
+mod sim_support;
 
-use ptx_sim::{launch, Counts, Memory, Program};
 use ptxflow::kernels::KernelId;
 use ptxflow::lz4::gpu::layout::{
     compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths,
@@ -17,6 +16,7 @@ use ptxflow::lz4::{
 };
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
+use sim_support::{launch, Counts, Memory, Program};
 
 fn program(id: KernelId) -> Program {
     Program::parse(&id.build(Target::Sm75).emit().unwrap())

@@ -24,16 +24,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> DeviceBuffer<T> {
     /// `what` names the buffer in capacity errors.
     pub fn zeros(stream: &Arc<CudaStream>, capacity: usize, what: &'static str) -> Result<Self> {
         // cudarc multiplies without a check; a wrapped size would under-allocate.
-        if capacity
-            .checked_mul(std::mem::size_of::<T>())
-            .is_none_or(|b| b > isize::MAX as usize)
-        {
-            return Err(Error::Capacity {
-                what: what.to_string(),
-                needed: capacity,
-                capacity: isize::MAX as usize / std::mem::size_of::<T>().max(1),
-            });
-        }
+        crate::size::bytes_of::<T>(what, capacity)?;
         let slice = stream
             .alloc_zeros::<T>(capacity.max(1))
             .map_err(Error::driver("cuMemAlloc"))?;

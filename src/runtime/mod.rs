@@ -8,6 +8,8 @@ mod jit_cache;
 mod launch;
 mod modules;
 mod pinned;
+mod pinned_copy;
+mod registration;
 mod streams;
 mod timer;
 
@@ -17,7 +19,8 @@ pub use device_choice::{Choice, Device};
 pub use jit_cache::{jit_cache_dir, jit_cache_has, jit_stats, precompile, JitStats};
 pub use launch::{ArgElem, ArgKind, KernelArg, Launch, LoadedKernel, MAX_ARGS};
 pub use modules::{KernelKey, KernelResources};
-pub use pinned::{PinnedBuffer, PinnedKind};
+pub use pinned::{device_can_map, PinnedBuffer, PinnedKind};
+pub use registration::{DeviceAccess, HostRegistration};
 pub use streams::StreamSet;
 pub use timer::GpuTimer;
 

@@ -13,7 +13,7 @@
 use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
-use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
+use crate::kernels::ndt::derivatives::{BLOCK, SLOT_VALUES};
 use crate::kernels::KernelId;
 use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
@@ -22,11 +22,15 @@ use crate::ndt::search::NeighbourSearch;
 use crate::ndt::voxel_map::VoxelMap;
 use crate::runtime::{DeviceBuffer, Gpu, LoadedKernel};
 use crate::{Error, Result};
-use cudarc::driver::{result as cu, DevicePtr, DevicePtrMut, LaunchConfig};
 use std::sync::Arc;
 
 /// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
 const BLOCKS_PER_SM: usize = 8;
+
+mod round;
+
+/// What a round needs to know of the uploaded target.
+#[derive(Clone, Copy)]
 struct TargetInfo {
     inv_resolution: f64,
     radius_sq: f64,
@@ -306,141 +310,6 @@ impl GpuDerivativePipeline {
             pose: *pose,
         }])?;
         Ok(v.remove(0))
-    }
-
-    /// One launch for `reqs` (at most the request capacity).
-    fn round(&mut self, reqs: &[LinearizeRequest], out: &mut Vec<Linearization>) -> Result<()> {
-        let t = self
-            .target
-            .as_ref()
-            .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
-        let n = reqs.len();
-        let mut max_points = 0usize;
-        let mut first = [0u64; REQUEST_WORDS];
-        for (k, r) in reqs.iter().enumerate() {
-            let &(start, count) = self.sources.get(r.source).ok_or_else(|| {
-                Error::input(format!(
-                    "source index {} out of range ({} sources uploaded)",
-                    r.source,
-                    self.sources.len()
-                ))
-            })?;
-            max_points = max_points.max(count as usize);
-            let words = pack_request(&r.pose, start, count);
-            if k == 0 {
-                first = words;
-            } else {
-                self.requests.write(REQUEST_WORDS * k, &words)?;
-            }
-        }
-        // Poison the result slots so a record the kernel did not write cannot pass for one.
-        self.results.fill(0, VALUES * n, f64::NAN)?;
-        // Host writes to the pinned buffers must be complete before copies and the launch.
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
-        let slots = self.partials.capacity() / SLOT_VALUES;
-        let per_request = max_points
-            .div_ceil(BLOCK as usize)
-            .min(target_blocks / n)
-            .min(slots / n)
-            .max(1);
-        let (probe_start, probe_count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
-        };
-        let s = self.gpu.stream().clone();
-        if n > 1 {
-            // Requests 1.. go in one copy; request 0 travels in the parameters.
-            let mut dst = self
-                .requests_dev
-                .slice_mut()
-                .slice_mut(REQUEST_WORDS..REQUEST_WORDS * n);
-            let (dst, _sync) = dst.device_ptr_mut(&s);
-            // SAFETY: records 1..n of the pinned buffer were written above (bounds checked by
-            // `write`); the destination view has the same length; the stream is synchronized
-            // before the buffer is written again.
-            let src = unsafe {
-                std::slice::from_raw_parts(
-                    self.requests.host_ptr().add(REQUEST_WORDS),
-                    REQUEST_WORDS * (n - 1),
-                )
-            };
-            unsafe { cu::memcpy_htod_async(dst, src, s.cu_stream()) }
-                .map_err(Error::driver("cuMemcpyHtoDAsync (NDT requests)"))?;
-        }
-        let results_ptr = match (&self.results_dev, self.transfer, self.results.device_ptr()) {
-            (_, Transfer::Mapped, Some(p)) => p,
-            (Some(rs), _, _) => rs.slice().device_ptr(&s).0,
-            _ => {
-                return Err(Error::input(
-                    "GPU NDT pipeline: no result buffer for the transfer mode",
-                ))
-            }
-        };
-        let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
-        let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
-        let neg_half_d2 = -0.5 * t.gauss.d2;
-        let neg_d2 = -t.gauss.d2;
-        let cfg = LaunchConfig {
-            grid_dim: (per_request as u32, n as u32, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut lb = self.func.launch(&s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
-            .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
-            .arg(&results_ptr)
-            .arg(&t.inv_resolution)
-            .arg(&t.radius_sq)
-            .arg(&neg_half_d2)
-            .arg(&neg_d2)
-            .arg(&probe_start)
-            .arg(&probe_count)
-            .arg(&radius);
-        for v in &r0 {
-            lb.arg(v);
-        }
-        lb.arg(&r0_first).arg(&r0_count);
-        // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
-        // contract) every request names points inside the uploaded sources (first + count ≤ points
-        // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded
-        // hash, whose entries index the uploaded voxels, and the table has an empty slot (load
-        // ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n · per_request ≤
-        // partial slots; blocks are exactly BLOCK threads; the result pointer holds n records.
-        unsafe { lb.launch() }?;
-        if let (Some(rs), Transfer::Copy) = (&self.results_dev, self.transfer) {
-            let (src, _sync) = rs.slice().device_ptr(&s);
-            // SAFETY: the destination is the first `n` result records of the mapped buffer,
-            // which holds the whole request capacity; nothing reads it until the stream is
-            // synchronized below.
-            let dst =
-                unsafe { std::slice::from_raw_parts_mut(self.results.host_ptr(), VALUES * n) };
-            unsafe { cu::memcpy_dtoh_async(dst, src, s.cu_stream()) }
-                .map_err(Error::driver("cuMemcpyDtoHAsync (NDT results)"))?;
-        }
-        s.synchronize()
-            .map_err(Error::driver("running ndt_derivatives"))?;
-        self.counters.launches += 1;
-        self.counters.requests += n as u64;
-        self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
-        self.counters.bytes_down += (RESULT_BYTES * n) as u64;
-        let mut rec = [0.0f64; VALUES];
-        for (k, r) in reqs.iter().enumerate() {
-            self.results.read(VALUES * k, &mut rec)?;
-            out.push(decode_result(
-                &rec,
-                t.gauss,
-                self.sources[r.source].1 as usize,
-            )?);
-        }
-        Ok(())
     }
 }
 

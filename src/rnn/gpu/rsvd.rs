@@ -255,20 +255,14 @@ impl GpuRsvd {
         self.gemm(&st, Product::CoRange)?;
         // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T.
         self.orth(&st, false, 1, OrthMode::GramOnly)?;
-        st.memcpy_dtoh(self.gram.slice(), self.gram_host.raw_mut())
-            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        self.gram_host.record_use(&st)?;
+        self.gram_host.download(&st, self.gram.slice(), 0)?;
         self.orth(&st, false, FINAL_PASSES, OrthMode::Full)?;
         // R_total and the barrier words come back through pinned memory: two async copies, one
         // synchronisation.
         let slot = ((FINAL_PASSES - 1) % 2) as usize;
-        st.memcpy_dtoh(
-            &self.rt.slice().slice(slot * WW..(slot + 1) * WW),
-            self.rt_host.raw_mut(),
-        )
-        .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.memcpy_dtoh(self.bar.slice(), self.bar_host.raw_mut())
-            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        let rt = self.rt.slice().slice(slot * WW..(slot + 1) * WW);
+        self.rt_host.download(&st, &rt, 0)?;
+        self.bar_host.download(&st, self.bar.slice(), 0)?;
         let t0 = Instant::now();
         let g = self.gram_host.as_slice()?;
         let t1 = Instant::now();
@@ -277,19 +271,11 @@ impl GpuRsvd {
         st.synchronize()
             .map_err(Error::driver("synchronizing the rSVD"))?;
         let t3 = Instant::now();
-        let status = self
-            .bar_host
-            .raw()
-            .as_slice()
-            .map_err(Error::driver("reading pinned memory"))?[2];
+        let status = self.bar_host.as_slice()?[2];
         if status != 0 {
             return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
         }
-        let rt = self
-            .rt_host
-            .raw()
-            .as_slice()
-            .map_err(Error::driver("reading pinned memory"))?;
+        let rt = self.rt_host.as_slice()?;
         let (s, zk, wk) = small_factors(eig.as_ref(), rt, WIDTH as usize, self.l, self.opts.rank)?;
         let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
         self.host = HostTimes {
@@ -298,15 +284,9 @@ impl GpuRsvd {
             sync_wait_s: secs(t2, t3),
             factors_s: t3.elapsed().as_secs_f64(),
         };
-        let zw = self
-            .zw_host
-            .raw_mut()
-            .as_mut_slice()
-            .map_err(Error::driver("writing pinned memory"))?;
-        zw[..WW].copy_from_slice(&zk);
-        zw[WW..].copy_from_slice(&wk);
-        st.memcpy_htod(self.zw_host.raw(), self.zw.slice_mut())
-            .map_err(Error::driver("cuMemcpyHtoDAsync"))?;
+        self.zw_host.write(0, &zk)?;
+        self.zw_host.write(WW, &wk)?;
+        self.zw_host.upload(&st, 0..2 * WW, self.zw.slice_mut())?;
         self.apply(&st)?;
         Ok(s)
     }

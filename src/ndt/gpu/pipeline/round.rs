@@ -1,0 +1,192 @@
+//! One evaluation round of [`GpuDerivativePipeline`]: pack the requests into pinned memory,
+//! send them (request 0 in the kernel's parameters, the rest in one asynchronous copy), launch
+//! `ndt_derivatives` once, bring the results back (mapped memory, or one copy), synchronize once,
+//! decode.
+
+use super::{GpuDerivativePipeline, TargetInfo, BLOCKS_PER_SM};
+use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
+use crate::ndt::gpu::config::Transfer;
+use crate::ndt::gpu::records::*;
+use crate::ndt::linearize::{Linearization, LinearizeRequest};
+use crate::ndt::search::NeighbourSearch;
+use crate::{Error, Result};
+use cudarc::driver::{DevicePtr, LaunchConfig};
+
+/// What packing found out about a round.
+struct Packed {
+    /// Request 0's record, which travels in the kernel's parameters.
+    first: [u64; REQUEST_WORDS],
+    /// The most points any request of the round covers (sizes the grid).
+    max_points: usize,
+}
+
+impl GpuDerivativePipeline {
+    /// One launch for `reqs` (at most the request capacity).
+    pub(super) fn round(
+        &mut self,
+        reqs: &[LinearizeRequest],
+        out: &mut Vec<Linearization>,
+    ) -> Result<()> {
+        let t = *self
+            .target
+            .as_ref()
+            .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
+        let packed = self.pack(reqs)?;
+        let n = reqs.len();
+        self.send_requests(n)?;
+        self.launch(&t, &packed, n)?;
+        self.fetch_results(n)?;
+        self.counters.launches += 1;
+        self.counters.requests += n as u64;
+        self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
+        self.counters.bytes_down += (RESULT_BYTES * n) as u64;
+        self.decode(reqs, &t, out)
+    }
+
+    /// Packing: checks every request's source, writes requests 1.. into the pinned request
+    /// buffer and poisons the result slots (NaN), so that a record the kernel did not write
+    /// cannot pass for one.
+    fn pack(&mut self, reqs: &[LinearizeRequest]) -> Result<Packed> {
+        let mut packed = Packed {
+            first: [0; REQUEST_WORDS],
+            max_points: 0,
+        };
+        for (k, r) in reqs.iter().enumerate() {
+            let &(start, count) = self.sources.get(r.source).ok_or_else(|| {
+                Error::input(format!(
+                    "source index {} out of range ({} sources uploaded)",
+                    r.source,
+                    self.sources.len()
+                ))
+            })?;
+            packed.max_points = packed.max_points.max(count as usize);
+            let words = pack_request(&r.pose, start, count);
+            if k == 0 {
+                packed.first = words;
+            } else {
+                self.requests.write(REQUEST_WORDS * k, &words)?;
+            }
+        }
+        self.results.fill(0, VALUES * reqs.len(), f64::NAN)?;
+        // Host writes to the pinned buffers must be complete before copies and the launch.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(packed)
+    }
+
+    /// Transfer up: requests 1..n in one asynchronous copy (request 0 travels in the launch's
+    /// parameters).
+    fn send_requests(&mut self, n: usize) -> Result<()> {
+        if n > 1 {
+            let s = self.gpu.stream().clone();
+            let range = REQUEST_WORDS..REQUEST_WORDS * n;
+            let mut dst = self.requests_dev.slice_mut().slice_mut(range.clone());
+            self.requests.upload(&s, range, &mut dst)?;
+        }
+        Ok(())
+    }
+
+    /// Where the kernel writes the results: the mapped host buffer, or the device copy.
+    fn results_ptr(&self) -> Result<u64> {
+        let s = self.gpu.stream();
+        match (&self.results_dev, self.transfer, self.results.device_ptr()) {
+            (_, Transfer::Mapped, Some(p)) => Ok(p),
+            (Some(rs), _, _) => Ok(rs.slice().device_ptr(s).0),
+            _ => Err(Error::input(
+                "GPU NDT pipeline: no result buffer for the transfer mode",
+            )),
+        }
+    }
+
+    /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
+    /// its points need, within the block-partial slots and about two waves of the device.
+    fn launch(&self, t: &TargetInfo, packed: &Packed, n: usize) -> Result<()> {
+        let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
+        let slots = self.partials.capacity() / SLOT_VALUES;
+        let per_request = packed
+            .max_points
+            .div_ceil(BLOCK as usize)
+            .min(target_blocks / n)
+            .min(slots / n)
+            .max(1);
+        let (probe_start, probe_count, radius) = match self.search {
+            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
+            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
+            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
+            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
+        };
+        let results_ptr = self.results_ptr()?;
+        let first = &packed.first;
+        let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
+        let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
+        let neg_half_d2 = -0.5 * t.gauss.d2;
+        let neg_d2 = -t.gauss.d2;
+        let cfg = LaunchConfig {
+            grid_dim: (per_request as u32, n as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let s = self.gpu.stream();
+        let mut lb = self.func.launch(s, cfg);
+        lb.arg(self.points.slice())
+            .arg(self.voxels.slice())
+            .arg(self.slots.slice())
+            .arg(&t.slot_mask)
+            .arg(self.requests_dev.slice())
+            .arg(self.partials.slice())
+            .arg(self.counters_dev.slice())
+            .arg(&results_ptr)
+            .arg(&t.inv_resolution)
+            .arg(&t.radius_sq)
+            .arg(&neg_half_d2)
+            .arg(&neg_d2)
+            .arg(&probe_start)
+            .arg(&probe_count)
+            .arg(&radius);
+        for v in &r0 {
+            lb.arg(v);
+        }
+        lb.arg(&r0_first).arg(&r0_count);
+        // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
+        // contract) every request names points inside the uploaded sources (first + count ≤ points
+        // uploaded) and requests 1..n were copied by `send_requests`; voxel indices come from the
+        // uploaded hash, whose entries index the uploaded voxels, and the table has an empty slot
+        // (load ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n ·
+        // per_request ≤ partial slots; blocks are exactly BLOCK threads; the result pointer holds
+        // n records, and when it is the mapped host buffer the host views it only after
+        // `fetch_results` synchronized the stream.
+        unsafe { lb.launch() }?;
+        Ok(())
+    }
+
+    /// Transfer down: with [`Transfer::Copy`] one copy of the `n` result records into the
+    /// pinned buffer (mapped results are already there); either way the round's one
+    /// synchronization.
+    fn fetch_results(&mut self, n: usize) -> Result<()> {
+        let s = self.gpu.stream();
+        match (&self.results_dev, self.transfer) {
+            (Some(rs), Transfer::Copy) => {
+                let src = rs.slice().slice(0..VALUES * n);
+                self.results.download_now(s, &src, 0)
+            }
+            _ => s
+                .synchronize()
+                .map_err(Error::driver("running ndt_derivatives")),
+        }
+    }
+
+    /// Decoding: one [`Linearization`] per request from its result record.
+    fn decode(
+        &self,
+        reqs: &[LinearizeRequest],
+        t: &TargetInfo,
+        out: &mut Vec<Linearization>,
+    ) -> Result<()> {
+        let mut rec = [0.0f64; VALUES];
+        for (k, r) in reqs.iter().enumerate() {
+            self.results.read(VALUES * k, &mut rec)?;
+            let points = self.sources[r.source].1 as usize;
+            out.push(decode_result(&rec, t.gauss, points)?);
+        }
+        Ok(())
+    }
+}
