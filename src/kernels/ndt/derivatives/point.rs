@@ -1,34 +1,13 @@
-//! Step 2 of `ndt_derivatives` (see [`super::derivatives`]): one source point — transform,
+//! Step 2 of `ndt_derivatives` (see [`super`]): one source point — transform,
 //! voxel, hash probes of the search mode's offsets, per-pair sums `E`, `G`, `Q`, and the point's
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
-use super::derivatives::{
-    hessian_index, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT, VALUES,
+use super::{
+    hessian_index, Ctx, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
 };
-use super::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
-use super::rotation::*;
+use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
+use crate::kernels::ndt::rotation::*;
 use crate::ptx::*;
-
-/// Registers and symbols every part of the kernel needs.
-pub(super) struct Ctx {
-    pub(super) points: Reg<U64>,
-    pub(super) voxels: Reg<U64>,
-    pub(super) slots: Reg<U64>,
-    pub(super) slot_mask: Reg<U32>,
-    pub(super) inv_resolution: Reg<F64>,
-    pub(super) radius_sq: Reg<F64>,
-    pub(super) neg_half_d2: Reg<F64>,
-    pub(super) neg_d2: Reg<F64>,
-    pub(super) probe_start: Reg<U32>,
-    pub(super) probe_end: Reg<U32>,
-    pub(super) radius: Reg<Pred>,
-    pub(super) first: Reg<U32>,
-    pub(super) terms: SharedArray<F64>,
-    pub(super) probes: SharedArray<U32>,
-    pub(super) pattern: Pattern,
-    pub(super) acc: [Reg<F64>; VALUES - 1],
-    pub(super) count: Reg<U32>,
-}
 
 /// Step 2 for point `i` of the request.
 pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
@@ -130,10 +109,7 @@ fn neighbours(
             b.mov_to(g[k], s);
         }
         let t = ecd.map(|v| b.mul(v, cx.neg_d2));
-        for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
-            .into_iter()
-            .enumerate()
-        {
+        for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
             let s = b.fma(e, c[3 * i + j], q[m]);
             let s = b.fma(t[i], cd[j], s);
             b.mov_to(q[m], s);
@@ -222,10 +198,7 @@ fn add_point(
     }
     // Q as a full symmetric matrix.
     let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
-    for (m, (i, j)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
-        .into_iter()
-        .enumerate()
-    {
+    for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
         acc(b, hessian_index(i, j), q[m]);
     }
     // Q j_k (3-vectors; rows of Q times the non-zero entries of j_k).
@@ -244,10 +217,7 @@ fn add_point(
         }
     }
     // Angular block: j_k · (Q j_l) + h_kl · G.
-    for (m, (k, l)) in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
-        .into_iter()
-        .enumerate()
-    {
+    for (m, (k, l)) in UPPER_PAIRS.into_iter().enumerate() {
         let hm = load_matrix(b, &cx.terms, &cx.pattern, 4 + m);
         let h = apply_fma(b, &hm, x);
         let a = dot(b, &ja[k], qj[l]);
