@@ -53,6 +53,7 @@ pub fn build(target: Target) -> Module {
     let p_r0_count = b.param::<U32>("r0_count");
 
     // 1. The request's terms, once per block.
+    b.comment("1. thread 0: the request (parameters or memory), R and its derivatives, probe table -> shared");
     let mut pattern = None;
     b.if_then(is0, |b| {
         let w: Vec<Reg<F64>> = (0..9).map(|_| b.reg::<F64>()).collect();
@@ -112,6 +113,7 @@ pub fn build(target: Target) -> Module {
     b.bar_sync();
 
     // 2. Per-point work.
+    b.comment("2. per point (grid-stride): transform, voxel, probes, contributions");
     let probe_start = b.ld_param(&p_pstart);
     let probe_count = b.ld_param(&p_pcount);
     let radius_mode = b.ld_param(&p_radius);
@@ -140,6 +142,7 @@ pub fn build(target: Target) -> Module {
     b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
 
     // 3. Block partial, then the last block of the request reduces all partials.
+    b.comment("3. block reduction of the 29 sums");
     let count = b.cvt::<F64, U32>(cx.count);
     let zero = b.mov(0.0f64);
     let mut vals = [zero; WIDTH];
@@ -147,6 +150,7 @@ pub fn build(target: Target) -> Module {
     vals[COUNT_INDEX] = count;
     let total = block_reduce(&mut b, &vals, tid, WARPS, &part);
 
+    b.comment("3b. store the block partial, count the request's blocks");
     let partials = b.global_ptr(&p_partials);
     let counters = b.global_ptr(&p_counters);
     let results = b.global_ptr(&p_results);
@@ -169,6 +173,7 @@ pub fn build(target: Target) -> Module {
         b.st(Space::Shared, info.at(2), flag);
     });
     b.bar_sync();
+    b.comment("3c. the last block of the request sums all partials in block order");
     let flag = b.ld::<U32>(Space::Shared, info.at(2));
     let is_last = b.setp(Cmp::Ne, flag, 0u32);
     // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.

@@ -11,6 +11,7 @@ use crate::ptx::*;
 
 /// Step 2 for point `i` of the request.
 pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
+    b.comment("point: load, x' = R x + t (CPU order), voxel cell");
     let gi = b.add(cx.first, i);
     let pa: Addr = b.index_addr(cx.points, gi, 12).into();
     let mut x = [cx.inv_resolution; 3];
@@ -50,6 +51,7 @@ fn neighbours(
     xt: [Reg<F64>; 3],
     cell: [Reg<S32>; 3],
 ) {
+    b.comment("probes of the search mode: hash lookup, voxel, pair sums E G Q");
     let e_sum = b.mov(0.0f64);
     let g = [(); 3].map(|_| b.mov(0.0f64));
     let q = [(); 6].map(|_| b.mov(0.0f64)); // Q00 Q01 Q02 Q11 Q12 Q22
@@ -100,6 +102,7 @@ fn neighbours(
         let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
         let ok = b.and(lo, hi);
         b.bra_unless(ok, &next);
+        b.comment("pair: e = exp(-d2 q / 2), then E, G, Q");
         let e = exp_f64(b, arg);
         let s = b.add(e_sum, e);
         b.mov_to(e_sum, s);
@@ -122,6 +125,7 @@ fn neighbours(
 
 /// Hash probe for `key`: the voxel index, or −1 (see `ndt::voxel_hash` for hash and probing).
 fn probe(b: &mut KernelBuilder, cx: &Ctx, key: [Reg<S32>; 3]) -> Reg<S32> {
+    b.comment("hash probe: mix the cell key, linear probing to the key or an empty slot");
     let k = key.map(|r| b.bitcast::<U32, S32>(r));
     let h0 = b.mul(k[0], 0x9E37_79B1u32);
     let h1 = b.mul(k[1], 0x85EB_CA77u32);
@@ -163,6 +167,7 @@ fn add_point(
     g: [Reg<F64>; 3],
     q: [Reg<F64>; 6],
 ) {
+    b.comment("paired point: score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
     let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| {
@@ -216,6 +221,7 @@ fn add_point(
             acc(b, hessian_index(r, 3 + k), qj[k][r]);
         }
     }
+    b.comment("angular Hessian block: j_k . (Q j_l) + h_kl . G");
     // Angular block: j_k · (Q j_l) + h_kl · G.
     for (m, (k, l)) in UPPER_PAIRS.into_iter().enumerate() {
         let hm = load_matrix(b, &cx.terms, &cx.pattern, 4 + m);
