@@ -14,21 +14,19 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
     b.comment("point: load, x' = R x + t (CPU order), voxel cell");
     let gi = b.add(cx.first, i);
     let pa: Addr = b.index_addr(cx.points, gi, 12).into();
-    let mut x = [cx.inv_resolution; 3];
-    for (k, xk) in x.iter_mut().enumerate() {
+    let x: [Reg<F64>; 3] = std::array::from_fn(|k| {
         let v = b.ld::<F32>(Space::GlobalNc, pa.off(4 * k as i64));
-        *xk = b.cvt::<F64, F32>(v);
-    }
+        b.cvt::<F64, F32>(v)
+    });
     let rot = load_matrix(b, &cx.terms, &cx.pattern, 0);
     let r = apply_exact(b, &rot, x.map(Sym::reg));
-    let mut xt = [x[0]; 3];
-    let mut cell = [b.mov(0i32); 3];
     let mut inside: Option<Reg<Pred>> = None;
-    for k in 0..3 {
+    // Per axis: the transformed coordinate and its voxel index.
+    let axes: [(Reg<F64>, Reg<S32>); 3] = std::array::from_fn(|k| {
         let t = b.ld::<F64>(Space::Shared, cx.terms.at(TRANSLATION_AT + k as u32));
         let s = sadd(b, r[k], Sym::reg(t));
-        xt[k] = to_reg(b, s);
-        let scaled = b.mul(xt[k], cx.inv_resolution);
+        let xt = to_reg(b, s);
+        let scaled = b.mul(xt, cx.inv_resolution);
         let f = b.cvt_round::<F64, F64>(Round::Rmi, scaled);
         let a = b.abs(f);
         // False for NaN too, as the CPU's `!(f.abs() < MAX)`.
@@ -37,8 +35,9 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
             None => ok,
             Some(p) => b.and(p, ok),
         });
-        cell[k] = b.cvt::<S32, F64>(f);
-    }
+        (xt, b.cvt::<S32, F64>(f))
+    });
+    let (xt, cell) = (axes.map(|a| a.0), axes.map(|a| a.1));
     let inside = inside.expect("three axes");
     b.if_then(inside, |b| neighbours(b, cx, x, xt, cell));
 }
