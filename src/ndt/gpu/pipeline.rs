@@ -10,6 +10,7 @@
 //! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
 //! what crossed the bus and how often the device was asked to allocate or launch.
 
+use super::cells::{DeviceCells, VoxelLookup};
 use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
@@ -55,6 +56,8 @@ pub struct GpuDerivativePipeline {
     target: Option<TargetInfo>,
     counters: PipelineCounters,
     scratch: Vec<f64>,
+    lookup: VoxelLookup,
+    cells: DeviceCells,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -119,6 +122,8 @@ impl GpuDerivativePipeline {
                 ..Default::default()
             },
             scratch: Vec::new(),
+            lookup: VoxelLookup::from_env(),
+            cells: DeviceCells::none(),
             gpu,
         };
         if !can_map {
@@ -161,6 +166,16 @@ impl GpuDerivativePipeline {
         Ok(())
     }
 
+    /// Chooses how the kernel finds voxels; takes effect with the next [`Self::upload_target`].
+    pub fn set_voxel_lookup(&mut self, lookup: VoxelLookup) {
+        self.lookup = lookup;
+    }
+
+    /// Whether the uploaded target is searched through the dense cell table.
+    pub fn uses_dense_cells(&self) -> bool {
+        self.cells.bytes() > 0
+    }
+
     /// How results travel now.
     pub fn transfer(&self) -> Transfer {
         self.transfer
@@ -200,6 +215,7 @@ impl GpuDerivativePipeline {
             + self.slots.allocated_bytes()
             + self.partials.allocated_bytes()
             + self.counters_dev.allocated_bytes()
+            + self.cells.bytes()
             + staging
     }
 
@@ -234,6 +250,7 @@ impl GpuDerivativePipeline {
         pack_voxels(map, &mut self.scratch);
         self.voxels.upload(&s, &self.scratch)?;
         self.slots.upload(&s, map.hash().slots_flat())?;
+        self.counters.allocations += self.cells.upload(&s, map, self.lookup)?;
         s.synchronize()
             .map_err(Error::driver("uploading the NDT target"))?;
         self.counters.bytes_up +=
@@ -388,6 +405,7 @@ impl GpuDerivativePipeline {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
+        let cells = self.cells.args();
         let mut lb = self.func.launch(&s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
@@ -408,6 +426,7 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
+        cells.push(&mut lb);
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
         // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded

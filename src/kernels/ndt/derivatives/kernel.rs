@@ -4,7 +4,8 @@
 
 use super::point::point;
 use super::{
-    Ctx, BLOCK, COUNT_INDEX, PROBES, REQUEST_BYTES, SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
+    Ctx, DenseParams, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES, REQUEST_BYTES, SLOT_VALUES,
+    TRANSLATION_AT, VALUES, WARPS,
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
@@ -51,6 +52,12 @@ pub fn build(target: Target) -> Module {
     .collect();
     let p_r0_first = b.param::<U32>("r0_first");
     let p_r0_count = b.param::<U32>("r0_count");
+    let dense_params = DenseParams {
+        cells: b.param::<U64>("cells"),
+        origin: ["cell_origin_x", "cell_origin_y", "cell_origin_z"].map(|n| b.param::<S32>(n)),
+        dims: ["cell_dims_x", "cell_dims_y", "cell_dims_z"].map(|n| b.param::<U32>(n)),
+    };
+    let group = b.shared_array::<S32>("group", DENSE_GROUP * BLOCK);
 
     // 1. The request's terms, once per block.
     b.comment("1. thread 0: the request (parameters or memory), R and its derivatives, probe table -> shared");
@@ -135,6 +142,13 @@ pub fn build(target: Target) -> Module {
         pattern: pattern.expect("the request block above always runs at build time"),
         acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
         count: b.mov(0u32),
+        tid,
+        dense: {
+            let cells = b.ld_param(&dense_params.cells);
+            b.setp(Cmp::Ne, cells, 0u64)
+        },
+        dense_params,
+        group,
     };
     let n = b.ld::<U32>(Space::Shared, info.at(1));
     let start = b.mad(blk, BLOCK, tid);

@@ -16,6 +16,12 @@
 //!   `first_point, point_count` — for `y = 0` in the `r0_*` parameters (a single-request launch
 //!   reads no request memory), for `y ≥ 1` at `requests + y ·` [`REQUEST_BYTES`] in device memory
 //!   (record 0 of that array is never read);
+//! - `cells` (optional, 0 = none): the dense cell table, one i32 voxel index (−1: none) per cell
+//!   of the box `cell_origin + [0, cell_dims)`, x fastest; when given, a probe is one load from it
+//!   instead of a walk along the hash chain, with the same answer for every key (see
+//!   `ndt::gpu::cells`); the probes of a point then go in groups of [`DENSE_GROUP`] whose loads
+//!   are all issued before the first is used, their voxel indices parked in shared memory
+//!   (`group`, one column per thread);
 //! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
 //! - `counters`: one u32 per request, zero between launches (the last block resets it);
 //! - `results`: [`VALUES`] f64 per request (may live in mapped host memory).
@@ -122,6 +128,19 @@ pub const fn hessian_index(i: usize, j: usize) -> usize {
 /// Shared-memory index of the translation (after the ten 3×3 matrices).
 pub(super) const TRANSLATION_AT: u32 = 90;
 
+/// Probes per group of the dense-table lookup (Direct27's 27 probes are three groups; Direct7's
+/// seven one, with two slots unused).
+pub const DENSE_GROUP: u32 = 9;
+
+/// The dense cell table's parameters: `cells` (i32 voxel index per cell, −1 for none, x
+/// fastest; 0 = no table, probe the hash), the cell index of its first entry and its extent.
+#[derive(Clone, Debug)]
+pub(super) struct DenseParams {
+    pub(super) cells: Param<U64>,
+    pub(super) origin: [Param<S32>; 3],
+    pub(super) dims: [Param<U32>; 3],
+}
+
 /// Registers and symbols every part of the kernel needs.
 pub(super) struct Ctx {
     pub(super) points: Reg<U64>,
@@ -141,4 +160,10 @@ pub(super) struct Ctx {
     pub(super) pattern: Pattern,
     pub(super) acc: [Reg<F64>; VALUES - 1],
     pub(super) count: Reg<U32>,
+    pub(super) tid: Reg<U32>,
+    /// Whether the dense cell table replaces the hash (the `cells` parameter is not 0).
+    pub(super) dense: Reg<Pred>,
+    pub(super) dense_params: DenseParams,
+    /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`.
+    pub(super) group: SharedArray<S32>,
 }

@@ -3,7 +3,8 @@
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
 use super::{
-    hessian_index, Ctx, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
+    hessian_index, Ctx, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT,
+    UPPER_PAIRS,
 };
 use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::*;
@@ -42,6 +43,15 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
     b.if_then(inside, |b| neighbours(b, cx, x, xt, cell));
 }
 
+/// The per-point sums over its paired voxels (registers updated in probe order).
+struct PairSums {
+    e_sum: Reg<F64>,
+    g: [Reg<F64>; 3],
+    /// `Q00 Q01 Q02 Q11 Q12 Q22`.
+    q: [Reg<F64>; 6],
+    found: Reg<U32>,
+}
+
 /// The probes of one point and, when a voxel was paired, its contributions.
 fn neighbours(
     b: &mut KernelBuilder,
@@ -50,76 +60,150 @@ fn neighbours(
     xt: [Reg<F64>; 3],
     cell: [Reg<S32>; 3],
 ) {
-    b.comment("probes of the search mode: hash lookup, voxel, pair sums E G Q");
-    let e_sum = b.mov(0.0f64);
-    let g = [(); 3].map(|_| b.mov(0.0f64));
-    let q = [(); 6].map(|_| b.mov(0.0f64)); // Q00 Q01 Q02 Q11 Q12 Q22
-    let found = b.mov(0u32);
-    b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
-        let next = b.label("probe_next");
-        let wa = b.shared_index(&cx.probes, o);
-        let word = b.ld::<U32>(Space::Shared, wa);
-        let mut key = cell;
-        for (k, kk) in key.iter_mut().enumerate() {
-            let biased = b.bfe(word, 8 * k as u32, 8u32);
-            let biased = b.bitcast::<S32, U32>(biased);
-            let c1 = b.add(cell[k], biased);
-            *kk = b.sub(c1, 1i32);
+    b.comment("probes of the search mode: voxel lookup, pair sums E G Q");
+    let sums = PairSums {
+        e_sum: b.mov(0.0f64),
+        g: [(); 3].map(|_| b.mov(0.0f64)),
+        q: [(); 6].map(|_| b.mov(0.0f64)),
+        found: b.mov(0u32),
+    };
+    b.if_else(
+        cx.dense,
+        |b| dense_probes(b, cx, &sums, xt, cell),
+        |b| {
+            b.comment("hash lookups, one probe after the other");
+            b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
+                let key = probe_key(b, cx, o, cell);
+                let v = probe(b, cx, key);
+                pair(b, cx, &sums, xt, v);
+            });
+        },
+    );
+    let paired = b.setp(Cmp::Ne, sums.found, 0u32);
+    b.if_then(paired, |b| add_point(b, cx, x, &sums));
+}
+
+/// The voxel key of probe `o` (an index into the probe table) around `cell`.
+fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) -> [Reg<S32>; 3] {
+    let wa = b.shared_index(&cx.probes, o);
+    let word = b.ld::<U32>(Space::Shared, wa);
+    std::array::from_fn(|k| {
+        // Byte k of the word (shift and mask: the interpreter has no `bfe`).
+        let shifted = b.shr(word, 8 * k as u32);
+        let biased = b.and(shifted, 0xFFu32);
+        let biased = b.bitcast::<S32, U32>(biased);
+        let c1 = b.add(cell[k], biased);
+        b.sub(c1, 1i32)
+    })
+}
+
+/// Dense cell table: the probes in groups of [`DENSE_GROUP`]; each group issues all its table
+/// loads before any is used (one memory latency per group instead of one per probe), parks the
+/// voxel indices in the thread's column of `cx.group`, then pairs them in probe order.
+fn dense_probes(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    sums: &PairSums,
+    xt: [Reg<F64>; 3],
+    cell: [Reg<S32>; 3],
+) {
+    b.comment("dense cell table: a group of probes loads its voxel indices at once");
+    let cells = b.ld_param(&cx.dense_params.cells);
+    let cells = b.to_global(cells);
+    let origin = cx.dense_params.origin.clone().map(|p| b.ld_param(&p));
+    let dims = cx.dense_params.dims.clone().map(|p| b.ld_param(&p));
+    b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
+        let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
+            let o = b.add(first, k as u32);
+            let valid = b.setp(Cmp::Lt, o, cx.probe_end);
+            let key = probe_key(b, cx, o, cell);
+            let mut ok = valid;
+            let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
+                let r = b.sub(key[a], origin[a]);
+                let r = b.bitcast::<U32, S32>(r);
+                // Negative offsets wrap to large values and fail the bound too.
+                let inside = b.setp(Cmp::Lt, r, dims[a]);
+                ok = b.and(ok, inside);
+                r
+            });
+            let row = b.mad(rel[2], dims[1], rel[1]);
+            let at = b.mad(row, dims[0], rel[0]);
+            let v = b.mov(-1i32);
+            b.guarded(ok, false, |b| {
+                let a = b.index_addr(cells, at, 4);
+                let got = b.ld::<S32>(Space::GlobalNc, a);
+                b.mov_to(v, got);
+            });
+            v
+        });
+        for (k, v) in found.iter().enumerate() {
+            let at = b.add(cx.tid, k as u32 * super::BLOCK);
+            let slot = b.shared_index(&cx.group, at);
+            b.st(Space::Shared, slot, *v);
         }
-        let v = probe(b, cx, key);
-        let miss = b.setp(Cmp::Eq, v, -1i32);
-        b.bra_if(miss, &next);
-        let vu = b.bitcast::<U32, S32>(v);
-        let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-        let w: Vec<Reg<F64>> = (0..9)
-            .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
-            .collect();
-        let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
-        // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
-        let dd0 = b.mul(d[0], d[0]);
-        let dd1 = b.mul(d[1], d[1]);
-        let dd2 = b.mul(d[2], d[2]);
-        let dd = b.add(dd0, dd1);
-        let dd = b.add(dd, dd2);
-        let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
-        let skip = b.and(far, cx.radius);
-        b.bra_if(skip, &next);
-        b.mov_to(found, 1u32);
-        // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
-        let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
-        let mut cd = [d[0]; 3];
-        for (r, cdr) in cd.iter_mut().enumerate() {
-            let t = b.mul(c[3 * r], d[0]);
-            let t = b.fma(c[3 * r + 1], d[1], t);
-            *cdr = b.fma(c[3 * r + 2], d[2], t);
-        }
-        let qf = b.mul(d[0], cd[0]);
-        let qf = b.fma(d[1], cd[1], qf);
-        let qf = b.fma(d[2], cd[2], qf);
-        let arg = b.mul(cx.neg_half_d2, qf);
-        let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
-        let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
-        let ok = b.and(lo, hi);
-        b.bra_unless(ok, &next);
-        b.comment("pair: e = exp(-d2 q / 2), then E, G, Q");
-        let e = exp_f64(b, arg);
-        let s = b.add(e_sum, e);
-        b.mov_to(e_sum, s);
-        let ecd = cd.map(|v| b.mul(e, v));
-        for k in 0..3 {
-            let s = b.add(g[k], ecd[k]);
-            b.mov_to(g[k], s);
-        }
-        let t = ecd.map(|v| b.mul(v, cx.neg_d2));
-        for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
-            let s = b.fma(e, c[3 * i + j], q[m]);
-            let s = b.fma(t[i], cd[j], s);
-            b.mov_to(q[m], s);
-        }
-        b.place(&next);
+        let end = b.mov(DENSE_GROUP);
+        b.for_range(0u32, end, 1u32, |b, k, _| {
+            let at = b.mad(k, super::BLOCK, cx.tid);
+            let slot = b.shared_index(&cx.group, at);
+            let v = b.ld::<S32>(Space::Shared, slot);
+            pair(b, cx, sums, xt, v);
+        });
     });
-    let paired = b.setp(Cmp::Ne, found, 0u32);
-    b.if_then(paired, |b| add_point(b, cx, x, e_sum, g, q));
+}
+
+/// Voxel `v` (−1: none) paired with the transformed point `xt`: adds its terms to `sums`
+/// unless radius mode rejects it or its exponent is out of range (the CPU's rules).
+fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: Reg<S32>) {
+    let next = b.label("probe_next");
+    let miss = b.setp(Cmp::Eq, v, -1i32);
+    b.bra_if(miss, &next);
+    let vu = b.bitcast::<U32, S32>(v);
+    let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
+    let w: Vec<Reg<F64>> = (0..9)
+        .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
+        .collect();
+    let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
+    // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
+    let dd0 = b.mul(d[0], d[0]);
+    let dd1 = b.mul(d[1], d[1]);
+    let dd2 = b.mul(d[2], d[2]);
+    let dd = b.add(dd0, dd1);
+    let dd = b.add(dd, dd2);
+    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
+    let skip = b.and(far, cx.radius);
+    b.bra_if(skip, &next);
+    b.mov_to(sums.found, 1u32);
+    // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
+    let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
+    let cd: [Reg<F64>; 3] = std::array::from_fn(|r| {
+        let t = b.mul(c[3 * r], d[0]);
+        let t = b.fma(c[3 * r + 1], d[1], t);
+        b.fma(c[3 * r + 2], d[2], t)
+    });
+    let qf = b.mul(d[0], cd[0]);
+    let qf = b.fma(d[1], cd[1], qf);
+    let qf = b.fma(d[2], cd[2], qf);
+    let arg = b.mul(cx.neg_half_d2, qf);
+    let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
+    let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
+    let ok = b.and(lo, hi);
+    b.bra_unless(ok, &next);
+    b.comment("pair: e = exp(-d2 q / 2), then E, G, Q");
+    let e = exp_f64(b, arg);
+    let s = b.add(sums.e_sum, e);
+    b.mov_to(sums.e_sum, s);
+    let ecd = cd.map(|v| b.mul(e, v));
+    for k in 0..3 {
+        let s = b.add(sums.g[k], ecd[k]);
+        b.mov_to(sums.g[k], s);
+    }
+    let t = ecd.map(|v| b.mul(v, cx.neg_d2));
+    for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
+        let s = b.fma(e, c[3 * i + j], sums.q[m]);
+        let s = b.fma(t[i], cd[j], s);
+        b.mov_to(sums.q[m], s);
+    }
+    b.place(&next);
 }
 
 /// Hash probe for `key`: the voxel index, or −1 (see `ndt::voxel_hash` for hash and probing).
@@ -158,14 +242,8 @@ fn probe(b: &mut KernelBuilder, cx: &Ctx, key: [Reg<S32>; 3]) -> Reg<S32> {
 }
 
 /// Adds a paired point's score, gradient and Hessian sums (`E`, `G`, `Q` over its voxels).
-fn add_point(
-    b: &mut KernelBuilder,
-    cx: &Ctx,
-    x: [Reg<F64>; 3],
-    e_sum: Reg<F64>,
-    g: [Reg<F64>; 3],
-    q: [Reg<F64>; 6],
-) {
+fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums) {
+    let (e_sum, g, q) = (sums.e_sum, sums.g, sums.q);
     b.comment("paired point: score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);

@@ -1,0 +1,186 @@
+//! The dense cell table: for a map whose voxels fill a small enough box of cells, one `i32` per
+//! cell of the box (the voxel index, or −1), so the kernel finds a probe's voxel with one load
+//! instead of a walk along a hash chain. The kernel's answer for every key is the hash's: keys
+//! outside the box have no voxel in either.
+//!
+//! Opt-in ([`VoxelLookup::Dense`], or `PTXFLOW_NDT_LOOKUP=dense` when a pipeline is created);
+//! the hash stays the default and the fallback when the box is too large.
+
+use crate::ndt::voxel_map::VoxelMap;
+
+/// How the kernel finds the voxel of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoxelLookup {
+    /// Probe the CPU's hash table (always available).
+    Hash,
+    /// One load from the dense cell table when the map's box has at most
+    /// [`MAX_DENSE_CELLS`] cells (and at most [`MAX_DENSE_CELLS_PER_VOXEL`] per voxel), else the
+    /// hash.
+    Dense,
+}
+
+impl VoxelLookup {
+    /// [`VoxelLookup::Dense`] when the environment variable `PTXFLOW_NDT_LOOKUP` is `dense`, else
+    /// [`VoxelLookup::Hash`].
+    pub fn from_env() -> VoxelLookup {
+        match std::env::var("PTXFLOW_NDT_LOOKUP").as_deref() {
+            Ok("dense") => VoxelLookup::Dense,
+            _ => VoxelLookup::Hash,
+        }
+    }
+}
+
+/// Most cells a dense table may have (64 MiB of `i32`).
+pub const MAX_DENSE_CELLS: usize = 1 << 24;
+/// Most cells per voxel a dense table may have (sparse maps keep the hash).
+pub const MAX_DENSE_CELLS_PER_VOXEL: usize = 512;
+
+/// A map's dense cell table; see the module docs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DenseCells {
+    /// Cell index of entry 0 (the smallest key on each axis).
+    pub origin: [i32; 3],
+    /// Cells on each axis.
+    pub dims: [u32; 3],
+    /// `dims[0] · dims[1] · dims[2]` voxel indices (−1: no voxel), x fastest, then y, then z.
+    pub table: Vec<i32>,
+}
+
+impl DenseCells {
+    /// The table of `map`, or `None` when the map is empty or its box is too large (see
+    /// [`VoxelLookup::Dense`]).
+    pub fn build(map: &VoxelMap) -> Option<DenseCells> {
+        let keys = map.keys();
+        let first = *keys.first()?;
+        let (mut lo, mut hi) = (first, first);
+        for k in keys {
+            for a in 0..3 {
+                lo[a] = lo[a].min(k[a]);
+                hi[a] = hi[a].max(k[a]);
+            }
+        }
+        // Keys lie within ±2³⁰, so every extent fits u32 and the product is checked.
+        let dims: [u32; 3] =
+            std::array::from_fn(|a| (i64::from(hi[a]) - i64::from(lo[a]) + 1) as u32);
+        let cells = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d as usize))?;
+        if cells > MAX_DENSE_CELLS || cells > MAX_DENSE_CELLS_PER_VOXEL * keys.len() {
+            return None;
+        }
+        let mut table = vec![-1i32; cells];
+        for (v, k) in keys.iter().enumerate() {
+            let r: [usize; 3] = std::array::from_fn(|a| (k[a] - lo[a]) as usize);
+            let at = (r[2] * dims[1] as usize + r[1]) * dims[0] as usize + r[0];
+            // Fewer than 2³⁰ voxels (VoxelHash::build's bound), so the index fits i32.
+            table[at] = v as i32;
+        }
+        Some(DenseCells {
+            origin: lo,
+            dims,
+            table,
+        })
+    }
+
+    /// The voxel of cell `key`, as the kernel reads it (for tests).
+    pub fn get(&self, key: [i32; 3]) -> Option<usize> {
+        let mut at = 0usize;
+        for a in (0..3).rev() {
+            let r = (i64::from(key[a]) - i64::from(self.origin[a])) as u64;
+            if r >= u64::from(self.dims[a]) {
+                return None;
+            }
+            at = at * self.dims[a] as usize + r as usize;
+        }
+        usize::try_from(self.table[at]).ok()
+    }
+}
+
+/// The dense table on the device and the kernel arguments that describe it.
+pub(super) struct DeviceCells {
+    buf: Option<crate::runtime::DeviceBuffer<i32>>,
+    args: CellArgs,
+}
+
+/// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of `ndt_derivatives` (a null table
+/// makes the kernel probe the hash).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CellArgs {
+    ptr: u64,
+    origin: [i32; 3],
+    dims: [u32; 3],
+}
+
+impl CellArgs {
+    /// Pushes the seven arguments, in the kernel's order.
+    pub(super) fn push<'a>(&'a self, lb: &mut crate::runtime::Launch<'a>) {
+        lb.arg(&self.ptr);
+        for o in &self.origin {
+            lb.arg(o);
+        }
+        for d in &self.dims {
+            lb.arg(d);
+        }
+    }
+}
+
+impl DeviceCells {
+    /// No table (the kernel probes the hash).
+    pub(super) fn none() -> DeviceCells {
+        DeviceCells {
+            buf: None,
+            args: CellArgs::default(),
+        }
+    }
+
+    /// Builds and uploads `map`'s table when `lookup` asks for it and the box is small enough;
+    /// otherwise drops any previous table. Returns the number of device allocations made.
+    pub(super) fn upload(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        map: &VoxelMap,
+        lookup: VoxelLookup,
+    ) -> crate::Result<u64> {
+        use cudarc::driver::DevicePtr;
+        let table = match lookup {
+            VoxelLookup::Dense => DenseCells::build(map),
+            VoxelLookup::Hash => None,
+        };
+        let Some(t) = table else {
+            *self = DeviceCells::none();
+            return Ok(0);
+        };
+        let mut allocations = 0;
+        if self
+            .buf
+            .as_ref()
+            .is_none_or(|b| b.capacity() < t.table.len())
+        {
+            self.buf = Some(crate::runtime::DeviceBuffer::zeros(
+                stream,
+                t.table.len(),
+                "NDT dense cell table",
+            )?);
+            allocations = 1;
+        }
+        let buf = self.buf.as_mut().expect("allocated above");
+        buf.upload(stream, &t.table)?;
+        let (ptr, _sync) = buf.slice().device_ptr(stream);
+        self.args = CellArgs {
+            ptr,
+            origin: t.origin,
+            dims: t.dims,
+        };
+        Ok(allocations)
+    }
+
+    /// The kernel arguments.
+    pub(super) fn args(&self) -> CellArgs {
+        self.args
+    }
+
+    /// Device bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
+    }
+}
