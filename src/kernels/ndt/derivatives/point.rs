@@ -193,9 +193,9 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
     let s = b.add(sums.e_sum, e);
     b.mov_to(sums.e_sum, s);
     let ecd = cd.map(|v| b.mul(e, v));
-    for k in 0..3 {
-        let s = b.add(sums.g[k], ecd[k]);
-        b.mov_to(sums.g[k], s);
+    for (gk, ek) in sums.g.iter().zip(ecd) {
+        let s = b.add(*gk, ek);
+        b.mov_to(*gk, s);
     }
     let t = ecd.map(|v| b.mul(v, cx.neg_d2));
     for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
