@@ -120,6 +120,51 @@ fn gpu_derivatives_match_cpu_on_real_scans() {
     }
 }
 
+/// The dense cell table finds exactly the hash's voxels in the same order: records are equal
+/// bit for bit, in every search mode, single and batched.
+#[test]
+fn gpu_dense_cells_equal_the_hash_bit_for_bit() {
+    let Some(gpu) = common::gpu_or_skip("gpu_dense_cells_equal_the_hash_bit_for_bit") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let poses = if sanitizing() { 2 } else { 6 };
+    let mut rng = Rng::new(23);
+    for scene in [velodyne_scene(&dir), room_scene(&dir)] {
+        for search in NeighbourSearch::ALL {
+            let mut hash = pipeline(&gpu, &scene, search, poses);
+            hash.set_voxel_lookup(VoxelLookup::Hash);
+            hash.upload_target(&scene.map).unwrap();
+            assert!(!hash.uses_dense_cells());
+            let mut dense = pipeline(&gpu, &scene, search, poses);
+            dense.set_voxel_lookup(VoxelLookup::Dense);
+            dense.upload_target(&scene.map).unwrap();
+            assert!(dense.uses_dense_cells(), "{}: small box", scene.name);
+            let center = scene.truth.unwrap_or(scene.init);
+            let reqs: Vec<LinearizeRequest> = (0..poses)
+                .map(|_| LinearizeRequest {
+                    source: 0,
+                    pose: random_pose(&mut rng, &center),
+                })
+                .collect();
+            assert_eq!(
+                hash.linearize(&reqs).unwrap(),
+                dense.linearize(&reqs).unwrap(),
+                "{} {search:?} batched",
+                scene.name
+            );
+            for r in &reqs {
+                assert_eq!(
+                    hash.linearize_pose(0, &r.pose).unwrap(),
+                    dense.linearize_pose(0, &r.pose).unwrap(),
+                    "{} {search:?} single",
+                    scene.name
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_large_clouds_keep_precision() {
     let Some(gpu) = common::gpu_or_skip("gpu_large_clouds_keep_precision") else {
