@@ -165,6 +165,35 @@ fn gpu_dense_cells_equal_the_hash_bit_for_bit() {
     }
 }
 
+/// Sources stored sorted by map cell (and the dense table) still match the CPU reference.
+#[test]
+fn gpu_sorted_sources_with_dense_cells_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_sorted_sources_with_dense_cells_match_cpu") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let mut rng = Rng::new(29);
+    for scene in [velodyne_scene(&dir), room_scene(&dir)] {
+        for search in [NeighbourSearch::Direct7, NeighbourSearch::Radius] {
+            let mut p = pipeline(&gpu, &scene, search, 1);
+            p.set_voxel_lookup(VoxelLookup::Dense);
+            p.upload_target(&scene.map).unwrap();
+            p.set_sort_sources(true);
+            p.upload_source(&scene.source).unwrap();
+            let cpu = CpuLinearizer::new(&scene.map, vec![&scene.source], search, 0.55).unwrap();
+            let center = scene.truth.unwrap_or(scene.init);
+            for k in 0..if sanitizing() { 1 } else { 4 } {
+                let pose = random_pose(&mut rng, &center);
+                compare(
+                    &format!("{} {search:?} sorted pose {k}", scene.name),
+                    &p.linearize_pose(0, &pose).unwrap(),
+                    &cpu.eval(0, &pose).unwrap(),
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_large_clouds_keep_precision() {
     let Some(gpu) = common::gpu_or_skip("gpu_large_clouds_keep_precision") else {

@@ -58,6 +58,7 @@ pub struct GpuDerivativePipeline {
     scratch: Vec<f64>,
     lookup: VoxelLookup,
     cells: DeviceCells,
+    sort_sources: bool,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -124,6 +125,7 @@ impl GpuDerivativePipeline {
             scratch: Vec::new(),
             lookup: VoxelLookup::from_env(),
             cells: DeviceCells::none(),
+            sort_sources: super::cells::sort_from_env(),
             gpu,
         };
         if !can_map {
@@ -169,6 +171,11 @@ impl GpuDerivativePipeline {
     /// Chooses how the kernel finds voxels; takes effect with the next [`Self::upload_target`].
     pub fn set_voxel_lookup(&mut self, lookup: VoxelLookup) {
         self.lookup = lookup;
+    }
+
+    /// Stores the next uploaded sources sorted by map cell (see [`super::cells::sort_from_env`]).
+    pub fn set_sort_sources(&mut self, sort: bool) {
+        self.sort_sources = sort;
     }
 
     /// Whether the uploaded target is searched through the dense cell table.
@@ -295,8 +302,15 @@ impl GpuDerivativePipeline {
         }
         self.sources.clear();
         let mut first = 0usize;
+        let cell_m = self.target.as_ref().map_or(1.0, |t| 1.0 / t.inv_resolution);
         for c in clouds {
-            let flat = c.as_flattened();
+            let sorted;
+            let flat = if self.sort_sources {
+                sorted = super::cells::spatial_order(c, cell_m);
+                sorted.as_flattened()
+            } else {
+                c.as_flattened()
+            };
             if !flat.is_empty() {
                 let mut dst = self
                     .points
