@@ -11,15 +11,15 @@
 //! [`upload_target`]: GpuDerivativePipeline::upload_target
 //! [`upload_source`]: GpuDerivativePipeline::upload_source
 
-pub mod cells;
 pub mod config;
 pub mod mapped;
 pub mod pipeline;
 pub mod records;
+pub mod tuning;
 
-pub use cells::{DenseCells, VoxelLookup};
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::GpuDerivativePipeline;
+pub use tuning::{DenseCells, VoxelLookup};
 
 use crate::ndt::params::NdtParams;
 use crate::ndt::result::NdtResult;

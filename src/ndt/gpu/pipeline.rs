@@ -10,12 +10,11 @@
 //! land in a device buffer and come back with one copy per round. [`PipelineCounters`] records
 //! what crossed the bus and how often the device was asked to allocate or launch.
 
-use super::cells::{DeviceCells, VoxelLookup};
 use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
+use super::tuning::{DeviceCells, VoxelLookup};
 use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
-use crate::kernels::KernelId;
 use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
 use crate::ndt::pose::Pose6;
@@ -86,7 +85,7 @@ impl GpuDerivativePipeline {
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         capacity.check()?;
-        let func = gpu.kernel(KernelId::NdtDerivatives)?;
+        let func = super::tuning::derivative_kernel(&gpu)?;
         let s = gpu.stream().clone();
         let slots = partial_slots(&gpu, &capacity);
         let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;
@@ -125,7 +124,7 @@ impl GpuDerivativePipeline {
             scratch: Vec::new(),
             lookup: VoxelLookup::from_env(),
             cells: DeviceCells::none(),
-            sort_sources: super::cells::sort_from_env(),
+            sort_sources: super::tuning::sort_from_env(),
             gpu,
         };
         if !can_map {
@@ -173,7 +172,7 @@ impl GpuDerivativePipeline {
         self.lookup = lookup;
     }
 
-    /// Stores the next uploaded sources sorted by map cell (see [`super::cells::sort_from_env`]).
+    /// Stores the next uploaded sources sorted by map cell (see [`super::tuning::sort_from_env`]).
     pub fn set_sort_sources(&mut self, sort: bool) {
         self.sort_sources = sort;
     }
@@ -306,7 +305,7 @@ impl GpuDerivativePipeline {
         for c in clouds {
             let sorted;
             let flat = if self.sort_sources {
-                sorted = super::cells::spatial_order(c, cell_m);
+                sorted = super::tuning::spatial_order(c, cell_m);
                 sorted.as_flattened()
             } else {
                 c.as_flattened()

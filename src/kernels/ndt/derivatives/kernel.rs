@@ -13,8 +13,17 @@ use crate::ptx::*;
 
 /// Builds the module.
 pub fn build(target: Target) -> Module {
+    build_tuned(target, None)
+}
+
+/// The module with `.minnctapersm min_blocks_per_sm` when given (ptxas then caps the registers
+/// so that many blocks fit an SM; an experiment loaded at run time, not a table entry).
+pub fn build_tuned(target: Target, min_blocks_per_sm: Option<u32>) -> Module {
     let mut b = KernelBuilder::new("ndt_derivatives");
     b.reqntid(BLOCK, 1, 1);
+    if let Some(n) = min_blocks_per_sm {
+        b.minnctapersm(n);
+    }
     let p_points = b.param::<U64>("points");
     let p_voxels = b.param::<U64>("voxels");
     let p_slots = b.param::<U64>("slots");

@@ -19,7 +19,7 @@
 //! - `cells` (optional, 0 = none): the dense cell table, one i32 voxel index (−1: none) per cell
 //!   of the box `cell_origin + [0, cell_dims)`, x fastest; when given, a probe is one load from it
 //!   instead of a walk along the hash chain, with the same answer for every key (see
-//!   `ndt::gpu::cells`); the probes of a point then go in groups of [`DENSE_GROUP`] whose loads
+//!   `ndt::gpu::tuning`); the probes of a point then go in groups of [`DENSE_GROUP`] whose loads
 //!   are all issued before the first is used, their voxel indices parked in shared memory
 //!   (`group`, one column per thread);
 //! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
@@ -50,7 +50,7 @@
 mod kernel;
 mod point;
 
-pub use kernel::build;
+pub use kernel::{build, build_tuned};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;

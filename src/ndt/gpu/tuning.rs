@@ -1,10 +1,12 @@
-//! The dense cell table: for a map whose voxels fill a small enough box of cells, one `i32` per
-//! cell of the box (the voxel index, or −1), so the kernel finds a probe's voxel with one load
-//! instead of a walk along a hash chain. The kernel's answer for every key is the hash's: keys
-//! outside the box have no voxel in either.
-//!
-//! Opt-in ([`VoxelLookup::Dense`], or `PTXFLOW_NDT_LOOKUP=dense` when a pipeline is created);
-//! the hash stays the default and the fallback when the box is too large.
+//! Opt-in tuning of the derivative pipeline, each measured against the default before it may
+//! become one (BENCHMARKS.md):
+//! - the dense cell table ([`VoxelLookup::Dense`], `PTXFLOW_NDT_LOOKUP=dense`): for a map whose
+//!   voxels fill a small enough box of cells, one `i32` per cell of the box (the voxel index, or
+//!   −1), so the kernel finds a probe's voxel with one load instead of a walk along a hash chain.
+//!   The kernel's answer for every key is the hash's: keys outside the box have no voxel in
+//!   either. The hash stays the default and the fallback when the box is too large;
+//! - sources stored sorted by map cell ([`sort_from_env`]);
+//! - the kernel built for more resident blocks per SM (`PTXFLOW_NDT_MIN_BLOCKS`).
 
 use crate::ndt::voxel_map::VoxelMap;
 
@@ -53,6 +55,25 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
         .collect();
     keyed.sort_unstable();
     keyed.iter().map(|&(_, i)| points[i as usize]).collect()
+}
+
+/// The derivative kernel: the table's `ndt_derivatives`, or with `PTXFLOW_NDT_MIN_BLOCKS=n`
+/// (an occupancy experiment) the same kernel built with `.minnctapersm n` and loaded at run time.
+pub(super) fn derivative_kernel(
+    gpu: &crate::runtime::Gpu,
+) -> crate::Result<crate::runtime::LoadedKernel> {
+    use crate::kernels::ndt::derivatives::build_tuned;
+    let min_blocks = std::env::var("PTXFLOW_NDT_MIN_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|n| (1..=16).contains(n));
+    match min_blocks {
+        None => gpu.kernel(crate::kernels::KernelId::NdtDerivatives),
+        Some(n) => gpu.load_module(
+            &build_tuned(crate::ptx::Target::Sm75, Some(n)),
+            "ndt_derivatives",
+        ),
+    }
 }
 
 /// Most cells a dense table may have (64 MiB of `i32`).
