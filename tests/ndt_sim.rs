@@ -1,13 +1,14 @@
 //! `ndt_derivatives` run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the CPU
 //! reference: a synthetic scene (noisy planes), two requests in one launch (request 0 in the
 //! parameters, request 1 from memory), every search mode, the hash probe and the dense cell
-//! table. The two lookups must give bit-identical records (same voxels, same order).
+//! table (the dense [`Variant`]). The two lookups must give bit-identical records (same voxels,
+//! same order).
 
 mod ndt_support;
 
 use ndt_support::rel_diff;
 use ptxflow::kernels::ndt::derivatives::{
-    BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, VALUES,
+    build_variant, Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, VALUES,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::{linearize_points, GaussConstants};
@@ -101,17 +102,10 @@ fn run(
     args.extend(req[..9].iter().map(|w| Arg::F64(f64::from_bits(*w))));
     args.push(Arg::U32(req[9] as u32));
     args.push(Arg::U32((req[9] >> 32) as u32));
-    match dense {
-        Some(d) => {
-            args.push(mem.upload("cells", &d.table));
-            args.extend(d.origin.iter().map(|&o| Arg::S32(o)));
-            args.extend(d.dims.iter().map(|&v| Arg::U32(v)));
-        }
-        None => {
-            args.push(Arg::U64(0));
-            args.extend([Arg::S32(0); 3]);
-            args.extend([Arg::U32(0); 3]);
-        }
+    if let Some(d) = dense {
+        args.push(mem.upload("cells", &d.table));
+        args.extend(d.origin.iter().map(|&o| Arg::S32(o)));
+        args.extend(d.dims.iter().map(|&v| Arg::U32(v)));
     }
     let grid = Grid {
         blocks: (blocks, n as u32, 1),
@@ -133,6 +127,12 @@ fn run(
 fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     let ptx = KernelId::NdtDerivatives.build(Target::Sm75).emit().unwrap();
     let prog = Program::parse(&ptx).unwrap();
+    let dense_variant = Variant {
+        dense: true,
+        ..Variant::default()
+    };
+    let ptx = build_variant(Target::Sm75, dense_variant).emit().unwrap();
+    let dense_prog = Program::parse(&ptx).unwrap();
     let target = scene(3000, 1);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let cells = DenseCells::build(&map).expect("a small box");
@@ -148,7 +148,7 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     let gauss = GaussConstants::new(1.0, 0.55).unwrap();
     for search in NeighbourSearch::ALL {
         let hash = run(&prog, &map, &source, &poses, search, None, 2);
-        let dense = run(&prog, &map, &source, &poses, search, Some(&cells), 2);
+        let dense = run(&dense_prog, &map, &source, &poses, search, Some(&cells), 2);
         assert_eq!(
             hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             dense.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),

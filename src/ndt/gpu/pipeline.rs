@@ -85,7 +85,7 @@ impl GpuDerivativePipeline {
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         capacity.check()?;
-        let func = super::tuning::derivative_kernel(&gpu)?;
+        let func = super::tuning::derivative_kernel(&gpu, false)?;
         let s = gpu.stream().clone();
         let slots = partial_slots(&gpu, &capacity);
         let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;
@@ -179,7 +179,7 @@ impl GpuDerivativePipeline {
 
     /// Whether the uploaded target is searched through the dense cell table.
     pub fn uses_dense_cells(&self) -> bool {
-        self.cells.bytes() > 0
+        self.cells.active().is_some()
     }
 
     /// How results travel now.
@@ -256,7 +256,7 @@ impl GpuDerivativePipeline {
         pack_voxels(map, &mut self.scratch);
         self.voxels.upload(&s, &self.scratch)?;
         self.slots.upload(&s, map.hash().slots_flat())?;
-        self.counters.allocations += self.cells.upload(&s, map, self.lookup)?;
+        self.counters.allocations += self.cells.upload(&self.gpu, &s, map, self.lookup)?;
         s.synchronize()
             .map_err(Error::driver("uploading the NDT target"))?;
         self.counters.bytes_up +=
@@ -418,8 +418,9 @@ impl GpuDerivativePipeline {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let cells = self.cells.args();
-        let mut lb = self.func.launch(&s, cfg);
+        let dense = self.cells.active();
+        let func = dense.as_ref().map_or(&self.func, |d| d.0);
+        let mut lb = func.launch(&s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
             .arg(self.slots.slice())
@@ -439,7 +440,9 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
-        cells.push(&mut lb);
+        if let Some((_, cells)) = &dense {
+            cells.push(&mut lb);
+        }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
         // uploaded) and requests 1..n were copied above; voxel indices come from the uploaded

@@ -8,7 +8,14 @@
 //! - sources stored sorted by map cell ([`sort_from_env`]);
 //! - the kernel built for more resident blocks per SM (`PTXFLOW_NDT_MIN_BLOCKS`).
 
+use crate::kernels::ndt::derivatives::{build_variant, Variant};
+use crate::kernels::KernelId;
 use crate::ndt::voxel_map::VoxelMap;
+use crate::ptx::Target;
+use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
+use crate::Result;
+use cudarc::driver::{CudaStream, DevicePtr};
+use std::sync::Arc;
 
 /// How the kernel finds the voxel of a cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,22 +64,21 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
     keyed.iter().map(|&(_, i)| points[i as usize]).collect()
 }
 
-/// The derivative kernel: the table's `ndt_derivatives`, or with `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) the same kernel built with `.minnctapersm n` and loaded at run time.
-pub(super) fn derivative_kernel(
-    gpu: &crate::runtime::Gpu,
-) -> crate::Result<crate::runtime::LoadedKernel> {
-    use crate::kernels::ndt::derivatives::build_tuned;
-    let min_blocks = std::env::var("PTXFLOW_NDT_MIN_BLOCKS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|n| (1..=16).contains(n));
-    match min_blocks {
-        None => gpu.kernel(crate::kernels::KernelId::NdtDerivatives),
-        Some(n) => gpu.load_module(
-            &build_tuned(crate::ptx::Target::Sm75, Some(n)),
-            "ndt_derivatives",
-        ),
+/// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
+/// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
+/// (an occupancy experiment) adds `.minnctapersm n`.
+pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
+    let variant = Variant {
+        dense,
+        min_blocks_per_sm: std::env::var("PTXFLOW_NDT_MIN_BLOCKS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|n| (1..=16).contains(n)),
+    };
+    if variant == Variant::default() {
+        gpu.kernel(KernelId::NdtDerivatives)
+    } else {
+        gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
     }
 }
 
@@ -142,15 +148,16 @@ impl DenseCells {
     }
 }
 
-/// The dense table on the device and the kernel arguments that describe it.
+/// The dense table on the device, the kernel variant that reads it and the arguments that
+/// describe it.
 pub(super) struct DeviceCells {
-    buf: Option<crate::runtime::DeviceBuffer<i32>>,
-    args: CellArgs,
+    buf: Option<DeviceBuffer<i32>>,
+    kernel: Option<LoadedKernel>,
+    args: Option<CellArgs>,
 }
 
-/// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of `ndt_derivatives` (a null table
-/// makes the kernel probe the hash).
-#[derive(Clone, Copy, Debug, Default)]
+/// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct CellArgs {
     ptr: u64,
     origin: [i32; 3],
@@ -158,8 +165,8 @@ pub(super) struct CellArgs {
 }
 
 impl CellArgs {
-    /// Pushes the seven arguments, in the kernel's order.
-    pub(super) fn push<'a>(&'a self, lb: &mut crate::runtime::Launch<'a>) {
+    /// Pushes the seven arguments, in the kernel's order (after the default kernel's).
+    pub(super) fn push<'a>(&'a self, lb: &mut Launch<'a>) {
         lb.arg(&self.ptr);
         for o in &self.origin {
             lb.arg(o);
@@ -175,34 +182,40 @@ impl DeviceCells {
     pub(super) fn none() -> DeviceCells {
         DeviceCells {
             buf: None,
-            args: CellArgs::default(),
+            kernel: None,
+            args: None,
         }
     }
 
-    /// Builds and uploads `map`'s table when `lookup` asks for it and the box is small enough;
-    /// otherwise drops any previous table. Returns the number of device allocations made.
+    /// Builds and uploads `map`'s table when `lookup` asks for it and the box is small enough
+    /// (loading the dense-table kernel the first time); otherwise the table is off. Returns the
+    /// number of device allocations made.
     pub(super) fn upload(
         &mut self,
-        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
         map: &VoxelMap,
         lookup: VoxelLookup,
-    ) -> crate::Result<u64> {
-        use cudarc::driver::DevicePtr;
+    ) -> Result<u64> {
+        self.args = None;
         let table = match lookup {
             VoxelLookup::Dense => DenseCells::build(map),
             VoxelLookup::Hash => None,
         };
         let Some(t) = table else {
-            *self = DeviceCells::none();
             return Ok(0);
         };
+        if self.kernel.is_none() {
+            self.kernel = Some(derivative_kernel(gpu, true)?);
+        }
         let mut allocations = 0;
         if self
             .buf
             .as_ref()
             .is_none_or(|b| b.capacity() < t.table.len())
         {
-            self.buf = Some(crate::runtime::DeviceBuffer::zeros(
+            self.buf = None;
+            self.buf = Some(DeviceBuffer::zeros(
                 stream,
                 t.table.len(),
                 "NDT dense cell table",
@@ -212,17 +225,17 @@ impl DeviceCells {
         let buf = self.buf.as_mut().expect("allocated above");
         buf.upload(stream, &t.table)?;
         let (ptr, _sync) = buf.slice().device_ptr(stream);
-        self.args = CellArgs {
+        self.args = Some(CellArgs {
             ptr,
             origin: t.origin,
             dims: t.dims,
-        };
+        });
         Ok(allocations)
     }
 
-    /// The kernel arguments.
-    pub(super) fn args(&self) -> CellArgs {
-        self.args
+    /// The dense-table kernel and its extra arguments, when the table is on.
+    pub(super) fn active(&self) -> Option<(&LoadedKernel, CellArgs)> {
+        Some((self.kernel.as_ref()?, self.args?))
     }
 
     /// Device bytes held.

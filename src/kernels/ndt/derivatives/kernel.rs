@@ -4,24 +4,23 @@
 
 use super::point::point;
 use super::{
-    Ctx, DenseParams, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES, REQUEST_BYTES, SLOT_VALUES,
-    TRANSLATION_AT, VALUES, WARPS,
+    Ctx, DenseCtx, DenseParams, Variant, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES, REQUEST_BYTES,
+    SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
 use crate::ptx::*;
 
-/// Builds the module.
+/// Builds the module (the table's kernel: the default [`Variant`]).
 pub fn build(target: Target) -> Module {
-    build_tuned(target, None)
+    build_variant(target, Variant::default())
 }
 
-/// The module with `.minnctapersm min_blocks_per_sm` when given (ptxas then caps the registers
-/// so that many blocks fit an SM; an experiment loaded at run time, not a table entry).
-pub fn build_tuned(target: Target, min_blocks_per_sm: Option<u32>) -> Module {
+/// Builds the module of one [`Variant`].
+pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("ndt_derivatives");
     b.reqntid(BLOCK, 1, 1);
-    if let Some(n) = min_blocks_per_sm {
+    if let Some(n) = variant.min_blocks_per_sm {
         b.minnctapersm(n);
     }
     let p_points = b.param::<U64>("points");
@@ -61,12 +60,15 @@ pub fn build_tuned(target: Target, min_blocks_per_sm: Option<u32>) -> Module {
     .collect();
     let p_r0_first = b.param::<U32>("r0_first");
     let p_r0_count = b.param::<U32>("r0_count");
-    let dense_params = DenseParams {
-        cells: b.param::<U64>("cells"),
-        origin: ["cell_origin_x", "cell_origin_y", "cell_origin_z"].map(|n| b.param::<S32>(n)),
-        dims: ["cell_dims_x", "cell_dims_y", "cell_dims_z"].map(|n| b.param::<U32>(n)),
-    };
-    let group = b.shared_array::<S32>("group", DENSE_GROUP * BLOCK);
+    let dense = variant.dense.then(|| DenseCtx {
+        params: DenseParams {
+            cells: b.param::<U64>("cells"),
+            origin: ["cell_origin_x", "cell_origin_y", "cell_origin_z"].map(|n| b.param::<S32>(n)),
+            dims: ["cell_dims_x", "cell_dims_y", "cell_dims_z"].map(|n| b.param::<U32>(n)),
+        },
+        group: b.shared_array::<S32>("group", DENSE_GROUP * BLOCK),
+        tid,
+    });
 
     // 1. The request's terms, once per block.
     b.comment("1. thread 0: the request (parameters or memory), R and its derivatives, probe table -> shared");
@@ -151,13 +153,7 @@ pub fn build_tuned(target: Target, min_blocks_per_sm: Option<u32>) -> Module {
         pattern: pattern.expect("the request block above always runs at build time"),
         acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
         count: b.mov(0u32),
-        tid,
-        dense: {
-            let cells = b.ld_param(&dense_params.cells);
-            b.setp(Cmp::Ne, cells, 0u64)
-        },
-        dense_params,
-        group,
+        dense,
     };
     let n = b.ld::<U32>(Space::Shared, info.at(1));
     let start = b.mad(blk, BLOCK, tid);

@@ -16,7 +16,7 @@
 //!   `first_point, point_count` — for `y = 0` in the `r0_*` parameters (a single-request launch
 //!   reads no request memory), for `y ≥ 1` at `requests + y ·` [`REQUEST_BYTES`] in device memory
 //!   (record 0 of that array is never read);
-//! - `cells` (optional, 0 = none): the dense cell table, one i32 voxel index (−1: none) per cell
+//! - `cells` (only in the dense-table [`Variant`]): the dense cell table, one i32 voxel index (−1: none) per cell
 //!   of the box `cell_origin + [0, cell_dims)`, x fastest; when given, a probe is one load from it
 //!   instead of a walk along the hash chain, with the same answer for every key (see
 //!   `ndt::gpu::tuning`); the probes of a point then go in groups of [`DENSE_GROUP`] whose loads
@@ -50,7 +50,7 @@
 mod kernel;
 mod point;
 
-pub use kernel::{build, build_tuned};
+pub use kernel::{build, build_variant};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -128,12 +128,12 @@ pub const fn hessian_index(i: usize, j: usize) -> usize {
 /// Shared-memory index of the translation (after the ten 3×3 matrices).
 pub(super) const TRANSLATION_AT: u32 = 90;
 
-/// Probes per group of the dense-table lookup (Direct27's 27 probes are three groups; Direct7's
-/// seven one, with two slots unused).
-pub const DENSE_GROUP: u32 = 9;
+/// Probes per group of the dense-table lookup (Direct7's seven are one group; Direct27's 27 are
+/// four, the last one slot short).
+pub const DENSE_GROUP: u32 = 7;
 
 /// The dense cell table's parameters: `cells` (i32 voxel index per cell, −1 for none, x
-/// fastest; 0 = no table, probe the hash), the cell index of its first entry and its extent.
+/// fastest), the cell index of its first entry and its extent.
 #[derive(Clone, Debug)]
 pub(super) struct DenseParams {
     pub(super) cells: Param<U64>,
@@ -160,10 +160,26 @@ pub(super) struct Ctx {
     pub(super) pattern: Pattern,
     pub(super) acc: [Reg<F64>; VALUES - 1],
     pub(super) count: Reg<U32>,
-    pub(super) tid: Reg<U32>,
-    /// Whether the dense cell table replaces the hash (the `cells` parameter is not 0).
-    pub(super) dense: Reg<Pred>,
-    pub(super) dense_params: DenseParams,
+    /// The dense-table variant's parameters and scratch (`None`: the hash is probed).
+    pub(super) dense: Option<DenseCtx>,
+}
+
+/// What the dense-table variant adds to the context.
+pub(super) struct DenseCtx {
+    pub(super) params: DenseParams,
     /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`.
     pub(super) group: SharedArray<S32>,
+    pub(super) tid: Reg<U32>,
+}
+
+/// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
+/// no occupancy hint); the others are experiments the GPU pipeline builds and loads at run time
+/// when asked to (`ndt::gpu::tuning`), so their extra registers never touch the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// Probe the dense cell table (seven more parameters, `cells` .. `cell_dims_z`) instead of
+    /// the hash.
+    pub dense: bool,
+    /// `.minnctapersm`: ptxas caps the registers so that this many blocks fit an SM.
+    pub min_blocks_per_sm: Option<u32>,
 }

@@ -3,8 +3,8 @@
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
 use super::{
-    hessian_index, Ctx, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT,
-    UPPER_PAIRS,
+    hessian_index, Ctx, DenseCtx, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX,
+    TRANSLATION_AT, UPPER_PAIRS,
 };
 use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::*;
@@ -67,18 +67,17 @@ fn neighbours(
         q: [(); 6].map(|_| b.mov(0.0f64)),
         found: b.mov(0u32),
     };
-    b.if_else(
-        cx.dense,
-        |b| dense_probes(b, cx, &sums, xt, cell),
-        |b| {
+    match &cx.dense {
+        Some(d) => dense_probes(b, cx, d, &sums, xt, cell),
+        None => {
             b.comment("hash lookups, one probe after the other");
             b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
                 let key = probe_key(b, cx, o, cell);
                 let v = probe(b, cx, key);
                 pair(b, cx, &sums, xt, v);
             });
-        },
-    );
+        }
+    }
     let paired = b.setp(Cmp::Ne, sums.found, 0u32);
     b.if_then(paired, |b| add_point(b, cx, x, &sums));
 }
@@ -89,7 +88,11 @@ fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) 
     let word = b.ld::<U32>(Space::Shared, wa);
     std::array::from_fn(|k| {
         // Byte k of the word (shift and mask: the interpreter has no `bfe`).
-        let shifted = b.shr(word, 8 * k as u32);
+        let shifted = if k == 0 {
+            word
+        } else {
+            b.shr(word, 8 * k as u32)
+        };
         let biased = b.and(shifted, 0xFFu32);
         let biased = b.bitcast::<S32, U32>(biased);
         let c1 = b.add(cell[k], biased);
@@ -103,19 +106,23 @@ fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) 
 fn dense_probes(
     b: &mut KernelBuilder,
     cx: &Ctx,
+    d: &DenseCtx,
     sums: &PairSums,
     xt: [Reg<F64>; 3],
     cell: [Reg<S32>; 3],
 ) {
     b.comment("dense cell table: a group of probes loads its voxel indices at once");
-    let cells = b.ld_param(&cx.dense_params.cells);
+    let cells = b.ld_param(&d.params.cells);
     let cells = b.to_global(cells);
-    let origin = cx.dense_params.origin.clone().map(|p| b.ld_param(&p));
-    let dims = cx.dense_params.dims.clone().map(|p| b.ld_param(&p));
+    let origin = d.params.origin.clone().map(|p| b.ld_param(&p));
+    let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
+    let last = b.sub(cx.probe_end, 1u32);
     b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
         let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
             let o = b.add(first, k as u32);
             let valid = b.setp(Cmp::Lt, o, cx.probe_end);
+            // Past the end of the last group: read the last probe (in bounds), masked below.
+            let o = b.min(o, last);
             let key = probe_key(b, cx, o, cell);
             let mut ok = valid;
             let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
@@ -137,14 +144,14 @@ fn dense_probes(
             v
         });
         for (k, v) in found.iter().enumerate() {
-            let at = b.add(cx.tid, k as u32 * super::BLOCK);
-            let slot = b.shared_index(&cx.group, at);
+            let at = b.add(d.tid, k as u32 * super::BLOCK);
+            let slot = b.shared_index(&d.group, at);
             b.st(Space::Shared, slot, *v);
         }
         let end = b.mov(DENSE_GROUP);
         b.for_range(0u32, end, 1u32, |b, k, _| {
-            let at = b.mad(k, super::BLOCK, cx.tid);
-            let slot = b.shared_index(&cx.group, at);
+            let at = b.mad(k, super::BLOCK, d.tid);
+            let slot = b.shared_index(&d.group, at);
             let v = b.ld::<S32>(Space::Shared, slot);
             pair(b, cx, sums, xt, v);
         });
