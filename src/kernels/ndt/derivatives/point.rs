@@ -117,6 +117,9 @@ fn dense_probes(
     let origin = d.params.origin.clone().map(|p| b.ld_param(&p));
     let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
     let last = b.sub(cx.probe_end, 1u32);
+    // The thread's column of the group array: entry k at `col + k · COLUMN_STRIDE`.
+    const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
+    let col = b.shared_index(&d.group, d.tid);
     b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
         let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
             let o = b.add(first, k as u32);
@@ -144,14 +147,12 @@ fn dense_probes(
             v
         });
         for (k, v) in found.iter().enumerate() {
-            let at = b.add(d.tid, k as u32 * super::BLOCK);
-            let slot = b.shared_index(&d.group, at);
+            let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
             b.st(Space::Shared, slot, *v);
         }
-        let end = b.mov(DENSE_GROUP);
-        b.for_range(0u32, end, 1u32, |b, k, _| {
-            let at = b.mad(k, super::BLOCK, d.tid);
-            let slot = b.shared_index(&d.group, at);
+        let end = b.mov(DENSE_GROUP * COLUMN_STRIDE);
+        b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
+            let slot = b.add(col, off);
             let v = b.ld::<S32>(Space::Shared, slot);
             pair(b, cx, sums, xt, v);
         });
