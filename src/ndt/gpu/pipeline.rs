@@ -65,10 +65,14 @@ fn slots_for(voxels: usize) -> usize {
     (2 * voxels).next_power_of_two().max(16)
 }
 
+/// Partial slots for the grids a round may use: up to `target` blocks in all, each request as
+/// many as its points fill. (Counting one request's blocks only left a 256-request round of a
+/// 16k-point source with one block per request: 0.6 waves, 18.4 ms instead of 12.6 for the batch.)
 fn partial_slots(gpu: &Gpu, cap: &GpuCapacity) -> usize {
     let target = gpu.facts().sm_count as usize * BLOCKS_PER_SM;
+    let per_request = cap.points.div_ceil(BLOCK as usize);
     cap.requests
-        .max(target.min(cap.points.div_ceil(BLOCK as usize)).max(1))
+        .max(target.min(cap.requests.saturating_mul(per_request)).max(1))
 }
 
 impl GpuDerivativePipeline {
@@ -236,7 +240,8 @@ impl GpuDerivativePipeline {
     }
 
     /// Uploads the target map: voxel records and the CPU's hash table, which the kernel probes
-    /// as is. Grows the voxel buffers when the map is larger than the capacity.
+    /// as is, and (with [`VoxelLookup::Dense`], the default) the dense cell table, which it then
+    /// reads instead. Grows the voxel buffers when the map is larger than the capacity.
     pub fn upload_target(&mut self, map: &VoxelMap) -> Result<()> {
         let gauss = GaussConstants::new(map.resolution_m(), self.outlier_ratio)?;
         let s = self.gpu.stream().clone();
