@@ -21,6 +21,7 @@ pub mod gpu;
 pub mod io;
 pub mod line_search;
 pub mod linearize;
+pub mod newton_step;
 pub mod params;
 pub mod plan;
 pub mod pose;
