@@ -55,9 +55,9 @@ pub struct GpuDerivativePipeline {
     target: Option<TargetInfo>,
     counters: PipelineCounters,
     scratch: Vec<f64>,
-    lookup: VoxelLookup,
-    cells: DeviceCells,
-    sort_sources: bool,
+    pub(super) lookup: VoxelLookup,
+    pub(super) cells: DeviceCells,
+    pub(super) sort_sources: bool,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -169,21 +169,6 @@ impl GpuDerivativePipeline {
         }
         self.transfer = transfer;
         Ok(())
-    }
-
-    /// Chooses how the kernel finds voxels; takes effect with the next [`Self::upload_target`].
-    pub fn set_voxel_lookup(&mut self, lookup: VoxelLookup) {
-        self.lookup = lookup;
-    }
-
-    /// Stores the next uploaded sources sorted by map cell (see [`super::tuning::sort_from_env`]).
-    pub fn set_sort_sources(&mut self, sort: bool) {
-        self.sort_sources = sort;
-    }
-
-    /// Whether the uploaded target is searched through the dense cell table.
-    pub fn uses_dense_cells(&self) -> bool {
-        self.cells.active().is_some()
     }
 
     /// How results travel now.
@@ -308,13 +293,8 @@ impl GpuDerivativePipeline {
         let mut first = 0usize;
         let cell_m = self.target.as_ref().map_or(1.0, |t| 1.0 / t.inv_resolution);
         for c in clouds {
-            let sorted;
-            let flat = if self.sort_sources {
-                sorted = super::tuning::spatial_order(c, cell_m);
-                sorted.as_flattened()
-            } else {
-                c.as_flattened()
-            };
+            let stored = super::tuning::stored_order(c, self.sort_sources, cell_m);
+            let flat = stored.as_flattened();
             if !flat.is_empty() {
                 let mut dst = self
                     .points

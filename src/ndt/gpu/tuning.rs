@@ -16,6 +16,7 @@ use crate::ptx::Target;
 use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
 use crate::Result;
 use cudarc::driver::{CudaStream, DevicePtr};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// How the kernel finds the voxel of a cell.
@@ -80,6 +81,16 @@ pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> 
         gpu.kernel(KernelId::NdtDerivatives)
     } else {
         gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
+    }
+}
+
+/// The order a source cloud is stored in on the device: as given, or sorted by cell of side
+/// `cell_m` when `sort` (see [`sort_from_env`]).
+pub(super) fn stored_order(points: &[[f32; 3]], sort: bool, cell_m: f64) -> Cow<'_, [[f32; 3]]> {
+    if sort {
+        Cow::Owned(spatial_order(points, cell_m))
+    } else {
+        Cow::Borrowed(points)
     }
 }
 
@@ -242,6 +253,23 @@ impl DeviceCells {
     /// Device bytes held.
     pub(super) fn bytes(&self) -> usize {
         self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
+    }
+}
+
+impl super::GpuDerivativePipeline {
+    /// Chooses how the kernel finds voxels; takes effect with the next [`Self::upload_target`].
+    pub fn set_voxel_lookup(&mut self, lookup: VoxelLookup) {
+        self.lookup = lookup;
+    }
+
+    /// Stores the next uploaded sources sorted by map cell (see [`sort_from_env`]).
+    pub fn set_sort_sources(&mut self, sort: bool) {
+        self.sort_sources = sort;
+    }
+
+    /// Whether the uploaded target is searched through the dense cell table.
+    pub fn uses_dense_cells(&self) -> bool {
+        self.cells.active().is_some()
     }
 }
 
