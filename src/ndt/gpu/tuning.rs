@@ -280,6 +280,50 @@ impl super::GpuDerivativePipeline {
 mod tests {
     use super::*;
 
+    /// A map with a 10-point blob in each of `cells` (1 m voxels).
+    fn map_of(cells: &[[i32; 3]]) -> VoxelMap {
+        let mut pts = Vec::new();
+        for c in cells {
+            for k in 0..10 {
+                let f = 0.1 + 0.08 * k as f32;
+                pts.push([
+                    c[0] as f32 + f,
+                    c[1] as f32 + 0.5 + 0.03 * k as f32,
+                    c[2] as f32 + 1.0 - f,
+                ]);
+            }
+        }
+        VoxelMap::build(&pts, 1.0).unwrap()
+    }
+
+    #[test]
+    fn dense_table_answers_as_the_hash_around_negative_keys() {
+        let map = map_of(&[[-3, 0, 2], [-1, -2, 2], [0, 0, 0], [2, 1, -1]]);
+        let t = DenseCells::build(&map).expect("small box");
+        assert_eq!(t.origin, [-3, -2, -1]);
+        assert_eq!(t.dims, [6, 4, 4]);
+        for x in -5..5 {
+            for y in -4..4 {
+                for z in -3..5 {
+                    assert_eq!(
+                        t.get([x, y, z]),
+                        map.hash().get([x, y, z]),
+                        "({x}, {y}, {z})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_maps_keep_the_hash() {
+        // Two voxels 2000 cells apart: a 2001-cell box for 2 voxels (over 512 per voxel).
+        let far = map_of(&[[0, 0, 0], [2000, 0, 0]]);
+        assert!(DenseCells::build(&far).is_none());
+        let near = map_of(&[[0, 0, 0], [500, 0, 0]]);
+        assert!(DenseCells::build(&near).is_some());
+    }
+
     #[test]
     fn spatial_order_is_a_permutation_grouped_by_cell() {
         let pts = [
