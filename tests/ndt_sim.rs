@@ -1,8 +1,8 @@
 //! `ndt_derivatives` run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the CPU
 //! reference: a synthetic scene (noisy planes), two requests in one launch (request 0 in the
 //! parameters, request 1 from memory), every search mode, the hash probe and the dense cell
-//! table (the dense [`Variant`], with and without branch-free pairs). All must give bit-identical
-//! records (same voxels, same order, same operations).
+//! table (the dense [`Variant`]). The two lookups must give bit-identical records (same voxels,
+//! same order).
 
 mod ndt_support;
 
@@ -127,16 +127,12 @@ fn run(
 fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     let ptx = KernelId::NdtDerivatives.build(Target::Sm75).emit().unwrap();
     let prog = Program::parse(&ptx).unwrap();
-    let dense_progs: Vec<Program> = [false, true]
-        .map(|branch_free_pairs| {
-            let v = Variant {
-                dense: true,
-                branch_free_pairs,
-                ..Variant::default()
-            };
-            Program::parse(&build_variant(Target::Sm75, v).emit().unwrap()).unwrap()
-        })
-        .into();
+    let dense_variant = Variant {
+        dense: true,
+        ..Variant::default()
+    };
+    let dense_prog =
+        Program::parse(&build_variant(Target::Sm75, dense_variant).emit().unwrap()).unwrap();
     let target = scene(3000, 1);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let cells = DenseCells::build(&map).expect("a small box");
@@ -152,15 +148,12 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     let gauss = GaussConstants::new(1.0, 0.55).unwrap();
     for search in NeighbourSearch::ALL {
         let hash = run(&prog, &map, &source, &poses, search, None, 2);
-        for (k, prog) in dense_progs.iter().enumerate() {
-            let dense = run(prog, &map, &source, &poses, search, Some(&cells), 2);
-            assert_eq!(
-                hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                dense.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "{search:?}: hash and dense (branch-free pairs: {}) records bit-identical",
-                k == 1
-            );
-        }
+        let dense = run(&dense_prog, &map, &source, &poses, search, Some(&cells), 2);
+        assert_eq!(
+            hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            dense.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{search:?}: hash and dense records bit-identical"
+        );
         for (k, pose) in poses.iter().enumerate() {
             let got =
                 decode_result(&hash[VALUES * k..VALUES * (k + 1)], gauss, source.len()).unwrap();

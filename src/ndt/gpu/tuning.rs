@@ -7,8 +7,7 @@
 //!   results are equal bit for bit. The hash is the fallback when the box is too large;
 //! - sources stored sorted by map cell (opt-in, [`sort_from_env`]: the sort costs host time at
 //!   every upload);
-//! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`), or with
-//!   branch-free pairs (opt-in, `PTXFLOW_NDT_BRANCH_FREE=1`).
+//! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`).
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -69,8 +68,7 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
 
 /// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
 /// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) adds `.minnctapersm n`, `PTXFLOW_NDT_BRANCH_FREE=1` (with the dense
-/// table) computes the pairs of a probe group without branches, two at a time.
+/// (an occupancy experiment) adds `.minnctapersm n`.
 pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
     let variant = Variant {
         dense,
@@ -78,7 +76,6 @@ pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> 
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|n| (1..=16).contains(n)),
-        branch_free_pairs: dense && std::env::var("PTXFLOW_NDT_BRANCH_FREE").as_deref() == Ok("1"),
     };
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)

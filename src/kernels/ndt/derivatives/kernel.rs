@@ -66,10 +66,8 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
             origin: ["cell_origin_x", "cell_origin_y", "cell_origin_z"].map(|n| b.param::<S32>(n)),
             dims: ["cell_dims_x", "cell_dims_y", "cell_dims_z"].map(|n| b.param::<U32>(n)),
         },
-        // One row more than a group (an even count for the branch-free pairs).
-        group: b.shared_array::<S32>("group", (DENSE_GROUP + 1) * BLOCK),
+        group: b.shared_array::<S32>("group", DENSE_GROUP * BLOCK),
         tid,
-        branch_free: variant.branch_free_pairs,
     });
 
     // 1. The request's terms, once per block.

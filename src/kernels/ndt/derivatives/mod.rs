@@ -167,11 +167,9 @@ pub(super) struct Ctx {
 /// What the dense-table variant adds to the context.
 pub(super) struct DenseCtx {
     pub(super) params: DenseParams,
-    /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`, and a spare row.
+    /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`.
     pub(super) group: SharedArray<S32>,
     pub(super) tid: Reg<U32>,
-    /// [`Variant::branch_free_pairs`].
-    pub(super) branch_free: bool,
 }
 
 /// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
@@ -184,7 +182,4 @@ pub struct Variant {
     pub dense: bool,
     /// `.minnctapersm`: ptxas caps the registers so that this many blocks fit an SM.
     pub min_blocks_per_sm: Option<u32>,
-    /// With `dense`: the pairs of a probe group computed without branches, two at a time (the
-    /// two dependency chains interleave), instead of one branchy pair after the other.
-    pub branch_free_pairs: bool,
 }

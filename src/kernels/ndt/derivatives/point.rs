@@ -150,108 +150,12 @@ fn dense_probes(
             let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
             b.st(Space::Shared, slot, *v);
         }
-        if d.branch_free {
-            b.comment("branch-free pairs, two per pass, summed in probe order");
-            // The odd group leaves one row over: it holds no voxel.
-            let spare = Addr::from(col).off(i64::from(DENSE_GROUP * COLUMN_STRIDE));
-            b.st(Space::Shared, spare, -1i32);
-            let end = b.mov(DENSE_GROUP * COLUMN_STRIDE);
-            b.for_range(0u32, end, 2 * COLUMN_STRIDE, |b, off, _| {
-                let slot = b.add(col, off);
-                let terms = [0u32, 1].map(|j| {
-                    let a = Addr::from(slot).off(i64::from(j * COLUMN_STRIDE));
-                    let v = b.ld::<S32>(Space::Shared, a);
-                    pair_terms(b, cx, xt, v)
-                });
-                for t in &terms {
-                    accumulate(b, cx, sums, t);
-                }
-            });
-            return;
-        }
         let end = b.mov(DENSE_GROUP * COLUMN_STRIDE);
         b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
             let slot = b.add(col, off);
             let v = b.ld::<S32>(Space::Shared, slot);
             pair(b, cx, sums, xt, v);
         });
-    });
-}
-
-/// One (point, voxel) pair's terms computed without branches; voxel −1 reads voxel 0 (the
-/// dense table exists only for non-empty maps) and is masked by `paired`.
-struct PairTerms {
-    /// A voxel was found (and, in radius mode, is near enough): the point counts as paired.
-    paired: Reg<Pred>,
-    /// Paired and the exponent in range: the terms are added.
-    used: Reg<Pred>,
-    e: Reg<F64>,
-    c: [Reg<F64>; 9],
-    cd: [Reg<F64>; 3],
-}
-
-/// The terms of [`pair`] for voxel `v`, with its decisions as predicates.
-fn pair_terms(b: &mut KernelBuilder, cx: &Ctx, xt: [Reg<F64>; 3], v: Reg<S32>) -> PairTerms {
-    let hit = b.setp(Cmp::Ne, v, -1i32);
-    let safe = b.selp(v, 0i32, hit);
-    let vu = b.bitcast::<U32, S32>(safe);
-    let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-    let w: Vec<Reg<F64>> = (0..9)
-        .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
-        .collect();
-    let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
-    let dd0 = b.mul(d[0], d[0]);
-    let dd1 = b.mul(d[1], d[1]);
-    let dd2 = b.mul(d[2], d[2]);
-    let dd = b.add(dd0, dd1);
-    let dd = b.add(dd, dd2);
-    // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, as in `pair`.
-    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
-    let skip = b.and(far, cx.radius);
-    let kept = b.not(skip);
-    let paired = b.and(hit, kept);
-    let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
-    let cd: [Reg<F64>; 3] = std::array::from_fn(|r| {
-        let t = b.mul(c[3 * r], d[0]);
-        let t = b.fma(c[3 * r + 1], d[1], t);
-        b.fma(c[3 * r + 2], d[2], t)
-    });
-    let qf = b.mul(d[0], cd[0]);
-    let qf = b.fma(d[1], cd[1], qf);
-    let qf = b.fma(d[2], cd[2], qf);
-    let arg = b.mul(cx.neg_half_d2, qf);
-    let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
-    let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
-    let ok = b.and(lo, hi);
-    let used = b.and(paired, ok);
-    let e = exp_f64(b, arg);
-    PairTerms {
-        paired,
-        used,
-        e,
-        c,
-        cd,
-    }
-}
-
-/// Adds one pair's terms to `sums` where its predicates say so, with [`pair`]'s operations in
-/// [`pair`]'s order (so the sums are the same bits).
-fn accumulate(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, p: &PairTerms) {
-    b.guarded(p.paired, false, |b| b.mov_to(sums.found, 1u32));
-    b.guarded(p.used, false, |b| {
-        let s = b.add(sums.e_sum, p.e);
-        b.mov_to(sums.e_sum, s);
-        let ecd = p.cd.map(|v| b.mul(p.e, v));
-        for (gk, ek) in sums.g.iter().zip(ecd) {
-            let s = b.add(*gk, ek);
-            b.mov_to(*gk, s);
-        }
-        let t = ecd.map(|v| b.mul(v, cx.neg_d2));
-        for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
-            let s = b.fma(p.e, p.c[3 * i + j], sums.q[m]);
-            let s = b.fma(t[i], p.cd[j], s);
-            b.mov_to(sums.q[m], s);
-        }
     });
 }
 
