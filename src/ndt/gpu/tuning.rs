@@ -1,13 +1,16 @@
-//! Tuning of the derivative pipeline, each measured against the plain kernel (BENCHMARKS.md):
+//! Tuning of the derivative pipeline, each measured against the plain kernel on an H100
+//! (BENCHMARKS.md; device time of the 256-hypothesis batch by CUDA events, `PTXFLOW_NDT_PHASES`):
 //! - the dense cell table (the default, [`VoxelLookup::Dense`]; `PTXFLOW_NDT_LOOKUP=hash` turns it
 //!   off): for a map whose voxels fill a small enough box of cells, one `i32` per cell of the box
 //!   (the voxel index, or −1), so the kernel finds a probe's voxel with one load instead of a walk
-//!   along a hash chain (H100, 256-hypothesis batch: device time 18.4 -> 12.6 ms). The kernel's
-//!   answer for every key is the hash's (keys outside the box have no voxel in either), so the
-//!   results are equal bit for bit. The hash is the fallback when the box is too large;
-//! - sources stored sorted by map cell (opt-in, [`sort_from_env`]: the sort costs host time at
-//!   every upload);
-//! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`).
+//!   along a hash chain (batch device time 12.2 -> 10.1 ms, Velodyne alignment 305 -> 261 µs).
+//!   The kernel's answer for every key is the hash's (keys outside the box have no voxel in
+//!   either), so the results are equal bit for bit. The hash is the fallback when the box is too
+//!   large;
+//! - sources stored sorted by map cell (opt-in, [`sort_from_env`]): batch device time 10.1 ->
+//!   9.6 ms, but the sort costs host time at every upload (one alignment: +45 µs);
+//! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`; 4 blocks
+//!   of the dense variant at 128 registers: 10.1 ms, no gain).
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
