@@ -24,6 +24,7 @@
 //! Then `SUMMARY` lines: points/s, milliseconds and GPU speedups from medians measured here.
 
 mod common;
+mod ndt_phases;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion};
@@ -431,9 +432,51 @@ fn sequence_summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>
     println!("SUMMARY ndt sequence velodyne (warm pipeline, map prebuilt): {line}");
 }
 
+/// `PTXFLOW_NDT_PHASES`: the phase split of one alignment and of the batch (see `ndt_phases`).
+fn phases(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, mode: &str) {
+    let solver = NdtParams::default().solver;
+    let lookup = VoxelLookup::from_env();
+    if mode != "batch" {
+        let p = &d.velodyne;
+        let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
+        for run in 0..3 {
+            pipe.upload_source(&p.source).expect("source");
+            let what = format!(
+                "align velodyne ({lookup:?}, dense table {}, run {run})",
+                pipe.uses_dense_cells()
+            );
+            let r = ndt_phases::report(&what, &mut pipe, |t| {
+                align(t, 0, &p.init, &solver).expect("align")
+            });
+            println!(
+                "PHASES align result: {} evaluations, {} iterations, {}, pose {:?}",
+                r.evaluations,
+                r.iterations,
+                r.stop,
+                r.pose.as_slice()
+            );
+        }
+    }
+    let mut pipe = gpu_pipeline(gpu, &d.velodyne, d.velodyne.source.len(), HYPOTHESES);
+    pipe.upload_source(&d.velodyne.source).expect("source");
+    for run in 0..if mode == "batch" { 1 } else { 3 } {
+        let what = format!("batch {HYPOTHESES} ({lookup:?}, run {run})");
+        ndt_phases::report(&what, &mut pipe, |t| {
+            align_hypotheses(t, 0, &d.hypotheses, &solver).expect("batch")
+        });
+    }
+}
+
 fn benches(c: &mut Criterion) {
     let Some(dir) = data_dir() else { return };
     let d = load(&dir);
+    if let Ok(mode) = std::env::var("PTXFLOW_NDT_PHASES") {
+        match common::gpu_or_skip() {
+            Some(g) => phases(&d, &g, &mode),
+            None => eprintln!("PTXFLOW_NDT_PHASES: no GPU"),
+        }
+        return;
+    }
     cpu_benches(c, &d);
     let gpu = common::gpu_or_skip();
     if let Some(g) = &gpu {

@@ -120,6 +120,80 @@ fn gpu_derivatives_match_cpu_on_real_scans() {
     }
 }
 
+/// The dense cell table finds exactly the hash's voxels in the same order: records are equal
+/// bit for bit, in every search mode, single and batched.
+#[test]
+fn gpu_dense_cells_equal_the_hash_bit_for_bit() {
+    let Some(gpu) = common::gpu_or_skip("gpu_dense_cells_equal_the_hash_bit_for_bit") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let poses = if sanitizing() { 2 } else { 6 };
+    let mut rng = Rng::new(23);
+    for scene in [velodyne_scene(&dir), room_scene(&dir)] {
+        for search in NeighbourSearch::ALL {
+            let mut hash = pipeline(&gpu, &scene, search, poses);
+            hash.set_voxel_lookup(VoxelLookup::Hash);
+            hash.upload_target(&scene.map).unwrap();
+            assert!(!hash.uses_dense_cells());
+            let mut dense = pipeline(&gpu, &scene, search, poses);
+            dense.set_voxel_lookup(VoxelLookup::Dense);
+            dense.upload_target(&scene.map).unwrap();
+            assert!(dense.uses_dense_cells(), "{}: small box", scene.name);
+            let center = scene.truth.unwrap_or(scene.init);
+            let reqs: Vec<LinearizeRequest> = (0..poses)
+                .map(|_| LinearizeRequest {
+                    source: 0,
+                    pose: random_pose(&mut rng, &center),
+                })
+                .collect();
+            assert_eq!(
+                hash.linearize(&reqs).unwrap(),
+                dense.linearize(&reqs).unwrap(),
+                "{} {search:?} batched",
+                scene.name
+            );
+            for r in &reqs {
+                assert_eq!(
+                    hash.linearize_pose(0, &r.pose).unwrap(),
+                    dense.linearize_pose(0, &r.pose).unwrap(),
+                    "{} {search:?} single",
+                    scene.name
+                );
+            }
+        }
+    }
+}
+
+/// Sources stored sorted by map cell (and the dense table) still match the CPU reference.
+#[test]
+fn gpu_sorted_sources_with_dense_cells_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_sorted_sources_with_dense_cells_match_cpu") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let mut rng = Rng::new(29);
+    for scene in [velodyne_scene(&dir), room_scene(&dir)] {
+        for search in [NeighbourSearch::Direct7, NeighbourSearch::Radius] {
+            let mut p = pipeline(&gpu, &scene, search, 1);
+            p.set_voxel_lookup(VoxelLookup::Dense);
+            p.upload_target(&scene.map).unwrap();
+            p.set_sort_sources(true);
+            p.upload_source(&scene.source).unwrap();
+            let cpu = CpuLinearizer::new(&scene.map, vec![&scene.source], search, 0.55).unwrap();
+            let center = scene.truth.unwrap_or(scene.init);
+            for k in 0..if sanitizing() { 1 } else { 4 } {
+                let pose = random_pose(&mut rng, &center);
+                compare(
+                    &format!("{} {search:?} sorted pose {k}", scene.name),
+                    &p.linearize_pose(0, &pose).unwrap(),
+                    &cpu.eval(0, &pose).unwrap(),
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_large_clouds_keep_precision() {
     let Some(gpu) = common::gpu_or_skip("gpu_large_clouds_keep_precision") else {

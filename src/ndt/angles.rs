@@ -29,7 +29,7 @@ pub struct AngleTerms {
 }
 
 /// The angle pairs (0 = a, 1 = b, 2 = c) of [`AngleTerms::hessian`], in order.
-pub const HESSIAN_PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)];
+pub const HESSIAN_PAIRS: [(usize, usize); 6] = crate::kernels::ndt::UPPER_PAIRS;
 
 fn mul(a: &M3, b: &M3) -> M3 {
     let mut c = [0f64; 9];

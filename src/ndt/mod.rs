@@ -21,6 +21,7 @@ pub mod gpu;
 pub mod io;
 pub mod line_search;
 pub mod linearize;
+pub mod newton_step;
 pub mod params;
 pub mod plan;
 pub mod pose;
@@ -34,7 +35,9 @@ pub mod voxel_map;
 pub use batch::{align_hypotheses, best_result, hypotheses, BatchReport};
 pub use cloud::PointCloud;
 pub use derivatives::GaussConstants;
-pub use gpu::{align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer};
+pub use gpu::{
+    align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer, VoxelLookup,
+};
 pub use io::read_cloud;
 pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
 pub use params::{NdtParams, SolverParams};

@@ -4,7 +4,8 @@
 //! 1. linearize at the pose `p`: `f`, `∇f = −g`, `∇²f = −H`;
 //! 2. Newton increment `Δ = −(∇²f)⁻¹ ∇f`, solved through the symmetric eigen-decomposition of the
 //!    6×6 `∇²f` with every eigenvalue replaced by its magnitude (floored at 1e-9 of the largest),
-//!    so `Δ` is a descent direction even where the score is not locally concave;
+//!    so `Δ` is a descent direction even where the score is not locally concave (a Cholesky
+//!    solve when that provably changes nothing, see [`crate::ndt::newton_step`]);
 //! 3. stop as converged when `∇²f` is positive definite and `Δ`'s translation and rotation parts
 //!    are below their epsilons; else stop at the iteration cap (never "converged").
 //!    The score is only piecewise smooth (a point that crosses a voxel face changes its voxel
@@ -20,18 +21,16 @@
 
 use crate::ndt::line_search::{LineStep, MoreThuente};
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
+use crate::ndt::newton_step::newton_increment;
 use crate::ndt::params::SolverParams;
 use crate::ndt::pose::{isometry_to_pose, pose_to_isometry, Pose6};
 use crate::ndt::result::{NdtResult, StopReason};
 use crate::{Error, Result};
-use nalgebra::{Isometry3, SymmetricEigen, Vector6};
+use nalgebra::{Isometry3, Vector6};
 use rayon::prelude::*;
 
-/// Relative floor on the eigenvalue magnitudes of the Newton system.
-const EIGEN_FLOOR: f64 = 1e-9;
-
-/// Rounds with at least this many linearizations update the solver states in parallel (each
-/// update solves a 6×6 eigenproblem, about a microsecond; hundreds per round add up).
+/// Rounds with at least this many linearizations update the solver states in parallel (an
+/// update may solve a 6×6 eigenproblem, about a microsecond; hundreds per round add up).
 const PARALLEL_FEED_MIN: usize = 32;
 
 /// How far the solver may be from the model optimum when the score's discontinuities (points
@@ -158,18 +157,10 @@ impl Newton {
         if !finite {
             return self.finish(StopReason::SingularHessian);
         }
-        let eig = SymmetricEigen::new(-lin.hessian);
-        let largest = eig.eigenvalues.amax();
-        if !(largest > 0.0 && largest.is_finite()) {
+        // Δ = −(∇²f)⁻¹ ∇f with ∇f = −g (floored eigenvalue magnitudes; see newton_step).
+        let Some((delta, positive_definite)) = newton_increment(&lin.hessian, &lin.gradient) else {
             return self.finish(StopReason::SingularHessian);
-        }
-        let positive_definite = eig.eigenvalues.iter().all(|&l| l > EIGEN_FLOOR * largest);
-        let inv = eig
-            .eigenvalues
-            .map(|l| 1.0 / l.abs().max(EIGEN_FLOOR * largest));
-        let v = &eig.eigenvectors;
-        // Δ = −(∇²f)⁻¹ ∇f with ∇f = −g.
-        let delta: Vector6<f64> = v * inv.component_mul(&(v.transpose() * lin.gradient));
+        };
         let dt = delta.fixed_rows::<3>(0).norm();
         let dr = delta.fixed_rows::<3>(3).norm();
         let (eps_t, eps_r) = (

@@ -15,9 +15,11 @@ pub mod config;
 pub mod mapped;
 pub mod pipeline;
 pub mod records;
+pub mod tuning;
 
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::GpuDerivativePipeline;
+pub use tuning::{DenseCells, VoxelLookup};
 
 use crate::ndt::params::NdtParams;
 use crate::ndt::result::NdtResult;

@@ -126,7 +126,9 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let s = self.gpu.stream();
-        let mut lb = self.func.launch(s, cfg);
+        let dense = self.cells.active();
+        let func = dense.as_ref().map_or(&self.func, |d| d.0);
+        let mut lb = func.launch(s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
             .arg(self.slots.slice())
@@ -146,6 +148,9 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
+        if let Some((_, cells)) = &dense {
+            cells.push(&mut lb);
+        }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
         // uploaded) and requests 1..n were copied by `send_requests`; voxel indices come from the

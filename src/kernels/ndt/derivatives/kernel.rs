@@ -1,126 +1,28 @@
-//! `ndt_derivatives`: NDT score, gradient and Hessian of many (source cloud, pose) requests against
-//! one voxel map, in one launch, fused per point and reduced on the device in f64.
-//!
-//! # Launch
-//! Grid `(blocks_per_request, requests, 1)`, blocks of exactly [`BLOCK`] threads (`.reqntid`).
-//! Block `(x, y)` serves request `y` and grid-strides over its points: point `i` is taken by
-//! thread `i mod (BLOCK · blocks_per_request)`.
-//!
-//! # Memory
-//! - `points`: source clouds as f32 `[x, y, z]` (12 bytes per point), concatenated;
-//! - `voxels`: per voxel 9 f64 `[μx, μy, μz, C00, C01, C02, C11, C12, C22]` (mean in m, the upper
-//!   triangle of the symmetric inverse covariance in 1/m²);
-//! - `slots`: the CPU's `VoxelHash` table, `[ix, iy, iz, voxel]` as i32 (16 bytes, one vector
-//!   load), `slot_mask = capacity − 1`; probed exactly as `ndt::voxel_hash` documents;
-//! - request `y`: f64 `sin a, cos a, sin b, cos b, sin c, cos c, tx, ty, tz` then u32
-//!   `first_point, point_count` — for `y = 0` in the `r0_*` parameters (a single-request launch
-//!   reads no request memory), for `y ≥ 1` at `requests + y ·` [`REQUEST_BYTES`] in device memory
-//!   (record 0 of that array is never read);
-//! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
-//! - `counters`: one u32 per request, zero between launches (the last block resets it);
-//! - `results`: [`VALUES`] f64 per request (may live in mapped host memory).
-//!
-//! # What each block does
-//! 1. Thread 0 takes the request (parameters or memory) and computes `R` and its 9 angular derivative matrices from the
-//!    sines and cosines ([`super::rotation`], CPU operation order) into shared memory, with the
-//!    probe-offset table; barrier.
-//! 2. Each thread, per point (`point.rs`): `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
-//!    inv_resolution)` (no neighbours when |c| ≥ 2³⁰, as on the CPU), then for each probe offset `o`
-//!    of the search mode (the CPU's tables and order) it probes the hash for `c + o`. For each
-//!    voxel found (and, in radius mode, whose mean lies within the resolution) it adds, with
-//!    `d = x' − μ`, `q = dᵀCd`, `e = exp(−d2 q / 2)` (pairs with `e` out of range are skipped as on
-//!    the CPU): `E += e`, `G += e Cd`, `Q += e (C − d2 (Cd)(Cd)ᵀ)`. A point with at least one voxel
-//!    then adds, with its Jacobian columns `j_k = (∂R/∂θ_k) x` and second-derivative columns
-//!    `h_kl = (∂²R/∂θ_k∂θ_l) x`: `E` to the score sum, `[G, j_k·G]` to the gradient, and
-//!    `JᵀQJ + [h_kl·G]` (21 upper-triangle entries, `J = [I | j_a j_b j_c]`) to the Hessian,
-//!    which equals the CPU's per-pair sum because `J` and `h` do not depend on the voxel.
-//!    Gradient and Hessian are scaled by `d1 d2` (the score by `−d1`) on the host.
-//! 3. Reduction: the 29 per-thread sums (score, 6 gradient, 21 Hessian, correspondence count, all
-//!    f64) are reduced over the block ([`super::reduce`]: warp reduce-scatter with shuffles, then
-//!    shared memory) and stored as the block's partial; then one atomic per block on the
-//!    request's counter. The block that arrives last sums all partials of the request in block
-//!    order (deterministic, f64), writes the result and resets the counter.
+//! `ndt_derivatives`'s entry point: parameters and shared arrays, step 1 (the request's terms),
+//! the per-point loop of step 2 (see [`super::point`]) and the reductions of step 3 (see the
+//! module docs of [`super`]).
 
-use super::point::{point, Ctx};
-use super::reduce::{block_reduce, WIDTH};
-use super::rotation::*;
+use super::point::point;
+use super::{
+    Ctx, DenseCtx, DenseParams, Variant, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES, REQUEST_BYTES,
+    SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
+};
+use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
+use crate::kernels::ndt::rotation::*;
 use crate::ptx::*;
 
-/// Threads per block (required).
-pub const BLOCK: u32 = 128;
-/// Warps per block.
-pub const WARPS: u32 = BLOCK / 32;
-/// Values per result: score sum, 6 gradient, 21 Hessian (upper triangle, row-major), count.
-pub const VALUES: usize = 29;
-/// f64 values per partial slot (padded for alignment).
-pub const SLOT_VALUES: usize = WIDTH;
-/// Bytes per request record.
-pub const REQUEST_BYTES: usize = 80;
-/// Bytes per result record.
-pub const RESULT_BYTES: usize = VALUES * 8;
-/// Index of the score sum `Σ e` in a result.
-pub const SCORE_INDEX: usize = 0;
-/// Index of the first gradient entry in a result.
-pub const GRADIENT_INDEX: usize = 1;
-/// Index of the correspondence count in a result.
-pub const COUNT_INDEX: usize = 28;
-/// First probe of the Direct1/Direct7 table in [`PROBES`].
-pub const PROBES_DIRECT7: u32 = 0;
-/// First probe of the Direct27/Radius table in [`PROBES`].
-pub const PROBES_DIRECT27: u32 = 7;
-/// Largest |voxel index| (exclusive), as `ndt::voxel_grid::MAX_CELL_INDEX`.
-pub const MAX_CELL_INDEX: f64 = (1u64 << 30) as f64;
-
-/// Probe offsets: the Direct7 table (own voxel, then ±x, ±y, ±z), then the Direct27 table (own
-/// voxel, then x-fastest over {−1, 0, 1}³ without the centre) — the CPU's tables and order.
-pub const PROBES: [[i32; 3]; 34] = {
-    let mut t = [[0i32; 3]; 34];
-    let d7 = [
-        [0, 0, 0],
-        [1, 0, 0],
-        [-1, 0, 0],
-        [0, 1, 0],
-        [0, -1, 0],
-        [0, 0, 1],
-        [0, 0, -1],
-    ];
-    let mut i = 0;
-    while i < 7 {
-        t[i] = d7[i];
-        i += 1;
-    }
-    let mut n = 8; // t[7] is the Direct27 centre, [0, 0, 0]
-    let mut z = -1;
-    while z <= 1 {
-        let mut y = -1;
-        while y <= 1 {
-            let mut x = -1;
-            while x <= 1 {
-                if !(x == 0 && y == 0 && z == 0) {
-                    t[n] = [x, y, z];
-                    n += 1;
-                }
-                x += 1;
-            }
-            y += 1;
-        }
-        z += 1;
-    }
-    t
-};
-
-/// Index of Hessian entry `(i, j)`, `i ≤ j < 6`, in a result.
-pub const fn hessian_index(i: usize, j: usize) -> usize {
-    7 + i * (13 - i) / 2 + (j - i)
+/// Builds the module (the table's kernel: the default [`Variant`]).
+pub fn build(target: Target) -> Module {
+    build_variant(target, Variant::default())
 }
 
-/// Shared-memory index of the translation (after the ten 3×3 matrices).
-pub(super) const TRANSLATION_AT: u32 = 90;
-
-/// Builds the module.
-pub fn build(target: Target) -> Module {
+/// Builds the module of one [`Variant`].
+pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("ndt_derivatives");
     b.reqntid(BLOCK, 1, 1);
+    if let Some(n) = variant.min_blocks_per_sm {
+        b.minnctapersm(n);
+    }
     let p_points = b.param::<U64>("points");
     let p_voxels = b.param::<U64>("voxels");
     let p_slots = b.param::<U64>("slots");
@@ -158,8 +60,18 @@ pub fn build(target: Target) -> Module {
     .collect();
     let p_r0_first = b.param::<U32>("r0_first");
     let p_r0_count = b.param::<U32>("r0_count");
+    let dense = variant.dense.then(|| DenseCtx {
+        params: DenseParams {
+            cells: b.param::<U64>("cells"),
+            origin: ["cell_origin_x", "cell_origin_y", "cell_origin_z"].map(|n| b.param::<S32>(n)),
+            dims: ["cell_dims_x", "cell_dims_y", "cell_dims_z"].map(|n| b.param::<U32>(n)),
+        },
+        group: b.shared_array::<S32>("group", DENSE_GROUP * BLOCK),
+        tid,
+    });
 
     // 1. The request's terms, once per block.
+    b.comment("1. thread 0: the request (parameters or memory), R and its derivatives, probe table -> shared");
     let mut pattern = None;
     b.if_then(is0, |b| {
         let w: Vec<Reg<F64>> = (0..9).map(|_| b.reg::<F64>()).collect();
@@ -219,6 +131,7 @@ pub fn build(target: Target) -> Module {
     b.bar_sync();
 
     // 2. Per-point work.
+    b.comment("2. per point (grid-stride): transform, voxel, probes, contributions");
     let probe_start = b.ld_param(&p_pstart);
     let probe_count = b.ld_param(&p_pcount);
     let radius_mode = b.ld_param(&p_radius);
@@ -240,6 +153,7 @@ pub fn build(target: Target) -> Module {
         pattern: pattern.expect("the request block above always runs at build time"),
         acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
         count: b.mov(0u32),
+        dense,
     };
     let n = b.ld::<U32>(Space::Shared, info.at(1));
     let start = b.mad(blk, BLOCK, tid);
@@ -247,6 +161,7 @@ pub fn build(target: Target) -> Module {
     b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
 
     // 3. Block partial, then the last block of the request reduces all partials.
+    b.comment("3. block reduction of the 29 sums");
     let count = b.cvt::<F64, U32>(cx.count);
     let zero = b.mov(0.0f64);
     let mut vals = [zero; WIDTH];
@@ -254,6 +169,7 @@ pub fn build(target: Target) -> Module {
     vals[COUNT_INDEX] = count;
     let total = block_reduce(&mut b, &vals, tid, WARPS, &part);
 
+    b.comment("3b. store the block partial, count the request's blocks");
     let partials = b.global_ptr(&p_partials);
     let counters = b.global_ptr(&p_counters);
     let results = b.global_ptr(&p_results);
@@ -276,6 +192,7 @@ pub fn build(target: Target) -> Module {
         b.st(Space::Shared, info.at(2), flag);
     });
     b.bar_sync();
+    b.comment("3c. the last block of the request sums all partials in block order");
     let flag = b.ld::<U32>(Space::Shared, info.at(2));
     let is_last = b.setp(Cmp::Ne, flag, 0u32);
     // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.

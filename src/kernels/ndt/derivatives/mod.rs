@@ -1,0 +1,185 @@
+//! `ndt_derivatives`: NDT score, gradient and Hessian of many (source cloud, pose) requests against
+//! one voxel map, in one launch, fused per point and reduced on the device in f64.
+//!
+//! # Launch
+//! Grid `(blocks_per_request, requests, 1)`, blocks of exactly [`BLOCK`] threads (`.reqntid`).
+//! Block `(x, y)` serves request `y` and grid-strides over its points: point `i` is taken by
+//! thread `i mod (BLOCK · blocks_per_request)`.
+//!
+//! # Memory
+//! - `points`: source clouds as f32 `[x, y, z]` (12 bytes per point), concatenated;
+//! - `voxels`: per voxel 9 f64 `[μx, μy, μz, C00, C01, C02, C11, C12, C22]` (mean in m, the upper
+//!   triangle of the symmetric inverse covariance in 1/m²);
+//! - `slots`: the CPU's `VoxelHash` table, `[ix, iy, iz, voxel]` as i32 (16 bytes, one vector
+//!   load), `slot_mask = capacity − 1`; probed exactly as `ndt::voxel_hash` documents;
+//! - request `y`: f64 `sin a, cos a, sin b, cos b, sin c, cos c, tx, ty, tz` then u32
+//!   `first_point, point_count` — for `y = 0` in the `r0_*` parameters (a single-request launch
+//!   reads no request memory), for `y ≥ 1` at `requests + y ·` [`REQUEST_BYTES`] in device memory
+//!   (record 0 of that array is never read);
+//! - `cells` (only in the dense-table [`Variant`]): the dense cell table, one i32 voxel index (−1: none) per cell
+//!   of the box `cell_origin + [0, cell_dims)`, x fastest; when given, a probe is one load from it
+//!   instead of a walk along the hash chain, with the same answer for every key (see
+//!   `ndt::gpu::tuning`); the probes of a point then go in groups of [`DENSE_GROUP`] whose loads
+//!   are all issued before the first is used, their voxel indices parked in shared memory
+//!   (`group`, one column per thread);
+//! - `partials`: [`SLOT_VALUES`] f64 per (request, block), written once per launch;
+//! - `counters`: one u32 per request, zero between launches (the last block resets it);
+//! - `results`: [`VALUES`] f64 per request (may live in mapped host memory).
+//!
+//! # What each block does
+//! 1. Thread 0 takes the request (parameters or memory) and computes `R` and its 9 angular derivative matrices from the
+//!    sines and cosines ([`super::rotation`], CPU operation order) into shared memory, with the
+//!    probe-offset table; barrier.
+//! 2. Each thread, per point ([`point`]): `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
+//!    inv_resolution)` (no neighbours when |c| ≥ 2³⁰, as on the CPU), then for each probe offset `o`
+//!    of the search mode (the CPU's tables and order) it probes the hash for `c + o`. For each
+//!    voxel found (and, in radius mode, whose mean lies within the resolution) it adds, with
+//!    `d = x' − μ`, `q = dᵀCd`, `e = exp(−d2 q / 2)` (pairs with `e` out of range are skipped as on
+//!    the CPU): `E += e`, `G += e Cd`, `Q += e (C − d2 (Cd)(Cd)ᵀ)`. A point with at least one voxel
+//!    then adds, with its Jacobian columns `j_k = (∂R/∂θ_k) x` and second-derivative columns
+//!    `h_kl = (∂²R/∂θ_k∂θ_l) x`: `E` to the score sum, `[G, j_k·G]` to the gradient, and
+//!    `JᵀQJ + [h_kl·G]` (21 upper-triangle entries, `J = [I | j_a j_b j_c]`) to the Hessian,
+//!    which equals the CPU's per-pair sum because `J` and `h` do not depend on the voxel.
+//!    Gradient and Hessian are scaled by `d1 d2` (the score by `−d1`) on the host.
+//! 3. Reduction: the 29 per-thread sums (score, 6 gradient, 21 Hessian, correspondence count, all
+//!    f64) are reduced over the block ([`super::reduce`]: warp reduce-scatter with shuffles, then
+//!    shared memory) and stored as the block's partial; then one atomic per block on the
+//!    request's counter. The block that arrives last sums all partials of the request in block
+//!    order (deterministic, f64), writes the result and resets the counter.
+
+mod kernel;
+mod point;
+
+pub use kernel::{build, build_variant};
+
+use crate::kernels::ndt::reduce::WIDTH;
+use crate::kernels::ndt::rotation::Pattern;
+pub use crate::kernels::ndt::UPPER_PAIRS;
+use crate::ptx::*;
+
+/// Threads per block (required).
+pub const BLOCK: u32 = 128;
+/// Warps per block.
+pub const WARPS: u32 = BLOCK / 32;
+/// Values per result: score sum, 6 gradient, 21 Hessian (upper triangle, row-major), count.
+pub const VALUES: usize = 29;
+/// f64 values per partial slot (padded for alignment).
+pub const SLOT_VALUES: usize = WIDTH;
+/// Bytes per request record.
+pub const REQUEST_BYTES: usize = 80;
+/// Bytes per result record.
+pub const RESULT_BYTES: usize = VALUES * 8;
+/// Index of the score sum `Σ e` in a result.
+pub const SCORE_INDEX: usize = 0;
+/// Index of the first gradient entry in a result.
+pub const GRADIENT_INDEX: usize = 1;
+/// Index of the correspondence count in a result.
+pub const COUNT_INDEX: usize = 28;
+/// First probe of the Direct1/Direct7 table in [`PROBES`].
+pub const PROBES_DIRECT7: u32 = 0;
+/// First probe of the Direct27/Radius table in [`PROBES`].
+pub const PROBES_DIRECT27: u32 = 7;
+/// Largest |voxel index| (exclusive), as `ndt::voxel_grid::MAX_CELL_INDEX`.
+pub const MAX_CELL_INDEX: f64 = (1u64 << 30) as f64;
+
+/// Probe offsets: the Direct7 table (own voxel, then ±x, ±y, ±z), then the Direct27 table (own
+/// voxel, then x-fastest over {−1, 0, 1}³ without the centre) — the CPU's tables and order.
+pub const PROBES: [[i32; 3]; 34] = {
+    let mut t = [[0i32; 3]; 34];
+    let d7 = [
+        [0, 0, 0],
+        [1, 0, 0],
+        [-1, 0, 0],
+        [0, 1, 0],
+        [0, -1, 0],
+        [0, 0, 1],
+        [0, 0, -1],
+    ];
+    let mut i = 0;
+    while i < 7 {
+        t[i] = d7[i];
+        i += 1;
+    }
+    let mut n = 8; // t[7] is the Direct27 centre, [0, 0, 0]
+    let mut z = -1;
+    while z <= 1 {
+        let mut y = -1;
+        while y <= 1 {
+            let mut x = -1;
+            while x <= 1 {
+                if !(x == 0 && y == 0 && z == 0) {
+                    t[n] = [x, y, z];
+                    n += 1;
+                }
+                x += 1;
+            }
+            y += 1;
+        }
+        z += 1;
+    }
+    t
+};
+
+/// Index of Hessian entry `(i, j)`, `i ≤ j < 6`, in a result.
+pub const fn hessian_index(i: usize, j: usize) -> usize {
+    7 + i * (13 - i) / 2 + (j - i)
+}
+
+/// Shared-memory index of the translation (after the ten 3×3 matrices).
+pub(super) const TRANSLATION_AT: u32 = 90;
+
+/// Probes per group of the dense-table lookup (Direct7's seven are one group; Direct27's 27 are
+/// four, the last one slot short).
+pub const DENSE_GROUP: u32 = 7;
+
+/// The dense cell table's parameters: `cells` (i32 voxel index per cell, −1 for none, x
+/// fastest), the cell index of its first entry and its extent.
+#[derive(Clone, Debug)]
+pub(super) struct DenseParams {
+    pub(super) cells: Param<U64>,
+    pub(super) origin: [Param<S32>; 3],
+    pub(super) dims: [Param<U32>; 3],
+}
+
+/// Registers and symbols every part of the kernel needs.
+pub(super) struct Ctx {
+    pub(super) points: Reg<U64>,
+    pub(super) voxels: Reg<U64>,
+    pub(super) slots: Reg<U64>,
+    pub(super) slot_mask: Reg<U32>,
+    pub(super) inv_resolution: Reg<F64>,
+    pub(super) radius_sq: Reg<F64>,
+    pub(super) neg_half_d2: Reg<F64>,
+    pub(super) neg_d2: Reg<F64>,
+    pub(super) probe_start: Reg<U32>,
+    pub(super) probe_end: Reg<U32>,
+    pub(super) radius: Reg<Pred>,
+    pub(super) first: Reg<U32>,
+    pub(super) terms: SharedArray<F64>,
+    pub(super) probes: SharedArray<U32>,
+    pub(super) pattern: Pattern,
+    pub(super) acc: [Reg<F64>; VALUES - 1],
+    pub(super) count: Reg<U32>,
+    /// The dense-table variant's parameters and scratch (`None`: the hash is probed).
+    pub(super) dense: Option<DenseCtx>,
+}
+
+/// What the dense-table variant adds to the context.
+pub(super) struct DenseCtx {
+    pub(super) params: DenseParams,
+    /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`.
+    pub(super) group: SharedArray<S32>,
+    pub(super) tid: Reg<U32>,
+}
+
+/// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
+/// no occupancy hint); the others are experiments the GPU pipeline builds and loads at run time
+/// when asked to (`ndt::gpu::tuning`), so their extra registers never touch the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// Probe the dense cell table (seven more parameters, `cells` .. `cell_dims_z`) instead of
+    /// the hash.
+    pub dense: bool,
+    /// `.minnctapersm`: ptxas caps the registers so that this many blocks fit an SM.
+    pub min_blocks_per_sm: Option<u32>,
+}
