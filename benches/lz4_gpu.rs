@@ -205,6 +205,13 @@ pub fn bench(c: &mut Criterion) {
         }
         return;
     }
+    if let Ok(specs) = std::env::var("PTXFLOW_LZ4_VARIANTS") {
+        // Design variants only (one short GPU run compares them; see lz4_variants.rs).
+        if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
+            super::lz4_variants::run(&gpu, &specs, &d, &d[..RING_BYTES]);
+        }
+        return;
+    }
     let mut codec = GpuPageCodec::new(gpu.clone(), GpuOptions::default()).expect("GPU codec");
     let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
     let h2d = pinned_h2d_gbs(&gpu, &s);

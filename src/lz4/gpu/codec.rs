@@ -4,7 +4,9 @@
 use super::decode_ring::{DecodeRing, DecodeStage};
 use super::kernels::Lz4Kernels;
 use super::pipeline::{par_copy, par_extend};
+use super::register::{ExtInput, ExtOutput};
 use super::ring::Ring;
+use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
 use crate::kernels::lz4::status;
 use crate::lz4::{
@@ -22,10 +24,11 @@ use std::time::Instant;
 /// an inconsistent kernel result) it stops using the device for good and says why.
 pub struct GpuPageCodec {
     kernels: Option<Lz4Kernels>,
-    ring: Option<Ring>,
-    decode: Option<DecodeRing>,
+    pub(super) ring: Option<Ring>,
+    pub(super) decode: Option<DecodeRing>,
     options: GpuOptions,
     failure: Option<String>,
+    pub(super) tuning: HostTuning,
 }
 
 impl GpuPageCodec {
@@ -37,6 +40,7 @@ impl GpuPageCodec {
             decode: None,
             options,
             failure: None,
+            tuning: HostTuning::default(),
         })
     }
 
@@ -50,6 +54,7 @@ impl GpuPageCodec {
                 decode: None,
                 options,
                 failure: Some(e.to_string()),
+                tuning: HostTuning::default(),
             },
         }
     }
@@ -99,7 +104,9 @@ impl GpuPageCodec {
                 }
             }
         }
-        Ok(self.ring.as_mut().expect("ring set above"))
+        let r = self.ring.as_mut().expect("ring set above");
+        r.tuning = self.tuning;
+        Ok(r)
     }
 
     pub(super) fn decode_ring(&mut self, page_bytes: usize) -> Result<&mut DecodeRing> {
@@ -135,15 +142,25 @@ impl GpuPageCodec {
         out.pages.clear();
         out.data.reserve(input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
+        let pieces = self.tuning.register_pieces;
         let ring = self.ring(page_bytes)?;
+        let ctx = ring.kernels.gpu().ctx().clone();
         let (data, pages) = (&mut out.data, &mut out.pages);
         let mut rest = input;
-        ring.compress_stream(
+        ring.compress_stream_ext(
             |buf| {
                 let take = buf.len().min(rest.len());
-                par_copy(&mut buf[..take], &rest[..take]);
+                let (src, buf) = (&rest[..take], &mut buf[..take]);
+                // SAFETY: `input` outlives the stream, which drops every ExtInput only after
+                // the uploads that read it (drained slots, or `reset` after an error).
+                let ext = (pieces > 0)
+                    .then(|| unsafe { ExtInput::new(&ctx, src, buf, pieces) })
+                    .flatten();
+                if ext.is_none() {
+                    par_copy(buf, src);
+                }
                 rest = &rest[take..];
-                Ok(take)
+                Ok((take, ext))
             },
             |batch| {
                 let base = data.len();
@@ -163,15 +180,40 @@ impl GpuPageCodec {
         let n = pages.pages.len();
         let last_full = pages.pages.len().saturating_sub(1);
         out.reserve(pages.original_bytes());
+        let pieces = self.tuning.register_pieces;
         let ring = self.decode_ring(pb)?;
+        let ctx = ring.kernels.gpu().ctx().clone();
         let bp = ring.batch_pages;
-        let (mut staged, mut drained) = (0usize, 0usize);
-        ring.decompress_stream(
+        // Whole pages back to back (all but possibly the very last): one contiguous output.
+        let dense = |first: usize, entries: &[PageEntry]| {
+            entries
+                .iter()
+                .enumerate()
+                .all(|(k, e)| e.original_bytes == pb || first + k == last_full)
+        };
+        // The output's spare capacity (reserved above, so it does not move) as an address the
+        // fill may register batch by batch: the device then writes dense batches in place.
+        let spare = out.as_mut_ptr() as usize + out.len();
+        let (mut staged, mut drained, mut produced) = (0usize, 0usize, 0usize);
+        ring.decompress_stream_ext(
             |st| {
                 let (a, b) = (staged, (staged + bp).min(n));
                 let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
+                let entries = &pages.pages[a..b];
+                let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                let ext = if pieces > 0 && dense(a, entries) {
+                    // SAFETY: `spare + produced .. + len` lies in the reserved capacity past
+                    // every byte the sink has written; nothing touches it until this batch is
+                    // drained, after its downloads (the stream resets on errors first).
+                    unsafe {
+                        ExtOutput::for_output(&ctx, (spare + produced) as *mut u8, len, pieces)
+                    }
+                } else {
+                    None
+                };
+                produced += len;
                 staged = b;
-                Ok((b - a, used))
+                Ok((b - a, used, ext))
             },
             |d| {
                 let first = drained;
@@ -187,13 +229,24 @@ impl GpuPageCodec {
                     });
                 }
                 let entries = &pages.pages[first..drained];
-                // Whole pages back to back (all but possibly the very last): one copy.
-                let dense = entries
-                    .iter()
-                    .enumerate()
-                    .all(|(k, e)| e.original_bytes == pb || first + k == last_full);
-                if dense {
-                    let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                if let Some(ext) = d.direct {
+                    let base = out.len();
+                    for (at, n) in ext.staged() {
+                        // SAFETY: `base + at + n <= base + len` lies in the reserved capacity;
+                        // the device wrote the rest of the batch in place (its downloads have
+                        // completed), so after the head and tail every byte is initialised.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                d.out[at..at + n].as_ptr(),
+                                out.as_mut_ptr().add(base + at),
+                                n,
+                            )
+                        };
+                    }
+                    // SAFETY: see above: the batch's `len` bytes are all written.
+                    unsafe { out.set_len(base + len) };
+                } else if dense(first, entries) {
                     par_extend(out, &d.out[..len]);
                 } else {
                     for (k, e) in entries.iter().enumerate() {

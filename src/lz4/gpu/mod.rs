@@ -21,8 +21,10 @@ pub mod kernels;
 pub mod layout;
 pub mod pipeline;
 pub mod reader;
+mod register;
 mod ring;
 pub mod stream;
+pub mod tuning;
 
 pub use codec::GpuPageCodec;
 pub use decode_ring::{DecodeStage, DecodedBatch};
@@ -33,6 +35,7 @@ pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
 pub use reader::GpuFrameDecoder;
 pub use stream::GpuPageStream;
+pub use tuning::{HostTuning, Phases};
 
 use super::{CodecPath, CpuPageStream, PageStream};
 use crate::runtime::Gpu;

@@ -13,6 +13,8 @@
 pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
+use super::register::ExtInput;
+use super::tuning::{HostTuning, Phases};
 use crate::lz4::PageEntry;
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
@@ -54,6 +56,10 @@ pub(crate) struct Slot {
     pub(crate) entries: Vec<PageEntry>,
     /// Bytes of `h_out` the pages use (alignment gaps included) once the slot is Ready.
     pub(crate) used: usize,
+    /// The whole packed region's download was enqueued with the kernel (eager submit).
+    eager_d2h: bool,
+    /// The batch's input read in place from the caller's registered memory (else `h_in`).
+    pub(crate) ext: Option<ExtInput>,
 }
 
 impl Slot {
@@ -87,19 +93,30 @@ impl Slot {
         Ok(())
     }
 
-    /// Blocks until a slot submitted with eager download is Ready (needs no stream, so it can
-    /// run beside work on other slots).
-    pub(crate) fn finish_eager(&mut self, pb: usize) -> Result<()> {
-        if self.state == State::Submitted {
-            self.ev_info
-                .synchronize()
-                .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
-            self.read_info(pb)?;
-            self.ev_d2h
-                .synchronize()
-                .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
-            self.state = State::Ready;
+    /// Blocks until a slot whose packed download is enqueued (an eager submit, or
+    /// `start_download`) is Ready; needs no stream, so it can run beside work on other slots.
+    pub(crate) fn finish(&mut self, pb: usize) -> Result<()> {
+        match self.state {
+            State::Submitted if self.eager_d2h => {
+                self.ev_info
+                    .synchronize()
+                    .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+                self.read_info(pb)?;
+            }
+            State::Submitted => {
+                return Err(Error::Kernel {
+                    kernel: "lz4_compress",
+                    code: 0,
+                    detail: "ring slot finished before its download was enqueued".into(),
+                })
+            }
+            State::Downloading => {}
+            State::Free | State::Ready => return Ok(()),
         }
+        self.ev_d2h
+            .synchronize()
+            .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+        self.state = State::Ready;
         Ok(())
     }
 
@@ -120,6 +137,10 @@ pub(crate) struct Ring {
     /// the host to read the info words (more bytes over the otherwise idle device-to-host
     /// direction, no host round trip in the pipeline). Off: download exactly the bytes used.
     pub(crate) eager: bool,
+    /// The host-side knobs (see [`HostTuning`]).
+    pub(crate) tuning: HostTuning,
+    /// Host time by phase of the last `compress_stream`.
+    pub(crate) phases: Phases,
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
@@ -168,6 +189,8 @@ impl Ring {
                 input_bytes: 0,
                 entries: Vec::new(),
                 used: 0,
+                eager_d2h: false,
+                ext: None,
             });
         }
         s.synchronize()
@@ -179,6 +202,8 @@ impl Ring {
             page_bytes,
             batch_pages,
             eager: false,
+            tuning: HostTuning::default(),
+            phases: Phases::default(),
         })
     }
 
@@ -194,17 +219,39 @@ impl Ring {
         debug_assert_eq!(slot.state, State::Free);
         slot.input_bytes = input_bytes;
         slot.entries.clear();
+        slot.eager_d2h = self.eager;
         let n = input_bytes.div_ceil(pb);
         let words = info_words(n);
         let h2d = streams.get(H2D);
-        if input_bytes > 0 {
-            // The copy reads h_in asynchronously; the host writes it again only once this slot
-            // has gone through `wait`, which follows this copy's completion.
-            h2d.memcpy_htod(
-                &slot.h_in.slice()[..input_bytes],
-                &mut slot.d_in.slice_mut(0..input_bytes),
-            )
-            .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
+        // The copies read h_in (or the caller's registered memory) asynchronously; the host
+        // writes h_in again, or unregisters, only once this slot has gone through `finish` /
+        // `wait`, which follow the copies' completion.
+        let up = Error::driver("cuMemcpyHtoDAsync (lz4 input)");
+        match &slot.ext {
+            Some(ext) => {
+                let src = ext.bytes();
+                for (at, len) in ext.staged() {
+                    if len > 0 {
+                        h2d.memcpy_htod(
+                            &slot.h_in.slice()[at..at + len],
+                            &mut slot.d_in.slice_mut(at..at + len),
+                        )
+                        .map_err(up)?;
+                    }
+                }
+                for &(at, len) in &ext.parts {
+                    h2d.memcpy_htod(&src[at..at + len], &mut slot.d_in.slice_mut(at..at + len))
+                        .map_err(up)?;
+                }
+            }
+            None if input_bytes > 0 => {
+                h2d.memcpy_htod(
+                    &slot.h_in.slice()[..input_bytes],
+                    &mut slot.d_in.slice_mut(0..input_bytes),
+                )
+                .map_err(up)?;
+            }
+            None => {}
         }
         slot.ev_h2d
             .record(h2d)
@@ -281,7 +328,7 @@ impl Ring {
         }
         slot.read_info(pb)?;
         let used = slot.used;
-        if self.eager {
+        if slot.eager_d2h {
             // The download was enqueued with the kernel and covers `used`.
             slot.state = State::Downloading;
             return Ok(());
@@ -319,12 +366,15 @@ impl Ring {
     /// After an error: waits (ignoring further errors) for every slot's work and frees it, so
     /// the ring can take the next input.
     pub(crate) fn reset(&mut self) {
+        // Uploads that read registered memory end before it is unregistered.
+        let _ = self.streams.get(H2D).synchronize();
         for slot in &mut self.slots {
             if slot.state != State::Free {
                 let _ = slot.ev_info.synchronize();
                 let _ = slot.ev_d2h.synchronize();
                 slot.state = State::Free;
             }
+            slot.ext = None;
         }
     }
 
