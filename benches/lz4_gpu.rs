@@ -310,12 +310,14 @@ pub fn bench(c: &mut Criterion) {
                 .compress_into(&data, PAGE_BYTES, &mut pages)
                 .expect("compress")
         });
+        let mem_cph = codec.compress_phases().expect("phases");
         let mem_d = wall(5, || {
             back.clear();
             codec
                 .decompress_pages(&pages, &mut back)
                 .expect("decompress")
         });
+        let mem_dph = codec.decompress_phases().expect("phases");
         let cold_c = {
             let t = std::time::Instant::now();
             std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"));
@@ -413,9 +415,11 @@ pub fn bench(c: &mut Criterion) {
             )
             .expect("gpu file compress");
         });
+        let file_cph = codec.compress_phases().expect("phases");
         let file_gd = wall(5, || {
             gpu_d(&mut codec);
         });
+        let file_dph = codec.decompress_phases().expect("phases");
         let cat = wall(3, || {
             std::fs::copy(&src, &restored).expect("copy");
         });
@@ -482,6 +486,14 @@ pub fn bench(c: &mut Criterion) {
             rayon::current_num_threads(),
             gbs(cpu_c),
             gbs(cpu_d),
+        ));
+        summary.push(format!(
+            "{name}: host time by phase of one run (ring of {} x {} MiB, {:?}, streaming-store copies {}): \
+             memory compress [{mem_cph}]; memory decompress [{mem_dph}]; file compress [{file_cph}]; file decompress [{file_dph}]",
+            GpuOptions::default().slots,
+            GpuOptions::default().batch_bytes >> 20,
+            codec.host_tuning(),
+            ptxflow::lz4::par::streaming_stores(),
         ));
     }
     g.finish();

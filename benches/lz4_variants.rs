@@ -126,7 +126,9 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
             .num_threads(v.threads.unwrap_or(rayon::current_num_threads()))
             .build()
             .expect("thread pool");
-        let line = pool.install(|| {
+        // A failing variant prints its panic and the next one runs.
+        let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.install(|| {
             let mut codec = GpuPageCodec::new(gpu.clone(), v.options).expect("GPU codec");
             codec.set_host_tuning(HostTuning {
                 eager_download: v.eager,
@@ -188,8 +190,18 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
                 line += &file_line(&mut codec, data);
             }
             line
-        });
-        println!("{line}");
+        })
+        }));
+        match line {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!(
+                "VARIANT {spec}: FAILED: {}",
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            ),
+        }
     }
     par::set_streaming_stores(default_streaming);
     par::set_copy_chunk_bytes(256 << 10);

@@ -12,6 +12,7 @@
 //! bytes and reporting [`CodecPath::Cpu`] with the reason.
 
 pub mod codec;
+mod codec_decode;
 mod decode_ring;
 pub mod frame_pipe;
 pub mod frame_stream;
