@@ -48,16 +48,19 @@ fn register(
     len: usize,
     read_only: bool,
 ) -> Option<Range> {
+    use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED as READ_ONLY_OK;
     use cudarc::driver::sys::{cuMemHostRegister_v2, CU_MEMHOSTREGISTER_READ_ONLY};
     ctx.bind_to_thread().ok()?;
-    // SAFETY: the caller's live range; read-only registration first (the device only reads it,
-    // and private file mappings are not copied on write), then plain.
-    let ok = |flags| {
-        unsafe { cuMemHostRegister_v2(ptr, len, flags) }
-            .result()
-            .is_ok()
+    // Read-only where the device supports it (the device only reads input, and private file
+    // mappings are then not copied on write); asked first so that no call is made to fail.
+    let flags = if read_only && ctx.attribute(READ_ONLY_OK).is_ok_and(|v| v == 1) {
+        CU_MEMHOSTREGISTER_READ_ONLY
+    } else {
+        0
     };
-    ((read_only && ok(CU_MEMHOSTREGISTER_READ_ONLY)) || ok(0)).then(|| Range {
+    // SAFETY: the caller's live range (see the callers' contracts).
+    let r = unsafe { cuMemHostRegister_v2(ptr, len, flags) }.result();
+    r.is_ok().then(|| Range {
         ptr,
         ctx: ctx.clone(),
     })
