@@ -488,7 +488,7 @@ pub fn bench(c: &mut Criterion) {
             gbs(cpu_d),
         ));
         summary.push(format!(
-            "{name}: host time by phase of one run (ring of {} x {} MiB, {:?}, streaming-store copies {}): \
+            "{name}: host time by phase of one run (ring of {} x {} MiB, {:?}, streaming-store copies (into, out of the slots) {:?}): \
              memory compress [{mem_cph}]; memory decompress [{mem_dph}]; file compress [{file_cph}]; file decompress [{file_dph}]",
             GpuOptions::default().slots,
             GpuOptions::default().batch_bytes >> 20,

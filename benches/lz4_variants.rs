@@ -3,7 +3,7 @@
 //! timed from ordinary memory (256 MiB of dickens pages, buffers reused) against the pinned ring
 //! of the default codec measured in the same run, with each variant's host time by phase.
 //!
-//! Spec: comma-separated `SLOTSxMIB[:nt|:plain][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:file]`,
+//! Spec: comma-separated `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:file]`,
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
 
 use super::common;
@@ -17,7 +17,7 @@ const PAGE_BYTES: usize = 4096;
 
 struct Variant {
     options: GpuOptions,
-    streaming: bool,
+    streaming: (bool, bool),
     eager: bool,
     threads: Option<usize>,
     register: usize,
@@ -42,8 +42,10 @@ fn parse(spec: &str) -> Option<Variant> {
     };
     for p in parts {
         match p {
-            "nt" => v.streaming = true,
-            "plain" => v.streaming = false,
+            "nt" => v.streaming = (true, true),
+            "plain" => v.streaming = (false, false),
+            "ntin" => v.streaming = (true, false),
+            "ntout" => v.streaming = (false, true),
             "eager" => v.eager = true,
             "lazy" => v.eager = false,
             "file" => v.file = true,
@@ -120,7 +122,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
             println!("VARIANT {spec}: cannot parse");
             continue;
         };
-        par::set_streaming_stores(v.streaming);
+        par::set_streaming_stores(v.streaming.0, v.streaming.1);
         par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(v.threads.unwrap_or(rayon::current_num_threads()))
@@ -203,7 +205,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
             ),
         }
     }
-    par::set_streaming_stores(default_streaming);
+    par::set_streaming_stores(default_streaming.0, default_streaming.1);
     par::set_copy_chunk_bytes(256 << 10);
     println!(
         "VARIANT pinned ring (default options) again {:.1} GB/s",

@@ -529,7 +529,7 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
         register_pieces: 4,
         ..HostTuning::default()
     });
-    let mib = if sanitize() { 5 } else { 11 };
+    let mib = if sanitize() { 3 } else { 11 };
     let all: Vec<u8> = inputs()
         .into_iter()
         .flat_map(|(_, d)| d)

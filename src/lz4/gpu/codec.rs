@@ -3,11 +3,11 @@
 
 use super::decode_ring::DecodeRing;
 use super::kernels::Lz4Kernels;
-use super::pipeline::{par_copy, par_extend};
 use super::register::ExtInput;
 use super::ring::Ring;
 use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
 use crate::lz4::{
     check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry,
 };
@@ -147,7 +147,10 @@ impl GpuPageCodec {
         let mut rest = input;
         ring.compress_stream_ext(
             |buf| {
-                let take = buf.len().min(rest.len());
+                let take = buf
+                    .len()
+                    .min(rest.len())
+                    .min(ramp(rest.len(), buf.len(), page_bytes));
                 let (src, buf) = (&rest[..take], &mut buf[..take]);
                 // SAFETY: `input` outlives the stream, which drops every ExtInput only after
                 // the uploads that read it (drained slots, or `reset` after an error).
@@ -155,14 +158,14 @@ impl GpuPageCodec {
                     .then(|| unsafe { ExtInput::new(&ctx, src, buf, pieces) })
                     .flatten();
                 if ext.is_none() {
-                    par_copy(buf, src);
+                    par_copy_to_slot(buf, src);
                 }
                 rest = &rest[take..];
                 Ok((take, ext))
             },
             |batch| {
                 let base = data.len();
-                par_extend(data, batch.packed);
+                par_extend_from_slot(data, batch.packed);
                 pages.extend(batch.entries.iter().map(|e| PageEntry {
                     offset: e.offset + base,
                     ..*e
@@ -288,6 +291,17 @@ impl PageCodec for GpuPageCodec {
             }
         }
         CpuPageCodec.decompress_pages(pages, out)
+    }
+}
+
+/// Bytes of the next batch when `left` bytes remain, batches hold `batch` and pages `page`: the
+/// last two batches' worth goes in quarter batches, so the device's latency for the final batch
+/// (upload, kernel, download, which no host work can hide) is a quarter of a full batch's.
+pub(super) fn ramp(left: usize, batch: usize, page: usize) -> usize {
+    if left > 2 * batch {
+        batch
+    } else {
+        (batch / 4 / page).max(1) * page
     }
 }
 

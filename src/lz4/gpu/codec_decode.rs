@@ -2,11 +2,11 @@
 //! pinned slots, decoded pages copied out, or written by the device straight into the caller's
 //! registered output where the tuning asks for it (see `register`).
 
-use super::codec::GpuPageCodec;
+use super::codec::{ramp, GpuPageCodec};
 use super::decode_ring::DecodeStage;
-use super::pipeline::{par_copy, par_extend};
 use super::register::ExtOutput;
 use crate::kernels::lz4::status;
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
 use crate::lz4::{check_page_bytes, CompressedPages, PageEntry, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -39,7 +39,8 @@ impl GpuPageCodec {
         let (mut staged, mut drained, mut produced) = (0usize, 0usize, 0usize);
         ring.decompress_stream_ext(
             |st| {
-                let (a, b) = (staged, (staged + bp).min(n));
+                // Quarter batches at the end, as for compression (see `ramp`).
+                let (a, b) = (staged, (staged + ramp(n - staged, bp, 1)).min(n));
                 let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
                 let entries = &pages.pages[a..b];
                 let len: usize = entries.iter().map(|e| e.original_bytes).sum();
@@ -89,7 +90,7 @@ impl GpuPageCodec {
                     // SAFETY: see above: the batch's `len` bytes are all written.
                     unsafe { out.set_len(base + len) };
                 } else if dense(first, entries) {
-                    par_extend(out, &d.out[..len]);
+                    par_extend_from_slot(out, &d.out[..len]);
                 } else {
                     for (k, e) in entries.iter().enumerate() {
                         out.extend_from_slice(&d.out[k * pb..k * pb + e.original_bytes]);
@@ -145,7 +146,7 @@ fn stage_pages(
         ]
     };
     if in_order && span <= st.packed.len() {
-        par_copy(&mut st.packed[..span], &data[base..prev_end]);
+        par_copy_to_slot(&mut st.packed[..span], &data[base..prev_end]);
         for (k, e) in pages.iter().enumerate() {
             st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, e.offset - base));
         }

@@ -5,7 +5,7 @@
 //! ([`DecodeRing::decompress_stream`], same shape as the compress ring's stream).
 
 use super::kernels::Lz4Kernels;
-use super::pipeline::two_mut;
+use super::pipeline::pick3;
 use super::register::ExtOutput;
 use super::ring::{Pinned, Registered};
 use super::tuning::Phases;
@@ -147,9 +147,15 @@ impl DecodeRing {
     }
 
     /// Enqueues upload, kernel and download of slot `i` (`pages` pages, `packed` stored bytes).
-    fn submit(&mut self, i: usize, pages: usize, packed: usize) -> Result<()> {
-        let (pb, streams) = (self.page_bytes, &self.streams);
-        let slot = &mut self.slots[i];
+    fn submit(
+        streams: &StreamSet,
+        kernels: &Lz4Kernels,
+        pb: usize,
+        slot: &mut Slot,
+        i: usize,
+        pages: usize,
+        packed: usize,
+    ) -> Result<()> {
         let drv = Error::driver;
         // The kernel reads the stored bytes in 16-byte chunks below the length it gets: upload
         // (and hand it) the bytes rounded up, plus padding; what lies beyond `packed` is never
@@ -171,7 +177,7 @@ impl DecodeRing {
         compute
             .wait(&slot.ev_h2d)
             .map_err(drv("cuStreamWaitEvent"))?;
-        self.kernels.decompress(
+        kernels.decompress(
             compute,
             &slot.d_packed.slice(0..plen),
             &slot.d_entries.slice(0..4 * pages),
@@ -235,13 +241,6 @@ impl DecodeRing {
         Ok(())
     }
 
-    fn wait(&mut self, i: usize) -> Result<()> {
-        self.slots[i]
-            .ev_done
-            .synchronize()
-            .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))
-    }
-
     fn view(slot: &Slot, pb: usize) -> DecodedBatch<'_> {
         DecodedBatch {
             pages: slot.pages,
@@ -292,7 +291,8 @@ impl DecodeRing {
     {
         self.phases = Phases::default();
         let t = Phases::clock();
-        let r = self.stream_inner(fill, sink);
+        // On a pool thread, like the compress ring's loop (see `Ring::compress_stream_ext`).
+        let r = rayon::scope(|_| self.stream_inner(fill, sink));
         Phases::add(&mut self.phases.total_s, t);
         if r.is_err() {
             self.reset();
@@ -306,80 +306,83 @@ impl DecodeRing {
         S: FnMut(&DecodedBatch<'_>) -> Result<()> + Send,
     {
         let (n, pb, bp) = (self.slots.len(), self.page_bytes, self.batch_pages);
+        // Submitted slots, oldest first; the slot staged last step, not yet submitted.
         let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let mut next = 0;
+        let mut pending: Option<(usize, usize, usize)> = None;
+        let (mut next, mut ended) = (0usize, false);
         let mut ph = Phases::default();
         loop {
-            let oldest = (in_flight.len() + 1 >= n)
-                .then(|| in_flight.pop_front())
-                .flatten();
-            let (pages, packed, ext) = match oldest {
-                Some(o) if o != next => {
-                    // Stage the next batch while the oldest finishes and is drained.
-                    let (done, free) = two_mut(&mut self.slots, o, next);
-                    let st = stage(free, pb, bp);
-                    let sink = &mut sink;
-                    let fill = &mut fill;
-                    let (mut wait_s, mut sink_s, mut fill_s, mut rel_s) = (0.0, 0.0, 0.0, 0.0);
-                    let (ws, ss, fs, rs) = (&mut wait_s, &mut sink_s, &mut fill_s, &mut rel_s);
-                    // `move`: the closure takes the slot's `&mut` (Send), not a shared view.
-                    let (a, b) = rayon::join(
-                        move || {
-                            timed(ws, || done.ev_done.synchronize())
-                                .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
-                            let r = timed(ss, || sink(&Self::view(done, pb)));
-                            Self::release(done, rs);
-                            r
-                        },
-                        move || timed(fs, || fill(st)),
-                    );
-                    ph.wait_s += wait_s;
-                    ph.sink_s += sink_s;
-                    ph.fill_s += fill_s;
-                    ph.release_s += rel_s;
-                    self.slots[o].busy = false;
-                    a?;
-                    b?
-                }
-                Some(o) => {
-                    timed(&mut ph.wait_s, || self.wait(o))?;
-                    let r = timed(&mut ph.sink_s, || sink(&Self::view(&self.slots[o], pb)));
-                    Self::release(&mut self.slots[o], &mut ph.release_s);
-                    r?;
-                    self.slots[o].busy = false;
-                    timed(&mut ph.fill_s, || {
-                        fill(stage(&mut self.slots[next], pb, bp))
-                    })?
-                }
-                None => timed(&mut ph.fill_s, || {
-                    fill(stage(&mut self.slots[next], pb, bp))
-                })?,
+            let busy = in_flight.len() + pending.is_some() as usize;
+            let fill_now = !ended && busy < n;
+            let oldest = if ended || busy + 1 >= n {
+                in_flight.front().copied()
+            } else {
+                None
             };
-            let (pages, packed, ext) = (pages, packed, ext);
-            self.slots[next].ext = ext;
-            if pages == 0 {
-                self.slots[next].ext = None;
+            if !fill_now && pending.is_none() && oldest.is_none() {
                 break;
             }
-            if pages > bp || packed > pb * bp {
-                return Err(Error::Capacity {
-                    what: "lz4 decode ring slot".into(),
-                    needed: packed.max(pages),
-                    capacity: pb * bp,
-                });
+            let (streams, kernels) = (&self.streams, &self.kernels);
+            let (s_slot, o_slot, f_slot) = pick3(
+                &mut self.slots,
+                pending.map(|p| p.0),
+                oldest,
+                fill_now.then_some(next),
+            );
+            // One side submits the pending batch and drains the oldest; the other stages the
+            // next batch.
+            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            let (a, b) = rayon::join(
+                || -> Result<()> {
+                    if let (Some((i, pages, packed)), Some(slot)) = (pending, s_slot) {
+                        timed(&mut side.submit_s, || {
+                            Self::submit(streams, kernels, pb, slot, i, pages, packed)
+                        })?;
+                    }
+                    let Some(done) = o_slot else { return Ok(()) };
+                    timed(&mut side.wait_s, || done.ev_done.synchronize())
+                        .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
+                    let r = timed(&mut side.sink_s, || sink(&Self::view(done, pb)));
+                    Self::release(done, &mut side.release_s);
+                    r
+                },
+                || match f_slot {
+                    Some(slot) => timed(&mut fill_s, || fill(stage(slot, pb, bp))),
+                    None => Ok((0, 0, None)),
+                },
+            );
+            ph.wait_s += side.wait_s;
+            ph.sink_s += side.sink_s;
+            ph.release_s += side.release_s;
+            ph.submit_s += side.submit_s;
+            ph.fill_s += fill_s;
+            if let Some((i, _, _)) = pending.take() {
+                // Submitted, or failed with the ring about to be reset.
+                in_flight.push_back(i);
             }
-            timed(&mut ph.submit_s, || self.submit(next, pages, packed))?;
-            ph.batches += 1;
-            ph.bytes += pages * pb;
-            in_flight.push_back(next);
-            next = (next + 1) % n;
-        }
-        while let Some(o) = in_flight.pop_front() {
-            timed(&mut ph.wait_s, || self.wait(o))?;
-            let r = timed(&mut ph.sink_s, || sink(&Self::view(&self.slots[o], pb)));
-            Self::release(&mut self.slots[o], &mut ph.release_s);
-            r?;
-            self.slots[o].busy = false;
+            if let Some(o) = oldest {
+                in_flight.pop_front();
+                self.slots[o].busy = false;
+            }
+            a?;
+            let (pages, packed, ext) = b?;
+            if fill_now {
+                if pages == 0 {
+                    ended = true;
+                } else if pages > bp || packed > pb * bp {
+                    return Err(Error::Capacity {
+                        what: "lz4 decode ring slot".into(),
+                        needed: packed.max(pages),
+                        capacity: pb * bp,
+                    });
+                } else {
+                    self.slots[next].ext = ext;
+                    pending = Some((next, pages, packed));
+                    ph.batches += 1;
+                    ph.bytes += pages * pb;
+                    next = (next + 1) % n;
+                }
+            }
         }
         let total = self.phases.total_s;
         self.phases = Phases {

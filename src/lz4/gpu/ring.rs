@@ -14,6 +14,7 @@ pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
 use super::register::ExtInput;
+pub(crate) use super::ring_submit::Submit;
 use super::tuning::{HostTuning, Phases};
 use crate::lz4::PageEntry;
 use crate::runtime::{PinnedKind, StreamSet};
@@ -21,11 +22,11 @@ use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
 
-const H2D: usize = 0;
-const INFO: usize = 1;
-const D2H: usize = 2;
+pub(crate) const H2D: usize = 0;
+pub(crate) const INFO: usize = 1;
+pub(crate) const D2H: usize = 2;
 /// Stream of slot `i`'s kernels: `COMPUTE + i`.
-const COMPUTE: usize = 3;
+pub(crate) const COMPUTE: usize = 3;
 
 /// Where a slot is in its cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,16 +40,16 @@ pub(crate) enum State {
 /// One batch's buffers and events.
 pub(crate) struct Slot {
     pub(crate) h_in: Pinned<u8>,
-    h_out: Registered,
-    h_info: Pinned<u32>,
-    d_in: CudaSlice<u8>,
-    scratch: CudaSlice<u8>,
-    d_packed: CudaSlice<u8>,
-    d_info: CudaSlice<u32>,
-    ev_h2d: CudaEvent,
-    ev_kernel: CudaEvent,
-    ev_info: CudaEvent,
-    ev_d2h: CudaEvent,
+    pub(crate) h_out: Registered,
+    pub(crate) h_info: Pinned<u32>,
+    pub(crate) d_in: CudaSlice<u8>,
+    pub(crate) scratch: CudaSlice<u8>,
+    pub(crate) d_packed: CudaSlice<u8>,
+    pub(crate) d_info: CudaSlice<u32>,
+    pub(crate) ev_h2d: CudaEvent,
+    pub(crate) ev_kernel: CudaEvent,
+    pub(crate) ev_info: CudaEvent,
+    pub(crate) ev_d2h: CudaEvent,
     pub(crate) state: State,
     /// Bytes of input in this batch.
     pub(crate) input_bytes: usize,
@@ -57,7 +58,7 @@ pub(crate) struct Slot {
     /// Bytes of `h_out` the pages use (alignment gaps included) once the slot is Ready.
     pub(crate) used: usize,
     /// The whole packed region's download was enqueued with the kernel (eager submit).
-    eager_d2h: bool,
+    pub(crate) eager_d2h: bool,
     /// The batch's input read in place from the caller's registered memory (else `h_in`).
     pub(crate) ext: Option<ExtInput>,
 }
@@ -129,7 +130,7 @@ impl Slot {
 /// The ring of slots over one device.
 pub(crate) struct Ring {
     pub(crate) kernels: Lz4Kernels,
-    streams: StreamSet,
+    pub(crate) streams: StreamSet,
     pub(crate) slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
@@ -214,97 +215,14 @@ impl Ring {
 
     /// Enqueues upload, kernel and info download of slot `i`, whose `h_in` holds `input_bytes`.
     pub(crate) fn submit(&mut self, i: usize, input_bytes: usize) -> Result<()> {
-        let (pb, streams) = (self.page_bytes, &self.streams);
-        let slot = &mut self.slots[i];
-        debug_assert_eq!(slot.state, State::Free);
-        slot.input_bytes = input_bytes;
-        slot.entries.clear();
-        slot.eager_d2h = self.eager;
-        let n = input_bytes.div_ceil(pb);
-        let words = info_words(n);
-        let h2d = streams.get(H2D);
-        // The copies read h_in (or the caller's registered memory) asynchronously; the host
-        // writes h_in again, or unregisters, only once this slot has gone through `finish` /
-        // `wait`, which follow the copies' completion.
-        let up = Error::driver("cuMemcpyHtoDAsync (lz4 input)");
-        match &slot.ext {
-            Some(ext) => {
-                let src = ext.bytes();
-                for (at, len) in ext.staged() {
-                    if len > 0 {
-                        h2d.memcpy_htod(
-                            &slot.h_in.slice()[at..at + len],
-                            &mut slot.d_in.slice_mut(at..at + len),
-                        )
-                        .map_err(up)?;
-                    }
-                }
-                for &(at, len) in &ext.parts {
-                    h2d.memcpy_htod(&src[at..at + len], &mut slot.d_in.slice_mut(at..at + len))
-                        .map_err(up)?;
-                }
-            }
-            None if input_bytes > 0 => {
-                h2d.memcpy_htod(
-                    &slot.h_in.slice()[..input_bytes],
-                    &mut slot.d_in.slice_mut(0..input_bytes),
-                )
-                .map_err(up)?;
-            }
-            None => {}
-        }
-        slot.ev_h2d
-            .record(h2d)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let compute = streams.get(COMPUTE + i);
-        compute
-            .wait(&slot.ev_h2d)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        let input = slot.d_in.slice(0..input_bytes.max(1));
-        let mut packed = slot.d_packed.slice_mut(..);
-        let mut info = slot.d_info.slice_mut(0..words);
-        self.kernels.compress(
-            compute,
-            &input,
-            input_bytes,
-            pb,
-            &mut slot.scratch,
-            &mut packed,
-            &mut info,
-        )?;
-        slot.ev_kernel
-            .record(compute)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let info_s = streams.get(INFO);
-        info_s
-            .wait(&slot.ev_kernel)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        info_s
-            .memcpy_dtoh(
-                &slot.d_info.slice(0..words),
-                &mut slot.h_info.slice_mut()[..words],
-            )
-            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
-        slot.ev_info
-            .record(info_s)
-            .map_err(Error::driver("cuEventRecord"))?;
-        if self.eager {
-            // Every stored page takes at most its page, 16-byte aligned: n pages fit n * pb.
-            let bound = (n * pb).min(slot.d_packed.len());
-            let d2h = streams.get(D2H);
-            d2h.wait(&slot.ev_kernel)
-                .map_err(Error::driver("cuStreamWaitEvent"))?;
-            d2h.memcpy_dtoh(
-                &slot.d_packed.slice(0..bound),
-                &mut slot.h_out.slice_mut()[..bound],
-            )
-            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
-            slot.ev_d2h
-                .record(d2h)
-                .map_err(Error::driver("cuEventRecord"))?;
-        }
-        slot.state = State::Submitted;
-        Ok(())
+        let (pb, eager) = (self.page_bytes, self.eager);
+        let at = Submit {
+            streams: &self.streams,
+            kernels: &self.kernels,
+            page_bytes: pb,
+            eager,
+        };
+        at.submit(&mut self.slots[i], i, input_bytes)
     }
 
     /// Starts the packed download of a Submitted slot whose info has arrived; `block` waits for
