@@ -6,9 +6,11 @@
 //!
 //! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
 //! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
-//! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. The
-//! host never touches a slot's buffers while its copies may still run: every transition waits
-//! for the event of the copy that used them.
+//! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. With
+//! eager downloads (the streaming loop's default) the whole packed region comes down right after
+//! the kernel instead, and `Slot::finish` waits for it. The host never touches a slot's buffers
+//! while its copies may still run: every transition waits for the event of the copy that used
+//! them. `ring_submit` enqueues a slot's work.
 
 pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
