@@ -9,6 +9,8 @@ mod common;
 mod lz4_gpu;
 #[path = "../tests/lz4_support/mod.rs"]
 mod lz4_support;
+#[path = "lz4_variants.rs"]
+mod lz4_variants;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ptxflow::lz4::{decode_block_append, CpuPageCodec, PageCodec, PageEncoder, PageKind};

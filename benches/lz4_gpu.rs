@@ -206,6 +206,13 @@ pub fn bench(c: &mut Criterion) {
         }
         return;
     }
+    if let Ok(specs) = std::env::var("PTXFLOW_LZ4_VARIANTS") {
+        // Design variants only (one short GPU run compares them; see lz4_variants.rs).
+        if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
+            super::lz4_variants::run(&gpu, &specs, &d, &d[..RING_BYTES]);
+        }
+        return;
+    }
     let mut codec = GpuPageCodec::new(gpu.clone(), GpuOptions::default()).expect("GPU codec");
     let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
     let h2d = pinned_h2d_gbs(&gpu, &s);
@@ -304,12 +311,14 @@ pub fn bench(c: &mut Criterion) {
                 .compress_into(&data, PAGE_BYTES, &mut pages)
                 .expect("compress")
         });
+        let mem_cph = codec.compress_phases().expect("phases");
         let mem_d = wall(5, || {
             back.clear();
             codec
                 .decompress_pages(&pages, &mut back)
                 .expect("decompress")
         });
+        let mem_dph = codec.decompress_phases().expect("phases");
         let cold_c = {
             let t = std::time::Instant::now();
             std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"));
@@ -407,9 +416,11 @@ pub fn bench(c: &mut Criterion) {
             )
             .expect("gpu file compress");
         });
+        let file_cph = codec.compress_phases().expect("phases");
         let file_gd = wall(5, || {
             gpu_d(&mut codec);
         });
+        let file_dph = codec.decompress_phases().expect("phases");
         let cat = wall(3, || {
             std::fs::copy(&src, &restored).expect("copy");
         });
@@ -476,6 +487,14 @@ pub fn bench(c: &mut Criterion) {
             rayon::current_num_threads(),
             gbs(cpu_c),
             gbs(cpu_d),
+        ));
+        summary.push(format!(
+            "{name}: host time by phase of one run (ring of {} x {} MiB, {:?}, streaming-store copies (into, out of the slots) {:?}): \
+             memory compress [{mem_cph}]; memory decompress [{mem_dph}]; file compress [{file_cph}]; file decompress [{file_dph}]",
+            GpuOptions::default().slots,
+            GpuOptions::default().batch_bytes >> 20,
+            codec.host_tuning(),
+            ptxflow::lz4::par::streaming_stores(),
         ));
     }
     g.finish();

@@ -7,7 +7,9 @@
 mod common;
 mod lz4_support;
 
-use ptxflow::lz4::gpu::{open_page_stream, Device, GpuOptions, GpuPageCodec, GpuPageStream};
+use ptxflow::lz4::gpu::{
+    open_page_stream, Device, GpuOptions, GpuPageCodec, GpuPageStream, HostTuning,
+};
 use ptxflow::lz4::{
     compress_page, decode_frames, CodecPath, CompressedPage, CompressedPages, FrameEncoder,
     FrameOptions, PageCodec, PageKind, PageStream,
@@ -506,4 +508,76 @@ fn gpu_frame_stream_decodes_our_frames_and_refuses_what_it_cannot() {
         "{:?}",
         codec.fallback_reason()
     );
+}
+
+#[test]
+fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
+    let Some(gpu) = common::gpu_or_skip("gpu_codec_registering_caller_memory_gives_the_same_bytes")
+    else {
+        return;
+    };
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 2 << 20,
+            slots: 3,
+        },
+    )
+    .unwrap();
+    // Registered in place: the 64 KiB-aligned interior of each 2 MiB batch; staged: the rest.
+    codec.set_host_tuning(HostTuning {
+        register_pieces: 4,
+        ..HostTuning::default()
+    });
+    let mib = if sanitize() { 3 } else { 11 };
+    let all: Vec<u8> = inputs()
+        .into_iter()
+        .flat_map(|(_, d)| d)
+        .cycle()
+        .take((mib << 20) + 4096 + 333)
+        .collect();
+    // Unaligned starts, ragged ends.
+    for (from, pb) in [(0, 4096), (3, 4096), (4096 + 5, 1024)] {
+        let data = &all[from..];
+        let mut pages = CompressedPages {
+            page_bytes: pb,
+            data: Vec::new(),
+            pages: Vec::new(),
+            path: CodecPath::Cpu,
+        };
+        codec.compress_into(data, pb, &mut pages).unwrap();
+        assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
+        check_pages(&pages, data, &format!("registered input from {from}"));
+        let phases = codec.compress_phases().unwrap();
+        // Output after a prefix (an unaligned start of the registered output), then alone.
+        let mut back = b"prefix".to_vec();
+        codec.decompress_pages(&pages, &mut back).unwrap();
+        assert!(back[6..] == *data && back[..6] == *b"prefix", "from {from}");
+        back.clear();
+        codec.decompress_pages(&pages, &mut back).unwrap();
+        assert!(back == data, "from {from}: registered output differs");
+        eprintln!(
+            "registered from {from} at {pb} B pages: compress [{phases}], decompress [{}]",
+            codec.decompress_phases().unwrap()
+        );
+        // A corrupt page: an error, the output as before, and the codec still works.
+        let mut bad = pages.clone();
+        if let Some(k) = (bad.pages.len() / 2..bad.pages.len())
+            .find(|&k| bad.pages[k].kind == PageKind::Compressed)
+        {
+            let e = bad.pages[k];
+            bad.data[e.offset..e.offset + e.stored_bytes].fill(0xff);
+            let mut out = b"keep".to_vec();
+            // A block of 0xFF bytes claims more literals than it holds: the device refuses it.
+            assert!(matches!(
+                codec.decompress_pages(&bad, &mut out),
+                Err(Error::Corrupt { .. })
+            ));
+            assert_eq!(out, b"keep");
+            back.clear();
+            codec.decompress_pages(&pages, &mut back).unwrap();
+            assert!(back == data, "from {from}: after a corrupt batch");
+        }
+    }
+    assert_eq!(codec.path(), CodecPath::Gpu);
 }

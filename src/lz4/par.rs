@@ -1,41 +1,147 @@
 //! Copies with every core (rayon), for moving batches between ordinary and pinned memory at
 //! memory speed.
+//!
+//! Copies out of the GPU rings' pinned slots into the caller's memory use streaming
+//! (non-temporal) stores: the destination lines are written without being read into the cache
+//! first, so such a copy moves 2 bytes of memory traffic per byte instead of 3 and does not push
+//! the ring (which the copy engines read and write) out of the cache. Copies into the slots use
+//! ordinary stores, which leave the staged batch in the cache for the copy engine to read. On
+//! the H100 machine (16 cores, 300 MiB L3; 256 MiB of dickens from ordinary memory, one run) the
+//! codec from memory compressed at 15.9 GB/s with ordinary stores both ways, 22.5-24.2 GB/s
+//! with streaming stores both ways and 27.7 GB/s with streaming stores out only; decompression
+//! 11.2, 22.1-23.9 and 23.8 GB/s. [`set_streaming_stores`] picks the kind per direction
+//! (benches compare them); [`par_copy`], [`par_extend`] and [`par_concat`] always use ordinary
+//! stores, for destinations that are read again right away (hashing, writing to a file).
 
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Bytes per parallel copy task.
+/// Bytes per parallel copy task (default; see [`set_copy_chunk_bytes`]).
 const COPY_CHUNK_BYTES: usize = 256 << 10;
+
+static STREAM_IN: AtomicBool = AtomicBool::new(false);
+static STREAM_OUT: AtomicBool = AtomicBool::new(true);
+static CHUNK: AtomicUsize = AtomicUsize::new(COPY_CHUNK_BYTES);
+
+/// Whether [`par_copy_to_slot`] (`into_slots`) and [`par_extend_from_slot`] (`out_of_slots`)
+/// use streaming stores (x86-64; elsewhere they are plain copies). By default only copies out.
+pub fn set_streaming_stores(into_slots: bool, out_of_slots: bool) {
+    STREAM_IN.store(into_slots, Ordering::Relaxed);
+    STREAM_OUT.store(out_of_slots, Ordering::Relaxed);
+}
+
+/// `(into_slots, out_of_slots)`: see [`set_streaming_stores`].
+pub fn streaming_stores() -> (bool, bool) {
+    (
+        STREAM_IN.load(Ordering::Relaxed),
+        STREAM_OUT.load(Ordering::Relaxed),
+    )
+}
+
+/// Bytes per parallel copy task (at least 4 KiB).
+pub fn set_copy_chunk_bytes(bytes: usize) {
+    CHUNK.store(bytes.max(4096), Ordering::Relaxed);
+}
+
+fn chunk() -> usize {
+    CHUNK.load(Ordering::Relaxed)
+}
+
+/// Copies `len` bytes from `src` to `dst` with streaming stores where the CPU has them.
+///
+/// # Safety
+/// `src` must be valid for reads and `dst` for writes of `len` bytes; the ranges must not overlap.
+unsafe fn copy_raw(dst: *mut u8, src: *const u8, len: usize, streaming: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if streaming && len >= 4096 {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        // SAFETY: the caller's ranges; SSE2 is part of x86-64. `head` aligns the stores to 16
+        // bytes as _mm_stream_si128 requires; loads are unaligned; every access stays in range.
+        unsafe {
+            let head = dst.align_offset(16).min(len);
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let mut i = head;
+            while i + 64 <= len {
+                let s = src.add(i) as *const __m128i;
+                let d = dst.add(i) as *mut __m128i;
+                let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
+                let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
+                _mm_stream_si128(d, a);
+                _mm_stream_si128(d.add(1), b);
+                _mm_stream_si128(d.add(2), c);
+                _mm_stream_si128(d.add(3), e);
+                i += 64;
+            }
+            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+            // Streaming stores are weakly ordered: make them visible before the task ends (the
+            // pool's synchronization, then a DMA engine or another thread, reads them).
+            _mm_sfence();
+        }
+        return;
+    }
+    let _ = streaming;
+    // SAFETY: the caller's ranges.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+}
 
 /// Copies `src` into `dst` (same length) with every core.
 pub fn par_copy(dst: &mut [u8], src: &[u8]) {
-    debug_assert_eq!(dst.len(), src.len());
-    if src.len() <= COPY_CHUNK_BYTES {
-        dst.copy_from_slice(src);
+    copy_with(dst, src, false)
+}
+
+/// Copies `src` into `dst` (same length), a GPU ring's pinned slot, with every core.
+pub fn par_copy_to_slot(dst: &mut [u8], src: &[u8]) {
+    copy_with(dst, src, STREAM_IN.load(Ordering::Relaxed))
+}
+
+fn copy_with(dst: &mut [u8], src: &[u8], streaming: bool) {
+    assert_eq!(dst.len(), src.len(), "par_copy needs equal lengths");
+    let c = chunk();
+    // SAFETY: each call covers one chunk of `dst` and the same chunk of `src`; distinct
+    // borrows, so they do not overlap.
+    let one = |d: &mut [u8], s: &[u8]| unsafe {
+        copy_raw(d.as_mut_ptr(), s.as_ptr(), s.len(), streaming)
+    };
+    if src.len() <= c {
+        one(dst, src);
         return;
     }
-    dst.par_chunks_mut(COPY_CHUNK_BYTES)
-        .zip(src.par_chunks(COPY_CHUNK_BYTES))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(c)
+        .zip(src.par_chunks(c))
+        .for_each(|(d, s)| one(d, s));
+}
+
+/// Writes `src` into `dst` (same length).
+fn write_uninit(d: &mut [MaybeUninit<u8>], s: &[u8], streaming: bool) {
+    debug_assert_eq!(d.len(), s.len());
+    // SAFETY: `d` is a distinct borrow of `s.len()` writable bytes (MaybeUninit<u8> has u8's
+    // layout); writing initialises them.
+    unsafe { copy_raw(d.as_mut_ptr().cast(), s.as_ptr(), s.len(), streaming) }
 }
 
 /// Appends `src` to `dst` with every core (the new bytes are written once, never zeroed first).
 pub fn par_extend(dst: &mut Vec<u8>, src: &[u8]) {
+    extend_with(dst, src, false)
+}
+
+/// Appends `src` (a GPU ring's pinned slot) to `dst` with every core.
+pub fn par_extend_from_slot(dst: &mut Vec<u8>, src: &[u8]) {
+    extend_with(dst, src, STREAM_OUT.load(Ordering::Relaxed))
+}
+
+fn extend_with(dst: &mut Vec<u8>, src: &[u8], streaming: bool) {
     dst.reserve(src.len());
     let old = dst.len();
     let spare = &mut dst.spare_capacity_mut()[..src.len()];
-    let write = |d: &mut [MaybeUninit<u8>], s: &[u8]| {
-        for (d, &s) in d.iter_mut().zip(s) {
-            d.write(s);
-        }
-    };
-    if src.len() <= COPY_CHUNK_BYTES {
-        write(spare, src);
+    let c = chunk();
+    if src.len() <= c {
+        write_uninit(spare, src, streaming);
     } else {
         spare
-            .par_chunks_mut(COPY_CHUNK_BYTES)
-            .zip(src.par_chunks(COPY_CHUNK_BYTES))
-            .for_each(|(d, s)| write(d, s));
+            .par_chunks_mut(c)
+            .zip(src.par_chunks(c))
+            .for_each(|(d, s)| write_uninit(d, s, streaming));
     }
     // SAFETY: the `src.len()` bytes after `old` were all initialised just above, within the
     // capacity reserved for them.
@@ -57,11 +163,34 @@ pub fn par_concat(dst: &mut Vec<u8>, parts: &[&[u8]]) {
     pieces
         .into_par_iter()
         .zip(parts.par_iter())
-        .for_each(|(d, s)| {
-            for (d, &s) in d.iter_mut().zip(s.iter()) {
-                d.write(s);
-            }
-        });
+        .for_each(|(d, s)| write_uninit(d, s, false));
     // SAFETY: the pieces cover the first `total` spare bytes exactly and were all written.
     unsafe { dst.set_len(total) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_match_with_and_without_streaming_stores() {
+        let src: Vec<u8> = (0..(3 << 20) + 77)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        // Unaligned starts and lengths on both sides.
+        for (a, b) in [(0, 0), (1, 3), (15, 0), (5, 9)] {
+            let s = &src[a..src.len() - b];
+            for streaming in [false, true] {
+                let mut d = vec![0u8; s.len() + 1];
+                copy_with(&mut d[1..], s, streaming);
+                assert!(d[1..] == *s);
+                let mut v = vec![9u8; 3];
+                extend_with(&mut v, s, streaming);
+                assert!(v[3..] == *s && v[..3] == [9, 9, 9]);
+            }
+            let mut c = Vec::new();
+            par_concat(&mut c, &[&s[..100], &s[100..]]);
+            assert!(c == s);
+        }
+    }
 }

@@ -1,18 +1,18 @@
 //! [`GpuPageCodec`]: batch compression through the ring (`PageCodec`), and GPU decompression,
 //! with the CPU path taking over when there is no device or any device operation fails.
 
-use super::decode_ring::{DecodeRing, DecodeStage};
+use super::decode_ring::DecodeRing;
 use super::kernels::Lz4Kernels;
-use super::pipeline::{par_copy, par_extend};
+use super::register::ExtInput;
 use super::ring::Ring;
+use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
-use crate::kernels::lz4::status;
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
 use crate::lz4::{
-    check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry, PageKind,
+    check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry,
 };
 use crate::runtime::Gpu;
 use crate::{Error, Result};
-use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,10 +22,11 @@ use std::time::Instant;
 /// an inconsistent kernel result) it stops using the device for good and says why.
 pub struct GpuPageCodec {
     kernels: Option<Lz4Kernels>,
-    ring: Option<Ring>,
-    decode: Option<DecodeRing>,
+    pub(super) ring: Option<Ring>,
+    pub(super) decode: Option<DecodeRing>,
     options: GpuOptions,
     failure: Option<String>,
+    pub(super) tuning: HostTuning,
 }
 
 impl GpuPageCodec {
@@ -37,6 +38,7 @@ impl GpuPageCodec {
             decode: None,
             options,
             failure: None,
+            tuning: HostTuning::default(),
         })
     }
 
@@ -50,6 +52,7 @@ impl GpuPageCodec {
                 decode: None,
                 options,
                 failure: Some(e.to_string()),
+                tuning: HostTuning::default(),
             },
         }
     }
@@ -99,7 +102,9 @@ impl GpuPageCodec {
                 }
             }
         }
-        Ok(self.ring.as_mut().expect("ring set above"))
+        let r = self.ring.as_mut().expect("ring set above");
+        r.tuning = self.tuning;
+        Ok(r)
     }
 
     pub(super) fn decode_ring(&mut self, page_bytes: usize) -> Result<&mut DecodeRing> {
@@ -135,71 +140,36 @@ impl GpuPageCodec {
         out.pages.clear();
         out.data.reserve(input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
+        let pieces = self.tuning.register_pieces;
         let ring = self.ring(page_bytes)?;
+        let ctx = ring.kernels.gpu().ctx().clone();
         let (data, pages) = (&mut out.data, &mut out.pages);
         let mut rest = input;
-        ring.compress_stream(
+        ring.compress_stream_ext(
             |buf| {
-                let take = buf.len().min(rest.len());
-                par_copy(&mut buf[..take], &rest[..take]);
+                let take = buf
+                    .len()
+                    .min(rest.len())
+                    .min(ramp(rest.len(), buf.len(), page_bytes));
+                let (src, buf) = (&rest[..take], &mut buf[..take]);
+                // SAFETY: `input` outlives the stream, which drops every ExtInput only after
+                // the uploads that read it (drained slots, or `reset` after an error).
+                let ext = (pieces > 0)
+                    .then(|| unsafe { ExtInput::new(&ctx, src, buf, pieces) })
+                    .flatten();
+                if ext.is_none() {
+                    par_copy_to_slot(buf, src);
+                }
                 rest = &rest[take..];
-                Ok(take)
+                Ok((take, ext))
             },
             |batch| {
                 let base = data.len();
-                par_extend(data, batch.packed);
+                par_extend_from_slot(data, batch.packed);
                 pages.extend(batch.entries.iter().map(|e| PageEntry {
                     offset: e.offset + base,
                     ..*e
                 }));
-                Ok(())
-            },
-        )
-    }
-
-    fn decompress_gpu(&mut self, pages: &CompressedPages, out: &mut Vec<u8>) -> Result<()> {
-        let pb = pages.page_bytes;
-        check_page_bytes(pb)?;
-        let n = pages.pages.len();
-        let last_full = pages.pages.len().saturating_sub(1);
-        out.reserve(pages.original_bytes());
-        let ring = self.decode_ring(pb)?;
-        let bp = ring.batch_pages;
-        let (mut staged, mut drained) = (0usize, 0usize);
-        ring.decompress_stream(
-            |st| {
-                let (a, b) = (staged, (staged + bp).min(n));
-                let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
-                staged = b;
-                Ok((b - a, used))
-            },
-            |d| {
-                let first = drained;
-                drained += d.pages;
-                if let Some(k) = d.status.iter().position(|&w| w & status::CODE_MASK != 0) {
-                    let code = d.status[k] & status::CODE_MASK;
-                    return Err(Error::Corrupt {
-                        what: format!(
-                            "page {}: {} (GPU status {code})",
-                            first + k,
-                            status::describe(code)
-                        ),
-                    });
-                }
-                let entries = &pages.pages[first..drained];
-                // Whole pages back to back (all but possibly the very last): one copy.
-                let dense = entries
-                    .iter()
-                    .enumerate()
-                    .all(|(k, e)| e.original_bytes == pb || first + k == last_full);
-                if dense {
-                    let len: usize = entries.iter().map(|e| e.original_bytes).sum();
-                    par_extend(out, &d.out[..len]);
-                } else {
-                    for (k, e) in entries.iter().enumerate() {
-                        out.extend_from_slice(&d.out[k * pb..k * pb + e.original_bytes]);
-                    }
-                }
                 Ok(())
             },
         )
@@ -324,70 +294,15 @@ impl PageCodec for GpuPageCodec {
     }
 }
 
-/// Stages pages `pages` (page `first` on) of `data` into a decode slot: the span they cover in
-/// one parallel copy when they lie in order, else page by page. Returns the stored bytes staged.
-/// Fails with [`Error::Corrupt`] for an entry outside `data` or larger than a page.
-fn stage_pages(
-    data: &[u8],
-    pages: &[PageEntry],
-    first: usize,
-    page_bytes: usize,
-    st: DecodeStage<'_>,
-) -> Result<usize> {
-    let mut in_order = true;
-    let mut prev_end = pages.first().map_or(0, |e| e.offset);
-    let base = prev_end;
-    for (k, e) in pages.iter().enumerate() {
-        let end = e.offset.checked_add(e.stored_bytes);
-        if e.original_bytes > page_bytes
-            || e.stored_bytes > page_bytes
-            || end.is_none_or(|end| end > data.len())
-        {
-            return Err(Error::Corrupt {
-                what: format!(
-                    "page {}: entry (offset {}, {} stored, {} original bytes) does not fit \
-                     {page_bytes}-byte pages in {} bytes of data",
-                    first + k,
-                    e.offset,
-                    e.stored_bytes,
-                    e.original_bytes,
-                    data.len()
-                ),
-            });
-        }
-        in_order &= e.offset >= prev_end;
-        prev_end = e.offset + e.stored_bytes;
+/// Bytes of the next batch when `left` bytes remain, batches hold `batch` and pages `page`: the
+/// last two batches' worth goes in quarter batches, so the device's latency for the final batch
+/// (upload, kernel, download, which no host work can hide) is a quarter of a full batch's.
+pub(super) fn ramp(left: usize, batch: usize, page: usize) -> usize {
+    if left > 2 * batch {
+        batch
+    } else {
+        (batch / 4 / page).max(1) * page
     }
-    let span = prev_end - base;
-    let word = |e: &PageEntry, at: usize| {
-        [
-            at as u32,
-            e.stored_bytes as u32,
-            e.original_bytes as u32,
-            (e.kind == PageKind::Raw) as u32,
-        ]
-    };
-    if in_order && span <= st.packed.len() {
-        par_copy(&mut st.packed[..span], &data[base..prev_end]);
-        for (k, e) in pages.iter().enumerate() {
-            st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, e.offset - base));
-        }
-        return Ok(span);
-    }
-    let mut rest = &mut st.packed[..];
-    let mut dsts = Vec::with_capacity(pages.len());
-    let mut at = 0;
-    for (k, e) in pages.iter().enumerate() {
-        let (d, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes);
-        dsts.push(d);
-        rest = r;
-        st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, at));
-        at += e.stored_bytes;
-    }
-    dsts.into_par_iter()
-        .zip(pages.par_iter())
-        .for_each(|(d, e)| d.copy_from_slice(&data[e.offset..e.offset + e.stored_bytes]));
-    Ok(at)
 }
 
 /// The codec and the page stream move between threads (a caller's worker, an `io::Write`).

@@ -5,12 +5,14 @@
 //! ([`DecodeRing::decompress_stream`], same shape as the compress ring's stream).
 
 use super::kernels::Lz4Kernels;
-use super::pipeline::two_mut;
+use super::pipeline::pick3;
+use super::register::ExtOutput;
 use super::ring::{Pinned, Registered};
+use super::tuning::Phases;
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr};
 use std::collections::VecDeque;
 
 const H2D: usize = 0;
@@ -42,6 +44,9 @@ pub struct DecodedBatch<'a> {
     pub packed: &'a [u8],
     /// The entry words the fill staged (4 per page).
     pub entries: &'a [u32],
+    /// The batch's output went straight into the caller's registered memory, except the head
+    /// and tail ranges (`staged()`), which are in `out` at the same offsets.
+    pub(crate) direct: Option<&'a ExtOutput>,
 }
 
 struct Slot {
@@ -58,6 +63,8 @@ struct Slot {
     ev_done: CudaEvent,
     pages: usize,
     busy: bool,
+    /// Where the decoded bytes go instead of `h_out` (all but a head and tail).
+    ext: Option<ExtOutput>,
 }
 
 fn stage(s: &mut Slot, pb: usize, bp: usize) -> DecodeStage<'_> {
@@ -69,11 +76,21 @@ fn stage(s: &mut Slot, pb: usize, bp: usize) -> DecodeStage<'_> {
 
 /// The ring of decompression slots over one device.
 pub(crate) struct DecodeRing {
-    kernels: Lz4Kernels,
+    pub(crate) kernels: Lz4Kernels,
     streams: StreamSet,
     slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
+    /// Host time by phase of the last `decompress_stream`.
+    pub(crate) phases: Phases,
+}
+
+/// Runs `f`, adding its wall seconds to `secs`.
+fn timed<R>(secs: &mut f64, f: impl FnOnce() -> R) -> R {
+    let t = Phases::clock();
+    let r = f();
+    Phases::add(secs, t);
+    r
 }
 
 impl DecodeRing {
@@ -114,6 +131,7 @@ impl DecodeRing {
                 ev_done: event()?,
                 pages: 0,
                 busy: false,
+                ext: None,
             });
         }
         s.synchronize()
@@ -124,13 +142,20 @@ impl DecodeRing {
             slots: v,
             page_bytes,
             batch_pages,
+            phases: Phases::default(),
         })
     }
 
     /// Enqueues upload, kernel and download of slot `i` (`pages` pages, `packed` stored bytes).
-    fn submit(&mut self, i: usize, pages: usize, packed: usize) -> Result<()> {
-        let (pb, streams) = (self.page_bytes, &self.streams);
-        let slot = &mut self.slots[i];
+    fn submit(
+        streams: &StreamSet,
+        kernels: &Lz4Kernels,
+        pb: usize,
+        slot: &mut Slot,
+        i: usize,
+        pages: usize,
+        packed: usize,
+    ) -> Result<()> {
         let drv = Error::driver;
         // The kernel reads the stored bytes in 16-byte chunks below the length it gets: upload
         // (and hand it) the bytes rounded up, plus padding; what lies beyond `packed` is never
@@ -152,7 +177,7 @@ impl DecodeRing {
         compute
             .wait(&slot.ev_h2d)
             .map_err(drv("cuStreamWaitEvent"))?;
-        self.kernels.decompress(
+        kernels.decompress(
             compute,
             &slot.d_packed.slice(0..plen),
             &slot.d_entries.slice(0..4 * pages),
@@ -172,22 +197,48 @@ impl DecodeRing {
             &mut slot.h_status.slice_mut()[..pages],
         )
         .map_err(drv("cuMemcpyDtoHAsync (lz4 status)"))?;
-        d2h.memcpy_dtoh(
-            &slot.d_out.slice(0..pages * pb),
-            &mut slot.h_out.slice_mut()[..pages * pb],
-        )
-        .map_err(drv("cuMemcpyDtoHAsync (lz4 decoded pages)"))?;
+        let down = drv("cuMemcpyDtoHAsync (lz4 decoded pages)");
+        match &slot.ext {
+            Some(ext) => {
+                for (at, n) in ext.staged() {
+                    if n > 0 {
+                        d2h.memcpy_dtoh(
+                            &slot.d_out.slice(at..at + n),
+                            &mut slot.h_out.slice_mut()[at..at + n],
+                        )
+                        .map_err(down)?;
+                    }
+                }
+                let (src, _) = slot.d_out.device_ptr(d2h);
+                for k in 0..ext.parts.len() {
+                    let (dst, n) = ext.part_ptr(k);
+                    let at = ext.parts[k].0 as u64;
+                    // SAFETY: `dst..dst + n` is registered memory of the caller that only this
+                    // copy writes until the slot is drained (ExtInput::for_output's contract);
+                    // the source lies inside `d_out` (the fill registers at most the batch).
+                    unsafe {
+                        cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                            dst.cast(),
+                            src + at,
+                            n,
+                            d2h.cu_stream(),
+                        )
+                    }
+                    .result()
+                    .map_err(down)?;
+                }
+            }
+            None => d2h
+                .memcpy_dtoh(
+                    &slot.d_out.slice(0..pages * pb),
+                    &mut slot.h_out.slice_mut()[..pages * pb],
+                )
+                .map_err(down)?,
+        }
         slot.ev_done.record(d2h).map_err(drv("cuEventRecord"))?;
         slot.pages = pages;
         slot.busy = true;
         Ok(())
-    }
-
-    fn wait(&mut self, i: usize) -> Result<()> {
-        self.slots[i]
-            .ev_done
-            .synchronize()
-            .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))
     }
 
     fn view(slot: &Slot, pb: usize) -> DecodedBatch<'_> {
@@ -197,27 +248,52 @@ impl DecodeRing {
             status: &slot.h_status.slice()[..slot.pages],
             packed: slot.h_packed.slice(),
             entries: &slot.h_entries.slice()[..4 * slot.pages],
+            direct: slot.ext.as_ref(),
         }
     }
 
     /// Waits for every busy slot (ignoring errors) and frees it.
     fn reset(&mut self) {
+        // Downloads into registered memory end before it is unregistered.
+        let _ = self.streams.get(D2H).synchronize();
         for slot in &mut self.slots {
             if slot.busy {
                 let _ = slot.ev_done.synchronize();
                 slot.busy = false;
             }
+            slot.ext = None;
+        }
+    }
+
+    /// Hands a drained slot's registered output back (its downloads have completed).
+    fn release(slot: &mut Slot, ph_release: &mut f64) {
+        if let Some(ext) = slot.ext.take() {
+            timed(ph_release, || ext.release());
         }
     }
 
     /// Decodes every batch `fill` stages and hands each to `sink` in order. `fill` returns
     /// `(pages, stored bytes)` it staged; 0 pages ends the input. On an error the ring is reset.
-    pub(crate) fn decompress_stream<F, S>(&mut self, fill: F, sink: S) -> Result<()>
+    pub(crate) fn decompress_stream<F, S>(&mut self, mut fill: F, sink: S) -> Result<()>
     where
         F: FnMut(DecodeStage<'_>) -> Result<(usize, usize)> + Send,
         S: FnMut(&DecodedBatch<'_>) -> Result<()> + Send,
     {
-        let r = self.stream_inner(fill, sink);
+        self.decompress_stream_ext(|st| fill(st).map(|(p, b)| (p, b, None)), sink)
+    }
+
+    /// Like `decompress_stream`, but `fill` may also hand over where the batch's decoded bytes
+    /// go in the caller's registered memory (see `DecodedBatch::direct`).
+    pub(crate) fn decompress_stream_ext<F, S>(&mut self, fill: F, sink: S) -> Result<()>
+    where
+        F: FnMut(DecodeStage<'_>) -> Result<(usize, usize, Option<ExtOutput>)> + Send,
+        S: FnMut(&DecodedBatch<'_>) -> Result<()> + Send,
+    {
+        self.phases = Phases::default();
+        let t = Phases::clock();
+        // On a pool thread, like the compress ring's loop (see `Ring::compress_stream_ext`).
+        let r = rayon::scope(|_| self.stream_inner(fill, sink));
+        Phases::add(&mut self.phases.total_s, t);
         if r.is_err() {
             self.reset();
         }
@@ -226,63 +302,93 @@ impl DecodeRing {
 
     fn stream_inner<F, S>(&mut self, mut fill: F, mut sink: S) -> Result<()>
     where
-        F: FnMut(DecodeStage<'_>) -> Result<(usize, usize)> + Send,
+        F: FnMut(DecodeStage<'_>) -> Result<(usize, usize, Option<ExtOutput>)> + Send,
         S: FnMut(&DecodedBatch<'_>) -> Result<()> + Send,
     {
         let (n, pb, bp) = (self.slots.len(), self.page_bytes, self.batch_pages);
+        // Submitted slots, oldest first; the slot staged last step, not yet submitted.
         let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let mut next = 0;
+        let mut pending: Option<(usize, usize, usize)> = None;
+        let (mut next, mut ended) = (0usize, false);
+        let mut ph = Phases::default();
         loop {
-            let oldest = (in_flight.len() + 1 >= n)
-                .then(|| in_flight.pop_front())
-                .flatten();
-            let (pages, packed) = match oldest {
-                Some(o) if o != next => {
-                    // Stage the next batch while the oldest finishes and is drained.
-                    let (done, free) = two_mut(&mut self.slots, o, next);
-                    let st = stage(free, pb, bp);
-                    let sink = &mut sink;
-                    // `move`: the closure takes the slot's `&mut` (Send), not a shared view.
-                    let (a, b) = rayon::join(
-                        move || {
-                            done.ev_done
-                                .synchronize()
-                                .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
-                            sink(&Self::view(done, pb))
-                        },
-                        || fill(st),
-                    );
-                    self.slots[o].busy = false;
-                    a?;
-                    b?
-                }
-                Some(o) => {
-                    self.wait(o)?;
-                    sink(&Self::view(&self.slots[o], pb))?;
-                    self.slots[o].busy = false;
-                    fill(stage(&mut self.slots[next], pb, bp))?
-                }
-                None => fill(stage(&mut self.slots[next], pb, bp))?,
+            let busy = in_flight.len() + pending.is_some() as usize;
+            let fill_now = !ended && busy < n;
+            let oldest = if ended || busy + 1 >= n {
+                in_flight.front().copied()
+            } else {
+                None
             };
-            if pages == 0 {
+            if !fill_now && pending.is_none() && oldest.is_none() {
                 break;
             }
-            if pages > bp || packed > pb * bp {
-                return Err(Error::Capacity {
-                    what: "lz4 decode ring slot".into(),
-                    needed: packed.max(pages),
-                    capacity: pb * bp,
-                });
+            let (streams, kernels) = (&self.streams, &self.kernels);
+            let (s_slot, o_slot, f_slot) = pick3(
+                &mut self.slots,
+                pending.map(|p| p.0),
+                oldest,
+                fill_now.then_some(next),
+            );
+            // One side submits the pending batch and drains the oldest; the other stages the
+            // next batch.
+            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            let (a, b) = rayon::join(
+                || -> Result<()> {
+                    if let (Some((i, pages, packed)), Some(slot)) = (pending, s_slot) {
+                        timed(&mut side.submit_s, || {
+                            Self::submit(streams, kernels, pb, slot, i, pages, packed)
+                        })?;
+                    }
+                    let Some(done) = o_slot else { return Ok(()) };
+                    timed(&mut side.wait_s, || done.ev_done.synchronize())
+                        .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
+                    let r = timed(&mut side.sink_s, || sink(&Self::view(done, pb)));
+                    Self::release(done, &mut side.release_s);
+                    r
+                },
+                || match f_slot {
+                    Some(slot) => timed(&mut fill_s, || fill(stage(slot, pb, bp))),
+                    None => Ok((0, 0, None)),
+                },
+            );
+            ph.wait_s += side.wait_s;
+            ph.sink_s += side.sink_s;
+            ph.release_s += side.release_s;
+            ph.submit_s += side.submit_s;
+            ph.fill_s += fill_s;
+            if let Some((i, _, _)) = pending.take() {
+                // Submitted, or failed with the ring about to be reset.
+                in_flight.push_back(i);
             }
-            self.submit(next, pages, packed)?;
-            in_flight.push_back(next);
-            next = (next + 1) % n;
+            if let Some(o) = oldest {
+                in_flight.pop_front();
+                self.slots[o].busy = false;
+            }
+            a?;
+            let (pages, packed, ext) = b?;
+            if fill_now {
+                if pages == 0 {
+                    ended = true;
+                } else if pages > bp || packed > pb * bp {
+                    return Err(Error::Capacity {
+                        what: "lz4 decode ring slot".into(),
+                        needed: packed.max(pages),
+                        capacity: pb * bp,
+                    });
+                } else {
+                    self.slots[next].ext = ext;
+                    pending = Some((next, pages, packed));
+                    ph.batches += 1;
+                    ph.bytes += pages * pb;
+                    next = (next + 1) % n;
+                }
+            }
         }
-        while let Some(o) = in_flight.pop_front() {
-            self.wait(o)?;
-            sink(&Self::view(&self.slots[o], pb))?;
-            self.slots[o].busy = false;
-        }
+        let total = self.phases.total_s;
+        self.phases = Phases {
+            total_s: total,
+            ..ph
+        };
         Ok(())
     }
 }

@@ -12,6 +12,7 @@
 //! bytes and reporting [`CodecPath::Cpu`] with the reason.
 
 pub mod codec;
+mod codec_decode;
 mod decode_ring;
 pub mod frame_pipe;
 pub mod frame_stream;
@@ -21,8 +22,11 @@ pub mod kernels;
 pub mod layout;
 pub mod pipeline;
 pub mod reader;
+mod register;
 mod ring;
+mod ring_submit;
 pub mod stream;
+pub mod tuning;
 
 pub use codec::GpuPageCodec;
 pub use decode_ring::{DecodeStage, DecodedBatch};
@@ -33,6 +37,7 @@ pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
 pub use reader::GpuFrameDecoder;
 pub use stream::GpuPageStream;
+pub use tuning::{HostTuning, Phases};
 
 use super::{CodecPath, CpuPageStream, PageStream};
 use crate::runtime::Gpu;

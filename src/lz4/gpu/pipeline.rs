@@ -3,10 +3,22 @@
 //! the oldest finished batch is handed to the caller's `sink` (a parallel copy out, or a frame
 //! writer), and the device works on the batches in between. Memory stays bounded by the ring.
 //!
-//! With `n` slots, `n - 1` batches are on the device while the host fills one and drains one,
-//! both with every core (`rayon::join` of two parallel copies).
+//! Each step of the loop (run on a pool thread) is one `rayon::join`: one side enqueues the
+//! batch staged in the previous step and then waits for and drains the oldest batch, the other
+//! stages the next batch; both copy with every core. With `n` slots, up to `n - 2` batches are
+//! on the device meanwhile. Where the time goes is kept per phase ([`Phases`]).
+//!
+//! Measured on the H100 machine (16 cores, 256 MiB of dickens from ordinary memory, 2026-11-25):
+//! the staging copies in and out take nearly all of the host's copy bandwidth (fill and sink
+//! ~7 ms each of a ~9 ms run, overlapped), so the design keeps them overlapped with each other
+//! and with the device, and keeps every serial step (enqueueing, waking threads, the device's
+//! latency for the last batch) short; deeper rings or smaller slots measured slower (more
+//! per-batch work, less of the ring in the 300 MiB cache), and registering the caller's memory
+//! instead of copying it much slower (see [`HostTuning`](super::HostTuning)).
 
-use super::ring::Ring;
+use super::register::ExtInput;
+use super::ring::{Ring, Slot, Submit};
+use super::tuning::Phases;
 pub use crate::lz4::par::{par_copy, par_extend};
 use crate::lz4::PageEntry;
 use crate::Result;
@@ -24,38 +36,45 @@ pub struct CompressedBatch<'a> {
     pub input: &'a [u8],
 }
 
-/// Two distinct elements of a slice, both mutable.
-pub(crate) fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    assert_ne!(a, b, "two_mut needs distinct indices");
-    if a < b {
-        let (x, y) = v.split_at_mut(b);
-        (&mut x[a], &mut y[0])
-    } else {
-        let (x, y) = v.split_at_mut(a);
-        (&mut y[0], &mut x[b])
-    }
-}
-
-fn view(slot: &super::ring::Slot) -> CompressedBatch<'_> {
+fn view(slot: &Slot) -> CompressedBatch<'_> {
     CompressedBatch {
         entries: &slot.entries,
         packed: slot.packed(),
         input_bytes: slot.input_bytes,
-        input: &slot.h_in.slice()[..slot.input_bytes],
+        input: match &slot.ext {
+            Some(ext) => ext.bytes(),
+            None => &slot.h_in.slice()[..slot.input_bytes],
+        },
     }
 }
 
 impl Ring {
     /// Compresses everything `fill` stages and hands each batch to `sink` in order. `fill` gets
-    /// a slot's input buffer (one batch) and returns the bytes it wrote: the whole buffer, or
-    /// less only at the end of the input (0: nothing more). On an error the ring is reset.
-    pub(crate) fn compress_stream<F, S>(&mut self, fill: F, sink: S) -> Result<()>
+    /// a slot's input buffer (one batch) and returns the bytes it wrote (any number up to the
+    /// buffer; 0: nothing more). On an error the ring is reset.
+    /// The host time of each phase lands in `self.phases`.
+    pub(crate) fn compress_stream<F, S>(&mut self, mut fill: F, sink: S) -> Result<()>
     where
         F: FnMut(&mut [u8]) -> Result<usize> + Send,
         S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
     {
-        self.eager = true;
-        let r = self.compress_stream_inner(fill, sink);
+        self.compress_stream_ext(|buf| fill(buf).map(|n| (n, None)), sink)
+    }
+
+    /// Like `compress_stream`, but `fill` may instead hand over the batch in the caller's
+    /// registered memory (staging only its head and tail into the buffer; see `ExtInput`).
+    pub(crate) fn compress_stream_ext<F, S>(&mut self, fill: F, sink: S) -> Result<()>
+    where
+        F: FnMut(&mut [u8]) -> Result<(usize, Option<ExtInput>)> + Send,
+        S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
+    {
+        self.eager = self.tuning.eager_download;
+        self.phases = Phases::default();
+        let t = Phases::clock();
+        // The loop runs on a pool thread: its joins then fork without waking the caller's
+        // thread in between, and each step's submit runs beside the next fill.
+        let r = rayon::scope(|_| self.compress_stream_inner(fill, sink));
+        Phases::add(&mut self.phases.total_s, t);
         if r.is_err() {
             self.reset();
         }
@@ -63,62 +82,158 @@ impl Ring {
         r
     }
 
+    /// Waits for slot `o` and hands it to `sink`, timing both.
+    fn drain_one<S>(slot: &mut Slot, pb: usize, sink: &mut S, ph: &mut Phases) -> Result<()>
+    where
+        S: FnMut(&CompressedBatch<'_>) -> Result<()>,
+    {
+        let t = Phases::clock();
+        slot.finish(pb)?;
+        Phases::add(&mut ph.wait_s, t);
+        let t = Phases::clock();
+        let r = sink(&view(slot));
+        Phases::add(&mut ph.sink_s, t);
+        if let Some(ext) = slot.ext.take() {
+            // The upload that read it completed before the kernel, before `finish` returned.
+            let t = Phases::clock();
+            ext.release();
+            Phases::add(&mut ph.release_s, t);
+        }
+        r
+    }
+
     fn compress_stream_inner<F, S>(&mut self, mut fill: F, mut sink: S) -> Result<()>
     where
-        F: FnMut(&mut [u8]) -> Result<usize> + Send,
+        F: FnMut(&mut [u8]) -> Result<(usize, Option<ExtInput>)> + Send,
         S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
     {
         let n = self.slots.len();
         let batch = self.batch_bytes();
+        let pb = self.page_bytes;
+        let eager = self.eager;
+        // Submitted slots, oldest first; the slot filled last step, not yet submitted.
         let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let mut next = 0;
+        let mut pending: Option<(usize, usize)> = None;
+        let (mut next, mut ended) = (0usize, false);
+        let mut ph = Phases::default();
         loop {
-            // Keep one slot free for filling: drain the oldest when the ring is otherwise full.
-            let oldest = (in_flight.len() + 1 >= n)
-                .then(|| in_flight.pop_front())
-                .flatten();
-            let filled = match oldest {
-                Some(o) if o != next => {
-                    // The next batch is staged while the oldest finishes on the device and
-                    // is drained (eager downloads need no stream to finish a slot).
-                    let pb = self.page_bytes;
-                    let (done, free) = two_mut(&mut self.slots, o, next);
-                    let buf = &mut free.h_in.slice_mut()[..batch];
-                    let (a, b) = rayon::join(
-                        || {
-                            done.finish_eager(pb)?;
-                            sink(&view(done))
-                        },
-                        || fill(buf),
-                    );
-                    self.slots[o].state = super::ring::State::Free;
-                    a?;
-                    b?
-                }
-                Some(o) => {
-                    self.wait(o)?;
-                    sink(&view(&self.slots[o]))?;
-                    self.slots[o].state = super::ring::State::Free;
-                    fill(&mut self.slots[next].h_in.slice_mut()[..batch])?
-                }
-                None => fill(&mut self.slots[next].h_in.slice_mut()[..batch])?,
+            let busy = in_flight.len() + pending.is_some() as usize;
+            let fill_now = !ended && busy < n;
+            // Drain the oldest when the next step would find no free slot, and at the end.
+            let oldest = if ended || busy + 1 >= n {
+                in_flight.front().copied()
+            } else {
+                None
             };
-            if filled == 0 {
+            if !fill_now && pending.is_none() && oldest.is_none() {
                 break;
             }
-            self.submit(next, filled.min(batch))?;
-            in_flight.push_back(next);
-            self.poll(in_flight.iter().copied())?;
-            next = (next + 1) % n;
-            if filled < batch {
-                break;
+            if let Some(o) = oldest {
+                if !eager {
+                    // The exact-size download needs the info words and the D2H stream.
+                    let t = Phases::clock();
+                    self.start_download(o, true)?;
+                    Phases::add(&mut ph.wait_s, t);
+                }
+            }
+            let submit = Submit {
+                streams: &self.streams,
+                kernels: &self.kernels,
+                page_bytes: pb,
+                eager,
+            };
+            let (s_slot, o_slot, f_slot) = pick3(
+                &mut self.slots,
+                pending.map(|p| p.0),
+                oldest,
+                fill_now.then_some(next),
+            );
+            // One side submits the pending batch and drains the oldest; the other stages the
+            // next batch. Both use every core for their copies.
+            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            let (a, b) = rayon::join(
+                || -> Result<()> {
+                    if let (Some((i, bytes)), Some(slot)) = (pending, s_slot) {
+                        let t = Phases::clock();
+                        let r = submit.submit(slot, i, bytes);
+                        Phases::add(&mut side.submit_s, t);
+                        r?;
+                    }
+                    match o_slot {
+                        Some(slot) => Self::drain_one(slot, pb, &mut sink, &mut side),
+                        None => Ok(()),
+                    }
+                },
+                || -> Result<(usize, Option<ExtInput>)> {
+                    match f_slot {
+                        Some(slot) => {
+                            let t = Phases::clock();
+                            let r = fill(&mut slot.h_in.slice_mut()[..batch]);
+                            Phases::add(&mut fill_s, t);
+                            r
+                        }
+                        None => Ok((0, None)),
+                    }
+                },
+            );
+            ph.wait_s += side.wait_s;
+            ph.sink_s += side.sink_s;
+            ph.release_s += side.release_s;
+            ph.submit_s += side.submit_s;
+            ph.fill_s += fill_s;
+            if let Some((i, _)) = pending.take() {
+                // Submitted, or failed with the ring about to be reset.
+                in_flight.push_back(i);
+            }
+            if let Some(o) = oldest {
+                in_flight.pop_front();
+                self.slots[o].state = super::ring::State::Free;
+            }
+            a?;
+            let (filled, ext) = b?;
+            if fill_now {
+                if filled == 0 {
+                    ended = true;
+                } else {
+                    let filled = filled.min(batch);
+                    self.slots[next].ext = ext;
+                    pending = Some((next, filled));
+                    ph.batches += 1;
+                    ph.bytes += filled;
+                    next = (next + 1) % n;
+                }
+            }
+            if !eager {
+                self.poll(in_flight.iter().copied())?;
             }
         }
-        while let Some(o) = in_flight.pop_front() {
-            self.wait(o)?;
-            sink(&view(&self.slots[o]))?;
-            self.slots[o].state = super::ring::State::Free;
-        }
+        self.phases = ph;
         Ok(())
     }
+}
+
+/// Up to three distinct elements of a slice, each mutable (`None` where the index is `None`).
+pub(crate) fn pick3<T>(
+    v: &mut [T],
+    a: Option<usize>,
+    b: Option<usize>,
+    c: Option<usize>,
+) -> (Option<&mut T>, Option<&mut T>, Option<&mut T>) {
+    debug_assert!(
+        [(a, b), (a, c), (b, c)]
+            .iter()
+            .all(|(x, y)| x.is_none() || x != y),
+        "pick3 needs distinct indices"
+    );
+    let (mut ra, mut rb, mut rc) = (None, None, None);
+    for (i, x) in v.iter_mut().enumerate() {
+        if Some(i) == a {
+            ra = Some(x);
+        } else if Some(i) == b {
+            rb = Some(x);
+        } else if Some(i) == c {
+            rc = Some(x);
+        }
+    }
+    (ra, rb, rc)
 }

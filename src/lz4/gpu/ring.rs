@@ -6,24 +6,29 @@
 //!
 //! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
 //! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
-//! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. The
-//! host never touches a slot's buffers while its copies may still run: every transition waits
-//! for the event of the copy that used them.
+//! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. With
+//! eager downloads (the streaming loop's default) the whole packed region comes down right after
+//! the kernel instead, and `Slot::finish` waits for it. The host never touches a slot's buffers
+//! while its copies may still run: every transition waits for the event of the copy that used
+//! them. `ring_submit` enqueues a slot's work.
 
 pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
+use super::register::ExtInput;
+pub(crate) use super::ring_submit::Submit;
+use super::tuning::{HostTuning, Phases};
 use crate::lz4::PageEntry;
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
 
-const H2D: usize = 0;
-const INFO: usize = 1;
-const D2H: usize = 2;
+pub(crate) const H2D: usize = 0;
+pub(crate) const INFO: usize = 1;
+pub(crate) const D2H: usize = 2;
 /// Stream of slot `i`'s kernels: `COMPUTE + i`.
-const COMPUTE: usize = 3;
+pub(crate) const COMPUTE: usize = 3;
 
 /// Where a slot is in its cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,16 +42,16 @@ pub(crate) enum State {
 /// One batch's buffers and events.
 pub(crate) struct Slot {
     pub(crate) h_in: Pinned<u8>,
-    h_out: Registered,
-    h_info: Pinned<u32>,
-    d_in: CudaSlice<u8>,
-    scratch: CudaSlice<u8>,
-    d_packed: CudaSlice<u8>,
-    d_info: CudaSlice<u32>,
-    ev_h2d: CudaEvent,
-    ev_kernel: CudaEvent,
-    ev_info: CudaEvent,
-    ev_d2h: CudaEvent,
+    pub(crate) h_out: Registered,
+    pub(crate) h_info: Pinned<u32>,
+    pub(crate) d_in: CudaSlice<u8>,
+    pub(crate) scratch: CudaSlice<u8>,
+    pub(crate) d_packed: CudaSlice<u8>,
+    pub(crate) d_info: CudaSlice<u32>,
+    pub(crate) ev_h2d: CudaEvent,
+    pub(crate) ev_kernel: CudaEvent,
+    pub(crate) ev_info: CudaEvent,
+    pub(crate) ev_d2h: CudaEvent,
     pub(crate) state: State,
     /// Bytes of input in this batch.
     pub(crate) input_bytes: usize,
@@ -54,6 +59,10 @@ pub(crate) struct Slot {
     pub(crate) entries: Vec<PageEntry>,
     /// Bytes of `h_out` the pages use (alignment gaps included) once the slot is Ready.
     pub(crate) used: usize,
+    /// The whole packed region's download was enqueued with the kernel (eager submit).
+    pub(crate) eager_d2h: bool,
+    /// The batch's input read in place from the caller's registered memory (else `h_in`).
+    pub(crate) ext: Option<ExtInput>,
 }
 
 impl Slot {
@@ -87,19 +96,30 @@ impl Slot {
         Ok(())
     }
 
-    /// Blocks until a slot submitted with eager download is Ready (needs no stream, so it can
-    /// run beside work on other slots).
-    pub(crate) fn finish_eager(&mut self, pb: usize) -> Result<()> {
-        if self.state == State::Submitted {
-            self.ev_info
-                .synchronize()
-                .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
-            self.read_info(pb)?;
-            self.ev_d2h
-                .synchronize()
-                .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
-            self.state = State::Ready;
+    /// Blocks until a slot whose packed download is enqueued (an eager submit, or
+    /// `start_download`) is Ready; needs no stream, so it can run beside work on other slots.
+    pub(crate) fn finish(&mut self, pb: usize) -> Result<()> {
+        match self.state {
+            State::Submitted if self.eager_d2h => {
+                self.ev_info
+                    .synchronize()
+                    .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
+                self.read_info(pb)?;
+            }
+            State::Submitted => {
+                return Err(Error::Kernel {
+                    kernel: "lz4_compress",
+                    code: 0,
+                    detail: "ring slot finished before its download was enqueued".into(),
+                })
+            }
+            State::Downloading => {}
+            State::Free | State::Ready => return Ok(()),
         }
+        self.ev_d2h
+            .synchronize()
+            .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
+        self.state = State::Ready;
         Ok(())
     }
 
@@ -112,7 +132,7 @@ impl Slot {
 /// The ring of slots over one device.
 pub(crate) struct Ring {
     pub(crate) kernels: Lz4Kernels,
-    streams: StreamSet,
+    pub(crate) streams: StreamSet,
     pub(crate) slots: Vec<Slot>,
     pub(crate) page_bytes: usize,
     pub(crate) batch_pages: usize,
@@ -120,6 +140,10 @@ pub(crate) struct Ring {
     /// the host to read the info words (more bytes over the otherwise idle device-to-host
     /// direction, no host round trip in the pipeline). Off: download exactly the bytes used.
     pub(crate) eager: bool,
+    /// The host-side knobs (see [`HostTuning`]).
+    pub(crate) tuning: HostTuning,
+    /// Host time by phase of the last `compress_stream`.
+    pub(crate) phases: Phases,
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
@@ -168,6 +192,8 @@ impl Ring {
                 input_bytes: 0,
                 entries: Vec::new(),
                 used: 0,
+                eager_d2h: false,
+                ext: None,
             });
         }
         s.synchronize()
@@ -179,6 +205,8 @@ impl Ring {
             page_bytes,
             batch_pages,
             eager: false,
+            tuning: HostTuning::default(),
+            phases: Phases::default(),
         })
     }
 
@@ -189,75 +217,14 @@ impl Ring {
 
     /// Enqueues upload, kernel and info download of slot `i`, whose `h_in` holds `input_bytes`.
     pub(crate) fn submit(&mut self, i: usize, input_bytes: usize) -> Result<()> {
-        let (pb, streams) = (self.page_bytes, &self.streams);
-        let slot = &mut self.slots[i];
-        debug_assert_eq!(slot.state, State::Free);
-        slot.input_bytes = input_bytes;
-        slot.entries.clear();
-        let n = input_bytes.div_ceil(pb);
-        let words = info_words(n);
-        let h2d = streams.get(H2D);
-        if input_bytes > 0 {
-            // The copy reads h_in asynchronously; the host writes it again only once this slot
-            // has gone through `wait`, which follows this copy's completion.
-            h2d.memcpy_htod(
-                &slot.h_in.slice()[..input_bytes],
-                &mut slot.d_in.slice_mut(0..input_bytes),
-            )
-            .map_err(Error::driver("cuMemcpyHtoDAsync (lz4 input)"))?;
-        }
-        slot.ev_h2d
-            .record(h2d)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let compute = streams.get(COMPUTE + i);
-        compute
-            .wait(&slot.ev_h2d)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        let input = slot.d_in.slice(0..input_bytes.max(1));
-        let mut packed = slot.d_packed.slice_mut(..);
-        let mut info = slot.d_info.slice_mut(0..words);
-        self.kernels.compress(
-            compute,
-            &input,
-            input_bytes,
-            pb,
-            &mut slot.scratch,
-            &mut packed,
-            &mut info,
-        )?;
-        slot.ev_kernel
-            .record(compute)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let info_s = streams.get(INFO);
-        info_s
-            .wait(&slot.ev_kernel)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        info_s
-            .memcpy_dtoh(
-                &slot.d_info.slice(0..words),
-                &mut slot.h_info.slice_mut()[..words],
-            )
-            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
-        slot.ev_info
-            .record(info_s)
-            .map_err(Error::driver("cuEventRecord"))?;
-        if self.eager {
-            // Every stored page takes at most its page, 16-byte aligned: n pages fit n * pb.
-            let bound = (n * pb).min(slot.d_packed.len());
-            let d2h = streams.get(D2H);
-            d2h.wait(&slot.ev_kernel)
-                .map_err(Error::driver("cuStreamWaitEvent"))?;
-            d2h.memcpy_dtoh(
-                &slot.d_packed.slice(0..bound),
-                &mut slot.h_out.slice_mut()[..bound],
-            )
-            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
-            slot.ev_d2h
-                .record(d2h)
-                .map_err(Error::driver("cuEventRecord"))?;
-        }
-        slot.state = State::Submitted;
-        Ok(())
+        let (pb, eager) = (self.page_bytes, self.eager);
+        let at = Submit {
+            streams: &self.streams,
+            kernels: &self.kernels,
+            page_bytes: pb,
+            eager,
+        };
+        at.submit(&mut self.slots[i], i, input_bytes)
     }
 
     /// Starts the packed download of a Submitted slot whose info has arrived; `block` waits for
@@ -281,7 +248,7 @@ impl Ring {
         }
         slot.read_info(pb)?;
         let used = slot.used;
-        if self.eager {
+        if slot.eager_d2h {
             // The download was enqueued with the kernel and covers `used`.
             slot.state = State::Downloading;
             return Ok(());
@@ -319,12 +286,15 @@ impl Ring {
     /// After an error: waits (ignoring further errors) for every slot's work and frees it, so
     /// the ring can take the next input.
     pub(crate) fn reset(&mut self) {
+        // Uploads that read registered memory end before it is unregistered.
+        let _ = self.streams.get(H2D).synchronize();
         for slot in &mut self.slots {
             if slot.state != State::Free {
                 let _ = slot.ev_info.synchronize();
                 let _ = slot.ev_d2h.synchronize();
                 slot.state = State::Free;
             }
+            slot.ext = None;
         }
     }
 

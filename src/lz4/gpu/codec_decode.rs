@@ -1,0 +1,169 @@
+//! GPU decompression of [`CompressedPages`] through the decode ring: stored pages staged into
+//! pinned slots, decoded pages copied out, or written by the device straight into the caller's
+//! registered output where the tuning asks for it (see `register`).
+
+use super::codec::{ramp, GpuPageCodec};
+use super::decode_ring::DecodeStage;
+use super::register::ExtOutput;
+use crate::kernels::lz4::status;
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
+use crate::lz4::{check_page_bytes, CompressedPages, PageEntry, PageKind};
+use crate::{Error, Result};
+use rayon::prelude::*;
+
+impl GpuPageCodec {
+    pub(super) fn decompress_gpu(
+        &mut self,
+        pages: &CompressedPages,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let pb = pages.page_bytes;
+        check_page_bytes(pb)?;
+        let n = pages.pages.len();
+        let last_full = pages.pages.len().saturating_sub(1);
+        out.reserve(pages.original_bytes());
+        let pieces = self.tuning.register_pieces;
+        let ring = self.decode_ring(pb)?;
+        let ctx = ring.kernels.gpu().ctx().clone();
+        let bp = ring.batch_pages;
+        // Whole pages back to back (all but possibly the very last): one contiguous output.
+        let dense = |first: usize, entries: &[PageEntry]| {
+            entries
+                .iter()
+                .enumerate()
+                .all(|(k, e)| e.original_bytes == pb || first + k == last_full)
+        };
+        // The output's spare capacity (reserved above, so it does not move) as an address the
+        // fill may register batch by batch: the device then writes dense batches in place.
+        let spare = out.as_mut_ptr() as usize + out.len();
+        let (mut staged, mut drained, mut produced) = (0usize, 0usize, 0usize);
+        ring.decompress_stream_ext(
+            |st| {
+                // Quarter batches at the end, as for compression (see `ramp`).
+                let (a, b) = (staged, (staged + ramp(n - staged, bp, 1)).min(n));
+                let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
+                let entries = &pages.pages[a..b];
+                let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                let ext = if pieces > 0 && dense(a, entries) {
+                    // SAFETY: `spare + produced .. + len` lies in the reserved capacity past
+                    // every byte the sink has written; nothing touches it until this batch is
+                    // drained, after its downloads (the stream resets on errors first).
+                    unsafe {
+                        ExtOutput::for_output(&ctx, (spare + produced) as *mut u8, len, pieces)
+                    }
+                } else {
+                    None
+                };
+                produced += len;
+                staged = b;
+                Ok((b - a, used, ext))
+            },
+            |d| {
+                let first = drained;
+                drained += d.pages;
+                if let Some(k) = d.status.iter().position(|&w| w & status::CODE_MASK != 0) {
+                    let code = d.status[k] & status::CODE_MASK;
+                    return Err(Error::Corrupt {
+                        what: format!(
+                            "page {}: {} (GPU status {code})",
+                            first + k,
+                            status::describe(code)
+                        ),
+                    });
+                }
+                let entries = &pages.pages[first..drained];
+                let len: usize = entries.iter().map(|e| e.original_bytes).sum();
+                if let Some(ext) = d.direct {
+                    let base = out.len();
+                    for (at, n) in ext.staged() {
+                        // SAFETY: `base + at + n <= base + len` lies in the reserved capacity;
+                        // the device wrote the rest of the batch in place (its downloads have
+                        // completed), so after the head and tail every byte is initialised.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                d.out[at..at + n].as_ptr(),
+                                out.as_mut_ptr().add(base + at),
+                                n,
+                            )
+                        };
+                    }
+                    // SAFETY: see above: the batch's `len` bytes are all written.
+                    unsafe { out.set_len(base + len) };
+                } else if dense(first, entries) {
+                    par_extend_from_slot(out, &d.out[..len]);
+                } else {
+                    for (k, e) in entries.iter().enumerate() {
+                        out.extend_from_slice(&d.out[k * pb..k * pb + e.original_bytes]);
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+}
+
+/// Stages pages `pages` (page `first` on) of `data` into a decode slot: the span they cover in
+/// one parallel copy when they lie in order, else page by page. Returns the stored bytes staged.
+/// Fails with [`Error::Corrupt`] for an entry outside `data` or larger than a page.
+fn stage_pages(
+    data: &[u8],
+    pages: &[PageEntry],
+    first: usize,
+    page_bytes: usize,
+    st: DecodeStage<'_>,
+) -> Result<usize> {
+    let mut in_order = true;
+    let mut prev_end = pages.first().map_or(0, |e| e.offset);
+    let base = prev_end;
+    for (k, e) in pages.iter().enumerate() {
+        let end = e.offset.checked_add(e.stored_bytes);
+        if e.original_bytes > page_bytes
+            || e.stored_bytes > page_bytes
+            || end.is_none_or(|end| end > data.len())
+        {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "page {}: entry (offset {}, {} stored, {} original bytes) does not fit \
+                     {page_bytes}-byte pages in {} bytes of data",
+                    first + k,
+                    e.offset,
+                    e.stored_bytes,
+                    e.original_bytes,
+                    data.len()
+                ),
+            });
+        }
+        in_order &= e.offset >= prev_end;
+        prev_end = e.offset + e.stored_bytes;
+    }
+    let span = prev_end - base;
+    let word = |e: &PageEntry, at: usize| {
+        [
+            at as u32,
+            e.stored_bytes as u32,
+            e.original_bytes as u32,
+            (e.kind == PageKind::Raw) as u32,
+        ]
+    };
+    if in_order && span <= st.packed.len() {
+        par_copy_to_slot(&mut st.packed[..span], &data[base..prev_end]);
+        for (k, e) in pages.iter().enumerate() {
+            st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, e.offset - base));
+        }
+        return Ok(span);
+    }
+    let mut rest = &mut st.packed[..];
+    let mut dsts = Vec::with_capacity(pages.len());
+    let mut at = 0;
+    for (k, e) in pages.iter().enumerate() {
+        let (d, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes);
+        dsts.push(d);
+        rest = r;
+        st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, at));
+        at += e.stored_bytes;
+    }
+    dsts.into_par_iter()
+        .zip(pages.par_iter())
+        .for_each(|(d, e)| d.copy_from_slice(&data[e.offset..e.offset + e.stored_bytes]));
+    Ok(at)
+}

@@ -1,0 +1,106 @@
+//! Host-side design knobs of the rings (benches compare them in one run) and the per-phase host
+//! time of the last run through a ring, so a slow path says where its time went.
+
+use std::fmt;
+use std::time::Instant;
+
+/// How the host side of the rings moves bytes. The defaults are the measured best on an H100
+/// with 16 cores (benches/lz4_variants.rs, `PTXFLOW_LZ4_VARIANTS`; 2026-11-25): eager downloads
+/// beat exact ones by 5-15% (no host round trip per batch), and registering the caller's memory
+/// lost to staging copies by 3-8x (register + unregister ran at 12-16 GB/s whatever the number
+/// of threads, against 55-65 GB/s for parallel copies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostTuning {
+    /// Compression from memory or files: download each batch's whole packed region right after
+    /// its kernel (no host round trip) instead of exactly the bytes used once the per-page info
+    /// has arrived (fewer bytes over PCIe and through host memory).
+    pub eager_download: bool,
+    /// The codec from memory: register the caller's input (compression) or output
+    /// (decompression) with the driver, a batch at a time in this many pieces on several
+    /// threads, so the copy engines read or write it in place; 0 (the default) stages it through
+    /// the pinned slots with parallel copies.
+    pub register_pieces: usize,
+}
+
+impl Default for HostTuning {
+    fn default() -> Self {
+        HostTuning {
+            eager_download: true,
+            register_pieces: 0,
+        }
+    }
+}
+
+/// Host wall seconds of one run through a ring, by phase. Staging and draining run at the same
+/// time (each with every core), so the phases add up to more than `total_s` when they overlap.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Phases {
+    /// Batches through the ring.
+    pub batches: usize,
+    /// Input bytes.
+    pub bytes: usize,
+    /// The whole run.
+    pub total_s: f64,
+    /// Staging batches into pinned slots (copies from memory, reads, parsing).
+    pub fill_s: f64,
+    /// Blocked on the device for the oldest batch.
+    pub wait_s: f64,
+    /// Handing finished batches on (copies out of pinned slots, frame layout).
+    pub sink_s: f64,
+    /// Enqueuing copies and kernels.
+    pub submit_s: f64,
+    /// Unregistering the caller's memory after its uploads.
+    pub release_s: f64,
+}
+
+impl Phases {
+    pub(crate) fn clock() -> Instant {
+        Instant::now()
+    }
+
+    /// Adds the seconds since `t` to `slot`.
+    pub(crate) fn add(slot: &mut f64, t: Instant) {
+        *slot += t.elapsed().as_secs_f64();
+    }
+}
+
+impl fmt::Display for Phases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |s: f64| s * 1e3;
+        write!(
+            f,
+            "{} batches, {:.1} MiB in {:.2} ms ({:.1} GB/s): fill {:.2} ms, wait {:.2} ms, sink {:.2} ms, submit {:.2} ms, release {:.2} ms",
+            self.batches,
+            self.bytes as f64 / (1 << 20) as f64,
+            ms(self.total_s),
+            self.bytes as f64 / self.total_s.max(1e-12) / 1e9,
+            ms(self.fill_s),
+            ms(self.wait_s),
+            ms(self.sink_s),
+            ms(self.submit_s),
+            ms(self.release_s),
+        )
+    }
+}
+
+impl super::GpuPageCodec {
+    /// Sets the host-side knobs (they apply from the next call).
+    pub fn set_host_tuning(&mut self, tuning: HostTuning) {
+        self.tuning = tuning;
+    }
+
+    /// The host-side knobs in use.
+    pub fn host_tuning(&self) -> HostTuning {
+        self.tuning
+    }
+
+    /// Host time by phase of the last compression through the ring (`None` before the first).
+    pub fn compress_phases(&self) -> Option<Phases> {
+        self.ring.as_ref().map(|r| r.phases)
+    }
+
+    /// Host time by phase of the last decompression through the ring (`None` before the first).
+    pub fn decompress_phases(&self) -> Option<Phases> {
+        self.decode.as_ref().map(|r| r.phases)
+    }
+}
