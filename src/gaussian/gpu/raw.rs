@@ -19,9 +19,9 @@
 //! are live device memory of this context, that no other work races on them) is the caller's
 //! promise, stated in each method's `# Safety`.
 
-use super::gpu::GpuReal;
-use super::gpu_launch::{self as launch, BackwardPlan, ForwardPlan};
-use super::layout::STRIDE;
+use super::launch::{self as launch, BackwardPlan, ForwardPlan};
+use super::GpuReal;
+use crate::gaussian::layout::STRIDE;
 use crate::kernels::gaussian::{backward, common, forward, reduce};
 use crate::runtime::Gpu;
 use crate::runtime::LoadedKernel;
