@@ -30,9 +30,10 @@ pub struct ForwardPlan {
     pub chunk_len: u32,
 }
 
-/// Splits the forward into at most `slots` blocks (one resident wave) when B allows.
-pub fn forward_plan(n_pad: u32, b: u32, slots: u32) -> ForwardPlan {
-    let point_blocks = b.div_ceil(forward::POINTS_PER_BLOCK).max(1);
+/// Splits the forward into at most `slots` blocks (one resident wave) when B allows;
+/// `points_per_block` of the kernel ([`forward::POINTS_PER_BLOCK`]).
+pub fn forward_plan(n_pad: u32, b: u32, slots: u32, points_per_block: u32) -> ForwardPlan {
+    let point_blocks = b.div_ceil(points_per_block).max(1);
     let want = (slots / point_blocks).clamp(1, (n_pad / forward::CHUNK_ALIGN).max(1));
     let chunk_len = n_pad.div_ceil(want).next_multiple_of(forward::CHUNK_ALIGN);
     ForwardPlan {
@@ -287,7 +288,7 @@ mod tests {
             (10240, 100_000),
             (256, 10_000_000),
         ] {
-            let p = forward_plan(n_pad, b, 132 * 9);
+            let p = forward_plan(n_pad, b, 132 * 9, forward::POINTS_PER_BLOCK);
             assert!(
                 p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks),
                 "{p:?}"

@@ -164,7 +164,12 @@ impl<T: GpuReal> RawGaussianKernels<T> {
             "gaussian prepared scalars",
         )?;
         launch::to_u32(3 * b, "gaussian point scalars per launch")?;
-        let f = launch::forward_plan(n_pad as u32, b as u32, self.slots.0);
+        let f = launch::forward_plan(
+            n_pad as u32,
+            b as u32,
+            self.slots.0,
+            forward::POINTS_PER_BLOCK,
+        );
         let g = launch::backward_plan(
             n_pad as u32,
             b as u32,
