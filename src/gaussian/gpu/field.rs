@@ -2,7 +2,7 @@
 //! of the forward and backward kernels on data already on the device (see the module docs of
 //! [`super`]).
 
-use super::launch::{self, BackwardPlan, ForwardPlan, Problem};
+use super::launch::{self, BackwardBuffers, BackwardPlan, ForwardPlan, Launch, Problem, RowSum};
 use super::slot::Slot;
 use super::GpuReal;
 use crate::gaussian::layout::{Prepared, STRIDE};
@@ -183,30 +183,26 @@ impl<T: GpuReal> GpuGaussianField<T> {
             b: b as u32,
         };
         let mut values = values.slice_mut().slice_mut(0..b);
+        let at = |id| Launch {
+            gpu: &self.gpu,
+            stream: &stream,
+            id,
+        };
         if plan.chunks == 1 {
-            return launch::forward(&self.gpu, &stream, T::FORWARD, &p, &plan, &mut values);
+            return launch::forward(at(T::FORWARD), &p, &plan, &mut values);
         }
         let rows = plan.chunks as usize * b;
         let scratch = self.scratch.ensure(&stream, rows)?;
-        launch::forward(
-            &self.gpu,
-            &stream,
-            T::FORWARD,
-            &p,
-            &plan,
-            &mut scratch.slice_mut().slice_mut(0..rows),
-        )?;
-        launch::reduce_rows(
-            &self.gpu,
-            &stream,
-            T::REDUCE_ROWS,
-            scratch.slice(),
-            plan.chunks,
-            b as u32,
-            b as u32,
-            T::ONE,
-            &mut values,
-        )
+        let mut partial = scratch.slice_mut().slice_mut(0..rows);
+        launch::forward(at(T::FORWARD), &p, &plan, &mut partial)?;
+        let sum = RowSum {
+            partial: scratch.slice(),
+            rows: plan.chunks,
+            stride: b as u32,
+            len: b as u32,
+            scale: T::ONE,
+        };
+        launch::reduce_rows(at(T::REDUCE_ROWS), sum, &mut values)
     }
 
     /// Enqueues the backward kernels for the grad_values of the last
@@ -251,38 +247,35 @@ impl<T: GpuReal> GpuGaussianField<T> {
             points: self.points.get()?.slice(),
             b: b as u32,
         };
-        let gv = self.grad_values.get()?.slice();
-        let comp = self.comp.get()?.slice();
-        launch::backward(
-            &self.gpu,
-            &stream,
-            T::BACKWARD,
-            &p,
-            gv,
-            &plan,
-            partial_points.slice_mut(),
-            partial_gauss.slice_mut(),
-            comp,
-        )?;
-        launch::reduce_rows(
-            &self.gpu,
-            &stream,
-            T::REDUCE_ROWS,
-            partial_points.slice(),
-            plan.gauss_blocks,
-            pts3,
-            pts3,
-            -T::ONE,
-            &mut grad_points,
-        )?;
+        let at = |id| Launch {
+            gpu: &self.gpu,
+            stream: &stream,
+            id,
+        };
+        let bufs = BackwardBuffers {
+            grad_values: self.grad_values.get()?.slice(),
+            comp: self.comp.get()?.slice(),
+            partial_points: partial_points.slice_mut(),
+            partial_gauss: partial_gauss.slice_mut(),
+        };
+        launch::backward(at(T::BACKWARD), &p, &plan, bufs)?;
+        let sum = RowSum {
+            partial: partial_points.slice(),
+            rows: plan.gauss_blocks,
+            stride: pts3,
+            len: pts3,
+            scale: -T::ONE,
+        };
+        launch::reduce_rows(at(T::REDUCE_ROWS), sum, &mut grad_points)?;
+        let normalised = self.options.normalised;
+        let rows = plan.chunks;
+        let partial = partial_gauss.slice();
         launch::finish(
-            &self.gpu,
-            &stream,
-            T::FINISH,
+            at(T::FINISH),
             &p,
-            partial_gauss.slice(),
-            plan.chunks,
-            self.options.normalised,
+            partial,
+            rows,
+            normalised,
             &mut grad_gaussians,
         )
     }

@@ -2,7 +2,7 @@
 //! kernels, download; and the staging of prepared Gaussians into the device layout.
 
 use super::field::GpuGaussianField;
-use super::launch::{self, Problem};
+use super::launch::{self, Launch, Problem};
 use super::GpuReal;
 use crate::gaussian::layout::{self, STRIDE};
 use crate::gaussian::ops::{FieldOptions, GaussianFieldOps, Gradients};
@@ -124,7 +124,12 @@ impl<T: GpuReal> GaussianFieldOps for GpuGaussianField<T> {
             points: pts.slice(),
             b: b as u32,
         };
-        launch::distances(&self.gpu, &stream, T::DISTANCES, &p, dist.slice_mut())?;
+        let at = Launch {
+            gpu: &self.gpu,
+            stream: &stream,
+            id: T::DISTANCES,
+        };
+        launch::distances(at, &p, dist.slice_mut())?;
         dist.download_into(&stream, out)
     }
 

@@ -1,7 +1,8 @@
 //! [`RawGaussianKernels::prepare`]: the prepared device layout and compensation records made on
 //! the device (`gaussian_prepare`) from packed Gaussians that never leave it.
 
-use super::raw::{check, config, RawGaussianKernels, RawPlan, RawSlice};
+use super::launch::config;
+use super::raw::{check, RawGaussianKernels, RawPlan, RawSlice};
 use super::GpuReal;
 use crate::gaussian::layout::STRIDE;
 use crate::gaussian::ops::FieldOptions;
