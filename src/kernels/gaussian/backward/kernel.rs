@@ -29,7 +29,8 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let chunk_len = b.ld_param(&chunk_len);
     let partial_points = b.global_ptr(&partial_points);
     let partial_gauss = b.global_ptr(&partial_gauss);
-    let comp = b.global_ptr(&comp);
+    // f64 never compensates: no flags, no pointer.
+    let comp = T::COMPENSATES.then(|| b.global_ptr(&comp));
     let pts = b.shared_array::<T>("pts", BATCH * 4);
     let wsum = b.shared_array::<T>("wsum", WARPS * BATCH * 3);
 
@@ -70,7 +71,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
         let g = PairConsts::from_prepared(&mut b, &pr);
         let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
-        let comp_on = T::COMPENSATES.then(|| {
+        let comp_on = comp.map(|comp| {
             let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
             let flag = b.ld::<T>(
                 Space::GlobalNc,

@@ -89,5 +89,6 @@ pub(super) struct PointCtx<'a, T: KFloat> {
     /// The point's terms summed over this thread's Gaussians.
     pub(super) pc: [Reg<T>; 3],
     pub(super) prep: Reg<U64>,
-    pub(super) comp: Reg<U64>,
+    /// The compensation records (f32).
+    pub(super) comp: Option<Reg<U64>>,
 }

@@ -15,14 +15,14 @@ pub(super) fn pair_sums<T: KFloat>(b: &mut KernelBuilder, ctx: &PointCtx<'_, T>,
     for (o, &(v, e)) in ctx.own.iter().zip(ctx.pairs) {
         let v = if guarded {
             let live = b.setp(Cmp::Ne, e, zero);
-            if let Some(on) = o.comp_on {
+            if let (Some(on), Some(comp)) = (o.comp_on, ctx.comp) {
                 let go = b.and(on, live);
                 let v_out = v.map(|vk| b.mov(vk));
                 b.if_then(go, |b| {
                     let src = b.index_addr(ctx.prep, o.j, PREP_STRIDE * T::BYTES);
                     let pr = load_prepared::<T>(b, Space::GlobalNc, src.into());
                     let plain = GaussRegs::from_prepared(&pr);
-                    let at = b.index_addr(ctx.comp, o.j, COMP_STRIDE * T::BYTES);
+                    let at = b.index_addr(comp, o.j, COMP_STRIDE * T::BYTES);
                     let lo = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at));
                     let hi = b.ld_v4::<T>(Space::GlobalNc, Addr::from(at).off(16));
                     let vc = solve_compensated(
