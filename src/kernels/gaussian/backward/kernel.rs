@@ -2,8 +2,8 @@
 //! sums of the point terms and the final stores (see the module docs of [`super`]).
 
 use super::pairs::pair_sums;
-use super::warp::{load4, store4, warp_sum3};
-use super::{Owned, PointCtx, BATCH, BLOCK, WARPS};
+use super::smem::{load4, store4};
+use super::{batch_points, psum_row, Owned, PointCtx, BLOCK};
 use crate::kernels::gaussian::common::*;
 use crate::kernels::gaussian::scaled::*;
 use crate::ptx::*;
@@ -31,35 +31,12 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let partial_gauss = b.global_ptr(&partial_gauss);
     // f64 never compensates: no flags, no pointer.
     let comp = T::COMPENSATES.then(|| b.global_ptr(&comp));
-    let pts = b.shared_array::<T>("pts", BATCH * 4);
-    let wsum = b.shared_array::<T>("wsum", WARPS * BATCH * 3);
+    let pts = b.shared_array::<T>("pts", batch_points::<T>() * 4);
+    let psum = b.shared_array::<T>("psum", BLOCK * psum_row::<T>());
 
-    b.comment("lane roles of the per-point warp sums");
     let tid = b.special(Special::TidX);
     let gblock = b.special(Special::CtaidX);
     let chunk = b.special(Special::CtaidY);
-    let lane = b.and(tid, 31u32);
-    let warp = b.shr(tid, 5u32);
-    // warp_sum3 leaves component 0 in lane 0, 1 in lane 16, 2 in lanes 8 and 24. Kept in two
-    // registers (predicates are made where used: they would not all fit the predicate registers):
-    // `wbase` = warp * BATCH * 3 + this lane's component (bit 4 + 2 bit 3), and `lane_info` with
-    // bits 0..3 zero exactly in lanes 0, 8, 16 (the storing lanes; lane 24 has bits 4 and 3 set),
-    // bit 4 = lane bit 4, bit 5 = lane bit 3.
-    let bit16 = b.and(lane, 16u32);
-    let bit8 = b.and(lane, 8u32);
-    let c_hi = b.shr(bit16, 4u32);
-    let c_lo = b.shr(bit8, 2u32);
-    let lane_comp = b.add(c_hi, c_lo);
-    let wbase = b.mul(warp, BATCH * 3);
-    let wbase = b.add(wbase, lane_comp);
-    let low3 = b.and(lane, 7u32);
-    let half = b.shr(lane, 1u32);
-    let both = b.and(lane, half);
-    let both = b.and(both, 8u32);
-    let store_key = b.or(low3, both);
-    let bit8_up = b.shl(bit8, 2u32);
-    let flags = b.or(bit16, bit8_up);
-    let lane_info = b.or(store_key, flags);
     let zero = T::imm(0.0);
 
     b.comment("this thread's Gaussians: scaled constants, sums, compensation flags");
@@ -96,21 +73,19 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         }
     }
 
-    // The lane roles as predicates, made once (ptxas keeps or rematerialises them).
-    let t16 = b.and(lane_info, 16u32);
-    let low16 = b.setp(Cmp::Eq, t16, 0u32);
-    let t8 = b.and(lane_info, 32u32);
-    let low8 = b.setp(Cmp::Eq, t8, 0u32);
-    let t_st = b.and(lane_info, 15u32);
-    let store_lane = b.setp(Cmp::Eq, t_st, 0u32);
+    // This thread's row of per-point sums: psum[tid * row + k * 4 + c].
+    let batch = batch_points::<T>();
+    let row = psum_row::<T>();
+    let my_row = b.mul(tid, row);
+    let pad = b.mov(zero);
 
     let p_start = b.mul(chunk, chunk_len);
     let p_stop = b.add(p_start, chunk_len);
     let p_end = b.min(p_stop, num_points);
-    b.for_range(p_start, p_end, BATCH, |b, batch_start, _| {
+    b.for_range(p_start, p_end, batch, |b, batch_start, _| {
         b.comment("stage a batch of points and g / sigma^2");
         let left = b.sub(p_end, batch_start);
-        let count = b.min(left, BATCH);
+        let count = b.min(left, batch);
         let mine = b.setp(Cmp::Lt, tid, count);
         let i = b.add(batch_start, tid);
         b.if_then(mine, |b| {
@@ -163,32 +138,30 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
                     pair_sums(b, &ctx, true)
                 },
             );
-            b.comment("warp sums of the point terms into wsum");
-            // wsum[(warp * BATCH + k) * 3 + c]: lanes 0, 16, 8 hold components 0, 1, 2.
-            let total = warp_sum3(b, pc, low16, low8);
-            let wslot = b.mad(k, 3u32, wbase);
-            let dst = b.shared_index(&wsum, wslot);
-            b.guarded(store_lane, false, |b| b.st(Space::Shared, dst, total));
+            b.comment("this thread's terms of point k into its row");
+            let slot = b.mad(k, 4u32, my_row);
+            let dst = b.shared_index(&psum, slot);
+            store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         });
         b.bar_sync();
-        b.comment("add the warps' point sums and store them");
+        b.comment("point tid: add the rows of every thread in order and store");
         b.if_then(mine, |b| {
+            let slot = b.shl(tid, 2u32);
+            let src = b.shared_index(&psum, slot);
+            let [mut s0, mut s1, mut s2, _] = load4::<T>(b, src.into());
+            for l in 1..BLOCK {
+                let off = i64::from(l * row * T::BYTES);
+                let [v0, v1, v2, _] = load4::<T>(b, Addr::from(src).off(off));
+                s0 = b.add(s0, v0);
+                s1 = b.add(s1, v1);
+                s2 = b.add(s2, v2);
+            }
             let dst = addr2d(b, partial_points, gblock, num_points, i, 3 * T::BYTES);
-            let slot = b.mul(tid, 3u32);
-            let src = b.shared_index(&wsum, slot);
-            for c in 0..3u32 {
-                // wsum[(w * BATCH + tid) * 3 + c], warps added in order.
-                let mut total =
-                    b.ld::<T>(Space::Shared, Addr::from(src).off(i64::from(c * T::BYTES)));
-                for w in 1..WARPS {
-                    let off = i64::from((w * BATCH * 3 + c) * T::BYTES);
-                    let v = b.ld::<T>(Space::Shared, Addr::from(src).off(off));
-                    total = b.add(total, v);
-                }
+            for (c, v) in [s0, s1, s2].into_iter().enumerate() {
                 b.st(
                     Space::Global,
-                    Addr::from(dst).off(i64::from(c * T::BYTES)),
-                    total,
+                    Addr::from(dst).off(c as i64 * i64::from(T::BYTES)),
+                    v,
                 );
             }
         });

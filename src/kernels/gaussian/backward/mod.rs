@@ -28,17 +28,17 @@
 //! x * BLOCK * Q + q * BLOCK + tid (q < Q; thread-private, constants and the 10 Q sums in
 //! registers for the whole launch) and points [c * chunk_len, min((c + 1) * chunk_len, B)).
 //!
-//! The block stages its points [`BATCH`] at a time in shared memory (`pts`: x, y, z, g' per
-//! point, one vector load), then every thread walks the batch in order (broadcast loads). Per
-//! point a thread sums its Q Gaussians' point terms, the warp adds the 32 lanes' sums with xor
-//! shuffles (`warp::warp_sum3`: three components in 16 operations), lanes 0, 16 and 8 leave the
-//! warp totals in `wsum`, and after a barrier thread k of the block adds the two warps' totals for
-//! point k and stores them: `partial_points[(x * B + i) * 3 + k]`. At the end each thread stores
-//! its Gaussians' sums: `partial_gauss[(c * n_pad + j) * 10 + k]`. Every sum runs in a fixed
-//! order: results are bit-identical from run to run. No atomics.
+//! The block stages its points [`batch_points`] at a time in shared memory (`pts`: x, y, z, g'
+//! per point, one vector load), then every thread walks the batch in order (broadcast loads). Per
+//! point a thread sums its Q Gaussians' point terms and stores them in its own row of `psum` (one
+//! vector store; no shuffles, no per-point exchange between lanes). After a barrier thread k adds
+//! point k's terms of the block's 64 threads in thread order and stores them:
+//! `partial_points[(x * B + i) * 3 + k]`. At the end each thread stores its Gaussians' sums:
+//! `partial_gauss[(c * n_pad + j) * 10 + k]`. Every sum runs in a fixed order: results are
+//! bit-identical from run to run. No atomics.
 //!
-//! Files: `kernel` builds the kernel, `pairs` the per-pair sums of one point, `warp` the warp
-//! sums and the staged point loads; this module holds what they share.
+//! Files: `kernel` builds the kernel, `pairs` the per-pair sums of one point, `smem` the
+//! four-scalar shared-memory accesses; this module holds what they share.
 
 use super::common::*;
 use super::scaled::PairConsts;
@@ -46,19 +46,32 @@ use crate::ptx::*;
 
 mod kernel;
 mod pairs;
-mod warp;
+mod smem;
 
 pub use kernel::build;
 
-/// Threads per block (required); also the points per staged batch.
+/// Threads per block (required).
 pub const BLOCK: u32 = 64;
-/// Points staged in shared memory per batch.
-pub const BATCH: u32 = BLOCK;
 /// Gaussians each thread owns (f32).
 pub const GAUSSIANS_PER_THREAD_F32: u32 = 4;
 /// Gaussians each thread owns (f64).
 pub const GAUSSIANS_PER_THREAD_F64: u32 = 2;
-pub(super) const WARPS: u32 = BLOCK / 32;
+
+/// Points staged per batch: 32 (f32) or 16 (f64), so that the per-thread rows of point terms
+/// (`psum`, [`psum_row`]) take about 33 KB of shared memory in both types.
+pub fn batch_points<T: KFloat>() -> u32 {
+    if T::BYTES == 4 {
+        32
+    } else {
+        16
+    }
+}
+
+/// Scalars per thread row of `psum`: 4 per point of a batch, plus 16 bytes of padding so that the
+/// 32 lanes' 16-byte stores of one point fall in distinct bank groups (4 wavefronts, the minimum).
+pub fn psum_row<T: KFloat>() -> u32 {
+    batch_points::<T>() * 4 + 16 / T::BYTES
+}
 
 /// f32 module.
 pub fn build_f32(target: Target) -> Module {
