@@ -24,7 +24,7 @@ use crate::ptx::*;
 /// Threads per block (required).
 pub const BLOCK: u32 = 128;
 /// Points each thread owns.
-pub const POINTS_PER_THREAD: u32 = 8;
+pub const POINTS_PER_THREAD: u32 = 4;
 /// Points per block.
 pub const POINTS_PER_BLOCK: u32 = BLOCK * POINTS_PER_THREAD;
 /// Chunk lengths and the padded Gaussian count are multiples of this.

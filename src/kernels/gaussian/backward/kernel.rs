@@ -3,7 +3,7 @@
 
 use super::pairs::pair_sums;
 use super::smem::{load4, store4};
-use super::{batch_points, psum_row, Owned, PointCtx, BLOCK};
+use super::{batch_points, psum_row, Owned, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
 use crate::kernels::gaussian::scaled::*;
 use crate::ptx::*;
@@ -148,14 +148,23 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         b.if_then(mine, |b| {
             let slot = b.shl(tid, 2u32);
             let src = b.shared_index(&psum, slot);
-            let [mut s0, mut s1, mut s2, _] = load4::<T>(b, src.into());
-            for l in 1..BLOCK {
-                let off = i64::from(l * row * T::BYTES);
-                let [v0, v1, v2, _] = load4::<T>(b, Addr::from(src).off(off));
-                s0 = b.add(s0, v0);
-                s1 = b.add(s1, v1);
-                s2 = b.add(s2, v2);
-            }
+            // Rows in thread order, ROWS_PER_STEP loads in flight per step (a full unroll would
+            // keep 64 rows' loads in registers).
+            let sums = [(); 3].map(|_| b.mov(zero));
+            let step_bytes = ROWS_PER_STEP * row * T::BYTES;
+            b.for_range(0u32, BLOCK / ROWS_PER_STEP, 1u32, |b, r, _| {
+                let off = b.mul(r, step_bytes);
+                let at = b.add(src, off);
+                for l in 0..ROWS_PER_STEP {
+                    let [v0, v1, v2, _] =
+                        load4::<T>(b, Addr::from(at).off(i64::from(l * row * T::BYTES)));
+                    for (acc, v) in sums.iter().zip([v0, v1, v2]) {
+                        let t = b.add(*acc, v);
+                        b.mov_to(*acc, t);
+                    }
+                }
+            });
+            let [s0, s1, s2] = sums;
             let dst = addr2d(b, partial_points, gblock, num_points, i, 3 * T::BYTES);
             for (c, v) in [s0, s1, s2].into_iter().enumerate() {
                 b.st(

@@ -55,7 +55,10 @@ pub const BLOCK: u32 = 64;
 /// Gaussians each thread owns (f32).
 pub const GAUSSIANS_PER_THREAD_F32: u32 = 4;
 /// Gaussians each thread owns (f64).
-pub const GAUSSIANS_PER_THREAD_F64: u32 = 2;
+pub const GAUSSIANS_PER_THREAD_F64: u32 = 4;
+
+/// Threads' rows of `psum` added per step of the final per-point sums.
+pub(super) const ROWS_PER_STEP: u32 = 8;
 
 /// Points staged per batch: 32 (f32) or 16 (f64), so that the per-thread rows of point terms
 /// (`psum`, [`psum_row`]) take about 33 KB of shared memory in both types.
