@@ -118,7 +118,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
         let (fs, bs) = self.slots()?;
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
         Ok((
-            launch::forward_plan(n_pad, b, fs, forward::POINTS_PER_BLOCK),
+            launch::forward_plan(n_pad, b, fs, T::FORWARD_POINTS_PER_BLOCK),
             launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD),
         ))
     }
@@ -170,7 +170,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             return Ok(());
         }
         self.problem_points()?;
-        let ppb = forward::POINTS_PER_BLOCK;
+        let ppb = T::FORWARD_POINTS_PER_BLOCK;
         let plan = launch::forward_plan(self.n_pad as u32, self.b as u32, self.slots()?.0, ppb);
         let b = self.b;
         let stream = self.stream.clone();

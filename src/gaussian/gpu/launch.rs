@@ -22,7 +22,7 @@ const MAX_GRID_Y: u32 = 65_535;
 /// How the fused forward splits (B points) x (n_pad Gaussians).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardPlan {
-    /// Blocks along the points ([`forward::POINTS_PER_BLOCK`] each).
+    /// Blocks along the points (`GpuReal::FORWARD_POINTS_PER_BLOCK` each).
     pub point_blocks: u32,
     /// Gaussian chunks (grid y); partial rows to add when > 1.
     pub chunks: u32,
@@ -31,7 +31,7 @@ pub struct ForwardPlan {
 }
 
 /// Splits the forward into at most `slots` blocks (one resident wave) when B allows;
-/// `points_per_block` of the kernel ([`forward::POINTS_PER_BLOCK`]).
+/// `points_per_block` of the kernel (`GpuReal::FORWARD_POINTS_PER_BLOCK`).
 pub fn forward_plan(n_pad: u32, b: u32, slots: u32, points_per_block: u32) -> ForwardPlan {
     let point_blocks = b.div_ceil(points_per_block).max(1);
     let want = (slots / point_blocks).clamp(1, (n_pad / forward::CHUNK_ALIGN).max(1));
@@ -309,7 +309,8 @@ mod tests {
             (10240, 100_000),
             (256, 10_000_000),
         ] {
-            let p = forward_plan(n_pad, b, 132 * 9, forward::POINTS_PER_BLOCK);
+            let ppb = forward::BLOCK * forward::POINTS_PER_THREAD_F32;
+            let p = forward_plan(n_pad, b, 132 * 9, ppb);
             assert!(
                 p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks),
                 "{p:?}"
@@ -319,20 +320,20 @@ mod tests {
                 p.chunks * p.chunk_len >= n_pad && (p.chunks - 1) * p.chunk_len < n_pad,
                 "{p:?}"
             );
-            assert!(p.point_blocks * forward::POINTS_PER_BLOCK >= b, "{p:?}");
+            assert!(p.point_blocks * ppb >= b, "{p:?}");
         }
     }
 
     #[test]
     fn backward_plan_covers_every_point_with_nonempty_chunks() {
         for (n_pad, b) in [
-            (256, 1),
+            (512, 1),
             (1024, 500),
             (10240, 500),
             (10240, 100_000),
-            (256, 17),
+            (512, 17),
         ] {
-            for q in [2, 4] {
+            for q in [2, 4, 8] {
                 let p = backward_plan(n_pad, b, 132 * 8, q);
                 assert!(
                     p.gauss_blocks * p.chunks <= (132 * 8).max(p.gauss_blocks),

@@ -4,7 +4,7 @@
 //! Each call validates exactly like the CPU field (the shared [`layout`] and [`validate`] code),
 //! then uploads, enqueues the kernels of `crate::kernels::gaussian` on the device's work stream
 //! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
-//! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of 256; see
+//! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of `common::GAUSSIAN_PAD` = 512; see
 //! `kernels::gaussian::common`) and the f32 backward's compensation constants (8 per Gaussian:
 //! two-term diagonal and the flag of `layout::Prepared::compensated`). Forward: fused kernel per (point block, Gaussian chunk), then an
 //! ordered sum of the chunk rows. Backward: fused kernel per (Gaussian block, point chunk), then
@@ -20,7 +20,7 @@
 //! [`GaussianFieldOps`]: super::GaussianFieldOps
 
 use super::real::Real;
-use crate::kernels::gaussian::{backward, common};
+use crate::kernels::gaussian::{backward, common, forward};
 use crate::kernels::KernelId;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
@@ -49,6 +49,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const PREPARE: KernelId;
     /// Gaussians per thread in the backward kernel.
     const GAUSSIANS_PER_THREAD: u32;
+    /// Points per block of the forward kernel.
+    const FORWARD_POINTS_PER_BLOCK: u32;
     /// 2^o, the kernel exponential's offset folded into w c and c (see `common`).
     fn exp_scale() -> f64;
 }
@@ -61,6 +63,7 @@ impl GpuReal for f32 {
     const FINISH: KernelId = KernelId::GaussianFinishF32;
     const PREPARE: KernelId = KernelId::GaussianPrepareF32;
     const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F32;
+    const FORWARD_POINTS_PER_BLOCK: u32 = forward::BLOCK * forward::POINTS_PER_THREAD_F32;
     fn exp_scale() -> f64 {
         common::f32_exp_scale()
     }
@@ -74,6 +77,7 @@ impl GpuReal for f64 {
     const FINISH: KernelId = KernelId::GaussianFinishF64;
     const PREPARE: KernelId = KernelId::GaussianPrepareF64;
     const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F64;
+    const FORWARD_POINTS_PER_BLOCK: u32 = forward::BLOCK * forward::POINTS_PER_THREAD_F64;
     fn exp_scale() -> f64 {
         1.0
     }

@@ -163,7 +163,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
             n_pad as u32,
             b as u32,
             self.slots.0,
-            forward::POINTS_PER_BLOCK,
+            T::FORWARD_POINTS_PER_BLOCK,
         );
         let g = launch::backward_plan(
             n_pad as u32,

@@ -45,8 +45,8 @@ pub const PREP_NORM: u32 = 10;
 /// Offset of w.
 pub const PREP_WEIGHT: u32 = 11;
 /// The Gaussian count on the device is padded with zero Gaussians to a multiple of this (a
-/// multiple of every kernel's Gaussian tile).
-pub const GAUSSIAN_PAD: u32 = 256;
+/// multiple of every kernel's Gaussian tile: the backward's 64 threads x 8).
+pub const GAUSSIAN_PAD: u32 = 512;
 /// Scalars per Gaussian of the compensation constants (f32 backward only), AoS, 16-byte aligned:
 /// `[-ah0, -ah1, -ah2, flag, -al0, -al1, -al2, 0]` with a_k = ah_k + al_k = Lkk + eps to ~u^2
 /// (`crate::gaussian::layout::Prepared::diag`, `diag_lo`) and flag 1 where the backward solves

@@ -52,10 +52,15 @@ pub use kernel::build;
 
 /// Threads per block (required).
 pub const BLOCK: u32 = 64;
-/// Gaussians each thread owns (f32).
-pub const GAUSSIANS_PER_THREAD_F32: u32 = 4;
-/// Gaussians each thread owns (f64).
+/// Gaussians each thread owns (f32: 252 registers, 4 blocks per SM on sm_90; at 10000 x 100000 on
+/// the H100 the backward takes 1.78 ms against 1.91 at 4).
+pub const GAUSSIANS_PER_THREAD_F32: u32 = 8;
+/// Gaussians each thread owns (f64: 226 registers; 4.72 ms against 5.86 at 2).
 pub const GAUSSIANS_PER_THREAD_F64: u32 = 4;
+
+// The padded Gaussian count is a multiple of every block's Gaussians.
+const _: () = assert!(GAUSSIAN_PAD.is_multiple_of(BLOCK * GAUSSIANS_PER_THREAD_F32));
+const _: () = assert!(GAUSSIAN_PAD.is_multiple_of(BLOCK * GAUSSIANS_PER_THREAD_F64));
 
 /// Threads' rows of `psum` added per step of the final per-point sums.
 pub(super) const ROWS_PER_STEP: u32 = 8;
