@@ -13,6 +13,9 @@
 //! The SUMMARY lines give medians of event-timed single runs, pairs/s, and FLOP/s against the
 //! device's FP32/FP64 peak with a counted 22 FLOP per forward pair and 55 per backward pair (an
 //! FMA counts 2, the exponential 1).
+//!
+//! `PTXFLOW_GAUSS_ONLY=f32:10000x100000` (type and size) runs only that GPU case, so that a
+//! profiler sees its kernels first: `ncu -k regex:'gaussian_(forward|backward)' -c 2 <bench>`.
 
 mod common;
 
@@ -138,7 +141,18 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
     let lanes = if T::NAME == "f32" { l32 } else { l64 };
     let peak = f64::from(facts.sm_count) * lanes * 2.0 * f64::from(facts.clock_khz) * 1e3;
     let mut g = group(c, "gpu/gaussian");
+    // PTXFLOW_GAUSS_ONLY=<type>:<n>x<b> runs one size of one type (for profiling with ncu).
+    let only = std::env::var("PTXFLOW_GAUSS_ONLY").ok();
+    if only.as_deref().is_some_and(|o| !o.starts_with(T::NAME)) {
+        return;
+    }
     for (n, b) in SIZES {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.ends_with(&format!(":{n}x{b}")))
+        {
+            continue;
+        }
         let (gaussians, points, grad) = problem(n, b);
         let (gaussians, points, grad) = (
             convert::<T>(&gaussians),
@@ -227,7 +241,7 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         }
     }
     g.finish();
-    if T::NAME == "f32" {
+    if T::NAME == "f32" && only.is_none() {
         let (n, b) = SIZES[2];
         let (gaussians, points, grad) = badly_conditioned_problem(n, b);
         let mut field =

@@ -60,8 +60,9 @@
 //! - [`ops`]: the [`GaussianFieldOps`] trait a training loop calls, [`FieldOptions`], [`Gradients`];
 //! - [`cpu`]: [`GaussianField`], the rayon CPU reference (f32 and f64, deterministic);
 //! - [`gpu`]: [`GpuGaussianField`], the same on a CUDA device (kernels in
-//!   `crate::kernels::gaussian`), [`gpu_launch`] its launch geometry, [`gpu_raw`] the same kernels
-//!   on caller-owned device memory and streams (the PyTorch binding);
+//!   `crate::kernels::gaussian`), [`gpu::launch`] its launch geometry, [`gpu::raw`] the same
+//!   kernels on caller-owned device memory and streams (the PyTorch binding; also reachable as
+//!   `gaussian::gpu_raw`, the path the Python binding uses);
 //! - [`validate`]: the checks both fields share, so they reject the same inputs alike;
 //! - [`generate`]: generated Gaussians and points; [`demo`]: a gradient-descent fit.
 
@@ -69,9 +70,6 @@ pub mod cpu;
 pub mod demo;
 pub mod generate;
 pub mod gpu;
-pub mod gpu_launch;
-pub mod gpu_raw;
-mod gpu_raw_prepare;
 pub mod layout;
 pub mod ops;
 pub mod pair;
@@ -79,7 +77,8 @@ pub mod real;
 pub mod validate;
 
 pub use cpu::GaussianField;
+pub use gpu::raw as gpu_raw;
+pub use gpu::raw::{RawGaussianKernels, RawPlan, RawSlice};
 pub use gpu::{GpuGaussianField, GpuReal};
-pub use gpu_raw::{RawGaussianKernels, RawPlan, RawSlice};
 pub use ops::{FieldOptions, GaussianFieldOps, Gradients};
 pub use real::Real;

@@ -1,6 +1,7 @@
 //! Pieces shared by the Gaussian field kernels: the device layout of prepared Gaussians, one
-//! kernel source for f32 and f64 ([`KFloat`]), the per-pair maths of `crate::gaussian::pair` and
-//! the kernel exponential.
+//! kernel source for f32 and f64 ([`KFloat`]) and the per-pair maths of `crate::gaussian::pair`
+//! in the CPU's order (the distance matrix and the compensated solve; the fused kernels use the
+//! scaled form of `super::scaled`).
 //!
 //! # Prepared Gaussian layout (device)
 //! [`PREP_STRIDE`] = 12 scalars per Gaussian, AoS (f32: 48 bytes = three 16-byte vectors; f64: six):
@@ -17,17 +18,16 @@
 //! to every point.
 //!
 //! # The kernel exponential
-//! Kernels compute e' = exp(-d/2) 2^-o, flushed to 0 for d > cutoff (f32 174, f64 1416, as
-//! [`crate::gaussian::Real::EXP_CUTOFF_D`]); the 2^o is folded into the prepared `w c 2^o` and
-//! `c 2^o`. f32: e' = ex2.approx.ftz(-d log2(e)/2 - o), one SFU instruction; with o = 126 -
-//! 87 log2(e) its result drops below 2^-126, where `.ftz` flushes it to 0, exactly when d > 174.
-//! f64: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, a degree-12 Taylor polynomial (truncation
-//! < 2e-16 relative) and 2^k assembled in the exponent bits, then `selp` to 0 beyond 1416.
+//! Kernels compute e' = exp(-d/2) 2^-o, flushed to 0 beyond the cutoff (f32 d > 174, f64
+//! d > 1416, as [`crate::gaussian::Real::EXP_CUTOFF_D`]); the 2^o is folded into the prepared
+//! `w c 2^o` and `c 2^o` (see `super::exp`).
 //!
 //! # Rounding
-//! f32 kernels fuse multiply-adds (`fma.rn`); f64 kernels use separate `.rn` operations in the
-//! CPU's order, so f64 distances are bit-identical to the CPU reference.
+//! The distance kernel follows the CPU: f32 fuses multiply-adds (`fma.rn`), f64 uses separate
+//! `.rn` operations in the CPU's order, so f64 distances are bit-identical to the CPU reference.
+//! The fused forward and backward use multiply-adds in both types.
 
+use super::exp;
 use crate::ptx::*;
 
 /// Scalars per prepared Gaussian on the device.
@@ -45,8 +45,8 @@ pub const PREP_NORM: u32 = 10;
 /// Offset of w.
 pub const PREP_WEIGHT: u32 = 11;
 /// The Gaussian count on the device is padded with zero Gaussians to a multiple of this (a
-/// multiple of every kernel's Gaussian tile).
-pub const GAUSSIAN_PAD: u32 = 256;
+/// multiple of every kernel's Gaussian tile: the backward's 64 threads x 8).
+pub const GAUSSIAN_PAD: u32 = 512;
 /// Scalars per Gaussian of the compensation constants (f32 backward only), AoS, 16-byte aligned:
 /// `[-ah0, -ah1, -ah2, flag, -al0, -al1, -al2, 0]` with a_k = ah_k + al_k = Lkk + eps to ~u^2
 /// (`crate::gaussian::layout::Prepared::diag`, `diag_lo`) and flag 1 where the backward solves
@@ -72,12 +72,25 @@ pub trait KFloat: Float + Num + Word {
     const BYTES: u32;
     /// Suffix of kernel names (`f32` / `f64`).
     const SUFFIX: &'static str;
-    /// Fuse multiply-adds (f32) or keep the CPU's separately rounded operations (f64).
+    /// The distance kernel fuses multiply-adds (f32) or keeps the CPU's separately rounded
+    /// operations (f64).
     const FUSED: bool;
+    /// The backward solves flagged (badly conditioned) Gaussians with compensated arithmetic
+    /// (f32; see `COMP_STRIDE`).
+    const COMPENSATES: bool;
     /// `x` as an immediate of this type.
     fn imm(x: f64) -> Self::Imm;
-    /// e' = exp(-d/2) 2^-o, or 0 beyond the cutoff (see the module docs).
-    fn kernel_exp(b: &mut KernelBuilder, d: Reg<Self>) -> Reg<Self>;
+    /// o, the exponent offset (0 for f64); `scaled::solve_scaled` starts its sum at it.
+    const EXP2_OFFSET: f64;
+    /// The backward's unguarded path requires |v'|^2 below this for every pair of the warp...
+    const SAFE_T: f64;
+    /// ...and every scaled constant at most this in magnitude (then s' and every product of a
+    /// pair beyond the cutoff stay finite, so its zero weight makes its terms exactly 0).
+    const SAFE_CONST: f64;
+    /// `x * factor` rounded once to this type (f32: an f64 product).
+    fn scale_const(b: &mut KernelBuilder, x: Reg<Self>, factor: f64) -> Reg<Self>;
+    /// e' = 2^-t for the t of `scaled::solve_scaled` (0 beyond the cutoff; `super::exp`).
+    fn exp2_neg(b: &mut KernelBuilder, t: Reg<Self>) -> Reg<Self>;
 }
 
 impl KFloat for F32 {
@@ -85,16 +98,20 @@ impl KFloat for F32 {
     const BYTES: u32 = 4;
     const SUFFIX: &'static str = "f32";
     const FUSED: bool = true;
+    const COMPENSATES: bool = true;
     fn imm(x: f64) -> f32 {
         x as f32
     }
-    fn kernel_exp(b: &mut KernelBuilder, d: Reg<F32>) -> Reg<F32> {
-        let t = b.fma(
-            d,
-            (-0.5 * std::f64::consts::LOG2_E) as f32,
-            -F32_EXP_OFFSET as f32,
-        );
-        b.ex2_approx_ftz(t)
+    const EXP2_OFFSET: f64 = F32_EXP_OFFSET;
+    const SAFE_T: f64 = 1_099_511_627_776.0; // 2^40
+    const SAFE_CONST: f64 = 1_048_576.0; // 2^20
+    fn scale_const(b: &mut KernelBuilder, x: Reg<F32>, factor: f64) -> Reg<F32> {
+        let wide = b.cvt::<F64, F32>(x);
+        let p = b.mul(wide, factor);
+        b.cvt::<F32, F64>(p)
+    }
+    fn exp2_neg(b: &mut KernelBuilder, t: Reg<F32>) -> Reg<F32> {
+        exp::exp2_neg_f32(b, t)
     }
 }
 
@@ -103,36 +120,18 @@ impl KFloat for F64 {
     const BYTES: u32 = 8;
     const SUFFIX: &'static str = "f64";
     const FUSED: bool = false;
+    const COMPENSATES: bool = false;
     fn imm(x: f64) -> f64 {
         x
     }
-    fn kernel_exp(b: &mut KernelBuilder, d: Reg<F64>) -> Reg<F64> {
-        // ln 2 split so that k * LN2_HI is exact for |k| <= 2^11.
-        const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-        const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
-        let x = b.mul(d, -0.5f64);
-        let kx = b.mul(x, std::f64::consts::LOG2_E);
-        let k = b.cvt_round::<F64, F64>(Round::Rni, kx);
-        let r = b.fma(k, -LN2_HI, x);
-        let r = b.fma(k, -LN2_LO, r);
-        // Taylor coefficients 1/n!, Horner from n = 12 down.
-        let mut coef = [1.0f64; 13];
-        for n in 1..13 {
-            coef[n] = coef[n - 1] / n as f64;
-        }
-        let mut p = b.mov(coef[12]);
-        for &c in coef[..12].iter().rev() {
-            p = b.fma(p, r, c);
-        }
-        // 2^k from the exponent bits; k >= -1021 whenever d <= 1416, so 2^k is normal.
-        let ki = b.cvt::<S32, F64>(k);
-        let biased = b.add(ki, 1023i32);
-        let wide = b.cvt::<S64, S32>(biased);
-        let bits = b.shl(wide, 52u32);
-        let scale = b.bitcast::<F64, S64>(bits);
-        let e = b.mul(p, scale);
-        let far = b.setp(Cmp::Gt, d, 1416.0f64);
-        b.selp(0.0f64, e, far)
+    const EXP2_OFFSET: f64 = 0.0;
+    const SAFE_T: f64 = 1.606_938_044_258_990_3e60; // 2^200
+    const SAFE_CONST: f64 = 1.267_650_600_228_229_4e30; // 2^100
+    fn scale_const(b: &mut KernelBuilder, x: Reg<F64>, factor: f64) -> Reg<F64> {
+        b.mul(x, factor)
+    }
+    fn exp2_neg(b: &mut KernelBuilder, t: Reg<F64>) -> Reg<F64> {
+        exp::exp2_neg_f64(b, t)
     }
 }
 
@@ -228,21 +227,6 @@ pub fn solve<T: KFloat>(
     let d = mul_add(b, v1, v1, d0);
     let d = mul_add(b, v2, v2, d);
     ([v0, v1, v2], d)
-}
-
-/// Back substitution L^T s = v (order of `crate::gaussian::pair::back_solve`).
-pub fn back_solve<T: KFloat>(
-    b: &mut KernelBuilder,
-    g: &GaussRegs<T>,
-    v: [Reg<T>; 3],
-) -> [Reg<T>; 3] {
-    let s2 = b.mul(v[2], g.inv[2]);
-    let t1 = mul_add(b, g.neg_l[2], s2, v[1]);
-    let s1 = b.mul(t1, g.inv[1]);
-    let t0 = mul_add(b, g.neg_l[0], s1, v[0]);
-    let t0 = mul_add(b, g.neg_l[1], s2, t0);
-    let s0 = b.mul(t0, g.inv[0]);
-    [s0, s1, s2]
 }
 
 /// Knuth's two-sum: (s, e) with s = a + b rounded and s + e = a + b exactly.

@@ -5,7 +5,7 @@
 //! BLOCK)) (points on x, which allows 2^31 - 1 blocks). Thread tid of block (y, x) owns Gaussian
 //! j = x * BLOCK + tid (its
 //! prepared constants in registers; j < n_pad always holds since the host pads to a multiple of
-//! 256) and walks points y * POINTS_PER_BLOCK .. min(+POINTS_PER_BLOCK, B); every thread of the
+//! `common::GAUSSIAN_PAD`) and walks points y * POINTS_PER_BLOCK .. min(+POINTS_PER_BLOCK, B); every thread of the
 //! block reads the same point (one broadcast load per coordinate) and consecutive threads store
 //! consecutive j, so each row segment is written coalesced. Only j < N is stored. Indices into
 //! `out` are 64-bit. Output-bandwidth bound: 4 (f32) or 8 (f64) bytes written per pair.

@@ -5,6 +5,8 @@
 pub mod backward;
 pub mod common;
 pub mod distances;
+pub mod exp;
 pub mod forward;
 pub mod prepare;
 pub mod reduce;
+pub mod scaled;

@@ -59,8 +59,10 @@ fn build<T: KFloat>(target: Target) -> Module {
     let n_pad = b.ld_param(&n_pad);
     let normalised = b.ld_param(&normalised);
     let eps = b.ld_param(&eps);
-    let eps64 = b.ld_param(&eps64);
-    let scale = b.ld_param(&scale);
+    // Only f32 rounds through f64 and compensates (f64 leaves both parameters unread).
+    let wide = T::BYTES == 4;
+    let eps64 = wide.then(|| b.ld_param(&eps64));
+    let scale = wide.then(|| b.ld_param(&scale));
     let prep = b.global_ptr(&prep);
     let comp = b.global_ptr(&comp);
     let norm_on = b.setp(Cmp::Ne, normalised, 0u32);
@@ -134,10 +136,14 @@ fn build<T: KFloat>(target: Target) -> Module {
 
 /// `(w c 2^o, c 2^o)`: for f32 the f64 products with `exp_scale` rounded once (as the host's
 /// `T::from_f64(x.to_f64() * scale)`); for f64 the scale is 1 and the values pass as they are.
-fn scaled<T: KFloat>(b: &mut KernelBuilder, h: &Head<T>, scale: Reg<F64>) -> (Reg<T>, Reg<T>) {
-    if T::BYTES == 8 {
+fn scaled<T: KFloat>(
+    b: &mut KernelBuilder,
+    h: &Head<T>,
+    scale: Option<Reg<F64>>,
+) -> (Reg<T>, Reg<T>) {
+    let Some(scale) = scale else {
         return (h.weight_norm, h.norm);
-    }
+    };
     let wide = |b: &mut KernelBuilder, x: Reg<T>| {
         let x64 = b.cvt::<F64, T>(x);
         let p = b.mul(x64, scale);
@@ -148,12 +154,16 @@ fn scaled<T: KFloat>(b: &mut KernelBuilder, h: &Head<T>, scale: Reg<F64>) -> (Re
 
 /// The compensation record `[-ah0, -ah1, -ah2, flag, -al0, -al1, -al2, 0]` (f64: no flag and
 /// al = 0, as the host writes it).
-fn compensation<T: KFloat>(b: &mut KernelBuilder, h: &Head<T>, eps64: Reg<F64>) -> [Reg<T>; 8] {
+fn compensation<T: KFloat>(
+    b: &mut KernelBuilder,
+    h: &Head<T>,
+    eps64: Option<Reg<F64>>,
+) -> [Reg<T>; 8] {
     let neg_a = h.a.map(|x| b.neg(x));
     let zero = b.mov(T::imm(0.0));
-    if T::BYTES == 8 {
+    let Some(eps64) = eps64 else {
         return [neg_a[0], neg_a[1], neg_a[2], zero, zero, zero, zero, zero];
-    }
+    };
     let wide = |b: &mut KernelBuilder, x: Reg<T>| b.cvt::<F64, T>(x);
     let exact = [3usize, 5, 8].map(|k| {
         let x = wide(b, h.g[k]);

@@ -22,7 +22,7 @@ const MAX_GRID_Y: u32 = 65_535;
 /// How the fused forward splits (B points) x (n_pad Gaussians).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardPlan {
-    /// Blocks along the points ([`forward::POINTS_PER_BLOCK`] each).
+    /// Blocks along the points (`GpuReal::FORWARD_POINTS_PER_BLOCK` each).
     pub point_blocks: u32,
     /// Gaussian chunks (grid y); partial rows to add when > 1.
     pub chunks: u32,
@@ -30,9 +30,10 @@ pub struct ForwardPlan {
     pub chunk_len: u32,
 }
 
-/// Splits the forward into at most `slots` blocks (one resident wave) when B allows.
-pub fn forward_plan(n_pad: u32, b: u32, slots: u32) -> ForwardPlan {
-    let point_blocks = b.div_ceil(forward::POINTS_PER_BLOCK).max(1);
+/// Splits the forward into at most `slots` blocks (one resident wave) when B allows;
+/// `points_per_block` of the kernel (`GpuReal::FORWARD_POINTS_PER_BLOCK`).
+pub fn forward_plan(n_pad: u32, b: u32, slots: u32, points_per_block: u32) -> ForwardPlan {
+    let point_blocks = b.div_ceil(points_per_block).max(1);
     let want = (slots / point_blocks).clamp(1, (n_pad / forward::CHUNK_ALIGN).max(1));
     let chunk_len = n_pad.div_ceil(want).next_multiple_of(forward::CHUNK_ALIGN);
     ForwardPlan {
@@ -85,7 +86,9 @@ pub fn to_u32(n: usize, what: &str) -> Result<u32> {
     })
 }
 
-fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
+/// The launch configuration of a `grid` of `block`-thread blocks (a capacity error when the y
+/// extent exceeds CUDA's limit).
+pub(super) fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
     if grid.1 > MAX_GRID_Y {
         return Err(Error::Capacity {
             what: "grid y extent".into(),
@@ -114,15 +117,24 @@ pub struct Problem<'a, T> {
     pub b: u32,
 }
 
+/// Where a launch goes: the device, the stream and the kernel.
+#[derive(Clone, Copy)]
+pub struct Launch<'a> {
+    /// The device.
+    pub gpu: &'a Gpu,
+    /// The stream the kernel is enqueued on.
+    pub stream: &'a Arc<CudaStream>,
+    /// The kernel.
+    pub id: KernelId,
+}
+
 /// Enqueues `gaussian_distances`: `out[i * n + j] = d_ij` (`out` holds at least b * n scalars).
 pub fn distances<T: DeviceRepr + ArgElem>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    id: KernelId,
+    l: Launch<'_>,
     p: &Problem<'_, T>,
     out: &mut CudaSlice<T>,
 ) -> Result<()> {
-    let k = gpu.kernel(id)?;
+    let k = l.gpu.kernel(l.id)?;
     let cfg = config(
         (
             p.b.div_ceil(distances::POINTS_PER_BLOCK),
@@ -134,7 +146,7 @@ pub fn distances<T: DeviceRepr + ArgElem>(
     // prep holds n_pad >= ceil(n / BLOCK) * BLOCK prepared Gaussians (every thread's j is in range),
     // points holds 3b scalars, out at least b * n; the kernel stores only i < b, j < n.
     unsafe {
-        k.launch(stream, cfg)
+        k.launch(l.stream, cfg)
             .arg(p.prep)
             .arg(&p.n)
             .arg(p.points)
@@ -146,21 +158,19 @@ pub fn distances<T: DeviceRepr + ArgElem>(
 
 /// Enqueues `gaussian_forward` writing `plan.chunks` rows of b partial sums to `out`.
 pub fn forward<T: DeviceRepr + ArgElem>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    id: KernelId,
+    l: Launch<'_>,
     p: &Problem<'_, T>,
     plan: &ForwardPlan,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let k = gpu.kernel(id)?;
+    let k = l.gpu.kernel(l.id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad and chunk_len are multiples of CHUNK_ALIGN as the kernel requires; the
     // block is exactly forward::BLOCK threads; out holds chunks * b scalars (checked by caller),
     // and only i < b is read or written.
     unsafe {
-        k.launch(stream, cfg)
+        k.launch(l.stream, cfg)
             .arg(p.prep)
             .arg(&p.n_pad)
             .arg(&plan.chunk_len)
@@ -171,21 +181,27 @@ pub fn forward<T: DeviceRepr + ArgElem>(
     }
 }
 
+/// The backward's device buffers besides the problem's.
+pub struct BackwardBuffers<'a, T> {
+    /// dLoss/df, b scalars.
+    pub grad_values: &'a CudaSlice<T>,
+    /// Compensation records, n_pad * `COMP_STRIDE` scalars.
+    pub comp: &'a CudaSlice<T>,
+    /// Per-point partial sums, gauss_blocks * 3b scalars.
+    pub partial_points: &'a mut CudaSlice<T>,
+    /// Per-Gaussian partial sums, chunks * n_pad * 10 scalars.
+    pub partial_gauss: &'a mut CudaSlice<T>,
+}
+
 /// Enqueues `gaussian_backward`: per-point partials (gauss_blocks x 3b) and per-Gaussian partials
 /// (chunks x n_pad x 10).
-#[allow(clippy::too_many_arguments)]
 pub fn backward<T: DeviceRepr + ArgElem>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    id: KernelId,
+    l: Launch<'_>,
     p: &Problem<'_, T>,
-    grad_values: &CudaSlice<T>,
     plan: &BackwardPlan,
-    partial_points: &mut CudaSlice<T>,
-    partial_gauss: &mut CudaSlice<T>,
-    comp: &CudaSlice<T>,
+    bufs: BackwardBuffers<'_, T>,
 ) -> Result<()> {
-    let k = gpu.kernel(id)?;
+    let k = l.gpu.kernel(l.id)?;
     let cfg = config((plan.gauss_blocks, plan.chunks), backward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad is a multiple
@@ -193,76 +209,82 @@ pub fn backward<T: DeviceRepr + ArgElem>(
     // partial buffers hold gauss_blocks * 3b and chunks * n_pad * 10 scalars, comp n_pad *
     // COMP_STRIDE (checked by caller).
     unsafe {
-        k.launch(stream, cfg)
+        k.launch(l.stream, cfg)
             .arg(p.prep)
             .arg(&p.n_pad)
             .arg(p.points)
-            .arg(grad_values)
+            .arg(bufs.grad_values)
             .arg(&p.b)
             .arg(&plan.chunk_len)
-            .arg(partial_points)
-            .arg(partial_gauss)
-            .arg(comp)
+            .arg(bufs.partial_points)
+            .arg(bufs.partial_gauss)
+            .arg(bufs.comp)
             .launch()
     }
 }
 
-/// Enqueues `gaussian_reduce_rows`: `out[m] = scale * sum_r partial[r * stride + m]`, m < len.
-#[allow(clippy::too_many_arguments)]
+/// An ordered sum of partial rows: `out[m] = scale * sum_{r < rows} partial[r * stride + m]` for
+/// m < len.
+pub struct RowSum<'a, T> {
+    /// The rows, at least (rows - 1) * stride + len scalars.
+    pub partial: &'a CudaSlice<T>,
+    /// Rows to add.
+    pub rows: u32,
+    /// Scalars between rows.
+    pub stride: u32,
+    /// Entries per row to sum.
+    pub len: u32,
+    /// Factor applied to each sum.
+    pub scale: T,
+}
+
+/// Enqueues `gaussian_reduce_rows` for `sum` into `out` (len scalars).
 pub fn reduce_rows<T: DeviceRepr + ArgElem>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    id: KernelId,
-    partial: &CudaSlice<T>,
-    rows: u32,
-    stride: u32,
-    len: u32,
-    scale: T,
+    l: Launch<'_>,
+    sum: RowSum<'_, T>,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let k = gpu.kernel(id)?;
-    let blocks = len
+    let k = l.gpu.kernel(l.id)?;
+    let blocks = sum
+        .len
         .div_ceil(reduce::BLOCK)
-        .clamp(1, gpu.facts().sm_count.max(1) * 16);
+        .clamp(1, l.gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // partial holds rows * stride >= (rows - 1) * stride + len scalars and out len (checked by
     // the caller); grid-stride loop over m < len.
     unsafe {
-        k.launch(stream, cfg)
-            .arg(partial)
-            .arg(&rows)
-            .arg(&stride)
-            .arg(&len)
-            .arg(&scale)
+        k.launch(l.stream, cfg)
+            .arg(sum.partial)
+            .arg(&sum.rows)
+            .arg(&sum.stride)
+            .arg(&sum.len)
+            .arg(&sum.scale)
             .arg(out)
             .launch()
     }
 }
 
 /// Enqueues `gaussian_finish`: the packed per-Gaussian gradient from `rows` chunk partials.
-#[allow(clippy::too_many_arguments)]
 pub fn finish<T: DeviceRepr + ArgElem>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    id: KernelId,
+    l: Launch<'_>,
     p: &Problem<'_, T>,
     partial_gauss: &CudaSlice<T>,
     rows: u32,
     normalised: bool,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let k = gpu.kernel(id)?;
+    let k = l.gpu.kernel(l.id)?;
     let blocks =
         p.n.div_ceil(reduce::BLOCK)
-            .clamp(1, gpu.facts().sm_count.max(1) * 16);
+            .clamp(1, l.gpu.facts().sm_count.max(1) * 16);
     let cfg = config((blocks, 1), reduce::BLOCK)?;
     let flag = u32::from(normalised);
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // partial holds rows * n_pad * 10 scalars, prep n_pad * 12, out
     // n * 10 (checked by the caller); grid-stride loop over j < n.
     unsafe {
-        k.launch(stream, cfg)
+        k.launch(l.stream, cfg)
             .arg(partial_gauss)
             .arg(&rows)
             .arg(&p.n_pad)
@@ -287,7 +309,8 @@ mod tests {
             (10240, 100_000),
             (256, 10_000_000),
         ] {
-            let p = forward_plan(n_pad, b, 132 * 9);
+            let ppb = forward::BLOCK * forward::POINTS_PER_THREAD_F32;
+            let p = forward_plan(n_pad, b, 132 * 9, ppb);
             assert!(
                 p.point_blocks * p.chunks <= (132 * 9).max(p.point_blocks),
                 "{p:?}"
@@ -297,20 +320,20 @@ mod tests {
                 p.chunks * p.chunk_len >= n_pad && (p.chunks - 1) * p.chunk_len < n_pad,
                 "{p:?}"
             );
-            assert!(p.point_blocks * forward::POINTS_PER_BLOCK >= b, "{p:?}");
+            assert!(p.point_blocks * ppb >= b, "{p:?}");
         }
     }
 
     #[test]
     fn backward_plan_covers_every_point_with_nonempty_chunks() {
         for (n_pad, b) in [
-            (256, 1),
+            (512, 1),
             (1024, 500),
             (10240, 500),
             (10240, 100_000),
-            (256, 17),
+            (512, 17),
         ] {
-            for q in [2, 4] {
+            for q in [2, 4, 8] {
                 let p = backward_plan(n_pad, b, 132 * 8, q);
                 assert!(
                     p.gauss_blocks * p.chunks <= (132 * 8).max(p.gauss_blocks),

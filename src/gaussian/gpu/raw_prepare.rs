@@ -1,18 +1,19 @@
 //! [`RawGaussianKernels::prepare`]: the prepared device layout and compensation records made on
 //! the device (`gaussian_prepare`) from packed Gaussians that never leave it.
 
-use super::gpu::GpuReal;
-use super::gpu_raw::{check, config, RawGaussianKernels, RawPlan, RawSlice};
-use super::layout::STRIDE;
-use super::ops::FieldOptions;
-use super::validate;
+use super::launch::config;
+use super::raw::{check, RawGaussianKernels, RawPlan, RawSlice};
+use super::GpuReal;
+use crate::gaussian::layout::STRIDE;
+use crate::gaussian::ops::FieldOptions;
+use crate::gaussian::validate;
 use crate::kernels::gaussian::prepare;
 use crate::Result;
 use cudarc::driver::sys::CUstream;
 
 impl<T: GpuReal> RawGaussianKernels<T> {
     /// Enqueues `gaussian_prepare` on `stream`: `prep` and `comp` from `packed` (the `plan.n`
-    /// Gaussians, 10 scalars each, layout of [`super::layout`]) with `FieldOptions`' meaning of
+    /// Gaussians, 10 scalars each, layout of [`crate::gaussian::layout`]) with `FieldOptions`' meaning of
     /// `normalised` and `diag_eps`, rounded as the host's preparation. Values are not checked
     /// (that would need a synchronisation): non-finite input or a non-positive diagonal gives
     /// inf or NaN in the results.

@@ -19,15 +19,15 @@
 //! are live device memory of this context, that no other work races on them) is the caller's
 //! promise, stated in each method's `# Safety`.
 
-use super::gpu::GpuReal;
-use super::gpu_launch::{self as launch, BackwardPlan, ForwardPlan};
-use super::layout::STRIDE;
+use super::launch::{self, config, BackwardPlan, ForwardPlan};
+use super::GpuReal;
+use crate::gaussian::layout::STRIDE;
 use crate::kernels::gaussian::{backward, common, forward, reduce};
 use crate::runtime::Gpu;
 use crate::runtime::LoadedKernel;
 use crate::{Error, Result};
 pub use cudarc::driver::sys::CUstream;
-use cudarc::driver::{CudaStream, LaunchConfig};
+use cudarc::driver::CudaStream;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -104,19 +104,14 @@ pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn config(grid: (u32, u32), block: u32) -> Result<LaunchConfig> {
-    if grid.1 > 65_535 {
-        return Err(Error::Capacity {
-            what: "grid y extent".into(),
-            needed: grid.1 as usize,
-            capacity: 65_535,
-        });
-    }
-    Ok(LaunchConfig {
-        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
-        block_dim: (block, 1, 1),
-        shared_mem_bytes: 0,
-    })
+/// `out[m] = scale * sum_{r < rows} partial[r * stride + m]` for m < len, on device addresses.
+struct RawRowSum<T> {
+    partial: u64,
+    rows: u32,
+    stride: u32,
+    len: u32,
+    scale: T,
+    out: u64,
 }
 
 impl<T: GpuReal> RawGaussianKernels<T> {
@@ -164,7 +159,12 @@ impl<T: GpuReal> RawGaussianKernels<T> {
             "gaussian prepared scalars",
         )?;
         launch::to_u32(3 * b, "gaussian point scalars per launch")?;
-        let f = launch::forward_plan(n_pad as u32, b as u32, self.slots.0);
+        let f = launch::forward_plan(
+            n_pad as u32,
+            b as u32,
+            self.slots.0,
+            T::FORWARD_POINTS_PER_BLOCK,
+        );
         let g = launch::backward_plan(
             n_pad as u32,
             b as u32,
@@ -251,7 +251,15 @@ impl<T: GpuReal> RawGaussianKernels<T> {
                 .launch()
         }?;
         if f.chunks > 1 {
-            self.reduce_rows(&stream, scratch.ptr, f.chunks, b, b, T::ONE, values.ptr)?;
+            let sum = RawRowSum {
+                partial: scratch.ptr,
+                rows: f.chunks,
+                stride: b,
+                len: b,
+                scale: T::ONE,
+                out: values.ptr,
+            };
+            self.reduce_rows(&stream, sum)?;
         }
         Ok(())
     }
@@ -321,15 +329,15 @@ impl<T: GpuReal> RawGaussianKernels<T> {
                 .launch()
         }?;
         let pts3 = 3 * b;
-        self.reduce_rows(
-            &stream,
-            partial_points.ptr,
-            g.gauss_blocks,
-            pts3,
-            pts3,
-            -T::ONE,
-            grad_points.ptr,
-        )?;
+        let sum = RawRowSum {
+            partial: partial_points.ptr,
+            rows: g.gauss_blocks,
+            stride: pts3,
+            len: pts3,
+            scale: -T::ONE,
+            out: grad_points.ptr,
+        };
+        self.reduce_rows(&stream, sum)?;
         let func = &self.funcs.finish;
         let blocks = n.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
         let cfg = config((blocks, 1), reduce::BLOCK)?;
@@ -355,19 +363,16 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         self.gpu.facts().sm_count.max(1)
     }
 
-    /// `out[m] = scale * sum_r partial[r * stride + m]`, m < len; the callers checked that
-    /// partial holds rows * stride and out len scalars.
-    #[allow(clippy::too_many_arguments)]
-    fn reduce_rows(
-        &self,
-        stream: &Arc<CudaStream>,
-        partial: u64,
-        rows: u32,
-        stride: u32,
-        len: u32,
-        scale: T,
-        out: u64,
-    ) -> Result<()> {
+    /// Enqueues `sum`; the callers checked that partial holds rows * stride and out len scalars.
+    fn reduce_rows(&self, stream: &Arc<CudaStream>, sum: RawRowSum<T>) -> Result<()> {
+        let RawRowSum {
+            partial,
+            rows,
+            stride,
+            len,
+            scale,
+            out,
+        } = sum;
         let func = &self.funcs.reduce_rows;
         let blocks = len.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
         let cfg = config((blocks, 1), reduce::BLOCK)?;

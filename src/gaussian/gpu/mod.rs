@@ -1,0 +1,84 @@
+//! [`GpuGaussianField`]: the Gaussian field on a CUDA device, behind the same
+//! [`GaussianFieldOps`] trait as the CPU reference, for f32 and f64.
+//!
+//! Each call validates exactly like the CPU field (the shared [`layout`] and [`validate`] code),
+//! then uploads, enqueues the kernels of `crate::kernels::gaussian` on the device's work stream
+//! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
+//! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of `common::GAUSSIAN_PAD` = 512; see
+//! `kernels::gaussian::common`) and the f32 backward's compensation constants (8 per Gaussian:
+//! two-term diagonal and the flag of `layout::Prepared::compensated`). Forward: fused kernel per (point block, Gaussian chunk), then an
+//! ordered sum of the chunk rows. Backward: fused kernel per (Gaussian block, point chunk), then
+//! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
+//! to the largest problem seen and are reused, so a training loop does not allocate per step.
+//! Results are bit-identical from run to run on a given device (no atomics).
+//!
+//! Files: [`field`] the field and its device-resident enqueueing, `ops` the [`GaussianFieldOps`]
+//! implementation and staging, `slot` its growable device buffers, [`launch`] the launch geometry
+//! and launches, [`raw`] the same kernels on caller-owned memory and streams (the PyTorch
+//! binding), `raw_prepare` the on-device preparation for it.
+//!
+//! [`GaussianFieldOps`]: super::GaussianFieldOps
+
+use super::real::Real;
+use crate::kernels::gaussian::{backward, common, forward};
+use crate::kernels::KernelId;
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+
+pub mod field;
+pub mod launch;
+mod ops;
+pub mod raw;
+mod raw_prepare;
+mod slot;
+
+pub use field::GpuGaussianField;
+
+/// A float type with GPU kernels for the Gaussian field.
+pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem {
+    /// Distance-matrix kernel.
+    const DISTANCES: KernelId;
+    /// Fused forward kernel.
+    const FORWARD: KernelId;
+    /// Fused backward kernel.
+    const BACKWARD: KernelId;
+    /// Ordered row sums.
+    const REDUCE_ROWS: KernelId;
+    /// Per-Gaussian gradient finish.
+    const FINISH: KernelId;
+    /// On-device preparation of packed Gaussians (see `gpu_raw`).
+    const PREPARE: KernelId;
+    /// Gaussians per thread in the backward kernel.
+    const GAUSSIANS_PER_THREAD: u32;
+    /// Points per block of the forward kernel.
+    const FORWARD_POINTS_PER_BLOCK: u32;
+    /// 2^o, the kernel exponential's offset folded into w c and c (see `common`).
+    fn exp_scale() -> f64;
+}
+
+impl GpuReal for f32 {
+    const DISTANCES: KernelId = KernelId::GaussianDistancesF32;
+    const FORWARD: KernelId = KernelId::GaussianForwardF32;
+    const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
+    const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
+    const FINISH: KernelId = KernelId::GaussianFinishF32;
+    const PREPARE: KernelId = KernelId::GaussianPrepareF32;
+    const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F32;
+    const FORWARD_POINTS_PER_BLOCK: u32 = forward::BLOCK * forward::POINTS_PER_THREAD_F32;
+    fn exp_scale() -> f64 {
+        common::f32_exp_scale()
+    }
+}
+
+impl GpuReal for f64 {
+    const DISTANCES: KernelId = KernelId::GaussianDistancesF64;
+    const FORWARD: KernelId = KernelId::GaussianForwardF64;
+    const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
+    const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
+    const FINISH: KernelId = KernelId::GaussianFinishF64;
+    const PREPARE: KernelId = KernelId::GaussianPrepareF64;
+    const GAUSSIANS_PER_THREAD: u32 = backward::GAUSSIANS_PER_THREAD_F64;
+    const FORWARD_POINTS_PER_BLOCK: u32 = forward::BLOCK * forward::POINTS_PER_THREAD_F64;
+    fn exp_scale() -> f64 {
+        1.0
+    }
+}

@@ -1,0 +1,206 @@
+//! The backward kernel's body: setup, the point batches, the per-point choice of body, the warp
+//! sums of the point terms and the final stores (see the module docs of [`super`]).
+
+use super::pairs::pair_sums;
+use super::smem::{load4, store4};
+use super::{batch_points, psum_row, Owned, PointCtx, BLOCK, ROWS_PER_STEP};
+use crate::kernels::gaussian::common::*;
+use crate::kernels::gaussian::scaled::*;
+use crate::ptx::*;
+
+/// The kernel with `q_count` Gaussians per thread (`gaussian_backward_<T>`).
+pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
+    let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
+    b.reqntid(BLOCK, 1, 1);
+    let prep = b.param::<U64>("prep");
+    let n_pad = b.param::<U32>("n_pad");
+    let points = b.param::<U64>("points");
+    let grads = b.param::<U64>("grad_values");
+    let num_points = b.param::<U32>("num_points");
+    let chunk_len = b.param::<U32>("chunk_len");
+    let partial_points = b.param::<U64>("partial_points");
+    let partial_gauss = b.param::<U64>("partial_gauss");
+    let comp = b.param::<U64>("comp");
+    let prep = b.global_ptr(&prep);
+    let n_pad = b.ld_param(&n_pad);
+    let points = b.global_ptr(&points);
+    let grads = b.global_ptr(&grads);
+    let num_points = b.ld_param(&num_points);
+    let chunk_len = b.ld_param(&chunk_len);
+    let partial_points = b.global_ptr(&partial_points);
+    let partial_gauss = b.global_ptr(&partial_gauss);
+    // f64 never compensates: no flags, no pointer.
+    let comp = T::COMPENSATES.then(|| b.global_ptr(&comp));
+    let pts = b.shared_array::<T>("pts", batch_points::<T>() * 4);
+    let psum = b.shared_array::<T>("psum", BLOCK * psum_row::<T>());
+
+    let tid = b.special(Special::TidX);
+    let gblock = b.special(Special::CtaidX);
+    let chunk = b.special(Special::CtaidY);
+    let zero = T::imm(0.0);
+
+    b.comment("this thread's Gaussians: scaled constants, sums, compensation flags");
+    let first_j = b.mad(gblock, BLOCK * q_count, tid);
+    let mut own: Vec<Owned<T>> = Vec::new();
+    for q in 0..q_count {
+        let j = b.add(first_j, q * BLOCK);
+        let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
+        let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
+        let g = PairConsts::from_prepared(&mut b, &pr);
+        let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
+        let comp_on = comp.map(|comp| {
+            let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
+            let flag = b.ld::<T>(
+                Space::GlobalNc,
+                Addr::from(at).off(i64::from(COMP_FLAG * T::BYTES)),
+            );
+            b.setp(Cmp::Ne, flag, zero)
+        });
+        own.push(Owned { j, g, acc, comp_on });
+    }
+    // `plain`: none of this thread's Gaussians is flagged and every scaled constant is bounded
+    // (T::SAFE_CONST). A point whose pairs all have t < T::SAFE_T in every lane with `plain`
+    // takes the unguarded body; any other point the guarded one (cutoff selects, compensation).
+    let mut plain = own[0].g.bounded(&mut b, T::SAFE_CONST);
+    for (q, o) in own.iter().enumerate() {
+        if q > 0 {
+            let p = o.g.bounded(&mut b, T::SAFE_CONST);
+            plain = b.and(plain, p);
+        }
+        if let Some(on) = o.comp_on {
+            let off = b.not(on);
+            plain = b.and(plain, off);
+        }
+    }
+
+    // This thread's row of per-point sums: psum[tid * row + k * 4 + c].
+    let batch = batch_points::<T>();
+    let row = psum_row::<T>();
+    let my_row = b.mul(tid, row);
+    let pad = b.mov(zero);
+
+    let p_start = b.mul(chunk, chunk_len);
+    let p_stop = b.add(p_start, chunk_len);
+    let p_end = b.min(p_stop, num_points);
+    b.for_range(p_start, p_end, batch, |b, batch_start, _| {
+        b.comment("stage a batch of points and g / sigma^2");
+        let left = b.sub(p_end, batch_start);
+        let count = b.min(left, batch);
+        let mine = b.setp(Cmp::Lt, tid, count);
+        let i = b.add(batch_start, tid);
+        b.if_then(mine, |b| {
+            let a = b.index_addr(points, i, 3 * T::BYTES);
+            let x = [0i64, 1, 2]
+                .map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
+            let ga = b.index_addr(grads, i, T::BYTES);
+            let g = b.ld::<T>(Space::GlobalNc, ga);
+            let s = sigma();
+            let g = T::scale_const(b, g, 1.0 / (s * s));
+            let slot = b.shl(tid, 2u32);
+            let dst = b.shared_index(&pts, slot);
+            store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
+        });
+        b.bar_sync();
+        b.for_range(0u32, count, 1u32, |b, k, _| {
+            b.comment("point k: distances and exponentials of this thread's Gaussians");
+            let slot = b.shl(k, 2u32);
+            let src = b.shared_index(&pts, slot);
+            let [x0, x1, x2, g] = load4::<T>(b, src.into());
+            let x = [x0, x1, x2];
+            let mut ok = plain;
+            let mut pairs = Vec::new();
+            for o in &own {
+                let (v, t) = solve_scaled(b, &o.g, x);
+                let e = T::exp2_neg(b, t);
+                let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
+                ok = b.and(ok, fin);
+                pairs.push((v, e));
+            }
+            let all = b.vote_all(ok);
+            let pc = [(); 3].map(|_| b.mov(zero));
+            let ctx = PointCtx {
+                own: &own,
+                pairs: &pairs,
+                g,
+                x,
+                pc,
+                prep,
+                comp,
+            };
+            b.if_else(
+                all,
+                |b| {
+                    b.comment("unguarded: every pair's products are finite");
+                    pair_sums(b, &ctx, false)
+                },
+                |b| {
+                    b.comment("guarded: cutoff selects, compensated solves of flagged Gaussians");
+                    pair_sums(b, &ctx, true)
+                },
+            );
+            b.comment("this thread's terms of point k into its row");
+            let slot = b.mad(k, 4u32, my_row);
+            let dst = b.shared_index(&psum, slot);
+            store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
+        });
+        b.bar_sync();
+        b.comment("point tid: add the rows of every thread in order and store");
+        b.if_then(mine, |b| {
+            let slot = b.shl(tid, 2u32);
+            let src = b.shared_index(&psum, slot);
+            // Rows in thread order, ROWS_PER_STEP loads in flight per step (a full unroll would
+            // keep 64 rows' loads in registers).
+            let sums = [(); 3].map(|_| b.mov(zero));
+            let step_bytes = ROWS_PER_STEP * row * T::BYTES;
+            b.for_range(0u32, BLOCK / ROWS_PER_STEP, 1u32, |b, r, _| {
+                let off = b.mul(r, step_bytes);
+                let at = b.add(src, off);
+                for l in 0..ROWS_PER_STEP {
+                    let [v0, v1, v2, _] =
+                        load4::<T>(b, Addr::from(at).off(i64::from(l * row * T::BYTES)));
+                    for (acc, v) in sums.iter().zip([v0, v1, v2]) {
+                        let t = b.add(*acc, v);
+                        b.mov_to(*acc, t);
+                    }
+                }
+            });
+            let [s0, s1, s2] = sums;
+            let dst = addr2d(b, partial_points, gblock, num_points, i, 3 * T::BYTES);
+            for (c, v) in [s0, s1, s2].into_iter().enumerate() {
+                b.st(
+                    Space::Global,
+                    Addr::from(dst).off(c as i64 * i64::from(T::BYTES)),
+                    v,
+                );
+            }
+        });
+    });
+
+    b.comment("undo the scale in the sums and store them");
+    // With v' = sigma v, s' = sigma^2 s and g' = g / sigma^2: slots 0..3 are exact, 3..9 carry
+    // one factor sigma, slot 9 a factor 1 / sigma^2.
+    let s = sigma();
+    for o in &own {
+        let dst = addr2d(
+            &mut b,
+            partial_gauss,
+            chunk,
+            n_pad,
+            o.j,
+            GRAD_STRIDE * T::BYTES,
+        );
+        for (k, a) in o.acc.iter().enumerate() {
+            let v = match k {
+                0..=2 => *a,
+                3..=8 => T::scale_const(&mut b, *a, 1.0 / s),
+                _ => T::scale_const(&mut b, *a, s * s),
+            };
+            b.st(
+                Space::Global,
+                Addr::from(dst).off(k as i64 * i64::from(T::BYTES)),
+                v,
+            );
+        }
+    }
+    Module::single(target, b.finish())
+}
