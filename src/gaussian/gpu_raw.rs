@@ -21,6 +21,7 @@
 
 use super::gpu::GpuReal;
 use super::gpu_launch::{self as launch, BackwardPlan, ForwardPlan};
+use super::gpu_raw_prepare::Current;
 use super::layout::STRIDE;
 use crate::kernels::gaussian::{backward, common, forward, reduce};
 use crate::runtime::Gpu;
@@ -193,11 +194,17 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(plan)
     }
 
-    pub(super) fn stream(&self, stream: CUstream) -> Arc<CudaStream> {
+    /// The caller's `stream`, and a guard that puts the caller's current context back when the
+    /// launches (which make this device's context current) are done.
+    pub(super) fn stream(&self, stream: CUstream) -> Result<(Arc<CudaStream>, Current)> {
+        let current = Current::keep(self.gpu.ctx().cu_ctx())?;
         // SAFETY: the callers' `# Safety` sections require `stream` to be a live stream of this
         // device's primary context (the context `self.gpu` holds) that outlives the call; the
         // wrapper does not destroy it, and we enqueue on it only inside the call.
-        unsafe { self.gpu.ctx().wrap_borrowed_stream(stream) }
+        Ok((
+            unsafe { self.gpu.ctx().wrap_borrowed_stream(stream) },
+            current,
+        ))
     }
 
     /// Enqueues the forward on `stream`: `values[i]` = f_i for the `plan.b` points.
@@ -226,7 +233,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         if plan.b == 0 {
             return Ok(());
         }
-        let stream = self.stream(stream);
+        let (stream, _current) = self.stream(stream)?;
         let f = plan.forward;
         let (n_pad, b) = (plan.n_pad as u32, plan.b as u32);
         let out = if f.chunks == 1 {
@@ -298,7 +305,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         if plan.b == 0 || plan.n == 0 {
             return Ok(());
         }
-        let stream = self.stream(stream);
+        let (stream, _current) = self.stream(stream)?;
         let g = plan.backward;
         let (n, n_pad, b) = (plan.n as u32, plan.n_pad as u32, plan.b as u32);
         let func = &self.funcs.backward;
