@@ -282,6 +282,26 @@ def fast_path_edges():
     # eps as an int (the checked path converts it)
     f = pt.gaussian_field(p, g, False, 0)
     check("int diag_eps", rel(f, ref.field(p.double(), g.double(), False, 0.0)) < 1e-5, "")
+    # only the points' gradient wanted (no Gaussian reduction), and only the Gaussians'
+    pr = p.clone().requires_grad_()
+    (dp,) = torch.autograd.grad(pt.gaussian_field(pr, g), pr, go)
+    gr = g.clone().requires_grad_()
+    (dg,) = torch.autograd.grad(pt.gaussian_field(p, gr), gr, go)
+    check("one gradient wanted", rel(dp, wp) < 1e-5 and rel(dg, wg) < 1e-5,
+          f"rel {rel(dp, wp):.2e} {rel(dg, wg):.2e}")
+    # the backward workspace allocated by the backward (as large problems do), not folded
+    fold = pt.FOLD_BYTES
+    pt.FOLD_BYTES = 0
+    pt._PLANS.clear()
+    try:
+        pr, gr = p.clone().requires_grad_(), g.clone().requires_grad_()
+        f = pt.gaussian_field(pr, gr)
+        dp, dg = torch.autograd.grad(f, (pr, gr), go)
+    finally:
+        pt.FOLD_BYTES = fold
+        pt._PLANS.clear()
+    check("backward workspace not folded", max(rel(f, want), rel(dp, wp), rel(dg, wg)) < 1e-5,
+          f"rel {rel(f, want):.2e} {rel(dp, wp):.2e} {rel(dg, wg):.2e}")
     before = torch.cuda.current_device()
     pt.gaussian_field(p, g)
     check("current device unchanged", torch.cuda.current_device() == before, f"{before}")

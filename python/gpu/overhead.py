@@ -163,29 +163,31 @@ class Probe(torch.autograd.Function):
               and points.is_cuda and gaussians.is_cuda and type(diag_eps) is float
               and 0.0 <= diag_eps < pt._INF)
         dtype, ps, gs = points.dtype, points.shape, gaussians.shape
+        index = points.get_device()
         ok = ok and (gaussians.dtype is dtype and (dtype is pt._F32 or dtype is pt._F64)
                      and len(ps) == 2 and ps[1] == 3 and len(gs) == 2 and gs[1] == 10 and gs[0]
-                     and points.get_device() == gaussians.get_device()
-                     and points.is_contiguous() and gaussians.is_contiguous()
-                     and not (points.data_ptr() | gaussians.data_ptr()) & 15)
-        assert ok
-        normalised, double = bool(normalised), dtype is pt._F64
+                     and gaussians.get_device() == index
+                     and points.is_contiguous() and gaussians.is_contiguous())
+        pp, gp = points.data_ptr(), gaussians.data_ptr()
+        assert ok and not (pp | gp) & 15
+        normalised, double, b, n = bool(normalised), dtype is pt._F64, ps[0], gs[0]
         st.append(ns())  # 2 checks
-        index = points.get_device()
-        d = pt._DEVICES.get(index) or pt._device(index)
-        b, n = points.shape[0], gaussians.shape[0]
-        fwd_len, bwd_len = d.plan(double, n, b)
-        st.append(ns())  # 3 device + plan lookup
-        work = points.new_empty(fwd_len)
+        native, fwd_len, bwd_len, fold = pt._PLANS.get((index, double, n, b)) or pt._plan((index, double, n, b))
+        need = ctx.needs_input_grad
+        fold = fold and b > 0 and (need[0] or need[1])
+        st.append(ns())  # 3 plan lookup
+        work = points.new_empty(fwd_len + bwd_len if fold else fwd_len)
         values = points.new_empty(b)
         st.append(ns())  # 4 two new_empty
+        wp = work.data_ptr()
         stream = pt._raw_stream(index)
-        gp, pp, wp, vp = gaussians.data_ptr(), points.data_ptr(), work.data_ptr(), values.data_ptr()
+        vp = values.data_ptr()
         st.append(ns())  # 5 stream + data_ptrs
-        d.native.forward(double, stream, n, b, normalised, diag_eps, gp, pp, wp, vp)
+        native.forward(double, stream, n, b, normalised, diag_eps, gp, pp, wp, vp)
         st.append(ns())  # 6 native forward (prepare + forward launches)
         ctx.save_for_backward(points)
-        ctx.pf = (d, work, n, b, normalised, double, bwd_len)
+        bwp = wp + fwd_len * (8 if double else 4) if fold else None
+        ctx.pf = (native, index, work, wp, bwp, n, b, normalised, double, bwd_len)
         st.append(ns())  # 7 save
         return values
 
@@ -193,27 +195,30 @@ class Probe(torch.autograd.Function):
     def backward(ctx, grad_out):
         st = Probe.stamps
         st.append(ns())  # 9 backward entered
-        if ctx.pf is None or torch.is_grad_enabled():
+        if torch.is_grad_enabled():
             raise RuntimeError("probe: fast path only")
-        d, work, n, b, normalised, double, bwd_len = ctx.pf
+        native, index, work, wp, bwp, n, b, normalised, double, bwd_len = ctx.pf
         points, = ctx.saved_tensors
         st.append(ns())  # 10 saved tensors
-        if not (grad_out.dtype is points.dtype and grad_out.is_contiguous()
-                and not grad_out.data_ptr() & 15):
-            grad_out = pt._aligned(grad_out.to(points.dtype))
-        st.append(ns())  # 11 grad_out check
-        grad_points = points.new_empty((b, 3))
-        grad_gaussians = points.new_empty((n, 10))
-        bwork = points.new_empty(bwd_len)
-        st.append(ns())  # 12 three new_empty
-        stream = pt._raw_stream(d.index)
-        ptrs = (work.data_ptr(), points.data_ptr(), grad_out.data_ptr(), bwork.data_ptr(),
-                grad_points.data_ptr(), grad_gaussians.data_ptr())
-        st.append(ns())  # 13 stream + data_ptrs
-        d.native.backward(double, stream, n, b, normalised, *ptrs)
-        st.append(ns())  # 14 native backward (3 launches)
+        go = grad_out.data_ptr()
+        if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
+            raise RuntimeError("probe: fast path only")
         need = ctx.needs_input_grad
-        r = (grad_points if need[0] else None, grad_gaussians if need[1] else None, None, None)
+        st.append(ns())  # 11 grad_out check
+        grad_points = points.new_empty((b, 3)) if need[0] else None
+        grad_gaussians = points.new_empty((n, 10)) if need[1] else None
+        if bwp is None:
+            bwork = points.new_empty(bwd_len)
+            bwp = bwork.data_ptr()
+        st.append(ns())  # 12 new_empty (grads, workspace unless folded)
+        stream = pt._raw_stream(index)
+        ptrs = (wp, points.data_ptr(), go, bwp,
+                None if grad_points is None else grad_points.data_ptr(),
+                None if grad_gaussians is None else grad_gaussians.data_ptr())
+        st.append(ns())  # 13 stream + data_ptrs
+        native.backward(double, stream, n, b, normalised, *ptrs)
+        st.append(ns())  # 14 native backward (3 launches)
+        r = (grad_points, grad_gaussians, None, None)
         st.append(ns())  # 15 return tuple
         return r
 
@@ -221,19 +226,19 @@ class Probe(torch.autograd.Function):
 STAGES = [
     "call -> forward entered (apply: ctx, inputs)",
     "fast checks (types, device, dtype, shapes, contiguity, alignment)",
-    "device + plan lookup (dicts)",
-    "two new_empty (workspace, values)",
-    "raw stream + 4 data_ptr()",
+    "plan lookup (one dict) + needs_input_grad",
+    "two new_empty (workspace [+ backward's], values)",
+    "raw stream + 2 data_ptr()",
     "native forward (PyO3 + prepare & forward launches)",
     "save_for_backward + ctx.pf",
     "forward returned -> apply returned (outputs wrapped, node)",
     "autograd.grad called -> backward entered (engine, device thread)",
     "ctx.pf unpack + saved_tensors",
-    "grad_out check",
-    "three new_empty (grads, workspace)",
-    "raw stream + 6 data_ptr()",
+    "grad_out check + needs_input_grad",
+    "new_empty: two gradients (+ workspace unless folded)",
+    "raw stream + 4 data_ptr()",
     "native backward (PyO3 + 3 launches)",
-    "needs_input_grad + result tuple",
+    "result tuple",
     "backward returned -> autograd.grad returned (engine, hand-back)",
 ]
 
@@ -276,11 +281,13 @@ def main():
     grad = torch.autograd.grad
     step = lambda: grad(pt.gaussian_field(p, g), (p, g), go)  # noqa: E731
     wall = row("op fwd+bwd back to back (the issue's wall)", step, ITERS)
+    if pt._apply is not pt.GaussianField.apply:
+        row("op fwd+bwd through GaussianField.apply (Python apply layer)",
+            lambda: grad(pt.GaussianField.apply(p, g, False, 1e-6), (p, g), go))
     pd, gd = p.detach(), g.detach()
     row("op forward only (inputs need no grad)", lambda: pt.gaussian_field(pd, gd))
-    d = pt._device(0)
-    k = d.native
-    fwd_len, bwd_len = d.plan(False, N, B)
+    k = pt._native_device(0)
+    fwd_len, bwd_len = k.plan(False, N, B)
     work, bwork = pd.new_empty(fwd_len), pd.new_empty(bwd_len)
     vals, gp, gg = pd.new_empty(B), pd.new_empty((B, 3)), pd.new_empty((N, 10))
     s = pt._raw_stream(0)
@@ -295,15 +302,20 @@ def main():
     row("native forward, launches off (PyO3 + plan + checks)", lambda: k0.forward(*fargs))
     row("native backward: 3 launches", lambda: k.backward(*bargs))
     row("native backward, launches off", lambda: k0.backward(*bargs))
-    d.native = k0
+    row("op fwd+bwd, points need no gradient (2 launches in the backward)",
+        lambda: grad(pt.gaussian_field(pd, g), (g,), go))
+    pt._NATIVE[0] = k0
+    pt._PLANS.clear()
     try:
         off = row("op fwd+bwd with launches off (all host work but the driver's)", step, ITERS)
     finally:
-        d.native = k
+        pt._NATIVE[0] = k
+        pt._PLANS.clear()
     ca = c_apply(Probe)
-    med = breakdown(p, g, go, Probe.apply, "Function.apply")
     if ca is not None:
         med = breakdown(p, g, go, ca, "C++ apply, as ptxflow.torch")
+    else:
+        med = breakdown(p, g, go, Probe.apply, "Function.apply, as ptxflow.torch")
     own = med[1] + med[2] + med[3] + med[4] + med[5] + med[6] + med[9] + med[10] + med[11] + med[12] + med[13] + med[14]
     print(f"  ptxflow's own stages (checks, lookups, allocations, native calls, ctx): {own:.1f} us; "
           f"of which native calls {med[5] + med[13]:.1f} us", flush=True)

@@ -63,9 +63,6 @@ pub struct CudaGaussian {
 
 /// Addresses of one forward: packed Gaussians, points, forward workspace, values.
 type ForwardPtrs = [u64; 4];
-/// Addresses of one backward: forward workspace, points, dLoss/df, backward workspace,
-/// dLoss/dpoints, dLoss/dgaussians.
-type BackwardPtrs = [u64; 6];
 
 #[allow(clippy::too_many_arguments)]
 fn forward<T: GpuReal>(
@@ -99,6 +96,9 @@ fn forward<T: GpuReal>(
     }
 }
 
+/// Addresses of one backward: forward workspace, points, dLoss/df, backward workspace.
+type BackwardPtrs = [u64; 4];
+
 #[allow(clippy::too_many_arguments)]
 fn backward<T: GpuReal>(
     k: &RawGaussianKernels<T>,
@@ -107,34 +107,25 @@ fn backward<T: GpuReal>(
     n: usize,
     b: usize,
     normalised: bool,
-    [fwork, points, grad_values, bwork, grad_points, grad_gaussians]: BackwardPtrs,
+    [fwork, points, grad_values, bwork]: BackwardPtrs,
+    grad_points: Option<u64>,
+    grad_gaussians: Option<u64>,
 ) -> ptxflow::Result<()> {
     let p = k.plan(n, b)?;
     let prep = sub::<T>(fwork, 0, p.prep_len);
     let comp = sub::<T>(fwork, p.prep_len, p.comp_len);
     let pp = sub::<T>(bwork, 0, p.partial_points_len);
     let pg = sub::<T>(bwork, up(p.partial_points_len), p.partial_gauss_len);
+    let inputs = [prep, comp, at(points, 3 * b), at(grad_values, b)];
+    let gp = grad_points.map(|a| at(a, 3 * b));
+    let gg = grad_gaussians.map(|a| at(a, n * STRIDE));
     if no_launch {
         return Ok(());
     }
     // SAFETY: as in `forward`; `fwork` is the forward's workspace (prep and comp as written by
     // its prepare launch), saved by autograd; `bwork` holds `backward_work` scalars, dLoss/df
-    // b, dLoss/dpoints 3b and dLoss/dgaussians n * 10.
-    unsafe {
-        k.backward(
-            stream as CUstream,
-            &p,
-            normalised,
-            prep,
-            comp,
-            at(points, 3 * b),
-            at(grad_values, b),
-            pp,
-            pg,
-            at(grad_points, 3 * b),
-            at(grad_gaussians, n * STRIDE),
-        )
-    }
+    // b, dLoss/dpoints (when given) 3b and dLoss/dgaussians (when given) n * 10.
+    unsafe { k.backward_some(stream as CUstream, &p, normalised, inputs, [pp, pg], gp, gg) }
 }
 
 #[pymethods]
@@ -199,7 +190,8 @@ impl CudaGaussian {
 
     /// Enqueues the backward on `stream`. Addresses (`data_ptr()`): the forward's workspace,
     /// points (b * 3), dLoss/df (b), the backward workspace (`plan(...)[1]` scalars),
-    /// dLoss/dpoints (b * 3), dLoss/dgaussians (n * 10).
+    /// dLoss/dpoints (b * 3) and dLoss/dgaussians (n * 10), each None when not wanted (its
+    /// reduction is then not launched).
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
@@ -212,22 +204,16 @@ impl CudaGaussian {
         points: u64,
         grad_values: u64,
         backward_work: u64,
-        grad_points: u64,
-        grad_gaussians: u64,
+        grad_points: Option<u64>,
+        grad_gaussians: Option<u64>,
     ) -> PyResult<()> {
-        let ptrs = [
-            forward_work,
-            points,
-            grad_values,
-            backward_work,
-            grad_points,
-            grad_gaussians,
-        ];
+        let ptrs = [forward_work, points, grad_values, backward_work];
         let (s, nl) = (stream, self.no_launch);
+        let (gp, gg) = (grad_points, grad_gaussians);
         if double {
-            backward(&self.f64, nl, s, n, b, normalised, ptrs)
+            backward(&self.f64, nl, s, n, b, normalised, ptrs, gp, gg)
         } else {
-            backward(&self.f32, nl, s, n, b, normalised, ptrs)
+            backward(&self.f32, nl, s, n, b, normalised, ptrs, gp, gg)
         }
         .py_err()
     }

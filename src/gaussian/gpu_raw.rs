@@ -83,9 +83,9 @@ pub struct RawGaussianKernels<T: GpuReal> {
 pub(super) struct Funcs {
     pub(super) prepare: LoadedKernel,
     forward: LoadedKernel,
-    backward: LoadedKernel,
+    pub(super) backward: LoadedKernel,
     reduce_rows: LoadedKernel,
-    finish: LoadedKernel,
+    pub(super) finish: LoadedKernel,
 }
 
 pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
@@ -263,101 +263,6 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(())
     }
 
-    /// Enqueues the backward on `stream` for `grad_values` (dLoss/df, `plan.b`): dLoss/dx into
-    /// `grad_points` (3 per point) and the packed per-Gaussian gradient into `grad_gaussians`
-    /// (10 per Gaussian). `normalised` must be the value `prep` was prepared with.
-    ///
-    /// Errors: as [`Self::forward`].
-    ///
-    /// # Safety
-    /// As [`Self::forward`]; `comp` must hold n_pad compensation records (zero is valid).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn backward(
-        &self,
-        stream: CUstream,
-        plan: &RawPlan,
-        normalised: bool,
-        prep: RawSlice,
-        comp: RawSlice,
-        points: RawSlice,
-        grad_values: RawSlice,
-        partial_points: RawSlice,
-        partial_gauss: RawSlice,
-        grad_points: RawSlice,
-        grad_gaussians: RawSlice,
-    ) -> Result<()> {
-        check("prepared Gaussians", prep, plan.prep_len)?;
-        check("compensation constants", comp, plan.comp_len)?;
-        check("points", points, 3 * plan.b)?;
-        check("grad_values", grad_values, plan.b)?;
-        check(
-            "per-point partial sums",
-            partial_points,
-            plan.partial_points_len,
-        )?;
-        check(
-            "per-Gaussian partial sums",
-            partial_gauss,
-            plan.partial_gauss_len,
-        )?;
-        check("point gradients", grad_points, 3 * plan.b)?;
-        check("Gaussian gradients", grad_gaussians, plan.n * STRIDE)?;
-        if plan.b == 0 || plan.n == 0 {
-            return Ok(());
-        }
-        let (stream, _current) = self.stream(stream)?;
-        let g = plan.backward;
-        let (n, n_pad, b) = (plan.n as u32, plan.n_pad as u32, plan.b as u32);
-        let func = &self.funcs.backward;
-        let cfg = config((g.gauss_blocks, g.chunks), backward::BLOCK)?;
-        // SAFETY: parameters (prep, n_pad, points, grad_values, num_points, chunk_len,
-        // partial_points, partial_gauss, comp), checked by the launch; n_pad is a
-        // multiple of BLOCK * q (padding to GAUSSIAN_PAD); lengths checked above against the
-        // plan: partial_points gauss_blocks * 3b, partial_gauss chunks * n_pad * 10.
-        unsafe {
-            func.launch(&stream, cfg)
-                .arg(&prep.ptr)
-                .arg(&n_pad)
-                .arg(&points.ptr)
-                .arg(&grad_values.ptr)
-                .arg(&b)
-                .arg(&g.chunk_len)
-                .arg(&partial_points.ptr)
-                .arg(&partial_gauss.ptr)
-                .arg(&comp.ptr)
-                .launch()
-        }?;
-        let pts3 = 3 * b;
-        self.reduce_rows(
-            &stream,
-            partial_points.ptr,
-            g.gauss_blocks,
-            pts3,
-            pts3,
-            -T::ONE,
-            grad_points.ptr,
-        )?;
-        let func = &self.funcs.finish;
-        let blocks = n.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
-        let cfg = config((blocks, 1), reduce::BLOCK)?;
-        let flag = u32::from(normalised);
-        // SAFETY: parameters (partial, rows, n_pad, prep, num_gaussians, normalised, out), checked
-        // by the launch; partial holds chunks * n_pad * 10, prep n_pad * 12, out
-        // n * 10 scalars (checked above); grid-stride loop over j < n.
-        unsafe {
-            func.launch(&stream, cfg)
-                .arg(&partial_gauss.ptr)
-                .arg(&g.chunks)
-                .arg(&n_pad)
-                .arg(&prep.ptr)
-                .arg(&n)
-                .arg(&flag)
-                .arg(&grad_gaussians.ptr)
-                .launch()
-        }?;
-        Ok(())
-    }
-
     pub(super) fn sm_count(&self) -> u32 {
         self.gpu.facts().sm_count.max(1)
     }
@@ -365,7 +270,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
     /// `out[m] = scale * sum_r partial[r * stride + m]`, m < len; the callers checked that
     /// partial holds rows * stride and out len scalars.
     #[allow(clippy::too_many_arguments)]
-    fn reduce_rows(
+    pub(super) fn reduce_rows(
         &self,
         stream: &Arc<CudaStream>,
         partial: u64,

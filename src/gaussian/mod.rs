@@ -71,6 +71,7 @@ pub mod generate;
 pub mod gpu;
 pub mod gpu_launch;
 pub mod gpu_raw;
+mod gpu_raw_backward;
 mod gpu_raw_prepare;
 pub mod layout;
 pub mod ops;

@@ -11,6 +11,14 @@ through the CPU reference.
 
 Unlike the numpy API, the CUDA path does not inspect values (that would synchronise): non-finite
 inputs or a non-positive diagonal give NaN or inf, as in other PyTorch ops.
+
+The host's cost of a call is kept to what a launch needs: a few attribute reads check the usual
+case (contiguous, 16-byte aligned tensors of one CUDA device and float type; anything else takes
+the checked path, which copies or raises), one dict lookup finds the device's kernels and the
+workspace sizes, one native call per direction takes raw addresses and the raw current stream,
+and the outputs and workspaces are ``new_empty`` tensors (small problems take the backward's
+workspace in the forward's allocation). The backward launches no reduction for a gradient
+autograd does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down.
 """
 
 import math
@@ -29,35 +37,31 @@ _Tensor = torch.Tensor
 _INF = math.inf
 
 
-class _Device:
-    """ptxflow's kernels on one CUDA device and the workspace lengths of each (float type, N, B)
-    seen (looked up once; a call then costs a dict lookup)."""
+_NATIVE = {}  # CUDA ordinal -> _native.CudaGaussian
+_PLANS = {}  # (ordinal, float64?, N, B) -> (native, forward work, backward work, fold)
 
-    __slots__ = ("index", "native", "plans")
-
-    def __init__(self, index):
-        self.index = index
-        self.native = _native.CudaGaussian(index)
-        self.plans = {}
-
-    def plan(self, double, n, b):
-        key = (double, n, b)
-        p = self.plans.get(key)
-        if p is None:
-            if len(self.plans) > 4096:
-                self.plans.clear()
-            p = self.plans[key] = self.native.plan(double, n, b)
-        return p
+#: Backward workspaces up to this size (bytes) are allocated with the forward's, in one
+#: allocation held from the forward to the backward: one allocation fewer per call where the
+#: host's cost of an allocation matters (small problems), bounded memory where it does not.
+FOLD_BYTES = 8 << 20
 
 
-_DEVICES = {}
+def _native_device(index):
+    k = _NATIVE.get(index)
+    if k is None:
+        k = _NATIVE[index] = _native.CudaGaussian(index)
+    return k
 
 
-def _device(index):
-    d = _DEVICES.get(index)
-    if d is None:
-        d = _DEVICES[index] = _Device(index)
-    return d
+def _plan(key):
+    """Workspace lengths (scalars) of one (ordinal, float64?, N, B), asked once."""
+    index, double, n, b = key
+    native = _native_device(index)
+    fwd_len, bwd_len = native.plan(double, n, b)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    p = _PLANS[key] = (native, fwd_len, bwd_len, bwd_len * (8 if double else 4) <= FOLD_BYTES)
+    return p
 
 
 try:  # the raw handle without building a torch.cuda.Stream object (~10x cheaper)
@@ -97,39 +101,45 @@ def _aligned(t):
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _forward_cuda(ctx, points, gaussians, normalised, diag_eps, double):
-    """Prepare + forward on ``points``' device and current stream; the arguments are checked
-    (contiguous, aligned, one device, shapes, dtypes)."""
-    index = points.get_device()
-    d = _DEVICES.get(index) or _device(index)
-    b, n = points.shape[0], gaussians.shape[0]
-    fwd_len, bwd_len = d.plan(double, n, b)
-    work = points.new_empty(fwd_len)
+def _forward_cuda(ctx, points, gaussians, normalised, diag_eps, double, index, b, n, pp, gp):
+    """Prepare + forward on device ``index`` and its current stream; the arguments are checked
+    (contiguous, 16-byte aligned at ``pp`` and ``gp``, one device, shapes, dtypes)."""
+    key = (index, double, n, b)
+    native, fwd_len, bwd_len, fold = _PLANS.get(key) or _plan(key)
+    need = ctx.needs_input_grad
+    fold = fold and b > 0 and (need[0] or need[1])
+    work = points.new_empty(fwd_len + bwd_len if fold else fwd_len)
     values = points.new_empty(b)
-    d.native.forward(double, _raw_stream(index), n, b, normalised, diag_eps,
-                     gaussians.data_ptr(), points.data_ptr(), work.data_ptr(), values.data_ptr())
+    wp = work.data_ptr()
+    native.forward(double, _raw_stream(index), n, b, normalised, diag_eps, gp, pp, wp,
+                   values.data_ptr())
     ctx.save_for_backward(points)
-    ctx.pf = (d, work, n, b, normalised, double, bwd_len)
+    # The backward workspace: right after the forward's (fold) or allocated by the backward.
+    bwp = wp + fwd_len * (8 if double else 4) if fold else None
+    ctx.pf = (native, index, work, wp, bwp, n, b, normalised, double, bwd_len)
     return values
 
 
 def _backward_cuda(ctx, grad_out):
-    d, work, n, b, normalised, double, bwd_len = ctx.pf
+    native, index, work, wp, bwp, n, b, normalised, double, bwd_len = ctx.pf
     points, = ctx.saved_tensors
-    if not (grad_out.dtype is points.dtype and grad_out.is_contiguous()
-            and not grad_out.data_ptr() & 15):
+    go = grad_out.data_ptr()
+    if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
         grad_out = _aligned(grad_out.to(points.dtype))
-    grad_points = points.new_empty((b, 3))
-    if b == 0:
-        grad_gaussians = points.new_zeros((n, 10))
-    else:
-        grad_gaussians = points.new_empty((n, 10))
-        bwork = points.new_empty(bwd_len)
-        d.native.backward(double, _raw_stream(d.index), n, b, normalised, work.data_ptr(),
-                          points.data_ptr(), grad_out.data_ptr(), bwork.data_ptr(),
-                          grad_points.data_ptr(), grad_gaussians.data_ptr())
+        go = grad_out.data_ptr()
     need = ctx.needs_input_grad
-    return (grad_points if need[0] else None, grad_gaussians if need[1] else None, None, None)
+    # Only the gradients autograd wants: without the points' the reduction is not launched.
+    grad_points = points.new_empty((b, 3)) if need[0] else None
+    if b == 0:
+        return grad_points, points.new_zeros((n, 10)) if need[1] else None, None, None
+    grad_gaussians = points.new_empty((n, 10)) if need[1] else None
+    if bwp is None:
+        bwork = points.new_empty(bwd_len)
+        bwp = bwork.data_ptr()
+    native.backward(double, _raw_stream(index), n, b, normalised, wp, points.data_ptr(), go, bwp,
+                    None if grad_points is None else grad_points.data_ptr(),
+                    None if grad_gaussians is None else grad_gaussians.data_ptr())
+    return grad_points, grad_gaussians, None, None
 
 
 # With create_graph=True the backward runs with grad mode on: first-order only, as
@@ -157,19 +167,23 @@ class GaussianField(torch.autograd.Function):
                 and points.is_cuda and gaussians.is_cuda and type(diag_eps) is float
                 and 0.0 <= diag_eps < _INF):
             dtype, ps, gs = points.dtype, points.shape, gaussians.shape
+            index = points.get_device()
             if (gaussians.dtype is dtype and (dtype is _F32 or dtype is _F64)
                     and len(ps) == 2 and ps[1] == 3 and len(gs) == 2 and gs[1] == 10 and gs[0]
-                    and points.get_device() == gaussians.get_device()
-                    and points.is_contiguous() and gaussians.is_contiguous()
-                    and not (points.data_ptr() | gaussians.data_ptr()) & 15):
-                return _forward_cuda(ctx, points, gaussians, bool(normalised), diag_eps,
-                                     dtype is _F64)
+                    and gaussians.get_device() == index
+                    and points.is_contiguous() and gaussians.is_contiguous()):
+                pp, gp = points.data_ptr(), gaussians.data_ptr()
+                if not (pp | gp) & 15:
+                    return _forward_cuda(ctx, points, gaussians, bool(normalised), diag_eps,
+                                         dtype is _F64, index, ps[0], gs[0], pp, gp)
         # Everything else: a clear error, or a contiguous aligned copy, or the CPU path.
         _check(points, gaussians)
         normalised, diag_eps = bool(normalised), _diag_eps(diag_eps)
         if points.device.type == "cuda":
-            return _forward_cuda(ctx, _aligned(points.detach()), _aligned(gaussians.detach()),
-                                 normalised, diag_eps, points.dtype is _F64)
+            points, gaussians = _aligned(points.detach()), _aligned(gaussians.detach())
+            return _forward_cuda(ctx, points, gaussians, normalised, diag_eps,
+                                 points.dtype is _F64, points.get_device(), points.shape[0],
+                                 gaussians.shape[0], points.data_ptr(), gaussians.data_ptr())
         if points.device.type != "cpu":
             raise ValueError(f"unsupported device {points.device}")
         ctx.pf = None
