@@ -228,6 +228,85 @@ def bad_inputs():
     check("non-contiguous points", rel(pt.gaussian_field(pp, g), ref.field(pp.double(), g.double())) < 1e-5, "")
 
 
+def fast_path_edges():
+    """What the call's fast path hands elsewhere: misaligned or strided inputs, B = 0, a strided
+    grad_out (from .sum()), create_graph=True (first-order only), in-place modification of a
+    saved input, a Python int eps; and the caller's current device is left as it was."""
+    p = points(300, torch.float32, "cuda", 31)
+    g = gaussians(200, torch.float32, "cuda", 32)
+    go = torch.randn(300, device="cuda", generator=torch.Generator("cuda").manual_seed(33))
+    p64, g64 = p.double().requires_grad_(), g.double().requires_grad_()
+    want = ref.field(p64, g64)
+    wp, wg = torch.autograd.grad(want, (p64, g64), go.double())
+    # misaligned Gaussians (4 bytes off a 16-byte boundary): copied, same results
+    gm = torch.cat([torch.zeros(1, device="cuda"), g.flatten()])[1:].view(200, 10)
+    assert gm.data_ptr() % 16 != 0
+    gm.requires_grad_()
+    f = pt.gaussian_field(p, gm)
+    (dg,) = torch.autograd.grad(f, gm, go)
+    check("misaligned gaussians", rel(f, want) < 1e-5 and rel(dg, wg) < 1e-5,
+          f"rel {rel(f, want):.2e} {rel(dg, wg):.2e}")
+    # B = 0: empty values, zero Gaussian gradients
+    pe = torch.empty(0, 3, device="cuda", requires_grad=True)
+    gr = g.clone().requires_grad_()
+    f = pt.gaussian_field(pe, gr)
+    dp, dg = torch.autograd.grad(f, (pe, gr), torch.empty(0, device="cuda"))
+    check("no points", f.shape == (0,) and dp.shape == (0, 3) and float(dg.abs().max()) == 0.0, "")
+    # .sum() gives a stride-0 grad_out
+    pr, gr = p.clone().requires_grad_(), g.clone().requires_grad_()
+    pt.gaussian_field(pr, gr).sum().backward()
+    ws = torch.autograd.grad(ref.field(p64, g64).sum(), (p64, g64))
+    check("strided grad_out (sum)", rel(pr.grad, ws[0]) < 1e-5 and rel(gr.grad, ws[1]) < 1e-5,
+          f"rel {rel(pr.grad, ws[0]):.2e} {rel(gr.grad, ws[1]):.2e}")
+    # create_graph=True: right first derivatives, and differentiating them again is an error
+    gr = g.clone().requires_grad_()
+    (dg,) = torch.autograd.grad(pt.gaussian_field(p, gr), gr, go, create_graph=True)
+    try:
+        dg.sum().backward()
+        second = "no error"
+    except RuntimeError as e:
+        second = f"RuntimeError: {str(e)[:80]}"
+    check("create_graph=True (once differentiable)", rel(dg, wg) < 1e-5 and second != "no error",
+          f"rel {rel(dg, wg):.2e}; double backward: {second}")
+    # a saved input modified in place before the backward: autograd's version check
+    q = p.clone().requires_grad_()
+    q2 = q * 1.0
+    f = pt.gaussian_field(q2, g)
+    q2.add_(1.0)
+    try:
+        torch.autograd.grad(f, q, go)
+        msg = "no error"
+    except RuntimeError as e:
+        msg = f"RuntimeError: {str(e)[:80]}"
+    check("in-place change of saved points is detected", msg != "no error", msg)
+    # eps as an int (the checked path converts it)
+    f = pt.gaussian_field(p, g, False, 0)
+    check("int diag_eps", rel(f, ref.field(p.double(), g.double(), False, 0.0)) < 1e-5, "")
+    # only the points' gradient wanted (no Gaussian reduction), and only the Gaussians'
+    pr = p.clone().requires_grad_()
+    (dp,) = torch.autograd.grad(pt.gaussian_field(pr, g), pr, go)
+    gr = g.clone().requires_grad_()
+    (dg,) = torch.autograd.grad(pt.gaussian_field(p, gr), gr, go)
+    check("one gradient wanted", rel(dp, wp) < 1e-5 and rel(dg, wg) < 1e-5,
+          f"rel {rel(dp, wp):.2e} {rel(dg, wg):.2e}")
+    # the backward workspace allocated by the backward (as large problems do), not folded
+    fold = pt.FOLD_BYTES
+    pt.FOLD_BYTES = 0
+    pt._PLANS.clear()
+    try:
+        pr, gr = p.clone().requires_grad_(), g.clone().requires_grad_()
+        f = pt.gaussian_field(pr, gr)
+        dp, dg = torch.autograd.grad(f, (pr, gr), go)
+    finally:
+        pt.FOLD_BYTES = fold
+        pt._PLANS.clear()
+    check("backward workspace not folded", max(rel(f, want), rel(dp, wp), rel(dg, wg)) < 1e-5,
+          f"rel {rel(f, want):.2e} {rel(dp, wp):.2e} {rel(dg, wg):.2e}")
+    before = torch.cuda.current_device()
+    pt.gaussian_field(p, g)
+    check("current device unchanged", torch.cuda.current_device() == before, f"{before}")
+
+
 def ndt_lz4_gpu():
     d = os.environ.get("PTXFLOW_DATA", "data/pointclouds")
     t = os.path.join(d, "251370668.pcd")
@@ -260,7 +339,8 @@ if __name__ == "__main__":
                      ("training adam", lambda: training("adam")),
                      ("training sgd", lambda: training("sgd")),
                      ("stream", stream_and_device), ("cuda graph", cuda_graph),
-                     ("bad inputs", bad_inputs), ("ndt lz4 gpu", ndt_lz4_gpu)]:
+                     ("bad inputs", bad_inputs), ("fast path edges", fast_path_edges),
+                     ("ndt lz4 gpu", ndt_lz4_gpu)]:
         run(name, fn)
     bad = [n for n, ok in RESULTS if not ok]
     print(f"gpu_check: {len(RESULTS) - len(bad)} passed, {len(bad)} failed {bad}")

@@ -1,34 +1,39 @@
 //! `CudaGaussian`: the Gaussian kernels of one CUDA device on PyTorch's memory and stream.
 //!
-//! `ptxflow.torch` passes raw device addresses (`tensor.data_ptr()`) with lengths in scalars and
-//! the current stream (`torch.cuda.current_stream(device).cuda_stream`); the kernels run in the
-//! device's primary context, which is the context PyTorch uses. Lengths and alignment are checked
-//! by `ptxflow::gaussian::RawGaussianKernels` before any launch.
+//! `ptxflow.torch` passes raw device addresses (`tensor.data_ptr()`) as plain ints and the raw
+//! current stream (`torch._C._cuda_getCurrentRawStream`): one call per direction, no tuples, no
+//! lookups. It has checked that the tensors are contiguous CUDA tensors of this device with the
+//! shapes `n` and `b` imply and 16-byte aligned addresses, and it allocates the workspaces with
+//! the lengths `plan` returns; the lengths below follow from `n` and `b`, and
+//! `ptxflow::gaussian::RawGaussianKernels` checks them and the alignment again before any
+//! launch. The kernels run in the device's primary context, which is the context PyTorch uses.
 //!
 //! Two workspaces per call keep the allocations down to what PyTorch must see: the forward's
 //! `[prep | comp | scratch]` (saved for the backward) and the backward's `[partial points |
 //! partial Gaussians]`; sub-buffers start at 16-byte multiples.
+//!
+//! `PTXFLOW_PY_NO_LAUNCH=1` in the environment when a `CudaGaussian` is made turns its launches
+//! off (every check still runs, nothing is written): a diagnostic for `python/gpu/overhead.py`,
+//! which times the host cost of a call with and without the driver's launches.
 
 use crate::device::gpu;
 use crate::IntoPy;
 use ptxflow::gaussian::gpu_raw::CUstream;
+use ptxflow::gaussian::layout::STRIDE;
 use ptxflow::gaussian::{GpuReal, RawGaussianKernels, RawPlan, RawSlice};
 use pyo3::prelude::*;
-
-/// `(data_ptr, numel)` of a tensor.
-type Slice = (u64, usize);
 
 /// Scalars of padding granularity: 16 bytes of f32 (and 32 of f64).
 const GRAIN: usize = 4;
 
-fn raw(s: Slice) -> RawSlice {
-    RawSlice { ptr: s.0, len: s.1 }
+fn at(ptr: u64, len: usize) -> RawSlice {
+    RawSlice { ptr, len }
 }
 
-/// `len` scalars at scalar offset `at` of `base`.
-fn sub<T>(base: Slice, at: usize, len: usize) -> RawSlice {
+/// `len` scalars at scalar offset `off` of the buffer at `base`.
+fn sub<T>(base: u64, off: usize, len: usize) -> RawSlice {
     RawSlice {
-        ptr: base.0 + (at * std::mem::size_of::<T>()) as u64,
+        ptr: base + (off * std::mem::size_of::<T>()) as u64,
         len,
     }
 }
@@ -47,84 +52,80 @@ fn backward_work(p: &RawPlan) -> usize {
     up(p.partial_points_len) + p.partial_gauss_len
 }
 
-fn workspace(what: &str, s: Slice, len: usize) -> ptxflow::Result<()> {
-    if s.1 != len {
-        return Err(ptxflow::Error::Shape {
-            what: format!("gaussian {what} workspace"),
-            expected: format!("{len} scalars"),
-            got: format!("{} scalars", s.1),
-        });
-    }
-    Ok(())
-}
-
 /// The kernels of both float types on one device.
 #[pyclass(module = "ptxflow._native", frozen)]
 pub struct CudaGaussian {
     f32: RawGaussianKernels<f32>,
     f64: RawGaussianKernels<f64>,
+    /// `PTXFLOW_PY_NO_LAUNCH` was set when this was made: check everything, launch nothing.
+    no_launch: bool,
 }
+
+/// Addresses of one forward: packed Gaussians, points, forward workspace, values.
+type ForwardPtrs = [u64; 4];
 
 #[allow(clippy::too_many_arguments)]
 fn forward<T: GpuReal>(
     k: &RawGaussianKernels<T>,
+    no_launch: bool,
     stream: usize,
     n: usize,
     b: usize,
     normalised: bool,
     diag_eps: f64,
-    [packed, points, work, values]: [Slice; 4],
+    [packed, points, work, values]: ForwardPtrs,
 ) -> ptxflow::Result<()> {
     let p = k.plan(n, b)?;
-    workspace("forward", work, forward_work(&p))?;
     let prep = sub::<T>(work, 0, p.prep_len);
     let comp = sub::<T>(work, p.prep_len, p.comp_len);
     let scratch = sub::<T>(work, p.prep_len + p.comp_len, p.forward_scratch_len);
+    let (packed, points, values) = (at(packed, n * STRIDE), at(points, 3 * b), at(values, b));
+    if no_launch {
+        return Ok(());
+    }
     let s = stream as CUstream;
     // SAFETY: ptxflow.torch passes the storage of live, contiguous CUDA tensors of this device
-    // (`data_ptr()`, `numel()`) and PyTorch's current stream of this device. The tensors stay
+    // (`data_ptr()`) holding n * 10 (packed), 3b (points) and b (values) scalars, a workspace
+    // of `forward_work` scalars, and PyTorch's current stream of this device. The tensors stay
     // alive until the stream has run these launches: PyTorch's caching allocator reuses memory
     // only in the stream order of the stream it was allocated on, which is this one, and the
     // forward workspace is saved for the backward.
     unsafe {
-        k.prepare(s, &p, normalised, diag_eps, raw(packed), prep, comp)?;
-        k.forward(s, &p, prep, raw(points), scratch, raw(values))
+        k.prepare(s, &p, normalised, diag_eps, packed, prep, comp)?;
+        k.forward(s, &p, prep, points, scratch, values)
     }
 }
+
+/// Addresses of one backward: forward workspace, points, dLoss/df, backward workspace.
+type BackwardPtrs = [u64; 4];
 
 #[allow(clippy::too_many_arguments)]
 fn backward<T: GpuReal>(
     k: &RawGaussianKernels<T>,
+    no_launch: bool,
     stream: usize,
     n: usize,
     b: usize,
     normalised: bool,
-    [fwork, points, grad_values, bwork, grad_points, grad_gaussians]: [Slice; 6],
+    [fwork, points, grad_values, bwork]: BackwardPtrs,
+    grad_points: Option<u64>,
+    grad_gaussians: Option<u64>,
 ) -> ptxflow::Result<()> {
     let p = k.plan(n, b)?;
-    workspace("forward", fwork, forward_work(&p))?;
-    workspace("backward", bwork, backward_work(&p))?;
     let prep = sub::<T>(fwork, 0, p.prep_len);
     let comp = sub::<T>(fwork, p.prep_len, p.comp_len);
     let pp = sub::<T>(bwork, 0, p.partial_points_len);
     let pg = sub::<T>(bwork, up(p.partial_points_len), p.partial_gauss_len);
-    // SAFETY: as in `forward`; `fwork` is the forward's workspace (prep and comp as written by
-    // its prepare launch), saved by autograd.
-    unsafe {
-        k.backward(
-            stream as CUstream,
-            &p,
-            normalised,
-            prep,
-            comp,
-            raw(points),
-            raw(grad_values),
-            pp,
-            pg,
-            raw(grad_points),
-            raw(grad_gaussians),
-        )
+    let inputs = [prep, comp, at(points, 3 * b), at(grad_values, b)];
+    let gp = grad_points.map(|a| at(a, 3 * b));
+    let gg = grad_gaussians.map(|a| at(a, n * STRIDE));
+    if no_launch {
+        return Ok(());
     }
+    // SAFETY: as in `forward`; `fwork` is the forward's workspace (prep and comp as written by
+    // its prepare launch), saved by autograd; `bwork` holds `backward_work` scalars, dLoss/df
+    // b, dLoss/dpoints (when given) 3b and dLoss/dgaussians (when given) n * 10.
+    unsafe { k.backward_some(stream as CUstream, &p, normalised, inputs, [pp, pg], gp, gg) }
 }
 
 #[pymethods]
@@ -132,11 +133,13 @@ impl CudaGaussian {
     /// Opens (once per process) CUDA device `ordinal` and loads the Gaussian kernels.
     #[new]
     fn new(py: Python<'_>, ordinal: usize) -> PyResult<Self> {
+        let no_launch = std::env::var_os("PTXFLOW_PY_NO_LAUNCH").is_some_and(|v| v == "1");
         py.detach(|| -> ptxflow::Result<Self> {
             let g = gpu(ordinal)?;
             Ok(CudaGaussian {
                 f32: RawGaussianKernels::new(g.clone())?,
                 f64: RawGaussianKernels::new(g)?,
+                no_launch,
             })
         })
         .py_err()
@@ -153,8 +156,14 @@ impl CudaGaussian {
         Ok((forward_work(&p), backward_work(&p)))
     }
 
-    /// Enqueues prepare + forward on `stream`; buffers are `(data_ptr, numel)`: packed
-    /// Gaussians (n * 10), points (b * 3), forward workspace, values (b).
+    /// Whether launches are off (`PTXFLOW_PY_NO_LAUNCH=1`, a diagnostic).
+    #[getter]
+    fn no_launch(&self) -> bool {
+        self.no_launch
+    }
+
+    /// Enqueues prepare + forward on `stream`. Addresses (`data_ptr()`): packed Gaussians
+    /// (n * 10), points (b * 3), the forward workspace (`plan(...)[0]` scalars), values (b).
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
@@ -164,23 +173,25 @@ impl CudaGaussian {
         b: usize,
         normalised: bool,
         diag_eps: f64,
-        packed: Slice,
-        points: Slice,
-        work: Slice,
-        values: Slice,
+        packed: u64,
+        points: u64,
+        work: u64,
+        values: u64,
     ) -> PyResult<()> {
-        let bufs = [packed, points, work, values];
+        let ptrs = [packed, points, work, values];
+        let (s, nl) = (stream, self.no_launch);
         if double {
-            forward(&self.f64, stream, n, b, normalised, diag_eps, bufs)
+            forward(&self.f64, nl, s, n, b, normalised, diag_eps, ptrs)
         } else {
-            forward(&self.f32, stream, n, b, normalised, diag_eps, bufs)
+            forward(&self.f32, nl, s, n, b, normalised, diag_eps, ptrs)
         }
         .py_err()
     }
 
-    /// Enqueues the backward on `stream`; buffers are `(data_ptr, numel)`: the forward's
-    /// workspace, points, dLoss/df (b), backward workspace, dLoss/dpoints (b * 3),
-    /// dLoss/dgaussians (n * 10).
+    /// Enqueues the backward on `stream`. Addresses (`data_ptr()`): the forward's workspace,
+    /// points (b * 3), dLoss/df (b), the backward workspace (`plan(...)[1]` scalars),
+    /// dLoss/dpoints (b * 3) and dLoss/dgaussians (n * 10), each None when not wanted (its
+    /// reduction is then not launched).
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
@@ -189,25 +200,20 @@ impl CudaGaussian {
         n: usize,
         b: usize,
         normalised: bool,
-        forward_work: Slice,
-        points: Slice,
-        grad_values: Slice,
-        backward_work: Slice,
-        grad_points: Slice,
-        grad_gaussians: Slice,
+        forward_work: u64,
+        points: u64,
+        grad_values: u64,
+        backward_work: u64,
+        grad_points: Option<u64>,
+        grad_gaussians: Option<u64>,
     ) -> PyResult<()> {
-        let bufs = [
-            forward_work,
-            points,
-            grad_values,
-            backward_work,
-            grad_points,
-            grad_gaussians,
-        ];
+        let ptrs = [forward_work, points, grad_values, backward_work];
+        let (s, nl) = (stream, self.no_launch);
+        let (gp, gg) = (grad_points, grad_gaussians);
         if double {
-            backward(&self.f64, stream, n, b, normalised, bufs)
+            backward(&self.f64, nl, s, n, b, normalised, ptrs, gp, gg)
         } else {
-            backward(&self.f32, stream, n, b, normalised, bufs)
+            backward(&self.f32, nl, s, n, b, normalised, ptrs, gp, gg)
         }
         .py_err()
     }

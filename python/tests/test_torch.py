@@ -66,3 +66,26 @@ def test_bad_inputs():
     bad[0, 3] = -1.0
     with pytest.raises(ValueError, match="Cholesky diagonal"):
         pt.gaussian_field(p, bad)
+
+
+def test_direct_apply(monkeypatch):
+    """Where ``Function.apply`` has a Python layer (PyTorch before it moved to C++, as on the
+    GPU machine), ``gaussian_field`` calls the C++ ``apply`` directly: same values and gradients,
+    same errors. Simulated here by giving ``Function.apply`` a Python layer."""
+    c_apply = torch._C._FunctionBase.__dict__["apply"]
+
+    def layered(cls, *args, **kwargs):
+        return c_apply.__get__(None, cls)(*args, **kwargs)
+    monkeypatch.setattr(torch.autograd.Function, "apply", classmethod(layered))
+    direct = pt._direct_apply()
+    assert direct is not None
+    p, g = problem(9, 7, torch.float64)
+    p.requires_grad_()
+    g.requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: direct(a, b, False, 1e-6), (p, g),
+                                    eps=1e-6, atol=1e-7, rtol=1e-5)
+    torch.testing.assert_close(direct(p, g, True, 1e-6), pt.GaussianField.apply(p, g, True, 1e-6))
+    with pytest.raises(TypeError):
+        direct(p.detach().numpy(), g, False, 1e-6)
+    with pytest.raises(ValueError):
+        direct(p, g, False, -1.0)

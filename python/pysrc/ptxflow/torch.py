@@ -11,6 +11,14 @@ through the CPU reference.
 
 Unlike the numpy API, the CUDA path does not inspect values (that would synchronise): non-finite
 inputs or a non-positive diagonal give NaN or inf, as in other PyTorch ops.
+
+The host's cost of a call is kept to what a launch needs: a few attribute reads check the usual
+case (contiguous, 16-byte aligned tensors of one CUDA device and float type; anything else takes
+the checked path, which copies or raises), one dict lookup finds the device's kernels and the
+workspace sizes, one native call per direction takes raw addresses and the raw current stream,
+and the outputs and workspaces are ``new_empty`` tensors (small problems take the backward's
+workspace in the forward's allocation). The backward launches no reduction for a gradient
+autograd does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down.
 """
 
 import math
@@ -24,48 +32,49 @@ from .torch_reference import diagonal_mask, init_parameters, pack
 
 __all__ = ["gaussian_field", "GaussianField", "LearnableGaussianField"]
 
-_KERNELS = {}
-_PLANS = {}
-_ALIGN = 16
+_F32, _F64 = torch.float32, torch.float64
+_Tensor = torch.Tensor
+_INF = math.inf
 
 
-def _kernels(index):
-    k = _KERNELS.get(index)
+_NATIVE = {}  # CUDA ordinal -> _native.CudaGaussian
+_PLANS = {}  # (ordinal, float64?, N, B) -> (native, forward work, backward work, fold)
+
+#: Backward workspaces up to this size (bytes) are allocated with the forward's, in one
+#: allocation held from the forward to the backward: one allocation fewer per call where the
+#: host's cost of an allocation matters (small problems), bounded memory where it does not.
+FOLD_BYTES = 8 << 20
+
+
+def _native_device(index):
+    k = _NATIVE.get(index)
     if k is None:
-        k = _KERNELS[index] = _native.CudaGaussian(index)
+        k = _NATIVE[index] = _native.CudaGaussian(index)
     return k
 
 
-def _plan(k, double, n, b):
-    key = (id(k), double, n, b)
-    p = _PLANS.get(key)
-    if p is None:
-        if len(_PLANS) > 4096:
-            _PLANS.clear()
-        p = _PLANS[key] = k.plan(double, n, b)
+def _plan(key):
+    """Workspace lengths (scalars) of one (ordinal, float64?, N, B), asked once."""
+    index, double, n, b = key
+    native = _native_device(index)
+    fwd_len, bwd_len = native.plan(double, n, b)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    p = _PLANS[key] = (native, fwd_len, bwd_len, bwd_len * (8 if double else 4) <= FOLD_BYTES)
     return p
-
-
-def _aligned(t):
-    t = t.contiguous()
-    return t if t.data_ptr() % _ALIGN == 0 else t.clone()
 
 
 try:  # the raw handle without building a torch.cuda.Stream object (~10x cheaper)
     _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover - older PyTorch
+except AttributeError:  # pragma: no cover - older PyTorch or a build without CUDA
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
-
-
-def _buf(t):
-    return (t.data_ptr(), t.numel())
 
 
 def _check(points, gaussians):
     if not (isinstance(points, torch.Tensor) and isinstance(gaussians, torch.Tensor)):
         raise TypeError("points and gaussians must be torch tensors")
-    if points.dtype not in (torch.float32, torch.float64) or points.dtype != gaussians.dtype:
+    if points.dtype not in (_F32, _F64) or points.dtype != gaussians.dtype:
         raise TypeError(f"points and gaussians must both be float32 or both float64, got "
                         f"{points.dtype} and {gaussians.dtype}")
     if points.device != gaussians.device:
@@ -78,71 +87,157 @@ def _check(points, gaussians):
                          f"{tuple(gaussians.shape)}")
 
 
+def _diag_eps(diag_eps):
+    eps = float(diag_eps)
+    if not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"diag_eps must be finite and >= 0, got {diag_eps}")
+    return eps
+
+
+def _aligned(t):
+    """``t`` contiguous at a 16-byte aligned address (the kernels' vector loads), copied only
+    when it is not."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _forward_cuda(ctx, points, gaussians, normalised, diag_eps, double, index, b, n, pp, gp):
+    """Prepare + forward on device ``index`` and its current stream; the arguments are checked
+    (contiguous, 16-byte aligned at ``pp`` and ``gp``, one device, shapes, dtypes)."""
+    key = (index, double, n, b)
+    native, fwd_len, bwd_len, fold = _PLANS.get(key) or _plan(key)
+    need = ctx.needs_input_grad
+    fold = fold and b > 0 and (need[0] or need[1])
+    work = points.new_empty(fwd_len + bwd_len if fold else fwd_len)
+    values = points.new_empty(b)
+    wp = work.data_ptr()
+    native.forward(double, _raw_stream(index), n, b, normalised, diag_eps, gp, pp, wp,
+                   values.data_ptr())
+    ctx.save_for_backward(points)
+    # The backward workspace: right after the forward's (fold) or allocated by the backward.
+    bwp = wp + fwd_len * (8 if double else 4) if fold else None
+    ctx.pf = (native, index, work, wp, bwp, n, b, normalised, double, bwd_len)
+    return values
+
+
+def _backward_cuda(ctx, grad_out):
+    native, index, work, wp, bwp, n, b, normalised, double, bwd_len = ctx.pf
+    points, = ctx.saved_tensors
+    go = grad_out.data_ptr()
+    if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
+        grad_out = _aligned(grad_out.to(points.dtype))
+        go = grad_out.data_ptr()
+    need = ctx.needs_input_grad
+    # Only the gradients autograd wants: without the points' the reduction is not launched.
+    grad_points = points.new_empty((b, 3)) if need[0] else None
+    if b == 0:
+        return grad_points, points.new_zeros((n, 10)) if need[1] else None, None, None
+    grad_gaussians = points.new_empty((n, 10)) if need[1] else None
+    if bwp is None:
+        bwork = points.new_empty(bwd_len)
+        bwp = bwork.data_ptr()
+    native.backward(double, _raw_stream(index), n, b, normalised, wp, points.data_ptr(), go, bwp,
+                    None if grad_points is None else grad_points.data_ptr(),
+                    None if grad_gaussians is None else grad_gaussians.data_ptr())
+    return grad_points, grad_gaussians, None, None
+
+
+# With create_graph=True the backward runs with grad mode on: first-order only, as
+# once_differentiable (its no_grad wrapper is skipped on the usual path, where grad mode is off).
+_backward_cuda_once = torch.autograd.function.once_differentiable(_backward_cuda)
+
+
+def _backward_cpu(ctx, grad_out):
+    points, gaussians = ctx.saved_tensors
+    gp, gg = _gaussian.backward(points.detach().contiguous().numpy(),
+                                gaussians.detach().contiguous().numpy(),
+                                grad_out.detach().contiguous().numpy(),
+                                ctx.normalised, ctx.diag_eps, device="cpu")
+    return torch.from_numpy(gp), torch.from_numpy(gg), None, None
+
+
 class GaussianField(torch.autograd.Function):
     """f = field(points (B, 3), gaussians (N, 10) packed); gradients for both."""
 
     @staticmethod
     def forward(ctx, points, gaussians, normalised=False, diag_eps=1e-6):
+        # The usual case, checked with a few attribute reads: contiguous, 16-byte aligned CUDA
+        # tensors of one device and float type, shapes (B, 3) and (N >= 1, 10), a float eps.
+        if (isinstance(points, _Tensor) and isinstance(gaussians, _Tensor)
+                and points.is_cuda and gaussians.is_cuda and type(diag_eps) is float
+                and 0.0 <= diag_eps < _INF):
+            dtype, ps, gs = points.dtype, points.shape, gaussians.shape
+            index = points.get_device()
+            if (gaussians.dtype is dtype and (dtype is _F32 or dtype is _F64)
+                    and len(ps) == 2 and ps[1] == 3 and len(gs) == 2 and gs[1] == 10 and gs[0]
+                    and gaussians.get_device() == index
+                    and points.is_contiguous() and gaussians.is_contiguous()):
+                pp, gp = points.data_ptr(), gaussians.data_ptr()
+                if not (pp | gp) & 15:
+                    return _forward_cuda(ctx, points, gaussians, bool(normalised), diag_eps,
+                                         dtype is _F64, index, ps[0], gs[0], pp, gp)
+        # Everything else: a clear error, or a contiguous aligned copy, or the CPU path.
         _check(points, gaussians)
-        ctx.normalised, ctx.diag_eps = bool(normalised), float(diag_eps)
-        if not (ctx.diag_eps >= 0.0 and math.isfinite(ctx.diag_eps)):
-            raise ValueError(f"diag_eps must be finite and >= 0, got {diag_eps}")
-        if points.device.type == "cpu":
-            ctx.save_for_backward(points, gaussians)
-            out = _gaussian.forward(points.detach().contiguous().numpy(),
-                                    gaussians.detach().contiguous().numpy(),
-                                    ctx.normalised, ctx.diag_eps, device="cpu")
-            return torch.from_numpy(np.ascontiguousarray(out))
-        if points.device.type != "cuda":
+        normalised, diag_eps = bool(normalised), _diag_eps(diag_eps)
+        if points.device.type == "cuda":
+            points, gaussians = _aligned(points.detach()), _aligned(gaussians.detach())
+            return _forward_cuda(ctx, points, gaussians, normalised, diag_eps,
+                                 points.dtype is _F64, points.get_device(), points.shape[0],
+                                 gaussians.shape[0], points.data_ptr(), gaussians.data_ptr())
+        if points.device.type != "cpu":
             raise ValueError(f"unsupported device {points.device}")
-        double = points.dtype == torch.float64
-        device = points.device
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        k = _kernels(index)
-        points, gaussians = _aligned(points.detach()), _aligned(gaussians.detach())
-        b, n = points.shape[0], gaussians.shape[0]
-        fwd_len, _ = _plan(k, double, n, b)
-        work = torch.empty(fwd_len, dtype=points.dtype, device=device)
-        values = torch.empty(b, dtype=points.dtype, device=device)
-        k.forward(double, _raw_stream(index), n, b, ctx.normalised,
-                  ctx.diag_eps, _buf(gaussians), _buf(points), _buf(work), _buf(values))
-        ctx.save_for_backward(points, work)
-        ctx.index, ctx.n = index, n
-        return values
+        ctx.pf = None
+        ctx.normalised, ctx.diag_eps = normalised, diag_eps
+        ctx.save_for_backward(points, gaussians)
+        out = _gaussian.forward(points.detach().contiguous().numpy(),
+                                gaussians.detach().contiguous().numpy(),
+                                normalised, diag_eps, device="cpu")
+        return torch.from_numpy(np.ascontiguousarray(out))
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        points, second = ctx.saved_tensors
-        if points.device.type == "cpu":
-            gaussians = second
-            gp, gg = _gaussian.backward(points.detach().contiguous().numpy(),
-                                        gaussians.detach().contiguous().numpy(),
-                                        grad_out.detach().contiguous().numpy(),
-                                        ctx.normalised, ctx.diag_eps, device="cpu")
-            return torch.from_numpy(gp), torch.from_numpy(gg), None, None
-        work = second
-        double = points.dtype == torch.float64
-        k = _kernels(ctx.index)
-        b, n = points.shape[0], ctx.n
-        _, bwd_len = _plan(k, double, n, b)
-        device = points.device
-        grad_out = _aligned(grad_out)
-        bwork = torch.empty(bwd_len, dtype=points.dtype, device=device)
-        grad_points = torch.empty(b, 3, dtype=points.dtype, device=device)
-        grad_gaussians = torch.empty(n, 10, dtype=points.dtype, device=device)
-        k.backward(double, _raw_stream(ctx.index), n, b, ctx.normalised,
-                   _buf(work), _buf(points), _buf(grad_out), _buf(bwork), _buf(grad_points),
-                   _buf(grad_gaussians))
-        return (grad_points if ctx.needs_input_grad[0] else None,
-                grad_gaussians if ctx.needs_input_grad[1] else None, None, None)
+        if ctx.pf is None:
+            return _backward_cpu(ctx, grad_out)
+        if torch.is_grad_enabled():
+            return _backward_cuda_once(ctx, grad_out)
+        return _backward_cuda(ctx, grad_out)
+
+
+def _direct_apply():
+    """``GaussianField.apply`` without the Python layer that ``torch.autograd.Function.apply``
+    has in some PyTorch versions (a classmethod that binds arguments, asks whether functorch
+    transforms are active and walks the arguments for dead functorch wrappers before calling
+    the C++ ``apply``): the C++ ``apply`` with the same two checks done inline. None where
+    ``Function.apply`` is already the C++ one (newer PyTorch) or the pieces are missing."""
+    c_apply = torch._C._FunctionBase.__dict__.get("apply")
+    if c_apply is None or torch.autograd.Function.__dict__.get("apply") is c_apply:
+        return None
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    unwrap = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if active is None or unwrap is None or compiling is None:
+        return None
+    try:
+        apply = c_apply.__get__(None, GaussianField)
+    except (AttributeError, TypeError):
+        return None
+
+    def direct(points, gaussians, normalised, diag_eps):
+        if (compiling() or active() or not isinstance(points, _Tensor)
+                or not isinstance(gaussians, _Tensor)):
+            return GaussianField.apply(points, gaussians, normalised, diag_eps)
+        return apply(unwrap(points), unwrap(gaussians), normalised, diag_eps)
+    return direct
+
+
+_apply = _direct_apply() or GaussianField.apply
 
 
 def gaussian_field(points, gaussians, normalised=False, diag_eps=1e-6):
     """Field values (B,) at ``points`` (B, 3) of ``gaussians`` (N, 10, packed layout; see
     ``ptxflow.gaussian``), differentiable with respect to both. CUDA or CPU tensors, float32 or
     float64."""
-    return GaussianField.apply(points, gaussians, normalised, diag_eps)
+    return _apply(points, gaussians, normalised, diag_eps)
 
 
 class LearnableGaussianField(torch.nn.Module):

@@ -28,6 +28,7 @@ pub mod field;
 pub mod launch;
 mod ops;
 pub mod raw;
+mod raw_backward;
 mod raw_prepare;
 mod slot;
 

@@ -20,6 +20,7 @@
 //! promise, stated in each method's `# Safety`.
 
 use super::launch::{self, config, BackwardPlan, ForwardPlan};
+use super::raw_prepare::Current;
 use super::GpuReal;
 use crate::gaussian::layout::STRIDE;
 use crate::kernels::gaussian::{backward, common, forward, reduce};
@@ -82,9 +83,9 @@ pub struct RawGaussianKernels<T: GpuReal> {
 pub(super) struct Funcs {
     pub(super) prepare: LoadedKernel,
     forward: LoadedKernel,
-    backward: LoadedKernel,
+    pub(super) backward: LoadedKernel,
     reduce_rows: LoadedKernel,
-    finish: LoadedKernel,
+    pub(super) finish: LoadedKernel,
 }
 
 pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
@@ -105,13 +106,13 @@ pub(super) fn check(what: &str, s: RawSlice, len: usize) -> Result<()> {
 }
 
 /// `out[m] = scale * sum_{r < rows} partial[r * stride + m]` for m < len, on device addresses.
-struct RawRowSum<T> {
-    partial: u64,
-    rows: u32,
-    stride: u32,
-    len: u32,
-    scale: T,
-    out: u64,
+pub(super) struct RawRowSum<T> {
+    pub(super) partial: u64,
+    pub(super) rows: u32,
+    pub(super) stride: u32,
+    pub(super) len: u32,
+    pub(super) scale: T,
+    pub(super) out: u64,
 }
 
 impl<T: GpuReal> RawGaussianKernels<T> {
@@ -193,11 +194,15 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(plan)
     }
 
-    pub(super) fn stream(&self, stream: CUstream) -> Arc<CudaStream> {
+    /// The caller's `stream`, and a guard that puts the caller's current context back when the
+    /// launches (which make this device's context current) are done.
+    pub(super) fn stream(&self, stream: CUstream) -> Result<(Arc<CudaStream>, Current)> {
+        let current = Current::keep(self.gpu.ctx().cu_ctx())?;
         // SAFETY: the callers' `# Safety` sections require `stream` to be a live stream of this
         // device's primary context (the context `self.gpu` holds) that outlives the call; the
         // wrapper does not destroy it, and we enqueue on it only inside the call.
-        unsafe { self.gpu.ctx().wrap_borrowed_stream(stream) }
+        let stream = unsafe { self.gpu.ctx().wrap_borrowed_stream(stream) };
+        Ok((stream, current))
     }
 
     /// Enqueues the forward on `stream`: `values[i]` = f_i for the `plan.b` points.
@@ -226,7 +231,7 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         if plan.b == 0 {
             return Ok(());
         }
-        let stream = self.stream(stream);
+        let (stream, _current) = self.stream(stream)?;
         let f = plan.forward;
         let (n_pad, b) = (plan.n_pad as u32, plan.b as u32);
         let out = if f.chunks == 1 {
@@ -264,107 +269,12 @@ impl<T: GpuReal> RawGaussianKernels<T> {
         Ok(())
     }
 
-    /// Enqueues the backward on `stream` for `grad_values` (dLoss/df, `plan.b`): dLoss/dx into
-    /// `grad_points` (3 per point) and the packed per-Gaussian gradient into `grad_gaussians`
-    /// (10 per Gaussian). `normalised` must be the value `prep` was prepared with.
-    ///
-    /// Errors: as [`Self::forward`].
-    ///
-    /// # Safety
-    /// As [`Self::forward`]; `comp` must hold n_pad compensation records (zero is valid).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn backward(
-        &self,
-        stream: CUstream,
-        plan: &RawPlan,
-        normalised: bool,
-        prep: RawSlice,
-        comp: RawSlice,
-        points: RawSlice,
-        grad_values: RawSlice,
-        partial_points: RawSlice,
-        partial_gauss: RawSlice,
-        grad_points: RawSlice,
-        grad_gaussians: RawSlice,
-    ) -> Result<()> {
-        check("prepared Gaussians", prep, plan.prep_len)?;
-        check("compensation constants", comp, plan.comp_len)?;
-        check("points", points, 3 * plan.b)?;
-        check("grad_values", grad_values, plan.b)?;
-        check(
-            "per-point partial sums",
-            partial_points,
-            plan.partial_points_len,
-        )?;
-        check(
-            "per-Gaussian partial sums",
-            partial_gauss,
-            plan.partial_gauss_len,
-        )?;
-        check("point gradients", grad_points, 3 * plan.b)?;
-        check("Gaussian gradients", grad_gaussians, plan.n * STRIDE)?;
-        if plan.b == 0 || plan.n == 0 {
-            return Ok(());
-        }
-        let stream = self.stream(stream);
-        let g = plan.backward;
-        let (n, n_pad, b) = (plan.n as u32, plan.n_pad as u32, plan.b as u32);
-        let func = &self.funcs.backward;
-        let cfg = config((g.gauss_blocks, g.chunks), backward::BLOCK)?;
-        // SAFETY: parameters (prep, n_pad, points, grad_values, num_points, chunk_len,
-        // partial_points, partial_gauss, comp), checked by the launch; n_pad is a
-        // multiple of BLOCK * q (padding to GAUSSIAN_PAD); lengths checked above against the
-        // plan: partial_points gauss_blocks * 3b, partial_gauss chunks * n_pad * 10.
-        unsafe {
-            func.launch(&stream, cfg)
-                .arg(&prep.ptr)
-                .arg(&n_pad)
-                .arg(&points.ptr)
-                .arg(&grad_values.ptr)
-                .arg(&b)
-                .arg(&g.chunk_len)
-                .arg(&partial_points.ptr)
-                .arg(&partial_gauss.ptr)
-                .arg(&comp.ptr)
-                .launch()
-        }?;
-        let pts3 = 3 * b;
-        let sum = RawRowSum {
-            partial: partial_points.ptr,
-            rows: g.gauss_blocks,
-            stride: pts3,
-            len: pts3,
-            scale: -T::ONE,
-            out: grad_points.ptr,
-        };
-        self.reduce_rows(&stream, sum)?;
-        let func = &self.funcs.finish;
-        let blocks = n.div_ceil(reduce::BLOCK).clamp(1, self.sm_count() * 16);
-        let cfg = config((blocks, 1), reduce::BLOCK)?;
-        let flag = u32::from(normalised);
-        // SAFETY: parameters (partial, rows, n_pad, prep, num_gaussians, normalised, out), checked
-        // by the launch; partial holds chunks * n_pad * 10, prep n_pad * 12, out
-        // n * 10 scalars (checked above); grid-stride loop over j < n.
-        unsafe {
-            func.launch(&stream, cfg)
-                .arg(&partial_gauss.ptr)
-                .arg(&g.chunks)
-                .arg(&n_pad)
-                .arg(&prep.ptr)
-                .arg(&n)
-                .arg(&flag)
-                .arg(&grad_gaussians.ptr)
-                .launch()
-        }?;
-        Ok(())
-    }
-
     pub(super) fn sm_count(&self) -> u32 {
         self.gpu.facts().sm_count.max(1)
     }
 
     /// Enqueues `sum`; the callers checked that partial holds rows * stride and out len scalars.
-    fn reduce_rows(&self, stream: &Arc<CudaStream>, sum: RawRowSum<T>) -> Result<()> {
+    pub(super) fn reduce_rows(&self, stream: &Arc<CudaStream>, sum: RawRowSum<T>) -> Result<()> {
         let RawRowSum {
             partial,
             rows,
