@@ -48,7 +48,7 @@ pub struct GpuGaussianField<T: GpuReal> {
 impl<T: GpuReal> GpuGaussianField<T> {
     /// A field with no Gaussians yet on `gpu` (kernels load on first use).
     ///
-    /// Errors: [`Error::Input`] if `options.diag_eps` is negative or non-finite.
+    /// Errors: [`Error::Input`](crate::Error::Input) if `options.diag_eps` is negative or non-finite.
     pub fn new(gpu: Arc<Gpu>, options: FieldOptions) -> Result<Self> {
         validate::check_options(&options)?;
         let stream = gpu.stream().clone();
@@ -161,7 +161,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
         launch::to_u32(3 * self.b, "gaussian point scalars per launch")
     }
 
-    /// Enqueues the forward kernels for the points of the last [`GaussianFieldOps::forward`],
+    /// Enqueues the forward kernels for the points of the last [`GaussianFieldOps::forward`](crate::gaussian::GaussianFieldOps::forward),
     /// already on the device; no transfer, no synchronisation (for timing device work alone).
     ///
     /// Errors: no forward yet; a launch failure.
@@ -206,7 +206,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
     }
 
     /// Enqueues the backward kernels for the grad_values of the last
-    /// [`GaussianFieldOps::backward`], already on the device; no transfer, no synchronisation.
+    /// [`GaussianFieldOps::backward`](crate::gaussian::GaussianFieldOps::backward), already on the device; no transfer, no synchronisation.
     ///
     /// Errors: no backward yet; a launch failure.
     pub fn backward_resident(&mut self) -> Result<()> {

@@ -1,7 +1,7 @@
 //! [`GpuGaussianField`]: the Gaussian field on a CUDA device, behind the same
 //! [`GaussianFieldOps`] trait as the CPU reference, for f32 and f64.
 //!
-//! Each call validates exactly like the CPU field (the shared [`layout`] and [`validate`] code),
+//! Each call validates exactly like the CPU field (the shared [`layout`](super::layout) and [`validate`](super::validate) code),
 //! then uploads, enqueues the kernels of `crate::kernels::gaussian` on the device's work stream
 //! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
 //! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of `common::GAUSSIAN_PAD` = 512; see

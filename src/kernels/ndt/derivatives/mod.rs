@@ -30,7 +30,7 @@
 //! 1. Thread 0 takes the request (parameters or memory) and computes `R` and its 9 angular derivative matrices from the
 //!    sines and cosines ([`super::rotation`], CPU operation order) into shared memory, with the
 //!    probe-offset table; barrier.
-//! 2. Each thread, per point ([`point`]): `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
+//! 2. Each thread, per point (`point.rs`): `x' = R x + t` (bit-identical to the CPU), voxel `c = floor(x' ·
 //!    inv_resolution)` (no neighbours when |c| ≥ 2³⁰, as on the CPU), then for each probe offset `o`
 //!    of the search mode (the CPU's tables and order) it probes the hash for `c + o`. For each
 //!    voxel found (and, in radius mode, whose mean lies within the resolution) it adds, with
