@@ -8,12 +8,12 @@ use super::kernels::Lz4Kernels;
 use super::pipeline::pick3;
 use super::register::ExtOutput;
 use super::ring::{Pinned, Registered};
+use super::ring_steps::{add_step, RingSteps};
 use super::tuning::Phases;
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr};
-use std::collections::VecDeque;
 
 const H2D: usize = 0;
 const D2H: usize = 1;
@@ -305,36 +305,24 @@ impl DecodeRing {
         F: FnMut(DecodeStage<'_>) -> Result<(usize, usize, Option<ExtOutput>)> + Send,
         S: FnMut(&DecodedBatch<'_>) -> Result<()> + Send,
     {
-        let (n, pb, bp) = (self.slots.len(), self.page_bytes, self.batch_pages);
-        // Submitted slots, oldest first; the slot staged last step, not yet submitted.
-        let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let mut pending: Option<(usize, usize, usize)> = None;
-        let (mut next, mut ended) = (0usize, false);
+        let (pb, bp) = (self.page_bytes, self.batch_pages);
+        // Batches are (pages, packed bytes) staged into a slot.
+        let mut steps = RingSteps::<(usize, usize)>::new(self.slots.len());
         let mut ph = Phases::default();
-        loop {
-            let busy = in_flight.len() + pending.is_some() as usize;
-            let fill_now = !ended && busy < n;
-            let oldest = if ended || busy + 1 >= n {
-                in_flight.front().copied()
-            } else {
-                None
-            };
-            if !fill_now && pending.is_none() && oldest.is_none() {
-                break;
-            }
+        while let Some(step) = steps.step() {
             let (streams, kernels) = (&self.streams, &self.kernels);
             let (s_slot, o_slot, f_slot) = pick3(
                 &mut self.slots,
-                pending.map(|p| p.0),
-                oldest,
-                fill_now.then_some(next),
+                step.submit.map(|p| p.0),
+                step.drain,
+                step.fill,
             );
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch.
             let (mut side, mut fill_s) = (Phases::default(), 0.0);
             let (a, b) = rayon::join(
                 || -> Result<()> {
-                    if let (Some((i, pages, packed)), Some(slot)) = (pending, s_slot) {
+                    if let (Some((i, (pages, packed))), Some(slot)) = (step.submit, s_slot) {
                         timed(&mut side.submit_s, || {
                             Self::submit(streams, kernels, pb, slot, i, pages, packed)
                         })?;
@@ -351,24 +339,17 @@ impl DecodeRing {
                     None => Ok((0, 0, None)),
                 },
             );
-            ph.wait_s += side.wait_s;
-            ph.sink_s += side.sink_s;
-            ph.release_s += side.release_s;
-            ph.submit_s += side.submit_s;
-            ph.fill_s += fill_s;
-            if let Some((i, _, _)) = pending.take() {
-                // Submitted, or failed with the ring about to be reset.
-                in_flight.push_back(i);
-            }
-            if let Some(o) = oldest {
-                in_flight.pop_front();
+            add_step(&mut ph, &side, fill_s);
+            // The submitted batch is in flight (or failed with the ring about to be reset).
+            steps.ran(&step);
+            if let Some(o) = step.drain {
                 self.slots[o].busy = false;
             }
             a?;
             let (pages, packed, ext) = b?;
-            if fill_now {
+            if let Some(next) = step.fill {
                 if pages == 0 {
-                    ended = true;
+                    steps.staged(None);
                 } else if pages > bp || packed > pb * bp {
                     return Err(Error::Capacity {
                         what: "lz4 decode ring slot".into(),
@@ -377,10 +358,9 @@ impl DecodeRing {
                     });
                 } else {
                     self.slots[next].ext = ext;
-                    pending = Some((next, pages, packed));
+                    steps.staged(Some((pages, packed)));
                     ph.batches += 1;
                     ph.bytes += pages * pb;
-                    next = (next + 1) % n;
                 }
             }
         }

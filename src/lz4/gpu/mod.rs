@@ -24,6 +24,7 @@ pub mod pipeline;
 pub mod reader;
 mod register;
 mod ring;
+mod ring_steps;
 mod ring_submit;
 pub mod stream;
 pub mod tuning;

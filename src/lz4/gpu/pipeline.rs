@@ -18,11 +18,11 @@
 
 use super::register::ExtInput;
 use super::ring::{Ring, Slot, Submit};
+use super::ring_steps::{add_step, RingSteps};
 use super::tuning::Phases;
 pub use crate::lz4::par::{par_copy, par_extend};
 use crate::lz4::PageEntry;
 use crate::Result;
-use std::collections::VecDeque;
 
 /// One compressed batch as the ring hands it to a sink, in input order.
 pub struct CompressedBatch<'a> {
@@ -107,28 +107,14 @@ impl Ring {
         F: FnMut(&mut [u8]) -> Result<(usize, Option<ExtInput>)> + Send,
         S: FnMut(&CompressedBatch<'_>) -> Result<()> + Send,
     {
-        let n = self.slots.len();
         let batch = self.batch_bytes();
         let pb = self.page_bytes;
         let eager = self.eager;
-        // Submitted slots, oldest first; the slot filled last step, not yet submitted.
-        let mut in_flight: VecDeque<usize> = VecDeque::new();
-        let mut pending: Option<(usize, usize)> = None;
-        let (mut next, mut ended) = (0usize, false);
+        // Batches are the bytes staged into a slot.
+        let mut steps = RingSteps::<usize>::new(self.slots.len());
         let mut ph = Phases::default();
-        loop {
-            let busy = in_flight.len() + pending.is_some() as usize;
-            let fill_now = !ended && busy < n;
-            // Drain the oldest when the next step would find no free slot, and at the end.
-            let oldest = if ended || busy + 1 >= n {
-                in_flight.front().copied()
-            } else {
-                None
-            };
-            if !fill_now && pending.is_none() && oldest.is_none() {
-                break;
-            }
-            if let Some(o) = oldest {
+        while let Some(step) = steps.step() {
+            if let Some(o) = step.drain {
                 if !eager {
                     // The exact-size download needs the info words and the D2H stream.
                     let t = Phases::clock();
@@ -144,16 +130,16 @@ impl Ring {
             };
             let (s_slot, o_slot, f_slot) = pick3(
                 &mut self.slots,
-                pending.map(|p| p.0),
-                oldest,
-                fill_now.then_some(next),
+                step.submit.map(|p| p.0),
+                step.drain,
+                step.fill,
             );
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch. Both use every core for their copies.
             let (mut side, mut fill_s) = (Phases::default(), 0.0);
             let (a, b) = rayon::join(
                 || -> Result<()> {
-                    if let (Some((i, bytes)), Some(slot)) = (pending, s_slot) {
+                    if let (Some((i, bytes)), Some(slot)) = (step.submit, s_slot) {
                         let t = Phases::clock();
                         let r = submit.submit(slot, i, bytes);
                         Phases::add(&mut side.submit_s, t);
@@ -176,35 +162,27 @@ impl Ring {
                     }
                 },
             );
-            ph.wait_s += side.wait_s;
-            ph.sink_s += side.sink_s;
-            ph.release_s += side.release_s;
-            ph.submit_s += side.submit_s;
-            ph.fill_s += fill_s;
-            if let Some((i, _)) = pending.take() {
-                // Submitted, or failed with the ring about to be reset.
-                in_flight.push_back(i);
-            }
-            if let Some(o) = oldest {
-                in_flight.pop_front();
+            add_step(&mut ph, &side, fill_s);
+            // The submitted batch is in flight (or failed with the ring about to be reset).
+            steps.ran(&step);
+            if let Some(o) = step.drain {
                 self.slots[o].state = super::ring::State::Free;
             }
             a?;
             let (filled, ext) = b?;
-            if fill_now {
+            if let Some(next) = step.fill {
                 if filled == 0 {
-                    ended = true;
+                    steps.staged(None);
                 } else {
                     let filled = filled.min(batch);
                     self.slots[next].ext = ext;
-                    pending = Some((next, filled));
+                    steps.staged(Some(filled));
                     ph.batches += 1;
                     ph.bytes += filled;
-                    next = (next + 1) % n;
                 }
             }
             if !eager {
-                self.poll(in_flight.iter().copied())?;
+                self.poll(steps.in_flight())?;
             }
         }
         self.phases = ph;
