@@ -96,20 +96,28 @@ impl KernelBuilder {
     /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
     /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.
     pub fn ld_relaxed_gpu_v2<T: PtxType>(&mut self, addr: impl Into<Addr>) -> [Reg<T>; 2] {
+        let d = [self.reg::<T>(), self.reg::<T>()];
+        self.ld_relaxed_gpu_v2_to(d, addr);
+        d
+    }
+
+    /// [`KernelBuilder::ld_relaxed_gpu_v2`] into existing registers (loop-carried values, like
+    /// [`KernelBuilder::mov_to`]). Predicated (`guarded`), the registers keep their values when
+    /// the predicate is false, with no copy through fresh registers that the assembler would
+    /// have to keep alive.
+    pub fn ld_relaxed_gpu_v2_to<T: PtxType>(&mut self, d: [Reg<T>; 2], addr: impl Into<Addr>) {
         self.ensure(
             T::BITS >= 32,
             "ld_relaxed_gpu_v2",
             "relaxed loads take 32- or 64-bit values",
         );
         self.need(70, 6, 0);
-        let d = [self.reg::<T>(), self.reg::<T>()];
         self.instr(format!(
             "ld.relaxed.gpu.global.v2.{} {}, {}",
             T::NAME,
             vec_list(&d),
             addr.into()
         ));
-        d
     }
 
     /// `st.relaxed.gpu.global.<T>`: a single-copy atomic strong store at GPU scope (the producer

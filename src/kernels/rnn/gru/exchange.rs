@@ -76,12 +76,10 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
                 live
             };
             let a = addr.off(i64::from(16 * THREADS * u));
+            // Loaded straight into the pair's registers (0 when not live): a copy through fresh
+            // registers would leave them alive across the loop (on the stationary kernel, a spill).
             let w = [b.mov(0u64), b.mov(0u64)];
-            b.guarded(live, false, |b| {
-                let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
-                b.mov_to(w[0], l[0]);
-                b.mov_to(w[1], l[1]);
-            });
+            b.guarded(live, false, |b| b.ld_relaxed_gpu_v2_to(w, a.clone()));
             pend.push((live, a, w));
         }
         b.loop_forever(|b, brk, _| {
@@ -104,11 +102,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
             b.bra_if(all.expect("in_flight >= 1"), brk);
             give_up_when_late(b, start, status, brk);
             for ((_, a, w), ok) in pend.iter().zip(stale) {
-                b.guarded(ok, true, |b| {
-                    let l = b.ld_relaxed_gpu_v2::<U64>(a.clone());
-                    b.mov_to(w[0], l[0]);
-                    b.mov_to(w[1], l[1]);
-                });
+                b.guarded(ok, true, |b| b.ld_relaxed_gpu_v2_to(*w, a.clone()));
             }
         });
         for (u, (live, _, w)) in pend.iter().enumerate() {
