@@ -140,7 +140,7 @@ pub(crate) fn alu(op: &Op, ty: Ty, s: &[u64]) -> Result<u64, String> {
     let u = |i: usize| m(s[i]);
     let i = |k: usize| sext(bits, s[k]);
     let n = match op {
-        Op::MadLo | Op::MadWide | Op::Prmt => 3,
+        Op::MadLo | Op::MadWide | Op::Prmt | Op::Bfe => 3,
         Op::Not | Op::Neg | Op::Abs | Op::Brev | Op::Clz | Op::Popc => 1,
         _ => 2,
     };
@@ -191,6 +191,23 @@ pub(crate) fn alu(op: &Op, ty: Ty, s: &[u64]) -> Result<u64, String> {
                 let nib = (sel >> (4 * k)) & 7;
                 acc | (((bytes >> (8 * nib)) & 0xff) << (8 * k))
             })
+        }
+        Op::Bfe => {
+            // `len` bits from `pos` (each 0..255); bits past the msb read as the sign (signed)
+            // or 0, and a signed result is sign-extended from its top bit.
+            let (pos, len) = ((s[1] & 0xff) as u32, (s[2] & 0xff) as u32);
+            let bit = |k: u32| match k {
+                k if k < bits => (s[0] >> k) & 1,
+                _ if signed => (s[0] >> (bits - 1)) & 1,
+                _ => 0,
+            };
+            let len = len.min(bits);
+            let r = (0..len).fold(0u64, |acc, k| acc | (bit(pos + k) << k));
+            if signed && len > 0 && len < bits && bit(pos + len - 1) == 1 {
+                m(r | (!0u64 << len))
+            } else {
+                r
+            }
         }
         other => return Err(format!("{other:?} is not modelled on integers")),
     })

@@ -54,6 +54,7 @@ impl Symbols {
         Ok(match tok {
             "%laneid" => V::Sp(Sp::LaneId),
             "%warpid" => V::Sp(Sp::WarpId),
+            "%clock" | "%clock64" => V::Sp(Sp::Clock),
             t2 if t2.starts_with('%') => V::R(self.reg(t2, ln, t)?),
             t2 if self.syms.contains_key(t2) => V::I(self.syms[t2]),
             t2 if t2.starts_with("0f") && t2.len() == 10 => {
@@ -157,8 +158,8 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 .collect::<Result<_, _>>()?;
         }
         "mov" | "add" | "sub" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "not"
-        | "shl" | "shr" | "selp" | "brev" | "clz" | "popc" | "prmt" | "cvta" | "neg" | "abs"
-        | "rcp" | "sqrt" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "fma" => {
+        | "shl" | "shr" | "selp" | "brev" | "clz" | "popc" | "prmt" | "bfe" | "cvta" | "neg"
+        | "abs" | "rcp" | "sqrt" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "fma" => {
             ins.op = match parts[0] {
                 "mov" => Op::Mov,
                 "add" => Op::Add,
@@ -178,6 +179,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 "clz" => Op::Clz,
                 "popc" => Op::Popc,
                 "prmt" => Op::Prmt,
+                "bfe" => Op::Bfe,
                 "neg" => Op::Neg,
                 "abs" => Op::Abs,
                 "rcp" => Op::Rcp,
@@ -275,12 +277,17 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.d = vec![sy.reg(op(0)?, line, t)?];
         }
         "ld" | "st" => {
-            let space = match parts[1] {
-                "global" => Space::Global,
-                "shared" => Space::Shared,
+            // `.relaxed.gpu` and `.acquire.gpu` accesses are plain ones here: the interpreter is
+            // sequentially consistent and runs each instruction's access whole.
+            let space = match parts[1..]
+                .iter()
+                .find(|p| !matches!(**p, "relaxed" | "acquire" | "gpu"))
+            {
+                Some(&"global") => Space::Global,
+                Some(&"shared") => Space::Shared,
                 _ => return Err(unsupported()),
             };
-            if has("acquire") || has("relaxed") || has("volatile") {
+            if has("volatile") {
                 return Err(unsupported());
             }
             let vec = if has("v4") {
@@ -375,7 +382,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
         "bar" | "barrier" if has("sync") && ops.first().map(String::as_str) == Some("0") => {
             ins.op = Op::BarSync
         }
-        "membar" | "fence" => ins.op = Op::Nop,
+        "membar" | "fence" | "prefetch" => ins.op = Op::Nop,
         "bra" => {
             let target = ops.first().map(String::as_str).unwrap_or("");
             ins.op = Op::Bra(

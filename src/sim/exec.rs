@@ -170,6 +170,7 @@ impl Ctx<'_> {
             Sp::Nctaid(d) => pick(self.grid.blocks, d),
             Sp::LaneId => l as u32,
             Sp::WarpId => w.warp_in_block,
+            Sp::Clock => 0,
         })
     }
 

@@ -17,6 +17,9 @@ pub(crate) enum Sp {
     Nctaid(u8),
     LaneId,
     WarpId,
+    /// `%clock`, `%clock64`: always 0 (the interpreter has no time; spin-loop time-outs never
+    /// fire).
+    Clock,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +137,7 @@ pub(crate) enum Op {
     Clz,
     Popc,
     Prmt,
+    Bfe,
     Setp(Cmp),
     Selp,
     Cvt {

@@ -1,0 +1,182 @@
+//! The GRU rollout kernels run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the
+//! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
+//! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
+//! projection modes and on `rnn_gru_shared`: one GRU with and without layer norm, an ensemble of
+//! 2 with dropout. The interpreter runs the
+//! whole grid interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a
+//! late block is never given up on.
+
+use ptxflow::kernels::rnn::gru::{shared, stationary};
+use ptxflow::kernels::KernelId;
+use ptxflow::ptx::Target;
+use ptxflow::rng::Rng;
+use ptxflow::rnn::reference::gru_ensemble_rollout;
+use ptxflow::rnn::{Dropout, GruWeights, RolloutShape};
+use ptxflow::sim::{Arg, Grid, Memory, Program};
+
+const INPUT: usize = 100;
+const INPUT_PAD: usize = 128;
+const HIDDEN: usize = 256;
+const BATCH: usize = 4;
+const STEPS: usize = 3;
+const SLICES: u32 = 13;
+/// Units of the largest slice: 2 floor((s + 1) 128 / 13) - 2 floor(s 128 / 13) <= 20.
+const UNITS: u32 = 20;
+
+/// The rollout's inputs: the members' weights, `x` (`T x B x I`), `h0` (`E x B x H`), dropout.
+struct Case {
+    members: Vec<GruWeights>,
+    x: Vec<f32>,
+    h0: Vec<f32>,
+    dropout: Option<Dropout>,
+}
+
+/// Pads the rows of `rows` (`width` wide) to `INPUT_PAD` columns.
+fn pad_rows(rows: &[f32], width: usize, out: &mut Vec<f32>) {
+    for row in rows.chunks_exact(width) {
+        out.extend_from_slice(row);
+        out.extend(std::iter::repeat_n(0.0f32, INPUT_PAD - width));
+    }
+}
+
+/// One launch of `id` (the case's members, one batch group of 4 rows each) with `chunk`; returns
+/// `out` (`E x T x B x H`).
+fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
+    let ptx = id.build(Target::Sm75).emit().expect("emit");
+    let prog = Program::parse(&ptx).expect("the interpreter models the GRU kernel");
+    let (h, e) = (HIDDEN, case.members.len());
+    let mut mem = Memory::new();
+    let mut xp = Vec::new();
+    pad_rows(&case.x, INPUT, &mut xp);
+    let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut bias) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for w in &case.members {
+        pad_rows(w.w_ih(), INPUT, &mut wih);
+        whh.extend_from_slice(w.w_hh());
+        // b_hh of the r and z gates folded into b_ih, as the host does.
+        let (ih, hh) = (w.b_ih(), w.b_hh());
+        bih.extend((0..3 * h).map(|i| if i < 2 * h { ih[i] + hh[i] } else { ih[i] }));
+        bhh.extend_from_slice(hh);
+        match w.layer_norm() {
+            Some(l) => {
+                gain.extend_from_slice(&l.gain);
+                bias.extend_from_slice(&l.bias);
+            }
+            None => {
+                gain.extend(std::iter::repeat_n(1.0f32, h));
+                bias.extend(std::iter::repeat_n(0.0f32, h));
+            }
+        }
+    }
+    let ln = case.members[0].layer_norm();
+    let seq = e * STEPS * BATCH * h;
+    let mut args = vec![
+        mem.upload("x", &xp),
+        mem.upload("h0", &case.h0),
+        mem.upload("w_ih", &wih),
+        mem.upload("w_hh", &whh),
+        mem.upload("b_ih", &bih),
+        mem.upload("b_hh", &bhh),
+        mem.upload("ln_gain", &gain),
+        mem.upload("ln_bias", &bias),
+        mem.upload("hx", &vec![0u64; seq]),
+        mem.upload("out", &vec![0.0f32; seq]),
+        mem.upload("state", &vec![0u32; 4 * e]),
+    ];
+    let (steps, batch) = (STEPS as u32, BATCH as u32);
+    let (drop, threshold, scale, seed) = match case.dropout {
+        Some(d) => (1, d.threshold(), 1.0 / (1.0 - d.p), d.seed),
+        None => (0, 0, 1.0, 0),
+    };
+    let sizes = [
+        0,
+        steps,
+        batch,
+        batch,
+        128,
+        256,
+        SLICES,
+        batch,
+        chunk,
+        u32::from(ln.is_some()),
+        drop,
+        threshold,
+        seed as u32,
+        (seed >> 32) as u32,
+    ];
+    args.extend(sizes.map(Arg::U32));
+    args.extend([Arg::F32(ln.map_or(1e-5, |l| l.eps)), Arg::F32(scale)]);
+    let floats = if id == KernelId::RnnGruStationary {
+        args.push(Arg::U64(0));
+        stationary::smem_floats(batch, 128, 256, UNITS, chunk)
+    } else {
+        shared::smem_floats(batch, 128, 256, UNITS, chunk)
+    };
+    let grid = Grid::linear(e as u32 * SLICES, 256).with_dyn_shared(4 * floats);
+    prog.run(grid, &args, &mut mem).expect("the rollout runs");
+    let state = mem.download::<u32>("state").expect("state");
+    for m in state.chunks_exact(4) {
+        assert_eq!(m[2], 0, "{}: a block gave up waiting", id.name());
+        assert_eq!(m[0], steps, "{}: the epoch advances by T", id.name());
+    }
+    mem.download::<f32>("out").expect("out")
+}
+
+fn rel_inf(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(1e-3f64, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (f64::from(g) - w).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
+    let shape = RolloutShape {
+        steps: STEPS,
+        batch: BATCH,
+    };
+    // One GRU with and without layer norm; an ensemble of 2 with dropout.
+    for (members, layer_norm, dropout) in [
+        (1, false, None),
+        (1, true, None),
+        (2, false, Some(Dropout { p: 0.2, seed: 11 })),
+    ] {
+        let mut rng = Rng::new(7 + members as u64 + u64::from(layer_norm));
+        let case = Case {
+            members: (0..members)
+                .map(|_| GruWeights::random(&mut rng, INPUT, HIDDEN, layer_norm))
+                .collect(),
+            x: rng.vec_f32(STEPS * BATCH * INPUT, -1.0, 1.0),
+            h0: rng.vec_f32(members * BATCH * HIDDEN, -0.5, 0.5),
+            dropout,
+        };
+        let want = gru_ensemble_rollout(&case.members, &case.x, &case.h0, shape, dropout.as_ref())
+            .expect("reference");
+        for (id, chunk, what) in [
+            (
+                KernelId::RnnGruStationary,
+                STEPS as u32,
+                "gi of every step first",
+            ),
+            (KernelId::RnnGruStationary, 0, "gi per step"),
+            (KernelId::RnnGruShared, 2, "weights in shared memory"),
+        ] {
+            let got = run(id, &case, chunk);
+            let e = rel_inf(&got, &want);
+            let label = format!(
+                "{} ({what}), {members} member(s), layer norm {layer_norm}, dropout {}",
+                id.name(),
+                dropout.is_some()
+            );
+            eprintln!("{label}: rel. error {e:e}");
+            assert!(e < 1e-5, "{label}: {e:e}");
+        }
+    }
+}
