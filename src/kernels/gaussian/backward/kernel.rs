@@ -1,12 +1,16 @@
-//! The backward kernel's body: setup, the point batches, the per-point choice of body, the warp
+//! The backward kernel's body: setup, the point batches, the per-point choice of body, the lane
 //! sums of the point terms and the final stores (see the module docs of [`super`]).
 
-use super::pairs::pair_sums;
+use super::pairs::{pair_sums, GS_W_SLOTS};
 use super::smem::{load4, store4};
-use super::{batch_points, psum_row, Owned, PointCtx, BLOCK, ROWS_PER_STEP};
+use super::{batch_points, psum_row, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
-use crate::kernels::gaussian::scaled::*;
+use crate::kernels::gaussian::scaled::sigma;
+use crate::kernels::gaussian::unit::BackConsts;
 use crate::ptx::*;
+
+/// Every lane of the warp.
+const ALL_LANES: u32 = 0xffff_ffff;
 
 /// The kernel with `q_count` Gaussians per thread (`gaussian_backward_<T>`).
 pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
@@ -39,14 +43,14 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let chunk = b.special(Special::CtaidY);
     let zero = T::imm(0.0);
 
-    b.comment("this thread's Gaussians: scaled constants, sums, compensation flags");
+    b.comment("this thread's Gaussians: unit-form constants, sums, compensation flags");
     let first_j = b.mad(gblock, BLOCK * q_count, tid);
     let mut own: Vec<Owned<T>> = Vec::new();
     for q in 0..q_count {
         let j = b.add(first_j, q * BLOCK);
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
         let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
-        let g = PairConsts::from_prepared(&mut b, &pr);
+        let g = BackConsts::from_prepared(&mut b, &pr);
         let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
         let comp_on = comp.map(|comp| {
             let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
@@ -58,13 +62,14 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         });
         own.push(Owned { j, g, acc, comp_on });
     }
-    // `plain`: none of this thread's Gaussians is flagged and every scaled constant is bounded
-    // (T::SAFE_CONST). A point whose pairs all have t < T::SAFE_T in every lane with `plain`
-    // takes the unguarded body; any other point the guarded one (cutoff selects, compensation).
-    let mut plain = own[0].g.bounded(&mut b, T::SAFE_CONST);
+    // `plain`: none of this thread's Gaussians is flagged and every constant is bounded
+    // (`UnitConsts::bounded`). A point whose pairs all have t < T::SAFE_T in every lane with
+    // `plain` takes the unguarded body; any other point the guarded one (cutoff selects,
+    // compensation).
+    let mut plain = own[0].g.bounded(&mut b);
     for (q, o) in own.iter().enumerate() {
         if q > 0 {
-            let p = o.g.bounded(&mut b, T::SAFE_CONST);
+            let p = o.g.bounded(&mut b);
             plain = b.and(plain, p);
         }
         if let Some(on) = o.comp_on {
@@ -100,7 +105,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let dst = b.shared_index(&pts, slot);
             store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
         });
-        b.bar_sync();
+        b.warp_sync(ALL_LANES);
         b.for_range(0u32, count, 1u32, |b, k, _| {
             b.comment("point k: distances and exponentials of this thread's Gaussians");
             let slot = b.shl(k, 2u32);
@@ -110,11 +115,11 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let mut ok = plain;
             let mut pairs = Vec::new();
             for o in &own {
-                let (v, t) = solve_scaled(b, &o.g, x);
+                let (w, y, t) = o.g.solve(b, x);
                 let e = T::exp2_neg(b, t);
                 let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
                 ok = b.and(ok, fin);
-                pairs.push((v, e));
+                pairs.push(Pair { w, y, e });
             }
             let all = b.vote_all(ok);
             let pc = [(); 3].map(|_| b.mov(zero));
@@ -143,13 +148,13 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         });
-        b.bar_sync();
-        b.comment("point tid: add the rows of every thread in order and store");
+        b.warp_sync(ALL_LANES);
+        b.comment("point tid: add the rows of every lane in order and store");
         b.if_then(mine, |b| {
             let slot = b.shl(tid, 2u32);
             let src = b.shared_index(&psum, slot);
-            // Rows in thread order, ROWS_PER_STEP loads in flight per step (a full unroll would
-            // keep 64 rows' loads in registers).
+            // Rows in lane order, ROWS_PER_STEP loads in flight per step (a full unroll would
+            // keep 32 rows' loads in registers).
             let sums = [(); 3].map(|_| b.mov(zero));
             let step_bytes = ROWS_PER_STEP * row * T::BYTES;
             b.for_range(0u32, BLOCK / ROWS_PER_STEP, 1u32, |b, r, _| {
@@ -177,10 +182,13 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     });
 
     b.comment("undo the scale in the sums and store them");
-    // With v' = sigma v, s' = sigma^2 s and g' = g / sigma^2: slots 0..3 are exact, 3..9 carry
-    // one factor sigma, slot 9 a factor 1 / sigma^2.
+    // With s' = sigma^2 s and g' = g / sigma^2: slots 0..3 are exact, slot 3 + k (gs_a w_b)
+    // becomes sum g e s_a v_b with v_b = w_b / a_b, slot 9 carries a factor 1 / sigma^2.
     let s = sigma();
     for o in &own {
+        let src = b.index_addr(prep, o.j, PREP_STRIDE * T::BYTES);
+        let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
+        let inv = [pr[6], pr[7], pr[8]];
         let dst = addr2d(
             &mut b,
             partial_gauss,
@@ -192,7 +200,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         for (k, a) in o.acc.iter().enumerate() {
             let v = match k {
                 0..=2 => *a,
-                3..=8 => T::scale_const(&mut b, *a, 1.0 / s),
+                3..=8 => o.g.unscale_w(&mut b, *a, &inv, GS_W_SLOTS[k - 3].1),
                 _ => T::scale_const(&mut b, *a, s * s),
             };
             b.st(
