@@ -215,6 +215,13 @@ fn errors<T: GpuReal + SimElem>(p: &Problem, normalised: bool) -> ([f64; 2], [f6
                 .fold(0.0, f64::max)
         })
     };
+    // Points far beyond every Gaussian (the `far` problem) have no pair within the cutoff: their
+    // gradients are exactly 0, as the CPU's skip makes them.
+    for (i, p) in q.points.chunks_exact(3).enumerate() {
+        if p[0].abs() > 1e30 {
+            assert_eq!(&sp[3 * i..3 * i + 3], &[0.0; 3], "far point {i}");
+        }
+    }
     let sim = measure(&[sp, sg]);
     let cpu_e = measure(&cpu_got);
     eprintln!(
@@ -230,8 +237,23 @@ fn errors<T: GpuReal + SimElem>(p: &Problem, normalised: bool) -> ([f64; 2], [f6
     (sim, cpu_e)
 }
 
+/// A random problem whose every fifth point is moved to about 1e37 (f32 w, y and s' of its pairs
+/// would overflow: the kernel must take the guarded body there and add exactly 0).
+fn far_points(n: usize, b: usize, seed: u64) -> Problem {
+    let mut p = random_problem(n, b, seed);
+    for (i, x) in p.points.chunks_exact_mut(3).enumerate() {
+        if i % 5 == 2 {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            x.copy_from_slice(&[sign * 1e37, -sign * 3e36, sign * 2e37]);
+        }
+    }
+    p.name = "far points";
+    p
+}
+
 fn problems() -> Vec<Problem> {
     vec![
+        far_points(37, 95, 27),
         random_problem(37, 95, 22),
         random_problem(300, 200, 23),
         well_conditioned(50, 120, 24),

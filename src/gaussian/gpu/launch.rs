@@ -9,7 +9,7 @@
 
 use crate::kernels::gaussian::{backward, distances, forward, reduce};
 use crate::kernels::KernelId;
-use crate::runtime::{ArgElem, Gpu};
+use crate::runtime::{ArgElem, Gpu, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchConfig};
 use std::sync::Arc;
@@ -67,10 +67,22 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
     }
 }
 
+/// Kernel `id`: the built-in one, or for a backward kernel the variant that the environment
+/// variable `PTXFLOW_GAUSS_BWD` names (`backward::variant`: `pairt` or `growth`, built at run
+/// time with the same parameters, block and Gaussians per thread), so that one bench binary can
+/// time both. Unknown names give the built-in kernel.
+pub fn kernel(gpu: &Gpu, id: KernelId) -> Result<LoadedKernel> {
+    if let Ok(name) = std::env::var("PTXFLOW_GAUSS_BWD") {
+        if let Some(m) = backward::variant(id, &name) {
+            return gpu.load_module(&m, id.name());
+        }
+    }
+    gpu.kernel(id)
+}
+
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
 pub fn resident_slots(gpu: &Gpu, id: KernelId, block: u32) -> Result<u32> {
-    let per_sm = gpu
-        .kernel(id)?
+    let per_sm = kernel(gpu, id)?
         .function()
         .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
         .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
@@ -201,7 +213,7 @@ pub fn backward<T: DeviceRepr + ArgElem>(
     plan: &BackwardPlan,
     bufs: BackwardBuffers<'_, T>,
 ) -> Result<()> {
-    let k = l.gpu.kernel(l.id)?;
+    let k = kernel(l.gpu, l.id)?;
     let cfg = config((plan.gauss_blocks, plan.chunks), backward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad is a multiple

@@ -93,6 +93,10 @@ pub trait KFloat: Float + Num + Word {
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<Self>) -> Reg<Self>;
     /// The backward uses the unit-triangular per-pair form (`unit`) rather than the scaled one.
     const UNIT_BACKWARD: bool;
+    /// The backward's unguarded body is taken for a point when the growth bound of its pairs
+    /// (`unit::BackConsts::growth`: S (|x|_inf + M)) stays below this (far from overflow, so
+    /// that a pair beyond the cutoff adds exactly 0 through its zero weight).
+    const GROWTH_LIMIT: f64;
     /// `x * y` rounded once to this type (f32: an exact f64 product).
     fn mul_once(b: &mut KernelBuilder, x: Reg<Self>, y: Reg<Self>) -> Reg<Self>;
     /// `x^2 * factor` (f32: in f64, then rounded to f32).
@@ -122,6 +126,7 @@ impl KFloat for F32 {
     const SAFE_T: f64 = 1_099_511_627_776.0; // 2^40
     const SAFE_CONST: f64 = 1_048_576.0; // 2^20
     const UNIT_BACKWARD: bool = true;
+    const GROWTH_LIMIT: f64 = 1.267_650_600_228_229_4e30; // 2^100
     fn scale_const(b: &mut KernelBuilder, x: Reg<F32>, factor: f64) -> Reg<F32> {
         let wide = b.cvt::<F64, F32>(x);
         let p = b.mul(wide, factor);
@@ -173,6 +178,7 @@ impl KFloat for F64 {
     const SAFE_T: f64 = 1.606_938_044_258_990_3e60; // 2^200
     const SAFE_CONST: f64 = 1.267_650_600_228_229_4e30; // 2^100
     const UNIT_BACKWARD: bool = false;
+    const GROWTH_LIMIT: f64 = 8.452_712_498_170_644e270; // 2^900
     fn scale_const(b: &mut KernelBuilder, x: Reg<F64>, factor: f64) -> Reg<F64> {
         b.mul(x, factor)
     }

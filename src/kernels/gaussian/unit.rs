@@ -123,6 +123,43 @@ impl<T: KFloat> BackConsts<T> {
         }
     }
 
+    /// (S, M): every value the per-pair maths forms from r (w, y, s' or v', s'; t aside) is at
+    /// most S |r|_inf in magnitude, and |mu_k| <= M. Unit form: |w| <= (1 + c)^2 |r|, |y| <= h
+    /// |w|, |s'| <= (1 + c)^2 |y| with c = max |U_ab| and h = max((sigma / a_k)^2, 1), so S = h
+    /// (1 + c)^4; scaled form: |v'| <= a (1 + l a)^2 |r| and |s'| <= a (1 + l a)^2 |v'| with a =
+    /// max(sigma / a_k, 1) and l = max |L'_ab|, so S = a^2 (1 + l a)^4.
+    pub fn growth(&self, b: &mut KernelBuilder) -> (Reg<T>, Reg<T>) {
+        let max_abs = |b: &mut KernelBuilder, v: [Reg<T>; 3]| {
+            let a0 = b.abs(v[0]);
+            let a1 = b.abs(v[1]);
+            let a2 = b.abs(v[2]);
+            let m = b.max(a0, a1);
+            b.max(m, a2)
+        };
+        let (s, mu) = match self {
+            BackConsts::Unit(g) => {
+                let c = max_abs(b, g.neg_u);
+                let h = max_abs(b, g.ik2);
+                let h = b.max(h, T::imm(1.0));
+                let c1 = b.add(c, T::imm(1.0));
+                let c2 = b.mul(c1, c1);
+                let c4 = b.mul(c2, c2);
+                (b.mul(h, c4), g.mu)
+            }
+            BackConsts::Scaled(g) => {
+                let a = max_abs(b, g.inv);
+                let a = b.max(a, T::imm(1.0));
+                let l = max_abs(b, g.neg_l);
+                let q = b.fma(l, a, T::imm(1.0));
+                let q2 = b.mul(q, q);
+                let q4 = b.mul(q2, q2);
+                let a2 = b.mul(a, a);
+                (b.mul(a2, q4), g.mu)
+            }
+        };
+        (s, max_abs(b, mu))
+    }
+
     /// Whether the unguarded body is safe for this Gaussian (see the forms' `bounded`).
     pub fn bounded(&self, b: &mut KernelBuilder) -> Reg<Pred> {
         match self {

@@ -3,7 +3,7 @@
 
 use super::pairs::{pair_sums, GS_W_SLOTS};
 use super::smem::{load4, store4};
-use super::{batch_points, psum_row, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
+use super::{batch_points, psum_row, Check, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
 use crate::kernels::gaussian::scaled::sigma;
 use crate::kernels::gaussian::unit::BackConsts;
@@ -12,8 +12,9 @@ use crate::ptx::*;
 /// Every lane of the warp.
 const ALL_LANES: u32 = 0xffff_ffff;
 
-/// The kernel with `q_count` Gaussians per thread (`gaussian_backward_<T>`).
-pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
+/// The kernel with `q_count` Gaussians per thread and the unguarded-body test `check`
+/// (`gaussian_backward_<T>`).
+pub fn build<T: KFloat>(target: Target, q_count: u32, check: Check) -> Module {
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
     let prep = b.param::<U64>("prep");
@@ -62,21 +63,46 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         });
         own.push(Owned { j, g, acc, comp_on });
     }
-    // `plain`: none of this thread's Gaussians is flagged and every constant is bounded
-    // (`UnitConsts::bounded`). A point whose pairs all have t < T::SAFE_T in every lane with
-    // `plain` takes the unguarded body; any other point the guarded one (cutoff selects,
-    // compensation).
-    let mut plain = own[0].g.bounded(&mut b);
-    for (q, o) in own.iter().enumerate() {
-        if q > 0 {
-            let p = o.g.bounded(&mut b);
-            plain = b.and(plain, p);
-        }
-        if let Some(on) = o.comp_on {
-            let off = b.not(on);
-            plain = b.and(plain, off);
+    // `plain`: none of this thread's Gaussians is flagged and (Check::PairT) every constant is
+    // bounded (`BackConsts::bounded`) or (Check::Growth) their growth bound S is at most
+    // T::GROWTH_LIMIT. A point takes the unguarded body when, in every lane, `plain` holds and
+    // (PairT) each of its pairs has t < T::SAFE_T or (Growth) S (|x|_inf + M) <= T::GROWTH_LIMIT,
+    // i.e. |x|_inf <= x_lim; any other point the guarded one (cutoff selects, compensation).
+    let mut plain: Option<Reg<Pred>> = None;
+    let mut growth: Option<(Reg<T>, Reg<T>)> = None;
+    for o in &own {
+        let p = match check {
+            Check::PairT => Some(o.g.bounded(&mut b)),
+            Check::Growth => {
+                let (gs, gm) = o.g.growth(&mut b);
+                growth = Some(match growth {
+                    None => (gs, gm),
+                    Some((s0, m0)) => (b.max(s0, gs), b.max(m0, gm)),
+                });
+                None
+            }
+        };
+        let off = o.comp_on.map(|on| b.not(on));
+        for q in [p, off].into_iter().flatten() {
+            plain = Some(match plain {
+                None => q,
+                Some(a) => b.and(a, q),
+            });
         }
     }
+    let x_lim = match growth {
+        Some((gs, gm)) => {
+            let sane = b.setp(Cmp::Le, gs, T::imm(T::GROWTH_LIMIT));
+            plain = Some(match plain {
+                None => sane,
+                Some(a) => b.and(a, sane),
+            });
+            let r = b.div(T::imm(T::GROWTH_LIMIT), gs);
+            b.sub(r, gm)
+        }
+        None => b.mov(zero),
+    };
+    let plain = plain.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
 
     // This thread's row of per-point sums: psum[tid * row + k * 4 + c].
     let batch = batch_points::<T>();
@@ -112,20 +138,33 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let src = b.shared_index(&pts, slot);
             let [x0, x1, x2, g] = load4::<T>(b, src.into());
             let x = [x0, x1, x2];
-            let mut ok = plain;
-            let mut pairs = Vec::new();
-            for o in &own {
-                let (w, y, t) = o.g.solve(b, x);
-                let e = T::exp2_neg(b, t);
-                let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
-                ok = b.and(ok, fin);
-                pairs.push(Pair { w, y, e });
-            }
+            // Growth: the pairs are formed inside the chosen body; PairT: all of them first.
+            let (ok, pairs) = match check {
+                Check::Growth => {
+                    let ax = x.map(|v| b.abs(v));
+                    let m = b.max(ax[0], ax[1]);
+                    let m = b.max(m, ax[2]);
+                    let fits = b.setp(Cmp::Le, m, x_lim);
+                    (b.and(plain, fits), None)
+                }
+                Check::PairT => {
+                    let mut ok = plain;
+                    let mut pairs = Vec::new();
+                    for o in &own {
+                        let (w, y, t) = o.g.solve(b, x);
+                        let e = T::exp2_neg(b, t);
+                        let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
+                        ok = b.and(ok, fin);
+                        pairs.push(Pair { w, y, e });
+                    }
+                    (ok, Some(pairs))
+                }
+            };
             let all = b.vote_all(ok);
             let pc = [(); 3].map(|_| b.mov(zero));
             let ctx = PointCtx {
                 own: &own,
-                pairs: &pairs,
+                pairs: pairs.as_deref(),
                 g,
                 x,
                 pc,

@@ -79,14 +79,51 @@ pub fn psum_row<T: KFloat>() -> u32 {
     batch_points::<T>() * 4 + 16 / T::BYTES
 }
 
+/// How the kernel tells, per point, that the unguarded body is safe for every pair of the warp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Before forming the point's pairs: |x|_inf <= x_lim, from the growth bound of the lane's
+    /// Gaussians (`unit::BackConsts::growth`), three instructions per point; each pair is then
+    /// formed and summed in one go (few registers live).
+    Growth,
+    /// After forming every pair of the point (all held in registers until the vote): t <
+    /// `KFloat::SAFE_T` for each, one comparison per pair.
+    PairT,
+}
+
+/// The unguarded-body test the built-in kernels use.
+pub const CHECK: Check = Check::Growth;
+
 /// f32 module.
 pub fn build_f32(target: Target) -> Module {
-    build::<F32>(target, GAUSSIANS_PER_THREAD_F32)
+    build::<F32>(target, GAUSSIANS_PER_THREAD_F32, CHECK)
 }
 
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, GAUSSIANS_PER_THREAD_F64)
+    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, CHECK)
+}
+
+/// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
+/// `crate::gaussian::gpu::launch`): `pairt` builds it with [`Check::PairT`], `growth` with
+/// [`Check::Growth`]; same parameters, block and Gaussians per thread. None for other names
+/// or kernels.
+pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
+    use crate::kernels::KernelId;
+    let check = match name {
+        "pairt" => Check::PairT,
+        "growth" => Check::Growth,
+        _ => return None,
+    };
+    match id {
+        KernelId::GaussianBackwardF32 => {
+            Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, check))
+        }
+        KernelId::GaussianBackwardF64 => {
+            Some(build::<F64>(Target::Sm75, GAUSSIANS_PER_THREAD_F64, check))
+        }
+        _ => None,
+    }
 }
 
 /// One owned Gaussian: index, unit-form constants, sums, and (f32) its compensation flag.
@@ -100,8 +137,8 @@ pub(super) struct Owned<T: KFloat> {
 /// What the per-pair sums of one point read.
 pub(super) struct PointCtx<'a, T: KFloat> {
     pub(super) own: &'a [Owned<T>],
-    /// (w, y, e') per owned Gaussian.
-    pub(super) pairs: &'a [Pair<T>],
+    /// (w, y, e') per owned Gaussian when formed before the vote (`Check::PairT`).
+    pub(super) pairs: Option<&'a [Pair<T>]>,
     /// g / sigma^2 of the point.
     pub(super) g: Reg<T>,
     pub(super) x: [Reg<T>; 3],

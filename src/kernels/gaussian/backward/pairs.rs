@@ -1,7 +1,7 @@
 //! The per-pair sums of one point against this thread's Gaussians, unguarded or guarded (see the
 //! module docs of [`super`]).
 
-use super::PointCtx;
+use super::{Pair, PointCtx};
 use crate::kernels::gaussian::common::*;
 use crate::ptx::*;
 
@@ -12,7 +12,19 @@ use crate::ptx::*;
 /// without one skip it).
 pub(super) fn pair_sums<T: KFloat>(b: &mut KernelBuilder, ctx: &PointCtx<'_, T>, guarded: bool) {
     let zero = T::imm(0.0);
-    for (o, p) in ctx.own.iter().zip(ctx.pairs) {
+    for (q, o) in ctx.own.iter().enumerate() {
+        let p = match ctx.pairs {
+            Some(pairs) => Pair {
+                w: pairs[q].w,
+                y: pairs[q].y,
+                e: pairs[q].e,
+            },
+            None => {
+                let (w, y, t) = o.g.solve(b, ctx.x);
+                let e = T::exp2_neg(b, t);
+                Pair { w, y, e }
+            }
+        };
         let (w, y) = if guarded {
             let live = b.setp(Cmp::Ne, p.e, zero);
             let w_out = p.w.map(|v| b.mov(v));
