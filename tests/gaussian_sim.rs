@@ -84,8 +84,9 @@ fn sim_backward<T: GpuReal + SimElem>(
 ) -> (Vec<f64>, Vec<f64>) {
     let (prep, comp, n_pad) = stage(packed, normalised);
     let (n, b) = (packed.len() / STRIDE, grad.len());
-    // A small resident capacity, so that the points split into several chunks.
-    let plan = backward_plan(n_pad as u32, b as u32, 16, T::GAUSSIANS_PER_THREAD);
+    // A small resident capacity, so that the points split into several chunks (11 here or
+    // fewer: the row sums take both their four-row and their one-row steps).
+    let plan = backward_plan(n_pad as u32, b as u32, 22, T::GAUSSIANS_PER_THREAD);
     let nan = T::from_f64(f64::NAN);
     let mut mem = Memory::new();
     let prep_a = mem.upload("prep", &prep);
@@ -256,6 +257,7 @@ fn problems() -> Vec<Problem> {
         far_points(37, 95, 27),
         random_problem(37, 95, 22),
         random_problem(300, 200, 23),
+        random_problem(1100, 150, 28),
         well_conditioned(50, 120, 24),
         badly_conditioned(50, 120, 25),
         badly_conditioned(50, 400, 25),
