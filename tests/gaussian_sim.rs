@@ -11,10 +11,10 @@ mod gaussian_support;
 use gaussian_support::device::{options, random_problem, rounded};
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
-use ptxflow::gaussian::gpu::launch::backward_plan;
+use ptxflow::gaussian::gpu::launch::{backward_plan, forward_plan};
 use ptxflow::gaussian::layout::{self, STRIDE};
 use ptxflow::gaussian::{GaussianField, GaussianFieldOps, GpuReal};
-use ptxflow::kernels::gaussian::{backward, common, reduce};
+use ptxflow::kernels::gaussian::{backward, common, forward, reduce};
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
 use ptxflow::sim::{Arg, Grid, Memory, Options, Program, SimElem};
@@ -286,4 +286,100 @@ fn interpreted_backward_f32_matches_cpu_f64() {
 #[test]
 fn interpreted_backward_f64_matches_cpu_f64() {
     check::<f64>(1e-12);
+}
+
+/// Field values from the interpreted forward (kernel `fwd`) and row sums, with `slots` resident
+/// blocks (so that the Gaussians split into several chunks).
+fn sim_forward<T: GpuReal + SimElem>(fwd: &Program, packed: &[T], points: &[T]) -> Vec<f64> {
+    let (prep, _, n_pad) = stage(packed, false);
+    let b = points.len() / 3;
+    let plan = forward_plan(n_pad as u32, b as u32, 7, T::FORWARD_POINTS_PER_BLOCK);
+    let mut mem = Memory::new();
+    let prep_a = mem.upload("prep", &prep);
+    let pts_a = mem.upload("points", points);
+    let nan = T::from_f64(f64::NAN);
+    let part = mem.upload("partial", &vec![nan; plan.chunks as usize * b]);
+    let out = mem.upload("values", &vec![nan; b]);
+    run(
+        fwd,
+        (plan.point_blocks, plan.chunks),
+        forward::BLOCK,
+        &[
+            prep_a,
+            Arg::U32(n_pad as u32),
+            Arg::U32(plan.chunk_len),
+            pts_a,
+            Arg::U32(b as u32),
+            part,
+        ],
+        &mut mem,
+    );
+    let one = if std::mem::size_of::<T>() == 4 {
+        Arg::F32(1.0)
+    } else {
+        Arg::F64(1.0)
+    };
+    let bb = b as u32;
+    run(
+        &program(T::REDUCE_ROWS),
+        (1, 1),
+        reduce::BLOCK,
+        &[
+            part,
+            Arg::U32(plan.chunks),
+            Arg::U32(bb),
+            Arg::U32(bb),
+            one,
+            out,
+        ],
+        &mut mem,
+    );
+    mem.download::<T>("values")
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f64())
+        .collect()
+}
+
+/// The interpreted forward of the built-in kernel and of every variant in `variants`, against
+/// the CPU f64 field: max_i |f_i - f_ref_i| / A_i (A_i = sum_j |w_j| exp(-d_ij / 2)) <= `tol`.
+fn check_forward<T: GpuReal + SimElem>(variants: &[&str], tol: f64) {
+    let p = random_problem(300, 700, 29);
+    let q = rounded::<T>(&p);
+    let opts = options(false);
+    let mut cpu = GaussianField::<f64>::with_gaussians(opts, &q.gaussians).unwrap();
+    let reference = cpu.forward(&q.points).unwrap().to_vec();
+    let (n, b) = (q.gaussians.len() / STRIDE, q.points.len() / 3);
+    let mut d = vec![0.0; n * b];
+    cpu.distances_into(&q.points, &mut d).unwrap();
+    let scale: Vec<f64> = (0..b)
+        .map(|i| {
+            (0..n)
+                .map(|j| q.gaussians[j * STRIDE + 9].abs() * (-0.5 * d[i * n + j]).exp())
+                .sum()
+        })
+        .collect();
+    let (gt, pt) = (convert::<T>(&q.gaussians), convert::<T>(&q.points));
+    let mut progs = vec![("built-in", program(T::FORWARD))];
+    for v in variants {
+        let m = forward::variant(T::FORWARD, v).expect("a forward variant");
+        progs.push((v, Program::parse(&m.emit().unwrap()).unwrap()));
+    }
+    for (name, prog) in &progs {
+        let got = sim_forward::<T>(prog, &gt, &pt);
+        let worst = (0..b)
+            .map(|i| (got[i] - reference[i]).abs() / scale[i].max(1e-300))
+            .fold(0.0, f64::max);
+        eprintln!(
+            "sim forward {} {name}: worst |f - f_ref| / A = {worst:.2e}",
+            T::NAME
+        );
+        assert!(worst <= tol, "{name}: {worst:e}");
+    }
+}
+
+#[test]
+fn interpreted_forward_matches_cpu_f64() {
+    check_forward::<f32>(&["r64", "t2", "r64-t2"], 1e-5);
+    check_forward::<f64>(&["t2"], 1e-12);
 }

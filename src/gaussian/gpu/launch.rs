@@ -67,17 +67,21 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
     }
 }
 
-/// Kernel `id`: the built-in one, or for a backward kernel the variant that the environment
-/// variable `PTXFLOW_GAUSS_BWD` names (`backward::variant`: `pairt` or `growth`, built at run
-/// time with the same parameters, block and Gaussians per thread), so that one bench binary can
-/// time both. Unknown names give the built-in kernel.
+/// Kernel `id`: the built-in one, or the variant that the environment variable
+/// `PTXFLOW_GAUSS_BWD` (backward kernels: `backward::variant`) or `PTXFLOW_GAUSS_FWD` (forward
+/// kernels: `forward::variant`) names, built at run time with the same parameters, block and
+/// work per thread, so that one bench binary can time both. Unknown names give the built-in
+/// kernel.
 pub fn kernel(gpu: &Gpu, id: KernelId) -> Result<LoadedKernel> {
-    if let Ok(name) = std::env::var("PTXFLOW_GAUSS_BWD") {
-        if let Some(m) = backward::variant(id, &name) {
-            return gpu.load_module(&m, id.name());
-        }
+    let variant = |var: &str, make: fn(KernelId, &str) -> Option<crate::ptx::Module>| {
+        std::env::var(var).ok().and_then(|name| make(id, &name))
+    };
+    let m = variant("PTXFLOW_GAUSS_BWD", backward::variant)
+        .or_else(|| variant("PTXFLOW_GAUSS_FWD", forward::variant));
+    match m {
+        Some(m) => gpu.load_module(&m, id.name()),
+        None => gpu.kernel(id),
     }
-    gpu.kernel(id)
 }
 
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
@@ -175,7 +179,7 @@ pub fn forward<T: DeviceRepr + ArgElem>(
     plan: &ForwardPlan,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let k = l.gpu.kernel(l.id)?;
+    let k = kernel(l.gpu, l.id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad and chunk_len are multiples of CHUNK_ALIGN as the kernel requires; the
