@@ -217,7 +217,7 @@ impl<T: KFloat> BackConsts<T> {
 
     /// (w, y) of a pair from the compensated solve's unscaled v (`neg_hi` = -ah, `neg_lo` =
     /// -al, `inv` = 1/a of each component).
-    pub fn from_compensated(
+    pub fn compensated_w_y(
         &self,
         b: &mut KernelBuilder,
         v: [Reg<T>; 3],

@@ -45,7 +45,7 @@ pub(super) fn pair_sums<T: KFloat>(b: &mut KernelBuilder, ctx: &PointCtx<'_, T>,
                         [hi[0], hi[1], hi[2]],
                         ctx.x,
                     );
-                    let (wc, yc) = o.g.from_compensated(
+                    let (wc, yc) = o.g.compensated_w_y(
                         b,
                         vc,
                         [lo[0], lo[1], lo[2]],
