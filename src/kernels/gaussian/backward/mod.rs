@@ -2,25 +2,29 @@
 //! without any B x N intermediate, raw per-Gaussian sums over a chunk of points and per-point sums
 //! over a block of Gaussians (the finishing kernels in `reduce` scale and add them up).
 //!
-//! Per pair (i, j), in the unit-triangular form of `super::unit` (w = U^-1 r, y = w (sigma /
-//! a)^2, t = o + w . y, e' = 2^-t, s' = U^-T y = sigma^2 s) and with g'_i = g_i / sigma^2
+//! Per pair (i, j), in the unit-triangular form of `super::unit` (f32: w = U^-1 r, y = w (sigma /
+//! a)^2, t = o + w . y, e' = 2^-t, s' = U^-T y = sigma^2 s; f64 keeps the scaled form of
+//! `super::scaled` with w = y = v', see `unit::BackConsts`) and with g'_i = g_i / sigma^2
 //! staged per point: ge = g' e' and gs = ge s' (= g e' s).
 //! - Gaussian j accumulates A_j = [gs (3), gs_a w_b for (a,b) = 00 10 11 20 21 22 (6), ge (1)];
-//!   at the end slot 3..9 of column b is multiplied by 1/a_b (v_b = w_b / a_b) and slot 9 by
-//!   sigma^2 (f64 products rounded once), giving [sum g e' s, sum g e' s_a v_b, sum g e'], which
-//!   `gaussian_finish` turns into dLoss/d(mu, L, w) with w c 2^o and c 2^o.
+//!   at the end slot 3..9 of column b is multiplied by 1/a_b (unit form: v_b = w_b / a_b) or
+//!   1/sigma (scaled form) and slot 9 by sigma^2 (f64 products rounded once), giving [sum g e' s,
+//!   sum g e' s_a v_b, sum g e'], which `gaussian_finish` turns into dLoss/d(mu, L, w) with w c
+//!   2^o and c 2^o.
 //! - Point i accumulates P_i = sum_j (w c 2^o)_j gs_ij (3); dLoss/dx_i = -P_i.
 //!
-//! Two bodies per point, chosen per warp (`vote.all`, `kernel`): the unguarded one when, in every
-//! lane, the point's pairs have t < `KFloat::SAFE_T` and the lane's Gaussians are unflagged with
-//! bounded constants (`unit::UnitConsts::bounded`, checked once per launch). Then w, y, s' and
-//! every product are finite, and a pair beyond the cutoff (e' = 0) adds exactly 0 through its
-//! zero weight. Otherwise the guarded body (`pairs`): a pair with e' = 0 has w and y replaced by 0
-//! (`selp`), so s' = 0 and it adds exactly 0, as the CPU's skip does, and 0 * inf never reaches
-//! the sums; and (f32) a Gaussian flagged in `comp` (`common::COMP_STRIDE`; badly conditioned,
-//! see `crate::gaussian::layout::COMPENSATE_KAPPA`) takes v of its live pairs from
-//! `common::solve_compensated` inside a per-pair branch, w = a v and y = w (sigma / a)^2 (e' keeps
-//! the plain t).
+//! Two bodies per point, chosen per warp (`vote.all`, `kernel`) before the point's pairs are
+//! formed ([`Check::Growth`]): the unguarded one when, in every lane, the lane's Gaussians are
+//! unflagged and |x|_inf <= x_lim, where x_lim comes once per launch from a bound S on how much
+//! the per-pair maths can grow |r|_inf (`unit::BackConsts::growth`): S (|x|_inf + max |mu|)
+//! <= `KFloat::GROWTH_LIMIT`. Then w, y, s' and every product are finite, and a pair beyond the
+//! cutoff (e' = 0) adds exactly 0 through its zero weight. Otherwise the guarded body (`pairs`):
+//! a pair with e' = 0 has w and y replaced by 0 (`selp`), so s' = 0 and it adds exactly 0, as the
+//! CPU's skip does, and 0 * inf never reaches the sums; and (f32) a Gaussian flagged in `comp`
+//! (`common::COMP_STRIDE`; badly conditioned, see `crate::gaussian::layout::COMPENSATE_KAPPA`)
+//! takes v of its live pairs from `common::solve_compensated` inside a per-pair branch, w = a v
+//! and y = v sigma^2 / a (e' keeps the plain t). ([`Check::PairT`], a variant for comparisons,
+//! forms all pairs first and votes on t < `KFloat::SAFE_T` for each.)
 //!
 //! Launch: blocks of exactly [`BLOCK`] threads (one warp: no block barrier, only warp syncs);
 //! grid (n_pad / (BLOCK * Q), S) with Q = [`GAUSSIANS_PER_THREAD_F32`] or
@@ -51,9 +55,10 @@ pub use kernel::build;
 
 /// Threads per block (required): one warp.
 pub const BLOCK: u32 = 32;
-/// Gaussians each thread owns (f32).
+/// Gaussians each thread owns (f32: 255 registers on sm_90, 8 one-warp blocks per SM; fewer
+/// registers spill).
 pub const GAUSSIANS_PER_THREAD_F32: u32 = 8;
-/// Gaussians each thread owns (f64).
+/// Gaussians each thread owns (f64: 244 registers on sm_90).
 pub const GAUSSIANS_PER_THREAD_F64: u32 = 4;
 
 // The padded Gaussian count is a multiple of every block's Gaussians.
