@@ -77,6 +77,7 @@ fn stage<T: GpuReal>(packed: &[T], normalised: bool) -> (Vec<T>, Vec<T>, usize) 
 
 /// dLoss/dx and the packed Gaussian gradient from the interpreted kernels.
 fn sim_backward<T: GpuReal + SimElem>(
+    bwd: &Program,
     packed: &[T],
     points: &[T],
     grad: &[T],
@@ -100,7 +101,7 @@ fn sim_backward<T: GpuReal + SimElem>(
     let gp = mem.upload("grad_points", &vec![nan; 3 * b]);
     let gg = mem.upload("grad_gaussians", &vec![nan; n * STRIDE]);
     run(
-        &program(T::BACKWARD),
+        bwd,
         (plan.gauss_blocks, plan.chunks),
         backward::BLOCK,
         &[
@@ -163,7 +164,11 @@ fn sim_backward<T: GpuReal + SimElem>(
 
 /// Worst max_k |g_k - g_ref_k| / S_k per kind [points, Gaussians] of the interpreted kernels
 /// against the CPU f64 field, and of the CPU `T` field likewise; prints both.
-fn errors<T: GpuReal + SimElem>(p: &Problem, normalised: bool) -> ([f64; 2], [f64; 2]) {
+fn errors<T: GpuReal + SimElem>(
+    bwd: &Program,
+    p: &Problem,
+    normalised: bool,
+) -> ([f64; 2], [f64; 2]) {
     let q = rounded::<T>(p);
     let opts = options(normalised);
     let b = q.points.len() / 3;
@@ -180,7 +185,7 @@ fn errors<T: GpuReal + SimElem>(p: &Problem, normalised: bool) -> ([f64; 2], [f6
         convert::<T>(&q.points),
         convert::<T>(&g),
     );
-    let (sp, sg) = sim_backward::<T>(&gt, &pt, &grt, normalised);
+    let (sp, sg) = sim_backward::<T>(bwd, &gt, &pt, &grt, normalised);
     let mut cpu_t = GaussianField::<T>::with_gaussians(opts, &gt).unwrap();
     cpu_t.forward(&pt).unwrap();
     let rt = cpu_t.backward(&grt).unwrap();
@@ -266,10 +271,11 @@ fn problems() -> Vec<Problem> {
 
 /// Checks every problem (printing each), then asserts the worst against `tol`.
 fn check<T: GpuReal + SimElem>(tol: f64) {
+    let bwd = program(T::BACKWARD);
     let mut worst = Vec::new();
     for p in problems() {
         for normalised in [false, true] {
-            let (sim, _) = errors::<T>(&p, normalised);
+            let (sim, _) = errors::<T>(&bwd, &p, normalised);
             if sim[0] > tol || sim[1] > tol {
                 worst.push(format!("{} normalised={normalised}: {sim:?}", p.name));
             }
@@ -286,6 +292,26 @@ fn interpreted_backward_f32_matches_cpu_f64() {
 #[test]
 fn interpreted_backward_f64_matches_cpu_f64() {
     check::<f64>(1e-12);
+}
+
+/// The backward's comparison variants (`backward::variant`) on a far-points and a badly
+/// conditioned set (odd point counts per batch included).
+#[test]
+fn interpreted_backward_variants_match_cpu_f64() {
+    for name in ["pairt", "u2", "pairt-u2"] {
+        for (id, tol) in [(f32::BACKWARD, 1e-4), (f64::BACKWARD, 1e-12)] {
+            let m = backward::variant(id, name).expect("a backward variant");
+            let prog = Program::parse(&m.emit().unwrap()).unwrap();
+            for p in [far_points(37, 95, 27), badly_conditioned(50, 120, 25)] {
+                let (sim, _) = if id == f32::BACKWARD {
+                    errors::<f32>(&prog, &p, true)
+                } else {
+                    errors::<f64>(&prog, &p, true)
+                };
+                assert!(sim[0] <= tol && sim[1] <= tol, "{name} {}: {sim:?}", p.name);
+            }
+        }
+    }
 }
 
 /// Field values from the interpreted forward (kernel `fwd`) and row sums, with `slots` resident

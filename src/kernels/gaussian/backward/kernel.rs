@@ -3,7 +3,7 @@
 
 use super::pairs::{pair_sums, GS_W_SLOTS};
 use super::smem::{load4, store4};
-use super::{batch_points, psum_row, Check, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
+use super::{batch_points, psum_row, Check, Options, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
 use crate::kernels::gaussian::scaled::sigma;
 use crate::kernels::gaussian::unit::BackConsts;
@@ -12,9 +12,9 @@ use crate::ptx::*;
 /// Every lane of the warp.
 const ALL_LANES: u32 = 0xffff_ffff;
 
-/// The kernel with `q_count` Gaussians per thread and the unguarded-body test `check`
-/// (`gaussian_backward_<T>`).
-pub fn build<T: KFloat>(target: Target, q_count: u32, check: Check) -> Module {
+/// The kernel with `q_count` Gaussians per thread and `opts` (`gaussian_backward_<T>`).
+pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
+    let Options { check, unroll2 } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
     let prep = b.param::<U64>("prep");
@@ -132,7 +132,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, check: Check) -> Module {
             store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
         });
         b.warp_sync(ALL_LANES);
-        b.for_range(0u32, count, 1u32, |b, k, _| {
+        let point = |b: &mut KernelBuilder, k: Reg<U32>| {
             b.comment("point k: distances and exponentials of this thread's Gaussians");
             let slot = b.shl(k, 2u32);
             let src = b.shared_index(&pts, slot);
@@ -186,7 +186,24 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, check: Check) -> Module {
             let slot = b.mad(k, 4u32, my_row);
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
-        });
+        };
+        if unroll2 {
+            // Two points per iteration (fewer loop instructions per point), then an odd one.
+            let odd = b.and(count, 1u32);
+            let full = b.sub(count, odd);
+            b.for_range(0u32, full, 2u32, |b, k, _| {
+                point(b, k);
+                let k1 = b.add(k, 1u32);
+                point(b, k1);
+            });
+            let has_odd = b.setp(Cmp::Ne, odd, 0u32);
+            b.if_then(has_odd, |b| {
+                let k = b.sub(count, 1u32);
+                point(b, k);
+            });
+        } else {
+            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k));
+        }
         b.warp_sync(ALL_LANES);
         b.comment("point tid: add the rows of every lane in order and store");
         b.if_then(mine, |b| {

@@ -96,36 +96,52 @@ pub enum Check {
     PairT,
 }
 
-/// The unguarded-body test the built-in kernels use.
-pub const CHECK: Check = Check::Growth;
+/// Build options besides the type and Gaussians per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The unguarded-body test.
+    pub check: Check,
+    /// Two points per iteration of the point loop.
+    pub unroll2: bool,
+}
+
+/// The options of the built-in kernels.
+pub const OPTIONS: Options = Options {
+    check: Check::Growth,
+    unroll2: false,
+};
 
 /// f32 module.
 pub fn build_f32(target: Target) -> Module {
-    build::<F32>(target, GAUSSIANS_PER_THREAD_F32, CHECK)
+    build::<F32>(target, GAUSSIANS_PER_THREAD_F32, OPTIONS)
 }
 
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, CHECK)
+    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, OPTIONS)
 }
 
 /// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
-/// `crate::gaussian::gpu::launch`): `pairt` builds it with [`Check::PairT`], `growth` with
-/// [`Check::Growth`]; same parameters, block and Gaussians per thread. None for other names
-/// or kernels.
+/// `crate::gaussian::gpu::launch`): parts joined by `-`, `pairt` ([`Check::PairT`]), `growth`
+/// ([`Check::Growth`]) and `u2` (two points per loop iteration), the rest as built in; same
+/// parameters, block and Gaussians per thread. None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
-    let check = match name {
-        "pairt" => Check::PairT,
-        "growth" => Check::Growth,
-        _ => return None,
-    };
+    let mut o = OPTIONS;
+    for part in name.split('-') {
+        match part {
+            "pairt" => o.check = Check::PairT,
+            "growth" => o.check = Check::Growth,
+            "u2" => o.unroll2 = true,
+            _ => return None,
+        }
+    }
     match id {
         KernelId::GaussianBackwardF32 => {
-            Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, check))
+            Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, o))
         }
         KernelId::GaussianBackwardF64 => {
-            Some(build::<F64>(Target::Sm75, GAUSSIANS_PER_THREAD_F64, check))
+            Some(build::<F64>(Target::Sm75, GAUSSIANS_PER_THREAD_F64, o))
         }
         _ => None,
     }
