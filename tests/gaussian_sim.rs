@@ -298,7 +298,7 @@ fn interpreted_backward_f64_matches_cpu_f64() {
 /// conditioned set (odd point counts per batch included).
 #[test]
 fn interpreted_backward_variants_match_cpu_f64() {
-    for name in ["pairt", "u2", "pairt-u2"] {
+    for name in ["pairt", "growth", "u2", "pairt-u2"] {
         for (id, tol) in [(f32::BACKWARD, 1e-4), (f64::BACKWARD, 1e-12)] {
             let m = backward::variant(id, name).expect("a backward variant");
             let prog = Program::parse(&m.emit().unwrap()).unwrap();

@@ -73,7 +73,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
     for o in &own {
         let p = match check {
             Check::PairT => Some(o.g.bounded(&mut b)),
-            Check::Growth => {
+            Check::Growth | Check::Batch => {
                 let (gs, gm) = o.g.growth(&mut b);
                 growth = Some(match growth {
                     None => (gs, gm),
@@ -103,6 +103,16 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         None => b.mov(zero),
     };
     let plain = plain.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
+    // Check::Batch: whether every lane is `plain`, and the smallest x_lim of the warp.
+    let warp_lim = (check == Check::Batch).then(|| {
+        let all_plain = b.vote_all(plain);
+        let mut m = x_lim;
+        for k in [16u32, 8, 4, 2, 1] {
+            let o = b.shfl(Shfl::Xor, m, k);
+            m = b.min(m, o);
+        }
+        (all_plain, m)
+    });
 
     // This thread's row of per-point sums: psum[tid * row + k * 4 + c].
     let batch = batch_points::<T>();
@@ -119,10 +129,18 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         let count = b.min(left, batch);
         let mine = b.setp(Cmp::Lt, tid, count);
         let i = b.add(batch_start, tid);
+        // Check::Batch: |x|_inf of this lane's point (0 without one).
+        let x_mag = b.mov(zero);
         b.if_then(mine, |b| {
             let a = b.index_addr(points, i, 3 * T::BYTES);
             let x = [0i64, 1, 2]
                 .map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
+            if warp_lim.is_some() {
+                let ax = x.map(|v| b.abs(v));
+                let m = b.max(ax[0], ax[1]);
+                let m = b.max(m, ax[2]);
+                b.mov_to(x_mag, m);
+            }
             let ga = b.index_addr(grads, i, T::BYTES);
             let g = b.ld::<T>(Space::GlobalNc, ga);
             let s = sigma();
@@ -132,14 +150,17 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
             store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
         });
         b.warp_sync(ALL_LANES);
-        let point = |b: &mut KernelBuilder, k: Reg<U32>| {
+        // `body`: None chooses per point (vote), Some(guarded) takes that body for every point.
+        let point = |b: &mut KernelBuilder, k: Reg<U32>, body: Option<bool>| {
             b.comment("point k: distances and exponentials of this thread's Gaussians");
             let slot = b.shl(k, 2u32);
             let src = b.shared_index(&pts, slot);
             let [x0, x1, x2, g] = load4::<T>(b, src.into());
             let x = [x0, x1, x2];
-            // Growth: the pairs are formed inside the chosen body; PairT: all of them first.
+            // Growth, Batch: the pairs are formed inside the chosen body; PairT: all of them
+            // first.
             let (ok, pairs) = match check {
+                Check::Batch => (plain, None),
                 Check::Growth => {
                     let ax = x.map(|v| b.abs(v));
                     let m = b.max(ax[0], ax[1]);
@@ -160,7 +181,6 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
                     (ok, Some(pairs))
                 }
             };
-            let all = b.vote_all(ok);
             let pc = [(); 3].map(|_| b.mov(zero));
             let ctx = PointCtx {
                 own: &own,
@@ -171,38 +191,65 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
                 prep,
                 comp,
             };
-            b.if_else(
-                all,
-                |b| {
-                    b.comment("unguarded: every pair's products are finite");
-                    pair_sums(b, &ctx, false)
-                },
-                |b| {
-                    b.comment("guarded: cutoff selects, compensated solves of flagged Gaussians");
-                    pair_sums(b, &ctx, true)
-                },
-            );
+            let unguarded = |b: &mut KernelBuilder| {
+                b.comment("unguarded: every pair's products are finite");
+                pair_sums(b, &ctx, false)
+            };
+            let guarded = |b: &mut KernelBuilder| {
+                b.comment("guarded: cutoff selects, compensated solves of flagged Gaussians");
+                pair_sums(b, &ctx, true)
+            };
+            match body {
+                None => {
+                    let all = b.vote_all(ok);
+                    b.if_else(all, unguarded, guarded);
+                }
+                Some(false) => unguarded(b),
+                Some(true) => guarded(b),
+            }
             b.comment("this thread's terms of point k into its row");
             let slot = b.mad(k, 4u32, my_row);
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         };
-        if unroll2 {
-            // Two points per iteration (fewer loop instructions per point), then an odd one.
-            let odd = b.and(count, 1u32);
-            let full = b.sub(count, odd);
-            b.for_range(0u32, full, 2u32, |b, k, _| {
-                point(b, k);
-                let k1 = b.add(k, 1u32);
-                point(b, k1);
-            });
-            let has_odd = b.setp(Cmp::Ne, odd, 0u32);
-            b.if_then(has_odd, |b| {
-                let k = b.sub(count, 1u32);
-                point(b, k);
-            });
-        } else {
-            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k));
+        let points_loop = |b: &mut KernelBuilder, body: Option<bool>| {
+            if unroll2 {
+                // Two points per iteration (fewer loop instructions per point), then an odd one.
+                let odd = b.and(count, 1u32);
+                let full = b.sub(count, odd);
+                b.for_range(0u32, full, 2u32, |b, k, _| {
+                    point(b, k, body);
+                    let k1 = b.add(k, 1u32);
+                    point(b, k1, body);
+                });
+                let has_odd = b.setp(Cmp::Ne, odd, 0u32);
+                b.if_then(has_odd, |b| {
+                    let k = b.sub(count, 1u32);
+                    point(b, k, body);
+                });
+            } else {
+                b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+            }
+        };
+        match warp_lim {
+            None => points_loop(b, None),
+            Some((all_plain, lim)) => {
+                b.comment(
+                    "one body for the whole batch: its largest |x|_inf against the warp's x_lim",
+                );
+                let mut m = x_mag;
+                for k in [16u32, 8, 4, 2, 1] {
+                    let o = b.shfl(Shfl::Xor, m, k);
+                    m = b.max(m, o);
+                }
+                let fits = b.setp(Cmp::Le, m, lim);
+                let ok = b.and(all_plain, fits);
+                b.if_else(
+                    ok,
+                    |b| points_loop(b, Some(false)),
+                    |b| points_loop(b, Some(true)),
+                );
+            }
         }
         b.warp_sync(ALL_LANES);
         b.comment("point tid: add the rows of every lane in order and store");

@@ -94,6 +94,10 @@ pub enum Check {
     /// After forming every pair of the point (all held in registers until the vote): t <
     /// `KFloat::SAFE_T` for each, one comparison per pair.
     PairT,
+    /// As [`Check::Growth`] once per staged batch: the batch's largest |x|_inf against the
+    /// smallest x_lim of the warp (warp-wide max and min), then one body for all its points
+    /// (no vote or branch per point).
+    Batch,
 }
 
 /// Build options besides the type and Gaussians per thread.
@@ -107,7 +111,7 @@ pub struct Options {
 
 /// The options of the built-in kernels.
 pub const OPTIONS: Options = Options {
-    check: Check::Growth,
+    check: Check::Batch,
     unroll2: false,
 };
 
@@ -132,6 +136,7 @@ pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
         match part {
             "pairt" => o.check = Check::PairT,
             "growth" => o.check = Check::Growth,
+            "batch" => o.check = Check::Batch,
             "u2" => o.unroll2 = true,
             _ => return None,
         }
