@@ -295,10 +295,10 @@ fn interpreted_backward_f64_matches_cpu_f64() {
 }
 
 /// The backward's comparison variants (`backward::variant`) on a far-points and a badly
-/// conditioned set (odd point counts per batch included).
+/// conditioned set.
 #[test]
 fn interpreted_backward_variants_match_cpu_f64() {
-    for name in ["pairt", "growth", "u2", "pairt-u2"] {
+    for name in ["pairt", "growth"] {
         for (id, tol) in [(f32::BACKWARD, 1e-4), (f64::BACKWARD, 1e-12)] {
             let m = backward::variant(id, name).expect("a backward variant");
             let prog = Program::parse(&m.emit().unwrap()).unwrap();

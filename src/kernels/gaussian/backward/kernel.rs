@@ -14,7 +14,7 @@ const ALL_LANES: u32 = 0xffff_ffff;
 
 /// The kernel with `q_count` Gaussians per thread and `opts` (`gaussian_backward_<T>`).
 pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
-    let Options { check, unroll2 } = opts;
+    let Options { check } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
     let prep = b.param::<U64>("prep");
@@ -212,24 +212,9 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         };
+        // (Two points per iteration made ptxas interleave them and spill.)
         let points_loop = |b: &mut KernelBuilder, body: Option<bool>| {
-            if unroll2 {
-                // Two points per iteration (fewer loop instructions per point), then an odd one.
-                let odd = b.and(count, 1u32);
-                let full = b.sub(count, odd);
-                b.for_range(0u32, full, 2u32, |b, k, _| {
-                    point(b, k, body);
-                    let k1 = b.add(k, 1u32);
-                    point(b, k1, body);
-                });
-                let has_odd = b.setp(Cmp::Ne, odd, 0u32);
-                b.if_then(has_odd, |b| {
-                    let k = b.sub(count, 1u32);
-                    point(b, k, body);
-                });
-            } else {
-                b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
-            }
+            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
         };
         match warp_lim {
             None => points_loop(b, None),

@@ -105,14 +105,11 @@ pub enum Check {
 pub struct Options {
     /// The unguarded-body test.
     pub check: Check,
-    /// Two points per iteration of the point loop.
-    pub unroll2: bool,
 }
 
 /// The options of the built-in kernels.
 pub const OPTIONS: Options = Options {
     check: Check::Batch,
-    unroll2: false,
 };
 
 /// f32 module.
@@ -126,21 +123,18 @@ pub fn build_f64(target: Target) -> Module {
 }
 
 /// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
-/// `crate::gaussian::gpu::launch`): parts joined by `-`, `pairt` ([`Check::PairT`]), `growth`
-/// ([`Check::Growth`]) and `u2` (two points per loop iteration), the rest as built in; same
-/// parameters, block and Gaussians per thread. None for other names or kernels.
+/// `crate::gaussian::gpu::launch`): `pairt` ([`Check::PairT`]), `growth` ([`Check::Growth`])
+/// or `batch` ([`Check::Batch`]); same parameters, block and Gaussians per thread. None for
+/// other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
-    let mut o = OPTIONS;
-    for part in name.split('-') {
-        match part {
-            "pairt" => o.check = Check::PairT,
-            "growth" => o.check = Check::Growth,
-            "batch" => o.check = Check::Batch,
-            "u2" => o.unroll2 = true,
-            _ => return None,
-        }
-    }
+    let check = match name {
+        "pairt" => Check::PairT,
+        "growth" => Check::Growth,
+        "batch" => Check::Batch,
+        _ => return None,
+    };
+    let o = Options { check };
     match id {
         KernelId::GaussianBackwardF32 => {
             Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, o))
