@@ -9,7 +9,7 @@
 
 use crate::kernels::gaussian::{backward, distances, forward, reduce};
 use crate::kernels::KernelId;
-use crate::runtime::{ArgElem, Gpu};
+use crate::runtime::{ArgElem, Gpu, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr, LaunchConfig};
 use std::sync::Arc;
@@ -67,10 +67,26 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
     }
 }
 
+/// Kernel `id`: the built-in one, or the variant that the environment variable
+/// `PTXFLOW_GAUSS_BWD` (backward kernels: `backward::variant`) or `PTXFLOW_GAUSS_FWD` (forward
+/// kernels: `forward::variant`) names, built at run time with the same parameters, block and
+/// work per thread, so that one bench binary can time both. Unknown names give the built-in
+/// kernel.
+pub fn kernel(gpu: &Gpu, id: KernelId) -> Result<LoadedKernel> {
+    let variant = |var: &str, make: fn(KernelId, &str) -> Option<crate::ptx::Module>| {
+        std::env::var(var).ok().and_then(|name| make(id, &name))
+    };
+    let m = variant("PTXFLOW_GAUSS_BWD", backward::variant)
+        .or_else(|| variant("PTXFLOW_GAUSS_FWD", forward::variant));
+    match m {
+        Some(m) => gpu.load_module(&m, id.name()),
+        None => gpu.kernel(id),
+    }
+}
+
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.
 pub fn resident_slots(gpu: &Gpu, id: KernelId, block: u32) -> Result<u32> {
-    let per_sm = gpu
-        .kernel(id)?
+    let per_sm = kernel(gpu, id)?
         .function()
         .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
         .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
@@ -163,7 +179,7 @@ pub fn forward<T: DeviceRepr + ArgElem>(
     plan: &ForwardPlan,
     out: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let k = l.gpu.kernel(l.id)?;
+    let k = kernel(l.gpu, l.id)?;
     let cfg = config((plan.point_blocks, plan.chunks), forward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad and chunk_len are multiples of CHUNK_ALIGN as the kernel requires; the
@@ -201,7 +217,7 @@ pub fn backward<T: DeviceRepr + ArgElem>(
     plan: &BackwardPlan,
     bufs: BackwardBuffers<'_, T>,
 ) -> Result<()> {
-    let k = l.gpu.kernel(l.id)?;
+    let k = kernel(l.gpu, l.id)?;
     let cfg = config((plan.gauss_blocks, plan.chunks), backward::BLOCK)?;
     // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
     // n_pad is a multiple

@@ -91,6 +91,26 @@ pub trait KFloat: Float + Num + Word {
     fn scale_const(b: &mut KernelBuilder, x: Reg<Self>, factor: f64) -> Reg<Self>;
     /// e' = 2^-t for the t of `scaled::solve_scaled` (0 beyond the cutoff; `super::exp`).
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<Self>) -> Reg<Self>;
+    /// The backward uses the unit-triangular per-pair form (`unit`) rather than the scaled one.
+    const UNIT_BACKWARD: bool;
+    /// The backward's unguarded body is taken for a point when the growth bound of its pairs
+    /// (`unit::BackConsts::growth`: S (|x|_inf + M)) stays below this (far from overflow, so
+    /// that a pair beyond the cutoff adds exactly 0 through its zero weight).
+    const GROWTH_LIMIT: f64;
+    /// `x * y` rounded once to this type (f32: an exact f64 product).
+    fn mul_once(b: &mut KernelBuilder, x: Reg<Self>, y: Reg<Self>) -> Reg<Self>;
+    /// `x^2 * factor` (f32: in f64, then rounded to f32).
+    fn square_scaled(b: &mut KernelBuilder, x: Reg<Self>, factor: f64) -> Reg<Self>;
+    /// The unit form's (w, y) of one component from the compensated solve's v, with `neg_hi`
+    /// = -ah, `neg_lo` = -al and `inv` = 1/a: w = (ah + al) v and y = sigma^2 inv v (f32:
+    /// computed in f64, each rounded once; f64 never compensates).
+    fn comp_w_y(
+        b: &mut KernelBuilder,
+        v: Reg<Self>,
+        neg_hi: Reg<Self>,
+        neg_lo: Reg<Self>,
+        inv: Reg<Self>,
+    ) -> (Reg<Self>, Reg<Self>);
 }
 
 impl KFloat for F32 {
@@ -105,6 +125,8 @@ impl KFloat for F32 {
     const EXP2_OFFSET: f64 = F32_EXP_OFFSET;
     const SAFE_T: f64 = 1_099_511_627_776.0; // 2^40
     const SAFE_CONST: f64 = 1_048_576.0; // 2^20
+    const UNIT_BACKWARD: bool = true;
+    const GROWTH_LIMIT: f64 = 1.267_650_600_228_229_4e30; // 2^100
     fn scale_const(b: &mut KernelBuilder, x: Reg<F32>, factor: f64) -> Reg<F32> {
         let wide = b.cvt::<F64, F32>(x);
         let p = b.mul(wide, factor);
@@ -112,6 +134,34 @@ impl KFloat for F32 {
     }
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<F32>) -> Reg<F32> {
         exp::exp2_neg_f32(b, t)
+    }
+    fn mul_once(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F32> {
+        let xw = b.cvt::<F64, F32>(x);
+        let yw = b.cvt::<F64, F32>(y);
+        let p = b.mul(xw, yw);
+        b.cvt::<F32, F64>(p)
+    }
+    fn square_scaled(b: &mut KernelBuilder, x: Reg<F32>, factor: f64) -> Reg<F32> {
+        let xw = b.cvt::<F64, F32>(x);
+        let sq = b.mul(xw, xw);
+        let p = b.mul(sq, factor);
+        b.cvt::<F32, F64>(p)
+    }
+    fn comp_w_y(
+        b: &mut KernelBuilder,
+        v: Reg<F32>,
+        neg_hi: Reg<F32>,
+        neg_lo: Reg<F32>,
+        inv: Reg<F32>,
+    ) -> (Reg<F32>, Reg<F32>) {
+        let [vw, hw, lw, iw] = [v, neg_hi, neg_lo, inv].map(|x| b.cvt::<F64, F32>(x));
+        let a = b.add(hw, lw);
+        let nw = b.mul(a, vw);
+        let w = b.neg(nw);
+        let s = crate::kernels::gaussian::scaled::sigma();
+        let vi = b.mul(vw, iw);
+        let y = b.mul(vi, s * s);
+        (b.cvt::<F32, F64>(w), b.cvt::<F32, F64>(y))
     }
 }
 
@@ -127,11 +177,33 @@ impl KFloat for F64 {
     const EXP2_OFFSET: f64 = 0.0;
     const SAFE_T: f64 = 1.606_938_044_258_990_3e60; // 2^200
     const SAFE_CONST: f64 = 1.267_650_600_228_229_4e30; // 2^100
+    const UNIT_BACKWARD: bool = false;
+    const GROWTH_LIMIT: f64 = 8.452_712_498_170_644e270; // 2^900
     fn scale_const(b: &mut KernelBuilder, x: Reg<F64>, factor: f64) -> Reg<F64> {
         b.mul(x, factor)
     }
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<F64>) -> Reg<F64> {
         exp::exp2_neg_f64(b, t)
+    }
+    fn mul_once(b: &mut KernelBuilder, x: Reg<F64>, y: Reg<F64>) -> Reg<F64> {
+        b.mul(x, y)
+    }
+    fn square_scaled(b: &mut KernelBuilder, x: Reg<F64>, factor: f64) -> Reg<F64> {
+        let sq = b.mul(x, x);
+        b.mul(sq, factor)
+    }
+    fn comp_w_y(
+        b: &mut KernelBuilder,
+        v: Reg<F64>,
+        neg_hi: Reg<F64>,
+        neg_lo: Reg<F64>,
+        inv: Reg<F64>,
+    ) -> (Reg<F64>, Reg<F64>) {
+        let a = b.add(neg_hi, neg_lo);
+        let nw = b.mul(a, v);
+        let s = crate::kernels::gaussian::scaled::sigma();
+        let vi = b.mul(v, inv);
+        (b.neg(nw), b.mul(vi, s * s))
     }
 }
 

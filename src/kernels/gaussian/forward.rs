@@ -32,20 +32,56 @@ pub const POINTS_PER_THREAD_F64: u32 = 4;
 /// Chunk lengths and the padded Gaussian count are multiples of this.
 pub const CHUNK_ALIGN: u32 = 32;
 
+/// Build options besides the type and points per thread (the built-in kernels use the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `.maxnreg`: a register cap (more resident blocks), or none.
+    pub max_registers: Option<u32>,
+    /// Gaussians staged per tile, in blocks of [`BLOCK`] (1 when 0): fewer barriers per pair.
+    pub tile_blocks: u32,
+}
+
 /// f32 module.
 pub fn build_f32(target: Target) -> Module {
-    build::<F32>(target, POINTS_PER_THREAD_F32)
+    build::<F32>(target, POINTS_PER_THREAD_F32, Options::default())
 }
 
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, POINTS_PER_THREAD_F64)
+    build::<F64>(target, POINTS_PER_THREAD_F64, Options::default())
+}
+
+/// A variant of the built-in forward kernel `id` for comparisons (`PTXFLOW_GAUSS_FWD`, see
+/// `crate::gaussian::gpu::launch`): `r<N>` caps registers at N, `t<K>` stages K x [`BLOCK`]
+/// Gaussians per tile, joined by `-` (`r64-t2`); same parameters, block and points per thread.
+/// None for other names or kernels.
+pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
+    use crate::kernels::KernelId;
+    let mut o = Options::default();
+    for part in name.split('-') {
+        let (key, val) = part.split_at(1.min(part.len()));
+        let v: u32 = val.parse().ok()?;
+        match key {
+            "r" => o.max_registers = Some(v),
+            "t" => o.tile_blocks = v,
+            _ => return None,
+        }
+    }
+    match id {
+        KernelId::GaussianForwardF32 => Some(build::<F32>(Target::Sm75, POINTS_PER_THREAD_F32, o)),
+        KernelId::GaussianForwardF64 => Some(build::<F64>(Target::Sm75, POINTS_PER_THREAD_F64, o)),
+        _ => None,
+    }
 }
 
 /// The kernel with `points_per_thread` points per thread (`gaussian_forward_<T>`).
-pub fn build<T: KFloat>(target: Target, points_per_thread: u32) -> Module {
+pub fn build<T: KFloat>(target: Target, points_per_thread: u32, opts: Options) -> Module {
     let mut b = KernelBuilder::new(&format!("gaussian_forward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
+    if let Some(r) = opts.max_registers {
+        b.maxnreg(r);
+    }
+    let tile_len = BLOCK * opts.tile_blocks.max(1);
     let prep = b.param::<U64>("prep");
     let n_pad = b.param::<U32>("n_pad");
     let chunk_len = b.param::<U32>("chunk_len");
@@ -58,7 +94,7 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32) -> Module {
     let points = b.global_ptr(&points);
     let num_points = b.ld_param(&num_points);
     let out = b.global_ptr(&out);
-    let tile = b.shared_array::<T>("tile", BLOCK * PAIR_STRIDE);
+    let tile = b.shared_array::<T>("tile", tile_len * PAIR_STRIDE);
 
     b.comment("this thread's points (zeros beyond num_points) and their sums");
     let tid = b.special(Special::TidX);
@@ -93,22 +129,25 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32) -> Module {
     let g_start = b.mul(chunk, chunk_len);
     let g_stop = b.add(g_start, chunk_len);
     let g_end = b.min(g_stop, n_pad);
-    b.for_range(g_start, g_end, BLOCK, |b, tile_start, _| {
+    b.for_range(g_start, g_end, tile_len, |b, tile_start, _| {
         b.comment("tile: each thread stages one Gaussian's scaled constants");
         let left = b.sub(g_end, tile_start);
-        let count = b.min(left, BLOCK);
+        let count = b.min(left, tile_len);
         b.bar_sync();
-        let has = b.setp(Cmp::Lt, tid, count);
-        b.if_then(has, |b| {
-            let j = b.add(tile_start, tid);
-            let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
-            let v = load_prepared::<T>(b, Space::GlobalNc, src.into());
-            let g = PairConsts::from_prepared(b, &v);
-            let z = b.mov(zero);
-            let slot = b.mul(tid, PAIR_STRIDE);
-            let dst = b.shared_index(&tile, slot);
-            store_prepared::<T>(b, Space::Shared, dst.into(), &g.to_array(z));
-        });
+        for h in 0..tile_len / BLOCK {
+            let t = if h == 0 { tid } else { b.add(tid, h * BLOCK) };
+            let has = b.setp(Cmp::Lt, t, count);
+            b.if_then(has, |b| {
+                let j = b.add(tile_start, t);
+                let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
+                let v = load_prepared::<T>(b, Space::GlobalNc, src.into());
+                let g = PairConsts::from_prepared(b, &v);
+                let z = b.mov(zero);
+                let slot = b.mul(t, PAIR_STRIDE);
+                let dst = b.shared_index(&tile, slot);
+                store_prepared::<T>(b, Space::Shared, dst.into(), &g.to_array(z));
+            });
+        }
         b.bar_sync();
         b.comment("pairs: the tile's Gaussians (broadcast) x this thread's points");
         // count is a multiple of CHUNK_ALIGN, so unrolling by two needs no remainder.

@@ -10,3 +10,4 @@ pub mod forward;
 pub mod prepare;
 pub mod reduce;
 pub mod scaled;
+pub mod unit;

@@ -2,7 +2,8 @@
 //! forward and backward kernels leave per block (no atomics, fixed order).
 //!
 //! `gaussian_reduce_rows_{f32,f64}`: `out[m] = scale * sum_{r < rows} partial[r * stride + m]`
-//! for m < len, rows added in index order. Used for field values (forward chunks, scale 1) and
+//! for m < len, rows added in index order ([`ROWS_IN_FLIGHT`] rows loaded before they are
+//! added, in both kernels). Used for field values (forward chunks, scale 1) and
 //! for dLoss/dx (backward Gaussian blocks, scale -1). Launch: blocks of exactly [`BLOCK`] threads,
 //! any 1-D grid (grid-stride over m); 64-bit indices.
 //!
@@ -17,6 +18,31 @@ use crate::ptx::*;
 
 /// Threads per block (required) for both kernels.
 pub const BLOCK: u32 = 256;
+/// Rows loaded before they are added (in row order, so the sums are those of a one-row loop):
+/// with few rows per thread the kernels are bound by load latency, not bandwidth.
+pub const ROWS_IN_FLIGHT: u32 = 4;
+
+/// Walks rows 0..`rows` in order, ROWS_IN_FLIGHT at a time while that many are left, then one
+/// at a time; `body(b, r, count)` handles rows r..r + count (count is ROWS_IN_FLIGHT or 1).
+fn for_rows(
+    b: &mut KernelBuilder,
+    rows: Reg<U32>,
+    mut body: impl FnMut(&mut KernelBuilder, Reg<U32>, u32),
+) {
+    let rem = rows_rem(b, rows);
+    let full = b.sub(rows, rem);
+    b.for_range(0u32, full, ROWS_IN_FLIGHT, |b, r, _| {
+        body(b, r, ROWS_IN_FLIGHT)
+    });
+    b.for_range(full, rows, 1u32, |b, r, _| body(b, r, 1));
+}
+
+/// rows mod ROWS_IN_FLIGHT.
+fn rows_rem(b: &mut KernelBuilder, rows: Reg<U32>) -> Reg<U32> {
+    b.and(rows, ROWS_IN_FLIGHT - 1)
+}
+
+const _: () = assert!(ROWS_IN_FLIGHT.is_power_of_two());
 
 /// f32 row sums.
 pub fn build_rows_f32(target: Target) -> Module {
@@ -57,11 +83,21 @@ fn build_rows<T: KFloat>(target: Target) -> Module {
     let step = b.grid_size_x();
     b.for_range(start, len, step, |b, m, _| {
         let acc = b.mov(T::imm(0.0));
-        b.for_range(0u32, rows, 1u32, |b, r, _| {
+        for_rows(b, rows, |b, r, count| {
             let a = addr2d(b, partial, r, stride, m, T::BYTES);
-            let v = b.ld::<T>(Space::GlobalNc, a);
-            let s = b.add(acc, v);
-            b.mov_to(acc, s);
+            let step = b.mul_wide(stride, T::BYTES);
+            let mut at = a;
+            let mut vals = Vec::new();
+            for u in 0..count {
+                if u > 0 {
+                    at = b.add(at, step);
+                }
+                vals.push(b.ld::<T>(Space::GlobalNc, at));
+            }
+            for v in vals {
+                let s = b.add(acc, v);
+                b.mov_to(acc, s);
+            }
         });
         let v = b.mul(acc, scale);
         let a = b.index_addr(out, m, T::BYTES);
@@ -92,17 +128,30 @@ fn build_finish<T: KFloat>(target: Target) -> Module {
     let step = b.grid_size_x();
     b.for_range(start, n, step, |b, j, _| {
         let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(T::imm(0.0)));
-        b.for_range(0u32, rows, 1u32, |b, r, _| {
+        for_rows(b, rows, |b, r, count| {
             let a = addr2d(b, partial, r, n_pad, j, GRAD_STRIDE * T::BYTES);
-            for h in 0..(GRAD_STRIDE / 2) as usize {
-                let [v0, v1] = b.ld_v2::<T>(
-                    Space::GlobalNc,
-                    Addr::from(a).off((2 * h) as i64 * i64::from(T::BYTES)),
-                );
-                let s0 = b.add(acc[2 * h], v0);
-                b.mov_to(acc[2 * h], s0);
-                let s1 = b.add(acc[2 * h + 1], v1);
-                b.mov_to(acc[2 * h + 1], s1);
+            let step = b.mul_wide(n_pad, GRAD_STRIDE * T::BYTES);
+            let mut at = a;
+            let mut rows_vals = Vec::new();
+            for u in 0..count {
+                if u > 0 {
+                    at = b.add(at, step);
+                }
+                let vals: Vec<Reg<T>> = (0..(GRAD_STRIDE / 2) as usize)
+                    .flat_map(|h| {
+                        b.ld_v2::<T>(
+                            Space::GlobalNc,
+                            Addr::from(at).off((2 * h) as i64 * i64::from(T::BYTES)),
+                        )
+                    })
+                    .collect();
+                rows_vals.push(vals);
+            }
+            for vals in rows_vals {
+                for (k, v) in vals.into_iter().enumerate() {
+                    let s = b.add(acc[k], v);
+                    b.mov_to(acc[k], s);
+                }
             }
         });
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);

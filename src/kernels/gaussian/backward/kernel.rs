@@ -1,15 +1,20 @@
-//! The backward kernel's body: setup, the point batches, the per-point choice of body, the warp
+//! The backward kernel's body: setup, the point batches, the per-point choice of body, the lane
 //! sums of the point terms and the final stores (see the module docs of [`super`]).
 
-use super::pairs::pair_sums;
+use super::pairs::{pair_sums, GS_W_SLOTS};
 use super::smem::{load4, store4};
-use super::{batch_points, psum_row, Owned, PointCtx, BLOCK, ROWS_PER_STEP};
+use super::{batch_points, psum_row, Check, Options, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
-use crate::kernels::gaussian::scaled::*;
+use crate::kernels::gaussian::scaled::sigma;
+use crate::kernels::gaussian::unit::BackConsts;
 use crate::ptx::*;
 
-/// The kernel with `q_count` Gaussians per thread (`gaussian_backward_<T>`).
-pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
+/// Every lane of the warp.
+const ALL_LANES: u32 = 0xffff_ffff;
+
+/// The kernel with `q_count` Gaussians per thread and `opts` (`gaussian_backward_<T>`).
+pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
+    let Options { check } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
     let prep = b.param::<U64>("prep");
@@ -39,14 +44,14 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     let chunk = b.special(Special::CtaidY);
     let zero = T::imm(0.0);
 
-    b.comment("this thread's Gaussians: scaled constants, sums, compensation flags");
+    b.comment("this thread's Gaussians: unit-form constants, sums, compensation flags");
     let first_j = b.mad(gblock, BLOCK * q_count, tid);
     let mut own: Vec<Owned<T>> = Vec::new();
     for q in 0..q_count {
         let j = b.add(first_j, q * BLOCK);
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
         let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
-        let g = PairConsts::from_prepared(&mut b, &pr);
+        let g = BackConsts::from_prepared(&mut b, &pr);
         let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
         let comp_on = comp.map(|comp| {
             let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
@@ -58,20 +63,56 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         });
         own.push(Owned { j, g, acc, comp_on });
     }
-    // `plain`: none of this thread's Gaussians is flagged and every scaled constant is bounded
-    // (T::SAFE_CONST). A point whose pairs all have t < T::SAFE_T in every lane with `plain`
-    // takes the unguarded body; any other point the guarded one (cutoff selects, compensation).
-    let mut plain = own[0].g.bounded(&mut b, T::SAFE_CONST);
-    for (q, o) in own.iter().enumerate() {
-        if q > 0 {
-            let p = o.g.bounded(&mut b, T::SAFE_CONST);
-            plain = b.and(plain, p);
-        }
-        if let Some(on) = o.comp_on {
-            let off = b.not(on);
-            plain = b.and(plain, off);
+    // `plain`: none of this thread's Gaussians is flagged and (Check::PairT) every constant is
+    // bounded (`BackConsts::bounded`) or (Check::Growth) their growth bound S is at most
+    // T::GROWTH_LIMIT. A point takes the unguarded body when, in every lane, `plain` holds and
+    // (PairT) each of its pairs has t < T::SAFE_T or (Growth) S (|x|_inf + M) <= T::GROWTH_LIMIT,
+    // i.e. |x|_inf <= x_lim; any other point the guarded one (cutoff selects, compensation).
+    let mut plain: Option<Reg<Pred>> = None;
+    let mut growth: Option<(Reg<T>, Reg<T>)> = None;
+    for o in &own {
+        let p = match check {
+            Check::PairT => Some(o.g.bounded(&mut b)),
+            Check::Growth | Check::Batch => {
+                let (gs, gm) = o.g.growth(&mut b);
+                growth = Some(match growth {
+                    None => (gs, gm),
+                    Some((s0, m0)) => (b.max(s0, gs), b.max(m0, gm)),
+                });
+                None
+            }
+        };
+        let off = o.comp_on.map(|on| b.not(on));
+        for q in [p, off].into_iter().flatten() {
+            plain = Some(match plain {
+                None => q,
+                Some(a) => b.and(a, q),
+            });
         }
     }
+    let x_lim = match growth {
+        Some((gs, gm)) => {
+            let sane = b.setp(Cmp::Le, gs, T::imm(T::GROWTH_LIMIT));
+            plain = Some(match plain {
+                None => sane,
+                Some(a) => b.and(a, sane),
+            });
+            let r = b.div(T::imm(T::GROWTH_LIMIT), gs);
+            b.sub(r, gm)
+        }
+        None => b.mov(zero),
+    };
+    let plain = plain.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
+    // Check::Batch: whether every lane is `plain`, and the smallest x_lim of the warp.
+    let warp_lim = (check == Check::Batch).then(|| {
+        let all_plain = b.vote_all(plain);
+        let mut m = x_lim;
+        for k in [16u32, 8, 4, 2, 1] {
+            let o = b.shfl(Shfl::Xor, m, k);
+            m = b.min(m, o);
+        }
+        (all_plain, m)
+    });
 
     // This thread's row of per-point sums: psum[tid * row + k * 4 + c].
     let batch = batch_points::<T>();
@@ -88,10 +129,18 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         let count = b.min(left, batch);
         let mine = b.setp(Cmp::Lt, tid, count);
         let i = b.add(batch_start, tid);
+        // Check::Batch: |x|_inf of this lane's point (0 without one).
+        let x_mag = b.mov(zero);
         b.if_then(mine, |b| {
             let a = b.index_addr(points, i, 3 * T::BYTES);
             let x = [0i64, 1, 2]
                 .map(|k| b.ld::<T>(Space::GlobalNc, Addr::from(a).off(k * i64::from(T::BYTES))));
+            if warp_lim.is_some() {
+                let ax = x.map(|v| b.abs(v));
+                let m = b.max(ax[0], ax[1]);
+                let m = b.max(m, ax[2]);
+                b.mov_to(x_mag, m);
+            }
             let ga = b.index_addr(grads, i, T::BYTES);
             let g = b.ld::<T>(Space::GlobalNc, ga);
             let s = sigma();
@@ -100,56 +149,100 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
             let dst = b.shared_index(&pts, slot);
             store4::<T>(b, dst.into(), [x[0], x[1], x[2], g]);
         });
-        b.bar_sync();
-        b.for_range(0u32, count, 1u32, |b, k, _| {
+        b.warp_sync(ALL_LANES);
+        // `body`: None chooses per point (vote), Some(guarded) takes that body for every point.
+        let point = |b: &mut KernelBuilder, k: Reg<U32>, body: Option<bool>| {
             b.comment("point k: distances and exponentials of this thread's Gaussians");
             let slot = b.shl(k, 2u32);
             let src = b.shared_index(&pts, slot);
             let [x0, x1, x2, g] = load4::<T>(b, src.into());
             let x = [x0, x1, x2];
-            let mut ok = plain;
-            let mut pairs = Vec::new();
-            for o in &own {
-                let (v, t) = solve_scaled(b, &o.g, x);
-                let e = T::exp2_neg(b, t);
-                let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
-                ok = b.and(ok, fin);
-                pairs.push((v, e));
-            }
-            let all = b.vote_all(ok);
+            // Growth, Batch: the pairs are formed inside the chosen body; PairT: all of them
+            // first.
+            let (ok, pairs) = match check {
+                Check::Batch => (plain, None),
+                Check::Growth => {
+                    let ax = x.map(|v| b.abs(v));
+                    let m = b.max(ax[0], ax[1]);
+                    let m = b.max(m, ax[2]);
+                    let fits = b.setp(Cmp::Le, m, x_lim);
+                    (b.and(plain, fits), None)
+                }
+                Check::PairT => {
+                    let mut ok = plain;
+                    let mut pairs = Vec::new();
+                    for o in &own {
+                        let (w, y, t) = o.g.solve(b, x);
+                        let e = T::exp2_neg(b, t);
+                        let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
+                        ok = b.and(ok, fin);
+                        pairs.push(Pair { w, y, e });
+                    }
+                    (ok, Some(pairs))
+                }
+            };
             let pc = [(); 3].map(|_| b.mov(zero));
             let ctx = PointCtx {
                 own: &own,
-                pairs: &pairs,
+                pairs: pairs.as_deref(),
                 g,
                 x,
                 pc,
                 prep,
                 comp,
             };
-            b.if_else(
-                all,
-                |b| {
-                    b.comment("unguarded: every pair's products are finite");
-                    pair_sums(b, &ctx, false)
-                },
-                |b| {
-                    b.comment("guarded: cutoff selects, compensated solves of flagged Gaussians");
-                    pair_sums(b, &ctx, true)
-                },
-            );
+            let unguarded = |b: &mut KernelBuilder| {
+                b.comment("unguarded: every pair's products are finite");
+                pair_sums(b, &ctx, false)
+            };
+            let guarded = |b: &mut KernelBuilder| {
+                b.comment("guarded: cutoff selects, compensated solves of flagged Gaussians");
+                pair_sums(b, &ctx, true)
+            };
+            match body {
+                None => {
+                    let all = b.vote_all(ok);
+                    b.if_else(all, unguarded, guarded);
+                }
+                Some(false) => unguarded(b),
+                Some(true) => guarded(b),
+            }
             b.comment("this thread's terms of point k into its row");
             let slot = b.mad(k, 4u32, my_row);
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
-        });
-        b.bar_sync();
-        b.comment("point tid: add the rows of every thread in order and store");
+        };
+        // (Two points per iteration made ptxas interleave them and spill.)
+        let points_loop = |b: &mut KernelBuilder, body: Option<bool>| {
+            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+        };
+        match warp_lim {
+            None => points_loop(b, None),
+            Some((all_plain, lim)) => {
+                b.comment(
+                    "one body for the whole batch: its largest |x|_inf against the warp's x_lim",
+                );
+                let mut m = x_mag;
+                for k in [16u32, 8, 4, 2, 1] {
+                    let o = b.shfl(Shfl::Xor, m, k);
+                    m = b.max(m, o);
+                }
+                let fits = b.setp(Cmp::Le, m, lim);
+                let ok = b.and(all_plain, fits);
+                b.if_else(
+                    ok,
+                    |b| points_loop(b, Some(false)),
+                    |b| points_loop(b, Some(true)),
+                );
+            }
+        }
+        b.warp_sync(ALL_LANES);
+        b.comment("point tid: add the rows of every lane in order and store");
         b.if_then(mine, |b| {
             let slot = b.shl(tid, 2u32);
             let src = b.shared_index(&psum, slot);
-            // Rows in thread order, ROWS_PER_STEP loads in flight per step (a full unroll would
-            // keep 64 rows' loads in registers).
+            // Rows in lane order, ROWS_PER_STEP loads in flight per step (a full unroll would
+            // keep 32 rows' loads in registers).
             let sums = [(); 3].map(|_| b.mov(zero));
             let step_bytes = ROWS_PER_STEP * row * T::BYTES;
             b.for_range(0u32, BLOCK / ROWS_PER_STEP, 1u32, |b, r, _| {
@@ -177,10 +270,13 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
     });
 
     b.comment("undo the scale in the sums and store them");
-    // With v' = sigma v, s' = sigma^2 s and g' = g / sigma^2: slots 0..3 are exact, 3..9 carry
-    // one factor sigma, slot 9 a factor 1 / sigma^2.
+    // With s' = sigma^2 s and g' = g / sigma^2: slots 0..3 are exact, slot 3 + k (gs_a w_b)
+    // becomes sum g e s_a v_b with v_b = w_b / a_b, slot 9 carries a factor 1 / sigma^2.
     let s = sigma();
     for o in &own {
+        let src = b.index_addr(prep, o.j, PREP_STRIDE * T::BYTES);
+        let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
+        let inv = [pr[6], pr[7], pr[8]];
         let dst = addr2d(
             &mut b,
             partial_gauss,
@@ -192,7 +288,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32) -> Module {
         for (k, a) in o.acc.iter().enumerate() {
             let v = match k {
                 0..=2 => *a,
-                3..=8 => T::scale_const(&mut b, *a, 1.0 / s),
+                3..=8 => o.g.unscale_w(&mut b, *a, &inv, GS_W_SLOTS[k - 3].1),
                 _ => T::scale_const(&mut b, *a, s * s),
             };
             b.st(

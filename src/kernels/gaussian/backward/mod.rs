@@ -2,46 +2,49 @@
 //! without any B x N intermediate, raw per-Gaussian sums over a chunk of points and per-point sums
 //! over a block of Gaussians (the finishing kernels in `reduce` scale and add them up).
 //!
-//! Per pair (i, j), in the scaled form of `super::scaled` (v' = sigma v, s' = L'^-T v' = sigma^2
-//! s, t = o + |v'|^2, e' = 2^-t) and with g'_i = g_i / sigma^2 staged per point: ge = g' e' and
-//! gs = ge s' (= g e' s), in the order of `crate::gaussian::pair`.
-//! - Gaussian j accumulates A_j = [gs (3), gs_a v'_b for (a,b) = 00 10 11 20 21 22 (6), ge (1)];
-//!   at the end slots 3..9 are multiplied by 1/sigma and slot 9 by sigma^2 (f64 products rounded
-//!   once), giving [sum g e' s, sum g e' s_a v_b, sum g e'], which `gaussian_finish` turns into
-//!   dLoss/d(mu, L, w) with w c 2^o and c 2^o.
+//! Per pair (i, j), in the unit-triangular form of `super::unit` (f32: w = U^-1 r, y = w (sigma /
+//! a)^2, t = o + w . y, e' = 2^-t, s' = U^-T y = sigma^2 s; f64 keeps the scaled form of
+//! `super::scaled` with w = y = v', see `unit::BackConsts`) and with g'_i = g_i / sigma^2
+//! staged per point: ge = g' e' and gs = ge s' (= g e' s).
+//! - Gaussian j accumulates A_j = [gs (3), gs_a w_b for (a,b) = 00 10 11 20 21 22 (6), ge (1)];
+//!   at the end slot 3..9 of column b is multiplied by 1/a_b (unit form: v_b = w_b / a_b) or
+//!   1/sigma (scaled form) and slot 9 by sigma^2 (f64 products rounded once), giving [sum g e' s,
+//!   sum g e' s_a v_b, sum g e'], which `gaussian_finish` turns into dLoss/d(mu, L, w) with w c
+//!   2^o and c 2^o.
 //! - Point i accumulates P_i = sum_j (w c 2^o)_j gs_ij (3); dLoss/dx_i = -P_i.
 //!
-//! Two bodies per point, chosen per warp (`vote.all`, `kernel`): the unguarded one when, in every
-//! lane, the point's pairs have t < `KFloat::SAFE_T` and the lane's Gaussians are unflagged with
-//! scaled constants at most `KFloat::SAFE_CONST` (checked once per launch). Then v', s' and every
-//! product are finite, and a pair beyond the cutoff (e' = 0) adds exactly 0 through its zero
-//! weight. Otherwise the guarded body (`pairs`): a pair with e' = 0 has v' replaced by 0
-//! (`selp`), so s' = 0 and it adds exactly 0, as the CPU's skip does, and 0 * inf never reaches
-//! the sums; and (f32) a Gaussian flagged in `comp` (`common::COMP_STRIDE`; badly conditioned,
-//! see `crate::gaussian::layout::COMPENSATE_KAPPA`) replaces v' of its live pairs by sigma times
-//! `common::solve_compensated` inside a per-pair branch (e' keeps the plain t). (Predicating the
-//! pair's instructions instead made ptxas if-convert them into conditional moves: twice the
-//! registers.)
+//! Two bodies per point, chosen per warp (`vote.all`, `kernel`) before the point's pairs are
+//! formed ([`Check::Growth`]): the unguarded one when, in every lane, the lane's Gaussians are
+//! unflagged and |x|_inf <= x_lim, where x_lim comes once per launch from a bound S on how much
+//! the per-pair maths can grow |r|_inf (`unit::BackConsts::growth`): S (|x|_inf + max |mu|)
+//! <= `KFloat::GROWTH_LIMIT`. Then w, y, s' and every product are finite, and a pair beyond the
+//! cutoff (e' = 0) adds exactly 0 through its zero weight. Otherwise the guarded body (`pairs`):
+//! a pair with e' = 0 has w and y replaced by 0 (`selp`), so s' = 0 and it adds exactly 0, as the
+//! CPU's skip does, and 0 * inf never reaches the sums; and (f32) a Gaussian flagged in `comp`
+//! (`common::COMP_STRIDE`; badly conditioned, see `crate::gaussian::layout::COMPENSATE_KAPPA`)
+//! takes v of its live pairs from `common::solve_compensated` inside a per-pair branch, w = a v
+//! and y = v sigma^2 / a (e' keeps the plain t). ([`Check::PairT`], a variant for comparisons,
+//! forms all pairs first and votes on t < `KFloat::SAFE_T` for each.)
 //!
-//! Launch: blocks of exactly [`BLOCK`] threads (two warps); grid (n_pad / (BLOCK * Q), S) with Q =
-//! [`GAUSSIANS_PER_THREAD_F32`] or [`GAUSSIANS_PER_THREAD_F64`]. Block (x, c) owns Gaussians
-//! x * BLOCK * Q + q * BLOCK + tid (q < Q; thread-private, constants and the 10 Q sums in
-//! registers for the whole launch) and points [c * chunk_len, min((c + 1) * chunk_len, B)).
+//! Launch: blocks of exactly [`BLOCK`] threads (one warp: no block barrier, only warp syncs);
+//! grid (n_pad / (BLOCK * Q), S) with Q = [`GAUSSIANS_PER_THREAD_F32`] or
+//! [`GAUSSIANS_PER_THREAD_F64`]. Block (x, c) owns Gaussians x * BLOCK * Q + q * BLOCK + tid (q <
+//! Q; thread-private, constants and the 10 Q sums in registers for the whole launch) and points
+//! [c * chunk_len, min((c + 1) * chunk_len, B)).
 //!
-//! The block stages its points [`batch_points`] at a time in shared memory (`pts`: x, y, z, g'
-//! per point, one vector load), then every thread walks the batch in order (broadcast loads). Per
-//! point a thread sums its Q Gaussians' point terms and stores them in its own row of `psum` (one
-//! vector store; no shuffles, no per-point exchange between lanes). After a barrier thread k adds
-//! point k's terms of the block's 64 threads in thread order and stores them:
-//! `partial_points[(x * B + i) * 3 + k]`. At the end each thread stores its Gaussians' sums:
-//! `partial_gauss[(c * n_pad + j) * 10 + k]`. Every sum runs in a fixed order: results are
-//! bit-identical from run to run. No atomics.
+//! The warp stages its points [`batch_points`] at a time in shared memory (`pts`: x, y, z, g'
+//! per point, one vector store per lane), then every lane walks the batch in order (broadcast
+//! loads). Per point a lane sums its Q Gaussians' point terms and stores them in its own row of
+//! `psum` (one vector store; no shuffles). After a warp sync lane k adds point k's terms of the
+//! 32 lanes in lane order and stores them: `partial_points[(x * B + i) * 3 + k]`. At the end each
+//! lane stores its Gaussians' sums: `partial_gauss[(c * n_pad + j) * 10 + k]`. Every sum runs in a
+//! fixed order: results are bit-identical from run to run. No atomics.
 //!
 //! Files: `kernel` builds the kernel, `pairs` the per-pair sums of one point, `smem` the
 //! four-scalar shared-memory accesses; this module holds what they share.
 
 use super::common::*;
-use super::scaled::PairConsts;
+use super::unit::BackConsts;
 use crate::ptx::*;
 
 mod kernel;
@@ -50,12 +53,12 @@ mod smem;
 
 pub use kernel::build;
 
-/// Threads per block (required).
-pub const BLOCK: u32 = 64;
-/// Gaussians each thread owns (f32: 252 registers, 4 blocks per SM on sm_90; at 10000 x 100000 on
-/// the H100 the backward takes 1.78 ms against 1.91 at 4).
+/// Threads per block (required): one warp.
+pub const BLOCK: u32 = 32;
+/// Gaussians each thread owns (f32: 255 registers on sm_90, 8 one-warp blocks per SM; fewer
+/// registers spill).
 pub const GAUSSIANS_PER_THREAD_F32: u32 = 8;
-/// Gaussians each thread owns (f64: 226 registers; 4.72 ms against 5.86 at 2).
+/// Gaussians each thread owns (f64: 244 registers on sm_90).
 pub const GAUSSIANS_PER_THREAD_F64: u32 = 4;
 
 // The padded Gaussian count is a multiple of every block's Gaussians.
@@ -65,8 +68,8 @@ const _: () = assert!(GAUSSIAN_PAD.is_multiple_of(BLOCK * GAUSSIANS_PER_THREAD_F
 /// Threads' rows of `psum` added per step of the final per-point sums.
 pub(super) const ROWS_PER_STEP: u32 = 8;
 
-/// Points staged per batch: 32 (f32) or 16 (f64), so that the per-thread rows of point terms
-/// (`psum`, [`psum_row`]) take about 33 KB of shared memory in both types.
+/// Points staged per batch: 32 (f32) or 16 (f64), so that the per-lane rows of point terms
+/// (`psum`, [`psum_row`]) take about 17 KB of shared memory in both types.
 pub fn batch_points<T: KFloat>() -> u32 {
     if T::BYTES == 4 {
         32
@@ -81,20 +84,72 @@ pub fn psum_row<T: KFloat>() -> u32 {
     batch_points::<T>() * 4 + 16 / T::BYTES
 }
 
+/// How the kernel tells, per point, that the unguarded body is safe for every pair of the warp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Before forming the point's pairs: |x|_inf <= x_lim, from the growth bound of the lane's
+    /// Gaussians (`unit::BackConsts::growth`), three instructions per point; each pair is then
+    /// formed and summed in one go (few registers live).
+    Growth,
+    /// After forming every pair of the point (all held in registers until the vote): t <
+    /// `KFloat::SAFE_T` for each, one comparison per pair.
+    PairT,
+    /// As [`Check::Growth`] once per staged batch: the batch's largest |x|_inf against the
+    /// smallest x_lim of the warp (warp-wide max and min), then one body for all its points
+    /// (no vote or branch per point).
+    Batch,
+}
+
+/// Build options besides the type and Gaussians per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The unguarded-body test.
+    pub check: Check,
+}
+
+/// The options of the built-in kernels.
+pub const OPTIONS: Options = Options {
+    check: Check::Batch,
+};
+
 /// f32 module.
 pub fn build_f32(target: Target) -> Module {
-    build::<F32>(target, GAUSSIANS_PER_THREAD_F32)
+    build::<F32>(target, GAUSSIANS_PER_THREAD_F32, OPTIONS)
 }
 
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, GAUSSIANS_PER_THREAD_F64)
+    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, OPTIONS)
 }
 
-/// One owned Gaussian: index, scaled constants, sums, and (f32) its compensation flag.
+/// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
+/// `crate::gaussian::gpu::launch`): `pairt` ([`Check::PairT`]), `growth` ([`Check::Growth`])
+/// or `batch` ([`Check::Batch`]); same parameters, block and Gaussians per thread. None for
+/// other names or kernels.
+pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
+    use crate::kernels::KernelId;
+    let check = match name {
+        "pairt" => Check::PairT,
+        "growth" => Check::Growth,
+        "batch" => Check::Batch,
+        _ => return None,
+    };
+    let o = Options { check };
+    match id {
+        KernelId::GaussianBackwardF32 => {
+            Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, o))
+        }
+        KernelId::GaussianBackwardF64 => {
+            Some(build::<F64>(Target::Sm75, GAUSSIANS_PER_THREAD_F64, o))
+        }
+        _ => None,
+    }
+}
+
+/// One owned Gaussian: index, unit-form constants, sums, and (f32) its compensation flag.
 pub(super) struct Owned<T: KFloat> {
     pub(super) j: Reg<U32>,
-    pub(super) g: PairConsts<T>,
+    pub(super) g: BackConsts<T>,
     pub(super) acc: [Reg<T>; GRAD_STRIDE as usize],
     pub(super) comp_on: Option<Reg<Pred>>,
 }
@@ -102,8 +157,8 @@ pub(super) struct Owned<T: KFloat> {
 /// What the per-pair sums of one point read.
 pub(super) struct PointCtx<'a, T: KFloat> {
     pub(super) own: &'a [Owned<T>],
-    /// (v', e') per owned Gaussian.
-    pub(super) pairs: &'a [([Reg<T>; 3], Reg<T>)],
+    /// (w, y, e') per owned Gaussian when formed before the vote (`Check::PairT`).
+    pub(super) pairs: Option<&'a [Pair<T>]>,
     /// g / sigma^2 of the point.
     pub(super) g: Reg<T>,
     pub(super) x: [Reg<T>; 3],
@@ -112,4 +167,11 @@ pub(super) struct PointCtx<'a, T: KFloat> {
     pub(super) prep: Reg<U64>,
     /// The compensation records (f32).
     pub(super) comp: Option<Reg<U64>>,
+}
+
+/// One pair's values before the sums: w, y and e'.
+pub(super) struct Pair<T: KFloat> {
+    pub(super) w: [Reg<T>; 3],
+    pub(super) y: [Reg<T>; 3],
+    pub(super) e: Reg<T>,
 }
