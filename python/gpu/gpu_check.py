@@ -428,5 +428,8 @@ if __name__ == "__main__":
                      ("workspace pool", workspace_pool),
                      ("ndt lz4 gpu", ndt_lz4_gpu)]:
         run(name, fn)
+    for index, k in sorted(pt._NATIVE.items()):
+        print(f"cuda:{index} graphs {k.graphs}: (recordings, replays, replays with moved "
+              f"arguments, direct launches, last skip) {k.graph_stats()}")
     bad = [n for n, ok in RESULTS if not ok]
     print(f"gpu_check: {len(RESULTS) - len(bad)} passed, {len(bad)} failed {bad}")

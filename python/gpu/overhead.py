@@ -44,6 +44,7 @@ except ImportError:
 ns = time.perf_counter_ns
 N, B = 1000, 500
 ROUNDS, ITERS = 7, 300
+GRAPH_RUNS = "--no-graphs" not in sys.argv[1:]
 for _a in sys.argv[1:]:
     if _a.startswith("--rounds="):
         ROUNDS = int(_a.split("=", 1)[1])
@@ -55,6 +56,8 @@ FLOOR = "floor: empty Function, C++ apply (as ptxflow), fwd+bwd"
 OFF = "op fwd+bwd, launches off (all host work but the driver's)"
 FLOOR_MT = "floor: empty Function, C++ apply, multithreading off"
 OP_MT = "op fwd+bwd, multithreading off"
+EARLY = "op fwd+bwd, gradients allocated in the forward (EARLY_GRADS)"
+GRAPHS = "op fwd+bwd, each direction one CUDA graph replay (PTXFLOW_PY_GRAPHS)"
 
 
 def block(fn, iters):
@@ -194,7 +197,9 @@ class Probe(torch.autograd.Function):
         st.append(ns())  # 5 native forward
         ctx.save_for_backward(points)
         ctx.pf = (plan, work, wp, bwp, normalised, stream, pool)
-        st.append(ns())  # 6 save
+        ctx.grads = (points.new_empty(b, 3) if need[0] else None,
+                     points.new_empty(plan.n, 10) if need[1] else None) if pt.EARLY_GRADS else None
+        st.append(ns())  # 6 save (+ early gradients)
         return values
 
     @staticmethod
@@ -218,9 +223,14 @@ class Probe(torch.autograd.Function):
         need = ctx.needs_input_grad
         b, n = plan.b, plan.n
         st.append(ns())  # 10 grad_out check + needs_input_grad
-        grad_points = points.new_empty(b, 3) if need[0] else None
-        grad_gaussians = points.new_empty(n, 10) if need[1] else None
-        st.append(ns())  # 11 two gradients
+        grads = ctx.grads
+        if grads is not None:
+            ctx.grads = None
+            grad_points, grad_gaussians = grads
+        else:
+            grad_points = points.new_empty(b, 3) if need[0] else None
+            grad_gaussians = points.new_empty(n, 10) if need[1] else None
+        st.append(ns())  # 11 two gradients (or the forward's)
         now = pt._raw_stream(plan.index)
         if pool is not None and (now != stream or pt._capturing()):
             pool.drop(work)
@@ -238,12 +248,12 @@ STAGES = [
     "raw stream + needs_input_grad + workspace (pool take or new_empty)",
     "values new_empty",
     "native forward (PyO3 + prepare, forward, reduce launches)",
-    "save_for_backward + ctx.pf",
+    "save_for_backward + ctx.pf (+ gradients when allocated in the forward)",
     "forward returned -> apply returned (outputs wrapped, node)",
     "autograd.grad called -> backward entered (engine, device thread)",
     "ctx.pf + saved_tensors",
     "grad_out check + needs_input_grad",
-    "two gradients new_empty",
+    "two gradients new_empty (or the forward's)",
     "raw stream + pool check",
     "native backward (PyO3 + backward, reduce, finish launches)",
     "backward returned -> autograd.grad returned (engine, hand-back)",
@@ -273,17 +283,19 @@ def breakdown(p, g, go, apply, empty, iters):
 
 def stage_table(p, g, go):
     apply = c_apply(Probe)
-    rows = {False: [], True: []}
-    for _ in range(3):  # interleaved: op, empty, op, empty, ...
-        for empty in (False, True):
-            rows[empty] += breakdown(p, g, go, apply, empty, 600)
+    rows = {False: [], True: [], "early": []}
+    for _ in range(3):  # interleaved: op, empty, op with early gradients, op, ...
+        for mode in (False, True, "early"):
+            pt.EARLY_GRADS = mode == "early"
+            rows[mode] += breakdown(p, g, go, apply, mode is True, 500)
+    pt.EARLY_GRADS = False
     med = {e: [statistics.median(c) / 1000 for c in zip(*rows[e])] for e in rows}
     tot = {e: statistics.median([sum(r) for r in rows[e]]) / 1000 for e in rows}
     print(f"== stage breakdown, median us per stage over {len(rows[False])} calls each "
-          f"(op's fast path | the empty Function with the same stamps); median totals "
-          f"{tot[False]:.1f} | {tot[True]:.1f} us", flush=True)
+          f"(op's fast path | the empty Function with the same stamps | the op with EARLY_GRADS);"
+          f" median totals {tot[False]:.1f} | {tot[True]:.1f} | {tot['early']:.1f} us", flush=True)
     for k, name in enumerate(STAGES):
-        print(f"  {med[False][k]:8.2f} | {med[True][k]:8.2f} us  {name}")
+        print(f"  {med[False][k]:8.2f} | {med[True][k]:8.2f} | {med['early'][k]:8.2f} us  {name}")
     own = sum(med[False][k] for k in OWN)
     eng = [k for k in range(len(STAGES)) if k not in OWN]
     print(f"  ptxflow's own stages: {own:.1f} us (native calls {med[False][4] + med[False][12]:.1f}); "
@@ -351,6 +363,16 @@ def main():
             plan.pool_ok = on and pool_ok
         return set_
 
+    def early(on):
+        def set_():
+            pt.EARLY_GRADS = on
+        return set_
+
+    def graphs(on):
+        def set_():
+            k.graphs = on
+        return set_
+
     def native(kk):
         def set_():
             plan.native = kk
@@ -370,7 +392,10 @@ def main():
          lambda: grad(null_py(p, g), (p, g), go), None, None),
         ("op fwd+bwd, workspace pool off", step, pool(False), pool(True)),
         (OFF, step, native(k0), native(k)),
+        (EARLY, step, early(True), early(False)),
     ]
+    if GRAPH_RUNS:
+        variants.append((GRAPHS, step, graphs(True), graphs(False)))
     if old is not None:
         ostep = lambda: grad(old.gaussian_field(p, g), (p, g), go)  # noqa: E731
         ostep()
@@ -398,6 +423,8 @@ def main():
     fargs = (False, s, N, B, False, 1e-6, gd.data_ptr(), pd.data_ptr(), wp, vals.data_ptr())
     bargs = (False, s, N, B, False, wp, pd.data_ptr(), go.data_ptr(), wp + plan.bwd_off,
              gp_.data_ptr(), gg_.data_ptr())
+    kg = _native.CudaGaussian(0)
+    kg.graphs = True
     three = lambda: (x.add_(1), x.add_(1), x.add_(1))  # noqa: E731
     s3 = torch.cuda.Stream()
     s3.wait_stream(torch.cuda.current_stream())
@@ -411,6 +438,10 @@ def main():
     for name, fn in [
         ("native forward (PyO3 + 3 launches)", lambda: k.forward(*fargs)),
         ("native backward (PyO3 + 3 launches)", lambda: k.backward(*bargs)),
+    ] + ([
+        ("native forward, one graph replay", lambda: kg.forward(*fargs)),
+        ("native backward, one graph replay", lambda: kg.backward(*bargs)),
+    ] if GRAPH_RUNS else []) + [
         ("native forward, launches off", lambda: k0.forward(*fargs)),
         ("native backward, launches off", lambda: k0.backward(*bargs)),
         ("x.add_(1) (one PyTorch launch)", lambda: x.add_(1)),
@@ -422,6 +453,9 @@ def main():
         print(f"  {name:52s} {single(fn, False):8.2f} | {single(fn, True):8.2f}", flush=True)
 
     own = stage_table(p, g, go)
+    print("graph stats (recordings, replays, replays with moved arguments, direct launches, last "
+          "skip): op's device", k.graph_stats(), "; single-call device", kg.graph_stats(),
+          flush=True)
 
     replay = graph_replay(step)
 
@@ -439,6 +473,10 @@ def main():
     print(f"multithreading off (backward on the calling thread): floor {floor_mt:.1f}, op "
           f"{wall_mt:.1f} us/call, ptxflow's share {wall_mt - floor_mt:.1f}, wall - device time "
           f"{wall_mt - dev:.1f}", flush=True)
+    if GRAPH_RUNS:
+        print(f"with CUDA graph replays (PTXFLOW_PY_GRAPHS=1): {med[GRAPHS]:.1f} us/call, share "
+              f"{med[GRAPHS] - floor:.1f}, wall - device time {med[GRAPHS] - dev:.1f}", flush=True)
+    print(f"with EARLY_GRADS {med[EARLY]:.1f} us/call, share {med[EARLY] - floor:.1f}", flush=True)
     if old is not None:
         o = med["session 5's op fwd+bwd (ptxflow.torch_s5)"]
         print(f"session 5's op {o:.1f} us/call: share {o - floor:.1f} -> {wall - floor:.1f} now",

@@ -174,3 +174,22 @@ def test_fast_path_hands_odd_inputs_to_the_checked_path(fake):
     f = pt.gaussian_field(p.detach(), g)
     (dg,) = torch.autograd.grad(f, g, go)
     assert torch.equal(dg, want(p, g, go)[2])
+
+
+def test_early_gradients(fake, monkeypatch):
+    """EARLY_GRADS: the forward allocates the gradients; a retained graph's second backward
+    makes new ones (the first ones belong to the caller by then)."""
+    monkeypatch.setattr(pt, "EARLY_GRADS", True)
+    p, g, go = problem(30, 12, torch.float32, 6)
+    ref = want(p, g, go)
+    f = pt.gaussian_field(p, g)
+    first = torch.autograd.grad(f, (p, g), go, retain_graph=True)
+    keep = [t.clone() for t in first]
+    second = torch.autograd.grad(f, (p, g), go * 2)
+    assert same((f,) + first, ref) and all(torch.equal(a, b) for a, b in zip(first, keep))
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first, second))
+    assert torch.equal(second[1], 2 * ref[2])
+    # one gradient wanted: only that one is made
+    f = pt.gaussian_field(p.detach(), g)
+    (dg,) = torch.autograd.grad(f, g, go)
+    assert torch.equal(dg, ref[2])

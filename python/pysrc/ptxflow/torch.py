@@ -62,6 +62,10 @@ _POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "1") != "0"
 
 _getrefcount = sys.getrefcount
 
+#: Allocate the gradients in the forward (the caller's thread) instead of the backward (the
+#: autograd engine's device thread). ``PTXFLOW_TORCH_EARLY_GRADS=1`` at import (experimental).
+EARLY_GRADS = os.environ.get("PTXFLOW_TORCH_EARLY_GRADS", "0") == "1"
+
 
 class _WorkPool:
     """Workspaces of one problem shape on one stream, reused once nothing refers to them.
@@ -217,6 +221,10 @@ def _forward_cuda(ctx, plan, index, points, normalised, diag_eps, pp, gp):
                         values.data_ptr())
     ctx.save_for_backward(points)
     ctx.pf = (plan, work, wp, bwp, normalised, stream, pool)
+    # The gradients' memory, made here (the calling thread) rather than in the backward (the
+    # autograd engine's device thread) when EARLY_GRADS; a second backward makes its own.
+    ctx.grads = (points.new_empty(b, 3) if need[0] else None,
+                 points.new_empty(plan.n, 10) if need[1] else None) if EARLY_GRADS and b else None
     return values
 
 
@@ -229,11 +237,17 @@ def _backward_cuda(ctx, grad_out):
         go = grad_out.data_ptr()
     need = ctx.needs_input_grad
     b, n = plan.b, plan.n
-    # Only the gradients autograd wants: without the points' the reduction is not launched.
-    grad_points = points.new_empty(b, 3) if need[0] else None
     if b == 0:
-        return grad_points, points.new_zeros(n, 10) if need[1] else None, None, None
-    grad_gaussians = points.new_empty(n, 10) if need[1] else None
+        return (points.new_empty(0, 3) if need[0] else None,
+                points.new_zeros(n, 10) if need[1] else None, None, None)
+    # Only the gradients autograd wants: without the points' the reduction is not launched.
+    grads = ctx.grads
+    if grads is not None:
+        ctx.grads = None  # handed out once: a retained graph's next backward makes new ones
+        grad_points, grad_gaussians = grads
+    else:
+        grad_points = points.new_empty(b, 3) if need[0] else None
+        grad_gaussians = points.new_empty(n, 10) if need[1] else None
     if bwp is None:
         bwork = points.new_empty(plan.bwd_len)
         bwp = bwork.data_ptr()
