@@ -196,7 +196,7 @@ class Probe(torch.autograd.Function):
                             values.data_ptr())
         st.append(ns())  # 5 native forward
         ctx.save_for_backward(points)
-        ctx.pf = (plan, work, wp, bwp, normalised, stream, pool)
+        ctx.pf = (plan, work, wp, bwp, normalised, stream, pool, pp)
         ctx.grads = (points.new_empty(b, 3) if need[0] else None,
                      points.new_empty(plan.n, 10) if need[1] else None) if pt.EARLY_GRADS else None
         st.append(ns())  # 6 save (+ early gradients)
@@ -214,11 +214,11 @@ class Probe(torch.autograd.Function):
             return r
         if pt._grad_enabled():
             raise RuntimeError("probe: fast path only")
-        plan, work, wp, bwp, normalised, stream, pool = ctx.pf
+        plan, work, wp, bwp, normalised, stream, pool, pp = ctx.pf
         points, = ctx.saved_tensors
         st.append(ns())  # 9 ctx.pf + saved_tensors
         go = grad_out.data_ptr()
-        if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
+        if not (grad_out.dtype is plan.dtype and grad_out.is_contiguous() and not go & 15):
             raise RuntimeError("probe: fast path only")
         need = ctx.needs_input_grad
         b, n = plan.b, plan.n
@@ -235,7 +235,7 @@ class Probe(torch.autograd.Function):
         if pool is not None and (now != stream or pt._capturing()):
             pool.drop(work)
         st.append(ns())  # 12 stream + pool check
-        plan.native.backward(plan.double, now, n, b, normalised, wp, points.data_ptr(), go, bwp,
+        plan.native.backward(plan.double, now, n, b, normalised, wp, pp, go, bwp,
                              None if grad_points is None else grad_points.data_ptr(),
                              None if grad_gaussians is None else grad_gaussians.data_ptr())
         st.append(ns())  # 13 native backward

@@ -113,14 +113,15 @@ class _WorkPool:
 class _Plan:
     """One (device, dtype, shapes): the device's kernels, workspace lengths and pools."""
 
-    __slots__ = ("native", "index", "n", "b", "double", "fwd_len", "bwd_len", "bwd_off", "fold",
-                 "pools", "pool_ok")
+    __slots__ = ("native", "index", "n", "b", "dtype", "double", "fwd_len", "bwd_len", "bwd_off",
+                 "fold", "pools", "pool_ok")
 
-    def __init__(self, index, double, n, b):
+    def __init__(self, index, dtype, n, b):
         global _pool_budget
         self.native = _native_device(index)
         self.index = index
-        self.n, self.b, self.double = n, b, double
+        double = dtype is _F64
+        self.n, self.b, self.dtype, self.double = n, b, dtype, double
         self.fwd_len, self.bwd_len = self.native.plan(double, n, b)
         size = 8 if double else 4
         self.fold = b > 0 and self.bwd_len * size <= FOLD_BYTES
@@ -149,7 +150,7 @@ def _plan(index, dtype, ps, gs):
         global _pool_budget
         _PLANS.clear()
         _pool_budget = POOL_BUDGET  # the old pools go with the calls that still hold them
-    p = _PLANS[(index, dtype, ps, gs)] = _Plan(index, dtype is _F64, gs[0], ps[0])
+    p = _PLANS[(index, dtype, ps, gs)] = _Plan(index, dtype, gs[0], ps[0])
     return p
 
 
@@ -220,7 +221,7 @@ def _forward_cuda(ctx, plan, index, points, normalised, diag_eps, pp, gp):
     plan.native.forward(plan.double, stream, plan.n, b, normalised, diag_eps, gp, pp, wp,
                         values.data_ptr())
     ctx.save_for_backward(points)
-    ctx.pf = (plan, work, wp, bwp, normalised, stream, pool)
+    ctx.pf = (plan, work, wp, bwp, normalised, stream, pool, pp)
     # The gradients' memory, made here (the calling thread) rather than in the backward (the
     # autograd engine's device thread) when EARLY_GRADS; a second backward makes its own.
     ctx.grads = (points.new_empty(b, 3) if need[0] else None,
@@ -229,11 +230,11 @@ def _forward_cuda(ctx, plan, index, points, normalised, diag_eps, pp, gp):
 
 
 def _backward_cuda(ctx, grad_out):
-    plan, work, wp, bwp, normalised, stream, pool = ctx.pf
-    points, = ctx.saved_tensors
+    plan, work, wp, bwp, normalised, stream, pool, pp = ctx.pf
+    points, = ctx.saved_tensors  # (autograd's check that nothing changed it in place)
     go = grad_out.data_ptr()
-    if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
-        grad_out = _aligned(grad_out.to(points.dtype))
+    if not (grad_out.dtype is plan.dtype and grad_out.is_contiguous() and not go & 15):
+        grad_out = _aligned(grad_out.to(plan.dtype))
         go = grad_out.data_ptr()
     need = ctx.needs_input_grad
     b, n = plan.b, plan.n
@@ -254,7 +255,7 @@ def _backward_cuda(ctx, grad_out):
     now = _raw_stream(plan.index)
     if pool is not None and (now != stream or _capturing()):
         pool.drop(work)  # used on another stream or by a graph: never reused
-    plan.native.backward(plan.double, now, n, b, normalised, wp, points.data_ptr(), go, bwp,
+    plan.native.backward(plan.double, now, n, b, normalised, wp, pp, go, bwp,
                          None if grad_points is None else grad_points.data_ptr(),
                          None if grad_gaussians is None else grad_gaussians.data_ptr())
     return grad_points, grad_gaussians, None, None
