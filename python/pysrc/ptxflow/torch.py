@@ -13,12 +13,14 @@ Unlike the numpy API, the CUDA path does not inspect values (that would synchron
 inputs or a non-positive diagonal give NaN or inf, as in other PyTorch ops.
 
 The host's cost of a call is kept to what a launch needs: a few attribute reads check the usual
-case (contiguous, 16-byte aligned tensors of one CUDA device and float type; anything else takes
-the checked path, which copies or raises), one dict lookup finds the device's kernels and the
-workspace sizes, one native call per direction takes raw addresses and the raw current stream,
-and the outputs and workspaces are ``new_empty`` tensors (small problems take the backward's
-workspace in the forward's allocation). The backward launches no reduction for a gradient
-autograd does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down.
+case (contiguous, 16-byte aligned tensors of one CUDA device and dtype; anything else takes the
+checked path, which copies or raises), one dict lookup keyed by the tensors' shapes both validates
+them (a key is only stored once its shapes and dtype passed the checks) and finds the device's
+kernels and workspace sizes, one native call per direction takes raw addresses and the raw current
+stream, and the outputs are ``new_empty`` tensors. The workspace (the forward's, with the
+backward's folded in for small problems) is reused per stream once the call that used it is gone
+(``_WorkPool``). The backward launches no reduction for a gradient autograd does not want (points
+that need none). ``python/gpu/overhead.py`` breaks a call down against PyTorch's own floor.
 """
 
 import math
