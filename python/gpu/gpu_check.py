@@ -308,9 +308,21 @@ def fast_path_edges():
 
 
 def workspace_pool():
-    """The reused workspaces (``ptxflow.torch._WorkPool``): calls back to back with other inputs,
-    two graphs alive at once, a retained graph differentiated again after other calls, a call on
-    a side stream, and calls after a CUDA graph capture all give the reference's results."""
+    """The reused workspaces (``ptxflow.torch._WorkPool``, opt-in: turned on here whatever
+    PTXFLOW_TORCH_POOL says): calls back to back with other inputs, two graphs alive at once, a
+    retained graph differentiated again after other calls, a call on a side stream, and calls
+    after a CUDA graph capture all give the reference's results."""
+    was = pt._POOL_ON
+    pt._POOL_ON = True
+    pt._PLANS.clear()
+    try:
+        _workspace_pool()
+    finally:
+        pt._POOL_ON = was
+        pt._PLANS.clear()
+
+
+def _workspace_pool():
     n, b = 400, 300
     go = torch.randn(b, device="cuda", generator=torch.Generator("cuda").manual_seed(41))
 

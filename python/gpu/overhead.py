@@ -1,7 +1,7 @@
 """Host cost of one forward+backward through ptxflow.torch at N x B = 1000 x 500 (f32, CUDA), next
 to PyTorch's own floor on the same host (diagnostic; run on the GPU machine).
 
-python overhead.py [--rounds=R] [--iters=I]
+python overhead.py [--rounds=R] [--iters=I] [--no-graphs]
 
 Every figure is wall time per call of I calls back to back (the device kept up: each block ends
 with a synchronize), measured in R rounds with the variants interleaved (round 1: A B C ..., round
@@ -14,8 +14,9 @@ CUPTI session can leave the driver slower):
   ``Function.apply``; the same with ``torch.autograd`` multithreading off (the backward then runs
   on the calling thread instead of the engine's CUDA device thread); on CPU tensors; single
   PyTorch calls (``torch.empty``, ``x.add_(1)``) and a plain op chain;
-- the op (as shipped: pooled workspace), the op without the workspace pool, the op with its
-  launches off (every host step but the driver's), session 5's op where the bundle ships it
+- the op as shipped, with each opt-in (workspace pool, gradients allocated in the forward, CUDA
+  graph replays; ``--no-graphs`` leaves the last out) and with all three, with its launches off
+  (every host step but the driver's), session 5's op where the bundle ships it
   (``ptxflow.torch_s5``), and the op with multithreading off;
 - host time of single calls with the device idle (synchronized before each) and busy (behind a
   long kernel): ptxflow's native forward and backward (3 launches each), the same with launches
@@ -51,13 +52,15 @@ for _a in sys.argv[1:]:
     elif _a.startswith("--iters="):
         ITERS = int(_a.split("=", 1)[1])
 grad = torch.autograd.grad
-OP = "op fwd+bwd (as shipped: pooled workspace)"
+OP = "op fwd+bwd (as shipped)"
 FLOOR = "floor: empty Function, C++ apply (as ptxflow), fwd+bwd"
 OFF = "op fwd+bwd, launches off (all host work but the driver's)"
 FLOOR_MT = "floor: empty Function, C++ apply, multithreading off"
 OP_MT = "op fwd+bwd, multithreading off"
 EARLY = "op fwd+bwd, gradients allocated in the forward (EARLY_GRADS)"
 GRAPHS = "op fwd+bwd, each direction one CUDA graph replay (PTXFLOW_PY_GRAPHS)"
+POOL = "op fwd+bwd, workspace reused per stream (PTXFLOW_TORCH_POOL)"
+ALL = "op fwd+bwd, all three opt-ins (POOL, EARLY_GRADS, GRAPHS)"
 
 
 def block(fn, iters):
@@ -356,11 +359,17 @@ def main():
     k0 = _native.CudaGaussian(0)
     del os.environ["PTXFLOW_PY_NO_LAUNCH"]
     assert k0.no_launch and not k.no_launch
-    pool_ok = plan.pool_ok
-
     def pool(on):
         def set_():
-            plan.pool_ok = on and pool_ok
+            plan.pool_ok = on and plan.fold
+        return set_
+
+    def all_opt_ins(on):
+        def set_():
+            pool(on)()
+            early(on)()
+            if GRAPH_RUNS:
+                graphs(on)()
         return set_
 
     def early(on):
@@ -390,12 +399,13 @@ def main():
         (OP, step, None, None),
         ("floor: empty Function, Function.apply, fwd+bwd",
          lambda: grad(null_py(p, g), (p, g), go), None, None),
-        ("op fwd+bwd, workspace pool off", step, pool(False), pool(True)),
+        (POOL, step, pool(True), pool(False)),
         (OFF, step, native(k0), native(k)),
         (EARLY, step, early(True), early(False)),
     ]
     if GRAPH_RUNS:
         variants.append((GRAPHS, step, graphs(True), graphs(False)))
+    variants.append((ALL, step, all_opt_ins(True), all_opt_ins(False)))
     if old is not None:
         ostep = lambda: grad(old.gaussian_field(p, g), (p, g), go)  # noqa: E731
         ostep()
@@ -476,7 +486,9 @@ def main():
     if GRAPH_RUNS:
         print(f"with CUDA graph replays (PTXFLOW_PY_GRAPHS=1): {med[GRAPHS]:.1f} us/call, share "
               f"{med[GRAPHS] - floor:.1f}, wall - device time {med[GRAPHS] - dev:.1f}", flush=True)
-    print(f"with EARLY_GRADS {med[EARLY]:.1f} us/call, share {med[EARLY] - floor:.1f}", flush=True)
+    for name in (POOL, EARLY, ALL):
+        print(f"{name}: {med[name]:.1f} us/call, share {med[name] - floor:.1f}, wall - device "
+              f"time {med[name] - dev:.1f}", flush=True)
     if old is not None:
         o = med["session 5's op fwd+bwd (ptxflow.torch_s5)"]
         print(f"session 5's op {o:.1f} us/call: share {o - floor:.1f} -> {wall - floor:.1f} now",

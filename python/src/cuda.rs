@@ -15,15 +15,21 @@
 //! `PTXFLOW_PY_NO_LAUNCH=1` in the environment when a `CudaGaussian` is made turns its launches
 //! off (every check still runs, nothing is written): a diagnostic for `python/gpu/overhead.py`,
 //! which times the host cost of a call with and without the driver's launches.
+//!
+//! Opt-in, not yet measured on a GPU: `PTXFLOW_PY_GRAPHS=1` when a `CudaGaussian` is made (or its
+//! `graphs` property) replays each direction's kernels as one recorded CUDA graph
+//! ([`crate::graphs`]) instead of launching them one by one.
 
 use crate::device::gpu;
 use crate::graphs::{Graphs, Key};
 use crate::IntoPy;
+use cudarc::driver::CudaContext;
 use ptxflow::gaussian::gpu_raw::CUstream;
 use ptxflow::gaussian::layout::STRIDE;
 use ptxflow::gaussian::{GpuReal, RawGaussianKernels, RawPlan, RawSlice};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Scalars of padding granularity: 16 bytes of f32 (and 32 of f64).
 const GRAIN: usize = 4;
@@ -61,20 +67,29 @@ pub struct CudaGaussian {
     f64: RawGaussianKernels<f64>,
     /// `PTXFLOW_PY_NO_LAUNCH` was set when this was made: check everything, launch nothing.
     no_launch: bool,
-    /// Each direction's launches replayed as a recorded CUDA graph (the `graphs` property).
+    /// Each direction's launches replayed as a recorded CUDA graph (the `graphs` property;
+    /// opt-in, not yet measured on a GPU).
     use_graphs: AtomicBool,
-    graphs: Graphs,
+    /// Made on first use with `use_graphs` on (the default path makes no driver call for it).
+    graphs: OnceLock<Option<Graphs>>,
+    ctx: Arc<CudaContext>,
 }
 
 impl CudaGaussian {
     fn how(&self, double: bool) -> How<'_> {
         if self.no_launch {
-            How::Off
-        } else if self.use_graphs.load(Ordering::Relaxed) {
-            How::Graph(&self.graphs, double)
-        } else {
-            How::Direct
+            return How::Off;
         }
+        if self.use_graphs.load(Ordering::Relaxed) {
+            // A device whose capture stream cannot be made launches directly.
+            let g = self
+                .graphs
+                .get_or_init(|| Graphs::new(self.ctx.clone()).ok());
+            if let Some(g) = g {
+                return How::Graph(g, double);
+            }
+        }
+        How::Direct
     }
 }
 
@@ -220,7 +235,8 @@ impl CudaGaussian {
                 f64: RawGaussianKernels::new(g.clone())?,
                 no_launch,
                 use_graphs: AtomicBool::new(graphs),
-                graphs: Graphs::new(g.ctx().clone())?,
+                graphs: OnceLock::new(),
+                ctx: g.ctx().clone(),
             })
         })
         .py_err()
@@ -241,8 +257,20 @@ impl CudaGaussian {
     /// `(recordings, replays, replays that moved arguments, direct launches, why the last key
     /// or call was not replayed)` (diagnostics).
     fn graph_stats(&self) -> (u64, u64, u64, u64, String) {
-        let s = self.graphs.stats();
-        (s.recorded, s.replays, s.updates, s.direct, s.last_skip)
+        match self.graphs.get() {
+            Some(Some(g)) => {
+                let s = g.stats();
+                (s.recorded, s.replays, s.updates, s.direct, s.last_skip)
+            }
+            Some(None) => (
+                0,
+                0,
+                0,
+                0,
+                "the graph capture stream could not be made".into(),
+            ),
+            None => (0, 0, 0, 0, String::new()),
+        }
     }
 
     /// `(forward workspace, backward workspace)` lengths in scalars for n Gaussians, b points.

@@ -14,60 +14,45 @@
 //! captured (a PyTorch CUDA graph), a recording that fails or has an argument layout this does not
 //! handle, slices that coincided at recording but no longer do, a full cache.
 
+use crate::graph_node::{read_node, Node};
 use cudarc::driver::sys::{
-    self, CUcontext, CUgraph, CUgraphExec, CUgraphNode, CUgraphNodeType, CUresult, CUstream,
-    CUstreamCaptureMode, CUstreamCaptureStatus, CUDA_KERNEL_NODE_PARAMS,
+    self, CUcontext, CUgraph, CUgraphExec, CUgraphNode, CUresult, CUstream, CUstreamCaptureMode,
+    CUstreamCaptureStatus,
 };
 use cudarc::driver::{CudaContext, CudaStream};
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 /// Recordings kept per device; calls with further keys launch directly.
 const MAX_RECORDINGS: usize = 256;
 
-/// What a recording depends on besides buffer addresses.
+/// What a recording depends on besides buffer addresses: the caller's raw stream (a replay is
+/// ordered after earlier replays of the same graph, so streams do not share one), direction,
+/// float type and options (`tag`, packed by the caller), sizes, `diag_eps` bits (forward) or 0.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Key {
-    /// The caller's raw stream (a replay is ordered after earlier replays of the same graph, so
-    /// streams do not share one).
     pub stream: usize,
-    /// Direction, float type and options, packed by the caller.
     pub tag: u32,
     pub n: usize,
     pub b: usize,
-    /// `diag_eps` bits (forward) or 0.
     pub eps: u64,
 }
 
-/// Why a call did not replay (it launches directly instead).
+/// Why a call did not replay (it launches directly instead): a driver call failed or the argument
+/// layout is not one this handles (the key is not tried again), or this call only (slices that
+/// coincided at recording differ now).
 #[derive(Debug)]
-enum Skip {
-    /// A driver call failed (recording or update); the key is not tried again.
+pub(crate) enum Skip {
     Driver(&'static str, CUresult),
-    /// The argument layout is not one this handles; the key is not tried again.
     Layout,
-    /// This call only (slices that coincided at recording differ now).
     ThisCall,
 }
 
-fn check(call: &'static str, r: CUresult) -> Result<(), Skip> {
+pub(crate) fn check(call: &'static str, r: CUresult) -> Result<(), Skip> {
     match r {
         CUresult::CUDA_SUCCESS => Ok(()),
         e => Err(Skip::Driver(call, e)),
     }
-}
-
-/// One kernel node of a recording: its parameters with owned argument storage.
-struct Node {
-    node: CUgraphNode,
-    params: CUDA_KERNEL_NODE_PARAMS,
-    /// One 8-byte cell per kernel argument (every argument of these kernels is at most 8 bytes).
-    cells: Box<[u64]>,
-    /// `kernelParams`: pointers to the cells.
-    ptrs: Box<[*mut c_void]>,
-    /// (argument, slice) pairs: the argument is the address of that slice.
-    relocs: Vec<(usize, usize)>,
 }
 
 /// A recorded direction: the template graph, its executable and its kernel nodes.
@@ -137,8 +122,7 @@ pub struct Graphs {
     capture: Arc<CudaStream>,
     /// `None`: this key is launched directly (its recording failed).
     cache: Mutex<HashMap<Key, Option<Recorded>>>,
-    /// What calls did, for diagnostics: replays, argument updates, direct launches, and why the
-    /// last key was given up.
+    /// What calls did (diagnostics).
     stats: Mutex<Stats>,
 }
 
@@ -349,68 +333,4 @@ impl Drop for Bound {
             let _ = unsafe { sys::cuCtxSetCurrent(c) };
         }
     }
-}
-
-/// A kernel node's parameters with its arguments copied into owned cells, and which of them are
-/// slice addresses.
-fn read_node(node: CUgraphNode, bases: &[u64]) -> Result<Node, Skip> {
-    let mut ty = CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-    // SAFETY: `node` is a node of a live graph; `ty` is a valid out pointer.
-    check("cuGraphNodeGetType", unsafe {
-        sys::cuGraphNodeGetType(node, &mut ty)
-    })?;
-    if ty != CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
-        return Err(Skip::Layout);
-    }
-    // SAFETY: an all-zero parameter block is a valid value of this plain C struct.
-    let mut params: CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-    // SAFETY: `node` is a kernel node; `params` is a valid out pointer.
-    check("cuGraphKernelNodeGetParams", unsafe {
-        sys::cuGraphKernelNodeGetParams_v2(node, &mut params)
-    })?;
-    if params.kernelParams.is_null() || !params.extra.is_null() || params.func.is_null() {
-        return Err(Skip::Layout);
-    }
-    let mut cells = Vec::new();
-    let mut relocs = Vec::new();
-    for arg in 0.. {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: `params.func` is the node's function; out pointers are valid. An index past
-        // the last parameter is an error, which ends the loop.
-        let r = unsafe { sys::cuFuncGetParamInfo(params.func, arg, &mut offset, &mut size) };
-        if r != CUresult::CUDA_SUCCESS {
-            break;
-        }
-        if size == 0 || size > 8 {
-            return Err(Skip::Layout);
-        }
-        let mut cell = 0u64;
-        // SAFETY: the driver's `kernelParams` holds one pointer per parameter, each to `size`
-        // bytes of that argument; the cell has room for 8.
-        unsafe {
-            let src = *params.kernelParams.add(arg) as *const u8;
-            std::ptr::copy_nonoverlapping(src, (&mut cell as *mut u64).cast::<u8>(), size);
-        }
-        if size == 8 && cell != 0 {
-            if let Some(slice) = bases.iter().position(|&b| b == cell) {
-                relocs.push((arg, slice));
-            }
-        }
-        cells.push(cell);
-    }
-    if cells.is_empty() {
-        return Err(Skip::Layout);
-    }
-    let mut cells = cells.into_boxed_slice();
-    let ptrs: Box<[*mut c_void]> = cells
-        .iter_mut()
-        .map(|c| (c as *mut u64).cast::<c_void>())
-        .collect();
-    Ok(Node {
-        node,
-        params,
-        cells,
-        ptrs,
-        relocs,
-    })
 }

@@ -56,6 +56,8 @@ def fake(monkeypatch):
     native = FakeNative()
     stream = [7]
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(pt, "_POOL_ON", True)
     monkeypatch.setattr(pt, "_NATIVE", {0: native})
     monkeypatch.setattr(pt, "_PLANS", {})
     monkeypatch.setattr(pt, "_raw_stream", lambda index: stream[0])
@@ -89,6 +91,7 @@ def same(got, ref):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fast_path_results(fake, dtype):
+    """The fast path as shipped and with the workspace pool (PTXFLOW_TORCH_POOL=1)."""
     p, g, go = problem(40, 30, dtype, 1)
     f = pt.gaussian_field(p, g, True, 1e-3)
     got = (f,) + torch.autograd.grad(f, (p, g), go)
@@ -96,6 +99,10 @@ def test_fast_path_results(fake, dtype):
     assert [c[0] for c in fake.calls] == ["forward", "backward"]
     (plan,) = pt._PLANS.values()
     assert plan.fold and plan.pool_ok and len(plan.pools[7].free) == 1
+    plan.pool_ok = False  # as shipped: no pool
+    f = pt.gaussian_field(p, g, True, 1e-3)
+    got = (f,) + torch.autograd.grad(f, (p, g), go)
+    assert same(got, want(p, g, go, True, 1e-3)) and len(plan.pools[7].free) == 1
 
 
 def test_pool_reuse_never_hands_out_a_busy_workspace(fake):
@@ -193,3 +200,16 @@ def test_early_gradients(fake, monkeypatch):
     f = pt.gaussian_field(p.detach(), g)
     (dg,) = torch.autograd.grad(f, g, go)
     assert torch.equal(dg, ref[2])
+
+
+def test_only_cuda_tensors_take_the_fast_path(monkeypatch):
+    """A tensor of another device type can report an index (``get_device()`` of an XPU or MPS
+    tensor is 0): only ``is_cuda`` tensors may reach the CUDA kernels."""
+    native = FakeNative()
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
+    monkeypatch.setattr(pt, "_NATIVE", {0: native})
+    monkeypatch.setattr(pt, "_PLANS", {})
+    p, g, go = problem(20, 12, torch.float64, 7)
+    f = pt.gaussian_field(p, g)
+    assert same((f,) + torch.autograd.grad(f, (p, g), go), want(p, g, go))
+    assert not native.calls and not pt._PLANS

@@ -17,10 +17,16 @@ case (contiguous, 16-byte aligned tensors of one CUDA device and dtype; anything
 checked path, which copies or raises), one dict lookup keyed by the tensors' shapes both validates
 them (a key is only stored once its shapes and dtype passed the checks) and finds the device's
 kernels and workspace sizes, one native call per direction takes raw addresses and the raw current
-stream, and the outputs are ``new_empty`` tensors. The workspace (the forward's, with the
-backward's folded in for small problems) is reused per stream once the call that used it is gone
-(``_WorkPool``). The backward launches no reduction for a gradient autograd does not want (points
-that need none). ``python/gpu/overhead.py`` breaks a call down against PyTorch's own floor.
+stream, and the outputs and the workspace (the forward's, with the backward's folded in for small
+problems) are ``new_empty`` tensors. The backward launches no reduction for a gradient autograd
+does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down against
+PyTorch's own floor.
+
+Opt-in host-cost experiments, not yet measured on a GPU (each off unless its variable is ``1`` in
+the environment): ``PTXFLOW_TORCH_POOL`` (reuse the workspace per stream, ``_WorkPool``),
+``PTXFLOW_TORCH_EARLY_GRADS`` (allocate the gradients in the forward, on the caller's thread),
+``PTXFLOW_PY_GRAPHS`` (each direction's kernels replayed as one recorded CUDA graph; read when a
+device is first used, or set ``_native_device(i).graphs``).
 """
 
 import math
@@ -52,20 +58,21 @@ _MAX_PLANS = 4096
 #: host's cost of an allocation matters (small problems), bounded memory where it does not.
 FOLD_BYTES = 8 << 20
 
-#: Workspaces (the forward's with the folded backward's) are kept for reuse on the stream they
-#: were used on (``_WorkPool``, up to ``POOL_DEPTH`` per shape and stream): one allocation fewer
-#: per call. Plans take pools while their worst case fits in ``POOL_BUDGET`` bytes (per
-#: process, never given back); ``PTXFLOW_TORCH_POOL=0`` in the environment at import turns the
-#: reuse off.
+#: Opt-in (``PTXFLOW_TORCH_POOL=1`` in the environment at import; not yet measured on a GPU):
+#: workspaces (the forward's with the folded backward's) kept for reuse on the stream they were
+#: used on (``_WorkPool``, up to ``POOL_DEPTH`` per shape and stream), one allocation fewer per
+#: call. Plans take pools while their worst case fits in ``POOL_BUDGET`` bytes (per process,
+#: never given back).
 POOL_DEPTH = 4
 POOL_BUDGET = 256 << 20
 _pool_budget = POOL_BUDGET
-_POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "1") != "0"
+_POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "0") == "1"
 
 _getrefcount = sys.getrefcount
 
-#: Allocate the gradients in the forward (the caller's thread) instead of the backward (the
-#: autograd engine's device thread). ``PTXFLOW_TORCH_EARLY_GRADS=1`` at import (experimental).
+#: Opt-in (``PTXFLOW_TORCH_EARLY_GRADS=1`` at import; not yet measured on a GPU): allocate the
+#: gradients in the forward (the caller's thread) instead of the backward (the autograd engine's
+#: device thread).
 EARLY_GRADS = os.environ.get("PTXFLOW_TORCH_EARLY_GRADS", "0") == "1"
 
 
@@ -282,13 +289,14 @@ class GaussianField(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, points, gaussians, normalised=False, diag_eps=1e-6):
-        # The usual case, checked with a few attribute reads: contiguous, 16-byte aligned tensors
-        # of one CUDA device and dtype, a float eps; the shapes and the dtype by the plan lookup
-        # (a key exists only for shapes and a dtype that passed the checks once).
+        # The usual case, checked with a few attribute reads: contiguous, 16-byte aligned CUDA
+        # tensors of one device and dtype, a float eps; the shapes and the dtype by the plan
+        # lookup (a key exists only for shapes and a dtype that passed the checks once).
         if (isinstance(points, _Tensor) and isinstance(gaussians, _Tensor)
+                and points.is_cuda and gaussians.is_cuda
                 and type(diag_eps) is float and 0.0 <= diag_eps < _INF):
             index, dtype = points.get_device(), points.dtype
-            if (index >= 0 and gaussians.get_device() == index and gaussians.dtype is dtype
+            if (gaussians.get_device() == index and gaussians.dtype is dtype
                     and points.is_contiguous() and gaussians.is_contiguous()):
                 ps, gs = points.shape, gaussians.shape
                 plan = _PLANS.get((index, dtype, ps, gs)) or _plan(index, dtype, ps, gs)
