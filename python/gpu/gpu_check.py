@@ -307,6 +307,103 @@ def fast_path_edges():
     check("current device unchanged", torch.cuda.current_device() == before, f"{before}")
 
 
+def workspace_pool():
+    """The reused workspaces (``ptxflow.torch._WorkPool``, opt-in: turned on here whatever
+    PTXFLOW_TORCH_POOL says): calls back to back with other inputs, two graphs alive at once, a
+    retained graph differentiated again after other calls, a call on a side stream, and calls
+    after a CUDA graph capture all give the reference's results."""
+    was = pt._POOL_ON
+    pt._POOL_ON = True
+    pt._PLANS.clear()
+    try:
+        _workspace_pool()
+    finally:
+        pt._POOL_ON = was
+        pt._PLANS.clear()
+
+
+def _workspace_pool():
+    n, b = 400, 300
+    go = torch.randn(b, device="cuda", generator=torch.Generator("cuda").manual_seed(41))
+
+    def want(p, g):
+        p64, g64 = p.detach().double().requires_grad_(), g.detach().double().requires_grad_()
+        f = ref.field(p64, g64)
+        return (f,) + torch.autograd.grad(f, (p64, g64), go.double())
+
+    def worst(got, ref_):
+        return max(rel(a, r) for a, r in zip(got, ref_))
+
+    probs = [(points(b, torch.float32, "cuda", 50 + i).requires_grad_(),
+              gaussians(n, torch.float32, "cuda", 60 + i).requires_grad_()) for i in range(4)]
+    refs = [want(p, g) for p, g in probs]
+    errs = []
+    for i in range(12):
+        p, g = probs[i % 4]
+        f = pt.gaussian_field(p, g)
+        errs.append(worst((f,) + torch.autograd.grad(f, (p, g), go), refs[i % 4]))
+    plan = pt._PLANS.get((0, torch.float32, probs[0][0].shape, probs[0][1].shape))
+    pooled = plan is not None and plan.pool_ok and sum(len(q.free) for q in plan.pools.values())
+    check("pool: calls back to back, other inputs each time", max(errs) < 1e-5,
+          f"max rel {max(errs):.2e}; pooled workspaces {pooled}")
+    # two graphs alive, differentiated in reverse order
+    f0 = pt.gaussian_field(*probs[0])
+    f1 = pt.gaussian_field(*probs[1])
+    e1 = worst((f1,) + torch.autograd.grad(f1, probs[1], go), refs[1])
+    e0 = worst((f0,) + torch.autograd.grad(f0, probs[0], go), refs[0])
+    check("pool: two graphs alive at once", max(e0, e1) < 1e-5, f"rel {e0:.2e} {e1:.2e}")
+    # a retained graph, differentiated again after other calls of the same shapes
+    f2 = pt.gaussian_field(*probs[2])
+    first = torch.autograd.grad(f2, probs[2], go, retain_graph=True)
+    for i in range(6):
+        p, g = probs[i % 2]
+        torch.autograd.grad(pt.gaussian_field(p, g), (p, g), go)
+    again = torch.autograd.grad(f2, probs[2], go)
+    e2 = worst((f2,) + again, refs[2])
+    same = all(torch.equal(a, c) for a, c in zip(first, again))
+    check("pool: retained graph differentiated again after other calls", e2 < 1e-5 and same,
+          f"rel {e2:.2e}; bit-identical to its first backward {same}")
+    # a side stream, then the default stream again
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    errs = []
+    with torch.cuda.stream(s):
+        for i in range(4):
+            p, g = probs[i % 4]
+            f = pt.gaussian_field(p, g)
+            errs.append(worst((f,) + torch.autograd.grad(f, (p, g), go), refs[i % 4]))
+    torch.cuda.current_stream().wait_stream(s)
+    for i in range(4):
+        p, g = probs[(i + 1) % 4]
+        f = pt.gaussian_field(p, g)
+        errs.append(worst((f,) + torch.autograd.grad(f, (p, g), go), refs[(i + 1) % 4]))
+    check("pool: side stream then default stream", max(errs) < 1e-5, f"max rel {max(errs):.2e}")
+    # a CUDA graph of the op (its own allocations), replayed between eager calls
+    p, g = probs[3][0].detach(), probs[3][1]
+    gs = g.detach().clone().requires_grad_()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            pt.gaussian_field(p, gs).sum().backward()
+    torch.cuda.current_stream().wait_stream(s)
+    gs.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = pt.gaussian_field(p, gs)
+        out.sum().backward()
+    errs = []
+    for i in range(3):
+        graph.replay()
+        q, h = probs[i % 3]
+        f = pt.gaussian_field(q, h)
+        errs.append(worst((f,) + torch.autograd.grad(f, (q, h), go), refs[i % 3]))
+    torch.cuda.synchronize()
+    errs.append(rel(out, refs[3][0]))
+    check("pool: eager calls between CUDA graph replays", max(errs) < 1e-5,
+          f"max rel {max(errs):.2e}")
+
+
 def ndt_lz4_gpu():
     d = os.environ.get("PTXFLOW_DATA", "data/pointclouds")
     t = os.path.join(d, "251370668.pcd")
@@ -340,7 +437,11 @@ if __name__ == "__main__":
                      ("training sgd", lambda: training("sgd")),
                      ("stream", stream_and_device), ("cuda graph", cuda_graph),
                      ("bad inputs", bad_inputs), ("fast path edges", fast_path_edges),
+                     ("workspace pool", workspace_pool),
                      ("ndt lz4 gpu", ndt_lz4_gpu)]:
         run(name, fn)
+    for index, k in sorted(pt._NATIVE.items()):
+        print(f"cuda:{index} graphs {k.graphs}: (recordings, replays, replays with moved "
+              f"arguments, direct launches, last skip) {k.graph_stats()}")
     bad = [n for n, ok in RESULTS if not ok]
     print(f"gpu_check: {len(RESULTS) - len(bad)} passed, {len(bad)} failed {bad}")

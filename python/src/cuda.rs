@@ -15,13 +15,21 @@
 //! `PTXFLOW_PY_NO_LAUNCH=1` in the environment when a `CudaGaussian` is made turns its launches
 //! off (every check still runs, nothing is written): a diagnostic for `python/gpu/overhead.py`,
 //! which times the host cost of a call with and without the driver's launches.
+//!
+//! Opt-in, not yet measured on a GPU: `PTXFLOW_PY_GRAPHS=1` when a `CudaGaussian` is made (or its
+//! `graphs` property) replays each direction's kernels as one recorded CUDA graph
+//! ([`crate::graphs`]) instead of launching them one by one.
 
 use crate::device::gpu;
+use crate::graphs::{Graphs, Key};
 use crate::IntoPy;
+use cudarc::driver::CudaContext;
 use ptxflow::gaussian::gpu_raw::CUstream;
 use ptxflow::gaussian::layout::STRIDE;
 use ptxflow::gaussian::{GpuReal, RawGaussianKernels, RawPlan, RawSlice};
 use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Scalars of padding granularity: 16 bytes of f32 (and 32 of f64).
 const GRAIN: usize = 4;
@@ -59,6 +67,30 @@ pub struct CudaGaussian {
     f64: RawGaussianKernels<f64>,
     /// `PTXFLOW_PY_NO_LAUNCH` was set when this was made: check everything, launch nothing.
     no_launch: bool,
+    /// Each direction's launches replayed as a recorded CUDA graph (the `graphs` property;
+    /// opt-in, not yet measured on a GPU).
+    use_graphs: AtomicBool,
+    /// Made on first use with `use_graphs` on (the default path makes no driver call for it).
+    graphs: OnceLock<Option<Graphs>>,
+    ctx: Arc<CudaContext>,
+}
+
+impl CudaGaussian {
+    fn how(&self, double: bool) -> How<'_> {
+        if self.no_launch {
+            return How::Off;
+        }
+        if self.use_graphs.load(Ordering::Relaxed) {
+            // A device whose capture stream cannot be made launches directly.
+            let g = self
+                .graphs
+                .get_or_init(|| Graphs::new(self.ctx.clone()).ok());
+            if let Some(g) = g {
+                return How::Graph(g, double);
+            }
+        }
+        How::Direct
+    }
 }
 
 /// Addresses of one forward: packed Gaussians, points, forward workspace, values.
@@ -67,7 +99,7 @@ type ForwardPtrs = [u64; 4];
 #[allow(clippy::too_many_arguments)]
 fn forward<T: GpuReal>(
     k: &RawGaussianKernels<T>,
-    no_launch: bool,
+    how: How<'_>,
     stream: usize,
     n: usize,
     b: usize,
@@ -80,19 +112,41 @@ fn forward<T: GpuReal>(
     let comp = sub::<T>(work, p.prep_len, p.comp_len);
     let scratch = sub::<T>(work, p.prep_len + p.comp_len, p.forward_scratch_len);
     let (packed, points, values) = (at(packed, n * STRIDE), at(points, 3 * b), at(values, b));
-    if no_launch {
-        return Ok(());
-    }
-    let s = stream as CUstream;
-    // SAFETY: ptxflow.torch passes the storage of live, contiguous CUDA tensors of this device
-    // (`data_ptr()`) holding n * 10 (packed), 3b (points) and b (values) scalars, a workspace
-    // of `forward_work` scalars, and PyTorch's current stream of this device. The tensors stay
-    // alive until the stream has run these launches: PyTorch's caching allocator reuses memory
-    // only in the stream order of the stream it was allocated on, which is this one, and the
-    // forward workspace is saved for the backward.
-    unsafe {
-        k.prepare(s, &p, normalised, diag_eps, packed, prep, comp)?;
-        k.forward(s, &p, prep, points, scratch, values)
+    let launch = |s: CUstream| {
+        // SAFETY: ptxflow.torch passes the storage of live, contiguous CUDA tensors of this
+        // device (`data_ptr()`) holding n * 10 (packed), 3b (points) and b (values) scalars, a
+        // workspace of `forward_work` scalars, and PyTorch's current stream of this device (or a
+        // recording's capture stream, where nothing runs). The tensors stay alive until the
+        // stream has run these launches: PyTorch's caching allocator reuses memory only in the
+        // stream order of the stream it was allocated on, which is this one, and the forward
+        // workspace is saved for the backward.
+        unsafe {
+            k.prepare(s, &p, normalised, diag_eps, packed, prep, comp)?;
+            k.forward(s, &p, prep, points, scratch, values)
+        }
+    };
+    match how {
+        How::Off => Ok(()),
+        How::Direct => launch(stream as CUstream),
+        How::Graph(g, double) => {
+            let key = Key {
+                stream,
+                tag: u32::from(double) | u32::from(normalised) << 1,
+                n,
+                b,
+                eps: diag_eps.to_bits(),
+            };
+            let bases = [
+                packed.ptr,
+                points.ptr,
+                prep.ptr,
+                comp.ptr,
+                scratch.ptr,
+                values.ptr,
+            ];
+            // SAFETY: as in `launch`; `bases` are the addresses of every slice it passes.
+            unsafe { g.run(key, stream as CUstream, &bases, launch) }
+        }
     }
 }
 
@@ -102,7 +156,7 @@ type BackwardPtrs = [u64; 4];
 #[allow(clippy::too_many_arguments)]
 fn backward<T: GpuReal>(
     k: &RawGaussianKernels<T>,
-    no_launch: bool,
+    how: How<'_>,
     stream: usize,
     n: usize,
     b: usize,
@@ -119,13 +173,52 @@ fn backward<T: GpuReal>(
     let inputs = [prep, comp, at(points, 3 * b), at(grad_values, b)];
     let gp = grad_points.map(|a| at(a, 3 * b));
     let gg = grad_gaussians.map(|a| at(a, n * STRIDE));
-    if no_launch {
-        return Ok(());
-    }
     // SAFETY: as in `forward`; `fwork` is the forward's workspace (prep and comp as written by
     // its prepare launch), saved by autograd; `bwork` holds `backward_work` scalars, dLoss/df
     // b, dLoss/dpoints (when given) 3b and dLoss/dgaussians (when given) n * 10.
-    unsafe { k.backward_some(stream as CUstream, &p, normalised, inputs, [pp, pg], gp, gg) }
+    let launch =
+        |s: CUstream| unsafe { k.backward_some(s, &p, normalised, inputs, [pp, pg], gp, gg) };
+    match how {
+        How::Off => Ok(()),
+        How::Direct => launch(stream as CUstream),
+        How::Graph(g, double) => {
+            let key = Key {
+                stream,
+                tag: 1 << 2
+                    | u32::from(double)
+                    | u32::from(normalised) << 1
+                    | u32::from(gp.is_some()) << 3
+                    | u32::from(gg.is_some()) << 4,
+                n,
+                b,
+                eps: 0,
+            };
+            let (gp, gg) = (gp.map_or(0, |s| s.ptr), gg.map_or(0, |s| s.ptr));
+            let bases = [
+                prep.ptr,
+                comp.ptr,
+                points,
+                grad_values,
+                pp.ptr,
+                pg.ptr,
+                gp,
+                gg,
+            ];
+            // SAFETY: as in `launch`; `bases` are the addresses of every slice it passes.
+            unsafe { g.run(key, stream as CUstream, &bases, launch) }
+        }
+    }
+}
+
+/// How a call enqueues its kernels.
+#[derive(Clone, Copy)]
+enum How<'a> {
+    /// Not at all (`PTXFLOW_PY_NO_LAUNCH=1`): every check runs, nothing is enqueued.
+    Off,
+    /// One launch per kernel.
+    Direct,
+    /// A replay of the direction's recording (float64?).
+    Graph(&'a Graphs, bool),
 }
 
 #[pymethods]
@@ -134,15 +227,50 @@ impl CudaGaussian {
     #[new]
     fn new(py: Python<'_>, ordinal: usize) -> PyResult<Self> {
         let no_launch = std::env::var_os("PTXFLOW_PY_NO_LAUNCH").is_some_and(|v| v == "1");
+        let graphs = std::env::var_os("PTXFLOW_PY_GRAPHS").is_some_and(|v| v == "1");
         py.detach(|| -> ptxflow::Result<Self> {
             let g = gpu(ordinal)?;
             Ok(CudaGaussian {
                 f32: RawGaussianKernels::new(g.clone())?,
-                f64: RawGaussianKernels::new(g)?,
+                f64: RawGaussianKernels::new(g.clone())?,
                 no_launch,
+                use_graphs: AtomicBool::new(graphs),
+                graphs: OnceLock::new(),
+                ctx: g.ctx().clone(),
             })
         })
         .py_err()
+    }
+
+    /// Whether each direction's launches are replayed as a recorded CUDA graph (one
+    /// `cuGraphLaunch` per direction; `PTXFLOW_PY_GRAPHS=1` at construction turns it on).
+    #[getter]
+    fn graphs(&self) -> bool {
+        self.use_graphs.load(Ordering::Relaxed)
+    }
+
+    #[setter]
+    fn set_graphs(&self, on: bool) {
+        self.use_graphs.store(on, Ordering::Relaxed);
+    }
+
+    /// `(recordings, replays, replays that moved arguments, direct launches, why the last key
+    /// or call was not replayed)` (diagnostics).
+    fn graph_stats(&self) -> (u64, u64, u64, u64, String) {
+        match self.graphs.get() {
+            Some(Some(g)) => {
+                let s = g.stats();
+                (s.recorded, s.replays, s.updates, s.direct, s.last_skip)
+            }
+            Some(None) => (
+                0,
+                0,
+                0,
+                0,
+                "the graph capture stream could not be made".into(),
+            ),
+            None => (0, 0, 0, 0, String::new()),
+        }
     }
 
     /// `(forward workspace, backward workspace)` lengths in scalars for n Gaussians, b points.
@@ -179,11 +307,11 @@ impl CudaGaussian {
         values: u64,
     ) -> PyResult<()> {
         let ptrs = [packed, points, work, values];
-        let (s, nl) = (stream, self.no_launch);
+        let (s, how) = (stream, self.how(double));
         if double {
-            forward(&self.f64, nl, s, n, b, normalised, diag_eps, ptrs)
+            forward(&self.f64, how, s, n, b, normalised, diag_eps, ptrs)
         } else {
-            forward(&self.f32, nl, s, n, b, normalised, diag_eps, ptrs)
+            forward(&self.f32, how, s, n, b, normalised, diag_eps, ptrs)
         }
         .py_err()
     }
@@ -208,12 +336,12 @@ impl CudaGaussian {
         grad_gaussians: Option<u64>,
     ) -> PyResult<()> {
         let ptrs = [forward_work, points, grad_values, backward_work];
-        let (s, nl) = (stream, self.no_launch);
+        let (s, how) = (stream, self.how(double));
         let (gp, gg) = (grad_points, grad_gaussians);
         if double {
-            backward(&self.f64, nl, s, n, b, normalised, ptrs, gp, gg)
+            backward(&self.f64, how, s, n, b, normalised, ptrs, gp, gg)
         } else {
-            backward(&self.f32, nl, s, n, b, normalised, ptrs, gp, gg)
+            backward(&self.f32, how, s, n, b, normalised, ptrs, gp, gg)
         }
         .py_err()
     }

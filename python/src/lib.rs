@@ -7,6 +7,8 @@
 mod cuda;
 mod device;
 mod gaussian;
+mod graph_node;
+mod graphs;
 mod lz4;
 mod ndt;
 

@@ -89,3 +89,30 @@ def test_direct_apply(monkeypatch):
         direct(p.detach().numpy(), g, False, 1e-6)
     with pytest.raises(ValueError):
         direct(p, g, False, -1.0)
+
+
+def test_work_pool_reuses_only_unreferenced_workspaces():
+    """The CUDA path's workspace pool (exercised here on CPU tensors): a workspace is handed out
+    again only once nothing but the pool refers to it (the call that used it is gone)."""
+    like = torch.zeros(1)
+    pool = pt._WorkPool(8, depth=2)
+    a = pool.take(like)
+    assert a.shape == (8,) and a.dtype == like.dtype
+    b = pool.take(like)  # `a` is held (a call's ctx): a second one
+    assert b is not a
+    c = pool.take(like)  # both held: a third, not pooled (depth 2)
+    assert c is not a and c is not b and len(pool.free) == 2
+    a_id = id(a)
+    del a
+    d = pool.take(like)  # `a` is free again: reused
+    assert id(d) == a_id
+    del c
+    e = pool.take(like)  # `c` was never pooled; `b` and `d` are held: a new one
+    assert e is not b and e is not d and len(pool.free) == 2
+    pool.drop(b)
+    assert len(pool.free) == 1
+    pool.drop(b)  # dropping twice is harmless
+    del b, d, e
+    f = pool.take(like)
+    g = pool.take(like)
+    assert f is not g

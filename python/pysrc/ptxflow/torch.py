@@ -13,15 +13,25 @@ Unlike the numpy API, the CUDA path does not inspect values (that would synchron
 inputs or a non-positive diagonal give NaN or inf, as in other PyTorch ops.
 
 The host's cost of a call is kept to what a launch needs: a few attribute reads check the usual
-case (contiguous, 16-byte aligned tensors of one CUDA device and float type; anything else takes
-the checked path, which copies or raises), one dict lookup finds the device's kernels and the
-workspace sizes, one native call per direction takes raw addresses and the raw current stream,
-and the outputs and workspaces are ``new_empty`` tensors (small problems take the backward's
-workspace in the forward's allocation). The backward launches no reduction for a gradient
-autograd does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down.
+case (contiguous, 16-byte aligned tensors of one CUDA device and dtype; anything else takes the
+checked path, which copies or raises), one dict lookup keyed by the tensors' shapes both validates
+them (a key is only stored once its shapes and dtype passed the checks) and finds the device's
+kernels and workspace sizes, one native call per direction takes raw addresses and the raw current
+stream, and the outputs and the workspace (the forward's, with the backward's folded in for small
+problems) are ``new_empty`` tensors. The backward launches no reduction for a gradient autograd
+does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down against
+PyTorch's own floor.
+
+Opt-in host-cost experiments, not yet measured on a GPU (each off unless its variable is ``1`` in
+the environment): ``PTXFLOW_TORCH_POOL`` (reuse the workspace per stream, ``_WorkPool``),
+``PTXFLOW_TORCH_EARLY_GRADS`` (allocate the gradients in the forward, on the caller's thread),
+``PTXFLOW_PY_GRAPHS`` (each direction's kernels replayed as one recorded CUDA graph; read when a
+device is first used, or set ``_native_device(i).graphs``).
 """
 
 import math
+import os
+import sys
 
 import numpy as np
 import torch
@@ -38,12 +48,98 @@ _INF = math.inf
 
 
 _NATIVE = {}  # CUDA ordinal -> _native.CudaGaussian
-_PLANS = {}  # (ordinal, float64?, N, B) -> (native, forward work, backward work, fold)
+#: (ordinal, dtype, points.shape, gaussians.shape) -> _Plan; a key is only stored for shapes and
+#: a dtype that passed the checks, so a hit validates them with one lookup.
+_PLANS = {}
+_MAX_PLANS = 4096
 
 #: Backward workspaces up to this size (bytes) are allocated with the forward's, in one
 #: allocation held from the forward to the backward: one allocation fewer per call where the
 #: host's cost of an allocation matters (small problems), bounded memory where it does not.
 FOLD_BYTES = 8 << 20
+
+#: Opt-in (``PTXFLOW_TORCH_POOL=1`` in the environment at import; not yet measured on a GPU):
+#: workspaces (the forward's with the folded backward's) kept for reuse on the stream they were
+#: used on (``_WorkPool``, up to ``POOL_DEPTH`` per shape and stream), one allocation fewer per
+#: call. Plans take pools while their worst case fits in ``POOL_BUDGET`` bytes (per process,
+#: never given back).
+POOL_DEPTH = 4
+POOL_BUDGET = 256 << 20
+_pool_budget = POOL_BUDGET
+_POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "0") == "1"
+
+_getrefcount = sys.getrefcount
+
+#: Opt-in (``PTXFLOW_TORCH_EARLY_GRADS=1`` at import; not yet measured on a GPU): allocate the
+#: gradients in the forward (the caller's thread) instead of the backward (the autograd engine's
+#: device thread).
+EARLY_GRADS = os.environ.get("PTXFLOW_TORCH_EARLY_GRADS", "0") == "1"
+
+
+class _WorkPool:
+    """Workspaces of one problem shape on one stream, reused once nothing refers to them.
+
+    A workspace is referred to by the pool and by the ``ctx`` of the call that uses it, from its
+    forward until autograd frees that ``ctx`` (after a backward without ``retain_graph``, or when
+    the graph is dropped); while anything else holds it, it is busy. A free one is reused on the
+    same stream only, so the next call's kernels are ordered after the last ones that touched it
+    (PyTorch runs a node's backward on its forward's stream; a backward on another stream drops
+    the workspace from the pool). Never used while the stream is being captured into a CUDA graph
+    (the graph keeps its own allocations), and a workspace made during a capture never enters.
+    """
+
+    __slots__ = ("free", "length", "depth")
+
+    def __init__(self, length, depth=POOL_DEPTH):
+        self.free = []
+        self.length = length
+        self.depth = depth
+
+    def take(self, like):
+        """A workspace tensor of ``length`` scalars (of ``like``'s dtype and device): a free
+        pooled one, else a new one, pooled when there is room."""
+        free = self.free
+        for _ in range(len(free)):
+            try:
+                w = free.pop()  # claimed: atomic under the GIL, invisible to other threads
+            except IndexError:
+                break
+            # References: this local and getrefcount's argument; anything more is a ctx.
+            busy = _getrefcount(w) > 2
+            free.insert(0, w) if busy else free.append(w)
+            if not busy:
+                return w
+        w = like.new_empty(self.length)
+        if len(free) < self.depth:
+            free.append(w)
+        return w
+
+    def drop(self, w):
+        """Forgets ``w`` (used on another stream than the pool's)."""
+        self.free[:] = [f for f in self.free if f is not w]
+
+
+class _Plan:
+    """One (device, dtype, shapes): the device's kernels, workspace lengths and pools."""
+
+    __slots__ = ("native", "index", "n", "b", "dtype", "double", "fwd_len", "bwd_len", "bwd_off",
+                 "fold", "pools", "pool_ok")
+
+    def __init__(self, index, dtype, n, b):
+        global _pool_budget
+        self.native = _native_device(index)
+        self.index = index
+        double = dtype is _F64
+        self.n, self.b, self.dtype, self.double = n, b, dtype, double
+        self.fwd_len, self.bwd_len = self.native.plan(double, n, b)
+        size = 8 if double else 4
+        self.fold = b > 0 and self.bwd_len * size <= FOLD_BYTES
+        self.bwd_off = self.fwd_len * size  # bytes from the workspace to the folded backward's
+        self.pools = {}  # raw stream -> _WorkPool of fold workspaces
+        bytes_ = (self.fwd_len + self.bwd_len) * size * POOL_DEPTH
+        self.pool_ok = _POOL_ON and self.fold and bytes_ <= _pool_budget
+        if self.pool_ok:
+            _pool_budget -= bytes_
 
 
 def _native_device(index):
@@ -53,22 +149,31 @@ def _native_device(index):
     return k
 
 
-def _plan(key):
-    """Workspace lengths (scalars) of one (ordinal, float64?, N, B), asked once."""
-    index, double, n, b = key
-    native = _native_device(index)
-    fwd_len, bwd_len = native.plan(double, n, b)
-    if len(_PLANS) > 4096:
+def _plan(index, dtype, ps, gs):
+    """The plan of contiguous CUDA tensors ``points`` (shape ``ps``) and ``gaussians`` (``gs``)
+    of one device and dtype, made once; None for shapes or a dtype the kernels do not take."""
+    if not (dtype is _F32 or dtype is _F64) or len(ps) != 2 or ps[1] != 3 or len(gs) != 2 \
+            or gs[1] != 10 or gs[0] < 1:
+        return None
+    if len(_PLANS) >= _MAX_PLANS:
+        global _pool_budget
         _PLANS.clear()
-    p = _PLANS[key] = (native, fwd_len, bwd_len, bwd_len * (8 if double else 4) <= FOLD_BYTES)
+        _pool_budget = POOL_BUDGET  # the old pools go with the calls that still hold them
+    p = _PLANS[(index, dtype, ps, gs)] = _Plan(index, dtype, gs[0], ps[0])
     return p
 
 
 try:  # the raw handle without building a torch.cuda.Stream object (~10x cheaper)
     _raw_stream = torch._C._cuda_getCurrentRawStream
+    _capturing = torch._C._cuda_isCurrentStreamCapturing
 except AttributeError:  # pragma: no cover - older PyTorch or a build without CUDA
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
+
+    def _capturing():
+        return torch.cuda.is_current_stream_capturing()
+
+_grad_enabled = torch._C.is_grad_enabled
 
 
 def _check(points, gaussians):
@@ -101,44 +206,67 @@ def _aligned(t):
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _forward_cuda(ctx, points, gaussians, normalised, diag_eps, double, index, b, n, pp, gp):
+def _forward_cuda(ctx, plan, index, points, normalised, diag_eps, pp, gp):
     """Prepare + forward on device ``index`` and its current stream; the arguments are checked
-    (contiguous, 16-byte aligned at ``pp`` and ``gp``, one device, shapes, dtypes)."""
-    key = (index, double, n, b)
-    native, fwd_len, bwd_len, fold = _PLANS.get(key) or _plan(key)
+    (contiguous, 16-byte aligned at ``pp`` and ``gp``, one device, ``plan``'s shapes and dtype)."""
+    stream = _raw_stream(index)
     need = ctx.needs_input_grad
-    fold = fold and b > 0 and (need[0] or need[1])
-    work = points.new_empty(fwd_len + bwd_len if fold else fwd_len)
+    b = plan.b
+    if plan.fold and (need[0] or need[1]):
+        # Workspace [forward's | backward's]; pooled per stream unless the stream is capturing.
+        if plan.pool_ok and not _capturing():
+            pool = plan.pools.get(stream)
+            if pool is None:
+                pool = plan.pools[stream] = _WorkPool(plan.fwd_len + plan.bwd_len)
+            work = pool.take(points)
+        else:
+            pool, work = None, points.new_empty(plan.fwd_len + plan.bwd_len)
+        wp = work.data_ptr()
+        bwp = wp + plan.bwd_off
+    else:
+        pool, work = None, points.new_empty(plan.fwd_len)
+        wp, bwp = work.data_ptr(), None
     values = points.new_empty(b)
-    wp = work.data_ptr()
-    native.forward(double, _raw_stream(index), n, b, normalised, diag_eps, gp, pp, wp,
-                   values.data_ptr())
+    plan.native.forward(plan.double, stream, plan.n, b, normalised, diag_eps, gp, pp, wp,
+                        values.data_ptr())
     ctx.save_for_backward(points)
-    # The backward workspace: right after the forward's (fold) or allocated by the backward.
-    bwp = wp + fwd_len * (8 if double else 4) if fold else None
-    ctx.pf = (native, index, work, wp, bwp, n, b, normalised, double, bwd_len)
+    ctx.pf = (plan, work, wp, bwp, normalised, stream, pool, pp)
+    # The gradients' memory, made here (the calling thread) rather than in the backward (the
+    # autograd engine's device thread) when EARLY_GRADS; a second backward makes its own.
+    ctx.grads = (points.new_empty(b, 3) if need[0] else None,
+                 points.new_empty(plan.n, 10) if need[1] else None) if EARLY_GRADS and b else None
     return values
 
 
 def _backward_cuda(ctx, grad_out):
-    native, index, work, wp, bwp, n, b, normalised, double, bwd_len = ctx.pf
-    points, = ctx.saved_tensors
+    plan, work, wp, bwp, normalised, stream, pool, pp = ctx.pf
+    points, = ctx.saved_tensors  # (autograd's check that nothing changed it in place)
     go = grad_out.data_ptr()
-    if not (grad_out.dtype is points.dtype and grad_out.is_contiguous() and not go & 15):
-        grad_out = _aligned(grad_out.to(points.dtype))
+    if not (grad_out.dtype is plan.dtype and grad_out.is_contiguous() and not go & 15):
+        grad_out = _aligned(grad_out.to(plan.dtype))
         go = grad_out.data_ptr()
     need = ctx.needs_input_grad
-    # Only the gradients autograd wants: without the points' the reduction is not launched.
-    grad_points = points.new_empty((b, 3)) if need[0] else None
+    b, n = plan.b, plan.n
     if b == 0:
-        return grad_points, points.new_zeros((n, 10)) if need[1] else None, None, None
-    grad_gaussians = points.new_empty((n, 10)) if need[1] else None
+        return (points.new_empty(0, 3) if need[0] else None,
+                points.new_zeros(n, 10) if need[1] else None, None, None)
+    # Only the gradients autograd wants: without the points' the reduction is not launched.
+    grads = ctx.grads
+    if grads is not None:
+        ctx.grads = None  # handed out once: a retained graph's next backward makes new ones
+        grad_points, grad_gaussians = grads
+    else:
+        grad_points = points.new_empty(b, 3) if need[0] else None
+        grad_gaussians = points.new_empty(n, 10) if need[1] else None
     if bwp is None:
-        bwork = points.new_empty(bwd_len)
+        bwork = points.new_empty(plan.bwd_len)
         bwp = bwork.data_ptr()
-    native.backward(double, _raw_stream(index), n, b, normalised, wp, points.data_ptr(), go, bwp,
-                    None if grad_points is None else grad_points.data_ptr(),
-                    None if grad_gaussians is None else grad_gaussians.data_ptr())
+    now = _raw_stream(plan.index)
+    if pool is not None and (now != stream or _capturing()):
+        pool.drop(work)  # used on another stream or by a graph: never reused
+    plan.native.backward(plan.double, now, n, b, normalised, wp, pp, go, bwp,
+                         None if grad_points is None else grad_points.data_ptr(),
+                         None if grad_gaussians is None else grad_gaussians.data_ptr())
     return grad_points, grad_gaussians, None, None
 
 
@@ -162,28 +290,29 @@ class GaussianField(torch.autograd.Function):
     @staticmethod
     def forward(ctx, points, gaussians, normalised=False, diag_eps=1e-6):
         # The usual case, checked with a few attribute reads: contiguous, 16-byte aligned CUDA
-        # tensors of one device and float type, shapes (B, 3) and (N >= 1, 10), a float eps.
+        # tensors of one device and dtype, a float eps; the shapes and the dtype by the plan
+        # lookup (a key exists only for shapes and a dtype that passed the checks once).
         if (isinstance(points, _Tensor) and isinstance(gaussians, _Tensor)
-                and points.is_cuda and gaussians.is_cuda and type(diag_eps) is float
-                and 0.0 <= diag_eps < _INF):
-            dtype, ps, gs = points.dtype, points.shape, gaussians.shape
-            index = points.get_device()
-            if (gaussians.dtype is dtype and (dtype is _F32 or dtype is _F64)
-                    and len(ps) == 2 and ps[1] == 3 and len(gs) == 2 and gs[1] == 10 and gs[0]
-                    and gaussians.get_device() == index
+                and points.is_cuda and gaussians.is_cuda
+                and type(diag_eps) is float and 0.0 <= diag_eps < _INF):
+            index, dtype = points.get_device(), points.dtype
+            if (gaussians.get_device() == index and gaussians.dtype is dtype
                     and points.is_contiguous() and gaussians.is_contiguous()):
+                ps, gs = points.shape, gaussians.shape
+                plan = _PLANS.get((index, dtype, ps, gs)) or _plan(index, dtype, ps, gs)
                 pp, gp = points.data_ptr(), gaussians.data_ptr()
-                if not (pp | gp) & 15:
-                    return _forward_cuda(ctx, points, gaussians, bool(normalised), diag_eps,
-                                         dtype is _F64, index, ps[0], gs[0], pp, gp)
+                if plan is not None and not (pp | gp) & 15:
+                    return _forward_cuda(ctx, plan, index, points, bool(normalised), diag_eps,
+                                         pp, gp)
         # Everything else: a clear error, or a contiguous aligned copy, or the CPU path.
         _check(points, gaussians)
         normalised, diag_eps = bool(normalised), _diag_eps(diag_eps)
         if points.device.type == "cuda":
             points, gaussians = _aligned(points.detach()), _aligned(gaussians.detach())
-            return _forward_cuda(ctx, points, gaussians, normalised, diag_eps,
-                                 points.dtype is _F64, points.get_device(), points.shape[0],
-                                 gaussians.shape[0], points.data_ptr(), gaussians.data_ptr())
+            index, dtype = points.get_device(), points.dtype
+            plan = _plan(index, dtype, points.shape, gaussians.shape)
+            return _forward_cuda(ctx, plan, index, points, normalised, diag_eps,
+                                 points.data_ptr(), gaussians.data_ptr())
         if points.device.type != "cpu":
             raise ValueError(f"unsupported device {points.device}")
         ctx.pf = None
@@ -198,7 +327,7 @@ class GaussianField(torch.autograd.Function):
     def backward(ctx, grad_out):
         if ctx.pf is None:
             return _backward_cpu(ctx, grad_out)
-        if torch.is_grad_enabled():
+        if _grad_enabled():
             return _backward_cuda_once(ctx, grad_out)
         return _backward_cuda(ctx, grad_out)
 
