@@ -2,8 +2,8 @@
 //! with the arguments copied into cells this crate owns, and which arguments are slice addresses.
 
 use crate::graphs::{check, Skip};
-use cudarc::driver::sys::{self, CUgraphNode, CUgraphNodeType, CUresult, CUDA_KERNEL_NODE_PARAMS};
-use std::ffi::c_void;
+use cudarc::driver::sys::{self, CUgraphNode, CUgraphNodeType, CUDA_KERNEL_NODE_PARAMS};
+use std::ffi::{c_char, c_void, CStr};
 
 /// One kernel node of a recording: its parameters with owned argument storage.
 pub(crate) struct Node {
@@ -37,16 +37,16 @@ pub(crate) fn read_node(node: CUgraphNode, bases: &[u64]) -> Result<Node, Skip> 
     if params.kernelParams.is_null() || !params.extra.is_null() || params.func.is_null() {
         return Err(Skip::Layout);
     }
+    let count = param_count(params.func)?;
     let mut cells = Vec::new();
     let mut relocs = Vec::new();
-    for arg in 0.. {
+    for arg in 0..count {
         let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: `params.func` is the node's function; out pointers are valid. An index past
-        // the last parameter is an error, which ends the loop.
-        let r = unsafe { sys::cuFuncGetParamInfo(params.func, arg, &mut offset, &mut size) };
-        if r != CUresult::CUDA_SUCCESS {
-            break;
-        }
+        // SAFETY: `params.func` is the node's function and `arg` one of its parameters; the out
+        // pointers are valid.
+        check("cuFuncGetParamInfo", unsafe {
+            sys::cuFuncGetParamInfo(params.func, arg, &mut offset, &mut size)
+        })?;
         if size == 0 || size > 8 {
             return Err(Skip::Layout);
         }
@@ -79,4 +79,27 @@ pub(crate) fn read_node(node: CUgraphNode, bases: &[u64]) -> Result<Node, Skip> 
         ptrs,
         relocs,
     })
+}
+
+/// How many parameters `func` takes: its entry name (`cuFuncGetName`) found in the kernel table,
+/// whose embedded PTX declares them. (Asking the driver for parameter after parameter until it
+/// refused made compute-sanitizer report one API error per node.)
+fn param_count(func: sys::CUfunction) -> Result<usize, Skip> {
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: `func` is a loaded function; `name` is a valid out pointer.
+    check("cuFuncGetName", unsafe { sys::cuFuncGetName(&mut name, func) })?;
+    if name.is_null() {
+        return Err(Skip::Layout);
+    }
+    // SAFETY: the driver returned a NUL-terminated name that lives as long as the function.
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_str()
+        .map_err(|_| Skip::Layout)?;
+    let id = ptxflow::kernels::ALL_KERNELS
+        .iter()
+        .find(|k| k.name() == name)
+        .ok_or(Skip::Layout)?;
+    let ptx = ptxflow::embedded::ptx(*id, id.targets()[0]).ok_or(Skip::Layout)?;
+    let sig = ptxflow::ptx::Signature::from_ptx(ptx, name).map_err(|_| Skip::Layout)?;
+    Ok(sig.params.len())
 }
