@@ -87,7 +87,9 @@ pub(crate) fn read_node(node: CUgraphNode, bases: &[u64]) -> Result<Node, Skip> 
 fn param_count(func: sys::CUfunction) -> Result<usize, Skip> {
     let mut name: *const c_char = std::ptr::null();
     // SAFETY: `func` is a loaded function; `name` is a valid out pointer.
-    check("cuFuncGetName", unsafe { sys::cuFuncGetName(&mut name, func) })?;
+    check("cuFuncGetName", unsafe {
+        sys::cuFuncGetName(&mut name, func)
+    })?;
     if name.is_null() {
         return Err(Skip::Layout);
     }
