@@ -53,6 +53,17 @@ pub fn sort_from_env() -> bool {
     std::env::var("PTXFLOW_NDT_SORT").as_deref() == Ok("1")
 }
 
+/// Blocks per SM a round's grid aims for when it has enough points: 8 (two waves at 4
+/// resident), or `PTXFLOW_NDT_BLOCKS_PER_SM` (1..=64, a grid-sizing experiment) when a
+/// pipeline is created.
+pub fn blocks_per_sm_from_env() -> usize {
+    std::env::var("PTXFLOW_NDT_BLOCKS_PER_SM")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(8)
+}
+
 /// `points` ordered by the cell of side `cell_m` they lie in (z, then y, then x; points
 /// outside the cell range last, in their order).
 pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
@@ -71,7 +82,9 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
 
 /// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
 /// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) adds `.minnctapersm n`.
+/// (an occupancy experiment) adds `.minnctapersm n`; `PTXFLOW_NDT_COMPACT=1` (dense table only)
+/// and `PTXFLOW_NDT_SHARED_ACC=1` pick the [`Variant`]s of those names (experiments, off by
+/// default).
 pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
     let variant = Variant {
         dense,
@@ -79,12 +92,19 @@ pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> 
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|n| (1..=16).contains(n)),
+        compact: dense && env_flag("PTXFLOW_NDT_COMPACT"),
+        shared_acc: env_flag("PTXFLOW_NDT_SHARED_ACC"),
     };
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)
     } else {
         gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
     }
+}
+
+/// Whether the environment variable `name` is `1`.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).as_deref() == Ok("1")
 }
 
 /// The order a source cloud is stored in on the device: as given, or sorted by cell of side

@@ -3,8 +3,8 @@
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
 use super::{
-    hessian_index, Ctx, DenseCtx, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX,
-    TRANSLATION_AT, UPPER_PAIRS,
+    hessian_index, Ctx, DenseCtx, ACC_STRIDE, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX,
+    SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
 };
 use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::*;
@@ -146,11 +146,25 @@ fn dense_probes(
             });
             v
         });
-        for (k, v) in found.iter().enumerate() {
-            let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
-            b.st(Space::Shared, slot, *v);
-        }
-        let end = b.mov(DENSE_GROUP * COLUMN_STRIDE);
+        let end = if d.compact {
+            // Hits only, in probe order, at the front of the column: the warp then pairs
+            // max(hits per lane) times instead of once per probe that any lane hit.
+            let at = b.mov(col);
+            for v in found.iter() {
+                let hit = b.setp(Cmp::Ne, *v, -1i32);
+                b.guarded(hit, false, |b| b.st(Space::Shared, at, *v));
+                let next = b.add(at, COLUMN_STRIDE);
+                let next = b.selp(next, at, hit);
+                b.mov_to(at, next);
+            }
+            b.sub(at, col)
+        } else {
+            for (k, v) in found.iter().enumerate() {
+                let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
+                b.st(Space::Shared, slot, *v);
+            }
+            b.mov(DENSE_GROUP * COLUMN_STRIDE)
+        };
         b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
             let slot = b.add(col, off);
             let v = b.ld::<S32>(Space::Shared, slot);
@@ -172,14 +186,26 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
         .collect();
     let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
     // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
-    let dd0 = b.mul(d[0], d[0]);
-    let dd1 = b.mul(d[1], d[1]);
-    let dd2 = b.mul(d[2], d[2]);
-    let dd = b.add(dd0, dd1);
-    let dd = b.add(dd, dd2);
-    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
-    let skip = b.and(far, cx.radius);
-    b.bra_if(skip, &next);
+    let radius_test = |b: &mut KernelBuilder| {
+        let dd0 = b.mul(d[0], d[0]);
+        let dd1 = b.mul(d[1], d[1]);
+        let dd2 = b.mul(d[2], d[2]);
+        let dd = b.add(dd0, dd1);
+        let dd = b.add(dd, dd2);
+        b.setp(Cmp::Gt, dd, cx.radius_sq)
+    };
+    if cx.dense.as_ref().is_some_and(|d| d.compact) {
+        // Only radius mode pays for the test (the branch is uniform: a launch parameter).
+        let near = b.label("radius_ok");
+        b.bra_uni_unless(cx.radius, &near);
+        let far = radius_test(b);
+        b.bra_if(far, &next);
+        b.place(&near);
+    } else {
+        let far = radius_test(b);
+        let skip = b.and(far, cx.radius);
+        b.bra_if(skip, &next);
+    }
     b.mov_to(sums.found, 1u32);
     // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
     let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
@@ -255,9 +281,17 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
     b.comment("paired point: score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
-    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| {
-        let s = b.add(cx.acc[idx], v);
-        b.mov_to(cx.acc[idx], s);
+    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
+        Some(col) => {
+            let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
+            let old = b.ld::<F64>(Space::Shared, a.clone());
+            let s = b.add(old, v);
+            b.st(Space::Shared, a, s);
+        }
+        None => {
+            let s = b.add(cx.acc[idx], v);
+            b.mov_to(cx.acc[idx], s);
+        }
     };
     acc(b, SCORE_INDEX, e_sum);
     // Jacobian columns j_k = (∂R/∂θ_k) x.
