@@ -143,6 +143,7 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     let shared_acc_variant = Variant {
         dense: true,
         compact: true,
+        prefetch: true,
         shared_acc: true,
         ..Variant::default()
     };
@@ -199,7 +200,7 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
         assert_eq!(
             hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             shared_acc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            "{search:?}: hash and shared-accumulator records bit-identical"
+            "{search:?}: hash and shared-accumulator, prefetching records bit-identical"
         );
         for (k, pose) in poses.iter().enumerate() {
             let got =

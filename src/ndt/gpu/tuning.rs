@@ -82,8 +82,9 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
 
 /// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
 /// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) adds `.minnctapersm n`; `PTXFLOW_NDT_COMPACT=1` (dense table only)
-/// and `PTXFLOW_NDT_SHARED_ACC=1` pick the [`Variant`]s of those names (experiments, off by
+/// (an occupancy experiment) adds `.minnctapersm n`; `PTXFLOW_NDT_COMPACT=1`,
+/// `PTXFLOW_NDT_PREFETCH=1` (with compaction; both dense table only) and
+/// `PTXFLOW_NDT_SHARED_ACC=1` pick the [`Variant`]s of those names (experiments, off by
 /// default).
 pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
     let variant = Variant {
@@ -92,7 +93,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> 
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|n| (1..=16).contains(n)),
-        compact: dense && env_flag("PTXFLOW_NDT_COMPACT"),
+        compact: dense && (env_flag("PTXFLOW_NDT_COMPACT") || env_flag("PTXFLOW_NDT_PREFETCH")),
+        prefetch: dense && env_flag("PTXFLOW_NDT_PREFETCH"),
         shared_acc: env_flag("PTXFLOW_NDT_SHARED_ACC"),
     };
     if variant == Variant::default() {

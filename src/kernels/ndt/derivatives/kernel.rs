@@ -69,6 +69,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         group: b.shared_array::<S32>("group", DENSE_GROUP * BLOCK),
         tid,
         compact: variant.compact,
+        prefetch: variant.prefetch,
     });
 
     // 1. The request's terms, once per block.

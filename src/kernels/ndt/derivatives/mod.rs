@@ -178,6 +178,8 @@ pub(super) struct DenseCtx {
     pub(super) tid: Reg<U32>,
     /// [`Variant::compact`].
     pub(super) compact: bool,
+    /// [`Variant::prefetch`].
+    pub(super) prefetch: bool,
 }
 
 /// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
@@ -195,6 +197,9 @@ pub struct Variant {
     /// probe positions; and only radius mode computes the radius test. The same sums in the
     /// same order: records stay bit-identical.
     pub compact: bool,
+    /// With `compact`: load the next hit's voxel record before computing this hit's terms (a
+    /// software pipeline of depth one). The same arithmetic: records stay bit-identical.
+    pub prefetch: bool,
     /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
     /// registers, for more resident blocks; same additions in the same order.
     pub shared_acc: bool,

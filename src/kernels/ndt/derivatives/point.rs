@@ -165,12 +165,46 @@ fn dense_probes(
             }
             b.mov(DENSE_GROUP * COLUMN_STRIDE)
         };
-        b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
-            let slot = b.add(col, off);
-            let v = b.ld::<S32>(Space::Shared, slot);
-            pair(b, cx, sums, xt, v);
-        });
+        if d.compact && d.prefetch {
+            // Software pipeline: the next hit's voxel record is requested before this hit's
+            // terms are computed, so its load latency hides behind them.
+            let ahead: [Reg<F64>; 9] = [(); 9].map(|_| b.mov(0.0f64));
+            let any = b.setp(Cmp::Ne, end, 0u32);
+            b.guarded(any, false, |b| {
+                let v = b.ld::<S32>(Space::Shared, col);
+                load_voxel_into(b, cx, v, &ahead);
+            });
+            b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
+                let w: [Reg<F64>; 9] = ahead.map(|r| b.mov(r));
+                let following = b.add(off, COLUMN_STRIDE);
+                let more = b.setp(Cmp::Lt, following, end);
+                b.guarded(more, false, |b| {
+                    let slot = b.add(col, following);
+                    let v = b.ld::<S32>(Space::Shared, slot);
+                    load_voxel_into(b, cx, v, &ahead);
+                });
+                let next = b.label("probe_next");
+                pair_terms(b, cx, sums, xt, &w, &next);
+                b.place(&next);
+            });
+        } else {
+            b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
+                let slot = b.add(col, off);
+                let v = b.ld::<S32>(Space::Shared, slot);
+                pair(b, cx, sums, xt, v);
+            });
+        }
     });
+}
+
+/// Loads voxel `v`'s record (mean, inverse covariance) into `w`.
+fn load_voxel_into(b: &mut KernelBuilder, cx: &Ctx, v: Reg<S32>, w: &[Reg<F64>; 9]) {
+    let vu = b.bitcast::<U32, S32>(v);
+    let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
+    for (k, r) in w.iter().enumerate() {
+        let x = b.ld::<F64>(Space::GlobalNc, va.off(8 * k as i64));
+        b.mov_to(*r, x);
+    }
 }
 
 /// Voxel `v` (−1: none) paired with the transformed point `xt`: adds its terms to `sums`
@@ -184,6 +218,21 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
     let w: Vec<Reg<F64>> = (0..9)
         .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
         .collect();
+    let w: [Reg<F64>; 9] = std::array::from_fn(|k| w[k]);
+    pair_terms(b, cx, sums, xt, &w, &next);
+    b.place(&next);
+}
+
+/// The terms of the voxel record `w` paired with `xt` (see [`pair`]); branches to `next` when
+/// radius mode rejects the pair or its exponent is out of range.
+fn pair_terms(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    sums: &PairSums,
+    xt: [Reg<F64>; 3],
+    w: &[Reg<F64>; 9],
+    next: &Label,
+) {
     let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
     // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
     let radius_test = |b: &mut KernelBuilder| {
@@ -199,12 +248,12 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
         let near = b.label("radius_ok");
         b.bra_uni_unless(cx.radius, &near);
         let far = radius_test(b);
-        b.bra_if(far, &next);
+        b.bra_if(far, next);
         b.place(&near);
     } else {
         let far = radius_test(b);
         let skip = b.and(far, cx.radius);
-        b.bra_if(skip, &next);
+        b.bra_if(skip, next);
     }
     b.mov_to(sums.found, 1u32);
     // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
@@ -221,7 +270,7 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
     let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
     let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
     let ok = b.and(lo, hi);
-    b.bra_unless(ok, &next);
+    b.bra_unless(ok, next);
     b.comment("pair: e = exp(-d2 q / 2), then E, G, Q");
     let e = exp_f64(b, arg);
     let s = b.add(sums.e_sum, e);
@@ -237,7 +286,6 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
         let s = b.fma(t[i], cd[j], s);
         b.mov_to(sums.q[m], s);
     }
-    b.place(&next);
 }
 
 /// Hash probe for `key`: the voxel index, or −1 (see `ndt::voxel_hash` for hash and probing).
