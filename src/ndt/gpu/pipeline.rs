@@ -60,7 +60,7 @@ pub struct GpuDerivativePipeline {
     pub(super) lookup: VoxelLookup,
     pub(super) cells: DeviceCells,
     pub(super) sort_sources: bool,
-    /// Blocks per SM a round's grid aims for (see [`super::tuning::blocks_per_sm_from_env`]).
+    /// Blocks per SM a round's grid aims for (see [`super::variants::blocks_per_sm_from_env`]).
     blocks_per_sm: usize,
     /// Batches may run as two groups in flight (`split.rs`).
     split: bool,
@@ -99,9 +99,12 @@ impl GpuDerivativePipeline {
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         capacity.check()?;
-        let func = super::tuning::derivative_kernel(&gpu, false)?;
+        let func = super::variants::derivative_kernel(
+            &gpu,
+            super::variants::variant_from_env(false, false),
+        )?;
         let s = gpu.stream().clone();
-        let blocks_per_sm = super::tuning::blocks_per_sm_from_env();
+        let blocks_per_sm = super::variants::blocks_per_sm_from_env();
         let split = split::split_from_env();
         let slots = partial_slots(&gpu, &capacity, blocks_per_sm) * if split { 2 } else { 1 };
         let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;

@@ -12,10 +12,8 @@
 //! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`; 4 blocks
 //!   of the dense variant at 128 registers: 10.1 ms, no gain).
 
-use crate::kernels::ndt::derivatives::{build_variant, Variant};
-use crate::kernels::KernelId;
+use super::variants::{derivative_kernel, variant_from_env};
 use crate::ndt::voxel_map::VoxelMap;
-use crate::ptx::Target;
 use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
 use crate::Result;
 use cudarc::driver::{CudaStream, DevicePtr};
@@ -53,17 +51,6 @@ pub fn sort_from_env() -> bool {
     std::env::var("PTXFLOW_NDT_SORT").as_deref() == Ok("1")
 }
 
-/// Blocks per SM a round's grid aims for when it has enough points: 8 (two waves at 4
-/// resident), or `PTXFLOW_NDT_BLOCKS_PER_SM` (1..=64, a grid-sizing experiment) when a
-/// pipeline is created.
-pub fn blocks_per_sm_from_env() -> usize {
-    std::env::var("PTXFLOW_NDT_BLOCKS_PER_SM")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| (1..=64).contains(n))
-        .unwrap_or(8)
-}
-
 /// `points` ordered by the cell of side `cell_m` they lie in (z, then y, then x; points
 /// outside the cell range last, in their order).
 pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
@@ -78,35 +65,6 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
         .collect();
     keyed.sort_unstable();
     keyed.iter().map(|&(_, i)| points[i as usize]).collect()
-}
-
-/// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
-/// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) adds `.minnctapersm n`; `PTXFLOW_NDT_COMPACT=1`,
-/// `PTXFLOW_NDT_PREFETCH=1` (with compaction; both dense table only) and
-/// `PTXFLOW_NDT_SHARED_ACC=1` pick the [`Variant`]s of those names (experiments, off by
-/// default).
-pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
-    let variant = Variant {
-        dense,
-        min_blocks_per_sm: std::env::var("PTXFLOW_NDT_MIN_BLOCKS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|n| (1..=16).contains(n)),
-        compact: dense && (env_flag("PTXFLOW_NDT_COMPACT") || env_flag("PTXFLOW_NDT_PREFETCH")),
-        prefetch: dense && env_flag("PTXFLOW_NDT_PREFETCH"),
-        shared_acc: env_flag("PTXFLOW_NDT_SHARED_ACC"),
-    };
-    if variant == Variant::default() {
-        gpu.kernel(KernelId::NdtDerivatives)
-    } else {
-        gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
-    }
-}
-
-/// Whether the environment variable `name` is `1`.
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).as_deref() == Ok("1")
 }
 
 /// The order a source cloud is stored in on the device: as given, or sorted by cell of side
@@ -190,6 +148,8 @@ impl DenseCells {
 pub(super) struct DeviceCells {
     buf: Option<DeviceBuffer<i32>>,
     kernel: Option<LoadedKernel>,
+    /// The variant for rounds of at most one block per SM, when it differs.
+    small: Option<LoadedKernel>,
     args: Option<CellArgs>,
 }
 
@@ -220,6 +180,7 @@ impl DeviceCells {
         DeviceCells {
             buf: None,
             kernel: None,
+            small: None,
             args: None,
         }
     }
@@ -243,7 +204,12 @@ impl DeviceCells {
             return Ok(0);
         };
         if self.kernel.is_none() {
-            self.kernel = Some(derivative_kernel(gpu, true)?);
+            let large = variant_from_env(true, false);
+            let small = variant_from_env(true, true);
+            self.kernel = Some(derivative_kernel(gpu, large)?);
+            if small != large {
+                self.small = Some(derivative_kernel(gpu, small)?);
+            }
         }
         let mut allocations = 0;
         if self
@@ -270,9 +236,10 @@ impl DeviceCells {
         Ok(allocations)
     }
 
-    /// The dense-table kernel and its extra arguments, when the table is on.
-    pub(super) fn active(&self) -> Option<(&LoadedKernel, CellArgs)> {
-        Some((self.kernel.as_ref()?, self.args?))
+    /// The dense-table kernels (for any round; for rounds of at most one block per SM, if it
+    /// differs) and their extra arguments, when the table is on.
+    pub(super) fn active(&self) -> Option<(&LoadedKernel, Option<&LoadedKernel>, CellArgs)> {
+        Some((self.kernel.as_ref()?, self.small.as_ref(), self.args?))
     }
 
     /// Device bytes held.

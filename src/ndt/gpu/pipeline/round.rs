@@ -167,7 +167,13 @@ impl GpuDerivativePipeline {
         };
         let s = self.gpu.stream();
         let dense = self.cells.active();
-        let func = dense.as_ref().map_or(&self.func, |d| d.0);
+        // A round of at most one block per SM is bound by one thread's latency, not throughput.
+        let small = n * per_request <= self.gpu.facts().sm_count as usize;
+        let func = match &dense {
+            Some((_, Some(k), _)) if small => k,
+            Some((k, _, _)) => k,
+            None => &self.func,
+        };
         let mut lb = func.launch(s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
@@ -188,7 +194,7 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
-        if let Some((_, cells)) = &dense {
+        if let Some((_, _, cells)) = &dense {
             cells.push(&mut lb);
         }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
