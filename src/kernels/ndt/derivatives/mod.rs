@@ -47,6 +47,7 @@
 //!    request's counter. The block that arrives last sums all partials of the request in block
 //!    order (deterministic, f64), writes the result and resets the counter.
 
+mod dense;
 mod kernel;
 mod point;
 

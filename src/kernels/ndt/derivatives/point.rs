@@ -3,8 +3,8 @@
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
 use super::{
-    hessian_index, Ctx, DenseCtx, ACC_STRIDE, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX,
-    SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
+    hessian_index, Ctx, ACC_STRIDE, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT,
+    UPPER_PAIRS,
 };
 use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::*;
@@ -44,12 +44,12 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
 }
 
 /// The per-point sums over its paired voxels (registers updated in probe order).
-struct PairSums {
-    e_sum: Reg<F64>,
-    g: [Reg<F64>; 3],
+pub(super) struct PairSums {
+    pub(super) e_sum: Reg<F64>,
+    pub(super) g: [Reg<F64>; 3],
     /// `Q00 Q01 Q02 Q11 Q12 Q22`.
-    q: [Reg<F64>; 6],
-    found: Reg<U32>,
+    pub(super) q: [Reg<F64>; 6],
+    pub(super) found: Reg<U32>,
 }
 
 /// The probes of one point and, when a voxel was paired, its contributions.
@@ -68,7 +68,7 @@ fn neighbours(
         found: b.mov(0u32),
     };
     match &cx.dense {
-        Some(d) => dense_probes(b, cx, d, &sums, xt, cell),
+        Some(d) => super::dense::dense_probes(b, cx, d, &sums, xt, cell),
         None => {
             b.comment("hash lookups, one probe after the other");
             b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
@@ -83,7 +83,12 @@ fn neighbours(
 }
 
 /// The voxel key of probe `o` (an index into the probe table) around `cell`.
-fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) -> [Reg<S32>; 3] {
+pub(super) fn probe_key(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    o: Reg<U32>,
+    cell: [Reg<S32>; 3],
+) -> [Reg<S32>; 3] {
     let wa = b.shared_index(&cx.probes, o);
     let word = b.ld::<U32>(Space::Shared, wa);
     std::array::from_fn(|k| {
@@ -100,116 +105,15 @@ fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) 
     })
 }
 
-/// Dense cell table: the probes in groups of [`DENSE_GROUP`]; each group issues all its table
-/// loads before any is used (one memory latency per group instead of one per probe), parks the
-/// voxel indices in the thread's column of `cx.group`, then pairs them in probe order.
-fn dense_probes(
-    b: &mut KernelBuilder,
-    cx: &Ctx,
-    d: &DenseCtx,
-    sums: &PairSums,
-    xt: [Reg<F64>; 3],
-    cell: [Reg<S32>; 3],
-) {
-    b.comment("dense cell table: a group of probes loads its voxel indices at once");
-    let cells = b.ld_param(&d.params.cells);
-    let cells = b.to_global(cells);
-    let origin = d.params.origin.clone().map(|p| b.ld_param(&p));
-    let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
-    let last = b.sub(cx.probe_end, 1u32);
-    // The thread's column of the group array: entry k at `col + k · COLUMN_STRIDE`.
-    const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
-    let col = b.shared_index(&d.group, d.tid);
-    b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
-        let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
-            let o = b.add(first, k as u32);
-            let valid = b.setp(Cmp::Lt, o, cx.probe_end);
-            // Past the end of the last group: read the last probe (in bounds), masked below.
-            let o = b.min(o, last);
-            let key = probe_key(b, cx, o, cell);
-            let mut ok = valid;
-            let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
-                let r = b.sub(key[a], origin[a]);
-                let r = b.bitcast::<U32, S32>(r);
-                // Negative offsets wrap to large values and fail the bound too.
-                let inside = b.setp(Cmp::Lt, r, dims[a]);
-                ok = b.and(ok, inside);
-                r
-            });
-            let row = b.mad(rel[2], dims[1], rel[1]);
-            let at = b.mad(row, dims[0], rel[0]);
-            let v = b.mov(-1i32);
-            b.guarded(ok, false, |b| {
-                let a = b.index_addr(cells, at, 4);
-                let got = b.ld::<S32>(Space::GlobalNc, a);
-                b.mov_to(v, got);
-            });
-            v
-        });
-        let end = if d.compact {
-            // Hits only, in probe order, at the front of the column: the warp then pairs
-            // max(hits per lane) times instead of once per probe that any lane hit.
-            let at = b.mov(col);
-            for v in found.iter() {
-                let hit = b.setp(Cmp::Ne, *v, -1i32);
-                b.guarded(hit, false, |b| b.st(Space::Shared, at, *v));
-                let next = b.add(at, COLUMN_STRIDE);
-                let next = b.selp(next, at, hit);
-                b.mov_to(at, next);
-            }
-            b.sub(at, col)
-        } else {
-            for (k, v) in found.iter().enumerate() {
-                let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
-                b.st(Space::Shared, slot, *v);
-            }
-            b.mov(DENSE_GROUP * COLUMN_STRIDE)
-        };
-        if d.compact && d.prefetch {
-            // Software pipeline: the next hit's voxel record is requested before this hit's
-            // terms are computed, so its load latency hides behind them.
-            let ahead: [Reg<F64>; 9] = [(); 9].map(|_| b.mov(0.0f64));
-            let any = b.setp(Cmp::Ne, end, 0u32);
-            b.guarded(any, false, |b| {
-                let v = b.ld::<S32>(Space::Shared, col);
-                load_voxel_into(b, cx, v, &ahead);
-            });
-            b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
-                let w: [Reg<F64>; 9] = ahead.map(|r| b.mov(r));
-                let following = b.add(off, COLUMN_STRIDE);
-                let more = b.setp(Cmp::Lt, following, end);
-                b.guarded(more, false, |b| {
-                    let slot = b.add(col, following);
-                    let v = b.ld::<S32>(Space::Shared, slot);
-                    load_voxel_into(b, cx, v, &ahead);
-                });
-                let next = b.label("probe_next");
-                pair_terms(b, cx, sums, xt, &w, &next);
-                b.place(&next);
-            });
-        } else {
-            b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
-                let slot = b.add(col, off);
-                let v = b.ld::<S32>(Space::Shared, slot);
-                pair(b, cx, sums, xt, v);
-            });
-        }
-    });
-}
-
-/// Loads voxel `v`'s record (mean, inverse covariance) into `w`.
-fn load_voxel_into(b: &mut KernelBuilder, cx: &Ctx, v: Reg<S32>, w: &[Reg<F64>; 9]) {
-    let vu = b.bitcast::<U32, S32>(v);
-    let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-    for (k, r) in w.iter().enumerate() {
-        let x = b.ld::<F64>(Space::GlobalNc, va.off(8 * k as i64));
-        b.mov_to(*r, x);
-    }
-}
-
 /// Voxel `v` (−1: none) paired with the transformed point `xt`: adds its terms to `sums`
 /// unless radius mode rejects it or its exponent is out of range (the CPU's rules).
-fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: Reg<S32>) {
+pub(super) fn pair(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    sums: &PairSums,
+    xt: [Reg<F64>; 3],
+    v: Reg<S32>,
+) {
     let next = b.label("probe_next");
     let miss = b.setp(Cmp::Eq, v, -1i32);
     b.bra_if(miss, &next);
@@ -225,7 +129,7 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
 
 /// The terms of the voxel record `w` paired with `xt` (see [`pair`]); branches to `next` when
 /// radius mode rejects the pair or its exponent is out of range.
-fn pair_terms(
+pub(super) fn pair_terms(
     b: &mut KernelBuilder,
     cx: &Ctx,
     sums: &PairSums,
