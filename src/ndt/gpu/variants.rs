@@ -8,6 +8,7 @@
 //! - `PTXFLOW_NDT_SHARED_ACC`: the 28 accumulators in shared memory instead of registers;
 //! - `PTXFLOW_NDT_SMALL_PREFETCH`: rounds of at most one block per SM (one alignment) run the
 //!   prefetching variant whatever the others say;
+//! - `PTXFLOW_NDT_SPLIT`: batches run as two groups in flight (`pipeline/split.rs`);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 
@@ -22,9 +23,11 @@ const COMPACT: bool = false;
 const PREFETCH: bool = false;
 const SHARED_ACC: bool = false;
 const SMALL_PREFETCH: bool = false;
+/// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
+pub(super) const SPLIT: bool = false;
 
 /// Whether the switch `name` is on (`1`), off (`0`) or, unset, `default`.
-fn env_switch(name: &str, default: bool) -> bool {
+pub(super) fn env_switch(name: &str, default: bool) -> bool {
     match std::env::var(name).as_deref() {
         Ok("1") => true,
         Ok("0") => false,

@@ -1,5 +1,5 @@
-//! [`SplitLinearize`] for [`GpuDerivativePipeline`] (opt-in: `PTXFLOW_NDT_SPLIT=1` when the
-//! pipeline is created, or [`GpuDerivativePipeline::set_split`]): two groups of a batch, each
+//! [`SplitLinearize`] for [`GpuDerivativePipeline`] (`PTXFLOW_NDT_SPLIT` when the pipeline is
+//! created, see `variants.rs`, or [`GpuDerivativePipeline::set_split`]): two groups of a batch, each
 //! with its own request, result, counter and block-partial records, launched on the one stream
 //! and each followed by an event, so the host waits for one group's round while the other's
 //! is queued behind it. Needs mapped results ([`Transfer::Mapped`]): a round's results are
@@ -19,9 +19,9 @@ pub(super) struct GroupRound {
     done: CudaEvent,
 }
 
-/// Whether `PTXFLOW_NDT_SPLIT=1` asks for split batches.
+/// Whether batches run split (`PTXFLOW_NDT_SPLIT`, see `super::super::variants`).
 pub(super) fn split_from_env() -> bool {
-    std::env::var("PTXFLOW_NDT_SPLIT").as_deref() == Ok("1")
+    crate::ndt::gpu::variants::env_switch("PTXFLOW_NDT_SPLIT", crate::ndt::gpu::variants::SPLIT)
 }
 
 impl GpuDerivativePipeline {
