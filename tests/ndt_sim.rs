@@ -144,6 +144,7 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
         dense: true,
         compact: true,
         prefetch: true,
+        linear: true,
         shared_acc: true,
         ..Variant::default()
     };
@@ -200,7 +201,7 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
         assert_eq!(
             hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             shared_acc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            "{search:?}: hash and shared-accumulator, prefetching records bit-identical"
+            "{search:?}: hash and shared-accumulator, prefetching, linear-probe records bit-identical"
         );
         for (k, pose) in poses.iter().enumerate() {
             let got =

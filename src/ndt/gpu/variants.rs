@@ -5,6 +5,7 @@
 //! a pipeline is created (`1` on, `0` off, unset: the default):
 //! - `PTXFLOW_NDT_COMPACT`: the dense probes' hits compacted per thread before pairing;
 //! - `PTXFLOW_NDT_PREFETCH` (implies compaction): the next hit's voxel record loaded ahead;
+//! - `PTXFLOW_NDT_LINEAR`: dense probes of interior cells by table offset, without bounds;
 //! - `PTXFLOW_NDT_SHARED_ACC`: the 28 accumulators in shared memory instead of registers;
 //! - `PTXFLOW_NDT_SMALL_PREFETCH`: rounds of at most one block per SM (one alignment) run the
 //!   prefetching variant whatever the others say;
@@ -22,6 +23,7 @@ use crate::Result;
 const COMPACT: bool = false;
 const PREFETCH: bool = false;
 const SHARED_ACC: bool = false;
+const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = false;
@@ -49,6 +51,7 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
             .filter(|n| (1..=16).contains(n)),
         compact: prefetch || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
         prefetch,
+        linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC),
     }
 }

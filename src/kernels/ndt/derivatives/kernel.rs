@@ -70,6 +70,9 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         tid,
         compact: variant.compact,
         prefetch: variant.prefetch,
+        linear: variant
+            .linear
+            .then(|| b.shared_array::<S32>("linear", PROBES.len() as u32)),
     });
 
     // 1. The request's terms, once per block.
@@ -108,6 +111,19 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         for (k, o) in PROBES.iter().enumerate() {
             let word = (o[0] + 1) as u32 | ((o[1] + 1) as u32) << 8 | ((o[2] + 1) as u32) << 16;
             b.st(Space::Shared, probes.at(k as u32), word);
+        }
+        if let Some(d) = &dense {
+            if let Some(lin) = &d.linear {
+                let dx = b.ld_param(&d.params.dims[0]);
+                let dy = b.ld_param(&d.params.dims[1]);
+                let dxy = b.mul(dx, dy);
+                let (dx, dxy) = (b.bitcast::<S32, U32>(dx), b.bitcast::<S32, U32>(dxy));
+                for (k, o) in PROBES.iter().enumerate() {
+                    let l = b.mad(dxy, o[2], o[0]);
+                    let l = b.mad(dx, o[1], l);
+                    b.st(Space::Shared, lin.at(k as u32), l);
+                }
+            }
         }
         let sc = SinCos {
             sa: w[0],

@@ -181,6 +181,9 @@ pub(super) struct DenseCtx {
     pub(super) compact: bool,
     /// [`Variant::prefetch`].
     pub(super) prefetch: bool,
+    /// [`Variant::linear`]: each probe's offset in the table (`x + y · dims_x + z · dims_x ·
+    /// dims_y` of its cell offset), written by thread 0 with the request's terms.
+    pub(super) linear: Option<SharedArray<S32>>,
 }
 
 /// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
@@ -201,6 +204,10 @@ pub struct Variant {
     /// With `compact`: load the next hit's voxel record before computing this hit's terms (a
     /// software pipeline of depth one). The same arithmetic: records stay bit-identical.
     pub prefetch: bool,
+    /// With `dense`: points whose cell is not on the box's faces find each probe's entry at the
+    /// cell's entry plus the probe's table offset (one shared load and one add instead of the
+    /// key and three bounds); the same entries, so records stay bit-identical.
+    pub linear: bool,
     /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
     /// registers, for more resident blocks; same additions in the same order.
     pub shared_acc: bool,
