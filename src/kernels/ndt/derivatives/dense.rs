@@ -50,57 +50,65 @@ pub(super) fn dense_probes(
         (interior.expect("three axes"), base, lin)
     });
     b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
-        let found: [Reg<S32>; DENSE_GROUP as usize] =
-            [(); DENSE_GROUP as usize].map(|_| b.mov(-1i32));
-        let bounded = |b: &mut KernelBuilder| {
-            for (k, v) in found.iter().enumerate() {
-                let o = b.add(first, k as u32);
-                let valid = b.setp(Cmp::Lt, o, cx.probe_end);
-                // Past the end of the last group: read the last probe (in bounds), masked below.
-                let o = b.min(o, last);
-                let key = probe_key(b, cx, o, cell);
-                let mut ok = valid;
-                let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
-                    let r = b.sub(key[a], origin[a]);
-                    let r = b.bitcast::<U32, S32>(r);
-                    // Negative offsets wrap to large values and fail the bound too.
-                    let inside = b.setp(Cmp::Lt, r, dims[a]);
-                    ok = b.and(ok, inside);
-                    r
-                });
-                let row = b.mad(rel[2], dims[1], rel[1]);
-                let at = b.mad(row, dims[0], rel[0]);
-                b.guarded(ok, false, |b| {
-                    let a = b.index_addr(cells, at, 4);
-                    let got = b.ld::<S32>(Space::GlobalNc, a);
-                    b.mov_to(*v, got);
-                });
+        // One bounded probe (the key, three bounds, the entry): the original path.
+        let bounded = |b: &mut KernelBuilder, k: u32| {
+            let o = b.add(first, k);
+            let valid = b.setp(Cmp::Lt, o, cx.probe_end);
+            // Past the end of the last group: read the last probe (in bounds), masked below.
+            let o = b.min(o, last);
+            let key = probe_key(b, cx, o, cell);
+            let mut ok = valid;
+            let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
+                let r = b.sub(key[a], origin[a]);
+                let r = b.bitcast::<U32, S32>(r);
+                // Negative offsets wrap to large values and fail the bound too.
+                let inside = b.setp(Cmp::Lt, r, dims[a]);
+                ok = b.and(ok, inside);
+                r
+            });
+            let row = b.mad(rel[2], dims[1], rel[1]);
+            let at = b.mad(row, dims[0], rel[0]);
+            let v = b.mov(-1i32);
+            b.guarded(ok, false, |b| {
+                let a = b.index_addr(cells, at, 4);
+                let got = b.ld::<S32>(Space::GlobalNc, a);
+                b.mov_to(v, got);
+            });
+            v
+        };
+        let found: [Reg<S32>; DENSE_GROUP as usize] = match &linear {
+            None => std::array::from_fn(|k| bounded(b, k as u32)),
+            Some((interior, base, lin)) => {
+                let found = [(); DENSE_GROUP as usize].map(|_| b.mov(-1i32));
+                b.if_else(
+                    *interior,
+                    |b| {
+                        for (k, v) in found.iter().enumerate() {
+                            let o = b.add(first, k as u32);
+                            let valid = b.setp(Cmp::Lt, o, cx.probe_end);
+                            let o = b.min(o, last);
+                            let la = b.shared_index(lin, o);
+                            let off = b.ld::<S32>(Space::Shared, la);
+                            let off = b.bitcast::<U32, S32>(off);
+                            // Wraps to base − |offset| for negative offsets.
+                            let at = b.add(*base, off);
+                            b.guarded(valid, false, |b| {
+                                let a = b.index_addr(cells, at, 4);
+                                let got = b.ld::<S32>(Space::GlobalNc, a);
+                                b.mov_to(*v, got);
+                            });
+                        }
+                    },
+                    |b| {
+                        for (k, v) in found.iter().enumerate() {
+                            let got = bounded(b, k as u32);
+                            b.mov_to(*v, got);
+                        }
+                    },
+                );
+                found
             }
         };
-        match &linear {
-            Some((interior, base, lin)) => b.if_else(
-                *interior,
-                |b| {
-                    for (k, v) in found.iter().enumerate() {
-                        let o = b.add(first, k as u32);
-                        let valid = b.setp(Cmp::Lt, o, cx.probe_end);
-                        let o = b.min(o, last);
-                        let la = b.shared_index(lin, o);
-                        let off = b.ld::<S32>(Space::Shared, la);
-                        let off = b.bitcast::<U32, S32>(off);
-                        // Wraps to base − |offset| for negative offsets.
-                        let at = b.add(*base, off);
-                        b.guarded(valid, false, |b| {
-                            let a = b.index_addr(cells, at, 4);
-                            let got = b.ld::<S32>(Space::GlobalNc, a);
-                            b.mov_to(*v, got);
-                        });
-                    }
-                },
-                bounded,
-            ),
-            None => bounded(b),
-        }
         let end = if d.compact {
             // Hits only, in probe order, at the front of the column: the warp then pairs
             // max(hits per lane) times instead of once per probe that any lane hit.
