@@ -17,9 +17,10 @@
 //! What is known without one: the variants' records equal the hash kernel's bit for bit in the
 //! interpreter; with them all off the dense kernel's PTX is byte-identical to before; ptxas 13.0
 //! for sm_90 gives the dense kernel 160 registers (3 blocks of 128 threads per SM), with shared
-//! accumulators 96 (5 blocks; 34 KB of shared memory a block), shared accumulators + compaction
-//! + linear probes 128 (4 blocks), linear probes alone 196, prefetching 229, all without
-//! spills. `.gpu-17n/go.sh` (see the session-6 report) measures and verifies them in one call.
+//! accumulators 96 (5 blocks; 34 KB of shared memory a block), with shared accumulators,
+//! compaction and linear probes 128 (4 blocks), with linear probes alone 196 and with
+//! prefetching 229, all without spills. `.gpu-17n/go.sh` (see the session-6 report) measures
+//! and verifies them in one call.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
