@@ -160,6 +160,101 @@ fn velodyne_batch_equals_single_alignments() {
     .is_err());
 }
 
+/// A CPU linearizer that offers two groups in flight ([`SplitLinearize`]): a submitted round
+/// is evaluated when it is completed, as a device would have run it meanwhile.
+struct SplitCpu<'a> {
+    cpu: CpuLinearizer<'a>,
+    pending: [Option<Vec<LinearizeRequest>>; 2],
+    jobs: usize,
+    completed: usize,
+}
+
+impl Linearize for SplitCpu<'_> {
+    fn source_count(&self) -> usize {
+        self.cpu.source_count()
+    }
+
+    fn source_len(&self, source: usize) -> usize {
+        self.cpu.source_len(source)
+    }
+
+    fn linearize(&mut self, requests: &[LinearizeRequest]) -> ptxflow::Result<Vec<Linearization>> {
+        self.cpu.linearize(requests)
+    }
+
+    fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
+        self.jobs = jobs;
+        Some(self)
+    }
+}
+
+impl SplitLinearize for SplitCpu<'_> {
+    fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> ptxflow::Result<()> {
+        // Group 0 holds the first ceil(jobs / 2) alignments, group 1 the rest.
+        let room = if group == 0 {
+            self.jobs.div_ceil(2)
+        } else {
+            self.jobs / 2
+        };
+        assert!(
+            !requests.is_empty() && requests.len() <= room,
+            "group {group}"
+        );
+        assert!(
+            self.pending[group].is_none(),
+            "one round per group in flight"
+        );
+        self.pending[group] = Some(requests.to_vec());
+        Ok(())
+    }
+
+    fn complete(&mut self, group: usize) -> ptxflow::Result<Vec<Linearization>> {
+        let r = self.pending[group]
+            .take()
+            .expect("a round of the group in flight");
+        self.completed += 1;
+        self.cpu.linearize(&r)
+    }
+}
+
+#[test]
+fn split_batch_equals_the_lockstep_batch() {
+    let Some(v) = velodyne() else { return };
+    let params = NdtParams::default();
+    let map = VoxelMap::build(&v.target.points, params.resolution_m).unwrap();
+    let source: Vec<[f32; 3]> = v.source.points.iter().copied().step_by(8).collect();
+    let lin = || CpuLinearizer::new(&map, vec![&source], params.search, params.outlier_ratio);
+    // 65 hypotheses: at least the 64 a split needs, and groups of 33 and 32.
+    let inits = hypotheses(&Isometry3::identity(), 65, 1.0, 10.0, 11).unwrap();
+    let lockstep = align_hypotheses(&mut lin().unwrap(), 0, &inits, &params.solver).unwrap();
+    let mut split = SplitCpu {
+        cpu: lin().unwrap(),
+        pending: [None, None],
+        jobs: 0,
+        completed: 0,
+    };
+    let r = align_hypotheses(&mut split, 0, &inits, &params.solver).unwrap();
+    let rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
+    let (a, b) = r.results.split_at(33);
+    assert_eq!(split.jobs, 65);
+    assert_eq!(
+        split.completed,
+        rounds(a) + rounds(b),
+        "one round per group step"
+    );
+    assert!(split.pending.iter().all(Option::is_none));
+    assert_eq!(r, lockstep);
+    // Below 64 jobs the batch runs in lockstep even when a split is offered.
+    let mut few = SplitCpu {
+        cpu: lin().unwrap(),
+        pending: [None, None],
+        jobs: 0,
+        completed: 0,
+    };
+    align_hypotheses(&mut few, 0, &inits[..63], &params.solver).unwrap();
+    assert_eq!((few.jobs, few.completed), (0, 0));
+}
+
 #[test]
 fn iteration_cap_is_never_called_converged() {
     let Some(v) = velodyne() else { return };

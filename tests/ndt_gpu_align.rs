@@ -178,7 +178,18 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
         c_gpu.requests,
         cpu_s * 1e3
     );
-    assert_eq!(c_gpu.launches as usize, rounds, "one launch per round");
+    if p.split_enabled() && n >= 64 {
+        // Two groups in flight (PTXFLOW_NDT_SPLIT=1): one launch per round of each group.
+        let group_rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
+        let (a, b) = g.results.split_at(n.div_ceil(2));
+        let launches = group_rounds(a) + group_rounds(b);
+        assert_eq!(
+            c_gpu.launches as usize, launches,
+            "one launch per group round"
+        );
+    } else {
+        assert_eq!(c_gpu.launches as usize, rounds, "one launch per round");
+    }
     // Hypotheses far from the optimum take 20 to 40 steps through a piecewise-smooth score, and
     // there the solver's discrete decisions (line-search acceptance, the convergence test near
     // its thresholds) amplify rounding-level differences: the CPU reference disagrees with itself
@@ -301,4 +312,46 @@ fn gpu_batch_of_several_scans_equals_single_alignments() {
             "{job:?}: {et} m {er} deg"
         );
     }
+}
+
+#[test]
+fn gpu_split_batch_equals_the_lockstep_batch() {
+    let Some(gpu) = common::gpu_or_skip("gpu_split_batch_equals_the_lockstep_batch") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let scene = velodyne_scene(&dir);
+    let params = NdtParams::default();
+    // Split batches start at 64 alignments. A round gives each request min(points / 128,
+    // 8 · SMs / requests) blocks, and the blocks decide the order of the sums; a source of at
+    // most 128 · 8 · SMs / n points gets the same blocks in every round of both modes, so the
+    // results must be equal bit for bit.
+    let n = if sanitizing() { 64 } else { 128 };
+    let blocks = (8 * gpu.facts().sm_count as usize / n).clamp(1, 4);
+    let step = scene.source.len().div_ceil(128 * blocks);
+    let source: Vec<[f32; 3]> = scene.source.iter().copied().step_by(step).collect();
+    assert!(source.len() <= 128 * blocks);
+    let inits = hypotheses(&Isometry3::identity(), n, 1.0, 10.0, 7).unwrap();
+    let mut p = gpu_pipeline(&gpu, &scene, params.search, n);
+    p.upload_source(&source).unwrap();
+    p.set_split(false).unwrap();
+    p.reset_counters();
+    let lockstep = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    let plain = p.counters();
+    p.set_split(true).unwrap();
+    p.reset_counters();
+    let split = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    let c = p.counters();
+    let rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
+    let (a, b) = split.results.split_at(n / 2);
+    eprintln!(
+        "{n} hypotheses: lockstep {} launches, split {} launches ({} + {} group rounds)",
+        plain.launches,
+        c.launches,
+        rounds(a),
+        rounds(b)
+    );
+    assert_eq!(c.launches as usize, rounds(a) + rounds(b));
+    // The same kernels on the same poses in the same order for every alignment: equal results.
+    assert_eq!(split, lockstep);
 }

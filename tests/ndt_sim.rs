@@ -133,6 +133,27 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
     };
     let dense_prog =
         Program::parse(&build_variant(Target::Sm75, dense_variant).emit().unwrap()).unwrap();
+    let compact_variant = Variant {
+        dense: true,
+        compact: true,
+        ..Variant::default()
+    };
+    let compact_prog =
+        Program::parse(&build_variant(Target::Sm75, compact_variant).emit().unwrap()).unwrap();
+    let shared_acc_variant = Variant {
+        dense: true,
+        compact: true,
+        prefetch: true,
+        linear: true,
+        shared_acc: true,
+        ..Variant::default()
+    };
+    let shared_acc_prog = Program::parse(
+        &build_variant(Target::Sm75, shared_acc_variant)
+            .emit()
+            .unwrap(),
+    )
+    .unwrap();
     let target = scene(3000, 1);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let cells = DenseCells::build(&map).expect("a small box");
@@ -153,6 +174,34 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
             hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             dense.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             "{search:?}: hash and dense records bit-identical"
+        );
+        let compact = run(
+            &compact_prog,
+            &map,
+            &source,
+            &poses,
+            search,
+            Some(&cells),
+            2,
+        );
+        assert_eq!(
+            hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            compact.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{search:?}: hash and compacted dense records bit-identical"
+        );
+        let shared_acc = run(
+            &shared_acc_prog,
+            &map,
+            &source,
+            &poses,
+            search,
+            Some(&cells),
+            2,
+        );
+        assert_eq!(
+            hash.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            shared_acc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{search:?}: hash and shared-accumulator, prefetching, linear-probe records bit-identical"
         );
         for (k, pose) in poses.iter().enumerate() {
             let got =

@@ -40,6 +40,12 @@ impl Linearize for Timed<'_> {
             .push((requests.len(), t.elapsed().as_secs_f64(), device));
         Ok(out)
     }
+
+    /// Split batches (`PTXFLOW_NDT_SPLIT=1`) go straight to the pipeline: no rounds are timed,
+    /// so the whole wall time shows as host time.
+    fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
+        self.pipe.split(jobs)
+    }
 }
 
 /// Runs `f` on a timed wrapper of `pipe` and prints the phase split under `what`.

@@ -52,6 +52,25 @@ pub trait Linearize {
     /// Errors: [`Error::Input`] for a source index out of range; implementation-specific errors
     /// (a GPU implementation: driver and kernel failures).
     fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>>;
+
+    /// Two rounds in flight for a batch of `jobs` alignments (see [`SplitLinearize`]), when
+    /// this implementation offers that for so many; `None` (the default) keeps one round at a
+    /// time.
+    fn split(&mut self, _jobs: usize) -> Option<&mut dyn SplitLinearize> {
+        None
+    }
+}
+
+/// An evaluator that keeps two groups' rounds in flight, so that the host updates one group's
+/// solvers while the device evaluates the other's ([`crate::ndt::align_batch`] uses it when
+/// [`Linearize::split`] offers it). Group 0 holds the first `ceil(jobs / 2)` alignments of the
+/// batch, group 1 the rest; each group has at most one round in flight.
+pub trait SplitLinearize {
+    /// Starts evaluating `requests` for group `group` (0 or 1) and returns without waiting.
+    fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()>;
+
+    /// Waits for group `group`'s round and returns one [`Linearization`] per request, in order.
+    fn complete(&mut self, group: usize) -> Result<Vec<Linearization>>;
 }
 
 /// The CPU implementation: borrows the map and the source clouds.

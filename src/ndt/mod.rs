@@ -39,7 +39,7 @@ pub use gpu::{
     align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer, VoxelLookup,
 };
 pub use io::read_cloud;
-pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest};
+pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest, SplitLinearize};
 pub use params::{NdtParams, SolverParams};
 pub use plan::{align_clouds_on, CostModel, Estimate, NdtWork};
 pub use pose::{isometry_to_pose, pose_error, pose_to_isometry, Pose6};

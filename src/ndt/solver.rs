@@ -29,6 +29,12 @@ use crate::{Error, Result};
 use nalgebra::{Isometry3, Vector6};
 use rayon::prelude::*;
 
+mod split;
+
+/// Batches with at least this many alignments use two groups in flight when the linearizer
+/// offers them ([`Linearize::split`]).
+const SPLIT_MIN: usize = 2 * PARALLEL_FEED_MIN;
+
 /// Rounds with at least this many linearizations update the solver states in parallel (an
 /// update may solve a 6×6 eigenproblem, about a microsecond; hundreds per round add up).
 const PARALLEL_FEED_MIN: usize = 32;
@@ -287,48 +293,21 @@ pub fn align_batch<L: Linearize + ?Sized>(
         }
         states.push(Newton::new(&job.init, lin.source_len(job.source), *params));
     }
-    loop {
-        let mut who = Vec::new();
-        let mut requests = Vec::new();
-        for (k, s) in states.iter().enumerate() {
-            if let Some(pose) = s.wants() {
-                who.push(k);
-                requests.push(LinearizeRequest {
-                    source: jobs[k].source,
-                    pose,
-                });
+    let split = if jobs.len() >= SPLIT_MIN {
+        lin.split(jobs.len())
+    } else {
+        None
+    };
+    match split {
+        Some(s) => split::run(s, &mut states, jobs)?,
+        None => loop {
+            let (who, requests) = requests_of(&states, jobs);
+            if requests.is_empty() {
+                break;
             }
-        }
-        if requests.is_empty() {
-            break;
-        }
-        let out = lin.linearize(&requests)?;
-        if out.len() != requests.len() {
-            return Err(Error::Shape {
-                what: "linearizations returned by Linearize::linearize".into(),
-                expected: requests.len().to_string(),
-                got: out.len().to_string(),
-            });
-        }
-        if who.len() >= PARALLEL_FEED_MIN {
-            // States are independent, so the parallel update gives the same results.
-            let mut fed: Vec<Option<Linearization>> = vec![None; states.len()];
-            for (k, l) in who.into_iter().zip(out) {
-                fed[k] = Some(l);
-            }
-            states
-                .par_iter_mut()
-                .zip(fed.par_iter_mut())
-                .for_each(|(s, l)| {
-                    if let Some(l) = l.take() {
-                        s.feed(l);
-                    }
-                });
-        } else {
-            for (k, l) in who.into_iter().zip(out) {
-                states[k].feed(l);
-            }
-        }
+            let out = lin.linearize(&requests)?;
+            feed_round(&mut states, who, out)?;
+        },
     }
     Ok(states
         .into_iter()
@@ -338,4 +317,51 @@ pub fn align_batch<L: Linearize + ?Sized>(
             _ => unreachable!("align_batch: every job finished"),
         })
         .collect())
+}
+
+/// The requests of every state that wants a pose: their indices and the requests, in order.
+fn requests_of(states: &[Newton], jobs: &[AlignJob]) -> (Vec<usize>, Vec<LinearizeRequest>) {
+    let mut who = Vec::new();
+    let mut requests = Vec::new();
+    for (k, s) in states.iter().enumerate() {
+        if let Some(pose) = s.wants() {
+            who.push(k);
+            requests.push(LinearizeRequest {
+                source: jobs[k].source,
+                pose,
+            });
+        }
+    }
+    (who, requests)
+}
+
+/// Feeds `out[i]` to `states[who[i]]` (in parallel for large rounds).
+fn feed_round(states: &mut [Newton], who: Vec<usize>, out: Vec<Linearization>) -> Result<()> {
+    if out.len() != who.len() {
+        return Err(Error::Shape {
+            what: "linearizations returned by Linearize::linearize".into(),
+            expected: who.len().to_string(),
+            got: out.len().to_string(),
+        });
+    }
+    if who.len() >= PARALLEL_FEED_MIN {
+        // States are independent, so the parallel update gives the same results.
+        let mut fed: Vec<Option<Linearization>> = vec![None; states.len()];
+        for (k, l) in who.into_iter().zip(out) {
+            fed[k] = Some(l);
+        }
+        states
+            .par_iter_mut()
+            .zip(fed.par_iter_mut())
+            .for_each(|(s, l)| {
+                if let Some(l) = l.take() {
+                    s.feed(l);
+                }
+            });
+    } else {
+        for (k, l) in who.into_iter().zip(out) {
+            states[k].feed(l);
+        }
+    }
+    Ok(())
 }

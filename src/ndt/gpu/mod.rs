@@ -16,6 +16,7 @@ pub mod mapped;
 pub mod pipeline;
 pub mod records;
 pub mod tuning;
+pub mod variants;
 
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::GpuDerivativePipeline;

@@ -16,7 +16,7 @@ use super::records::*;
 use super::tuning::{DeviceCells, VoxelLookup};
 use crate::kernels::ndt::derivatives::{BLOCK, SLOT_VALUES};
 use crate::ndt::derivatives::GaussConstants;
-use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
+use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest, SplitLinearize};
 use crate::ndt::pose::Pose6;
 use crate::ndt::search::NeighbourSearch;
 use crate::ndt::voxel_map::VoxelMap;
@@ -24,10 +24,8 @@ use crate::runtime::{DeviceBuffer, Gpu, LoadedKernel};
 use crate::{Error, Result};
 use std::sync::Arc;
 
-/// Blocks per SM the grid aims for when a round has enough points (two waves at 4 resident).
-const BLOCKS_PER_SM: usize = 8;
-
 mod round;
+mod split;
 
 /// What a round needs to know of the uploaded target.
 #[derive(Clone, Copy)]
@@ -62,6 +60,14 @@ pub struct GpuDerivativePipeline {
     pub(super) lookup: VoxelLookup,
     pub(super) cells: DeviceCells,
     pub(super) sort_sources: bool,
+    /// Blocks per SM a round's grid aims for (see [`super::variants::blocks_per_sm_from_env`]).
+    blocks_per_sm: usize,
+    /// Batches may run as two groups in flight (`split.rs`).
+    split: bool,
+    /// The block partials hold two groups' grids.
+    split_partials: bool,
+    /// Each split group's round in flight.
+    groups: [Option<split::GroupRound>; 2],
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -72,8 +78,8 @@ fn slots_for(voxels: usize) -> usize {
 /// Partial slots for the grids a round may use: up to `target` blocks in all, each request as
 /// many as its points fill. (Counting one request's blocks only left a 256-request round of a
 /// 16k-point source with one block per request: 0.6 waves, 18.4 ms instead of 12.6 for the batch.)
-fn partial_slots(gpu: &Gpu, cap: &GpuCapacity) -> usize {
-    let target = gpu.facts().sm_count as usize * BLOCKS_PER_SM;
+fn partial_slots(gpu: &Gpu, cap: &GpuCapacity, blocks_per_sm: usize) -> usize {
+    let target = gpu.facts().sm_count as usize * blocks_per_sm;
     let per_request = cap.points.div_ceil(BLOCK as usize);
     cap.requests
         .max(target.min(cap.requests.saturating_mul(per_request)).max(1))
@@ -93,9 +99,14 @@ impl GpuDerivativePipeline {
     ) -> Result<Self> {
         GaussConstants::new(1.0, outlier_ratio)?;
         capacity.check()?;
-        let func = super::tuning::derivative_kernel(&gpu, false)?;
+        let func = super::variants::derivative_kernel(
+            &gpu,
+            super::variants::variant_from_env(false, false),
+        )?;
         let s = gpu.stream().clone();
-        let slots = partial_slots(&gpu, &capacity);
+        let blocks_per_sm = super::variants::blocks_per_sm_from_env();
+        let split = split::split_from_env();
+        let slots = partial_slots(&gpu, &capacity, blocks_per_sm) * if split { 2 } else { 1 };
         let points = DeviceBuffer::zeros(&s, 3 * capacity.points, "NDT source points")?;
         let voxels = DeviceBuffer::zeros(&s, VOXEL_VALUES * capacity.voxels, "NDT voxels")?;
         let hash = DeviceBuffer::zeros(&s, 4 * slots_for(capacity.voxels), "NDT voxel hash")?;
@@ -133,6 +144,10 @@ impl GpuDerivativePipeline {
             lookup: VoxelLookup::from_env(),
             cells: DeviceCells::none(),
             sort_sources: super::tuning::sort_from_env(),
+            blocks_per_sm,
+            split,
+            split_partials: split,
+            groups: [None, None],
             gpu,
         };
         if !can_map {
@@ -287,7 +302,8 @@ impl GpuDerivativePipeline {
             self.points = DeviceBuffer::zeros(&s, 3 * total, "NDT source points")?;
             self.counters.allocations += 1;
             self.capacity.points = total;
-            let slots = partial_slots(&self.gpu, &self.capacity);
+            let groups = if self.split_partials { 2 } else { 1 };
+            let slots = groups * partial_slots(&self.gpu, &self.capacity, self.blocks_per_sm);
             if SLOT_VALUES * slots > self.partials.capacity() {
                 self.partials = DeviceBuffer::zeros(&s, SLOT_VALUES * slots, "NDT block partials")?;
                 self.counters.allocations += 1;
@@ -353,5 +369,14 @@ impl Linearize for GpuDerivativePipeline {
             self.round(chunk, &mut out)?;
         }
         Ok(out)
+    }
+
+    fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
+        if !self.can_split(jobs) {
+            return None;
+        }
+        // A batch that failed part way may have left a round behind; its records are rewritten.
+        self.groups = [None, None];
+        Some(self)
     }
 }

@@ -10,12 +10,11 @@
 //! - sources stored sorted by map cell (opt-in, [`sort_from_env`]): batch device time 10.1 ->
 //!   9.6 ms, but the sort costs host time at every upload (one alignment: +45 µs);
 //! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`; 4 blocks
-//!   of the dense variant at 128 registers: 10.1 ms, no gain).
+//!   of the dense variant at 128 registers: 10.1 ms, no gain);
+//! - further kernel variants and split batches, not yet measured: see [`super::variants`].
 
-use crate::kernels::ndt::derivatives::{build_variant, Variant};
-use crate::kernels::KernelId;
+use super::variants::{derivative_kernel, variant_from_env};
 use crate::ndt::voxel_map::VoxelMap;
-use crate::ptx::Target;
 use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
 use crate::Result;
 use cudarc::driver::{CudaStream, DevicePtr};
@@ -67,24 +66,6 @@ pub fn spatial_order(points: &[[f32; 3]], cell_m: f64) -> Vec<[f32; 3]> {
         .collect();
     keyed.sort_unstable();
     keyed.iter().map(|&(_, i)| points[i as usize]).collect()
-}
-
-/// The derivative kernel for the dense table or the hash: the table's `ndt_derivatives` for the
-/// hash without hints, else the [`Variant`] built and loaded at run time; `PTXFLOW_NDT_MIN_BLOCKS=n`
-/// (an occupancy experiment) adds `.minnctapersm n`.
-pub(super) fn derivative_kernel(gpu: &Gpu, dense: bool) -> Result<LoadedKernel> {
-    let variant = Variant {
-        dense,
-        min_blocks_per_sm: std::env::var("PTXFLOW_NDT_MIN_BLOCKS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|n| (1..=16).contains(n)),
-    };
-    if variant == Variant::default() {
-        gpu.kernel(KernelId::NdtDerivatives)
-    } else {
-        gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
-    }
 }
 
 /// The order a source cloud is stored in on the device: as given, or sorted by cell of side
@@ -168,6 +149,8 @@ impl DenseCells {
 pub(super) struct DeviceCells {
     buf: Option<DeviceBuffer<i32>>,
     kernel: Option<LoadedKernel>,
+    /// The variant for rounds of at most one block per SM, when it differs.
+    small: Option<LoadedKernel>,
     args: Option<CellArgs>,
 }
 
@@ -198,6 +181,7 @@ impl DeviceCells {
         DeviceCells {
             buf: None,
             kernel: None,
+            small: None,
             args: None,
         }
     }
@@ -221,7 +205,12 @@ impl DeviceCells {
             return Ok(0);
         };
         if self.kernel.is_none() {
-            self.kernel = Some(derivative_kernel(gpu, true)?);
+            let large = variant_from_env(true, false);
+            let small = variant_from_env(true, true);
+            self.kernel = Some(derivative_kernel(gpu, large)?);
+            if small != large {
+                self.small = Some(derivative_kernel(gpu, small)?);
+            }
         }
         let mut allocations = 0;
         if self
@@ -248,9 +237,10 @@ impl DeviceCells {
         Ok(allocations)
     }
 
-    /// The dense-table kernel and its extra arguments, when the table is on.
-    pub(super) fn active(&self) -> Option<(&LoadedKernel, CellArgs)> {
-        Some((self.kernel.as_ref()?, self.args?))
+    /// The dense-table kernels (for any round; for rounds of at most one block per SM, if it
+    /// differs) and their extra arguments, when the table is on.
+    pub(super) fn active(&self) -> Option<(&LoadedKernel, Option<&LoadedKernel>, CellArgs)> {
+        Some((self.kernel.as_ref()?, self.small.as_ref(), self.args?))
     }
 
     /// Device bytes held.

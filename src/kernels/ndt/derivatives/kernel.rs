@@ -4,8 +4,8 @@
 
 use super::point::point;
 use super::{
-    Ctx, DenseCtx, DenseParams, Variant, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES, REQUEST_BYTES,
-    SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
+    Ctx, DenseCtx, DenseParams, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES,
+    REQUEST_BYTES, SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
@@ -68,6 +68,11 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         },
         group: b.shared_array::<S32>("group", DENSE_GROUP * BLOCK),
         tid,
+        compact: variant.compact,
+        prefetch: variant.prefetch,
+        linear: variant
+            .linear
+            .then(|| b.shared_array::<S32>("linear", PROBES.len() as u32)),
     });
 
     // 1. The request's terms, once per block.
@@ -106,6 +111,19 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         for (k, o) in PROBES.iter().enumerate() {
             let word = (o[0] + 1) as u32 | ((o[1] + 1) as u32) << 8 | ((o[2] + 1) as u32) << 16;
             b.st(Space::Shared, probes.at(k as u32), word);
+        }
+        if let Some(d) = &dense {
+            if let Some(lin) = &d.linear {
+                let dx = b.ld_param(&d.params.dims[0]);
+                let dy = b.ld_param(&d.params.dims[1]);
+                let dxy = b.mul(dx, dy);
+                let (dx, dxy) = (b.bitcast::<S32, U32>(dx), b.bitcast::<S32, U32>(dxy));
+                for (k, o) in PROBES.iter().enumerate() {
+                    let l = b.mad(dxy, o[2], o[0]);
+                    let l = b.mad(dx, o[1], l);
+                    b.st(Space::Shared, lin.at(k as u32), l);
+                }
+            }
         }
         let sc = SinCos {
             sa: w[0],
@@ -152,9 +170,22 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         probes,
         pattern: pattern.expect("the request block above always runs at build time"),
         acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
+        acc_shared: variant.shared_acc.then(|| {
+            let arr = b.shared_array::<F64>("acc", (VALUES as u32 - 1) * BLOCK);
+            b.shared_index(&arr, tid)
+        }),
         count: b.mov(0u32),
         dense,
     };
+    if let Some(col) = cx.acc_shared {
+        for k in 0..VALUES - 1 {
+            b.st(
+                Space::Shared,
+                Addr::from(col).off(k as i64 * ACC_STRIDE),
+                0.0f64,
+            );
+        }
+    }
     let n = b.ld::<U32>(Space::Shared, info.at(1));
     let start = b.mad(blk, BLOCK, tid);
     let stride = b.mul(nblk, BLOCK);
@@ -165,7 +196,14 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     let count = b.cvt::<F64, U32>(cx.count);
     let zero = b.mov(0.0f64);
     let mut vals = [zero; WIDTH];
-    vals[..VALUES - 1].copy_from_slice(&cx.acc);
+    match cx.acc_shared {
+        Some(col) => {
+            for (k, v) in vals[..VALUES - 1].iter_mut().enumerate() {
+                *v = b.ld::<F64>(Space::Shared, Addr::from(col).off(k as i64 * ACC_STRIDE));
+            }
+        }
+        None => vals[..VALUES - 1].copy_from_slice(&cx.acc),
+    }
     vals[COUNT_INDEX] = count;
     let total = block_reduce(&mut b, &vals, tid, WARPS, &part);
 

@@ -47,6 +47,7 @@
 //!    request's counter. The block that arrives last sums all partials of the request in block
 //!    order (deterministic, f64), writes the result and resets the counter.
 
+mod dense;
 mod kernel;
 mod point;
 
@@ -125,6 +126,9 @@ pub const fn hessian_index(i: usize, j: usize) -> usize {
     7 + i * (13 - i) / 2 + (j - i)
 }
 
+/// Bytes between a thread's consecutive accumulators in shared memory ([`Variant::shared_acc`]).
+pub(super) const ACC_STRIDE: i64 = 8 * BLOCK as i64;
+
 /// Shared-memory index of the translation (after the ten 3×3 matrices).
 pub(super) const TRANSLATION_AT: u32 = 90;
 
@@ -159,6 +163,9 @@ pub(super) struct Ctx {
     pub(super) probes: SharedArray<U32>,
     pub(super) pattern: Pattern,
     pub(super) acc: [Reg<F64>; VALUES - 1],
+    /// [`Variant::shared_acc`]: the shared-memory address of the thread's accumulator 0
+    /// (accumulator `k` at `+ k · ACC_STRIDE`); `acc` is then unused until step 3.
+    pub(super) acc_shared: Option<Reg<U32>>,
     pub(super) count: Reg<U32>,
     /// The dense-table variant's parameters and scratch (`None`: the hash is probed).
     pub(super) dense: Option<DenseCtx>,
@@ -170,6 +177,13 @@ pub(super) struct DenseCtx {
     /// [`DENSE_GROUP`] voxel indices per thread, `[k · BLOCK + tid]`.
     pub(super) group: SharedArray<S32>,
     pub(super) tid: Reg<U32>,
+    /// [`Variant::compact`].
+    pub(super) compact: bool,
+    /// [`Variant::prefetch`].
+    pub(super) prefetch: bool,
+    /// [`Variant::linear`]: each probe's offset in the table (`x + y · dims_x + z · dims_x ·
+    /// dims_y` of its cell offset), written by thread 0 with the request's terms.
+    pub(super) linear: Option<SharedArray<S32>>,
 }
 
 /// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
@@ -182,4 +196,19 @@ pub struct Variant {
     pub dense: bool,
     /// `.minnctapersm`: ptxas caps the registers so that this many blocks fit an SM.
     pub min_blocks_per_sm: Option<u32>,
+    /// With `dense`: park only the probes that found a voxel (in probe order) and pair those,
+    /// so the lanes of a warp pair their own hits together instead of waiting on each other's
+    /// probe positions; and only radius mode computes the radius test. The same sums in the
+    /// same order: records stay bit-identical.
+    pub compact: bool,
+    /// With `compact`: load the next hit's voxel record before computing this hit's terms (a
+    /// software pipeline of depth one). The same arithmetic: records stay bit-identical.
+    pub prefetch: bool,
+    /// With `dense`: points whose cell is not on the box's faces find each probe's entry at the
+    /// cell's entry plus the probe's table offset (one shared load and one add instead of the
+    /// key and three bounds); the same entries, so records stay bit-identical.
+    pub linear: bool,
+    /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
+    /// registers, for more resident blocks; same additions in the same order.
+    pub shared_acc: bool,
 }

@@ -3,8 +3,8 @@
 //! score, gradient and Hessian contributions added to the thread's accumulators.
 
 use super::{
-    hessian_index, Ctx, DenseCtx, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX,
-    TRANSLATION_AT, UPPER_PAIRS,
+    hessian_index, Ctx, ACC_STRIDE, GRADIENT_INDEX, MAX_CELL_INDEX, SCORE_INDEX, TRANSLATION_AT,
+    UPPER_PAIRS,
 };
 use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::*;
@@ -44,12 +44,12 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
 }
 
 /// The per-point sums over its paired voxels (registers updated in probe order).
-struct PairSums {
-    e_sum: Reg<F64>,
-    g: [Reg<F64>; 3],
+pub(super) struct PairSums {
+    pub(super) e_sum: Reg<F64>,
+    pub(super) g: [Reg<F64>; 3],
     /// `Q00 Q01 Q02 Q11 Q12 Q22`.
-    q: [Reg<F64>; 6],
-    found: Reg<U32>,
+    pub(super) q: [Reg<F64>; 6],
+    pub(super) found: Reg<U32>,
 }
 
 /// The probes of one point and, when a voxel was paired, its contributions.
@@ -68,7 +68,7 @@ fn neighbours(
         found: b.mov(0u32),
     };
     match &cx.dense {
-        Some(d) => dense_probes(b, cx, d, &sums, xt, cell),
+        Some(d) => super::dense::dense_probes(b, cx, d, &sums, xt, cell),
         None => {
             b.comment("hash lookups, one probe after the other");
             b.for_range(cx.probe_start, cx.probe_end, 1u32, |b, o, _| {
@@ -83,7 +83,12 @@ fn neighbours(
 }
 
 /// The voxel key of probe `o` (an index into the probe table) around `cell`.
-fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) -> [Reg<S32>; 3] {
+pub(super) fn probe_key(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    o: Reg<U32>,
+    cell: [Reg<S32>; 3],
+) -> [Reg<S32>; 3] {
     let wa = b.shared_index(&cx.probes, o);
     let word = b.ld::<U32>(Space::Shared, wa);
     std::array::from_fn(|k| {
@@ -100,68 +105,15 @@ fn probe_key(b: &mut KernelBuilder, cx: &Ctx, o: Reg<U32>, cell: [Reg<S32>; 3]) 
     })
 }
 
-/// Dense cell table: the probes in groups of [`DENSE_GROUP`]; each group issues all its table
-/// loads before any is used (one memory latency per group instead of one per probe), parks the
-/// voxel indices in the thread's column of `cx.group`, then pairs them in probe order.
-fn dense_probes(
-    b: &mut KernelBuilder,
-    cx: &Ctx,
-    d: &DenseCtx,
-    sums: &PairSums,
-    xt: [Reg<F64>; 3],
-    cell: [Reg<S32>; 3],
-) {
-    b.comment("dense cell table: a group of probes loads its voxel indices at once");
-    let cells = b.ld_param(&d.params.cells);
-    let cells = b.to_global(cells);
-    let origin = d.params.origin.clone().map(|p| b.ld_param(&p));
-    let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
-    let last = b.sub(cx.probe_end, 1u32);
-    // The thread's column of the group array: entry k at `col + k · COLUMN_STRIDE`.
-    const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
-    let col = b.shared_index(&d.group, d.tid);
-    b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
-        let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
-            let o = b.add(first, k as u32);
-            let valid = b.setp(Cmp::Lt, o, cx.probe_end);
-            // Past the end of the last group: read the last probe (in bounds), masked below.
-            let o = b.min(o, last);
-            let key = probe_key(b, cx, o, cell);
-            let mut ok = valid;
-            let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
-                let r = b.sub(key[a], origin[a]);
-                let r = b.bitcast::<U32, S32>(r);
-                // Negative offsets wrap to large values and fail the bound too.
-                let inside = b.setp(Cmp::Lt, r, dims[a]);
-                ok = b.and(ok, inside);
-                r
-            });
-            let row = b.mad(rel[2], dims[1], rel[1]);
-            let at = b.mad(row, dims[0], rel[0]);
-            let v = b.mov(-1i32);
-            b.guarded(ok, false, |b| {
-                let a = b.index_addr(cells, at, 4);
-                let got = b.ld::<S32>(Space::GlobalNc, a);
-                b.mov_to(v, got);
-            });
-            v
-        });
-        for (k, v) in found.iter().enumerate() {
-            let slot = Addr::from(col).off(i64::from(k as u32 * COLUMN_STRIDE));
-            b.st(Space::Shared, slot, *v);
-        }
-        let end = b.mov(DENSE_GROUP * COLUMN_STRIDE);
-        b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
-            let slot = b.add(col, off);
-            let v = b.ld::<S32>(Space::Shared, slot);
-            pair(b, cx, sums, xt, v);
-        });
-    });
-}
-
 /// Voxel `v` (−1: none) paired with the transformed point `xt`: adds its terms to `sums`
 /// unless radius mode rejects it or its exponent is out of range (the CPU's rules).
-fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: Reg<S32>) {
+pub(super) fn pair(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    sums: &PairSums,
+    xt: [Reg<F64>; 3],
+    v: Reg<S32>,
+) {
     let next = b.label("probe_next");
     let miss = b.setp(Cmp::Eq, v, -1i32);
     b.bra_if(miss, &next);
@@ -170,16 +122,43 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
     let w: Vec<Reg<F64>> = (0..9)
         .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
         .collect();
+    let w: [Reg<F64>; 9] = std::array::from_fn(|k| w[k]);
+    pair_terms(b, cx, sums, xt, &w, &next);
+    b.place(&next);
+}
+
+/// The terms of the voxel record `w` paired with `xt` (see [`pair`]); branches to `next` when
+/// radius mode rejects the pair or its exponent is out of range.
+pub(super) fn pair_terms(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    sums: &PairSums,
+    xt: [Reg<F64>; 3],
+    w: &[Reg<F64>; 9],
+    next: &Label,
+) {
     let d = [0, 1, 2].map(|k| b.sub(xt[k], w[k]));
     // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
-    let dd0 = b.mul(d[0], d[0]);
-    let dd1 = b.mul(d[1], d[1]);
-    let dd2 = b.mul(d[2], d[2]);
-    let dd = b.add(dd0, dd1);
-    let dd = b.add(dd, dd2);
-    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
-    let skip = b.and(far, cx.radius);
-    b.bra_if(skip, &next);
+    let radius_test = |b: &mut KernelBuilder| {
+        let dd0 = b.mul(d[0], d[0]);
+        let dd1 = b.mul(d[1], d[1]);
+        let dd2 = b.mul(d[2], d[2]);
+        let dd = b.add(dd0, dd1);
+        let dd = b.add(dd, dd2);
+        b.setp(Cmp::Gt, dd, cx.radius_sq)
+    };
+    if cx.dense.as_ref().is_some_and(|d| d.compact) {
+        // Only radius mode pays for the test (the branch is uniform: a launch parameter).
+        let near = b.label("radius_ok");
+        b.bra_uni_unless(cx.radius, &near);
+        let far = radius_test(b);
+        b.bra_if(far, next);
+        b.place(&near);
+    } else {
+        let far = radius_test(b);
+        let skip = b.and(far, cx.radius);
+        b.bra_if(skip, next);
+    }
     b.mov_to(sums.found, 1u32);
     // C = [[c00 c01 c02] [c01 c11 c12] [c02 c12 c22]] from w[3..9].
     let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
@@ -195,7 +174,7 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
     let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
     let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
     let ok = b.and(lo, hi);
-    b.bra_unless(ok, &next);
+    b.bra_unless(ok, next);
     b.comment("pair: e = exp(-d2 q / 2), then E, G, Q");
     let e = exp_f64(b, arg);
     let s = b.add(sums.e_sum, e);
@@ -211,7 +190,6 @@ fn pair(b: &mut KernelBuilder, cx: &Ctx, sums: &PairSums, xt: [Reg<F64>; 3], v: 
         let s = b.fma(t[i], cd[j], s);
         b.mov_to(sums.q[m], s);
     }
-    b.place(&next);
 }
 
 /// Hash probe for `key`: the voxel index, or −1 (see `ndt::voxel_hash` for hash and probing).
@@ -255,9 +233,17 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
     b.comment("paired point: score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
-    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| {
-        let s = b.add(cx.acc[idx], v);
-        b.mov_to(cx.acc[idx], s);
+    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
+        Some(col) => {
+            let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
+            let old = b.ld::<F64>(Space::Shared, a.clone());
+            let s = b.add(old, v);
+            b.st(Space::Shared, a, s);
+        }
+        None => {
+            let s = b.add(cx.acc[idx], v);
+            b.mov_to(cx.acc[idx], s);
+        }
     };
     acc(b, SCORE_INDEX, e_sum);
     // Jacobian columns j_k = (∂R/∂θ_k) x.

@@ -3,7 +3,7 @@
 //! `ndt_derivatives` once, bring the results back (mapped memory, or one copy), synchronize once,
 //! decode.
 
-use super::{GpuDerivativePipeline, TargetInfo, BLOCKS_PER_SM};
+use super::{GpuDerivativePipeline, TargetInfo};
 use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
 use crate::ndt::gpu::config::Transfer;
 use crate::ndt::gpu::records::*;
@@ -11,6 +11,16 @@ use crate::ndt::linearize::{Linearization, LinearizeRequest};
 use crate::ndt::search::NeighbourSearch;
 use crate::{Error, Result};
 use cudarc::driver::{DevicePtr, LaunchConfig};
+
+/// Where a round's records live: requests and results from request slot `off` on, block
+/// partials from slot `partial_off` on (`partial_slots` of them). A plain round uses all of
+/// them; the two groups of a split batch (`split.rs`) each use their half.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Region {
+    pub(super) off: usize,
+    pub(super) partial_off: usize,
+    pub(super) partial_slots: usize,
+}
 
 /// What packing found out about a round.
 struct Packed {
@@ -31,22 +41,39 @@ impl GpuDerivativePipeline {
             .target
             .as_ref()
             .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
-        let packed = self.pack(reqs)?;
+        let region = Region {
+            off: 0,
+            partial_off: 0,
+            partial_slots: self.partials.capacity() / SLOT_VALUES,
+        };
         let n = reqs.len();
-        self.send_requests(n)?;
-        self.launch(&t, &packed, n)?;
+        self.start_round(&t, reqs, region)?;
         self.fetch_results(n)?;
+        self.decode(reqs, &t, region.off, out)
+    }
+
+    /// Packs, sends and launches one round in `region` without waiting for it.
+    pub(super) fn start_round(
+        &mut self,
+        t: &TargetInfo,
+        reqs: &[LinearizeRequest],
+        region: Region,
+    ) -> Result<()> {
+        let packed = self.pack(reqs, region.off)?;
+        let n = reqs.len();
+        self.send_requests(region.off, n)?;
+        self.launch(t, &packed, n, region)?;
         self.counters.launches += 1;
         self.counters.requests += n as u64;
         self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
         self.counters.bytes_down += (RESULT_BYTES * n) as u64;
-        self.decode(reqs, &t, out)
+        Ok(())
     }
 
     /// Packing: checks every request's source, writes requests 1.. into the pinned request
     /// buffer and poisons the result slots (NaN), so that a record the kernel did not write
     /// cannot pass for one.
-    fn pack(&mut self, reqs: &[LinearizeRequest]) -> Result<Packed> {
+    fn pack(&mut self, reqs: &[LinearizeRequest], off: usize) -> Result<Packed> {
         let mut packed = Packed {
             first: [0; REQUEST_WORDS],
             max_points: 0,
@@ -64,10 +91,11 @@ impl GpuDerivativePipeline {
             if k == 0 {
                 packed.first = words;
             } else {
-                self.requests.write(REQUEST_WORDS * k, &words)?;
+                self.requests.write(REQUEST_WORDS * (off + k), &words)?;
             }
         }
-        self.results.fill(0, VALUES * reqs.len(), f64::NAN)?;
+        self.results
+            .fill(VALUES * off, VALUES * reqs.len(), f64::NAN)?;
         // Host writes to the pinned buffers must be complete before copies and the launch.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(packed)
@@ -75,22 +103,24 @@ impl GpuDerivativePipeline {
 
     /// Transfer up: requests 1..n in one asynchronous copy (request 0 travels in the launch's
     /// parameters).
-    fn send_requests(&mut self, n: usize) -> Result<()> {
+    fn send_requests(&mut self, off: usize, n: usize) -> Result<()> {
         if n > 1 {
             let s = self.gpu.stream().clone();
-            let range = REQUEST_WORDS..REQUEST_WORDS * n;
+            let range = REQUEST_WORDS * (off + 1)..REQUEST_WORDS * (off + n);
             let mut dst = self.requests_dev.slice_mut().slice_mut(range.clone());
             self.requests.upload(&s, range, &mut dst)?;
         }
         Ok(())
     }
 
-    /// Where the kernel writes the results: the mapped host buffer, or the device copy.
-    fn results_ptr(&self) -> Result<u64> {
+    /// Where the kernel writes the result of request slot `off`: the mapped host buffer, or
+    /// the device copy.
+    fn results_ptr(&self, off: usize) -> Result<u64> {
         let s = self.gpu.stream();
+        let bytes = (RESULT_BYTES * off) as u64;
         match (&self.results_dev, self.transfer, self.results.device_ptr()) {
-            (_, Transfer::Mapped, Some(p)) => Ok(p),
-            (Some(rs), _, _) => Ok(rs.slice().device_ptr(s).0),
+            (_, Transfer::Mapped, Some(p)) => Ok(p + bytes),
+            (Some(rs), _, _) => Ok(rs.slice().device_ptr(s).0 + bytes),
             _ => Err(Error::input(
                 "GPU NDT pipeline: no result buffer for the transfer mode",
             )),
@@ -99,9 +129,9 @@ impl GpuDerivativePipeline {
 
     /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
     /// its points need, within the block-partial slots and about two waves of the device.
-    fn launch(&self, t: &TargetInfo, packed: &Packed, n: usize) -> Result<()> {
-        let target_blocks = self.gpu.facts().sm_count as usize * BLOCKS_PER_SM;
-        let slots = self.partials.capacity() / SLOT_VALUES;
+    fn launch(&self, t: &TargetInfo, packed: &Packed, n: usize, region: Region) -> Result<()> {
+        let target_blocks = self.gpu.facts().sm_count as usize * self.blocks_per_sm;
+        let slots = region.partial_slots;
         let per_request = packed
             .max_points
             .div_ceil(BLOCK as usize)
@@ -114,7 +144,17 @@ impl GpuDerivativePipeline {
             NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
             NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
         };
-        let results_ptr = self.results_ptr()?;
+        let results_ptr = self.results_ptr(region.off)?;
+        // The region's records: the kernel indexes them by the launch's request row.
+        let requests = self
+            .requests_dev
+            .slice()
+            .slice(REQUEST_WORDS * region.off..);
+        let partials = self
+            .partials
+            .slice()
+            .slice(SLOT_VALUES * region.partial_off..SLOT_VALUES * (region.partial_off + slots));
+        let counters = self.counters_dev.slice().slice(region.off..);
         let first = &packed.first;
         let r0: [f64; 9] = std::array::from_fn(|k| f64::from_bits(first[k]));
         let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
@@ -127,15 +167,21 @@ impl GpuDerivativePipeline {
         };
         let s = self.gpu.stream();
         let dense = self.cells.active();
-        let func = dense.as_ref().map_or(&self.func, |d| d.0);
+        // A round of at most one block per SM is bound by one thread's latency, not throughput.
+        let small = n * per_request <= self.gpu.facts().sm_count as usize;
+        let func = match &dense {
+            Some((_, Some(k), _)) if small => k,
+            Some((k, _, _)) => k,
+            None => &self.func,
+        };
         let mut lb = func.launch(s, cfg);
         lb.arg(self.points.slice())
             .arg(self.voxels.slice())
             .arg(self.slots.slice())
             .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
+            .arg(&requests)
+            .arg(&partials)
+            .arg(&counters)
             .arg(&results_ptr)
             .arg(&t.inv_resolution)
             .arg(&t.radius_sq)
@@ -148,17 +194,18 @@ impl GpuDerivativePipeline {
             lb.arg(v);
         }
         lb.arg(&r0_first).arg(&r0_count);
-        if let Some((_, cells)) = &dense {
+        if let Some((_, _, cells)) = &dense {
             cells.push(&mut lb);
         }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
-        // uploaded) and requests 1..n were copied by `send_requests`; voxel indices come from the
-        // uploaded hash, whose entries index the uploaded voxels, and the table has an empty slot
-        // (load ≤ 1/2), so probing ends; the grid has n ≤ request capacity rows and n ·
-        // per_request ≤ partial slots; blocks are exactly BLOCK threads; the result pointer holds
-        // n records, and when it is the mapped host buffer the host views it only after
-        // `fetch_results` synchronized the stream.
+        // uploaded) and requests 1..n of the region were copied by `send_requests`; voxel
+        // indices come from the uploaded hash, whose entries index the uploaded voxels, and the
+        // table has an empty slot (load ≤ 1/2), so probing ends; the grid has n rows with
+        // off + n ≤ request capacity (requests, counters and results of the region) and n ·
+        // per_request ≤ the region's partial slots; blocks are exactly BLOCK threads; when the
+        // results are the mapped host buffer the host views the region only after its round was
+        // waited for (`fetch_results`, or the group's event in `split.rs`).
         unsafe { lb.launch() }?;
         Ok(())
     }
@@ -180,15 +227,16 @@ impl GpuDerivativePipeline {
     }
 
     /// Decoding: one [`Linearization`] per request from its result record.
-    fn decode(
+    pub(super) fn decode(
         &self,
         reqs: &[LinearizeRequest],
         t: &TargetInfo,
+        off: usize,
         out: &mut Vec<Linearization>,
     ) -> Result<()> {
         let mut rec = [0.0f64; VALUES];
         for (k, r) in reqs.iter().enumerate() {
-            self.results.read(VALUES * k, &mut rec)?;
+            self.results.read(VALUES * (off + k), &mut rec)?;
             let points = self.sources[r.source].1 as usize;
             out.push(decode_result(&rec, t.gauss, points)?);
         }
