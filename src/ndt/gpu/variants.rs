@@ -13,14 +13,17 @@
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
-//! The switches are off by default: none has run on a GPU yet (session 6 had no device time).
-//! What is known without one: the variants' records equal the hash kernel's bit for bit in the
-//! interpreter; with them all off the dense kernel's PTX is byte-identical to before; ptxas 13.0
-//! for sm_90 gives the dense kernel 160 registers (3 blocks of 128 threads per SM), with shared
-//! accumulators 96 (5 blocks; 34 KB of shared memory a block), with shared accumulators,
-//! compaction and linear probes 128 (4 blocks), with linear probes alone 196 and with
-//! prefetching 229, all without spills. `.gpu-17n/go.sh` (see the session-6 report) measures
-//! and verifies them in one call.
+//! The defaults are kernels of the table (snapshots, ptxas gate): `ndt_derivatives` for the hash,
+//! `ndt_derivatives_dense` and, for small rounds, `ndt_derivatives_dense_small`; any other
+//! choice is built and JIT-compiled when the pipeline is created.
+//!
+//! Defaults (session 7, H100, `.gpu-17n/go.sh`): compaction, shared accumulators (dense table only), linear probes,
+//! the prefetching variant for small rounds and split batches are on; prefetching for every
+//! round is off (its batch rounds took 1.4x longer). With those on, criterion
+//! `gpu/ndt/batch/256` went from 16.26 ms to 9.76 ms and `gpu/ndt/align/velodyne` from 300 to
+//! 281 us (not significant), and `ndt_gpu`, `ndt_gpu_align`, `ndt_gpu_math` passed with the GPU
+//! required, memcheck and racecheck at 0 errors. Each switch's records equal the hash kernel's
+//! bit for bit in the interpreter (`tests/ndt_sim.rs`); set a switch to `0` to compare.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -29,13 +32,13 @@ use crate::runtime::{Gpu, LoadedKernel};
 use crate::Result;
 
 /// Defaults of the switches above.
-const COMPACT: bool = false;
+const COMPACT: bool = true;
 const PREFETCH: bool = false;
-const SHARED_ACC: bool = false;
-const LINEAR: bool = false;
-const SMALL_PREFETCH: bool = false;
+const SHARED_ACC: bool = true;
+const LINEAR: bool = true;
+const SMALL_PREFETCH: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
-pub(super) const SPLIT: bool = false;
+pub(super) const SPLIT: bool = true;
 
 /// Whether the switch `name` is on (`1`), off (`0`) or, unset, `default`.
 pub(super) fn env_switch(name: &str, default: bool) -> bool {
@@ -61,14 +64,20 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
         compact: prefetch || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
         prefetch,
         linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
-        shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC),
+        // The hash path keeps the table's register build unless asked (not measured otherwise).
+        shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
     }
 }
 
-/// Loads `variant`: the table's `ndt_derivatives` for the default, else built at run time.
+/// Loads `variant`: a kernel of the table (`ndt_derivatives`, `ndt_derivatives_dense`,
+/// `ndt_derivatives_dense_small`) where it is one, else built at run time.
 pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKernel> {
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)
+    } else if variant == Variant::DENSE {
+        gpu.kernel(KernelId::NdtDerivativesDense)
+    } else if variant == Variant::DENSE_SMALL {
+        gpu.kernel(KernelId::NdtDerivativesDenseSmall)
     } else {
         gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
     }

@@ -16,9 +16,23 @@ pub fn build(target: Target) -> Module {
     build_variant(target, Variant::default())
 }
 
-/// Builds the module of one [`Variant`].
+/// Builds `ndt_derivatives_dense` ([`Variant::DENSE`]).
+pub fn build_dense(target: Target) -> Module {
+    build_entry(target, "ndt_derivatives_dense", Variant::DENSE)
+}
+
+/// Builds `ndt_derivatives_dense_small` ([`Variant::DENSE_SMALL`]).
+pub fn build_dense_small(target: Target) -> Module {
+    build_entry(target, "ndt_derivatives_dense_small", Variant::DENSE_SMALL)
+}
+
+/// Builds the module of one [`Variant`] (entry `ndt_derivatives`).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
-    let mut b = KernelBuilder::new("ndt_derivatives");
+    build_entry(target, "ndt_derivatives", variant)
+}
+
+fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
+    let mut b = KernelBuilder::new(entry);
     b.reqntid(BLOCK, 1, 1);
     if let Some(n) = variant.min_blocks_per_sm {
         b.minnctapersm(n);

@@ -51,7 +51,7 @@ mod dense;
 mod kernel;
 mod point;
 
-pub use kernel::{build, build_variant};
+pub use kernel::{build, build_dense, build_dense_small, build_variant};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -186,9 +186,10 @@ pub(super) struct DenseCtx {
     pub(super) linear: Option<SharedArray<S32>>,
 }
 
-/// Build-time variants of `ndt_derivatives`. The table's kernel is the default (hash probes,
-/// no occupancy hint); the others are experiments the GPU pipeline builds and loads at run time
-/// when asked to (`ndt::gpu::tuning`), so their extra registers never touch the default.
+/// Build-time variants of `ndt_derivatives`. Three are in the kernel table: the default (hash
+/// probes, registers), [`Variant::DENSE`] and [`Variant::DENSE_SMALL`]; the others are
+/// experiments the GPU pipeline builds and loads at run time when asked to
+/// (`ndt::gpu::variants`), so their extra registers never touch the table's kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Variant {
     /// Probe the dense cell table (seven more parameters, `cells` .. `cell_dims_z`) instead of
@@ -211,4 +212,23 @@ pub struct Variant {
     /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
     /// registers, for more resident blocks; same additions in the same order.
     pub shared_acc: bool,
+}
+
+impl Variant {
+    /// The dense-table build the pipeline runs by default (`ndt_derivatives_dense`): compacted
+    /// hits, linear probes of interior cells, accumulators in shared memory.
+    pub const DENSE: Variant = Variant {
+        dense: true,
+        min_blocks_per_sm: None,
+        compact: true,
+        prefetch: false,
+        linear: true,
+        shared_acc: true,
+    };
+    /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
+    /// block per SM (`ndt_derivatives_dense_small`).
+    pub const DENSE_SMALL: Variant = Variant {
+        prefetch: true,
+        ..Variant::DENSE
+    };
 }
