@@ -207,8 +207,14 @@ pub fn bench(c: &mut Criterion) {
         return;
     }
     if let Ok(specs) = std::env::var("PTXFLOW_LZ4_VARIANTS") {
-        // Design variants only (one short GPU run compares them; see lz4_variants.rs).
+        // Design variants only (one short GPU run compares them; see lz4_variants.rs), after
+        // the host-side measurements when PTXFLOW_LZ4_HOSTBENCH=1 (see lz4_host.rs).
         if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
+            if std::env::var("PTXFLOW_LZ4_HOSTBENCH").is_ok_and(|v| v == "1") {
+                let mut codec =
+                    GpuPageCodec::new(gpu.clone(), GpuOptions::default()).expect("GPU codec");
+                super::lz4_host::run(&gpu, &mut codec, &d[..RING_BYTES]);
+            }
             super::lz4_variants::run(&gpu, &specs, &d, &d[..RING_BYTES]);
         }
         return;

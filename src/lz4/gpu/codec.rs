@@ -3,7 +3,9 @@
 
 use super::decode_ring::DecodeRing;
 use super::kernels::Lz4Kernels;
+use super::pipeline::CompressedBatch;
 use super::register::ExtInput;
+use super::register_ahead::Ahead;
 use super::ring::Ring;
 use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
@@ -13,6 +15,7 @@ use crate::lz4::{
 };
 use crate::runtime::Gpu;
 use crate::{Error, Result};
+use cudarc::driver::CudaContext;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -140,39 +143,54 @@ impl GpuPageCodec {
         out.pages.clear();
         out.data.reserve(input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
-        let pieces = self.tuning.register_pieces;
+        let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
         let ring = self.ring(page_bytes)?;
         let ctx = ring.kernels.gpu().ctx().clone();
+        let plan = batch_plan(input.len(), ring.batch_bytes(), page_bytes);
+        let base = input.as_ptr() as usize;
+        let ahead = (lead > 0).then(|| {
+            let spans = plan.iter().map(|&(at, n)| Some((base + at, n)));
+            Arc::new(Ahead::new(spans.collect(), true, lead, AHEAD_WINDOW))
+        });
+        ring.ahead = ahead.clone();
         let (data, pages) = (&mut out.data, &mut out.pages);
-        let mut rest = input;
-        ring.compress_stream_ext(
-            |buf| {
-                let take = buf
-                    .len()
-                    .min(rest.len())
-                    .min(ramp(rest.len(), buf.len(), page_bytes));
-                let (src, buf) = (&rest[..take], &mut buf[..take]);
+        let mut next = 0;
+        let fill = |buf: &mut [u8]| {
+            let Some(&(at, take)) = plan.get(next) else {
+                return Ok((0, None));
+            };
+            let (src, buf) = (&input[at..at + take], &mut buf[..take]);
+            let ext = match &ahead {
+                Some(a) => a.take(next),
                 // SAFETY: `input` outlives the stream, which drops every ExtInput only after
                 // the uploads that read it (drained slots, or `reset` after an error).
-                let ext = (pieces > 0)
-                    .then(|| unsafe { ExtInput::new(&ctx, src, buf, pieces) })
-                    .flatten();
-                if ext.is_none() {
-                    par_copy_to_slot(buf, src);
-                }
-                rest = &rest[take..];
-                Ok((take, ext))
-            },
-            |batch| {
-                let base = data.len();
-                par_extend_from_slot(data, batch.packed);
-                pages.extend(batch.entries.iter().map(|e| PageEntry {
-                    offset: e.offset + base,
-                    ..*e
-                }));
-                Ok(())
-            },
-        )
+                None if pieces > 0 => unsafe { ExtInput::new(&ctx, src, buf, pieces) },
+                None => None,
+            };
+            match &ext {
+                Some(e) => e.stage_from(src, buf),
+                None => par_copy_to_slot(buf, src),
+            }
+            next += 1;
+            Ok((take, ext))
+        };
+        let sink = |batch: &CompressedBatch<'_>| {
+            let base = data.len();
+            par_extend_from_slot(data, batch.packed);
+            pages.extend(batch.entries.iter().map(|e| PageEntry {
+                offset: e.offset + base,
+                ..*e
+            }));
+            Ok(())
+        };
+        let r = with_registrar(&ctx, ahead.as_deref(), || {
+            ring.compress_stream_ext(fill, sink)
+        });
+        ring.ahead = None;
+        if let Some(a) = &ahead {
+            (ring.phases.registered, ring.phases.overtaken) = a.counts();
+        }
+        r
     }
 
     /// Compresses `input` into `out` (its buffers reused, so repeated calls allocate nothing),
@@ -292,6 +310,48 @@ impl PageCodec for GpuPageCodec {
         }
         CpuPageCodec.decompress_pages(pages, out)
     }
+}
+
+/// Batches registered ahead at most, beyond those the fill has reached.
+pub(super) const AHEAD_WINDOW: usize = 2;
+
+/// The batches (offset, bytes) the ring stages `len` bytes in, slots of `batch` bytes holding
+/// pages of `page` bytes (full batches, then quarter batches; see [`ramp`]).
+fn batch_plan(len: usize, batch: usize, page: usize) -> Vec<(usize, usize)> {
+    let mut v = Vec::with_capacity(len / batch.max(1) + 8);
+    let mut at = 0;
+    while at < len {
+        let left = len - at;
+        let take = batch.min(left).min(ramp(left, batch, page));
+        v.push((at, take));
+        at += take;
+    }
+    v
+}
+
+/// Runs `work` (a ring's stream) while `ahead`'s registrar runs on a thread of its own, then
+/// stops the registrar and waits until it has undone every registration.
+pub(super) fn with_registrar<R>(
+    ctx: &Arc<CudaContext>,
+    ahead: Option<&Ahead>,
+    work: impl FnOnce() -> R,
+) -> R {
+    let Some(a) = ahead else { return work() };
+    /// Stops the registrar however `work` ends (a panic included), so the scope's join ends.
+    struct Finish<'a>(&'a Ahead);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            self.0.finish();
+        }
+    }
+    std::thread::scope(|s| {
+        // SAFETY: the spans name the caller's memory, borrowed for the whole ring call that
+        // `work` runs (the scope joins the registrar before it returns); the rings hand
+        // registrations back, or drop them in `reset`, only after their copies completed.
+        s.spawn(|| unsafe { a.run(ctx) });
+        let _finish = Finish(a);
+        work()
+    })
 }
 
 /// Bytes of the next batch when `left` bytes remain, batches hold `batch` and pages `page`: the
