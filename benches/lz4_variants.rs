@@ -4,9 +4,9 @@
 //! of the default codec measured in the same run, with each variant's host time by phase.
 //!
 //! Spec: comma-separated
-//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:pPREFETCH][:w][:file]`
-//! (`a`: register the caller's memory LEAD batches ahead on a thread of its own, see
-//! `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
+//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:file]`
+//! (`a`: register the caller's memory LEAD batches ahead on threads of their own, `g` of them,
+//! see `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
 //! its AVX2 form, see `par::CopyLoop`),
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
 
@@ -26,6 +26,7 @@ struct Variant {
     threads: Option<usize>,
     register: usize,
     ahead: usize,
+    reg_threads: usize,
     chunk_kib: Option<usize>,
     copy_loop: par::CopyLoop,
     file: bool,
@@ -44,6 +45,7 @@ fn parse(spec: &str) -> Option<Variant> {
         threads: None,
         register: HostTuning::default().register_pieces,
         ahead: HostTuning::default().register_ahead,
+        reg_threads: HostTuning::default().register_threads,
         chunk_kib: None,
         copy_loop: par::copy_loop(),
         file: false,
@@ -62,6 +64,7 @@ fn parse(spec: &str) -> Option<Variant> {
             t if t.starts_with('t') => v.threads = t[1..].parse().ok(),
             r if r.starts_with('r') => v.register = r[1..].parse().ok()?,
             a if a.starts_with('a') => v.ahead = a[1..].parse().ok()?,
+            g if g.starts_with('g') => v.reg_threads = g[1..].parse().ok()?,
             c if c.starts_with('c') => v.chunk_kib = c[1..].parse().ok(),
             _ => return None,
         }
@@ -156,6 +159,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
                 eager_download: v.eager,
                 register_pieces: v.register,
                 register_ahead: v.ahead,
+                register_threads: v.reg_threads,
             });
             // Unaligned start, ragged end: the registered interior, staged head and tail.
             let odd = &data[3..bytes - 1001];

@@ -144,6 +144,7 @@ impl GpuPageCodec {
         out.data.reserve(input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
         let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
+        let threads = self.tuning.register_threads;
         let ring = self.ring(page_bytes)?;
         let ctx = ring.kernels.gpu().ctx().clone();
         let plan = batch_plan(input.len(), ring.batch_bytes(), page_bytes);
@@ -183,7 +184,7 @@ impl GpuPageCodec {
             }));
             Ok(())
         };
-        let r = with_registrar(&ctx, ahead.as_deref(), || {
+        let r = with_registrar(&ctx, ahead.as_deref(), threads, || {
             ring.compress_stream_ext(fill, sink)
         });
         ring.ahead = None;
@@ -329,11 +330,12 @@ fn batch_plan(len: usize, batch: usize, page: usize) -> Vec<(usize, usize)> {
     v
 }
 
-/// Runs `work` (a ring's stream) while `ahead`'s registrar runs on a thread of its own, then
-/// stops the registrar and waits until it has undone every registration.
+/// Runs `work` (a ring's stream) while `ahead`'s registrar runs on `threads` threads of its
+/// own, then stops the registrar and waits until it has undone every registration.
 pub(super) fn with_registrar<R>(
     ctx: &Arc<CudaContext>,
     ahead: Option<&Ahead>,
+    threads: usize,
     work: impl FnOnce() -> R,
 ) -> R {
     let Some(a) = ahead else { return work() };
@@ -348,7 +350,9 @@ pub(super) fn with_registrar<R>(
         // SAFETY: the spans name the caller's memory, borrowed for the whole ring call that
         // `work` runs (the scope joins the registrar before it returns); the rings hand
         // registrations back, or drop them in `reset`, only after their copies completed.
-        s.spawn(|| unsafe { a.run(ctx) });
+        for _ in 0..threads.max(1) {
+            s.spawn(|| unsafe { a.run(ctx) });
+        }
         let _finish = Finish(a);
         work()
     })

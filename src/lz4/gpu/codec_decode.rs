@@ -25,6 +25,7 @@ impl GpuPageCodec {
         let last_full = pages.pages.len().saturating_sub(1);
         out.reserve(pages.original_bytes());
         let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
+        let threads = self.tuning.register_threads;
         let ring = self.decode_ring(pb)?;
         let ctx = ring.kernels.gpu().ctx().clone();
         let bp = ring.batch_pages;
@@ -60,7 +61,7 @@ impl GpuPageCodec {
         });
         ring.ahead = ahead.clone();
         let (mut staged, mut drained, mut produced) = (0usize, 0usize, 0usize);
-        let r = with_registrar(&ctx, ahead.as_deref(), || {
+        let r = with_registrar(&ctx, ahead.as_deref(), threads, || {
             ring.decompress_stream_ext(
                 |st| {
                     let Some(&(a, b)) = plan.get(staged) else {

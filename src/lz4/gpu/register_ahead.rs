@@ -99,20 +99,20 @@ impl Ahead {
             _ => None,
         };
         drop(g);
-        self.cv.notify_one();
+        self.cv.notify_all();
         r
     }
 
     /// A drained batch's registration (its copies have completed): undone on the registrar.
     pub(crate) fn give_back(&self, ext: ExtInput) {
         self.lock().release.push(ext);
-        self.cv.notify_one();
+        self.cv.notify_all();
     }
 
     /// No more batches: the registrar undoes what is left and returns.
     pub(crate) fn finish(&self) {
         self.lock().done = true;
-        self.cv.notify_one();
+        self.cv.notify_all();
     }
 
     /// (batches registered in time, registrations overtaken by the fill).
@@ -142,7 +142,8 @@ impl Ahead {
         }
     }
 
-    /// The registrar's loop (run it on a thread of its own until [`Ahead::finish`]).
+    /// The registrar's loop (run it on one or more threads of their own until
+    /// [`Ahead::finish`]; each takes the next job).
     ///
     /// # Safety
     /// Every span must stay valid memory of the caller, which the device may read (or, not
@@ -161,14 +162,15 @@ impl Ahead {
                         ExtInput::register_span(ctx, addr as *mut u8, len, self.read_only)
                     };
                     let mut g = self.lock();
-                    if matches!(g.batches[b], Batch::Registering) {
-                        g.batches[b] = match ext {
+                    // (After `finish`, another registrar thread may have emptied the list.)
+                    if let Some(slot @ Batch::Registering) = g.batches.get_mut(b) {
+                        *slot = match ext {
                             Some(e) => Batch::Ready(e),
                             // Refused (the fill stages it): not tried again.
                             None => Batch::Taken,
                         };
                     } else {
-                        // The fill got there first and staged the batch.
+                        // The fill got there first and staged the batch (or the run ended).
                         g.wasted += 1;
                         drop(g);
                         drop(ext);

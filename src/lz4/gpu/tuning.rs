@@ -25,6 +25,8 @@ pub struct HostTuning {
     /// engine reads or writes the batches registered in time in place (see `register_ahead`);
     /// 0 (the default): off. Takes precedence over `register_pieces`.
     pub register_ahead: usize,
+    /// Threads that register ahead (with `register_ahead`; at least 1).
+    pub register_threads: usize,
 }
 
 impl Default for HostTuning {
@@ -33,6 +35,7 @@ impl Default for HostTuning {
             eager_download: true,
             register_pieces: 0,
             register_ahead: 0,
+            register_threads: 1,
         }
     }
 }
