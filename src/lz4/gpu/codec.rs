@@ -5,7 +5,7 @@ use super::decode_ring::DecodeRing;
 use super::kernels::Lz4Kernels;
 use super::pipeline::CompressedBatch;
 use super::register::ExtInput;
-use super::register_ahead::Ahead;
+use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
 use super::ring::Ring;
 use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
@@ -15,7 +15,6 @@ use crate::lz4::{
 };
 use crate::runtime::Gpu;
 use crate::{Error, Result};
-use cudarc::driver::CudaContext;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -313,9 +312,6 @@ impl PageCodec for GpuPageCodec {
     }
 }
 
-/// Batches registered ahead at most, beyond those the fill has reached.
-pub(super) const AHEAD_WINDOW: usize = 2;
-
 /// The batches (offset, bytes) the ring stages `len` bytes in, slots of `batch` bytes holding
 /// pages of `page` bytes (full batches, then quarter batches; see [`ramp`]).
 fn batch_plan(len: usize, batch: usize, page: usize) -> Vec<(usize, usize)> {
@@ -328,34 +324,6 @@ fn batch_plan(len: usize, batch: usize, page: usize) -> Vec<(usize, usize)> {
         at += take;
     }
     v
-}
-
-/// Runs `work` (a ring's stream) while `ahead`'s registrar runs on `threads` threads of its
-/// own, then stops the registrar and waits until it has undone every registration.
-pub(super) fn with_registrar<R>(
-    ctx: &Arc<CudaContext>,
-    ahead: Option<&Ahead>,
-    threads: usize,
-    work: impl FnOnce() -> R,
-) -> R {
-    let Some(a) = ahead else { return work() };
-    /// Stops the registrar however `work` ends (a panic included), so the scope's join ends.
-    struct Finish<'a>(&'a Ahead);
-    impl Drop for Finish<'_> {
-        fn drop(&mut self) {
-            self.0.finish();
-        }
-    }
-    std::thread::scope(|s| {
-        // SAFETY: the spans name the caller's memory, borrowed for the whole ring call that
-        // `work` runs (the scope joins the registrar before it returns); the rings hand
-        // registrations back, or drop them in `reset`, only after their copies completed.
-        for _ in 0..threads.max(1) {
-            s.spawn(|| unsafe { a.run(ctx) });
-        }
-        let _finish = Finish(a);
-        work()
-    })
 }
 
 /// Bytes of the next batch when `left` bytes remain, batches hold `batch` and pages `page`: the
@@ -376,4 +344,33 @@ fn assert_send() {
     send::<GpuPageCodec>();
     send::<super::GpuPageStream>();
     send::<super::GpuFrameDecoder>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_plan_covers_the_input_in_full_then_quarter_batches() {
+        let (batch, page) = (16 << 10, 1024);
+        for len in [
+            0,
+            1,
+            1024,
+            batch - 1,
+            batch,
+            2 * batch + 1,
+            10 * batch + 4097,
+        ] {
+            let plan = batch_plan(len, batch, page);
+            let mut at = 0;
+            for &(o, n) in &plan {
+                assert_eq!(o, at, "len {len}");
+                assert!(n > 0 && n <= batch, "len {len}");
+                assert_eq!(n, batch.min(len - o).min(ramp(len - o, batch, page)));
+                at += n;
+            }
+            assert_eq!(at, len);
+        }
+    }
 }

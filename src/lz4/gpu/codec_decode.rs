@@ -2,10 +2,10 @@
 //! pinned slots, decoded pages copied out, or written by the device straight into the caller's
 //! registered output where the tuning asks for it (see `register`).
 
-use super::codec::{ramp, with_registrar, GpuPageCodec, AHEAD_WINDOW};
+use super::codec::{ramp, GpuPageCodec};
 use super::decode_ring::DecodeStage;
 use super::register::ExtOutput;
-use super::register_ahead::Ahead;
+use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
 use crate::kernels::lz4::status;
 use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
 use crate::lz4::{check_page_bytes, CompressedPages, PageEntry, PageKind};

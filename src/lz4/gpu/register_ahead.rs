@@ -15,6 +15,9 @@ use super::register::ExtInput;
 use cudarc::driver::CudaContext;
 use std::sync::{Arc, Condvar, Mutex};
 
+/// Batches registered ahead at most, beyond those the fill has reached.
+pub(crate) const AHEAD_WINDOW: usize = 2;
+
 /// Where one batch lies in the caller's memory (address, bytes); `None`: never registered.
 pub(crate) type Span = Option<(usize, usize)>;
 
@@ -182,4 +185,32 @@ impl Ahead {
         let left: Vec<Batch> = std::mem::take(&mut self.lock().batches);
         drop(left);
     }
+}
+
+/// Runs `work` (a ring's stream) while `ahead`'s registrar runs on `threads` threads of its
+/// own, then stops the registrar and waits until it has undone every registration.
+pub(crate) fn with_registrar<R>(
+    ctx: &Arc<CudaContext>,
+    ahead: Option<&Ahead>,
+    threads: usize,
+    work: impl FnOnce() -> R,
+) -> R {
+    let Some(a) = ahead else { return work() };
+    /// Stops the registrar however `work` ends (a panic included), so the scope's join ends.
+    struct Finish<'a>(&'a Ahead);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            self.0.finish();
+        }
+    }
+    std::thread::scope(|s| {
+        // SAFETY: the spans name the caller's memory, borrowed for the whole ring call that
+        // `work` runs (the scope joins the registrar before it returns); the rings hand
+        // registrations back, or drop them in `reset`, only after their copies completed.
+        for _ in 0..threads.max(1) {
+            s.spawn(|| unsafe { a.run(ctx) });
+        }
+        let _finish = Finish(a);
+        work()
+    })
 }
