@@ -48,9 +48,12 @@ fn chunk() -> usize {
     CHUNK.load(Ordering::Relaxed)
 }
 
-/// How the slot copies' inner loop moves bytes (benches compare the kinds in one run; the
-/// default is the loop the rings shipped with: 16-byte SSE2 loads and streaming stores, no
-/// software prefetch).
+/// How the slot copies' inner loop moves bytes (benches compare the kinds in one run,
+/// `PTXFLOW_LZ4_VARIANTS` specs `pN` and `w`). The default is the loop the rings shipped with:
+/// streaming-store copies use 16-byte SSE2 loads and stores without software prefetch, and
+/// ordinary-store copies use the C library's `memcpy`; with `prefetch` or `wide` set, the
+/// ordinary-store slot copies use the same loop with ordinary stores. Not measured on a GPU
+/// machine yet, so the default stays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyLoop {
     /// Bytes ahead of the loads to prefetch the source (0: none). A core's copy from DRAM is

@@ -161,15 +161,15 @@ impl GpuPageCodec {
             };
             let (src, buf) = (&input[at..at + take], &mut buf[..take]);
             let ext = match &ahead {
-                Some(a) => a.take(next),
+                Some(a) => a.take(next).inspect(|e| e.stage_from(src, buf)),
                 // SAFETY: `input` outlives the stream, which drops every ExtInput only after
-                // the uploads that read it (drained slots, or `reset` after an error).
+                // the uploads that read it (drained slots, or `reset` after an error). `new`
+                // stages the head and tail itself.
                 None if pieces > 0 => unsafe { ExtInput::new(&ctx, src, buf, pieces) },
                 None => None,
             };
-            match &ext {
-                Some(e) => e.stage_from(src, buf),
-                None => par_copy_to_slot(buf, src),
+            if ext.is_none() {
+                par_copy_to_slot(buf, src);
             }
             next += 1;
             Ok((take, ext))
