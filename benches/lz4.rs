@@ -7,6 +7,8 @@
 mod common;
 #[path = "lz4_gpu.rs"]
 mod lz4_gpu;
+#[path = "lz4_host.rs"]
+mod lz4_host;
 #[path = "../tests/lz4_support/mod.rs"]
 mod lz4_support;
 #[path = "lz4_variants.rs"]

@@ -7,7 +7,7 @@
 use super::common;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ptxflow::lz4::gpu::layout::{decompress_entries, info_words, page_lengths, read_compress_info};
-use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, HashJob, Lz4Kernels};
+use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, HashJob, HostTuning, Lz4Kernels};
 use ptxflow::lz4::{
     files, CodecPath, CompressedPages, CpuPageCodec, FrameOptions, PageCodec, PageEntry,
 };
@@ -207,8 +207,14 @@ pub fn bench(c: &mut Criterion) {
         return;
     }
     if let Ok(specs) = std::env::var("PTXFLOW_LZ4_VARIANTS") {
-        // Design variants only (one short GPU run compares them; see lz4_variants.rs).
+        // Design variants only (one short GPU run compares them; see lz4_variants.rs), after
+        // the host-side measurements when PTXFLOW_LZ4_HOSTBENCH=1 (see lz4_host.rs).
         if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
+            if std::env::var("PTXFLOW_LZ4_HOSTBENCH").is_ok_and(|v| v == "1") {
+                let mut codec =
+                    GpuPageCodec::new(gpu.clone(), GpuOptions::default()).expect("GPU codec");
+                super::lz4_host::run(&gpu, &mut codec, &d[..RING_BYTES]);
+            }
             super::lz4_variants::run(&gpu, &specs, &d, &d[..RING_BYTES]);
         }
         return;
@@ -319,6 +325,31 @@ pub fn bench(c: &mut Criterion) {
                 .expect("decompress")
         });
         let mem_dph = codec.decompress_phases().expect("phases");
+        // The other side of the register-ahead choice (HostTuning::register_ahead), same run.
+        let tuning = codec.host_tuning();
+        let alt_tuning = HostTuning {
+            register_ahead: if tuning.register_ahead > 0 { 0 } else { 3 },
+            ..tuning
+        };
+        codec.set_host_tuning(alt_tuning);
+        let alt_c = wall(5, || {
+            codec
+                .compress_into(&data, PAGE_BYTES, &mut pages)
+                .expect("compress")
+        });
+        let alt_cph = codec.compress_phases().expect("phases");
+        let alt_d = wall(5, || {
+            back.clear();
+            codec
+                .decompress_pages(&pages, &mut back)
+                .expect("decompress")
+        });
+        let alt_dph = codec.decompress_phases().expect("phases");
+        assert!(
+            back == data,
+            "{name}: GPU round trip ({alt_tuning:?}) differs"
+        );
+        codec.set_host_tuning(tuning);
         let cold_c = {
             let t = std::time::Instant::now();
             std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"));
@@ -487,6 +518,15 @@ pub fn bench(c: &mut Criterion) {
             rayon::current_num_threads(),
             gbs(cpu_c),
             gbs(cpu_d),
+        ));
+        summary.push(format!(
+            "{name}: from ordinary memory with register_ahead {} instead: GPU compress {:.1} GB/s = {:.0}% of the pinned ring, \
+             GPU decompress {:.1} GB/s = {:.0}%; compress [{alt_cph}]; decompress [{alt_dph}]",
+            alt_tuning.register_ahead,
+            gbs(alt_c),
+            100.0 * gbs(alt_c) / e2e,
+            gbs(alt_d),
+            100.0 * gbs(alt_d) / e2e,
         ));
         summary.push(format!(
             "{name}: host time by phase of one run (ring of {} x {} MiB, {:?}, streaming-store copies (into, out of the slots) {:?}): \

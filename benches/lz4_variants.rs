@@ -3,7 +3,11 @@
 //! timed from ordinary memory (256 MiB of dickens pages, buffers reused) against the pinned ring
 //! of the default codec measured in the same run, with each variant's host time by phase.
 //!
-//! Spec: comma-separated `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:file]`,
+//! Spec: comma-separated
+//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:file]`
+//! (`a`: register the caller's memory LEAD batches ahead on threads of their own, `g` of them,
+//! see `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
+//! its AVX2 form, see `par::CopyLoop`),
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
 
 use super::common;
@@ -21,7 +25,10 @@ struct Variant {
     eager: bool,
     threads: Option<usize>,
     register: usize,
+    ahead: usize,
+    reg_threads: usize,
     chunk_kib: Option<usize>,
+    copy_loop: par::CopyLoop,
     file: bool,
 }
 
@@ -37,7 +44,10 @@ fn parse(spec: &str) -> Option<Variant> {
         eager: HostTuning::default().eager_download,
         threads: None,
         register: HostTuning::default().register_pieces,
+        ahead: HostTuning::default().register_ahead,
+        reg_threads: HostTuning::default().register_threads,
         chunk_kib: None,
+        copy_loop: par::copy_loop(),
         file: false,
     };
     for p in parts {
@@ -49,8 +59,12 @@ fn parse(spec: &str) -> Option<Variant> {
             "eager" => v.eager = true,
             "lazy" => v.eager = false,
             "file" => v.file = true,
+            "w" => v.copy_loop.wide = true,
+            p if p.starts_with('p') => v.copy_loop.prefetch = p[1..].parse().ok()?,
             t if t.starts_with('t') => v.threads = t[1..].parse().ok(),
             r if r.starts_with('r') => v.register = r[1..].parse().ok()?,
+            a if a.starts_with('a') => v.ahead = a[1..].parse().ok()?,
+            g if g.starts_with('g') => v.reg_threads = g[1..].parse().ok()?,
             c if c.starts_with('c') => v.chunk_kib = c[1..].parse().ok(),
             _ => return None,
         }
@@ -121,6 +135,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
     let ring0 = pinned(&mut base);
     println!("VARIANT pinned ring (default options) {ring0:.1} GB/s");
     let default_streaming = par::streaming_stores();
+    let default_loop = par::copy_loop();
     // The stored pages every variant must reproduce: the default codec's.
     let reference = base.compress_pages(data, PAGE_BYTES).expect("compress");
     let reference = &reference;
@@ -131,6 +146,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
         };
         par::set_streaming_stores(v.streaming.0, v.streaming.1);
         par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
+        par::set_copy_loop(v.copy_loop);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(v.threads.unwrap_or(rayon::current_num_threads()))
             .build()
@@ -142,6 +158,8 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
             codec.set_host_tuning(HostTuning {
                 eager_download: v.eager,
                 register_pieces: v.register,
+                register_ahead: v.ahead,
+                register_threads: v.reg_threads,
             });
             // Unaligned start, ragged end: the registered interior, staged head and tail.
             let odd = &data[3..bytes - 1001];
@@ -214,6 +232,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
     }
     par::set_streaming_stores(default_streaming.0, default_streaming.1);
     par::set_copy_chunk_bytes(256 << 10);
+    par::set_copy_loop(default_loop);
     println!(
         "VARIANT pinned ring (default options) again {:.1} GB/s",
         pinned(&mut base)

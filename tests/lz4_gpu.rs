@@ -524,11 +524,6 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
         },
     )
     .unwrap();
-    // Registered in place: the 64 KiB-aligned interior of each 2 MiB batch; staged: the rest.
-    codec.set_host_tuning(HostTuning {
-        register_pieces: 4,
-        ..HostTuning::default()
-    });
     let mib = if sanitize() { 3 } else { 11 };
     let all: Vec<u8> = inputs()
         .into_iter()
@@ -536,8 +531,26 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
         .cycle()
         .take((mib << 20) + 4096 + 333)
         .collect();
+    // Registered in place: the 64 KiB-aligned interior of each 2 MiB batch (every batch, or
+    // those a registrar thread registered ahead in time); staged: the rest.
+    let every = HostTuning {
+        register_pieces: 4,
+        ..HostTuning::default()
+    };
+    let ahead = HostTuning {
+        register_ahead: 2,
+        ..HostTuning::default()
+    };
     // Unaligned starts, ragged ends.
-    for (from, pb) in [(0, 4096), (3, 4096), (4096 + 5, 1024)] {
+    for (tuning, from, pb) in [
+        (every, 0, 4096),
+        (every, 3, 4096),
+        (every, 4096 + 5, 1024),
+        (ahead, 0, 4096),
+        (ahead, 3, 4096),
+        (ahead, 4096 + 5, 1024),
+    ] {
+        codec.set_host_tuning(tuning);
         let data = &all[from..];
         let mut pages = CompressedPages {
             page_bytes: pb,
@@ -557,7 +570,7 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
         codec.decompress_pages(&pages, &mut back).unwrap();
         assert!(back == data, "from {from}: registered output differs");
         eprintln!(
-            "registered from {from} at {pb} B pages: compress [{phases}], decompress [{}]",
+            "registered ({tuning:?}) from {from} at {pb} B pages: compress [{phases}], decompress [{}]",
             codec.decompress_phases().unwrap()
         );
         // A corrupt page: an error, the output as before, and the codec still works.

@@ -3,7 +3,9 @@
 
 use super::decode_ring::DecodeRing;
 use super::kernels::Lz4Kernels;
+use super::pipeline::CompressedBatch;
 use super::register::ExtInput;
+use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
 use super::ring::Ring;
 use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
@@ -140,39 +142,55 @@ impl GpuPageCodec {
         out.pages.clear();
         out.data.reserve(input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
-        let pieces = self.tuning.register_pieces;
+        let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
+        let threads = self.tuning.register_threads;
         let ring = self.ring(page_bytes)?;
         let ctx = ring.kernels.gpu().ctx().clone();
+        let plan = batch_plan(input.len(), ring.batch_bytes(), page_bytes);
+        let base = input.as_ptr() as usize;
+        let ahead = (lead > 0).then(|| {
+            let spans = plan.iter().map(|&(at, n)| Some((base + at, n)));
+            Arc::new(Ahead::new(spans.collect(), true, lead, AHEAD_WINDOW))
+        });
+        ring.ahead = ahead.clone();
         let (data, pages) = (&mut out.data, &mut out.pages);
-        let mut rest = input;
-        ring.compress_stream_ext(
-            |buf| {
-                let take = buf
-                    .len()
-                    .min(rest.len())
-                    .min(ramp(rest.len(), buf.len(), page_bytes));
-                let (src, buf) = (&rest[..take], &mut buf[..take]);
+        let mut next = 0;
+        let fill = |buf: &mut [u8]| {
+            let Some(&(at, take)) = plan.get(next) else {
+                return Ok((0, None));
+            };
+            let (src, buf) = (&input[at..at + take], &mut buf[..take]);
+            let ext = match &ahead {
+                Some(a) => a.take(next).inspect(|e| e.stage_from(src, buf)),
                 // SAFETY: `input` outlives the stream, which drops every ExtInput only after
-                // the uploads that read it (drained slots, or `reset` after an error).
-                let ext = (pieces > 0)
-                    .then(|| unsafe { ExtInput::new(&ctx, src, buf, pieces) })
-                    .flatten();
-                if ext.is_none() {
-                    par_copy_to_slot(buf, src);
-                }
-                rest = &rest[take..];
-                Ok((take, ext))
-            },
-            |batch| {
-                let base = data.len();
-                par_extend_from_slot(data, batch.packed);
-                pages.extend(batch.entries.iter().map(|e| PageEntry {
-                    offset: e.offset + base,
-                    ..*e
-                }));
-                Ok(())
-            },
-        )
+                // the uploads that read it (drained slots, or `reset` after an error). `new`
+                // stages the head and tail itself.
+                None if pieces > 0 => unsafe { ExtInput::new(&ctx, src, buf, pieces) },
+                None => None,
+            };
+            if ext.is_none() {
+                par_copy_to_slot(buf, src);
+            }
+            next += 1;
+            Ok((take, ext))
+        };
+        let sink = |batch: &CompressedBatch<'_>| {
+            let base = data.len();
+            par_extend_from_slot(data, batch.packed);
+            pages.extend(batch.entries.iter().map(|e| PageEntry {
+                offset: e.offset + base,
+                ..*e
+            }));
+            Ok(())
+        };
+        let r = with_registrar(&ctx, ahead.as_deref(), threads, || {
+            ring.compress_stream_ext(fill, sink)
+        });
+        ring.ahead = None;
+        if let Some(a) = &ahead {
+            (ring.phases.registered, ring.phases.overtaken) = a.counts();
+        }
+        r
     }
 
     /// Compresses `input` into `out` (its buffers reused, so repeated calls allocate nothing),
@@ -294,6 +312,20 @@ impl PageCodec for GpuPageCodec {
     }
 }
 
+/// The batches (offset, bytes) the ring stages `len` bytes in, slots of `batch` bytes holding
+/// pages of `page` bytes (full batches, then quarter batches; see [`ramp`]).
+fn batch_plan(len: usize, batch: usize, page: usize) -> Vec<(usize, usize)> {
+    let mut v = Vec::with_capacity(len / batch.max(1) + 8);
+    let mut at = 0;
+    while at < len {
+        let left = len - at;
+        let take = batch.min(left).min(ramp(left, batch, page));
+        v.push((at, take));
+        at += take;
+    }
+    v
+}
+
 /// Bytes of the next batch when `left` bytes remain, batches hold `batch` and pages `page`: the
 /// last two batches' worth goes in quarter batches, so the device's latency for the final batch
 /// (upload, kernel, download, which no host work can hide) is a quarter of a full batch's.
@@ -312,4 +344,33 @@ fn assert_send() {
     send::<GpuPageCodec>();
     send::<super::GpuPageStream>();
     send::<super::GpuFrameDecoder>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_plan_covers_the_input_in_full_then_quarter_batches() {
+        let (batch, page) = (16 << 10, 1024);
+        for len in [
+            0,
+            1,
+            1024,
+            batch - 1,
+            batch,
+            2 * batch + 1,
+            10 * batch + 4097,
+        ] {
+            let plan = batch_plan(len, batch, page);
+            let mut at = 0;
+            for &(o, n) in &plan {
+                assert_eq!(o, at, "len {len}");
+                assert!(n > 0 && n <= batch, "len {len}");
+                assert_eq!(n, batch.min(len - o).min(ramp(len - o, batch, page)));
+                at += n;
+            }
+            assert_eq!(at, len);
+        }
+    }
 }

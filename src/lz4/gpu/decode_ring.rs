@@ -7,6 +7,7 @@
 use super::kernels::Lz4Kernels;
 use super::pipeline::pick3;
 use super::register::ExtOutput;
+use super::register_ahead::Ahead;
 use super::ring::{Pinned, Registered};
 use super::ring_steps::{add_step, RingSteps};
 use super::tuning::Phases;
@@ -14,6 +15,7 @@ use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr};
+use std::sync::Arc;
 
 const H2D: usize = 0;
 const D2H: usize = 1;
@@ -83,6 +85,9 @@ pub(crate) struct DecodeRing {
     pub(crate) batch_pages: usize,
     /// Host time by phase of the last `decompress_stream`.
     pub(crate) phases: Phases,
+    /// Where drained slots' registrations go to be undone (a registrar thread), else undone
+    /// in the drain.
+    pub(crate) ahead: Option<Arc<Ahead>>,
 }
 
 /// Runs `f`, adding its wall seconds to `secs`.
@@ -143,6 +148,7 @@ impl DecodeRing {
             page_bytes,
             batch_pages,
             phases: Phases::default(),
+            ahead: None,
         })
     }
 
@@ -266,9 +272,12 @@ impl DecodeRing {
     }
 
     /// Hands a drained slot's registered output back (its downloads have completed).
-    fn release(slot: &mut Slot, ph_release: &mut f64) {
+    fn release(slot: &mut Slot, ph_release: &mut f64, ahead: Option<&Ahead>) {
         if let Some(ext) = slot.ext.take() {
-            timed(ph_release, || ext.release());
+            timed(ph_release, || match ahead {
+                Some(a) => a.give_back(ext),
+                None => ext.release(),
+            });
         }
     }
 
@@ -311,6 +320,7 @@ impl DecodeRing {
         let mut ph = Phases::default();
         while let Some(step) = steps.step() {
             let (streams, kernels) = (&self.streams, &self.kernels);
+            let ahead = self.ahead.as_deref();
             let (s_slot, o_slot, f_slot) = pick3(
                 &mut self.slots,
                 step.submit.map(|p| p.0),
@@ -331,7 +341,7 @@ impl DecodeRing {
                     timed(&mut side.wait_s, || done.ev_done.synchronize())
                         .map_err(Error::driver("cuEventSynchronize (lz4 decode)"))?;
                     let r = timed(&mut side.sink_s, || sink(&Self::view(done, pb)));
-                    Self::release(done, &mut side.release_s);
+                    Self::release(done, &mut side.release_s, ahead);
                     r
                 },
                 || match f_slot {

@@ -23,6 +23,7 @@ pub mod layout;
 pub mod pipeline;
 pub mod reader;
 mod register;
+mod register_ahead;
 mod ring;
 mod ring_steps;
 mod ring_submit;

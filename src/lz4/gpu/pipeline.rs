@@ -17,6 +17,7 @@
 //! instead of copying it much slower (see [`HostTuning`](super::HostTuning)).
 
 use super::register::ExtInput;
+use super::register_ahead::Ahead;
 use super::ring::{Ring, Slot, Submit};
 use super::ring_steps::{add_step, RingSteps};
 use super::tuning::Phases;
@@ -83,7 +84,13 @@ impl Ring {
     }
 
     /// Waits for slot `o` and hands it to `sink`, timing both.
-    fn drain_one<S>(slot: &mut Slot, pb: usize, sink: &mut S, ph: &mut Phases) -> Result<()>
+    fn drain_one<S>(
+        slot: &mut Slot,
+        pb: usize,
+        sink: &mut S,
+        ph: &mut Phases,
+        ahead: Option<&Ahead>,
+    ) -> Result<()>
     where
         S: FnMut(&CompressedBatch<'_>) -> Result<()>,
     {
@@ -96,7 +103,10 @@ impl Ring {
         if let Some(ext) = slot.ext.take() {
             // The upload that read it completed before the kernel, before `finish` returned.
             let t = Phases::clock();
-            ext.release();
+            match ahead {
+                Some(a) => a.give_back(ext),
+                None => ext.release(),
+            }
             Phases::add(&mut ph.release_s, t);
         }
         r
@@ -122,6 +132,7 @@ impl Ring {
                     Phases::add(&mut ph.wait_s, t);
                 }
             }
+            let ahead = self.ahead.as_deref();
             let submit = Submit {
                 streams: &self.streams,
                 kernels: &self.kernels,
@@ -146,7 +157,7 @@ impl Ring {
                         r?;
                     }
                     match o_slot {
-                        Some(slot) => Self::drain_one(slot, pb, &mut sink, &mut side),
+                        Some(slot) => Self::drain_one(slot, pb, &mut sink, &mut side, ahead),
                         None => Ok(()),
                     }
                 },

@@ -66,6 +66,17 @@ fn register(
     })
 }
 
+/// The 64 KiB-aligned interior `(start, end)` (offsets) of the `len` bytes at `base`, when it
+/// holds at least one piece.
+fn interior(base: *mut u8, len: usize) -> Option<(usize, usize)> {
+    let start = base.align_offset(ALIGN);
+    if start >= len {
+        return None;
+    }
+    let end = ((len - start) / ALIGN) * ALIGN + start;
+    (end - start >= MIN_PIECE).then_some((start, end))
+}
+
 /// A batch of the caller's memory that the copy engine reads or writes in place: `parts`
 /// (offsets into the batch, registered) plus a head and tail that go through a pinned slot.
 pub(crate) struct ExtInput {
@@ -99,9 +110,7 @@ impl ExtInput {
     ) -> Option<Self> {
         // SAFETY: the caller's contract; the device only reads (read-only registration).
         let ext = unsafe { Self::register(ctx, src.as_ptr() as *mut u8, src.len(), pieces, true) }?;
-        for (at, n) in ext.staged() {
-            staging[at..at + n].copy_from_slice(&src[at..at + n]);
-        }
+        ext.stage_from(src, staging);
         Some(ext)
     }
 
@@ -127,14 +136,7 @@ impl ExtInput {
         pieces: usize,
         read_only: bool,
     ) -> Option<Self> {
-        let start = base.align_offset(ALIGN);
-        if start >= len {
-            return None;
-        }
-        let end = ((len - start) / ALIGN) * ALIGN + start;
-        if end - start < MIN_PIECE {
-            return None;
-        }
+        let (start, end) = interior(base, len)?;
         let interior = end - start;
         let piece = (interior / pieces.max(1))
             .div_ceil(ALIGN)
@@ -160,6 +162,42 @@ impl ExtInput {
             parts,
             ranges: ranges.into_iter().flatten().collect(),
         })
+    }
+
+    /// Registers the aligned interior of the `len` bytes at `base` as one piece on this thread
+    /// (for a thread that registers ahead of the ring; see `register_ahead`). Input batches then
+    /// stage their head and tail with [`ExtInput::stage_from`].
+    ///
+    /// # Safety
+    /// As [`ExtInput::new`] when `read_only` (the device reads the memory), else as
+    /// [`ExtInput::for_output`].
+    pub(crate) unsafe fn register_span(
+        ctx: &Arc<CudaContext>,
+        base: *mut u8,
+        len: usize,
+        read_only: bool,
+    ) -> Option<Self> {
+        let (start, end) = interior(base, len)?;
+        let r = register(
+            ctx,
+            (base as usize + start) as *mut c_void,
+            end - start,
+            read_only,
+        )?;
+        Some(ExtInput {
+            base,
+            len,
+            parts: vec![(start, end - start)],
+            ranges: vec![r],
+        })
+    }
+
+    /// Stages the head and tail of an input batch (`src`, the batch registered) into
+    /// `staging` (same offsets).
+    pub(crate) fn stage_from(&self, src: &[u8], staging: &mut [u8]) {
+        for (at, n) in self.staged() {
+            staging[at..at + n].copy_from_slice(&src[at..at + n]);
+        }
     }
 
     /// The ranges (offset, bytes) within the batch that go through the pinned slot.

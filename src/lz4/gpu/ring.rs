@@ -16,6 +16,7 @@ pub(crate) use super::host_mem::{Pinned, Registered};
 use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
 use super::register::ExtInput;
+use super::register_ahead::Ahead;
 pub(crate) use super::ring_submit::Submit;
 use super::tuning::{HostTuning, Phases};
 use crate::lz4::PageEntry;
@@ -23,6 +24,7 @@ use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
+use std::sync::Arc;
 
 pub(crate) const H2D: usize = 0;
 pub(crate) const INFO: usize = 1;
@@ -144,6 +146,9 @@ pub(crate) struct Ring {
     pub(crate) tuning: HostTuning,
     /// Host time by phase of the last `compress_stream`.
     pub(crate) phases: Phases,
+    /// Where drained slots' registrations go to be undone (a registrar thread), else undone
+    /// in the drain.
+    pub(crate) ahead: Option<Arc<Ahead>>,
 }
 
 fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
@@ -207,6 +212,7 @@ impl Ring {
             eager: false,
             tuning: HostTuning::default(),
             phases: Phases::default(),
+            ahead: None,
         })
     }
 

@@ -20,6 +20,13 @@ pub struct HostTuning {
     /// threads, so the copy engines read or write it in place; 0 (the default) stages it through
     /// the pinned slots with parallel copies.
     pub register_pieces: usize,
+    /// The codec from memory: a thread of its own registers the caller's input (compression)
+    /// or output (decompression) this many batches ahead of the staging copies, and the copy
+    /// engine reads or writes the batches registered in time in place (see `register_ahead`);
+    /// 0 (the default): off. Takes precedence over `register_pieces`.
+    pub register_ahead: usize,
+    /// Threads that register ahead (with `register_ahead`; at least 1).
+    pub register_threads: usize,
 }
 
 impl Default for HostTuning {
@@ -27,6 +34,8 @@ impl Default for HostTuning {
         HostTuning {
             eager_download: true,
             register_pieces: 0,
+            register_ahead: 0,
+            register_threads: 1,
         }
     }
 }
@@ -51,6 +60,10 @@ pub struct Phases {
     pub submit_s: f64,
     /// Unregistering the caller's memory after its uploads.
     pub release_s: f64,
+    /// Batches the device read or wrote in the caller's registered memory (no staging copy).
+    pub registered: usize,
+    /// Registrations made ahead that the staging copies overtook (undone unused).
+    pub overtaken: usize,
 }
 
 impl Phases {
@@ -79,7 +92,15 @@ impl fmt::Display for Phases {
             ms(self.sink_s),
             ms(self.submit_s),
             ms(self.release_s),
-        )
+        )?;
+        if self.registered + self.overtaken > 0 {
+            write!(
+                f,
+                ", registered ahead {} (overtaken {})",
+                self.registered, self.overtaken
+            )?;
+        }
+        Ok(())
     }
 }
 
