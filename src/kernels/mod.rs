@@ -82,7 +82,7 @@ kernel_table! {
     GaussianPrepareF64 => gaussian::prepare::build_f64, "gaussian_prepare_f64", [Sm75];
     /// NDT score, gradient and Hessian of many (source, pose) requests: fused per point, f64 reduction.
     NdtDerivatives => ndt::derivatives::build, "ndt_derivatives", [Sm75];
-    /// NDT derivatives over the dense cell table: compacted hits, linear probes, shared accumulators.
+    /// NDT derivatives over the dense cell table: compacted hits, accumulators in shared memory.
     NdtDerivativesDense => ndt::derivatives::build_dense, "ndt_derivatives_dense", [Sm75];
     /// `ndt_derivatives_dense` with the next hit loaded ahead, for rounds of one block per SM.
     NdtDerivativesDenseSmall => ndt::derivatives::build_dense_small, "ndt_derivatives_dense_small", [Sm75];

@@ -17,13 +17,14 @@
 //! `ndt_derivatives_dense` and, for small rounds, `ndt_derivatives_dense_small`; any other
 //! choice is built and JIT-compiled when the pipeline is created.
 //!
-//! Defaults (session 7, H100, `.gpu-17n/go.sh`): compaction, shared accumulators (dense table only), linear probes,
-//! the prefetching variant for small rounds and split batches are on; prefetching for every
-//! round is off (its batch rounds took 1.4x longer). With those on, criterion
-//! `gpu/ndt/batch/256` went from 16.26 ms to 9.76 ms and `gpu/ndt/align/velodyne` from 300 to
-//! 281 us (not significant), and `ndt_gpu`, `ndt_gpu_align`, `ndt_gpu_math` passed with the GPU
-//! required, memcheck and racecheck at 0 errors. Each switch's records equal the hash kernel's
-//! bit for bit in the interpreter (`tests/ndt_sim.rs`); set a switch to `0` to compare.
+//! Defaults (session 7, H100, criterion `gpu/ndt/align/velodyne` and `gpu/ndt/batch/256` in one
+//! run, `.gpu-F/bench.sh`): compaction, shared accumulators (dense table only), the prefetching
+//! variant for small rounds and split batches are on; linear probes and prefetching for every
+//! round are off. Batch of 256 hypotheses: all switches off 13.26 ms, the defaults with linear
+//! probes 8.64 ms, without them 8.32 ms; without shared accumulators 11.47 ms, without the
+//! split 12.36 ms. Velodyne alignment: 229 us off, 229 us with the defaults (246 with linear
+//! probes). Every switch's records equal the hash kernel's bit for bit in the interpreter
+//! (`tests/ndt_sim.rs`); set a switch to `0` or `1` to compare.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -35,7 +36,7 @@ use crate::Result;
 const COMPACT: bool = true;
 const PREFETCH: bool = false;
 const SHARED_ACC: bool = true;
-const LINEAR: bool = true;
+const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
