@@ -16,11 +16,12 @@
 //! off (every check still runs, nothing is written): a diagnostic for `python/gpu/overhead.py`,
 //! which times the host cost of a call with and without the driver's launches.
 //!
-//! By default (`PTXFLOW_PY_GRAPHS=0` when a `CudaGaussian` is made, or its `graphs` property,
-//! turns it off) each direction's kernels are replayed as one recorded CUDA graph
-//! ([`crate::graphs`]) instead of launched one by one; a call the recording cannot serve launches
-//! directly. H100, 1000 x 500 f32 fwd+bwd through the torch op: 154.3 us a call with graphs,
-//! 198.0 without (`python/gpu/overhead.py`, session 7).
+//! Opt-in: `PTXFLOW_PY_GRAPHS=1` when a `CudaGaussian` is made (or its `graphs` property) replays
+//! each direction's kernels as one recorded CUDA graph ([`crate::graphs`]) instead of launching
+//! them one by one; a call the recording cannot serve launches directly. On the H100 machine
+//! (`python/gpu/overhead.py`, 1000 x 500 f32 fwd+bwd) it saved 44 us a call in one run and nothing
+//! beyond the noise in another, so it stays off by default; checked by `gpu_check.py` and by
+//! `memcheck_op.py` under compute-sanitizer (0 errors).
 
 use crate::device::gpu;
 use crate::graphs::{Graphs, Key};
@@ -229,7 +230,7 @@ impl CudaGaussian {
     #[new]
     fn new(py: Python<'_>, ordinal: usize) -> PyResult<Self> {
         let no_launch = std::env::var_os("PTXFLOW_PY_NO_LAUNCH").is_some_and(|v| v == "1");
-        let graphs = std::env::var_os("PTXFLOW_PY_GRAPHS").is_none_or(|v| v != "0");
+        let graphs = std::env::var_os("PTXFLOW_PY_GRAPHS").is_some_and(|v| v == "1");
         py.detach(|| -> ptxflow::Result<Self> {
             let g = gpu(ordinal)?;
             Ok(CudaGaussian {
@@ -245,7 +246,7 @@ impl CudaGaussian {
     }
 
     /// Whether each direction's launches are replayed as a recorded CUDA graph (one
-    /// `cuGraphLaunch` per direction; on unless `PTXFLOW_PY_GRAPHS=0` at construction).
+    /// `cuGraphLaunch` per direction; `PTXFLOW_PY_GRAPHS=1` at construction turns it on).
     #[getter]
     fn graphs(&self) -> bool {
         self.use_graphs.load(Ordering::Relaxed)

@@ -22,15 +22,16 @@ problems) are ``new_empty`` tensors. The backward launches no reduction for a gr
 does not want (points that need none). ``python/gpu/overhead.py`` breaks a call down against
 PyTorch's own floor.
 
-Three host-cost measures, on by default since session 7 (each off when its variable is ``0`` in
-the environment): ``PTXFLOW_TORCH_POOL`` (reuse the workspace per stream, ``_WorkPool``),
-``PTXFLOW_TORCH_EARLY_GRADS`` (allocate the gradients in the forward, on the caller's thread),
-``PTXFLOW_PY_GRAPHS`` (each direction's kernels replayed as one recorded CUDA graph, direct
-launches where a recording cannot be used; read when a device is first used, or set
-``_native_device(i).graphs``). On the H100 machine (``python/gpu/overhead.py``, 1000 x 500 f32,
-fwd+bwd) they took a call from 198.0 to 149.2 us (PyTorch's empty ``autograd.Function``: 113.4
-us); ``python/gpu/gpu_check.py`` passes with each on and off, and ``memcheck_op.py`` reports 0
-errors under compute-sanitizer.
+Host-cost switches (read at import, or when a device is first used for graphs):
+``PTXFLOW_TORCH_EARLY_GRADS`` (allocate the gradients in the forward, on the caller's thread; on
+unless ``0``), and two opt-ins (off unless ``1``): ``PTXFLOW_TORCH_POOL`` (reuse the workspace per
+stream, ``_WorkPool``) and ``PTXFLOW_PY_GRAPHS`` (each direction's kernels replayed as one
+recorded CUDA graph, direct launches where a recording cannot be used; or set
+``_native_device(i).graphs``). Measured on the H100 machine (``python/gpu/overhead.py``, 1000 x
+500 f32 fwd+bwd, medians of 7 interleaved rounds, three runs): early gradients saved 8-20 us a
+call in every run; the pool and graph replays saved up to 44 us in one run and nothing beyond the
+noise (+-10 us) in the others, so they stay opt-in. ``python/gpu/gpu_check.py`` passes with all
+of them on and all off, and ``memcheck_op.py`` reports 0 errors under compute-sanitizer.
 """
 
 import math
@@ -62,14 +63,14 @@ _MAX_PLANS = 4096
 #: host's cost of an allocation matters (small problems), bounded memory where it does not.
 FOLD_BYTES = 8 << 20
 
-#: On unless ``PTXFLOW_TORCH_POOL=0`` in the environment at import: workspaces (the forward's with the folded backward's) kept for reuse on the stream they were
+#: Opt-in (``PTXFLOW_TORCH_POOL=1`` in the environment at import): workspaces (the forward's with the folded backward's) kept for reuse on the stream they were
 #: used on (``_WorkPool``, up to ``POOL_DEPTH`` per shape and stream), one allocation fewer per
 #: call. Plans take pools while their worst case fits in ``POOL_BUDGET`` bytes (per process,
 #: never given back).
 POOL_DEPTH = 4
 POOL_BUDGET = 256 << 20
 _pool_budget = POOL_BUDGET
-_POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "1") != "0"
+_POOL_ON = os.environ.get("PTXFLOW_TORCH_POOL", "0") == "1"
 
 _getrefcount = sys.getrefcount
 
