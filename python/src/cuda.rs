@@ -71,7 +71,7 @@ pub struct CudaGaussian {
     /// `PTXFLOW_PY_NO_LAUNCH` was set when this was made: check everything, launch nothing.
     no_launch: bool,
     /// Each direction's launches replayed as a recorded CUDA graph (the `graphs` property;
-    /// opt-in, not yet measured on a GPU).
+    /// opt-in; see the module docs for what it measured).
     use_graphs: AtomicBool,
     /// Made on first use with `use_graphs` on (the default path makes no driver call for it).
     graphs: OnceLock<Option<Graphs>>,

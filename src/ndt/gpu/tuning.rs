@@ -11,7 +11,9 @@
 //!   9.6 ms, but the sort costs host time at every upload (one alignment: +45 µs);
 //! - the kernel built for more resident blocks per SM (opt-in, `PTXFLOW_NDT_MIN_BLOCKS`; 4 blocks
 //!   of the dense variant at 128 registers: 10.1 ms, no gain);
-//! - further kernel variants and split batches, not yet measured: see [`super::variants`].
+//! - compacted hits, shared accumulators, the small-round prefetch and split batches (on by
+//!   default since session 7: batch 13.7 -> 8.5 ms) and the other kernel variants: see
+//!   [`super::variants`].
 
 use super::variants::{derivative_kernel, variant_from_env};
 use crate::ndt::voxel_map::VoxelMap;
