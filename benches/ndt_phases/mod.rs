@@ -41,8 +41,8 @@ impl Linearize for Timed<'_> {
         Ok(out)
     }
 
-    /// Split batches (`PTXFLOW_NDT_SPLIT=1`) go straight to the pipeline: no rounds are timed,
-    /// so the whole wall time shows as host time.
+    /// Split batches (the default for batches of 64 or more; `PTXFLOW_NDT_SPLIT=0` turns them
+    /// off) go straight to the pipeline: no rounds are timed, and the report says so.
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
         self.pipe.split(jobs)
     }
@@ -67,6 +67,14 @@ pub fn report<T>(
     let round_wall: f64 = rounds.iter().map(|r| r.1).sum();
     let device: f64 = rounds.iter().map(|r| r.2).sum();
     let requests: usize = rounds.iter().map(|r| r.0).sum();
+    if rounds.is_empty() {
+        println!(
+            "PHASES {what}: wall {:.1} us; split batch (two groups in flight), rounds not timed: \
+             PTXFLOW_NDT_SPLIT=0 gives the round-by-round split of the lockstep batch",
+            wall * 1e6
+        );
+        return out;
+    }
     println!(
         "PHASES {what}: wall {:.1} us; {} rounds, {requests} evaluations; rounds' wall {:.1} us, \
          device (events) {:.1} us; solver + bookkeeping on the host {:.1} us",
