@@ -139,9 +139,19 @@ pub struct Stats {
 impl Graphs {
     /// Recordings on `ctx` (the device's primary context).
     pub fn new(ctx: Arc<CudaContext>) -> ptxflow::Result<Graphs> {
+        // Creating the stream binds `ctx` to this thread; the caller's context is put back after
+        // (PyTorch reads its current device from it).
+        let bound = Bound::ours(ctx.cu_ctx()).map_err(|why| match why {
+            Skip::Driver(call, r) => ptxflow::Error::Driver {
+                call,
+                source: cudarc::driver::DriverError(r),
+            },
+            Skip::Layout | Skip::ThisCall => unreachable!("Bound::ours fails only in the driver"),
+        })?;
         let capture = ctx
             .new_stream()
             .map_err(ptxflow::Error::driver("creating the graph capture stream"))?;
+        drop(bound);
         Ok(Graphs {
             ctx,
             capture,

@@ -149,7 +149,15 @@ class _Plan:
 def _native_device(index):
     k = _NATIVE.get(index)
     if k is None:
-        k = _NATIVE[index] = _native.CudaGaussian(index)
+        # Opening device `index` (context, module loads) makes its context current on this
+        # thread, and PyTorch reads its current device from the current context: put the
+        # caller's back (a first call on cuda:1 left cuda:1 current; multi_gpu_check.py).
+        current = torch.cuda.current_device()
+        try:
+            k = _NATIVE[index] = _native.CudaGaussian(index)
+        finally:
+            if torch.cuda.current_device() != current:
+                torch.cuda.set_device(current)
     return k
 
 
