@@ -27,6 +27,11 @@ pub struct HostTuning {
     pub register_ahead: usize,
     /// Threads that register ahead (with `register_ahead`; at least 1).
     pub register_threads: usize,
+    /// Compression through the ring with eager downloads: each batch goes to the device in
+    /// this many parts (1 to 8), each uploaded, compressed and downloaded on its own and drained
+    /// by the host in order, so a batch's download starts before its last part is compressed
+    /// (see `ring_parts`); 1: the batch in one piece.
+    pub compress_parts: usize,
 }
 
 impl Default for HostTuning {
@@ -36,6 +41,7 @@ impl Default for HostTuning {
             register_pieces: 0,
             register_ahead: 0,
             register_threads: 1,
+            compress_parts: 1,
         }
     }
 }
