@@ -162,6 +162,7 @@ impl Ring {
         let pb = self.page_bytes;
         let eager = self.eager;
         let (slots, parts) = (self.slots.len(), self.tuning.compress_parts);
+        let with_fill = self.tuning.submit_with_fill;
         // Batches are the bytes staged into a slot.
         let mut steps = RingSteps::<usize>::new(self.slots.len());
         let mut ph = Phases::default();
@@ -188,22 +189,32 @@ impl Ring {
                 step.fill,
             );
             // One side submits the pending batch and drains the oldest; the other stages the
-            // next batch. Both use every core for their copies.
-            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            // next batch (and submits instead, with `submit_with_fill`). Both use every core
+            // for their copies.
+            let (s_drain, s_fill) = match with_fill {
+                false => (s_slot, None),
+                true => (None, s_slot),
+            };
+            let do_submit = |slot: Option<&mut Slot>, secs: &mut f64| -> Result<()> {
+                if let (Some((i, bytes)), Some(slot)) = (step.submit, slot) {
+                    let t = Phases::clock();
+                    let r = submit.submit(slot, (i, slots), bytes, parts);
+                    Phases::add(secs, t);
+                    r?;
+                }
+                Ok(())
+            };
+            let (mut side, mut fill_s, mut fill_submit_s) = (Phases::default(), 0.0, 0.0);
             let (a, b) = rayon::join(
                 || -> Result<()> {
-                    if let (Some((i, bytes)), Some(slot)) = (step.submit, s_slot) {
-                        let t = Phases::clock();
-                        let r = submit.submit(slot, (i, slots), bytes, parts);
-                        Phases::add(&mut side.submit_s, t);
-                        r?;
-                    }
+                    do_submit(s_drain, &mut side.submit_s)?;
                     match o_slot {
                         Some(slot) => Self::drain_one(slot, pb, &mut sink, &mut side, ahead),
                         None => Ok(()),
                     }
                 },
                 || -> Result<(usize, Option<ExtInput>)> {
+                    do_submit(s_fill, &mut fill_submit_s)?;
                     match f_slot {
                         Some(slot) => {
                             let t = Phases::clock();
@@ -215,6 +226,7 @@ impl Ring {
                     }
                 },
             );
+            side.submit_s += fill_submit_s;
             add_step(&mut ph, &side, fill_s);
             // The submitted batch is in flight (or failed with the ring about to be reset).
             steps.ran(&step);

@@ -103,31 +103,31 @@ impl Submit<'_> {
             ev.kernel
                 .record(compute)
                 .map_err(Error::driver("cuEventRecord"))?;
-            let info_s = streams.get(INFO);
-            info_s
-                .wait(&ev.kernel)
+            // Eager: the info words and the packed bound come down one after the other on the
+            // download stream (one wait for the kernel; the drain needs both). Otherwise the
+            // info comes alone on its own stream, for the host to size the download.
+            let down = streams.get(if self.eager { D2H } else { INFO });
+            down.wait(&ev.kernel)
                 .map_err(Error::driver("cuStreamWaitEvent"))?;
-            info_s
-                .memcpy_dtoh(
-                    &slot.d_info.slice(info_at..info_at + words),
-                    &mut slot.h_info.slice_mut()[info_at..info_at + words],
-                )
-                .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
+            down.memcpy_dtoh(
+                &slot.d_info.slice(info_at..info_at + words),
+                &mut slot.h_info.slice_mut()[info_at..info_at + words],
+            )
+            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
             ev.info
-                .record(info_s)
+                .record(down)
                 .map_err(Error::driver("cuEventRecord"))?;
             if self.eager {
                 // Every stored page takes at most its page, 16-byte aligned: the part's pages
                 // fit its bound.
-                let d2h = streams.get(D2H);
-                d2h.wait(&ev.kernel)
-                    .map_err(Error::driver("cuStreamWaitEvent"))?;
-                d2h.memcpy_dtoh(
+                down.memcpy_dtoh(
                     &slot.d_packed.slice(at..at + bound),
                     &mut slot.h_out.slice_mut()[at..at + bound],
                 )
                 .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
-                ev.d2h.record(d2h).map_err(Error::driver("cuEventRecord"))?;
+                ev.d2h
+                    .record(down)
+                    .map_err(Error::driver("cuEventRecord"))?;
             }
         }
         slot.state = State::Submitted;

@@ -32,6 +32,10 @@ pub struct HostTuning {
     /// by the host in order, so a batch's download starts before its last part is compressed
     /// (see `ring_parts`); 1: the batch in one piece.
     pub compress_parts: usize,
+    /// Compression through the ring: each step submits the staged batch on the side that
+    /// stages the next one (before its copy) instead of on the side that drains the oldest
+    /// batch (before its wait), moving the enqueueing off the draining side.
+    pub submit_with_fill: bool,
 }
 
 impl Default for HostTuning {
@@ -42,6 +46,7 @@ impl Default for HostTuning {
             register_ahead: 0,
             register_threads: 1,
             compress_parts: 1,
+            submit_with_fill: false,
         }
     }
 }
