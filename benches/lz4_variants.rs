@@ -4,11 +4,11 @@
 //! of the default codec measured in the same run, with each variant's host time by phase.
 //!
 //! Spec: comma-separated
-//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:sPARTS][:f][:file]`
+//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:sPARTS][:file]`
 //! (`a`: register the caller's memory LEAD batches ahead on threads of their own, `g` of them,
 //! see `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
 //! its AVX2 form, see `par::CopyLoop`; `s`: each compress batch in PARTS parts, see
-//! `HostTuning::compress_parts`; `f`: `HostTuning::submit_with_fill`),
+//! `HostTuning::compress_parts`),
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
 
 use super::common;
@@ -31,7 +31,6 @@ struct Variant {
     chunk_kib: Option<usize>,
     copy_loop: par::CopyLoop,
     parts: usize,
-    with_fill: bool,
     file: bool,
 }
 
@@ -52,7 +51,6 @@ fn parse(spec: &str) -> Option<Variant> {
         chunk_kib: None,
         copy_loop: par::copy_loop(),
         parts: HostTuning::default().compress_parts,
-        with_fill: HostTuning::default().submit_with_fill,
         file: false,
     };
     for p in parts {
@@ -64,7 +62,6 @@ fn parse(spec: &str) -> Option<Variant> {
             "eager" => v.eager = true,
             "lazy" => v.eager = false,
             "file" => v.file = true,
-            "f" => v.with_fill = true,
             "w" => v.copy_loop.wide = true,
             p if p.starts_with('p') => v.copy_loop.prefetch = p[1..].parse().ok()?,
             t if t.starts_with('t') => v.threads = t[1..].parse().ok(),
@@ -168,7 +165,6 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
                 register_ahead: v.ahead,
                 register_threads: v.reg_threads,
                 compress_parts: v.parts,
-                submit_with_fill: v.with_fill,
             });
             // Unaligned start, ragged end: the registered interior, staged head and tail.
             let odd = &data[3..bytes - 1001];

@@ -617,19 +617,16 @@ fn gpu_codec_batches_in_parts_give_the_same_bytes() {
         .collect();
     // Whole batches, quarter batches at the end, a ragged last page, batches of fewer pages
     // than parts (64 KiB pages: 16 a batch), and the same codec switching between part counts.
-    // Submitting beside the fill instead of the drain too.
-    for (parts, with_fill, from, pb) in [
-        (2, false, 0, 4096),
-        (4, true, 3, 4096),
-        (8, false, 0, 1024),
-        (3, false, 4096 + 5, 65536),
-        (8, true, 17, 65536),
-        (1, true, 0, 4096),
-        (1, false, 0, 4096),
+    for (parts, from, pb) in [
+        (2, 0, 4096),
+        (4, 3, 4096),
+        (3, 0, 1024),
+        (3, 4096 + 5, 65536),
+        (8, 17, 65536),
+        (1, 0, 4096),
     ] {
         codec.set_host_tuning(HostTuning {
             compress_parts: parts,
-            submit_with_fill: with_fill,
             ..HostTuning::default()
         });
         for data in [&all[from..], &all[from..from + 1000]] {
@@ -641,10 +638,7 @@ fn gpu_codec_batches_in_parts_give_the_same_bytes() {
             };
             codec.compress_into(data, pb, &mut pages).unwrap();
             assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
-            let what = format!(
-                "{parts} parts (submit with fill {with_fill}), {} B from {from}, {pb} B pages",
-                data.len()
-            );
+            let what = format!("{parts} parts, {} B from {from}, {pb} B pages", data.len());
             check_pages(&pages, data, &what);
             let mut back = Vec::new();
             codec.decompress_pages(&pages, &mut back).unwrap();

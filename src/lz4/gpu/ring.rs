@@ -7,8 +7,10 @@
 //! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
 //! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
 //! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. With
-//! eager downloads (the streaming loop's default) the whole packed region comes down right after
-//! the kernel instead, and `Slot::finish` waits for it. The host never touches a slot's buffers
+//! eager downloads (the streaming loop's default) the info and the whole packed region come down
+//! right after the kernel on the download stream instead, and `Slot::finish` waits for them; the
+//! streaming loop may also send a batch in parts, each with its own kernel stream and events,
+//! drained part by part (`ring_parts`). The host never touches a slot's buffers
 //! while its copies may still run: every transition waits for the event of the copy that used
 //! them. `ring_submit` enqueues a slot's work.
 
@@ -291,8 +293,15 @@ impl Ring {
             return Ok(());
         }
         if slot.parts > 1 {
-            // Batches in parts download eagerly; `pipeline` drains them part by part.
-            return Ok(());
+            // Batches in parts download eagerly and only `pipeline` drains them, part by part.
+            return match block {
+                false => Ok(()),
+                true => Err(Error::Kernel {
+                    kernel: "lz4_compress",
+                    code: 0,
+                    detail: "a batch in parts waited for as one".into(),
+                }),
+            };
         }
         if block {
             slot.ev[0]

@@ -15,8 +15,9 @@
 
 use crate::kernels::lz4::compress::INFO_HEADER_WORDS;
 
-/// Most parts a batch is cut into (each needs its own events and compute stream).
-pub(crate) const MAX_PARTS: usize = 8;
+/// Most parts a batch is cut into (each needs its own events, compute stream and scratch; more
+/// than 2 measured slower, see `HostTuning::compress_parts`).
+pub(crate) const MAX_PARTS: usize = 4;
 
 /// Where part `j` of a batch lies (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

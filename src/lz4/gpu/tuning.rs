@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Instant;
 
 /// How the host side of the rings moves bytes. The defaults are the measured best on an H100
-/// with 16 cores (benches/lz4_variants.rs, `PTXFLOW_LZ4_VARIANTS`; 2026-11-25): eager downloads
+/// with 16 cores (benches/lz4_variants.rs, `PTXFLOW_LZ4_VARIANTS`; 2026-11-25/26): eager downloads
 /// beat exact ones by 5-15% (no host round trip per batch), and registering the caller's memory
 /// lost to staging copies by 3-8x (register + unregister ran at 12-16 GB/s whatever the number
 /// of threads, against 55-65 GB/s for parallel copies).
@@ -28,14 +28,15 @@ pub struct HostTuning {
     /// Threads that register ahead (with `register_ahead`; at least 1).
     pub register_threads: usize,
     /// Compression through the ring with eager downloads: each batch goes to the device in
-    /// this many parts (1 to 8), each uploaded, compressed and downloaded on its own and drained
+    /// this many parts (1 to 4), each uploaded, compressed and downloaded on its own and drained
     /// by the host in order, so a batch's download starts before its last part is compressed
-    /// (see `ring_parts`); 1: the batch in one piece.
+    /// and the host sinks its first part while the rest comes down (see `ring_parts`); 1: the
+    /// batch in one piece. Default 2: on the H100 machine (256 MiB of dickens from ordinary
+    /// memory, ring of 4 x 16 MiB, 2026-11-26) the host's wait on the device fell from ~5 ms
+    /// to 1-2 ms of a ~8-9 ms run and compression from memory ran at 31.2-32.4 GB/s (63-67%
+    /// of the pinned ring) against 26.6-30.5 GB/s (53-61%) in one piece, same runs; 3 parts
+    /// gave 28.7-31.2 GB/s and 4 gave 24.4-29.9 (more enqueueing and smaller copies out).
     pub compress_parts: usize,
-    /// Compression through the ring: each step submits the staged batch on the side that
-    /// stages the next one (before its copy) instead of on the side that drains the oldest
-    /// batch (before its wait), moving the enqueueing off the draining side.
-    pub submit_with_fill: bool,
 }
 
 impl Default for HostTuning {
@@ -45,8 +46,7 @@ impl Default for HostTuning {
             register_pieces: 0,
             register_ahead: 0,
             register_threads: 1,
-            compress_parts: 1,
-            submit_with_fill: false,
+            compress_parts: 2,
         }
     }
 }
