@@ -32,10 +32,11 @@ pub struct HostTuning {
     /// by the host in order, so a batch's download starts before its last part is compressed
     /// and the host sinks its first part while the rest comes down (see `ring_parts`); 1: the
     /// batch in one piece. Default 2: on the H100 machine (256 MiB of dickens from ordinary
-    /// memory, ring of 4 x 16 MiB, 2026-11-26) the host's wait on the device fell from ~5 ms
-    /// to 1-2 ms of a ~8-9 ms run and compression from memory ran at 31.2-32.4 GB/s (63-67%
-    /// of the pinned ring) against 26.6-30.5 GB/s (53-61%) in one piece, same runs; 3 parts
-    /// gave 28.7-31.2 GB/s and 4 gave 24.4-29.9 (more enqueueing and smaller copies out).
+    /// memory, ring of 4 x 16 MiB, 2026-11-26) the host's wait on the device fell from ~4.5 ms
+    /// to 1-2 ms of an ~8 ms run and compression from memory ran at 33.0-34.0 GB/s (65-68% of
+    /// the pinned ring) against 30.7-31.3 GB/s (61-62%) in one piece, 9 runs each alternating
+    /// in one process (criterion's SUMMARY: 33.3 GB/s = 66%); 3 parts gave 32.6-33.0 GB/s,
+    /// 4 parts 24.4-29.9 in earlier runs (more enqueueing and smaller copies out).
     pub compress_parts: usize,
 }
 
