@@ -4,10 +4,11 @@
 //! of the default codec measured in the same run, with each variant's host time by phase.
 //!
 //! Spec: comma-separated
-//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:file]`
+//! `SLOTSxMIB[:nt|:plain|:ntin|:ntout][:eager|:lazy][:tTHREADS][:cCHUNK_KIB][:rPIECES][:aLEAD][:gTHREADS][:pPREFETCH][:w][:sPARTS][:file]`
 //! (`a`: register the caller's memory LEAD batches ahead on threads of their own, `g` of them,
 //! see `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
-//! its AVX2 form, see `par::CopyLoop`),
+//! its AVX2 form, see `par::CopyLoop`; `s`: each compress batch in PARTS parts, see
+//! `HostTuning::compress_parts`),
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
 
 use super::common;
@@ -29,6 +30,7 @@ struct Variant {
     reg_threads: usize,
     chunk_kib: Option<usize>,
     copy_loop: par::CopyLoop,
+    parts: usize,
     file: bool,
 }
 
@@ -48,6 +50,7 @@ fn parse(spec: &str) -> Option<Variant> {
         reg_threads: HostTuning::default().register_threads,
         chunk_kib: None,
         copy_loop: par::copy_loop(),
+        parts: HostTuning::default().compress_parts,
         file: false,
     };
     for p in parts {
@@ -66,6 +69,7 @@ fn parse(spec: &str) -> Option<Variant> {
             a if a.starts_with('a') => v.ahead = a[1..].parse().ok()?,
             g if g.starts_with('g') => v.reg_threads = g[1..].parse().ok()?,
             c if c.starts_with('c') => v.chunk_kib = c[1..].parse().ok(),
+            s if s.starts_with('s') => v.parts = s[1..].parse().ok()?,
             _ => return None,
         }
     }
@@ -160,6 +164,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
                 register_pieces: v.register,
                 register_ahead: v.ahead,
                 register_threads: v.reg_threads,
+                compress_parts: v.parts,
             });
             // Unaligned start, ragged end: the registered interior, staged head and tail.
             let odd = &data[3..bytes - 1001];

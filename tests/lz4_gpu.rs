@@ -594,3 +594,57 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
     }
     assert_eq!(codec.path(), CodecPath::Gpu);
 }
+
+#[test]
+fn gpu_codec_batches_in_parts_give_the_same_bytes() {
+    let Some(gpu) = common::gpu_or_skip("gpu_codec_batches_in_parts_give_the_same_bytes") else {
+        return;
+    };
+    let mut codec = GpuPageCodec::new(
+        gpu,
+        GpuOptions {
+            batch_bytes: 1 << 20,
+            slots: 3,
+        },
+    )
+    .unwrap();
+    let mib = if sanitize() { 2 } else { 6 };
+    let all: Vec<u8> = inputs()
+        .into_iter()
+        .flat_map(|(_, d)| d)
+        .cycle()
+        .take((mib << 20) + 4096 + 333)
+        .collect();
+    // Whole batches, quarter batches at the end, a ragged last page, batches of fewer pages
+    // than parts (64 KiB pages: 16 a batch), and the same codec switching between part counts.
+    for (parts, from, pb) in [
+        (2, 0, 4096),
+        (4, 3, 4096),
+        (3, 0, 1024),
+        (3, 4096 + 5, 65536),
+        (8, 17, 65536),
+        (1, 0, 4096),
+    ] {
+        codec.set_host_tuning(HostTuning {
+            compress_parts: parts,
+            ..HostTuning::default()
+        });
+        for data in [&all[from..], &all[from..from + 1000]] {
+            let mut pages = CompressedPages {
+                page_bytes: pb,
+                data: Vec::new(),
+                pages: Vec::new(),
+                path: CodecPath::Cpu,
+            };
+            codec.compress_into(data, pb, &mut pages).unwrap();
+            assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
+            let what = format!("{parts} parts, {} B from {from}, {pb} B pages", data.len());
+            check_pages(&pages, data, &what);
+            let mut back = Vec::new();
+            codec.decompress_pages(&pages, &mut back).unwrap();
+            assert!(back == data, "{what}: round trip differs");
+            eprintln!("{what}: compress [{}]", codec.compress_phases().unwrap());
+        }
+    }
+    assert_eq!(codec.path(), CodecPath::Gpu);
+}

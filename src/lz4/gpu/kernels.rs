@@ -116,6 +116,30 @@ impl Lz4Kernels {
         packed: &mut CudaViewMut<'_, u8>,
         info: &mut CudaViewMut<'_, u32>,
     ) -> Result<()> {
+        let mut scratch = scratch.as_view_mut();
+        self.compress_in(
+            stream,
+            input,
+            input_bytes,
+            page_bytes,
+            &mut scratch,
+            packed,
+            info,
+        )
+    }
+
+    /// [`compress`](Self::compress) with the scratch a view (a part of a larger buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub fn compress_in(
+        &self,
+        stream: &Arc<CudaStream>,
+        input: &CudaView<'_, u8>,
+        input_bytes: usize,
+        page_bytes: usize,
+        scratch: &mut CudaViewMut<'_, u8>,
+        packed: &mut CudaViewMut<'_, u8>,
+        info: &mut CudaViewMut<'_, u32>,
+    ) -> Result<()> {
         let n_pages = input_bytes.div_ceil(page_bytes);
         let g = self.compress_geometry(page_bytes, n_pages);
         let need = |what: &str, needed: usize, capacity: usize| {

@@ -25,6 +25,7 @@ pub mod reader;
 mod register;
 mod register_ahead;
 mod ring;
+mod ring_parts;
 mod ring_steps;
 mod ring_submit;
 pub mod stream;

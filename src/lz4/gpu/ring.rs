@@ -7,8 +7,10 @@
 //! Per slot: `submit` enqueues upload -> `lz4_compress` -> info download; once the info has
 //! arrived (`poll` without blocking, or `start_download` blocking) the host knows how many packed
 //! bytes to fetch and enqueues exactly that download; `wait` blocks until it has landed. With
-//! eager downloads (the streaming loop's default) the whole packed region comes down right after
-//! the kernel instead, and `Slot::finish` waits for it. The host never touches a slot's buffers
+//! eager downloads (the streaming loop's default) the info and the whole packed region come down
+//! right after the kernel on the download stream instead, and `Slot::finish` waits for them; the
+//! streaming loop may also send a batch in parts, each with its own kernel stream and events,
+//! drained part by part (`ring_parts`). The host never touches a slot's buffers
 //! while its copies may still run: every transition waits for the event of the copy that used
 //! them. `ring_submit` enqueues a slot's work.
 
@@ -17,6 +19,8 @@ use super::kernels::Lz4Kernels;
 use super::layout::{info_words, page_lengths, read_compress_info};
 use super::register::ExtInput;
 use super::register_ahead::Ahead;
+use super::ring_parts::{slot_info_words, slot_scratch_pages};
+pub(crate) use super::ring_parts::{Part, MAX_PARTS};
 pub(crate) use super::ring_submit::Submit;
 use super::tuning::{HostTuning, Phases};
 use crate::lz4::PageEntry;
@@ -29,8 +33,21 @@ use std::sync::Arc;
 pub(crate) const H2D: usize = 0;
 pub(crate) const INFO: usize = 1;
 pub(crate) const D2H: usize = 2;
-/// Stream of slot `i`'s kernels: `COMPUTE + i`.
+/// Stream of the kernel of part `j` of slot `i`: `COMPUTE + compute_stream(slots, i, j)`.
 pub(crate) const COMPUTE: usize = 3;
+/// Most kernel streams of a ring (parts of slots beyond share them).
+const MAX_COMPUTE: usize = 64;
+
+/// The kernel stream (counted from `COMPUTE`) of part `j` of slot `i` in a ring of `slots`:
+/// slot `i`'s own for its first part, distinct ones for every part of up to 8 slots.
+pub(crate) fn compute_stream(slots: usize, i: usize, j: usize) -> usize {
+    (j * slots + i) % compute_streams(slots)
+}
+
+/// Kernel streams of a ring of `slots` (at least `slots`).
+fn compute_streams(slots: usize) -> usize {
+    (slots * MAX_PARTS).min(MAX_COMPUTE.max(slots)).max(1)
+}
 
 /// Where a slot is in its cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +56,14 @@ pub(crate) enum State {
     Submitted,
     Downloading,
     Ready,
+}
+
+/// The events of one part of a slot's batch: its upload, kernel, info and packed downloads.
+pub(crate) struct PartEvents {
+    pub(crate) h2d: CudaEvent,
+    pub(crate) kernel: CudaEvent,
+    pub(crate) info: CudaEvent,
+    pub(crate) d2h: CudaEvent,
 }
 
 /// One batch's buffers and events.
@@ -50,10 +75,10 @@ pub(crate) struct Slot {
     pub(crate) scratch: CudaSlice<u8>,
     pub(crate) d_packed: CudaSlice<u8>,
     pub(crate) d_info: CudaSlice<u32>,
-    pub(crate) ev_h2d: CudaEvent,
-    pub(crate) ev_kernel: CudaEvent,
-    pub(crate) ev_info: CudaEvent,
-    pub(crate) ev_d2h: CudaEvent,
+    /// Events of each part of the batch (`ring_parts`; one part unless the loop asks for more).
+    pub(crate) ev: Vec<PartEvents>,
+    /// Parts the submitted batch went in (at least one).
+    pub(crate) parts: usize,
     pub(crate) state: State,
     /// Bytes of input in this batch.
     pub(crate) input_bytes: usize,
@@ -74,24 +99,31 @@ impl Slot {
         &self.h_out.slice()[e.offset..e.offset + e.stored_bytes]
     }
 
-    /// The stored pages of a Ready slot as the kernel packed them (`entries` point into it).
-    pub(crate) fn packed(&self) -> &[u8] {
-        &self.h_out.slice()[..self.used]
+    /// Reads the info words of a slot whose info download has completed: the entries and the
+    /// packed bytes used, checked against the slot (a batch in one part).
+    fn read_info(&mut self, pb: usize) -> Result<()> {
+        let whole = Part {
+            first: 0,
+            pages: self.input_bytes.div_ceil(pb),
+            info_at: 0,
+        };
+        self.read_part_info(&whole, pb)
     }
 
-    /// Reads the info words of a slot whose info download has completed: the entries and the
-    /// packed bytes used, checked against the slot.
-    fn read_info(&mut self, pb: usize) -> Result<()> {
-        let n = self.input_bytes.div_ceil(pb);
-        let lens: Vec<usize> = page_lengths(self.input_bytes, pb).collect();
-        let info = &self.h_info.slice()[..info_words(n)];
+    /// Reads the info words of part `p` of the batch, whose info download has completed, into
+    /// `entries` (offsets from the part's packed start) and `used` (the part's packed bytes),
+    /// checked against the part's packed region.
+    pub(crate) fn read_part_info(&mut self, p: &Part, pb: usize) -> Result<()> {
+        let lens: Vec<usize> = page_lengths(p.input_bytes(self.input_bytes, pb), pb).collect();
+        let info = &self.h_info.slice()[p.info_at..p.info_at + info_words(lens.len())];
         self.entries = read_compress_info(info, &lens)?;
         let used = super::layout::packed_used(info);
-        if used > self.d_packed.len() {
+        let room = self.d_packed.len() - p.byte_at(pb);
+        if used > room {
             return Err(Error::Kernel {
                 kernel: "lz4_compress",
                 code: 0,
-                detail: format!("{used} packed bytes in a {}-byte slot", self.d_packed.len()),
+                detail: format!("{used} packed bytes in a {room}-byte part of a slot"),
             });
         }
         self.used = used;
@@ -102,8 +134,16 @@ impl Slot {
     /// `start_download`) is Ready; needs no stream, so it can run beside work on other slots.
     pub(crate) fn finish(&mut self, pb: usize) -> Result<()> {
         match self.state {
+            State::Submitted if self.eager_d2h && self.parts > 1 => {
+                return Err(Error::Kernel {
+                    kernel: "lz4_compress",
+                    code: 0,
+                    detail: "a batch in parts finished as one".into(),
+                })
+            }
             State::Submitted if self.eager_d2h => {
-                self.ev_info
+                self.ev[0]
+                    .info
                     .synchronize()
                     .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
                 self.read_info(pb)?;
@@ -118,7 +158,8 @@ impl Slot {
             State::Downloading => {}
             State::Free | State::Ready => return Ok(()),
         }
-        self.ev_d2h
+        self.ev[0]
+            .d2h
             .synchronize()
             .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
         self.state = State::Ready;
@@ -151,11 +192,19 @@ pub(crate) struct Ring {
     pub(crate) ahead: Option<Arc<Ahead>>,
 }
 
-fn event(k: &Lz4Kernels) -> Result<CudaEvent> {
-    k.gpu()
-        .ctx()
-        .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
-        .map_err(Error::driver("cuEventCreate"))
+fn part_events(k: &Lz4Kernels) -> Result<PartEvents> {
+    let event = || {
+        k.gpu()
+            .ctx()
+            .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(Error::driver("cuEventCreate"))
+    };
+    Ok(PartEvents {
+        h2d: event()?,
+        kernel: event()?,
+        info: event()?,
+        d2h: event()?,
+    })
 }
 
 impl Ring {
@@ -168,9 +217,12 @@ impl Ring {
     ) -> Result<Self> {
         let gpu = kernels.gpu().clone();
         let slots = slots.max(1);
-        let streams = StreamSet::new(&gpu, COMPUTE + slots)?;
+        let streams = StreamSet::new(&gpu, COMPUTE + compute_streams(slots))?;
         let batch_bytes = page_bytes * batch_pages;
         let g = kernels.compress_geometry(page_bytes, batch_pages);
+        // Room for the kernels of every part of a batch at once (see `ring_parts`).
+        let scratch_bytes = page_bytes
+            * slot_scratch_pages(batch_pages, g.warps_per_block as usize, g.warps() as usize);
         let s = streams.get(H2D);
         let alloc = Error::driver("cuMemAlloc (lz4 ring)");
         let mut v = Vec::with_capacity(slots);
@@ -180,19 +232,17 @@ impl Ring {
                 // content hash) while the device compresses it.
                 h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, batch_bytes)?,
-                h_info: Pinned::new(&gpu, info_words(batch_pages), PinnedKind::Download)?,
+                h_info: Pinned::new(&gpu, slot_info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
-                scratch: s
-                    .alloc_zeros::<u8>(g.warps() as usize * page_bytes)
-                    .map_err(alloc)?,
+                scratch: s.alloc_zeros::<u8>(scratch_bytes).map_err(alloc)?,
                 d_packed: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
                 d_info: s
-                    .alloc_zeros::<u32>(info_words(batch_pages))
+                    .alloc_zeros::<u32>(slot_info_words(batch_pages))
                     .map_err(alloc)?,
-                ev_h2d: event(&kernels)?,
-                ev_kernel: event(&kernels)?,
-                ev_info: event(&kernels)?,
-                ev_d2h: event(&kernels)?,
+                ev: (0..MAX_PARTS)
+                    .map(|_| part_events(&kernels))
+                    .collect::<Result<_>>()?,
+                parts: 1,
                 state: State::Free,
                 input_bytes: 0,
                 entries: Vec::new(),
@@ -230,7 +280,8 @@ impl Ring {
             page_bytes: pb,
             eager,
         };
-        at.submit(&mut self.slots[i], i, input_bytes)
+        let slots = self.slots.len();
+        at.submit(&mut self.slots[i], (i, slots), input_bytes, 1)
     }
 
     /// Starts the packed download of a Submitted slot whose info has arrived; `block` waits for
@@ -241,12 +292,24 @@ impl Ring {
         if slot.state != State::Submitted {
             return Ok(());
         }
+        if slot.parts > 1 {
+            // Batches in parts download eagerly and only `pipeline` drains them, part by part.
+            return match block {
+                false => Ok(()),
+                true => Err(Error::Kernel {
+                    kernel: "lz4_compress",
+                    code: 0,
+                    detail: "a batch in parts waited for as one".into(),
+                }),
+            };
+        }
         if block {
-            slot.ev_info
+            slot.ev[0]
+                .info
                 .synchronize()
                 .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
-        } else if !slot
-            .ev_info
+        } else if !slot.ev[0]
+            .info
             .try_is_complete()
             .map_err(Error::driver("cuEventQuery (lz4 info)"))?
         {
@@ -260,7 +323,7 @@ impl Ring {
             return Ok(());
         }
         let d2h = self.streams.get(D2H);
-        d2h.wait(&slot.ev_info)
+        d2h.wait(&slot.ev[0].info)
             .map_err(Error::driver("cuStreamWaitEvent"))?;
         if used > 0 {
             d2h.memcpy_dtoh(
@@ -269,7 +332,8 @@ impl Ring {
             )
             .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed)"))?;
         }
-        slot.ev_d2h
+        slot.ev[0]
+            .d2h
             .record(d2h)
             .map_err(Error::driver("cuEventRecord"))?;
         slot.state = State::Downloading;
@@ -281,7 +345,8 @@ impl Ring {
         self.start_download(i, true)?;
         let slot = &mut self.slots[i];
         if slot.state == State::Downloading {
-            slot.ev_d2h
+            slot.ev[0]
+                .d2h
                 .synchronize()
                 .map_err(Error::driver("cuEventSynchronize (lz4 download)"))?;
             slot.state = State::Ready;
@@ -296,8 +361,10 @@ impl Ring {
         let _ = self.streams.get(H2D).synchronize();
         for slot in &mut self.slots {
             if slot.state != State::Free {
-                let _ = slot.ev_info.synchronize();
-                let _ = slot.ev_d2h.synchronize();
+                for ev in &slot.ev[..slot.parts] {
+                    let _ = ev.info.synchronize();
+                    let _ = ev.d2h.synchronize();
+                }
                 slot.state = State::Free;
             }
             slot.ext = None;

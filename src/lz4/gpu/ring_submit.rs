@@ -3,7 +3,8 @@
 
 use super::kernels::Lz4Kernels;
 use super::layout::info_words;
-use super::ring::{Slot, State, COMPUTE, D2H, H2D, INFO};
+use super::ring::{compute_stream, Slot, State, COMPUTE, D2H, H2D, INFO};
+use super::ring_parts::{part_count, part_plan};
 use crate::runtime::StreamSet;
 use crate::{Error, Result};
 
@@ -18,95 +19,116 @@ pub(crate) struct Submit<'a> {
 
 impl Submit<'_> {
     /// Enqueues upload, kernel and info download (and with `eager` the packed download) of
-    /// `slot` (number `i`), whose `h_in` (or registered input) holds `input_bytes`.
-    pub(crate) fn submit(&self, slot: &mut Slot, i: usize, input_bytes: usize) -> Result<()> {
+    /// `slot` (number `i` of `slots`), whose `h_in` (or registered input) holds `input_bytes`,
+    /// in `parts` parts (see `ring_parts`; one where the input is registered or the download
+    /// waits for the info).
+    pub(crate) fn submit(
+        &self,
+        slot: &mut Slot,
+        (i, slots): (usize, usize),
+        input_bytes: usize,
+        parts: usize,
+    ) -> Result<()> {
         let (pb, streams) = (self.page_bytes, self.streams);
         debug_assert_eq!(slot.state, State::Free);
         slot.input_bytes = input_bytes;
         slot.entries.clear();
         slot.eager_d2h = self.eager;
         let n = input_bytes.div_ceil(pb);
-        let words = info_words(n);
+        let parts = if self.eager && slot.ext.is_none() {
+            part_count(n, parts)
+        } else {
+            1
+        };
+        slot.parts = parts;
         let h2d = streams.get(H2D);
         // The copies read h_in (or the caller's registered memory) asynchronously; the host
         // writes h_in again, or unregisters, only once this slot has gone through `finish` /
-        // `wait`, which follow the copies' completion.
+        // `wait` / the drain of every part, which follow the copies' completion.
         let up = Error::driver("cuMemcpyHtoDAsync (lz4 input)");
-        match &slot.ext {
-            Some(ext) => {
-                let src = ext.bytes();
-                for (at, len) in ext.staged() {
-                    if len > 0 {
-                        h2d.memcpy_htod(
-                            &slot.h_in.slice()[at..at + len],
-                            &mut slot.d_in.slice_mut(at..at + len),
-                        )
-                        .map_err(up)?;
-                    }
-                }
-                for &(at, len) in &ext.parts {
-                    h2d.memcpy_htod(&src[at..at + len], &mut slot.d_in.slice_mut(at..at + len))
-                        .map_err(up)?;
+        if let Some(ext) = &slot.ext {
+            let src = ext.bytes();
+            for (at, len) in ext.staged() {
+                if len > 0 {
+                    h2d.memcpy_htod(
+                        &slot.h_in.slice()[at..at + len],
+                        &mut slot.d_in.slice_mut(at..at + len),
+                    )
+                    .map_err(up)?;
                 }
             }
-            None if input_bytes > 0 => {
+            for &(at, len) in &ext.parts {
+                h2d.memcpy_htod(&src[at..at + len], &mut slot.d_in.slice_mut(at..at + len))
+                    .map_err(up)?;
+            }
+        }
+        let mut scratch_at = 0;
+        for (j, part) in part_plan(n, parts).enumerate() {
+            let ev = &slot.ev[j];
+            let at = part.byte_at(pb);
+            let bytes = part.input_bytes(input_bytes, pb);
+            if slot.ext.is_none() && bytes > 0 {
                 h2d.memcpy_htod(
-                    &slot.h_in.slice()[..input_bytes],
-                    &mut slot.d_in.slice_mut(0..input_bytes),
+                    &slot.h_in.slice()[at..at + bytes],
+                    &mut slot.d_in.slice_mut(at..at + bytes),
                 )
                 .map_err(up)?;
             }
-            None => {}
-        }
-        slot.ev_h2d
-            .record(h2d)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let compute = streams.get(COMPUTE + i);
-        compute
-            .wait(&slot.ev_h2d)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        let input = slot.d_in.slice(0..input_bytes.max(1));
-        let mut packed = slot.d_packed.slice_mut(..);
-        let mut info = slot.d_info.slice_mut(0..words);
-        self.kernels.compress(
-            compute,
-            &input,
-            input_bytes,
-            pb,
-            &mut slot.scratch,
-            &mut packed,
-            &mut info,
-        )?;
-        slot.ev_kernel
-            .record(compute)
-            .map_err(Error::driver("cuEventRecord"))?;
-        let info_s = streams.get(INFO);
-        info_s
-            .wait(&slot.ev_kernel)
-            .map_err(Error::driver("cuStreamWaitEvent"))?;
-        info_s
-            .memcpy_dtoh(
-                &slot.d_info.slice(0..words),
-                &mut slot.h_info.slice_mut()[..words],
+            ev.h2d.record(h2d).map_err(Error::driver("cuEventRecord"))?;
+            let compute = streams.get(COMPUTE + compute_stream(slots, i, j));
+            compute
+                .wait(&ev.h2d)
+                .map_err(Error::driver("cuStreamWaitEvent"))?;
+            let words = info_words(part.pages);
+            let info_at = part.info_at;
+            let input = slot.d_in.slice(at..at + bytes.max(1));
+            // The part's packed region: its pages' bound, from its first byte.
+            let bound = (part.pages * pb).min(slot.d_packed.len() - at);
+            let mut packed = slot.d_packed.slice_mut(at..at + bound);
+            let mut info = slot.d_info.slice_mut(info_at..info_at + words);
+            // Each part's kernel has scratch of its own: the parts' kernels may run at once.
+            let warps = self.kernels.compress_geometry(pb, part.pages).warps() as usize;
+            let end = (scratch_at + warps * pb).min(slot.scratch.len());
+            let mut scratch = slot.scratch.slice_mut(scratch_at..end);
+            scratch_at = end;
+            self.kernels.compress_in(
+                compute,
+                &input,
+                bytes,
+                pb,
+                &mut scratch,
+                &mut packed,
+                &mut info,
+            )?;
+            ev.kernel
+                .record(compute)
+                .map_err(Error::driver("cuEventRecord"))?;
+            // Eager: the info words and the packed bound come down one after the other on the
+            // download stream (one wait for the kernel; the drain needs both). Otherwise the
+            // info comes alone on its own stream, for the host to size the download.
+            let down = streams.get(if self.eager { D2H } else { INFO });
+            down.wait(&ev.kernel)
+                .map_err(Error::driver("cuStreamWaitEvent"))?;
+            down.memcpy_dtoh(
+                &slot.d_info.slice(info_at..info_at + words),
+                &mut slot.h_info.slice_mut()[info_at..info_at + words],
             )
             .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 info)"))?;
-        slot.ev_info
-            .record(info_s)
-            .map_err(Error::driver("cuEventRecord"))?;
-        if self.eager {
-            // Every stored page takes at most its page, 16-byte aligned: n pages fit n * pb.
-            let bound = (n * pb).min(slot.d_packed.len());
-            let d2h = streams.get(D2H);
-            d2h.wait(&slot.ev_kernel)
-                .map_err(Error::driver("cuStreamWaitEvent"))?;
-            d2h.memcpy_dtoh(
-                &slot.d_packed.slice(0..bound),
-                &mut slot.h_out.slice_mut()[..bound],
-            )
-            .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
-            slot.ev_d2h
-                .record(d2h)
+            ev.info
+                .record(down)
                 .map_err(Error::driver("cuEventRecord"))?;
+            if self.eager {
+                // Every stored page takes at most its page, 16-byte aligned: the part's pages
+                // fit its bound.
+                down.memcpy_dtoh(
+                    &slot.d_packed.slice(at..at + bound),
+                    &mut slot.h_out.slice_mut()[at..at + bound],
+                )
+                .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
+                ev.d2h
+                    .record(down)
+                    .map_err(Error::driver("cuEventRecord"))?;
+            }
         }
         slot.state = State::Submitted;
         Ok(())

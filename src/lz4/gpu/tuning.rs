@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Instant;
 
 /// How the host side of the rings moves bytes. The defaults are the measured best on an H100
-/// with 16 cores (benches/lz4_variants.rs, `PTXFLOW_LZ4_VARIANTS`; 2026-11-25): eager downloads
+/// with 16 cores (benches/lz4_variants.rs, `PTXFLOW_LZ4_VARIANTS`; 2026-11-25/26): eager downloads
 /// beat exact ones by 5-15% (no host round trip per batch), and registering the caller's memory
 /// lost to staging copies by 3-8x (register + unregister ran at 12-16 GB/s whatever the number
 /// of threads, against 55-65 GB/s for parallel copies).
@@ -27,6 +27,17 @@ pub struct HostTuning {
     pub register_ahead: usize,
     /// Threads that register ahead (with `register_ahead`; at least 1).
     pub register_threads: usize,
+    /// Compression through the ring with eager downloads: each batch goes to the device in
+    /// this many parts (1 to 4), each uploaded, compressed and downloaded on its own and drained
+    /// by the host in order, so a batch's download starts before its last part is compressed
+    /// and the host sinks its first part while the rest comes down (see `ring_parts`); 1: the
+    /// batch in one piece. Default 2: on the H100 machine (256 MiB of dickens from ordinary
+    /// memory, ring of 4 x 16 MiB, 2026-11-26) the host's wait on the device fell from ~4.5 ms
+    /// to 1-2 ms of an ~8 ms run and compression from memory ran at 33.0-34.0 GB/s (65-68% of
+    /// the pinned ring) against 30.7-31.3 GB/s (61-62%) in one piece, 9 runs each alternating
+    /// in one process (criterion's SUMMARY: 33.3 GB/s = 66%); 3 parts gave 32.6-33.0 GB/s,
+    /// 4 parts 24.4-29.9 in earlier runs (more enqueueing and smaller copies out).
+    pub compress_parts: usize,
 }
 
 impl Default for HostTuning {
@@ -36,6 +47,7 @@ impl Default for HostTuning {
             register_pieces: 0,
             register_ahead: 0,
             register_threads: 1,
+            compress_parts: 2,
         }
     }
 }
