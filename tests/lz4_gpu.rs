@@ -64,6 +64,26 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
     v
 }
 
+/// A GPU codec with a small ring (`batch_bytes` per slot), so that tests wrap it and see partial
+/// batches.
+fn small_codec(
+    gpu: std::sync::Arc<ptxflow::runtime::Gpu>,
+    batch_bytes: usize,
+    slots: usize,
+) -> GpuPageCodec {
+    GpuPageCodec::new(gpu, GpuOptions { batch_bytes, slots }).unwrap()
+}
+
+/// The inputs one after another, repeated to `mib` MiB and a ragged tail (a page and 333 bytes).
+fn cycled_inputs(mib: usize) -> Vec<u8> {
+    inputs()
+        .into_iter()
+        .flat_map(|(_, d)| d)
+        .cycle()
+        .take((mib << 20) + 4096 + 333)
+        .collect()
+}
+
 /// Every page of `pages` equals `compress_page` of the input page and decodes with lz4_flex.
 fn check_pages(pages: &CompressedPages, input: &[u8], what: &str) {
     let pb = pages.page_bytes;
@@ -102,14 +122,7 @@ fn gpu_pages_are_byte_identical_to_the_cpu_reference() {
         return;
     };
     // Small batches and few slots so the ring wraps and partial batches occur.
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 1 << 20,
-            slots: 3,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 1 << 20, 3);
     for (name, data) in inputs() {
         for pb in [1024, 4096, 65536] {
             let pages = codec.compress_pages(&data, pb).unwrap();
@@ -148,14 +161,7 @@ fn gpu_decompress_reports_corrupt_pages_and_stays_usable() {
     else {
         return;
     };
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 1 << 20,
-            slots: 2,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 1 << 20, 2);
     let data = lz4_support::corpus("dickens", Some(200_000))
         .unwrap_or_else(|| (0..200_000u32).map(|i| (i % 251) as u8).collect());
     let good = codec.compress_pages(&data, 4096).unwrap();
@@ -391,14 +397,7 @@ fn gpu_codec_from_memory_reuses_buffers_and_decodes_any_page_order() {
     else {
         return;
     };
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 256 << 10,
-            slots: 3,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 256 << 10, 3);
     let mut pages = CompressedPages {
         page_bytes: 4096,
         data: Vec::new(),
@@ -447,14 +446,7 @@ fn gpu_frame_stream_decodes_our_frames_and_refuses_what_it_cannot() {
     };
     use ptxflow::lz4::gpu::FrameStreamError;
     use ptxflow::lz4::{compress_frame, decompress_frame};
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 256 << 10,
-            slots: 3,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 256 << 10, 3);
     let mut decode = |frame: &[u8]| {
         let mut out = Vec::new();
         let mut emit = |b: &[u8]| {
@@ -516,21 +508,9 @@ fn gpu_codec_registering_caller_memory_gives_the_same_bytes() {
     else {
         return;
     };
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 2 << 20,
-            slots: 3,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 2 << 20, 3);
     let mib = if sanitize() { 3 } else { 11 };
-    let all: Vec<u8> = inputs()
-        .into_iter()
-        .flat_map(|(_, d)| d)
-        .cycle()
-        .take((mib << 20) + 4096 + 333)
-        .collect();
+    let all = cycled_inputs(mib);
     // Registered in place: the 64 KiB-aligned interior of each 2 MiB batch (every batch, or
     // those a registrar thread registered ahead in time); staged: the rest.
     let every = HostTuning {
@@ -600,21 +580,9 @@ fn gpu_codec_batches_in_parts_give_the_same_bytes() {
     let Some(gpu) = common::gpu_or_skip("gpu_codec_batches_in_parts_give_the_same_bytes") else {
         return;
     };
-    let mut codec = GpuPageCodec::new(
-        gpu,
-        GpuOptions {
-            batch_bytes: 1 << 20,
-            slots: 3,
-        },
-    )
-    .unwrap();
+    let mut codec = small_codec(gpu, 1 << 20, 3);
     let mib = if sanitize() { 2 } else { 6 };
-    let all: Vec<u8> = inputs()
-        .into_iter()
-        .flat_map(|(_, d)| d)
-        .cycle()
-        .take((mib << 20) + 4096 + 333)
-        .collect();
+    let all = cycled_inputs(mib);
     // Whole batches, quarter batches at the end, a ragged last page, batches of fewer pages
     // than parts (64 KiB pages: 16 a batch), and the same codec switching between part counts.
     for (parts, from, pb) in [
