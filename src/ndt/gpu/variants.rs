@@ -1,5 +1,5 @@
-//! Which build of `ndt_derivatives` the pipeline runs, and its grid: the table's kernel for the
-//! hash, run-time [`Variant`]s for the dense cell table and the experiments. Every variant sums
+//! Which build of `ndt_derivatives` the pipeline runs, and its grid: the table's kernels for the
+//! default choices (hash and dense cell table), run-time [`Variant`]s for the others. Every variant sums
 //! the same terms in the same order, so their records are equal bit for bit (`tests/ndt_sim.rs`
 //! checks this in the interpreter); they differ only in speed. Environment variables, read when
 //! a pipeline is created (`1` on, `0` off, unset: the default):
