@@ -12,6 +12,7 @@ use cudarc::driver::{CudaStream, DevicePtr};
 use gaussian_support::device::*;
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
+use ptxflow::gaussian::gpu::stage_prepared;
 use ptxflow::gaussian::layout;
 use ptxflow::gaussian::{GaussianFieldOps, GpuReal, RawGaussianKernels, RawSlice};
 use ptxflow::runtime::{DeviceBuffer, Gpu};
@@ -54,36 +55,8 @@ fn host_staging<T: GpuReal>(gaussians: &[T], normalised: bool, n_pad: usize) -> 
     let mut prepared = Vec::new();
     let eps = T::from_f64(options(normalised).diag_eps);
     layout::prepare(gaussians, normalised, eps, &mut prepared).unwrap();
-    let scale = T::exp_scale();
-    let (mut prep, mut comp) = (vec![T::ZERO; n_pad * 12], vec![T::ZERO; n_pad * 8]);
-    for (j, g) in prepared.iter().enumerate() {
-        prep[j * 12..j * 12 + 12].copy_from_slice(&[
-            g.mu[0],
-            g.mu[1],
-            g.mu[2],
-            -g.l10,
-            -g.l20,
-            -g.l21,
-            g.inv_diag[0],
-            g.inv_diag[1],
-            g.inv_diag[2],
-            T::from_f64(g.weight_norm.to_f64() * scale),
-            T::from_f64(g.norm.to_f64() * scale),
-            g.weight,
-        ]);
-        let flag = if g.compensated { T::ONE } else { T::ZERO };
-        let (a, lo) = (g.diag, g.diag_lo);
-        comp[j * 8..j * 8 + 8].copy_from_slice(&[
-            -a[0],
-            -a[1],
-            -a[2],
-            flag,
-            -lo[0],
-            -lo[1],
-            -lo[2],
-            T::ZERO,
-        ]);
-    }
+    let (mut prep, mut comp) = (Vec::new(), Vec::new());
+    stage_prepared(&prepared, n_pad, &mut prep, &mut comp);
     (prep, comp)
 }
 

@@ -12,6 +12,7 @@ use gaussian_support::device::{options, random_problem, rounded};
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
 use ptxflow::gaussian::gpu::launch::{backward_plan, forward_plan};
+use ptxflow::gaussian::gpu::stage_prepared;
 use ptxflow::gaussian::layout::{self, STRIDE};
 use ptxflow::gaussian::{GaussianField, GaussianFieldOps, GpuReal};
 use ptxflow::kernels::gaussian::{backward, common, forward, reduce};
@@ -40,38 +41,8 @@ fn stage<T: GpuReal>(packed: &[T], normalised: bool) -> (Vec<T>, Vec<T>, usize) 
     layout::prepare(packed, normalised, eps, &mut prepared).unwrap();
     let pad = common::GAUSSIAN_PAD as usize;
     let n_pad = prepared.len().div_ceil(pad) * pad;
-    let scale = T::exp_scale();
-    let mut prep = vec![T::ZERO; n_pad * common::PREP_STRIDE as usize];
-    let mut comp = vec![T::ZERO; n_pad * common::COMP_STRIDE as usize];
-    for (j, g) in prepared.iter().enumerate() {
-        let p = &mut prep[j * 12..(j + 1) * 12];
-        p.copy_from_slice(&[
-            g.mu[0],
-            g.mu[1],
-            g.mu[2],
-            -g.l10,
-            -g.l20,
-            -g.l21,
-            g.inv_diag[0],
-            g.inv_diag[1],
-            g.inv_diag[2],
-            T::from_f64(g.weight_norm.to_f64() * scale),
-            T::from_f64(g.norm.to_f64() * scale),
-            g.weight,
-        ]);
-        let flag = if g.compensated { T::ONE } else { T::ZERO };
-        let (a, lo) = (g.diag, g.diag_lo);
-        comp[j * 8..(j + 1) * 8].copy_from_slice(&[
-            -a[0],
-            -a[1],
-            -a[2],
-            flag,
-            -lo[0],
-            -lo[1],
-            -lo[2],
-            T::ZERO,
-        ]);
-    }
+    let (mut prep, mut comp) = (Vec::new(), Vec::new());
+    stage_prepared(&prepared, n_pad, &mut prep, &mut comp);
     (prep, comp, n_pad)
 }
 

@@ -10,6 +10,7 @@ use ptxflow::kernels::rnn::gru::{shared, stationary};
 use ptxflow::kernels::KernelId;
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
+use ptxflow::rnn::gpu::gru::pack_members;
 use ptxflow::rnn::reference::gru_ensemble_rollout;
 use ptxflow::rnn::{Dropout, GruWeights, RolloutShape};
 use ptxflow::sim::{Arg, Grid, Memory, Program};
@@ -48,43 +49,18 @@ fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
     let mut mem = Memory::new();
     let mut xp = Vec::new();
     pad_rows(&case.x, INPUT, &mut xp);
-    let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut bias) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
-    for w in &case.members {
-        pad_rows(w.w_ih(), INPUT, &mut wih);
-        whh.extend_from_slice(w.w_hh());
-        // b_hh of the r and z gates folded into b_ih, as the host does.
-        let (ih, hh) = (w.b_ih(), w.b_hh());
-        bih.extend((0..3 * h).map(|i| if i < 2 * h { ih[i] + hh[i] } else { ih[i] }));
-        bhh.extend_from_slice(hh);
-        match w.layer_norm() {
-            Some(l) => {
-                gain.extend_from_slice(&l.gain);
-                bias.extend_from_slice(&l.bias);
-            }
-            None => {
-                gain.extend(std::iter::repeat_n(1.0f32, h));
-                bias.extend(std::iter::repeat_n(0.0f32, h));
-            }
-        }
-    }
+    let w = pack_members(&case.members, INPUT_PAD);
     let ln = case.members[0].layer_norm();
     let seq = e * STEPS * BATCH * h;
     let mut args = vec![
         mem.upload("x", &xp),
         mem.upload("h0", &case.h0),
-        mem.upload("w_ih", &wih),
-        mem.upload("w_hh", &whh),
-        mem.upload("b_ih", &bih),
-        mem.upload("b_hh", &bhh),
-        mem.upload("ln_gain", &gain),
-        mem.upload("ln_bias", &bias),
+        mem.upload("w_ih", &w.w_ih),
+        mem.upload("w_hh", &w.w_hh),
+        mem.upload("b_ih", &w.b_ih),
+        mem.upload("b_hh", &w.b_hh),
+        mem.upload("ln_gain", &w.ln_gain),
+        mem.upload("ln_bias", &w.ln_bias),
         mem.upload("hx", &vec![0u64; seq]),
         mem.upload("out", &vec![0.0f32; seq]),
         mem.upload("state", &vec![0u32; 4 * e]),

@@ -33,6 +33,7 @@ mod raw_prepare;
 mod slot;
 
 pub use field::GpuGaussianField;
+pub use ops::stage_prepared;
 
 /// A float type with GPU kernels for the Gaussian field.
 pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem {

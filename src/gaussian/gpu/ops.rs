@@ -30,44 +30,55 @@ impl<T: GpuReal> GpuGaussianField<T> {
     /// Packs the prepared constants into the device layout (zero Gaussians as padding).
     fn stage(&mut self) {
         let pad = common::GAUSSIAN_PAD as usize;
-        let n = self.prepared.len();
-        self.n_pad = n.div_ceil(pad).max(1) * pad;
-        let scale = T::exp_scale();
-        let stride = common::PREP_STRIDE as usize;
-        self.staging.clear();
-        self.staging.resize(self.n_pad * stride, T::ZERO);
-        for (g, out) in self
-            .prepared
-            .iter()
-            .zip(self.staging.chunks_exact_mut(stride))
-        {
-            out.copy_from_slice(&[
-                g.mu[0],
-                g.mu[1],
-                g.mu[2],
-                -g.l10,
-                -g.l20,
-                -g.l21,
-                g.inv_diag[0],
-                g.inv_diag[1],
-                g.inv_diag[2],
-                T::from_f64(g.weight_norm.to_f64() * scale),
-                T::from_f64(g.norm.to_f64() * scale),
-                g.weight,
-            ]);
-        }
-        let comp_stride = common::COMP_STRIDE as usize;
-        self.comp_staging.clear();
-        self.comp_staging.resize(self.n_pad * comp_stride, T::ZERO);
-        for (g, out) in self
-            .prepared
-            .iter()
-            .zip(self.comp_staging.chunks_exact_mut(comp_stride))
-        {
-            let flag = if g.compensated { T::ONE } else { T::ZERO };
-            let (a, lo) = (g.diag, g.diag_lo);
-            out.copy_from_slice(&[-a[0], -a[1], -a[2], flag, -lo[0], -lo[1], -lo[2], T::ZERO]);
-        }
+        self.n_pad = self.prepared.len().div_ceil(pad).max(1) * pad;
+        stage_prepared(
+            &self.prepared,
+            self.n_pad,
+            &mut self.staging,
+            &mut self.comp_staging,
+        );
+    }
+}
+
+/// The device layout of prepared Gaussians, `n_pad` of them (zero Gaussians as padding): `prep`
+/// gets [`common::PREP_STRIDE`] scalars per Gaussian (mean, negated off-diagonal Cholesky
+/// entries, reciprocal diagonal, weight x norm and norm scaled for `ex2`, weight), `comp`
+/// [`common::COMP_STRIDE`] (negated guarded diagonal, the compensated flag, negated low parts,
+/// 0). What `GpuGaussianField` uploads, and what the `gaussian_prepare_*` kernels must write.
+pub fn stage_prepared<T: GpuReal>(
+    prepared: &[layout::Prepared<T>],
+    n_pad: usize,
+    prep: &mut Vec<T>,
+    comp: &mut Vec<T>,
+) {
+    let scale = T::exp_scale();
+    let (stride, comp_stride) = (common::PREP_STRIDE as usize, common::COMP_STRIDE as usize);
+    prep.clear();
+    prep.resize(n_pad * stride, T::ZERO);
+    comp.clear();
+    comp.resize(n_pad * comp_stride, T::ZERO);
+    for ((g, out), c) in prepared
+        .iter()
+        .zip(prep.chunks_exact_mut(stride))
+        .zip(comp.chunks_exact_mut(comp_stride))
+    {
+        out.copy_from_slice(&[
+            g.mu[0],
+            g.mu[1],
+            g.mu[2],
+            -g.l10,
+            -g.l20,
+            -g.l21,
+            g.inv_diag[0],
+            g.inv_diag[1],
+            g.inv_diag[2],
+            T::from_f64(g.weight_norm.to_f64() * scale),
+            T::from_f64(g.norm.to_f64() * scale),
+            g.weight,
+        ]);
+        let flag = if g.compensated { T::ONE } else { T::ZERO };
+        let (a, lo) = (g.diag, g.diag_lo);
+        c.copy_from_slice(&[-a[0], -a[1], -a[2], flag, -lo[0], -lo[1], -lo[2], T::ZERO]);
     }
 }
 

@@ -49,6 +49,51 @@ fn pad_cols(src: &[f32], rows: usize, cols: usize, cols_pad: usize, dst: &mut Ve
     }
 }
 
+/// The GRU kernels' weight arrays for an ensemble, members one after another: `w_ih` with its
+/// input columns zero-padded to `input_pad`, `w_hh`, `b_ih` with `b_hh`'s r and z gates folded in
+/// (the kernels add them through gi), `b_hh`, and the layer-norm gain and bias (1 and 0 without
+/// layer norm).
+#[derive(Clone, Debug, Default)]
+pub struct PackedGru {
+    /// `E x 3H x input_pad`.
+    pub w_ih: Vec<f32>,
+    /// `E x 3H x H`.
+    pub w_hh: Vec<f32>,
+    /// `E x 3H`, r and z rows with `b_hh` added.
+    pub b_ih: Vec<f32>,
+    /// `E x 3H`.
+    pub b_hh: Vec<f32>,
+    /// `E x H`.
+    pub ln_gain: Vec<f32>,
+    /// `E x H`.
+    pub ln_bias: Vec<f32>,
+}
+
+/// Packs `members` (same sizes, checked by the caller) for the GRU kernels.
+pub fn pack_members(members: &[GruWeights], input_pad: usize) -> PackedGru {
+    let mut p = PackedGru::default();
+    for w in members {
+        let (input, hidden) = (w.input(), w.hidden());
+        pad_cols(w.w_ih(), 3 * hidden, input, input_pad, &mut p.w_ih);
+        p.w_hh.extend_from_slice(w.w_hh());
+        let (ih, hh) = (w.b_ih(), w.b_hh());
+        p.b_ih
+            .extend((0..3 * hidden).map(|i| if i < 2 * hidden { ih[i] + hh[i] } else { ih[i] }));
+        p.b_hh.extend_from_slice(hh);
+        match w.layer_norm() {
+            Some(ln) => {
+                p.ln_gain.extend_from_slice(&ln.gain);
+                p.ln_bias.extend_from_slice(&ln.bias);
+            }
+            None => {
+                p.ln_gain.extend(std::iter::repeat_n(1.0f32, hidden));
+                p.ln_bias.extend(std::iter::repeat_n(0.0f32, hidden));
+            }
+        }
+    }
+    p
+}
+
 impl GpuGru {
     /// Uploads the members' weights (input padded to a multiple of 128 with zero columns) and
     /// allocates every buffer. Hidden must be a multiple of 128; all members must have the same
@@ -89,14 +134,6 @@ impl GpuGru {
             &[max_steps, bp, input_pad],
         )?;
         let e = members.len();
-        let (mut wih, mut whh, mut bih, mut bhh, mut gain, mut beta) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
         for (i, w) in members.iter().enumerate() {
             if w.input() != input || w.hidden() != hidden || w.layer_norm().is_some() != layer_norm
             {
@@ -111,23 +148,8 @@ impl GpuGru {
                     ),
                 });
             }
-            pad_cols(w.w_ih(), 3 * hidden, input, input_pad, &mut wih);
-            whh.extend_from_slice(w.w_hh());
-            // The kernel adds b_hh of the r and z gates through gi (its notes): fold them here.
-            let (ih, hh) = (w.b_ih(), w.b_hh());
-            bih.extend((0..3 * hidden).map(|i| if i < 2 * hidden { ih[i] + hh[i] } else { ih[i] }));
-            bhh.extend_from_slice(w.b_hh());
-            match w.layer_norm() {
-                Some(ln) => {
-                    gain.extend_from_slice(&ln.gain);
-                    beta.extend_from_slice(&ln.bias);
-                }
-                None => {
-                    gain.extend(std::iter::repeat_n(1.0f32, hidden));
-                    beta.extend(std::iter::repeat_n(0.0f32, hidden));
-                }
-            }
         }
+        let packed = pack_members(members, input_pad);
         let ln_eps = first.layer_norm().map(|l| l.eps).unwrap_or(1e-5);
         let s = gpu.stream().clone();
         let shape = choose_shape(&gpu, e, bp, input_pad, hidden, max_steps, launch)?;
@@ -144,12 +166,12 @@ impl GpuGru {
             shape,
         };
         let weights = Weights {
-            w_ih: DeviceBuffer::from_host(&s, &wih, "GRU w_ih")?,
-            w_hh: DeviceBuffer::from_host(&s, &whh, "GRU w_hh")?,
-            b_ih: DeviceBuffer::from_host(&s, &bih, "GRU b_ih")?,
-            b_hh: DeviceBuffer::from_host(&s, &bhh, "GRU b_hh")?,
-            ln_gain: DeviceBuffer::from_host(&s, &gain, "layer-norm gain")?,
-            ln_bias: DeviceBuffer::from_host(&s, &beta, "layer-norm bias")?,
+            w_ih: DeviceBuffer::from_host(&s, &packed.w_ih, "GRU w_ih")?,
+            w_hh: DeviceBuffer::from_host(&s, &packed.w_hh, "GRU w_hh")?,
+            b_ih: DeviceBuffer::from_host(&s, &packed.b_ih, "GRU b_ih")?,
+            b_hh: DeviceBuffer::from_host(&s, &packed.b_hh, "GRU b_hh")?,
+            ln_gain: DeviceBuffer::from_host(&s, &packed.ln_gain, "layer-norm gain")?,
+            ln_bias: DeviceBuffer::from_host(&s, &packed.ln_bias, "layer-norm bias")?,
         };
         let state = State {
             hx: zeros(&s, seq, "GRU exchange words")?,
