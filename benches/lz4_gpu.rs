@@ -199,6 +199,10 @@ pub fn bench(c: &mut Criterion) {
         return;
     };
     let s = gpu.stream().clone();
+    // PTXFLOW_LZ4_HUGE=1: huge-page outputs (par::set_huge_outputs) for every row.
+    if let Ok(v) = std::env::var("PTXFLOW_LZ4_HUGE") {
+        ptxflow::lz4::par::set_huge_outputs(v == "1");
+    }
     if std::env::var("PTXFLOW_LZ4_NCU").is_ok_and(|v| v == "1") {
         let k = Lz4Kernels::new(gpu.clone()).expect("kernels");
         if let Some((_, d)) = gpu_inputs().into_iter().find(|(n, _)| *n == "dickens") {
@@ -355,6 +359,19 @@ pub fn bench(c: &mut Criterion) {
             std::hint::black_box(codec.compress_pages(&data, PAGE_BYTES).expect("compress"));
             t.elapsed().as_secs_f64()
         };
+        let cold_d = {
+            let mut fresh = Vec::new();
+            let t = std::time::Instant::now();
+            codec
+                .decompress_pages(&pages, &mut fresh)
+                .expect("decompress");
+            let secs = t.elapsed().as_secs_f64();
+            assert!(
+                fresh == data,
+                "{name}: GPU round trip into a fresh Vec differs"
+            );
+            secs
+        };
         let cpu_c = wall(3, || {
             std::hint::black_box(CpuPageCodec.compress_pages(&data, PAGE_BYTES).expect("cpu"));
         });
@@ -508,13 +525,15 @@ pub fn bench(c: &mut Criterion) {
         ));
         summary.push(format!(
             "{name}: from ordinary memory (256 MiB, buffers reused): GPU compress {:.1} GB/s = {:.0}% of the pinned ring, \
-             GPU decompress {:.1} GB/s = {:.0}% of the pinned ring; first compress_pages into a fresh Vec {:.1} GB/s; \
-             CPU ({} threads) compress {:.2} GB/s, decompress {:.2} GB/s",
+             GPU decompress {:.1} GB/s = {:.0}% of the pinned ring; first compress_pages into a fresh Vec {:.1} GB/s, \
+             first decompress_pages into a fresh Vec {:.1} GB/s (huge-page outputs {}); CPU ({} threads) compress {:.2} GB/s, decompress {:.2} GB/s",
             gbs(mem_c),
             100.0 * gbs(mem_c) / e2e,
             gbs(mem_d),
             100.0 * gbs(mem_d) / e2e,
             gbs(cold_c),
+            gbs(cold_d),
+            ptxflow::lz4::par::huge_outputs(),
             rayon::current_num_threads(),
             gbs(cpu_c),
             gbs(cpu_d),

@@ -9,7 +9,16 @@
 //! see `HostTuning::register_ahead`; `p`: software prefetch distance in bytes of the copy loop, `w`:
 //! its AVX2 form, see `par::CopyLoop`; `s`: each compress batch in PARTS parts, see
 //! `HostTuning::compress_parts`),
-//! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`.
+//! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`; session 8 added
+//! `:x` (guessed eager downloads, `HostTuning::guess_download`), `:serial` (fill, then submit and
+//! drain, not side by side: each side's own cost in the phases, `HostTuning::serial_steps`),
+//! `:huge` (transparent huge pages for outputs the codec grows, `par::set_huge_outputs`) and
+//! `:fresh` (pairs only: every run into new output buffers, as a caller without reuse).
+//!
+//! `A/B` times compression and decompression from memory with A and B in turns (31 rounds, the
+//! order swapped every round, so that a slow period of the machine hits both alike) and prints
+//! each side's median, the median of B's time over A's in the same round and in how many rounds
+//! B was faster, with the host time by phase of each side's last run.
 
 use super::common;
 use ptxflow::lz4::gpu::{GpuOptions, GpuPageCodec, HashJob, HostTuning};
@@ -31,6 +40,10 @@ struct Variant {
     chunk_kib: Option<usize>,
     copy_loop: par::CopyLoop,
     parts: usize,
+    guess: bool,
+    serial: bool,
+    huge: bool,
+    fresh: bool,
     file: bool,
 }
 
@@ -51,6 +64,10 @@ fn parse(spec: &str) -> Option<Variant> {
         chunk_kib: None,
         copy_loop: par::copy_loop(),
         parts: HostTuning::default().compress_parts,
+        guess: HostTuning::default().guess_download,
+        serial: false,
+        huge: par::huge_outputs(),
+        fresh: false,
         file: false,
     };
     for p in parts {
@@ -62,6 +79,10 @@ fn parse(spec: &str) -> Option<Variant> {
             "eager" => v.eager = true,
             "lazy" => v.eager = false,
             "file" => v.file = true,
+            "x" => v.guess = true,
+            "serial" => v.serial = true,
+            "huge" => v.huge = true,
+            "fresh" => v.fresh = true,
             "w" => v.copy_loop.wide = true,
             p if p.starts_with('p') => v.copy_loop.prefetch = p[1..].parse().ok()?,
             t if t.starts_with('t') => v.threads = t[1..].parse().ok(),
@@ -138,19 +159,29 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
     };
     let ring0 = pinned(&mut base);
     println!("VARIANT pinned ring (default options) {ring0:.1} GB/s");
+    println!("VARIANT {}", host_copies());
     let default_streaming = par::streaming_stores();
     let default_loop = par::copy_loop();
     // The stored pages every variant must reproduce: the default codec's.
     let reference = base.compress_pages(data, PAGE_BYTES).expect("compress");
     let reference = &reference;
+    let default_huge = par::huge_outputs();
     for spec in specs.split(',').filter(|s| !s.is_empty()) {
+        if let Some((a, b)) = spec.split_once('/') {
+            let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pair_line(gpu, (a, b), data, ring0)
+            }));
+            match line {
+                Ok(line) => println!("{line}"),
+                Err(_) => println!("VARIANT {spec}: FAILED"),
+            }
+            continue;
+        }
         let Some(v) = parse(spec) else {
             println!("VARIANT {spec}: cannot parse");
             continue;
         };
-        par::set_streaming_stores(v.streaming.0, v.streaming.1);
-        par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
-        par::set_copy_loop(v.copy_loop);
+        set_globals(&v);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(v.threads.unwrap_or(rayon::current_num_threads()))
             .build()
@@ -158,14 +189,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
         // A failing variant prints its panic and the next one runs.
         let line = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             pool.install(|| {
-            let mut codec = GpuPageCodec::new(gpu.clone(), v.options).expect("GPU codec");
-            codec.set_host_tuning(HostTuning {
-                eager_download: v.eager,
-                register_pieces: v.register,
-                register_ahead: v.ahead,
-                register_threads: v.reg_threads,
-                compress_parts: v.parts,
-            });
+            let mut codec = codec_of(gpu, &v);
             // Unaligned start, ragged end: the registered interior, staged head and tail.
             let odd = &data[3..bytes - 1001];
             let mut p = CompressedPages {
@@ -238,10 +262,170 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
     par::set_streaming_stores(default_streaming.0, default_streaming.1);
     par::set_copy_chunk_bytes(256 << 10);
     par::set_copy_loop(default_loop);
+    par::set_huge_outputs(default_huge);
     println!(
         "VARIANT pinned ring (default options) again {:.1} GB/s",
         pinned(&mut base)
     );
+}
+
+/// What kind of host the run got: parallel copies of 64 MiB between ordinary buffers with
+/// ordinary and with streaming stores (medians of 5), on every core.
+fn host_copies() -> String {
+    let n = 64 << 20;
+    let src = vec![3u8; n];
+    let mut dst = vec![0u8; n];
+    let plain = common::wall_median_secs(5, || par::par_copy(&mut dst, &src));
+    let saved = par::streaming_stores();
+    par::set_streaming_stores(true, saved.1);
+    let nt = common::wall_median_secs(5, || par::par_copy_to_slot(&mut dst, &src));
+    par::set_streaming_stores(saved.0, saved.1);
+    format!(
+        "host copies ordinary->ordinary ({} threads, 64 MiB): {:.1} GB/s with ordinary stores, {:.1} GB/s with the slot copy loop ({:?})",
+        rayon::current_num_threads(),
+        n as f64 / plain / 1e9,
+        n as f64 / nt / 1e9,
+        par::copy_loop()
+    )
+}
+
+/// Sets the process-wide copy knobs of `v`.
+fn set_globals(v: &Variant) {
+    par::set_streaming_stores(v.streaming.0, v.streaming.1);
+    par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
+    par::set_copy_loop(v.copy_loop);
+    par::set_huge_outputs(v.huge);
+}
+
+/// A codec of `v`'s ring shape and host tuning.
+fn codec_of(gpu: &Arc<Gpu>, v: &Variant) -> GpuPageCodec {
+    let mut codec = GpuPageCodec::new(gpu.clone(), v.options).expect("GPU codec");
+    codec.set_host_tuning(HostTuning {
+        eager_download: v.eager,
+        register_pieces: v.register,
+        register_ahead: v.ahead,
+        register_threads: v.reg_threads,
+        compress_parts: v.parts,
+        guess_download: v.guess,
+        serial_steps: v.serial,
+    });
+    codec
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Compression and decompression from memory with specs `a` and `b` in turns (see the module
+/// docs); each side with its own codec, copy knobs and thread pool.
+fn pair_line(gpu: &Arc<Gpu>, (a, b): (&str, &str), data: &[u8], ring0: f64) -> String {
+    let (Some(va), Some(vb)) = (parse(a), parse(b)) else {
+        return format!("VARIANT {a}/{b}: cannot parse");
+    };
+    let saved = (
+        par::streaming_stores(),
+        par::copy_loop(),
+        par::huge_outputs(),
+    );
+    let vs = [&va, &vb];
+    let pools: Vec<rayon::ThreadPool> = vs
+        .iter()
+        .map(|v| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(v.threads.unwrap_or(rayon::current_num_threads()))
+                .build()
+                .expect("thread pool")
+        })
+        .collect();
+    let mut codecs = [codec_of(gpu, &va), codec_of(gpu, &vb)];
+    let new_pages = || CompressedPages {
+        page_bytes: PAGE_BYTES,
+        data: Vec::new(),
+        pages: Vec::new(),
+        path: CodecPath::Gpu,
+    };
+    let mut pages = [new_pages(), new_pages()];
+    let mut backs = [
+        Vec::with_capacity(data.len()),
+        Vec::with_capacity(data.len()),
+    ];
+    let (mut cs, mut ds) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let rounds = 32;
+    for round in 0..rounds {
+        let order = [round % 2, 1 - round % 2];
+        for k in order {
+            set_globals(vs[k]);
+            if vs[k].fresh {
+                pages[k] = new_pages();
+            }
+            let t = std::time::Instant::now();
+            pools[k].install(|| {
+                codecs[k]
+                    .compress_into(data, PAGE_BYTES, &mut pages[k])
+                    .expect("compress")
+            });
+            // Round 0 warms both rings up.
+            if round > 0 {
+                cs[k].push(t.elapsed().as_secs_f64());
+            }
+        }
+        for k in order {
+            set_globals(vs[k]);
+            if vs[k].fresh {
+                backs[k] = Vec::new();
+            } else {
+                backs[k].clear();
+            }
+            let t = std::time::Instant::now();
+            pools[k].install(|| {
+                codecs[k]
+                    .decompress_pages(&pages[k], &mut backs[k])
+                    .expect("decompress")
+            });
+            if round > 0 {
+                ds[k].push(t.elapsed().as_secs_f64());
+            }
+        }
+        if round == 0 || round == rounds - 1 {
+            for k in 0..2 {
+                assert!(backs[k] == data, "{a}/{b}: side {k}: round trip differs");
+                assert_eq!(pages[k].path, CodecPath::Gpu, "{a}/{b}: side {k}");
+            }
+            assert!(
+                pages[0].pages.len() == pages[1].pages.len()
+                    && (0..pages[0].pages.len()).all(|k| pages[0].page(k) == pages[1].page(k)),
+                "{a}/{b}: stored pages differ"
+            );
+        }
+    }
+    par::set_streaming_stores(saved.0 .0, saved.0 .1);
+    par::set_copy_loop(saved.1);
+    par::set_huge_outputs(saved.2);
+    par::set_copy_chunk_bytes(256 << 10);
+    let gbs = |s: f64| data.len() as f64 / s / 1e9;
+    let row = |what: &str, t: &[Vec<f64>; 2]| {
+        let ratios: Vec<f64> = t[1].iter().zip(&t[0]).map(|(b, a)| b / a).collect();
+        let faster = ratios.iter().filter(|&&r| r < 1.0).count();
+        let (ga, gb) = (gbs(median(&t[0])), gbs(median(&t[1])));
+        format!(
+            "{what} {ga:.1} GB/s = {:.0}% / {gb:.1} GB/s = {:.0}% of the pinned ring, B/A time median {:.3}, B faster in {faster} of {}",
+            100.0 * ga / ring0,
+            100.0 * gb / ring0,
+            median(&ratios),
+            ratios.len()
+        )
+    };
+    format!(
+        "VARIANT {a}/{b}: {}; {}\n  A compress [{}]\n  B compress [{}]\n  A decompress [{}]\n  B decompress [{}]",
+        row("compress", &cs),
+        row("decompress", &ds),
+        codecs[0].compress_phases().expect("phases"),
+        codecs[1].compress_phases().expect("phases"),
+        codecs[0].decompress_phases().expect("phases"),
+        codecs[1].decompress_phases().expect("phases"),
+    )
 }
 
 /// File to file through lz4::files as the CLI runs it, page cache, medians of 3.

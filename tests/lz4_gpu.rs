@@ -616,3 +616,54 @@ fn gpu_codec_batches_in_parts_give_the_same_bytes() {
     }
     assert_eq!(codec.path(), CodecPath::Gpu);
 }
+
+#[test]
+fn gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes() {
+    let Some(gpu) =
+        common::gpu_or_skip("gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes")
+    else {
+        return;
+    };
+    let mut codec = small_codec(gpu, 1 << 20, 3);
+    let mib = if sanitize() { 1 } else { 3 };
+    // Compressible, then incompressible, then compressible again: the guess taken from the
+    // zeros falls short on the random bytes (the drain fetches the rest), and the guess taken
+    // from the random bytes is the whole bound.
+    let mut rng = Rng::new(13);
+    let mut data = vec![0u8; mib << 20];
+    data.extend((0..(mib << 20) + 777).map(|_| rng.next_u64() as u8));
+    data.extend(cycled_inputs(mib));
+    for (guess, serial, parts, pb) in [
+        (true, false, 2, 4096),
+        (true, false, 4, 1024),
+        (true, true, 2, 4096),
+        (false, true, 1, 4096),
+        (true, false, 1, 65536),
+    ] {
+        codec.set_host_tuning(HostTuning {
+            compress_parts: parts,
+            guess_download: guess,
+            serial_steps: serial,
+            ..HostTuning::default()
+        });
+        let mut pages = CompressedPages {
+            page_bytes: pb,
+            data: Vec::new(),
+            pages: Vec::new(),
+            path: CodecPath::Cpu,
+        };
+        codec.compress_into(&data, pb, &mut pages).unwrap();
+        assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
+        let what = format!("guess {guess}, serial {serial}, {parts} parts, {pb} B pages");
+        check_pages(&pages, &data, &what);
+        let ph = codec.compress_phases().unwrap();
+        eprintln!("{what}: compress [{ph}]");
+        if guess && parts > 1 {
+            assert!(ph.refetched > 0, "{what}: no guess fell short");
+        }
+        let mut back = Vec::new();
+        codec.decompress_pages(&pages, &mut back).unwrap();
+        assert!(back == data, "{what}: round trip differs");
+    }
+    assert_eq!(codec.path(), CodecPath::Gpu);
+}

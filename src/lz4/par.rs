@@ -204,6 +204,45 @@ unsafe fn copy_avx2(dst: *mut u8, src: *const u8, len: usize, ahead: usize, nt: 
     }
 }
 
+static HUGE_OUTPUTS: AtomicBool = AtomicBool::new(false);
+
+/// Whether the GPU codec asks the kernel for transparent huge pages (`MADV_HUGEPAGE`) on the
+/// output buffers it grows (Linux; off by default). A fresh 256 MiB output then takes 128 page
+/// faults instead of 65536 as the parallel copies first touch it; buffers the caller reuses are
+/// not affected.
+pub fn set_huge_outputs(on: bool) {
+    HUGE_OUTPUTS.store(on, Ordering::Relaxed);
+}
+
+/// See [`set_huge_outputs`].
+pub fn huge_outputs() -> bool {
+    HUGE_OUTPUTS.load(Ordering::Relaxed)
+}
+
+/// Reserves room for `extra` more bytes in `v` and, when that allocated new memory and
+/// [`huge_outputs`] is on, advises transparent huge pages for the 2 MiB-aligned part of the
+/// spare capacity (untouched memory: the advice decides how its first touch is backed).
+pub(crate) fn reserve_output(v: &mut Vec<u8>, extra: usize) {
+    let before = (v.as_ptr(), v.capacity());
+    v.reserve(extra);
+    if (v.as_ptr(), v.capacity()) == before || !huge_outputs() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let base = v.as_mut_ptr() as usize;
+        let (from, to) = (base + v.len(), base + v.capacity());
+        let (a, b) = (from.next_multiple_of(HUGE), to & !(HUGE - 1));
+        if b > a {
+            // SAFETY: `a..b` lies inside `v`'s allocation (its spare capacity); MADV_HUGEPAGE
+            // only sets how the kernel backs those pages, never their contents, and a failure
+            // (an old kernel, THP off) leaves the memory as it was.
+            unsafe { libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE) };
+        }
+    }
+}
+
 /// Copies `src` into `dst` (same length) with every core.
 pub fn par_copy(dst: &mut [u8], src: &[u8]) {
     copy_with(dst, src, false)

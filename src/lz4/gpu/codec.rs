@@ -9,7 +9,7 @@ use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
 use super::ring::Ring;
 use super::tuning::HostTuning;
 use super::{device_failure, GpuOptions};
-use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot, reserve_output};
 use crate::lz4::{
     check_page_bytes, CodecPath, CompressedPages, CpuPageCodec, PageCodec, PageEntry,
 };
@@ -127,7 +127,9 @@ impl GpuPageCodec {
                 self.options.slots,
             )?);
         }
-        Ok(self.decode.as_mut().expect("decode ring set above"))
+        let r = self.decode.as_mut().expect("decode ring set above");
+        r.tuning = self.tuning;
+        Ok(r)
     }
 
     fn compress_gpu(
@@ -140,7 +142,7 @@ impl GpuPageCodec {
         out.path = CodecPath::Gpu;
         out.data.clear();
         out.pages.clear();
-        out.data.reserve(input.len() + 64);
+        reserve_output(&mut out.data, input.len() + 64);
         out.pages.reserve(input.len().div_ceil(page_bytes));
         let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
         let threads = self.tuning.register_threads;

@@ -7,7 +7,7 @@ use super::decode_ring::DecodeStage;
 use super::register::ExtOutput;
 use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
 use crate::kernels::lz4::status;
-use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot};
+use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot, reserve_output};
 use crate::lz4::{check_page_bytes, CompressedPages, PageEntry, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -23,7 +23,7 @@ impl GpuPageCodec {
         check_page_bytes(pb)?;
         let n = pages.pages.len();
         let last_full = pages.pages.len().saturating_sub(1);
-        out.reserve(pages.original_bytes());
+        reserve_output(out, pages.original_bytes());
         let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
         let threads = self.tuning.register_threads;
         let ring = self.decode_ring(pb)?;

@@ -5,12 +5,12 @@
 //! ([`DecodeRing::decompress_stream`], same shape as the compress ring's stream).
 
 use super::kernels::Lz4Kernels;
-use super::pipeline::pick3;
+use super::pipeline::{both, pick3};
 use super::register::ExtOutput;
 use super::register_ahead::Ahead;
 use super::ring::{Pinned, Registered};
 use super::ring_steps::{add_step, RingSteps};
-use super::tuning::Phases;
+use super::tuning::{HostTuning, Phases};
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
@@ -85,6 +85,8 @@ pub(crate) struct DecodeRing {
     pub(crate) batch_pages: usize,
     /// Host time by phase of the last `decompress_stream`.
     pub(crate) phases: Phases,
+    /// The host-side knobs (see [`HostTuning`]; the decode ring reads `serial_steps`).
+    pub(crate) tuning: HostTuning,
     /// Where drained slots' registrations go to be undone (a registrar thread), else undone
     /// in the drain.
     pub(crate) ahead: Option<Arc<Ahead>>,
@@ -148,6 +150,7 @@ impl DecodeRing {
             page_bytes,
             batch_pages,
             phases: Phases::default(),
+            tuning: HostTuning::default(),
             ahead: None,
         })
     }
@@ -318,6 +321,7 @@ impl DecodeRing {
         // Batches are (pages, packed bytes) staged into a slot.
         let mut steps = RingSteps::<(usize, usize)>::new(self.slots.len());
         let mut ph = Phases::default();
+        let serial = self.tuning.serial_steps;
         while let Some(step) = steps.step() {
             let (streams, kernels) = (&self.streams, &self.kernels);
             let ahead = self.ahead.as_deref();
@@ -330,7 +334,8 @@ impl DecodeRing {
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch.
             let (mut side, mut fill_s) = (Phases::default(), 0.0);
-            let (a, b) = rayon::join(
+            let (a, b) = both(
+                serial,
                 || -> Result<()> {
                     if let (Some((i, (pages, packed))), Some(slot)) = (step.submit, s_slot) {
                         timed(&mut side.submit_s, || {

@@ -27,7 +27,7 @@
 
 use super::register::ExtInput;
 use super::register_ahead::Ahead;
-use super::ring::{Part, Ring, Slot, State, Submit};
+use super::ring::{Part, Ring, Slot, State, Submit, D2H};
 use super::ring_parts::part_plan;
 use super::ring_steps::{add_step, RingSteps};
 use super::tuning::Phases;
@@ -104,13 +104,14 @@ impl Ring {
         sink: &mut S,
         ph: &mut Phases,
         ahead: Option<&Ahead>,
+        fetch: &mut Refetch<'_>,
     ) -> Result<()>
     where
         S: FnMut(&CompressedBatch<'_>) -> Result<()>,
     {
         if slot.parts > 1 {
             // Only a batch staged in `h_in` goes in parts: there is no registration to undo.
-            return Self::drain_parts(slot, pb, sink, ph);
+            return Self::drain_parts(slot, pb, sink, ph, fetch);
         }
         let t = Phases::clock();
         slot.finish(pb)?;
@@ -137,7 +138,13 @@ impl Ring {
 
     /// Drains a slot submitted in parts with eager downloads: waits for each part's info and
     /// packed bytes and hands the part to `sink`, in order.
-    fn drain_parts<S>(slot: &mut Slot, pb: usize, sink: &mut S, ph: &mut Phases) -> Result<()>
+    fn drain_parts<S>(
+        slot: &mut Slot,
+        pb: usize,
+        sink: &mut S,
+        ph: &mut Phases,
+        fetch: &mut Refetch<'_>,
+    ) -> Result<()>
     where
         S: FnMut(&CompressedBatch<'_>) -> Result<()>,
     {
@@ -148,6 +155,26 @@ impl Ring {
                 .synchronize()
                 .map_err(Error::driver("cuEventSynchronize (lz4 info)"))?;
             slot.read_part_info(&part, pb)?;
+            let (at, input) = (part.byte_at(pb), part.input_bytes(slot.input_bytes, pb));
+            fetch.ratio = Some(slot.used as f64 / input.max(1) as f64);
+            if slot.used > slot.fetched[j] {
+                // The guessed download fell short: fetch the rest behind it (the kernel is
+                // done: its info has arrived) and wait for that instead.
+                let (from, to) = (at + slot.fetched[j], at + slot.used);
+                fetch
+                    .d2h
+                    .memcpy_dtoh(
+                        &slot.d_packed.slice(from..to),
+                        &mut slot.h_out.slice_mut()[from..to],
+                    )
+                    .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, rest)"))?;
+                slot.ev[j]
+                    .d2h
+                    .record(fetch.d2h)
+                    .map_err(Error::driver("cuEventRecord"))?;
+                slot.fetched[j] = slot.used;
+                ph.refetched += 1;
+            }
             slot.ev[j]
                 .d2h
                 .synchronize()
@@ -171,9 +198,12 @@ impl Ring {
         let pb = self.page_bytes;
         let eager = self.eager;
         let (slots, parts) = (self.slots.len(), self.tuning.compress_parts);
+        let (guessing, serial) = (self.tuning.guess_download, self.tuning.serial_steps);
         // Batches are the bytes staged into a slot.
         let mut steps = RingSteps::<usize>::new(self.slots.len());
         let mut ph = Phases::default();
+        // Packed bytes per input byte of the last part drained (for guessed downloads).
+        let mut ratio: Option<f64> = None;
         while let Some(step) = steps.step() {
             if let Some(o) = step.drain {
                 if !eager {
@@ -189,6 +219,12 @@ impl Ring {
                 kernels: &self.kernels,
                 page_bytes: pb,
                 eager,
+                // The first batches fetch their whole bound (no ratio seen yet).
+                guess: ratio.filter(|_| guessing),
+            };
+            let mut fetch = Refetch {
+                d2h: self.streams.get(D2H),
+                ratio,
             };
             let (s_slot, o_slot, f_slot) = pick3(
                 &mut self.slots,
@@ -199,19 +235,23 @@ impl Ring {
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch. Both use every core for their copies.
             let (mut side, mut fill_s) = (Phases::default(), 0.0);
-            let (a, b) = rayon::join(
-                || -> Result<()> {
-                    if let (Some((i, bytes)), Some(slot)) = (step.submit, s_slot) {
-                        let t = Phases::clock();
-                        let r = submit.submit(slot, (i, slots), bytes, parts);
-                        Phases::add(&mut side.submit_s, t);
-                        r?;
+            let submit_drain = || -> Result<()> {
+                if let (Some((i, bytes)), Some(slot)) = (step.submit, s_slot) {
+                    let t = Phases::clock();
+                    let r = submit.submit(slot, (i, slots), bytes, parts);
+                    Phases::add(&mut side.submit_s, t);
+                    r?;
+                }
+                match o_slot {
+                    Some(slot) => {
+                        Self::drain_one(slot, pb, &mut sink, &mut side, ahead, &mut fetch)
                     }
-                    match o_slot {
-                        Some(slot) => Self::drain_one(slot, pb, &mut sink, &mut side, ahead),
-                        None => Ok(()),
-                    }
-                },
+                    None => Ok(()),
+                }
+            };
+            let (a, b) = both(
+                serial,
+                submit_drain,
                 || -> Result<(usize, Option<ExtInput>)> {
                     match f_slot {
                         Some(slot) => {
@@ -225,6 +265,7 @@ impl Ring {
                 },
             );
             add_step(&mut ph, &side, fill_s);
+            ratio = fetch.ratio;
             // The submitted batch is in flight (or failed with the ring about to be reset).
             steps.ran(&step);
             if let Some(o) = step.drain {
@@ -249,6 +290,30 @@ impl Ring {
         }
         self.phases = ph;
         Ok(())
+    }
+}
+
+/// What the drain of a batch in parts with guessed downloads needs: the download stream (to
+/// fetch what a guess missed) and the ratio of packed to input bytes it last saw.
+pub(crate) struct Refetch<'a> {
+    pub(crate) d2h: &'a std::sync::Arc<cudarc::driver::CudaStream>,
+    pub(crate) ratio: Option<f64>,
+}
+
+/// Runs `a` (submit and drain) and `b` (the fill) side by side on the pool, or with `serial`
+/// (`HostTuning::serial_steps`) `b` then `a`.
+pub(crate) fn both<A, B, RA, RB>(serial: bool, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    if serial {
+        let rb = b();
+        (a(), rb)
+    } else {
+        rayon::join(a, b)
     }
 }
 

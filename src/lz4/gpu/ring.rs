@@ -79,6 +79,8 @@ pub(crate) struct Slot {
     pub(crate) ev: Vec<PartEvents>,
     /// Parts the submitted batch went in (at least one).
     pub(crate) parts: usize,
+    /// Packed bytes the eager download of each part fetches (from the part's start).
+    pub(crate) fetched: [usize; MAX_PARTS],
     pub(crate) state: State,
     /// Bytes of input in this batch.
     pub(crate) input_bytes: usize,
@@ -243,6 +245,7 @@ impl Ring {
                     .map(|_| part_events(&kernels))
                     .collect::<Result<_>>()?,
                 parts: 1,
+                fetched: [0; MAX_PARTS],
                 state: State::Free,
                 input_bytes: 0,
                 entries: Vec::new(),
@@ -279,6 +282,7 @@ impl Ring {
             kernels: &self.kernels,
             page_bytes: pb,
             eager,
+            guess: None,
         };
         let slots = self.slots.len();
         at.submit(&mut self.slots[i], (i, slots), input_bytes, 1)

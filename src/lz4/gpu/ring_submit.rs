@@ -15,6 +15,22 @@ pub(crate) struct Submit<'a> {
     pub(crate) kernels: &'a Lz4Kernels,
     pub(crate) page_bytes: usize,
     pub(crate) eager: bool,
+    /// With `eager` and a batch in parts: fetch about this many packed bytes per input byte of
+    /// each part (plus a margin) instead of the part's whole bound (`HostTuning::guess_download`).
+    pub(crate) guess: Option<f64>,
+}
+
+/// The bytes an eager download of a part fetches: its whole `bound`, or with a `guess` of packed
+/// bytes per input byte, that share of the part's `input` bytes plus a margin (1/32 and 16 KiB),
+/// in whole 4 KiB, at most the bound.
+pub(crate) fn eager_fetch(bound: usize, input: usize, guess: Option<f64>) -> usize {
+    match guess {
+        None => bound,
+        Some(r) => {
+            let want = (input as f64 * r.clamp(0.0, 2.0) * (1.0 + 1.0 / 32.0)) as usize;
+            (want + (16 << 10)).next_multiple_of(4096).min(bound)
+        }
+    }
 }
 
 impl Submit<'_> {
@@ -41,6 +57,7 @@ impl Submit<'_> {
             1
         };
         slot.parts = parts;
+        let guess = self.guess.filter(|_| parts > 1);
         let h2d = streams.get(H2D);
         // The copies read h_in (or the caller's registered memory) asynchronously; the host
         // writes h_in again, or unregisters, only once this slot has gone through `finish` /
@@ -119,10 +136,12 @@ impl Submit<'_> {
                 .map_err(Error::driver("cuEventRecord"))?;
             if self.eager {
                 // Every stored page takes at most its page, 16-byte aligned: the part's pages
-                // fit its bound.
+                // fit its bound. With a guess, the drain fetches what the guess missed.
+                let fetch = eager_fetch(bound, bytes, guess);
+                slot.fetched[j] = fetch;
                 down.memcpy_dtoh(
-                    &slot.d_packed.slice(at..at + bound),
-                    &mut slot.h_out.slice_mut()[at..at + bound],
+                    &slot.d_packed.slice(at..at + fetch),
+                    &mut slot.h_out.slice_mut()[at..at + fetch],
                 )
                 .map_err(Error::driver("cuMemcpyDtoHAsync (lz4 packed, eager)"))?;
                 ev.d2h
@@ -132,5 +151,22 @@ impl Submit<'_> {
         }
         slot.state = State::Submitted;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eager_fetch;
+
+    #[test]
+    fn guessed_fetch_has_a_margin_and_stays_in_the_bound() {
+        let bound = 8 << 20;
+        assert_eq!(eager_fetch(bound, bound, None), bound);
+        // dickens: ~0.77 packed bytes per input byte; the guess keeps 1/32 and 16 KiB over it.
+        let f = eager_fetch(bound, bound, Some(0.77));
+        assert!(f >= (bound as f64 * 0.77 * 1.03) as usize && f < bound && f % 4096 == 0);
+        assert_eq!(eager_fetch(bound, bound, Some(1.0)), bound);
+        assert_eq!(eager_fetch(bound, bound, Some(f64::NAN)), 16 << 10);
+        assert_eq!(eager_fetch(4096, 100, Some(0.0)), 4096);
     }
 }

@@ -38,6 +38,18 @@ pub struct HostTuning {
     /// in one process (criterion's SUMMARY: 33.3 GB/s = 66%); 3 parts gave 32.6-33.0 GB/s,
     /// 4 parts 24.4-29.9 in earlier runs (more enqueueing and smaller copies out).
     pub compress_parts: usize,
+    /// Compression in parts (`compress_parts` > 1) with eager downloads: each part's eager
+    /// download fetches a guess of its packed bytes (the ratio of the parts drained so far, plus
+    /// a margin) instead of the part's whole bound, and a part whose packed bytes outgrow the
+    /// guess fetches the rest when it is drained (counted in [`Phases::refetched`]). Fewer bytes
+    /// over PCIe and through host memory (dickens: ~0.77 of the bound). Off by default (opt-in
+    /// until measured on the GPU machine).
+    pub guess_download: bool,
+    /// Diagnostic: each step of a ring's loop stages the next batch and then submits and drains,
+    /// one after the other (each with every core) instead of side by side, so that [`Phases`]
+    /// gives each side's own cost (side by side, the fill and the sink share the pool, and each
+    /// side's wall time is about the whole step's). Slower; for benches.
+    pub serial_steps: bool,
 }
 
 impl Default for HostTuning {
@@ -48,6 +60,8 @@ impl Default for HostTuning {
             register_ahead: 0,
             register_threads: 1,
             compress_parts: 2,
+            guess_download: false,
+            serial_steps: false,
         }
     }
 }
@@ -72,6 +86,9 @@ pub struct Phases {
     pub submit_s: f64,
     /// Unregistering the caller's memory after its uploads.
     pub release_s: f64,
+    /// Parts whose packed bytes outgrew the guessed download (`HostTuning::guess_download`)
+    /// and were completed by a second download.
+    pub refetched: usize,
     /// Batches the device read or wrote in the caller's registered memory (no staging copy).
     pub registered: usize,
     /// Registrations made ahead that the staging copies overtook (undone unused).
@@ -105,6 +122,9 @@ impl fmt::Display for Phases {
             ms(self.submit_s),
             ms(self.release_s),
         )?;
+        if self.refetched > 0 {
+            write!(f, ", refetched {}", self.refetched)?;
+        }
         if self.registered + self.overtaken > 0 {
             write!(
                 f,
