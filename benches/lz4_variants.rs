@@ -12,7 +12,8 @@
 //! e.g. `4x16:plain:eager` (the design of session 4) or `8x8:nt:lazy:t8`; session 8 added
 //! `:x` (guessed eager downloads, `HostTuning::guess_download`), `:serial` (fill, then submit and
 //! drain, not side by side: each side's own cost in the phases, `HostTuning::serial_steps`),
-//! `:huge` (transparent huge pages for outputs the codec grows, `par::set_huge_outputs`) and
+//! `:huge` (transparent huge pages for outputs the codec grows, `par::set_huge_outputs`), `:hs`
+//! (slots in huge-page registered memory, `lz4::gpu::set_huge_slots`) and
 //! `:fresh` (pairs only: every run into new output buffers, as a caller without reuse).
 //!
 //! `A/B` times compression and decompression from memory with A and B in turns (31 rounds, the
@@ -43,6 +44,7 @@ struct Variant {
     guess: bool,
     serial: bool,
     huge: bool,
+    huge_slots: bool,
     fresh: bool,
     file: bool,
 }
@@ -67,6 +69,7 @@ fn parse(spec: &str) -> Option<Variant> {
         guess: HostTuning::default().guess_download,
         serial: false,
         huge: par::huge_outputs(),
+        huge_slots: ptxflow::lz4::gpu::huge_slots(),
         fresh: false,
         file: false,
     };
@@ -82,6 +85,7 @@ fn parse(spec: &str) -> Option<Variant> {
             "x" => v.guess = true,
             "serial" => v.serial = true,
             "huge" => v.huge = true,
+            "hs" => v.huge_slots = true,
             "fresh" => v.fresh = true,
             "w" => v.copy_loop.wide = true,
             p if p.starts_with('p') => v.copy_loop.prefetch = p[1..].parse().ok()?,
@@ -258,11 +262,17 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
                     .unwrap_or_default()
             ),
         }
+        // The next spec starts from the defaults (its parse reads them).
+        par::set_streaming_stores(default_streaming.0, default_streaming.1);
+        par::set_copy_loop(default_loop);
+        par::set_huge_outputs(default_huge);
+        ptxflow::lz4::gpu::set_huge_slots(false);
     }
     par::set_streaming_stores(default_streaming.0, default_streaming.1);
     par::set_copy_chunk_bytes(256 << 10);
     par::set_copy_loop(default_loop);
     par::set_huge_outputs(default_huge);
+    ptxflow::lz4::gpu::set_huge_slots(false);
     println!(
         "VARIANT pinned ring (default options) again {:.1} GB/s",
         pinned(&mut base)
@@ -295,6 +305,7 @@ fn set_globals(v: &Variant) {
     par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
     par::set_copy_loop(v.copy_loop);
     par::set_huge_outputs(v.huge);
+    ptxflow::lz4::gpu::set_huge_slots(v.huge_slots);
 }
 
 /// A codec of `v`'s ring shape and host tuning.
@@ -403,6 +414,7 @@ fn pair_line(gpu: &Arc<Gpu>, (a, b): (&str, &str), data: &[u8], ring0: f64) -> S
     par::set_streaming_stores(saved.0 .0, saved.0 .1);
     par::set_copy_loop(saved.1);
     par::set_huge_outputs(saved.2);
+    ptxflow::lz4::gpu::set_huge_slots(false);
     par::set_copy_chunk_bytes(256 << 10);
     let gbs = |s: f64| data.len() as f64 / s / 1e9;
     let row = |what: &str, t: &[Vec<f64>; 2]| {

@@ -666,4 +666,24 @@ fn gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes() {
         assert!(back == data, "{what}: round trip differs");
     }
     assert_eq!(codec.path(), CodecPath::Gpu);
+    // Rings staging through huge-page registered memory, outputs advised huge pages: the same
+    // bytes (the process-wide knobs only change how memory is backed).
+    // (Rings are allocated on first use: the knob stays on until both exist.)
+    ptxflow::lz4::gpu::set_huge_slots(true);
+    ptxflow::lz4::par::set_huge_outputs(true);
+    let gpu = codec.kernels().unwrap().gpu().clone();
+    let mut huge = small_codec(gpu, 3 << 20, 3);
+    let pages = huge.compress_pages(&data, 4096);
+    let mut back = Vec::new();
+    let r = match &pages {
+        Ok(p) => huge.decompress_pages(p, &mut back),
+        Err(_) => Ok(()),
+    };
+    ptxflow::lz4::gpu::set_huge_slots(false);
+    ptxflow::lz4::par::set_huge_outputs(false);
+    let pages = pages.unwrap();
+    r.unwrap();
+    assert_eq!(pages.path, CodecPath::Gpu, "{:?}", huge.fallback_reason());
+    check_pages(&pages, &data, "huge slots");
+    assert!(back == data, "huge slots: round trip differs");
 }

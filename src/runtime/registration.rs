@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 /// The host page size registered memory is aligned and rounded to.
 const PAGE: usize = 4096;
+/// A transparent huge page (x86-64).
+const HUGE: usize = 2 << 20;
 
 /// What the device may do with registered memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,11 +126,49 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     /// Errors: [`Error::Capacity`] for a size beyond the address space or a host allocation
     /// the system refuses; [`Error::Driver`] when the registration fails.
     pub fn registered(gpu: &Gpu, len: usize) -> Result<Self> {
+        Self::registered_with(gpu, len, false)
+    }
+
+    /// Like [`PinnedBuffer::registered`], but 2 MiB-aligned and whole 2 MiB pieces, with
+    /// transparent huge pages asked for (`MADV_HUGEPAGE`, Linux) before the memory is first
+    /// touched: a streaming copy through it then takes one TLB entry per 2 MiB instead of per
+    /// 4 KiB. Where the kernel gives no huge pages it is ordinary registered memory.
+    pub fn registered_huge(gpu: &Gpu, len: usize) -> Result<Self> {
+        Self::registered_with(gpu, len, true)
+    }
+
+    fn registered_with(gpu: &Gpu, len: usize, huge: bool) -> Result<Self> {
         let len = len.max(1);
-        let layout = registered_layout(crate::size::bytes_of::<T>("registered host buffer", len)?)?;
+        let bytes = crate::size::bytes_of::<T>("registered host buffer", len)?;
+        let layout = registered_layout(bytes)?;
+        let layout = match huge {
+            true => Layout::from_size_align(layout.size().next_multiple_of(HUGE), HUGE).map_err(
+                |_| Error::Capacity {
+                    what: "registered host buffer (bytes)".into(),
+                    needed: bytes,
+                    capacity: isize::MAX as usize - HUGE,
+                },
+            )?,
+            false => layout,
+        };
         let in_use = new_event(gpu)?;
-        // SAFETY: the layout has a non-zero size (at least one page).
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        // SAFETY: the layout has a non-zero size (at least one page); the advice and the
+        // zeroing cover exactly the allocation just made, which nothing else uses yet.
+        let raw = unsafe {
+            if huge {
+                let raw = std::alloc::alloc(layout);
+                if !raw.is_null() {
+                    #[cfg(target_os = "linux")]
+                    // The advice only sets how the untouched pages get backed; a refusal (THP
+                    // off) leaves ordinary pages.
+                    libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE);
+                    std::ptr::write_bytes(raw, 0, layout.size());
+                }
+                raw
+            } else {
+                std::alloc::alloc_zeroed(layout)
+            }
+        };
         if raw.is_null() {
             return Err(Error::Capacity {
                 what: "registered host buffer (host allocation refused, bytes)".into(),

@@ -125,7 +125,7 @@ impl DecodeRing {
             v.push(Slot {
                 // Cached rather than write-combined: a sink may read blocks and entries back
                 // (to decode a block on the host that the device could not).
-                h_packed: Pinned::new(&gpu, bytes + PAD, PinnedKind::Download)?,
+                h_packed: Pinned::staging(&gpu, bytes + PAD, PinnedKind::Download)?,
                 h_entries: Pinned::new(&gpu, 4 * batch_pages, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, bytes)?,
                 h_status: Pinned::new(&gpu, batch_pages, PinnedKind::Download)?,

@@ -12,6 +12,22 @@
 use crate::runtime::{Gpu, PinnedBuffer, PinnedKind};
 use crate::Result;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static HUGE_SLOTS: AtomicBool = AtomicBool::new(false);
+
+/// Whether rings allocated from now on stage bytes through registered memory backed by
+/// transparent huge pages ([`PinnedBuffer::registered_huge`]) instead of `cuMemHostAlloc`
+/// memory and 4 KiB-page registered memory (off by default; benches compare them). The slot
+/// copies then take one TLB entry per 2 MiB of a slot.
+pub fn set_huge_slots(on: bool) {
+    HUGE_SLOTS.store(on, Ordering::Relaxed);
+}
+
+/// See [`set_huge_slots`].
+pub fn huge_slots() -> bool {
+    HUGE_SLOTS.load(Ordering::Relaxed)
+}
 
 /// Page-locked memory from `cuMemHostAlloc`.
 pub(crate) struct Pinned<T: DeviceRepr>(PinnedBuffer<T>);
@@ -30,6 +46,17 @@ impl<T: DeviceRepr + ValidAsZeroBits> Pinned<T> {
     }
 }
 
+impl Pinned<u8> {
+    /// A slot's staging bytes: `cuMemHostAlloc` memory of `kind`, or with [`huge_slots`]
+    /// huge-page registered memory (always cached, like [`PinnedKind::Download`]).
+    pub(crate) fn staging(gpu: &Gpu, len: usize, kind: PinnedKind) -> Result<Self> {
+        match huge_slots() {
+            true => PinnedBuffer::registered_huge(gpu, len).map(Pinned),
+            false => Self::new(gpu, len, kind),
+        }
+    }
+}
+
 /// Page-aligned host memory registered with the driver (`cuMemHostRegister`): the device copies
 /// into it like any pinned buffer, while the CPU keeps its ordinary cached mapping. Download
 /// buffers use it (it was introduced while chasing slow host-side reads of downloaded pages; the
@@ -39,7 +66,10 @@ pub(crate) struct Registered(PinnedBuffer<u8>);
 
 impl Registered {
     pub(crate) fn new(gpu: &Gpu, len: usize) -> Result<Self> {
-        PinnedBuffer::registered(gpu, len).map(Registered)
+        match huge_slots() {
+            true => PinnedBuffer::registered_huge(gpu, len).map(Registered),
+            false => PinnedBuffer::registered(gpu, len).map(Registered),
+        }
     }
 
     pub(crate) fn slice(&self) -> &[u8] {

@@ -36,6 +36,7 @@ pub use decode_ring::{DecodeStage, DecodedBatch};
 pub use frame_pipe::{BatchSource, FileSource, HashJob, ReadSource, SliceSource};
 pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
+pub use host_mem::{huge_slots, set_huge_slots};
 pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
 pub use reader::GpuFrameDecoder;

@@ -232,7 +232,7 @@ impl Ring {
             v.push(Slot {
                 // Cached, not write-combined: the host reads a batch's input back (the frame's
                 // content hash) while the device compresses it.
-                h_in: Pinned::new(&gpu, batch_bytes, PinnedKind::Download)?,
+                h_in: Pinned::staging(&gpu, batch_bytes, PinnedKind::Download)?,
                 h_out: Registered::new(&gpu, batch_bytes)?,
                 h_info: Pinned::new(&gpu, slot_info_words(batch_pages), PinnedKind::Download)?,
                 d_in: s.alloc_zeros::<u8>(batch_bytes).map_err(alloc)?,
