@@ -14,7 +14,11 @@
 //! drain, not side by side: each side's own cost in the phases, `HostTuning::serial_steps`),
 //! `:huge` (transparent huge pages for outputs the codec grows, `par::set_huge_outputs`), `:hs`
 //! (slots in huge-page registered memory, `lz4::gpu::set_huge_slots`) and
-//! `:fresh` (pairs only: every run into new output buffers, as a caller without reuse).
+//! `:fresh` (pairs only: every run into new output buffers, as a caller without reuse),
+//! `:x0` / `:x1` (guessed downloads off / on), `:late` / `:early` (`HostTuning::submit_early`
+//! off / on), `:ws` / `:wp` (`HostTuning::parallel_stage` off / on), `:c0` (balanced copy tasks,
+//! the default since session 8) or `:cKIB` (fixed tasks; `:c256` before session 8). Main's
+//! behaviour before session 8: `4x16:c256:late:ws:x0`.
 //!
 //! `A/B` times compression and decompression from memory with A and B in turns (31 rounds, the
 //! order swapped every round, so that a slow period of the machine hits both alike) and prints
@@ -42,6 +46,8 @@ struct Variant {
     copy_loop: par::CopyLoop,
     parts: usize,
     guess: bool,
+    early: bool,
+    parallel_stage: bool,
     serial: bool,
     huge: bool,
     huge_slots: bool,
@@ -67,6 +73,8 @@ fn parse(spec: &str) -> Option<Variant> {
         copy_loop: par::copy_loop(),
         parts: HostTuning::default().compress_parts,
         guess: HostTuning::default().guess_download,
+        early: HostTuning::default().submit_early,
+        parallel_stage: HostTuning::default().parallel_stage,
         serial: false,
         huge: par::huge_outputs(),
         huge_slots: ptxflow::lz4::gpu::huge_slots(),
@@ -82,7 +90,12 @@ fn parse(spec: &str) -> Option<Variant> {
             "eager" => v.eager = true,
             "lazy" => v.eager = false,
             "file" => v.file = true,
-            "x" => v.guess = true,
+            "x" | "x1" => v.guess = true,
+            "x0" => v.guess = false,
+            "early" => v.early = true,
+            "late" => v.early = false,
+            "wp" => v.parallel_stage = true,
+            "ws" => v.parallel_stage = false,
             "serial" => v.serial = true,
             "huge" => v.huge = true,
             "hs" => v.huge_slots = true,
@@ -93,7 +106,7 @@ fn parse(spec: &str) -> Option<Variant> {
             r if r.starts_with('r') => v.register = r[1..].parse().ok()?,
             a if a.starts_with('a') => v.ahead = a[1..].parse().ok()?,
             g if g.starts_with('g') => v.reg_threads = g[1..].parse().ok()?,
-            c if c.starts_with('c') => v.chunk_kib = c[1..].parse().ok(),
+            c if c.starts_with('c') => v.chunk_kib = Some(c[1..].parse().ok()?),
             s if s.starts_with('s') => v.parts = s[1..].parse().ok()?,
             _ => return None,
         }
@@ -269,7 +282,7 @@ pub fn run(gpu: &Arc<Gpu>, specs: &str, data: &[u8], ring_input: &[u8]) {
         ptxflow::lz4::gpu::set_huge_slots(false);
     }
     par::set_streaming_stores(default_streaming.0, default_streaming.1);
-    par::set_copy_chunk_bytes(256 << 10);
+    par::set_copy_chunk_bytes(par::BALANCED);
     par::set_copy_loop(default_loop);
     par::set_huge_outputs(default_huge);
     ptxflow::lz4::gpu::set_huge_slots(false);
@@ -302,7 +315,7 @@ fn host_copies() -> String {
 /// Sets the process-wide copy knobs of `v`.
 fn set_globals(v: &Variant) {
     par::set_streaming_stores(v.streaming.0, v.streaming.1);
-    par::set_copy_chunk_bytes(v.chunk_kib.unwrap_or(256) << 10);
+    par::set_copy_chunk_bytes(v.chunk_kib.map_or(par::BALANCED, |k| k << 10));
     par::set_copy_loop(v.copy_loop);
     par::set_huge_outputs(v.huge);
     ptxflow::lz4::gpu::set_huge_slots(v.huge_slots);
@@ -319,6 +332,8 @@ fn codec_of(gpu: &Arc<Gpu>, v: &Variant) -> GpuPageCodec {
         compress_parts: v.parts,
         guess_download: v.guess,
         serial_steps: v.serial,
+        submit_early: v.early,
+        parallel_stage: v.parallel_stage,
     });
     codec
 }
@@ -415,7 +430,7 @@ fn pair_line(gpu: &Arc<Gpu>, (a, b): (&str, &str), data: &[u8], ring0: f64) -> S
     par::set_copy_loop(saved.1);
     par::set_huge_outputs(saved.2);
     ptxflow::lz4::gpu::set_huge_slots(false);
-    par::set_copy_chunk_bytes(256 << 10);
+    par::set_copy_chunk_bytes(par::BALANCED);
     let gbs = |s: f64| data.len() as f64 / s / 1e9;
     let row = |what: &str, t: &[Vec<f64>; 2]| {
         let ratios: Vec<f64> = t[1].iter().zip(&t[0]).map(|(b, a)| b / a).collect();

@@ -618,10 +618,8 @@ fn gpu_codec_batches_in_parts_give_the_same_bytes() {
 }
 
 #[test]
-fn gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes() {
-    let Some(gpu) =
-        common::gpu_or_skip("gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes")
-    else {
+fn gpu_codec_host_tunings_give_the_same_bytes() {
+    let Some(gpu) = common::gpu_or_skip("gpu_codec_host_tunings_give_the_same_bytes") else {
         return;
     };
     let mut codec = small_codec(gpu, 1 << 20, 3);
@@ -633,17 +631,21 @@ fn gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes() {
     let mut data = vec![0u8; mib << 20];
     data.extend((0..(mib << 20) + 777).map(|_| rng.next_u64() as u8));
     data.extend(cycled_inputs(mib));
-    for (guess, serial, parts, pb) in [
-        (true, false, 2, 4096),
-        (true, false, 4, 1024),
-        (true, true, 2, 4096),
-        (false, true, 1, 4096),
-        (true, false, 1, 65536),
+    // (guess, serial steps, parts, page bytes, early submits, parallel staging)
+    for (guess, serial, parts, pb, early, wide) in [
+        (true, false, 2, 4096, true, true),
+        (true, false, 4, 1024, false, false),
+        (true, true, 2, 4096, true, true),
+        (false, true, 1, 4096, false, true),
+        (true, false, 1, 65536, true, false),
+        (false, false, 2, 4096, false, false),
     ] {
         codec.set_host_tuning(HostTuning {
             compress_parts: parts,
             guess_download: guess,
             serial_steps: serial,
+            submit_early: early,
+            parallel_stage: wide,
             ..HostTuning::default()
         });
         let mut pages = CompressedPages {
@@ -654,7 +656,10 @@ fn gpu_codec_guessed_downloads_and_serial_steps_give_the_same_bytes() {
         };
         codec.compress_into(&data, pb, &mut pages).unwrap();
         assert_eq!(pages.path, CodecPath::Gpu, "{:?}", codec.fallback_reason());
-        let what = format!("guess {guess}, serial {serial}, {parts} parts, {pb} B pages");
+        let what = format!(
+            "guess {guess}, serial {serial}, {parts} parts, {pb} B pages, early {early}, \
+             parallel staging {wide}"
+        );
         check_pages(&pages, &data, &what);
         let ph = codec.compress_phases().unwrap();
         eprintln!("{what}: compress [{ph}]");

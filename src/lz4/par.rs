@@ -19,12 +19,21 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Bytes per parallel copy task (default; see [`set_copy_chunk_bytes`]).
-const COPY_CHUNK_BYTES: usize = 256 << 10;
+/// Bytes per parallel copy task before session 8 (now the default is [`BALANCED`]; see
+/// [`set_copy_chunk_bytes`]).
+pub const COPY_CHUNK_BYTES: usize = 256 << 10;
+
+/// [`set_copy_chunk_bytes`] value for balanced tasks: each copy in [`TASKS_PER_THREAD`] tasks
+/// per pool thread, of at least [`MIN_TASK_BYTES`] in whole 4 KiB.
+pub const BALANCED: usize = 0;
+/// Tasks per pool thread of a balanced copy.
+pub const TASKS_PER_THREAD: usize = 4;
+/// Smallest task of a balanced copy.
+pub const MIN_TASK_BYTES: usize = 32 << 10;
 
 static STREAM_IN: AtomicBool = AtomicBool::new(true);
 static STREAM_OUT: AtomicBool = AtomicBool::new(true);
-static CHUNK: AtomicUsize = AtomicUsize::new(COPY_CHUNK_BYTES);
+static CHUNK: AtomicUsize = AtomicUsize::new(BALANCED);
 
 /// Whether [`par_copy_to_slot`] (`into_slots`) and [`par_extend_from_slot`] (`out_of_slots`)
 /// use streaming stores (x86-64; elsewhere they are plain copies). By default both.
@@ -41,13 +50,38 @@ pub fn streaming_stores() -> (bool, bool) {
     )
 }
 
-/// Bytes per parallel copy task (at least 4 KiB).
+/// Bytes per parallel copy task (at least 4 KiB), or [`BALANCED`] (the default): each copy in
+/// tasks of equal size, [`TASKS_PER_THREAD`] per pool thread. Fixed 256 KiB tasks (the default
+/// before session 8) leave a tail: a decode batch's ~12.3 MiB of stored bytes is 49 tasks, four
+/// rounds of 16 threads for three rounds of work, and a compress part's ~6 MiB of packed bytes
+/// 25 tasks, two rounds for 1.6.
 pub fn set_copy_chunk_bytes(bytes: usize) {
-    CHUNK.store(bytes.max(4096), Ordering::Relaxed);
+    let bytes = if bytes == BALANCED {
+        0
+    } else {
+        bytes.max(4096)
+    };
+    CHUNK.store(bytes, Ordering::Relaxed);
 }
 
-fn chunk() -> usize {
+/// The task size set (see [`set_copy_chunk_bytes`]; [`BALANCED`] for balanced tasks).
+pub fn copy_chunk_bytes() -> usize {
     CHUNK.load(Ordering::Relaxed)
+}
+
+/// The task size of a parallel copy of `len` bytes (see [`set_copy_chunk_bytes`]).
+fn chunk(len: usize) -> usize {
+    match CHUNK.load(Ordering::Relaxed) {
+        BALANCED => balanced_chunk(len, rayon::current_num_threads()),
+        c => c,
+    }
+}
+
+/// Balanced tasks of a copy of `len` bytes on `threads` threads.
+fn balanced_chunk(len: usize, threads: usize) -> usize {
+    len.div_ceil(TASKS_PER_THREAD * threads.max(1))
+        .next_multiple_of(4096)
+        .max(MIN_TASK_BYTES)
 }
 
 /// How the slot copies' inner loop moves bytes (benches compare the kinds in one run,
@@ -255,7 +289,7 @@ pub fn par_copy_to_slot(dst: &mut [u8], src: &[u8]) {
 
 fn copy_with(dst: &mut [u8], src: &[u8], streaming: bool) {
     assert_eq!(dst.len(), src.len(), "par_copy needs equal lengths");
-    let c = chunk();
+    let c = chunk(src.len());
     // SAFETY: each call covers one chunk of `dst` and the same chunk of `src`; distinct
     // borrows, so they do not overlap.
     let one = |d: &mut [u8], s: &[u8]| unsafe {
@@ -292,7 +326,7 @@ fn extend_with(dst: &mut Vec<u8>, src: &[u8], streaming: bool) {
     dst.reserve(src.len());
     let old = dst.len();
     let spare = &mut dst.spare_capacity_mut()[..src.len()];
-    let c = chunk();
+    let c = chunk(src.len());
     if src.len() <= c {
         write_uninit(spare, src, streaming);
     } else {
@@ -329,6 +363,17 @@ pub fn par_concat(dst: &mut Vec<u8>, parts: &[&[u8]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn balanced_tasks_split_copies_evenly() {
+        // 16 threads: a 16 MiB slot in 64 tasks of 256 KiB, 12.3 MiB in 64 of ~197 KiB.
+        assert_eq!(balanced_chunk(16 << 20, 16), 256 << 10);
+        let n = 12_900_000;
+        let c = balanced_chunk(n, 16);
+        assert!(n.div_ceil(c) <= 64 && n.div_ceil(c) > 60 && c % 4096 == 0);
+        assert_eq!(balanced_chunk(100, 16), MIN_TASK_BYTES);
+        assert_eq!(balanced_chunk(1 << 20, 0), 256 << 10);
+    }
 
     #[test]
     fn copies_match_with_and_without_streaming_stores() {

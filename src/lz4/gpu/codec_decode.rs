@@ -3,14 +3,13 @@
 //! registered output where the tuning asks for it (see `register`).
 
 use super::codec::{ramp, GpuPageCodec};
-use super::decode_ring::DecodeStage;
 use super::register::ExtOutput;
 use super::register_ahead::{with_registrar, Ahead, AHEAD_WINDOW};
+use super::stage::stage_pages;
 use crate::kernels::lz4::status;
-use crate::lz4::par::{par_copy_to_slot, par_extend_from_slot, reserve_output};
-use crate::lz4::{check_page_bytes, CompressedPages, PageEntry, PageKind};
+use crate::lz4::par::{par_extend_from_slot, reserve_output};
+use crate::lz4::{check_page_bytes, CompressedPages, PageEntry};
 use crate::{Error, Result};
-use rayon::prelude::*;
 use std::sync::Arc;
 
 impl GpuPageCodec {
@@ -26,6 +25,7 @@ impl GpuPageCodec {
         reserve_output(out, pages.original_bytes());
         let (pieces, lead) = (self.tuning.register_pieces, self.tuning.register_ahead);
         let threads = self.tuning.register_threads;
+        let parallel = self.tuning.parallel_stage;
         let ring = self.decode_ring(pb)?;
         let ctx = ring.kernels.gpu().ctx().clone();
         let bp = ring.batch_pages;
@@ -67,7 +67,7 @@ impl GpuPageCodec {
                     let Some(&(a, b)) = plan.get(staged) else {
                         return Ok((0, 0, None));
                     };
-                    let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st)?;
+                    let used = stage_pages(&pages.data, &pages.pages[a..b], a, pb, st, parallel)?;
                     let entries = &pages.pages[a..b];
                     let len: usize = entries.iter().map(|e| e.original_bytes).sum();
                     let ext = if let Some(ah) = &ahead {
@@ -134,70 +134,4 @@ impl GpuPageCodec {
         }
         r
     }
-}
-
-/// Stages pages `pages` (page `first` on) of `data` into a decode slot: the span they cover in
-/// one parallel copy when they lie in order, else page by page. Returns the stored bytes staged.
-/// Fails with [`Error::Corrupt`] for an entry outside `data` or larger than a page.
-fn stage_pages(
-    data: &[u8],
-    pages: &[PageEntry],
-    first: usize,
-    page_bytes: usize,
-    st: DecodeStage<'_>,
-) -> Result<usize> {
-    let mut in_order = true;
-    let mut prev_end = pages.first().map_or(0, |e| e.offset);
-    let base = prev_end;
-    for (k, e) in pages.iter().enumerate() {
-        let end = e.offset.checked_add(e.stored_bytes);
-        if e.original_bytes > page_bytes
-            || e.stored_bytes > page_bytes
-            || end.is_none_or(|end| end > data.len())
-        {
-            return Err(Error::Corrupt {
-                what: format!(
-                    "page {}: entry (offset {}, {} stored, {} original bytes) does not fit \
-                     {page_bytes}-byte pages in {} bytes of data",
-                    first + k,
-                    e.offset,
-                    e.stored_bytes,
-                    e.original_bytes,
-                    data.len()
-                ),
-            });
-        }
-        in_order &= e.offset >= prev_end;
-        prev_end = e.offset + e.stored_bytes;
-    }
-    let span = prev_end - base;
-    let word = |e: &PageEntry, at: usize| {
-        [
-            at as u32,
-            e.stored_bytes as u32,
-            e.original_bytes as u32,
-            (e.kind == PageKind::Raw) as u32,
-        ]
-    };
-    if in_order && span <= st.packed.len() {
-        par_copy_to_slot(&mut st.packed[..span], &data[base..prev_end]);
-        for (k, e) in pages.iter().enumerate() {
-            st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, e.offset - base));
-        }
-        return Ok(span);
-    }
-    let mut rest = &mut st.packed[..];
-    let mut dsts = Vec::with_capacity(pages.len());
-    let mut at = 0;
-    for (k, e) in pages.iter().enumerate() {
-        let (d, r) = std::mem::take(&mut rest).split_at_mut(e.stored_bytes);
-        dsts.push(d);
-        rest = r;
-        st.entries[4 * k..4 * k + 4].copy_from_slice(&word(e, at));
-        at += e.stored_bytes;
-    }
-    dsts.into_par_iter()
-        .zip(pages.par_iter())
-        .for_each(|(d, e)| d.copy_from_slice(&data[e.offset..e.offset + e.stored_bytes]));
-    Ok(at)
 }

@@ -321,7 +321,7 @@ impl DecodeRing {
         // Batches are (pages, packed bytes) staged into a slot.
         let mut steps = RingSteps::<(usize, usize)>::new(self.slots.len());
         let mut ph = Phases::default();
-        let serial = self.tuning.serial_steps;
+        let (serial, early) = (self.tuning.serial_steps, self.tuning.submit_early);
         while let Some(step) = steps.step() {
             let (streams, kernels) = (&self.streams, &self.kernels);
             let ahead = self.ahead.as_deref();
@@ -333,14 +333,17 @@ impl DecodeRing {
             );
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch.
-            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            let (mut side, mut fill_s, mut early_submit_s) = (Phases::default(), 0.0, 0.0);
             let (a, b) = both(
                 serial,
                 || -> Result<()> {
+                    // (A batch the fill side submitted itself is busy already.)
                     if let (Some((i, (pages, packed))), Some(slot)) = (step.submit, s_slot) {
-                        timed(&mut side.submit_s, || {
-                            Self::submit(streams, kernels, pb, slot, i, pages, packed)
-                        })?;
+                        if !slot.busy {
+                            timed(&mut side.submit_s, || {
+                                Self::submit(streams, kernels, pb, slot, i, pages, packed)
+                            })?;
+                        }
                     }
                     let Some(done) = o_slot else { return Ok(()) };
                     timed(&mut side.wait_s, || done.ev_done.synchronize())
@@ -349,12 +352,25 @@ impl DecodeRing {
                     Self::release(done, &mut side.release_s, ahead);
                     r
                 },
-                || match f_slot {
-                    Some(slot) => timed(&mut fill_s, || fill(stage(slot, pb, bp))),
-                    None => Ok((0, 0, None)),
+                || -> Result<(usize, usize, Option<ExtOutput>)> {
+                    let (Some(slot), Some(i)) = (f_slot, step.fill) else {
+                        return Ok((0, 0, None));
+                    };
+                    let (pages, packed, ext) = timed(&mut fill_s, || fill(stage(slot, pb, bp)))?;
+                    if !early || pages == 0 {
+                        return Ok((pages, packed, ext));
+                    }
+                    check_staged(pages, packed, pb, bp)?;
+                    // Submitted right away (see `HostTuning::submit_early`).
+                    slot.ext = ext;
+                    timed(&mut early_submit_s, || {
+                        Self::submit(streams, kernels, pb, slot, i, pages, packed)
+                    })?;
+                    Ok((pages, packed, None))
                 },
             );
             add_step(&mut ph, &side, fill_s);
+            ph.submit_s += early_submit_s;
             // The submitted batch is in flight (or failed with the ring about to be reset).
             steps.ran(&step);
             if let Some(o) = step.drain {
@@ -365,14 +381,11 @@ impl DecodeRing {
             if let Some(next) = step.fill {
                 if pages == 0 {
                     steps.staged(None);
-                } else if pages > bp || packed > pb * bp {
-                    return Err(Error::Capacity {
-                        what: "lz4 decode ring slot".into(),
-                        needed: packed.max(pages),
-                        capacity: pb * bp,
-                    });
                 } else {
-                    self.slots[next].ext = ext;
+                    check_staged(pages, packed, pb, bp)?;
+                    if !early {
+                        self.slots[next].ext = ext;
+                    }
                     steps.staged(Some((pages, packed)));
                     ph.batches += 1;
                     ph.bytes += pages * pb;
@@ -386,4 +399,16 @@ impl DecodeRing {
         };
         Ok(())
     }
+}
+
+/// Fails when a fill staged more than a slot holds.
+fn check_staged(pages: usize, packed: usize, pb: usize, bp: usize) -> Result<()> {
+    if pages > bp || packed > pb * bp {
+        return Err(Error::Capacity {
+            what: "lz4 decode ring slot".into(),
+            needed: packed.max(pages),
+            capacity: pb * bp,
+        });
+    }
+    Ok(())
 }

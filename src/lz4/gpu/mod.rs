@@ -28,6 +28,7 @@ mod ring;
 mod ring_parts;
 mod ring_steps;
 mod ring_submit;
+mod stage;
 pub mod stream;
 pub mod tuning;
 

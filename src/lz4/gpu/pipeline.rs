@@ -199,6 +199,7 @@ impl Ring {
         let eager = self.eager;
         let (slots, parts) = (self.slots.len(), self.tuning.compress_parts);
         let (guessing, serial) = (self.tuning.guess_download, self.tuning.serial_steps);
+        let early = self.tuning.submit_early;
         // Batches are the bytes staged into a slot.
         let mut steps = RingSteps::<usize>::new(self.slots.len());
         let mut ph = Phases::default();
@@ -234,13 +235,17 @@ impl Ring {
             );
             // One side submits the pending batch and drains the oldest; the other stages the
             // next batch. Both use every core for their copies.
-            let (mut side, mut fill_s) = (Phases::default(), 0.0);
+            let (mut side, mut fill_s, mut early_submit_s) = (Phases::default(), 0.0, 0.0);
+            let submit = &submit;
             let submit_drain = || -> Result<()> {
+                // (A batch the fill side submitted itself is Submitted already.)
                 if let (Some((i, bytes)), Some(slot)) = (step.submit, s_slot) {
-                    let t = Phases::clock();
-                    let r = submit.submit(slot, (i, slots), bytes, parts);
-                    Phases::add(&mut side.submit_s, t);
-                    r?;
+                    if slot.state == State::Free {
+                        let t = Phases::clock();
+                        let r = submit.submit(slot, (i, slots), bytes, parts);
+                        Phases::add(&mut side.submit_s, t);
+                        r?;
+                    }
                 }
                 match o_slot {
                     Some(slot) => {
@@ -253,18 +258,26 @@ impl Ring {
                 serial,
                 submit_drain,
                 || -> Result<(usize, Option<ExtInput>)> {
-                    match f_slot {
-                        Some(slot) => {
-                            let t = Phases::clock();
-                            let r = fill(&mut slot.h_in.slice_mut()[..batch]);
-                            Phases::add(&mut fill_s, t);
-                            r
-                        }
-                        None => Ok((0, None)),
+                    let (Some(slot), Some(i)) = (f_slot, step.fill) else {
+                        return Ok((0, None));
+                    };
+                    let t = Phases::clock();
+                    let (filled, ext) = fill(&mut slot.h_in.slice_mut()[..batch])?;
+                    Phases::add(&mut fill_s, t);
+                    if !early || filled == 0 {
+                        return Ok((filled, ext));
                     }
+                    // Submitted right away: the upload starts while the other side still
+                    // drains, and the enqueueing leaves that side's path.
+                    let t = Phases::clock();
+                    slot.ext = ext;
+                    let r = submit.submit(slot, (i, slots), filled.min(batch), parts);
+                    Phases::add(&mut early_submit_s, t);
+                    r.map(|()| (filled, None))
                 },
             );
             add_step(&mut ph, &side, fill_s);
+            ph.submit_s += early_submit_s;
             ratio = fetch.ratio;
             // The submitted batch is in flight (or failed with the ring about to be reset).
             steps.ran(&step);
@@ -278,7 +291,9 @@ impl Ring {
                     steps.staged(None);
                 } else {
                     let filled = filled.min(batch);
-                    self.slots[next].ext = ext;
+                    if !early {
+                        self.slots[next].ext = ext;
+                    }
                     steps.staged(Some(filled));
                     ph.batches += 1;
                     ph.bytes += filled;

@@ -90,5 +90,6 @@ pub(super) fn add_step(ph: &mut Phases, side: &Phases, fill_s: f64) {
     ph.sink_s += side.sink_s;
     ph.release_s += side.release_s;
     ph.submit_s += side.submit_s;
+    ph.refetched += side.refetched;
     ph.fill_s += fill_s;
 }
