@@ -13,6 +13,7 @@
 pub mod block_decode;
 pub mod block_encode;
 pub mod codec;
+mod copy_loop;
 pub mod fast_encode;
 pub mod files;
 pub mod frame_header;

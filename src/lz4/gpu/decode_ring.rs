@@ -10,6 +10,7 @@ use super::register::ExtOutput;
 use super::register_ahead::Ahead;
 use super::ring::{Pinned, Registered};
 use super::ring_steps::{add_step, RingSteps};
+use super::stage::{DecodeStage, DecodedBatch};
 use super::tuning::{HostTuning, Phases};
 use crate::runtime::{PinnedKind, StreamSet};
 use crate::{Error, Result};
@@ -23,33 +24,6 @@ const D2H: usize = 1;
 const COMPUTE: usize = 2;
 /// Padding after the stored bytes: the kernel reads 16-byte chunks below the length it is given.
 const PAD: usize = 32;
-
-/// What a fill stages into a slot: stored pages back to back, and 4 entry words per page
-/// (offset into `packed`, stored bytes, original bytes or bound, kind; see `kernels::lz4`).
-pub struct DecodeStage<'a> {
-    /// Room for the stored bytes (`batch_pages * page_bytes`).
-    pub packed: &'a mut [u8],
-    /// Room for `4 * batch_pages` entry words.
-    pub entries: &'a mut [u32],
-}
-
-/// One decoded batch as handed to a sink: page `k` is at `out[k * page_bytes..]`, its status
-/// word (code and produced bytes) is `status[k]`.
-pub struct DecodedBatch<'a> {
-    /// Pages in the batch.
-    pub pages: usize,
-    /// The decoded pages, `page_bytes` apart.
-    pub out: &'a [u8],
-    /// One status word per page.
-    pub status: &'a [u32],
-    /// The stored bytes the fill staged.
-    pub packed: &'a [u8],
-    /// The entry words the fill staged (4 per page).
-    pub entries: &'a [u32],
-    /// The batch's output went straight into the caller's registered memory, except the head
-    /// and tail ranges (`staged()`), which are in `out` at the same offsets.
-    pub(crate) direct: Option<&'a ExtOutput>,
-}
 
 struct Slot {
     h_packed: Pinned<u8>,

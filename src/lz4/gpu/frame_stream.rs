@@ -12,8 +12,8 @@
 //! decodes the input on the CPU instead.
 
 use super::codec::GpuPageCodec;
-use super::decode_ring::{DecodeStage, DecodedBatch};
 use super::device_failure;
+use super::stage::{DecodeStage, DecodedBatch};
 use crate::kernels::lz4::status::{self, KIND_BOUNDED, KIND_RAW};
 use crate::lz4::frame_header::{is_skippable_magic, FrameHeader, FRAME_MAGIC, LEGACY_MAGIC};
 use crate::lz4::frame_input::{check_content_growth, check_frame_end, name_corrupt, ByteReader};

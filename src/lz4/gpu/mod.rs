@@ -33,7 +33,6 @@ pub mod stream;
 pub mod tuning;
 
 pub use codec::GpuPageCodec;
-pub use decode_ring::{DecodeStage, DecodedBatch};
 pub use frame_pipe::{BatchSource, FileSource, HashJob, ReadSource, SliceSource};
 pub use frame_stream::FrameStreamError;
 pub use frames::decode_frames_gpu;
@@ -41,6 +40,7 @@ pub use host_mem::{huge_slots, set_huge_slots};
 pub use kernels::Lz4Kernels;
 pub use pipeline::CompressedBatch;
 pub use reader::GpuFrameDecoder;
+pub use stage::{DecodeStage, DecodedBatch};
 pub use stream::GpuPageStream;
 pub use tuning::{HostTuning, Phases};
 

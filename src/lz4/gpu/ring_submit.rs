@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(eager_fetch(bound, bound, None), bound);
         // dickens: ~0.77 packed bytes per input byte; the guess keeps 1/32 and 16 KiB over it.
         let f = eager_fetch(bound, bound, Some(0.77));
-        assert!(f >= (bound as f64 * 0.77 * 1.03) as usize && f < bound && f % 4096 == 0);
+        assert!(f >= (bound as f64 * 0.77 * 1.03) as usize && f < bound && f.is_multiple_of(4096));
         assert_eq!(eager_fetch(bound, bound, Some(1.0)), bound);
         assert_eq!(eager_fetch(bound, bound, Some(f64::NAN)), 16 << 10);
         assert_eq!(eager_fetch(4096, 100, Some(0.0)), 4096);

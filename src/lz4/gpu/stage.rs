@@ -7,11 +7,38 @@
 //! On one thread that walk came before the copy (checks) and after it (words); the parallel
 //! form checks in tasks of [`TASK`] entries and writes the words beside the copy.
 
-use super::decode_ring::DecodeStage;
+use super::register::ExtOutput;
 use crate::lz4::par::par_copy_to_slot;
 use crate::lz4::{PageEntry, PageKind};
 use crate::{Error, Result};
 use rayon::prelude::*;
+
+/// What a fill stages into a slot: stored pages back to back, and 4 entry words per page
+/// (offset into `packed`, stored bytes, original bytes or bound, kind; see `kernels::lz4`).
+pub struct DecodeStage<'a> {
+    /// Room for the stored bytes (`batch_pages * page_bytes`).
+    pub packed: &'a mut [u8],
+    /// Room for `4 * batch_pages` entry words.
+    pub entries: &'a mut [u32],
+}
+
+/// One decoded batch as handed to a sink: page `k` is at `out[k * page_bytes..]`, its status
+/// word (code and produced bytes) is `status[k]`.
+pub struct DecodedBatch<'a> {
+    /// Pages in the batch.
+    pub pages: usize,
+    /// The decoded pages, `page_bytes` apart.
+    pub out: &'a [u8],
+    /// One status word per page.
+    pub status: &'a [u32],
+    /// The stored bytes the fill staged.
+    pub packed: &'a [u8],
+    /// The entry words the fill staged (4 per page).
+    pub entries: &'a [u32],
+    /// The batch's output went straight into the caller's registered memory, except the head
+    /// and tail ranges (`staged()`), which are in `out` at the same offsets.
+    pub(crate) direct: Option<&'a ExtOutput>,
+}
 
 /// Entries per parallel task.
 const TASK: usize = 512;
