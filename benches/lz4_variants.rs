@@ -18,7 +18,7 @@
 //! `:x0` / `:x1` (guessed downloads off / on), `:late` / `:early` (`HostTuning::submit_early`
 //! off / on), `:ws` / `:wp` (`HostTuning::parallel_stage` off / on), `:c0` (balanced copy tasks,
 //! the default since session 8) or `:cKIB` (fixed tasks; `:c256` before session 8). Main's
-//! behaviour before session 8: `4x16:c256:late:ws:x0`.
+//! behaviour before session 8: `4x16:c256:x0` (`:late` and `:ws` are the defaults).
 //!
 //! `A/B` times compression and decompression from memory with A and B in turns (31 rounds, the
 //! order swapped every round, so that a slow period of the machine hits both alike) and prints

@@ -56,7 +56,9 @@ pub fn streaming_stores() -> (bool, bool) {
 /// tasks of equal size, [`TASKS_PER_THREAD`] per pool thread. Fixed 256 KiB tasks (the default
 /// before session 8) leave a tail: a decode batch's ~12.3 MiB of stored bytes is 49 tasks, four
 /// rounds of 16 threads for three rounds of work, and a compress part's ~6 MiB of packed bytes
-/// 25 tasks, two rounds for 1.6.
+/// 25 tasks, two rounds for 1.6. Balanced tasks took 0.940x (compression) and 0.958x
+/// (decompression) the time of 256 KiB tasks from ordinary memory (H200 machine, 2026-11-26,
+/// 256 MiB of dickens, 31 alternating rounds; faster in 25 and 22 of 31).
 pub fn set_copy_chunk_bytes(bytes: usize) {
     let bytes = if bytes == BALANCED {
         0
@@ -91,7 +93,11 @@ static HUGE_OUTPUTS: AtomicBool = AtomicBool::new(false);
 /// Whether the GPU codec asks the kernel for transparent huge pages (`MADV_HUGEPAGE`) on the
 /// output buffers it grows (Linux; off by default). A fresh 256 MiB output then takes 128 page
 /// faults instead of 65536 as the parallel copies first touch it; buffers the caller reuses are
-/// not affected.
+/// not affected. Off because it measured slower: into fresh outputs every run (H200 machine,
+/// 2026-11-26, 256 MiB of dickens, 31 alternating rounds) compression took 1.093x and
+/// decompression 1.034x the time of 4 KiB pages (10.5 / 10.8 GB/s without: the kernel's
+/// page faults, not the copies, bound a fresh output; the threads that touch one huge page wait
+/// while one of them clears all 2 MiB of it).
 pub fn set_huge_outputs(on: bool) {
     HUGE_OUTPUTS.store(on, Ordering::Relaxed);
 }

@@ -19,7 +19,9 @@ static HUGE_SLOTS: AtomicBool = AtomicBool::new(false);
 /// Whether rings allocated from now on stage bytes through registered memory backed by
 /// transparent huge pages ([`PinnedBuffer::registered_huge`]) instead of `cuMemHostAlloc`
 /// memory and 4 KiB-page registered memory (off by default; benches compare them). The slot
-/// copies then take one TLB entry per 2 MiB of a slot.
+/// copies then take one TLB entry per 2 MiB of a slot. Measured no faster (H200 machines,
+/// 2026-11-26, 31 alternating rounds from ordinary memory: compression 0.980x and 1.024x,
+/// decompression 1.021x and 1.016x the time with the default slots).
 pub fn set_huge_slots(on: bool) {
     HUGE_SLOTS.store(on, Ordering::Relaxed);
 }

@@ -24,6 +24,20 @@
 //! What is left is the host's memory traffic: ~5.5 bytes per input byte (staging copy in, the
 //! upload's reads, the eager download's writes of each page's bound, the copy out) at ~32 GB/s
 //! is about the ~180 GB/s the 16 cores reach copying both ways at once.
+//!
+//! Session 8 counted it per byte of input (dickens, 0.767 stored bytes per input byte with the
+//! 16-byte alignment): compression reads 1 and writes 1 staging (streaming stores: no read for
+//! ownership), the upload reads 1, the eager download writes the bound, 1 (0.80 with
+//! `HostTuning::guess_download`, the default since), the copy out reads and writes 0.767: 5.53
+//! (5.33) bytes against 1.77 for the pinned ring (upload 1, exact download 0.767).
+//! Decompression, per output byte: staging 0.767 + 0.767, upload 0.767, download 1, copy out
+//! 1 + 1: 5.30. Run one after the other (`HostTuning::serial_steps`), the sides cost (H100-class
+//! host, 256 MiB): compression fill 4.27 ms, sink 3.55 ms; decompression fill 4.52 ms for the
+//! 196 MiB of stored bytes, sink 3.05 ms for 256 MiB. The decompression fill is ~1.9x slower per
+//! byte than its sink: it reads the caller's stored bytes from DRAM, while the sink reads a
+//! batch the copy engine has just written (on these Intel hosts DMA writes land in the last-level
+//! cache), and with fixed 256 KiB tasks its 49 tasks a batch took four rounds of 16 threads
+//! (balanced tasks since, see `par::set_copy_chunk_bytes`).
 
 use super::register::ExtInput;
 use super::register_ahead::Ahead;

@@ -42,9 +42,10 @@ pub struct HostTuning {
     /// download fetches a guess of its packed bytes (the ratio of the parts drained so far, plus
     /// a margin) instead of the part's whole bound, and a part whose packed bytes outgrow the
     /// guess fetches the rest when it is drained (counted in [`Phases::refetched`]). Fewer bytes
-    /// over PCIe and through host memory (dickens: ~0.77 of the bound). On by default: on an
-    /// H200 machine (2026-11-26, 256 MiB of dickens from ordinary memory, 31 alternating rounds)
-    /// compression took 0.982x the time of whole-bound downloads (faster in 20 of 31 rounds).
+    /// over PCIe and through host memory (dickens: ~0.77 of the bound). On by default: on two
+    /// H200 machines (2026-11-26, 256 MiB of dickens from ordinary memory, 31 alternating
+    /// rounds per pair) compression took 0.982x and 0.955x the time of whole-bound downloads
+    /// (faster in 20 and 26 of 31 rounds).
     pub guess_download: bool,
     /// Diagnostic: each step of a ring's loop stages the next batch and then submits and drains,
     /// one after the other (each with every core) instead of side by side, so that [`Phases`]
@@ -54,11 +55,14 @@ pub struct HostTuning {
     /// The rings' loops: the side that stages a batch enqueues its upload and kernel as soon
     /// as it is staged, instead of the other side at the start of the next step, so the upload
     /// starts while the oldest batch still drains and the draining side, which waits on the
-    /// device and copies out, no longer enqueues.
+    /// device and copies out, no longer enqueues. Off by default: measured slower (H200
+    /// machine with slow host copies, 2026-11-26, 31 alternating rounds: compression 1.057x,
+    /// decompression 1.137x the time of submitting at the next step).
     pub submit_early: bool,
     /// Decompression from memory: a batch's entries are checked and written in parallel
-    /// tasks, beside the stored bytes' copy (one thread walked the 4096 entries of a batch
-    /// twice before).
+    /// tasks, beside the stored bytes' copy (one thread walks the 4096 entries of a batch
+    /// twice otherwise). Off by default: measured slower (same run: decompression 1.050x the
+    /// time of the one-thread walk, faster in 7 of 31 rounds).
     pub parallel_stage: bool,
 }
 
@@ -72,8 +76,8 @@ impl Default for HostTuning {
             compress_parts: 2,
             guess_download: true,
             serial_steps: false,
-            submit_early: true,
-            parallel_stage: true,
+            submit_early: false,
+            parallel_stage: false,
         }
     }
 }
