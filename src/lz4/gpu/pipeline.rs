@@ -34,10 +34,12 @@
 //! 1 + 1: 5.30. Run one after the other (`HostTuning::serial_steps`), the sides cost (H100-class
 //! host, 256 MiB): compression fill 4.27 ms, sink 3.55 ms; decompression fill 4.52 ms for the
 //! 196 MiB of stored bytes, sink 3.05 ms for 256 MiB. The decompression fill is ~1.9x slower per
-//! byte than its sink: it reads the caller's stored bytes from DRAM, while the sink reads a
-//! batch the copy engine has just written (on these Intel hosts DMA writes land in the last-level
-//! cache), and with fixed 256 KiB tasks its 49 tasks a batch took four rounds of 16 threads
-//! (balanced tasks since, see `par::set_copy_chunk_bytes`).
+//! byte than its sink. Most likely because it reads the caller's stored bytes from DRAM while
+//! the sink reads a batch the copy engine has just written (Intel hosts put DMA writes into the
+//! last-level cache; not measured directly), and because with fixed 256 KiB tasks its 49 tasks
+//! a batch took four rounds of 16 threads (balanced tasks since, see
+//! `par::set_copy_chunk_bytes`). Side by side, each side's wall time is about the step's (see
+//! [`Phases`]), which is why the fill showed 6.5 ms beside a 5.2 ms sink.
 
 use super::register::ExtInput;
 use super::register_ahead::Ahead;
