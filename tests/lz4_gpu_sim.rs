@@ -18,8 +18,16 @@ use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
 use sim_support::{launch, Counts, Memory, Program};
 
+/// The kernel's PTX; for `lz4_decompress`, the build `PTXFLOW_LZ4_DECOMPRESS` asks for (the
+/// table's by default), so variants run through the same checks.
 fn program(id: KernelId) -> Program {
-    Program::parse(&id.build(Target::Sm75).emit().unwrap())
+    let variants = ptxflow::lz4::gpu::kernels::KernelVariants::from_env().unwrap();
+    let module = if id == KernelId::Lz4Decompress {
+        ptxflow::kernels::lz4::decompress::build_variant(Target::Sm75, variants.decompress)
+    } else {
+        id.build(Target::Sm75)
+    };
+    Program::parse(&module.emit().unwrap())
 }
 
 /// Compresses `input` with the kernel (2 blocks); returns the entries, packed bytes and counts.
@@ -62,6 +70,19 @@ fn sim_compress(
         &params,
         &mut mem,
     );
+    if std::env::var("PTXFLOW_SIM_PROFILE").is_ok()
+        && page_bytes == 4096
+        && input.len() >= 64 << 10
+        && std::fs::metadata("/tmp/sim_cprofile.txt").is_err()
+    {
+        let dump: String = counts
+            .per_instr
+            .iter()
+            .zip(0..)
+            .map(|(n, i)| format!("{n:>8} {}\n", prog.instr_text(i)))
+            .collect();
+        std::fs::write("/tmp/sim_cprofile.txt", dump).unwrap();
+    }
     let words: Vec<u32> = mem
         .get("info")
         .chunks(4)

@@ -1,8 +1,14 @@
 //! [`Lz4Kernels`]: the loaded `lz4_compress` / `lz4_decompress` functions of one device and
 //! their launches on device-resident buffers (no host copies, no synchronization).
 
+mod variants;
+
+pub use variants::KernelVariants;
+
 use super::layout::{compress_geometry, decompress_geometry, Geometry, SmLimits};
+use crate::kernels::lz4::decompress;
 use crate::kernels::KernelId;
+use crate::ptx::Target;
 use crate::runtime::{Gpu, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUfunction_attribute_enum as FuncAttr;
@@ -21,6 +27,7 @@ pub struct Lz4Kernels {
     sm_shared: u32,
     compress_regs: u32,
     decompress_regs: u32,
+    variants: KernelVariants,
 }
 
 fn u32_len(n: usize, what: &str) -> Result<u32> {
@@ -33,10 +40,21 @@ fn u32_len(n: usize, what: &str) -> Result<u32> {
 
 impl Lz4Kernels {
     /// Loads both kernels (JIT on first use) and asks for the largest shared-memory carveout,
-    /// since shared memory bounds how many page warps an SM holds.
+    /// since shared memory bounds how many page warps an SM holds. The builds are those
+    /// `PTXFLOW_LZ4_DECOMPRESS` asks for (see [`KernelVariants`]), by default the table's.
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
+        Self::with_variants(gpu, KernelVariants::from_env()?)
+    }
+
+    /// [`new`](Self::new) with the given builds and grid choices.
+    pub fn with_variants(gpu: Arc<Gpu>, variants: KernelVariants) -> Result<Self> {
         let compress = gpu.kernel(KernelId::Lz4Compress)?;
-        let decompress = gpu.kernel(KernelId::Lz4Decompress)?;
+        let decompress = if variants.decompress == decompress::Variant::default() {
+            gpu.kernel(KernelId::Lz4Decompress)?
+        } else {
+            let module = decompress::build_variant(Target::Sm75, variants.decompress);
+            gpu.load_module(&module, "lz4_decompress")?
+        };
         for f in [compress.function(), decompress.function()] {
             f.set_attribute(
                 FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
@@ -60,7 +78,13 @@ impl Lz4Kernels {
             sm_shared,
             compress_regs,
             decompress_regs,
+            variants,
         })
+    }
+
+    /// The builds and grid choices in use.
+    pub fn variants(&self) -> KernelVariants {
+        self.variants
     }
 
     /// The device.
@@ -83,7 +107,16 @@ impl Lz4Kernels {
             shared_bytes: self.sm_shared,
             regs_per_thread: self.decompress_regs,
         };
-        decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
+        let g = decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm);
+        if self.variants.decompress_full_grid {
+            // One page per warp: the hardware hands blocks to SMs as earlier ones finish.
+            let blocks = n_pages.div_ceil(g.warps_per_block as usize).max(1);
+            return Geometry {
+                blocks: u32::try_from(blocks).unwrap_or(u32::MAX),
+                ..g
+            };
+        }
+        g
     }
 
     fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {

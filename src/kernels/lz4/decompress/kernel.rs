@@ -3,15 +3,23 @@
 
 use super::copy::{copy_page_out, copy_raw_out};
 use super::decode::decode;
-use super::{Dec, MAX_BLOCK};
+use super::{Dec, Variant, MAX_BLOCK};
 use crate::kernels::lz4::status;
 use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
 use crate::ptx::*;
 
 /// Builds the module.
 pub fn build(target: Target) -> Module {
+    build_variant(target, Variant::default())
+}
+
+/// Builds the module of `variant` (entry `lz4_decompress`; the default is the table's kernel).
+pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);
+    if let Some(n) = variant.max_regs {
+        b.maxnreg(n);
+    }
     let packed = b.param::<U64>("packed");
     let packed_bytes = b.param::<U32>("packed_bytes");
     let entries = b.param::<U64>("entries");
@@ -93,6 +101,7 @@ pub fn build(target: Target) -> Module {
                 bounded,
                 ob_lane,
                 fail: fail.clone(),
+                variant,
             };
             d.fail_if(b, bad, status::BAD_ENTRY);
             b.comment("stage the block at the end of the buffer (16-byte chunks)");

@@ -37,10 +37,25 @@ mod copy;
 mod decode;
 mod kernel;
 
-pub use kernel::build;
+pub use kernel::{build, build_variant};
 
 use super::warp::Lanes;
 use crate::ptx::*;
+
+/// Design variants of `lz4_decompress` (issue 17's experiments; built at run time, the table's
+/// kernel is `Variant::default()`). Every variant decodes exactly what the default decodes and
+/// fails on exactly the same pages with the same codes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// A second fast path for tokens whose literal run takes one length byte (15..=269
+    /// literals) and whose match needs none, before the step-by-step parse.
+    pub medium: bool,
+    /// The common sequence's match must lie wholly before its literals (else the step-by-step
+    /// parse copies it), so its copy is always one step without a branch.
+    pub one_step: bool,
+    /// `.maxnreg` (none: ptxas chooses).
+    pub max_regs: Option<u32>,
+}
 
 /// Most threads per block (8 warps).
 pub const MAX_BLOCK: u32 = 256;
@@ -58,6 +73,7 @@ struct Dec {
     /// `ob + lane`.
     ob_lane: Reg<U32>,
     fail: Label,
+    variant: Variant,
 }
 
 /// A checked sequence to copy: `lit` literals from the shared address `lit_src` to page byte
@@ -76,6 +92,8 @@ struct Sequence {
 enum Lengths {
     /// Literals below 15 and a match below 19 bytes: both fit 32 bytes together.
     Short,
+    /// As `Short`, and the match source lies wholly before the literals (checked).
+    ShortApart,
     /// Any lengths.
     Any,
 }
