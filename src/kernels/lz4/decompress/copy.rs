@@ -172,7 +172,13 @@ fn one_step_copy(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, span: Reg<U32>)
     let lane = d.ln.lane;
     let is_lit = b.setp(Cmp::Lt, lane, lit);
     let from_lit = b.add(lit_src, lane);
-    let dst = b.add(d.ob_lane, op);
+    // `Variant::one_step` keeps no `ob + lane` register (fewer live across the loop).
+    let dst = if d.variant.one_step {
+        let at = b.add(d.ob, op);
+        b.add(at, lane)
+    } else {
+        b.add(d.ob_lane, op)
+    };
     let from_match = b.sub(dst, offset);
     let src = b.selp(from_lit, from_match, is_lit);
     let inside = b.setp(Cmp::Lt, lane, span);
