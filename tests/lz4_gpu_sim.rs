@@ -7,6 +7,7 @@ mod lz4_support;
 mod sim_support;
 
 use ptxflow::kernels::KernelId;
+use ptxflow::lz4::gpu::kernels::KernelVariants;
 use ptxflow::lz4::gpu::layout::{
     compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths,
     read_compress_info, SmLimits,
@@ -16,12 +17,12 @@ use ptxflow::lz4::{
 };
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
-use sim_support::{launch, Counts, Memory, Program};
+use sim_support::{launch, launch_with, Counts, Memory, Program};
 
 /// The kernel's PTX; for `lz4_decompress`, the build `PTXFLOW_LZ4_DECOMPRESS` asks for (the
 /// table's by default), so variants run through the same checks.
 fn program(id: KernelId) -> Program {
-    let variants = ptxflow::lz4::gpu::kernels::KernelVariants::from_env().unwrap();
+    let variants = KernelVariants::from_env().unwrap();
     let module = if id == KernelId::Lz4Decompress {
         ptxflow::kernels::lz4::decompress::build_variant(Target::Sm75, variants.decompress)
     } else {
@@ -182,15 +183,16 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
 fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>) {
     let n = pages.pages.len();
     let pb = pages.page_bytes;
-    let g = decompress_geometry(
-        pb,
-        n,
-        1,
-        SmLimits {
-            shared_bytes: 228 << 10,
-            regs_per_thread: 48,
-        },
-    );
+    let sm = SmLimits {
+        shared_bytes: 228 << 10,
+        regs_per_thread: 48,
+    };
+    let variants = KernelVariants::from_env().unwrap();
+    let g = if variants == KernelVariants::default() {
+        decompress_geometry(pb, n, 1, sm)
+    } else {
+        variants.decompress_geometry(pb, n, 1, sm)
+    };
     let g = ptxflow::lz4::gpu::layout::Geometry {
         blocks: g.blocks.min(2),
         ..g
@@ -216,13 +218,15 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
         output,
         status,
     ];
-    let counts = launch(
+    // Half-warp decoders branch per half (only those).
+    let counts = launch_with(
         prog,
         g.blocks,
         g.threads(),
         g.shared_bytes,
         &params,
         &mut mem,
+        !variants.decompress.halves,
     );
     if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
         eprintln!(
@@ -343,15 +347,16 @@ fn decompress_bounded_pages_report_their_length() {
         }
     }
     let n = pages.pages.len();
-    let g = decompress_geometry(
-        4096,
-        n,
-        1,
-        SmLimits {
-            shared_bytes: 228 << 10,
-            regs_per_thread: 48,
-        },
-    );
+    let sm = SmLimits {
+        shared_bytes: 228 << 10,
+        regs_per_thread: 48,
+    };
+    let variants = KernelVariants::from_env().unwrap();
+    let g = if variants == KernelVariants::default() {
+        decompress_geometry(4096, n, 1, sm)
+    } else {
+        variants.decompress_geometry(4096, n, 1, sm)
+    };
     let mut mem = Memory::new();
     let mut d = pages.data.clone();
     d.resize(d.len().div_ceil(16) * 16 + 16, 0);
@@ -363,13 +368,14 @@ fn decompress_bounded_pages_report_their_length() {
     );
     let output = mem.add("output", vec![0; n * 4096]);
     let status = mem.add("status", vec![0xFF; 4 * n]);
-    launch(
+    launch_with(
         &prog,
         g.blocks.min(2),
         g.threads(),
         g.shared_bytes,
         &[packed, plen, entries, n as u64, 4096, output, status],
         &mut mem,
+        !variants.decompress.halves,
     );
     let st: Vec<u32> = mem
         .get("status")

@@ -107,16 +107,12 @@ impl Lz4Kernels {
             shared_bytes: self.sm_shared,
             regs_per_thread: self.decompress_regs,
         };
-        let g = decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm);
-        if self.variants.decompress_full_grid {
-            // One page per warp: the hardware hands blocks to SMs as earlier ones finish.
-            let blocks = n_pages.div_ceil(g.warps_per_block as usize).max(1);
-            return Geometry {
-                blocks: u32::try_from(blocks).unwrap_or(u32::MAX),
-                ..g
-            };
+        let sm_count = self.gpu.facts().sm_count;
+        if self.variants == KernelVariants::default() {
+            return decompress_geometry(page_bytes, n_pages, sm_count, sm);
         }
-        g
+        self.variants
+            .decompress_geometry(page_bytes, n_pages, sm_count, sm)
     }
 
     fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {

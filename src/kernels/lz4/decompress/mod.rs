@@ -35,6 +35,7 @@
 
 mod copy;
 mod decode;
+mod half;
 mod kernel;
 
 pub use kernel::{build, build_variant};
@@ -55,6 +56,29 @@ pub struct Variant {
     pub one_step: bool,
     /// `.maxnreg` (none: ptxas chooses).
     pub max_regs: Option<u32>,
+    /// Two pages per warp, one per half-warp (see `half.rs`; the other switches do not apply).
+    /// Launches need twice the shared memory per warp ([`Variant::pages_per_warp`]).
+    pub halves: bool,
+}
+
+impl Variant {
+    /// Most threads per block of this variant.
+    pub fn max_block(&self) -> u32 {
+        if self.halves {
+            half::MAX_BLOCK
+        } else {
+            MAX_BLOCK
+        }
+    }
+
+    /// Pages one warp decodes at a time.
+    pub fn pages_per_warp(&self) -> u32 {
+        if self.halves {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 /// Most threads per block (8 warps).
