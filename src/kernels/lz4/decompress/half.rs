@@ -25,6 +25,8 @@ use crate::ptx::*;
 const WIDTH: u32 = 16;
 /// Most threads per block (5 warps: what 48 KiB of 4 KiB-page buffers hold, 10 pages).
 pub const MAX_BLOCK: u32 = 160;
+/// Register bound per thread (see `build`).
+const MAX_REGS: u32 = 64;
 
 /// Per-half registers of the page being decoded.
 struct Half {
@@ -80,9 +82,9 @@ fn for_each_item(
 pub(super) fn build(target: Target, max_regs: Option<u32>) -> Module {
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);
-    if let Some(n) = max_regs {
-        b.maxnreg(n);
-    }
+    // Shared memory bounds an SM to 26 such warps, which 64 registers a thread still allow; ptxas
+    // left to itself keeps 48 and spills on some targets.
+    b.maxnreg(max_regs.unwrap_or(MAX_REGS));
     let packed = b.param::<U64>("packed");
     let packed_bytes = b.param::<U32>("packed_bytes");
     let entries = b.param::<U64>("entries");
