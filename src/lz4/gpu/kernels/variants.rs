@@ -116,4 +116,27 @@ mod tests {
         assert!(KernelVariants::parse_decompress("fast").is_err());
         assert!(KernelVariants::parse_decompress("regs=8").is_err());
     }
+
+    #[test]
+    fn geometry_follows_the_layout_rule() {
+        let one_step = KernelVariants::parse_decompress("onestep").unwrap();
+        let halves = KernelVariants::parse_decompress("halves").unwrap();
+        let full = KernelVariants::parse_decompress("halves,grid").unwrap();
+        for (shared_bytes, regs_per_thread) in [(233_472, 47), (233_472, 40), (101_376, 64)] {
+            let sm = SmLimits {
+                shared_bytes,
+                regs_per_thread,
+            };
+            for (pb, n) in [(4096, 65_536), (1024, 7), (65_536, 300)] {
+                let want = crate::lz4::gpu::layout::decompress_geometry(pb, n, 132, sm);
+                assert_eq!(one_step.decompress_geometry(pb, n, 132, sm), want);
+                let h = halves.decompress_geometry(pb, n, 132, sm);
+                let per_page = decompress_shared_per_warp(pb as u32);
+                assert_eq!(h.shared_bytes, h.warps_per_block * 2 * per_page);
+                assert!(h.shared_bytes <= 48 << 10 || h.warps_per_block == 1);
+                let f = full.decompress_geometry(pb, n, 132, sm);
+                assert!(f.warps() as usize * 2 >= n);
+            }
+        }
+    }
 }
