@@ -84,7 +84,7 @@ fn bench(_c: &mut Criterion) {
     };
     let data: Vec<u8> = d.iter().copied().cycle().take(INPUT_BYTES).collect();
     let specs = std::env::var("PTXFLOW_LZ4_AB")
-        .unwrap_or_else(|_| "base;medium;onestep;medium,onestep;grid".to_string());
+        .unwrap_or_else(|_| "base;onestep,grid;halves,medium,grid".to_string());
     let variants: Vec<(String, Lz4Kernels)> = specs
         .split(';')
         .map(|spec| {
@@ -137,11 +137,14 @@ fn bench(_c: &mut Criterion) {
         let out = s.clone_dtoh(&b.output).expect("download");
         assert!(out == data, "{name}: round trip differs");
         let dg = k.decompress_geometry(PAGE_BYTES, n);
+        let (regs, local) = k.decompress_resources().expect("attributes");
         eprintln!(
-            "lz4_kernels {name}: decoded pages equal the input (ratio {:.3}); decompress grid {} x {} warps",
+            "lz4_kernels {name}: decoded pages equal the input (ratio {:.3}); decompress grid {} x {} warps, \
+             {} B shared per block, {regs} registers, {local} B local memory per thread",
             INPUT_BYTES as f64 / stored as f64,
             dg.blocks,
-            dg.warps_per_block
+            dg.warps_per_block,
+            dg.shared_bytes,
         );
     }
     for (name, k) in &variants {

@@ -87,6 +87,15 @@ impl Lz4Kernels {
         self.variants
     }
 
+    /// Registers per thread and local memory per thread (bytes) of the loaded decompress build.
+    pub fn decompress_resources(&self) -> Result<(u32, u32)> {
+        let f = self.decompress.function();
+        let local = f
+            .local_size_bytes()
+            .map_err(Error::driver("cuFuncGetAttribute(local size)"))?;
+        Ok((self.decompress_regs, local.max(0) as u32))
+    }
+
     /// The device.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu

@@ -43,6 +43,8 @@ struct Half {
     bounded: Reg<Pred>,
     code: Reg<U32>,
     fail: Label,
+    /// `Variant::medium`: a second fast path for one-byte literal lengths.
+    medium: bool,
 }
 
 impl Half {
@@ -79,7 +81,7 @@ fn for_each_item(
 }
 
 /// Builds the module.
-pub(super) fn build(target: Target, max_regs: Option<u32>) -> Module {
+pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Module {
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);
     // Shared memory bounds an SM to 26 such warps, which 64 registers a thread still allow; ptxas
@@ -174,6 +176,7 @@ pub(super) fn build(target: Target, max_regs: Option<u32>) -> Module {
                 bounded,
                 code,
                 fail: fail.clone(),
+                medium,
             };
             h.fail_if(b, bad, status::BAD_ENTRY);
             b.comment("stage the block at the end of the buffer (16-byte chunks, 16 lanes)");
@@ -382,6 +385,135 @@ fn short_copy_step(
     });
 }
 
+/// The decode loop's carried registers and two per-page constants: `iend2` = `ib + stored - 2`
+/// (an offset starting at or past it leaves no room for the offset and a further token),
+/// `unread_bias` = `2 - ob` (added to the offset's address: the page index of the next token).
+struct Cursor {
+    tok: Reg<U32>,
+    lit_addr: Reg<U32>,
+    op: Reg<U32>,
+    iend2: Reg<U32>,
+    unread_bias: Reg<U32>,
+}
+
+/// Which sequences a fast path takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Literal and match lengths below 15.
+    Short,
+    /// A literal run of one length byte (15..=269 literals), a match length below 15.
+    Medium,
+}
+
+/// A fast sequence with all checks folded into one branch (to `slow`, which re-parses the same
+/// token step by step); the match must lie wholly before the literals, so every 16-byte step
+/// of the copy is independent. Ends at `join`.
+#[allow(clippy::too_many_arguments)]
+fn fast_sequence(
+    b: &mut KernelBuilder,
+    h: &Half,
+    cur: &Cursor,
+    lit: Reg<U32>,
+    mcode: Reg<U32>,
+    path: Path,
+    slow: &Label,
+    join: &Label,
+) {
+    let Cursor {
+        tok,
+        lit_addr,
+        op,
+        iend2,
+        unread_bias,
+    } = *cur;
+    let (lit, lit_src, offset_addr, read_at, ext_bad) = match path {
+        Path::Short => {
+            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let short = b.and(lit_short, ml_short);
+            b.bra_unless(short, slow);
+            // At most 16 bytes past the block: inside the stage's slack, read but unused on
+            // failure.
+            let offset_addr = b.add(lit_addr, lit);
+            (lit, lit_addr, offset_addr, offset_addr, None)
+        }
+        Path::Medium => {
+            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let medium = b.and(lit_long, ml_short);
+            b.bra_unless(medium, slow);
+            // The length byte lies at most at the block end (the token is inside the block).
+            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
+            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
+            let lit = b.add(ext, 15u32);
+            let lit_src = b.add(lit_addr, 1u32);
+            let offset_addr = b.add(lit_src, lit);
+            // The offset may lie far past the block: its reads are clamped (the checks fail).
+            let read_at = b.min(offset_addr, iend2);
+            (lit, lit_src, offset_addr, read_at, Some(ext_bad))
+        }
+    };
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
+    let offset = b.mad(offset_hi, 256u32, offset_lo);
+    let ml = b.add(mcode, 4u32);
+    let mop = b.add(op, lit);
+    let m_end = b.add(mop, ml);
+    let bad = b.setp(Cmp::Ge, offset_addr, iend2);
+    let over = b.setp(Cmp::Gt, m_end, h.orig);
+    let bad = b.or(bad, over);
+    let off1 = b.sub(offset, 1u32);
+    let reach = b.setp(Cmp::Ge, off1, mop);
+    let bad = b.or(bad, reach);
+    let unread = b.add(offset_addr, unread_bias);
+    let clobber = b.setp(Cmp::Gt, m_end, unread);
+    let bad = b.or(bad, clobber);
+    let span = b.add(lit, ml);
+    let overlap = b.setp(Cmp::Lt, offset, span);
+    let bad = b.or(bad, overlap);
+    let bad = match ext_bad {
+        Some(e) => b.or(bad, e),
+        None => bad,
+    };
+    b.bra_if(bad, slow);
+    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
+    let lit_src = b.mov(lit_src);
+    let next_lit = b.add(offset_addr, 3u32);
+    b.mov_to(lit_addr, next_lit);
+    let op_addr = b.add(h.ob, op);
+    match path {
+        Path::Short => {
+            // At most 32 bytes: one step, and a second when this half needs it.
+            short_copy_step(b, h, 0, lit_src, op_addr, lit, offset, span);
+            let second = b.label("second_done");
+            let long = b.setp(Cmp::Gt, span, WIDTH);
+            b.bra_unless(long, &second);
+            short_copy_step(b, h, WIDTH, lit_src, op_addr, lit, offset, span);
+            b.place(&second);
+        }
+        Path::Medium => {
+            b.for_range_with(LoopBranch::Divergent, 0u32, span, WIDTH, |b, first, _| {
+                let k = b.add(h.sub, first);
+                let is_lit = b.setp(Cmp::Lt, k, lit);
+                let from_lit = b.add(lit_src, k);
+                let dst = b.add(op_addr, k);
+                let from_match = b.sub(dst, offset);
+                let src = b.selp(from_lit, from_match, is_lit);
+                let inside = b.setp(Cmp::Lt, k, span);
+                b.when(inside, |b| {
+                    let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+                    b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+                });
+            });
+        }
+    }
+    b.mov_to(tok, next_tok);
+    b.mov_to(op, m_end);
+    // Both ways of a pass meet at its end (the copy's sync), so halves that part here rejoin
+    // every pass.
+    b.bra(join);
+}
+
 /// The decode loop of one block; returns the bytes produced (falls through when the page
 /// decoded to its original length, or at most that when bounded), branches to the fail label
 /// otherwise.
@@ -401,49 +533,21 @@ fn decode(b: &mut KernelBuilder, h: &Half) -> Reg<U32> {
         let mcode = b.and(tok, 15u32);
         let slow = b.label("slow_seq");
         let join = b.label("seq_done");
-        let lit_short = b.setp(Cmp::Lt, lit, 15u32);
-        let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-        let short = b.and(lit_short, ml_short);
-        b.bra_unless(short, &slow);
-        // At most 16 bytes past the block: inside the stage's slack, read but unused on failure.
-        let offset_addr = b.add(lit_addr, lit);
-        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
-        let offset_hi =
-            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
-        let offset = b.mad(offset_hi, 256u32, offset_lo);
-        let ml = b.add(mcode, 4u32);
-        let mop = b.add(op, lit);
-        let m_end = b.add(mop, ml);
-        let bad = b.setp(Cmp::Ge, offset_addr, iend2);
-        let over = b.setp(Cmp::Gt, m_end, h.orig);
-        let bad = b.or(bad, over);
-        let off1 = b.sub(offset, 1u32);
-        let reach = b.setp(Cmp::Ge, off1, mop);
-        let bad = b.or(bad, reach);
-        let unread = b.add(offset_addr, unread_bias);
-        let clobber = b.setp(Cmp::Gt, m_end, unread);
-        let bad = b.or(bad, clobber);
-        let span = b.add(lit, ml);
-        let overlap = b.setp(Cmp::Lt, offset, span);
-        let bad = b.or(bad, overlap);
-        b.bra_if(bad, &slow);
-        let next_tok =
-            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
-        let lit_src = b.mov(lit_addr);
-        let next_lit = b.add(offset_addr, 3u32);
-        b.mov_to(lit_addr, next_lit);
-        let op_addr = b.add(h.ob, op);
-        short_copy_step(b, h, 0, lit_src, op_addr, lit, offset, span);
-        let second = b.label("second_done");
-        let long = b.setp(Cmp::Gt, span, WIDTH);
-        b.bra_unless(long, &second);
-        short_copy_step(b, h, WIDTH, lit_src, op_addr, lit, offset, span);
-        b.place(&second);
-        b.mov_to(tok, next_tok);
-        b.mov_to(op, m_end);
-        // Both ways of a pass meet at its end (the copy's sync), so halves that part here
-        // rejoin every pass.
-        b.bra(&join);
+        let cur = Cursor {
+            tok,
+            lit_addr,
+            op,
+            iend2,
+            unread_bias,
+        };
+        if h.medium {
+            let medium = b.label("medium_seq");
+            fast_sequence(b, h, &cur, lit, mcode, Path::Short, &medium, &join);
+            b.place(&medium);
+            fast_sequence(b, h, &cur, lit, mcode, Path::Medium, &slow, &join);
+        } else {
+            fast_sequence(b, h, &cur, lit, mcode, Path::Short, &slow, &join);
+        }
 
         b.place(&slow);
         b.comment("sequence, step by step: literal length, literals");

@@ -16,7 +16,7 @@ pub fn build(target: Target) -> Module {
 /// Builds the module of `variant` (entry `lz4_decompress`; the default is the table's kernel).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
     if variant.halves {
-        return super::half::build(target, variant.max_regs);
+        return super::half::build(target, variant.max_regs, variant.medium);
     }
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);

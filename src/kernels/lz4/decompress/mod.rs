@@ -56,8 +56,9 @@ pub struct Variant {
     pub one_step: bool,
     /// `.maxnreg` (none: ptxas chooses).
     pub max_regs: Option<u32>,
-    /// Two pages per warp, one per half-warp (see `half.rs`; the other switches do not apply).
-    /// Launches need twice the shared memory per warp ([`Variant::pages_per_warp`]).
+    /// Two pages per warp, one per half-warp (see `half.rs`; of the other switches `medium` and
+    /// `max_regs` apply, the common copy is always one step). Launches need twice the shared
+    /// memory per warp ([`Variant::pages_per_warp`]).
     pub halves: bool,
 }
 
