@@ -226,7 +226,7 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
         g.shared_bytes,
         &params,
         &mut mem,
-        !variants.decompress.halves,
+        variants.decompress.lanes_per_page() == 32,
     );
     if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
         eprintln!(
@@ -375,7 +375,7 @@ fn decompress_bounded_pages_report_their_length() {
         g.shared_bytes,
         &[packed, plen, entries, n as u64, 4096, output, status],
         &mut mem,
-        !variants.decompress.halves,
+        variants.decompress.lanes_per_page() == 32,
     );
     let st: Vec<u32> = mem
         .get("status")

@@ -21,8 +21,6 @@
 use crate::kernels::lz4::status;
 use crate::ptx::*;
 
-/// Lanes per page.
-const WIDTH: u32 = 16;
 /// Most threads per block (5 warps: what 48 KiB of 4 KiB-page buffers hold, 10 pages).
 pub const MAX_BLOCK: u32 = 160;
 /// Register bound per thread (see `build`).
@@ -30,7 +28,9 @@ const MAX_REGS: u32 = 64;
 
 /// Per-half registers of the page being decoded.
 struct Half {
-    /// Lane index within the half (0..16).
+    /// Lanes per page (16, or 8 for `Variant::quarters`).
+    width: u32,
+    /// Lane index within the group (0..width).
     sub: Reg<U32>,
     /// The half is lanes 16..32.
     /// The half's lanes (`0xffff` or `0xffff0000`).
@@ -67,13 +67,13 @@ impl Half {
 /// `body` gets the item scaled by `1 << shift`.
 fn for_each_item(
     b: &mut KernelBuilder,
-    sub: Reg<U32>,
+    h: &Half,
     count: Reg<U32>,
     shift: u32,
     body: impl FnOnce(&mut KernelBuilder, Reg<U32>, Reg<Pred>),
 ) {
-    b.for_range_with(LoopBranch::Divergent, 0u32, count, WIDTH, |b, base, _| {
-        let item = b.add(base, sub);
+    b.for_range_with(LoopBranch::Divergent, 0u32, count, h.width, |b, base, _| {
+        let item = b.add(base, h.sub);
         let inside = b.setp(Cmp::Lt, item, count);
         let offset = if shift == 0 { item } else { b.shl(item, shift) };
         body(b, offset, inside);
@@ -81,7 +81,9 @@ fn for_each_item(
 }
 
 /// Builds the module.
-pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Module {
+pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool, width: u32) -> Module {
+    assert!(width == 16 || width == 8, "16 or 8 lanes per page");
+    let groups = 32 / width;
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);
     // Shared memory bounds an SM to 26 such warps, which 64 registers a thread still allow; ptxas
@@ -107,10 +109,10 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
     b.comment("per-half layout: two page buffers per warp, each the page plus the margin");
     let tid = b.special(Special::TidX);
     let lane = b.and(tid, 31u32);
-    let sub = b.and(tid, WIDTH - 1);
-    let half = b.shr(lane, 4u32);
-    let shift = b.shl(half, 4u32);
-    let mask = b.shl(0xffffu32, shift);
+    let sub = b.and(tid, width - 1);
+    let half = b.shr(lane, width.trailing_zeros());
+    let shift = b.mul(half, width);
+    let mask = b.shl((1u32 << width) - 1, shift);
     let warp = b.shr(tid, 5u32);
     let ntid = b.special(Special::NtidX);
     let warps = b.shr(ntid, 5u32);
@@ -124,15 +126,15 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
     let m = b.and(m, !15u32);
     let margin = b.add(m, 32u32);
     let per_page = b.add(page_bytes, margin);
-    let per_warp = b.shl(per_page, 1u32);
+    let per_warp = b.mul(per_page, groups);
     let smem_base = b.shared_base(&smem);
     let warp_base = b.mad(warp, per_warp, smem_base);
     let ob = b.mad(half, per_page, warp_base);
     let region_end = b.add(ob, per_page);
     let bound = b.and(packed_bytes, !15u32);
     let leader = b.setp(Cmp::Eq, sub, 0u32);
-    let n_pairs = b.add(n_pages, 1u32);
-    let n_pairs = b.shr(n_pairs, 1u32);
+    let n_pairs = b.add(n_pages, groups - 1);
+    let n_pairs = b.shr(n_pairs, groups.trailing_zeros());
 
     b.for_range_with(
         LoopBranch::Divergent,
@@ -141,7 +143,7 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
         all_warps,
         |b, pair, _| {
             b.comment("page pair loop: page 2k in lanes 0..16, 2k + 1 in lanes 16..32");
-            let page = b.mad(pair, 2u32, half);
+            let page = b.mad(pair, groups, half);
             let skip = b.label("no_page");
             let none = b.setp(Cmp::Ge, page, n_pages);
             b.bra_if(none, &skip);
@@ -167,6 +169,7 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
             let bad = b.or(bad, raw_bad);
             let bad = b.or(bad, past);
             let h = Half {
+                width,
                 sub,
                 mask,
                 ob,
@@ -189,7 +192,7 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
             let staged = b.add(staged, 16u32);
             let stage = b.sub(region_end, staged);
             let src = b.index_addr(packed, aligned_off, 1);
-            for_each_item(b, sub, chunks, 4, |b, kb, inside| {
+            for_each_item(b, &h, chunks, 4, |b, kb, inside| {
                 let src_chunk = b.index_addr(src, kb, 1);
                 let s = b.add(stage, kb);
                 b.when(inside, |b| {
@@ -233,7 +236,7 @@ pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool) -> Modu
 /// Copies a raw page from the (unaligned) stage to `dst`: words, then the tail bytes.
 fn copy_raw_out(b: &mut KernelBuilder, h: &Half, dst: Reg<U64>) {
     let words = b.shr(h.orig, 2u32);
-    for_each_item(b, h.sub, words, 2, |b, wb, inside| {
+    for_each_item(b, h, words, 2, |b, wb, inside| {
         let a = b.add(h.ib, wb);
         let g = b.index_addr(dst, wb, 1);
         b.when(inside, |b| {
@@ -254,7 +257,7 @@ fn copy_raw_out(b: &mut KernelBuilder, h: &Half, dst: Reg<U64>) {
 fn copy_page_out(b: &mut KernelBuilder, h: &Half, dst: Reg<U64>, len: Reg<U32>) {
     h.sync(b);
     let chunks = b.shr(len, 4u32);
-    for_each_item(b, h.sub, chunks, 4, |b, kb, inside| {
+    for_each_item(b, h, chunks, 4, |b, kb, inside| {
         let s = b.add(h.ob, kb);
         let g = b.index_addr(dst, kb, 1);
         b.when(inside, |b| {
@@ -276,13 +279,14 @@ fn copy_tail_out(
 ) {
     let tail_at = b.and(len, !(unit - 1));
     let tail = b.and(len, unit - 1);
-    let in_tail = b.setp(Cmp::Lt, h.sub, tail);
-    let k = b.add(tail_at, h.sub);
-    let a = b.add(from, k);
-    let g = b.index_addr(dst, k, 1);
-    b.when(in_tail, |b| {
-        let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
-        b.st_narrow(Space::Global, Narrow::U8, g, v);
+    for_each_item(b, h, tail, 0, |b, i, inside| {
+        let k = b.add(tail_at, i);
+        let a = b.add(from, k);
+        let g = b.index_addr(dst, k, 1);
+        b.when(inside, |b| {
+            let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+            b.st_narrow(Space::Global, Narrow::U8, g, v);
+        });
     });
 }
 
@@ -309,7 +313,7 @@ fn read_length(b: &mut KernelBuilder, h: &Half, ip: Reg<U32>) -> Reg<U32> {
 
 /// Copies `len` bytes from shared `src` to shared `dst` (`src >= dst` or apart), 16 a step.
 fn copy_forward(b: &mut KernelBuilder, h: &Half, src: Reg<U32>, dst: Reg<U32>, len: Reg<U32>) {
-    for_each_item(b, h.sub, len, 0, |b, i, inside| {
+    for_each_item(b, h, len, 0, |b, i, inside| {
         let s = b.add(src, i);
         let t = b.add(dst, i);
         b.when(inside, |b| {
@@ -332,7 +336,7 @@ fn copy_match(b: &mut KernelBuilder, h: &Half, op: Reg<U32>, offset: Reg<U32>, l
         let none = b.setp(Cmp::Eq, left, 0u32);
         b.bra_if(none, copied);
         let dist = b.sub(dst, src);
-        let chunk = b.min(dist, WIDTH);
+        let chunk = b.min(dist, h.width);
         let chunk = b.min(chunk, left);
         let inside = b.setp(Cmp::Lt, h.sub, chunk);
         let from = b.add(h.ob, src);
@@ -347,7 +351,7 @@ fn copy_match(b: &mut KernelBuilder, h: &Half, op: Reg<U32>, offset: Reg<U32>, l
         b.mov_to(dst, next_dst);
         let next_left = b.sub(left, chunk);
         b.mov_to(left, next_left);
-        let wide = b.setp(Cmp::Ge, dist, WIDTH);
+        let wide = b.setp(Cmp::Ge, dist, h.width);
         let advance = b.selp(chunk, 0u32, wide);
         let next_src = b.add(src, advance);
         b.mov_to(src, next_src);
@@ -482,17 +486,17 @@ fn fast_sequence(
     b.mov_to(lit_addr, next_lit);
     let op_addr = b.add(h.ob, op);
     match path {
-        Path::Short => {
+        Path::Short if h.width == 16 => {
             // At most 32 bytes: one step, and a second when this half needs it.
             short_copy_step(b, h, 0, lit_src, op_addr, lit, offset, span);
             let second = b.label("second_done");
-            let long = b.setp(Cmp::Gt, span, WIDTH);
+            let long = b.setp(Cmp::Gt, span, h.width);
             b.bra_unless(long, &second);
-            short_copy_step(b, h, WIDTH, lit_src, op_addr, lit, offset, span);
+            short_copy_step(b, h, h.width, lit_src, op_addr, lit, offset, span);
             b.place(&second);
         }
-        Path::Medium => {
-            b.for_range_with(LoopBranch::Divergent, 0u32, span, WIDTH, |b, first, _| {
+        _ => {
+            b.for_range_with(LoopBranch::Divergent, 0u32, span, h.width, |b, first, _| {
                 let k = b.add(h.sub, first);
                 let is_lit = b.setp(Cmp::Lt, k, lit);
                 let from_lit = b.add(lit_src, k);

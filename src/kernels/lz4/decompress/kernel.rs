@@ -15,8 +15,9 @@ pub fn build(target: Target) -> Module {
 
 /// Builds the module of `variant` (entry `lz4_decompress`; the default is the table's kernel).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
-    if variant.halves {
-        return super::half::build(target, variant.max_regs, variant.medium);
+    if variant.lanes_per_page() < 32 {
+        let width = variant.lanes_per_page();
+        return super::half::build(target, variant.max_regs, variant.medium, width);
     }
     let mut b = KernelBuilder::new("lz4_decompress");
     b.maxntid(MAX_BLOCK, 1, 1);

@@ -60,12 +60,26 @@ pub struct Variant {
     /// `max_regs` apply, the common copy is always one step). Launches need twice the shared
     /// memory per warp ([`Variant::pages_per_warp`]).
     pub halves: bool,
+    /// Four pages per warp, one per 8 lanes (as `halves`, which it overrides).
+    pub quarters: bool,
 }
 
 impl Variant {
+    /// Lanes that decode one page: 32, 16 (`halves`) or 8 (`quarters`). Below 32 the lane groups
+    /// branch on their own (the warp's branches are not uniform).
+    pub fn lanes_per_page(&self) -> u32 {
+        if self.quarters {
+            8
+        } else if self.halves {
+            16
+        } else {
+            32
+        }
+    }
+
     /// Most threads per block of this variant.
     pub fn max_block(&self) -> u32 {
-        if self.halves {
+        if self.lanes_per_page() < 32 {
             half::MAX_BLOCK
         } else {
             MAX_BLOCK
@@ -74,11 +88,7 @@ impl Variant {
 
     /// Pages one warp decodes at a time.
     pub fn pages_per_warp(&self) -> u32 {
-        if self.halves {
-            2
-        } else {
-            1
-        }
+        32 / self.lanes_per_page()
     }
 }
 

@@ -6,7 +6,8 @@
 //! `PTXFLOW_LZ4_DECOMPRESS`, read by [`Lz4Kernels::new`](super::Lz4Kernels::new): a
 //! comma-separated list of `medium` (a second fast path for literal runs of one length byte),
 //! `onestep` (the common sequence's copy always one step, overlapping matches go the slow way),
-//! `regs=N` (`.maxnreg N`), `halves` (two pages per warp, one per half-warp), `grid` (one page per warp: as many blocks as the pages need, so the
+//! `regs=N` (`.maxnreg N`), `halves` (two pages per warp, one per half-warp), `quarters` (four
+//! pages per warp, 8 lanes each), `grid` (one page per warp: as many blocks as the pages need, so the
 //! hardware balances them, instead of one resident wave striding over the pages). Unset or
 //! empty: the defaults.
 
@@ -33,13 +34,14 @@ impl KernelVariants {
                 "onestep" => v.decompress.one_step = true,
                 "grid" => v.decompress_full_grid = true,
                 "halves" => v.decompress.halves = true,
+                "quarters" => v.decompress.quarters = true,
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.decompress.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_DECOMPRESS: unknown part `{part}` (medium, \
-                                 onestep, grid, halves, regs=24..=255)"
+                                 onestep, grid, halves, quarters, regs=24..=255)"
                             ),
                         })
                     }
