@@ -6,8 +6,9 @@
 //! input.
 //!
 //! `PTXFLOW_LZ4_AB`: `;`-separated decompress specs as `PTXFLOW_LZ4_DECOMPRESS` takes them
-//! (`base` for the default), e.g. `base;medium;onestep,grid`. `PTXFLOW_LZ4_AB_ROUNDS` (default
-//! 15) rounds of `PTXFLOW_LZ4_AB_LAUNCHES` (default 3) launches per variant.
+//! (`base` for the defaults, `warp` for session 7's one-warp kernel), e.g. `warp;base;onestep,grid`;
+//! ratios are against the first. `PTXFLOW_LZ4_AB_ROUNDS` (default 15) rounds of
+//! `PTXFLOW_LZ4_AB_LAUNCHES` (default 3) launches per variant.
 
 mod common;
 #[path = "../tests/lz4_support/mod.rs"]
@@ -83,8 +84,7 @@ fn bench(_c: &mut Criterion) {
         return;
     };
     let data: Vec<u8> = d.iter().copied().cycle().take(INPUT_BYTES).collect();
-    let specs = std::env::var("PTXFLOW_LZ4_AB")
-        .unwrap_or_else(|_| "base;onestep,grid;halves,medium,grid".to_string());
+    let specs = std::env::var("PTXFLOW_LZ4_AB").unwrap_or_else(|_| "warp;base".to_string());
     let variants: Vec<(String, Lz4Kernels)> = specs
         .split(';')
         .map(|spec| {
@@ -137,7 +137,7 @@ fn bench(_c: &mut Criterion) {
         let out = s.clone_dtoh(&b.output).expect("download");
         assert!(out == data, "{name}: round trip differs");
         let dg = k.decompress_geometry(PAGE_BYTES, n);
-        let (regs, local) = k.decompress_resources().expect("attributes");
+        let (regs, local) = k.decompress_resources(PAGE_BYTES).expect("attributes");
         eprintln!(
             "lz4_kernels {name}: decoded pages equal the input (ratio {:.3}); decompress grid {} x {} warps, \
              {} B shared per block, {regs} registers, {local} B local memory per thread",

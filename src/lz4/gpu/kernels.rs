@@ -3,9 +3,9 @@
 
 mod variants;
 
-pub use variants::KernelVariants;
+pub use variants::{build_geometry, KernelVariants};
 
-use super::layout::{compress_geometry, decompress_geometry, Geometry, SmLimits};
+use super::layout::{compress_geometry, Geometry, SmLimits};
 use crate::kernels::lz4::decompress;
 use crate::kernels::KernelId;
 use crate::ptx::Target;
@@ -23,10 +23,12 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
 pub struct Lz4Kernels {
     gpu: Arc<Gpu>,
     compress: LoadedKernel,
-    decompress: LoadedKernel,
+    /// The decompress build of `variants` and its registers per thread.
+    decompress: (LoadedKernel, u32),
+    /// `lz4_decompress_wide` for pages above 32 KiB, when the build above is a half-warp one.
+    decompress_wide: Option<(LoadedKernel, u32)>,
     sm_shared: u32,
     compress_regs: u32,
-    decompress_regs: u32,
     variants: KernelVariants,
 }
 
@@ -49,13 +51,21 @@ impl Lz4Kernels {
     /// [`new`](Self::new) with the given builds and grid choices.
     pub fn with_variants(gpu: Arc<Gpu>, variants: KernelVariants) -> Result<Self> {
         let compress = gpu.kernel(KernelId::Lz4Compress)?;
-        let decompress = if variants.decompress == decompress::Variant::default() {
-            gpu.kernel(KernelId::Lz4Decompress)?
-        } else {
-            let module = decompress::build_variant(Target::Sm75, variants.decompress);
-            gpu.load_module(&module, "lz4_decompress")?
+        let decompress = match variants.decompress {
+            decompress::Variant::TABLE => gpu.kernel(KernelId::Lz4Decompress)?,
+            decompress::Variant::WIDE => gpu.kernel(KernelId::Lz4DecompressWide)?,
+            v => {
+                let module = decompress::build_variant(Target::Sm75, v);
+                gpu.load_module(&module, "lz4_decompress")?
+            }
         };
-        for f in [compress.function(), decompress.function()] {
+        let wide = if variants.decompress.lanes_per_page() < 32 {
+            Some(gpu.kernel(KernelId::Lz4DecompressWide)?)
+        } else {
+            None
+        };
+        let all = [Some(&compress), Some(&decompress), wide.as_ref()];
+        for f in all.into_iter().flatten().map(LoadedKernel::function) {
             f.set_attribute(
                 FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                 100,
@@ -69,15 +79,22 @@ impl Lz4Kernels {
                 .map(|r| r.max(0) as u32)
                 .map_err(Error::driver("cuFuncGetAttribute(registers)"))
         };
-        let (compress_regs, decompress_regs) =
-            (regs(compress.function())?, regs(decompress.function())?);
+        let compress_regs = regs(compress.function())?;
+        let decompress_regs = regs(decompress.function())?;
+        let decompress_wide = match wide {
+            Some(k) => {
+                let r = regs(k.function())?;
+                Some((k, r))
+            }
+            None => None,
+        };
         Ok(Lz4Kernels {
             gpu,
             compress,
-            decompress,
+            decompress: (decompress, decompress_regs),
+            decompress_wide,
             sm_shared,
             compress_regs,
-            decompress_regs,
             variants,
         })
     }
@@ -87,13 +104,25 @@ impl Lz4Kernels {
         self.variants
     }
 
-    /// Registers per thread and local memory per thread (bytes) of the loaded decompress build.
-    pub fn decompress_resources(&self) -> Result<(u32, u32)> {
-        let f = self.decompress.function();
-        let local = f
+    /// The decompress kernel for pages of `page_bytes` and its registers per thread.
+    fn decompress_for(&self, page_bytes: usize) -> &(LoadedKernel, u32) {
+        match &self.decompress_wide {
+            Some(wide) if self.variants.decompress_for(page_bytes) != self.variants.decompress => {
+                wide
+            }
+            _ => &self.decompress,
+        }
+    }
+
+    /// Registers per thread and local memory per thread (bytes) of the decompress build for
+    /// pages of `page_bytes`.
+    pub fn decompress_resources(&self, page_bytes: usize) -> Result<(u32, u32)> {
+        let (k, regs) = self.decompress_for(page_bytes);
+        let local = k
+            .function()
             .local_size_bytes()
             .map_err(Error::driver("cuFuncGetAttribute(local size)"))?;
-        Ok((self.decompress_regs, local.max(0) as u32))
+        Ok((*regs, local.max(0) as u32))
     }
 
     /// The device.
@@ -114,12 +143,9 @@ impl Lz4Kernels {
     pub fn decompress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
         let sm = SmLimits {
             shared_bytes: self.sm_shared,
-            regs_per_thread: self.decompress_regs,
+            regs_per_thread: self.decompress_for(page_bytes).1,
         };
         let sm_count = self.gpu.facts().sm_count;
-        if self.variants == KernelVariants::default() {
-            return decompress_geometry(page_bytes, n_pages, sm_count, sm);
-        }
         self.variants
             .decompress_geometry(page_bytes, n_pages, sm_count, sm)
     }
@@ -273,7 +299,8 @@ impl Lz4Kernels {
             return Ok(());
         }
         let g = self.decompress_geometry(page_bytes, n_pages);
-        let cfg = Self::config(self.decompress.function(), g)?;
+        let kernel = &self.decompress_for(page_bytes).0;
+        let cfg = Self::config(kernel.function(), g)?;
         let (plen, np, pb) = (
             u32_len(packed.len(), "lz4 packed bytes")?,
             n_pages as u32,
@@ -284,7 +311,7 @@ impl Lz4Kernels {
         // reads packed only below its length rounded down to 16 and checks every entry against
         // it; entries, output (n_pages * page_bytes) and status (n_pages) were checked above.
         unsafe {
-            self.decompress
+            kernel
                 .launch(stream, cfg)
                 .arg(packed)
                 .arg(&plen)

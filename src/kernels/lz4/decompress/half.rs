@@ -81,10 +81,16 @@ fn for_each_item(
 }
 
 /// Builds the module.
-pub(super) fn build(target: Target, max_regs: Option<u32>, medium: bool, width: u32) -> Module {
+pub(super) fn build(
+    target: Target,
+    entry: &str,
+    max_regs: Option<u32>,
+    medium: bool,
+    width: u32,
+) -> Module {
     assert!(width == 16 || width == 8, "16 or 8 lanes per page");
     let groups = 32 / width;
-    let mut b = KernelBuilder::new("lz4_decompress");
+    let mut b = KernelBuilder::new(entry);
     b.maxntid(MAX_BLOCK, 1, 1);
     // Shared memory bounds an SM to 26 such warps, which 64 registers a thread still allow; ptxas
     // left to itself keeps 48 and spills on some targets.
