@@ -117,7 +117,7 @@ pub(super) fn build(
     let lane = b.and(tid, 31u32);
     let sub = b.and(tid, width - 1);
     let half = b.shr(lane, width.trailing_zeros());
-    let shift = b.mul(half, width);
+    let shift = b.shl(half, width.trailing_zeros());
     let mask = b.shl((1u32 << width) - 1, shift);
     let warp = b.shr(tid, 5u32);
     let ntid = b.special(Special::NtidX);
@@ -132,7 +132,7 @@ pub(super) fn build(
     let m = b.and(m, !15u32);
     let margin = b.add(m, 32u32);
     let per_page = b.add(page_bytes, margin);
-    let per_warp = b.mul(per_page, groups);
+    let per_warp = b.shl(per_page, groups.trailing_zeros());
     let smem_base = b.shared_base(&smem);
     let warp_base = b.mad(warp, per_warp, smem_base);
     let ob = b.mad(half, per_page, warp_base);
@@ -274,7 +274,8 @@ fn copy_page_out(b: &mut KernelBuilder, h: &Half, dst: Reg<U64>, len: Reg<U32>) 
     copy_tail_out(b, h, h.ob, dst, len, 16);
 }
 
-/// Copies the last `len % unit` bytes (`unit` a power of two up to 16) from `from` to `dst`.
+/// Copies the last `len % unit` bytes (`unit` a power of two up to 16) from `from` to `dst`: one
+/// step when the group has `unit` lanes or more, else steps of the group's width.
 fn copy_tail_out(
     b: &mut KernelBuilder,
     h: &Half,
@@ -285,7 +286,7 @@ fn copy_tail_out(
 ) {
     let tail_at = b.and(len, !(unit - 1));
     let tail = b.and(len, unit - 1);
-    for_each_item(b, h, tail, 0, |b, i, inside| {
+    let copy_byte = |b: &mut KernelBuilder, i: Reg<U32>, inside: Reg<Pred>| {
         let k = b.add(tail_at, i);
         let a = b.add(from, k);
         let g = b.index_addr(dst, k, 1);
@@ -293,7 +294,13 @@ fn copy_tail_out(
             let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
             b.st_narrow(Space::Global, Narrow::U8, g, v);
         });
-    });
+    };
+    if unit <= h.width {
+        let inside = b.setp(Cmp::Lt, h.sub, tail);
+        copy_byte(b, h.sub, inside);
+    } else {
+        for_each_item(b, h, tail, 0, copy_byte);
+    }
 }
 
 /// Reads the 255-chained rest of a length field at block index `ip` (advancing it), a byte a
