@@ -14,9 +14,11 @@
 //! hardware balances them, instead of one resident wave striding over the pages). Builds of
 //! half- or quarter-warps decode pages above 32 KiB with the table's `lz4_decompress_wide`.
 //!
-//! Measured (session 8, H200, `benches/lz4_kernels.rs`, dickens 4 KiB pages, one process):
-//! session 7's kernel 170.7 GB/s; `onestep` 196.7, `grid` 197.9, both 225.5 (ncu: issue slots
-//! 91% busy, occupancy 59% of 62.5%), `medium,onestep,grid` 243.2 (spills 12 bytes).
+//! Measured (session 8, H200, `benches/lz4_kernels.rs`, dickens tiled to 256 MiB, 4 KiB pages,
+//! one process, medians of 21 alternating rounds): session 7's kernel (`warp`) 170.3 GB/s;
+//! `onestep,grid` 225.0 (ncu: issue slots 91% busy); `medium,onestep,grid` 242.9 (8 bytes of
+//! local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0, `halves,grid` 237.7,
+//! `halves,medium` 246.2, `halves,medium,grid` (the defaults) 261.7.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{decompress, decompress_shared_per_page};
