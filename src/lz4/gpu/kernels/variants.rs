@@ -15,10 +15,11 @@
 //! half- or quarter-warps decode pages above 32 KiB with the table's `lz4_decompress_wide`.
 //!
 //! Measured (session 8, H200, `benches/lz4_kernels.rs`, dickens tiled to 256 MiB, 4 KiB pages,
-//! one process, medians of 21 alternating rounds): session 7's kernel (`warp`) 170.3 GB/s;
-//! `onestep,grid` 225.0 (ncu: issue slots 91% busy); `medium,onestep,grid` 242.9 (8 bytes of
-//! local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0, `halves,grid` 237.7,
-//! `halves,medium` 246.2, `halves,medium,grid` (the defaults) 261.7.
+//! one process, medians of 21 alternating rounds; two runs): session 7's kernel (`warp`) 170.3 /
+//! 170.2 GB/s; `onestep,grid` 225.0 / 224.5 (ncu: issue slots 91% busy); `medium,onestep,grid`
+//! 242.9 / 242.1 (8 bytes of local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0,
+//! `halves,grid` 237.7 / 236.6, `halves,medium` 246.2 / 245.3, `halves,medium,grid` (the
+//! defaults) 261.7 / 260.4; `quarters,medium,grid` 191.0 (13 warps an SM: latency-bound).
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{decompress, decompress_shared_per_page};
