@@ -6,7 +6,9 @@
 mod lz4_support;
 mod sim_support;
 
+use ptxflow::kernels::lz4::decompress;
 use ptxflow::kernels::KernelId;
+use ptxflow::lz4::gpu::kernels::{build_geometry, KernelVariants};
 use ptxflow::lz4::gpu::layout::{
     compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths,
     read_compress_info, SmLimits,
@@ -16,10 +18,58 @@ use ptxflow::lz4::{
 };
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
-use sim_support::{launch, Counts, Memory, Program};
+use sim_support::{launch, launch_with, Counts, Memory, Program};
 
+/// The kernel's PTX.
 fn program(id: KernelId) -> Program {
     Program::parse(&id.build(Target::Sm75).emit().unwrap())
+}
+
+/// A decompress build and its PTX.
+struct Decoder {
+    prog: Program,
+    build: decompress::Variant,
+}
+
+/// The decompress builds under test: the build `PTXFLOW_LZ4_DECOMPRESS` asks for, or by default
+/// both of the table's (`lz4_decompress`, `lz4_decompress_wide`), each on every page size.
+fn decoders() -> Vec<Decoder> {
+    let variants = KernelVariants::from_env().unwrap();
+    if variants != KernelVariants::default() {
+        let module = decompress::build_variant(Target::Sm75, variants.decompress);
+        return vec![Decoder {
+            prog: Program::parse(&module.emit().unwrap()),
+            build: variants.decompress,
+        }];
+    }
+    vec![
+        Decoder {
+            prog: program(KernelId::Lz4Decompress),
+            build: decompress::Variant::TABLE,
+        },
+        Decoder {
+            prog: program(KernelId::Lz4DecompressWide),
+            build: decompress::Variant::WIDE,
+        },
+    ]
+}
+
+/// Launch shape of `d` over `n` pages of `pb` bytes (at most 2 blocks).
+fn decoder_geometry(d: &Decoder, pb: usize, n: usize) -> ptxflow::lz4::gpu::layout::Geometry {
+    let sm = SmLimits {
+        shared_bytes: 228 << 10,
+        regs_per_thread: 56,
+    };
+    let g = if d.build == decompress::Variant::TABLE {
+        // The table build's shape is the layout's rule.
+        decompress_geometry(pb, n, 1, sm)
+    } else {
+        build_geometry(d.build, false, pb, n, 1, sm)
+    };
+    ptxflow::lz4::gpu::layout::Geometry {
+        blocks: g.blocks.min(2),
+        ..g
+    }
 }
 
 /// Compresses `input` with the kernel (2 blocks); returns the entries, packed bytes and counts.
@@ -62,6 +112,19 @@ fn sim_compress(
         &params,
         &mut mem,
     );
+    if std::env::var("PTXFLOW_SIM_PROFILE").is_ok()
+        && page_bytes == 4096
+        && input.len() >= 64 << 10
+        && std::fs::metadata("/tmp/sim_cprofile.txt").is_err()
+    {
+        let dump: String = counts
+            .per_instr
+            .iter()
+            .zip(0..)
+            .map(|(n, i)| format!("{n:>8} {}\n", prog.instr_text(i)))
+            .collect();
+        std::fs::write("/tmp/sim_cprofile.txt", dump).unwrap();
+    }
     let words: Vec<u32> = mem
         .get("info")
         .chunks(4)
@@ -158,22 +221,10 @@ fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
 }
 
 /// Decodes `pages` with the kernel; returns per-page status and the output buffer.
-fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>) {
+fn sim_decompress(d: &Decoder, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>) {
     let n = pages.pages.len();
     let pb = pages.page_bytes;
-    let g = decompress_geometry(
-        pb,
-        n,
-        1,
-        SmLimits {
-            shared_bytes: 228 << 10,
-            regs_per_thread: 48,
-        },
-    );
-    let g = ptxflow::lz4::gpu::layout::Geometry {
-        blocks: g.blocks.min(2),
-        ..g
-    };
+    let g = decoder_geometry(d, pb, n);
     let mut mem = Memory::new();
     let mut data = pages.data.clone();
     data.resize(data.len().div_ceil(16) * 16 + 16, 0);
@@ -195,13 +246,15 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
         output,
         status,
     ];
-    let counts = launch(
-        prog,
+    // Half-warp decoders branch per half (only those).
+    let counts = launch_with(
+        &d.prog,
         g.blocks,
         g.threads(),
         g.shared_bytes,
         &params,
         &mut mem,
+        d.build.lanes_per_page() == 32,
     );
     if std::env::var("PTXFLOW_SIM_PROFILE").is_ok() {
         eprintln!(
@@ -212,7 +265,7 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
             .per_instr
             .iter()
             .zip(0..)
-            .map(|(n, i)| format!("{n:>8} {}\n", prog.instr_text(i)))
+            .map(|(n, i)| format!("{n:>8} {}\n", d.prog.instr_text(i)))
             .collect();
         if pb == 4096
             && pages.original_bytes() > 30000
@@ -231,8 +284,8 @@ fn sim_decompress(prog: &Program, pages: &CompressedPages) -> (Vec<u32>, Vec<u8>
 }
 
 /// Asserts the kernel accepts exactly the pages the CPU decoder accepts, with the same bytes.
-fn check_decompress(prog: &Program, pages: &CompressedPages, what: &str) -> usize {
-    let (st, out) = sim_decompress(prog, pages);
+fn check_decompress(d: &Decoder, pages: &CompressedPages, what: &str) -> usize {
+    let (st, out) = sim_decompress(d, pages);
     let mut errors = 0;
     for (k, e) in pages.pages.iter().enumerate() {
         let stored = &pages.data[e.offset..e.offset + e.stored_bytes];
@@ -274,7 +327,6 @@ fn check_decompress(prog: &Program, pages: &CompressedPages, what: &str) -> usiz
 
 #[test]
 fn decompress_round_trips_corpus_random_zero_pages_and_tails() {
-    let prog = program(KernelId::Lz4Decompress);
     let mut rng = Rng::new(3);
     let mut inputs: Vec<(String, Vec<u8>, usize)> = vec![
         (
@@ -295,19 +347,20 @@ fn decompress_round_trips_corpus_random_zero_pages_and_tails() {
             inputs.push((format!("{name} 64K"), d, 65536));
         }
     }
-    for (what, data, pb) in inputs {
-        let pages = CpuPageCodec.compress_pages(&data, pb).unwrap();
-        assert_eq!(
-            check_decompress(&prog, &pages, &what),
-            0,
-            "{what}: valid pages rejected"
-        );
+    for d in decoders() {
+        for (what, data, pb) in &inputs {
+            let pages = CpuPageCodec.compress_pages(data, *pb).unwrap();
+            assert_eq!(
+                check_decompress(&d, &pages, what),
+                0,
+                "{what}: valid pages rejected"
+            );
+        }
     }
 }
 
 #[test]
 fn decompress_bounded_pages_report_their_length() {
-    let prog = program(KernelId::Lz4Decompress);
     let Some(data) = lz4_support::corpus("xml", Some(30_000)) else {
         return;
     };
@@ -322,78 +375,76 @@ fn decompress_bounded_pages_report_their_length() {
         }
     }
     let n = pages.pages.len();
-    let g = decompress_geometry(
-        4096,
-        n,
-        1,
-        SmLimits {
-            shared_bytes: 228 << 10,
-            regs_per_thread: 48,
-        },
-    );
-    let mut mem = Memory::new();
-    let mut d = pages.data.clone();
-    d.resize(d.len().div_ceil(16) * 16 + 16, 0);
-    let plen = d.len() as u64;
-    let packed = mem.add("packed", d);
-    let entries = mem.add(
-        "entries",
-        words.iter().flat_map(|w| w.to_le_bytes()).collect(),
-    );
-    let output = mem.add("output", vec![0; n * 4096]);
-    let status = mem.add("status", vec![0xFF; 4 * n]);
-    launch(
-        &prog,
-        g.blocks.min(2),
-        g.threads(),
-        g.shared_bytes,
-        &[packed, plen, entries, n as u64, 4096, output, status],
-        &mut mem,
-    );
-    let st: Vec<u32> = mem
-        .get("status")
-        .chunks(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    for k in 0..n {
-        assert_eq!(st[k] & 0xFF, 0, "page {k}");
-        assert_eq!((st[k] >> 8) as usize, want[k], "page {k} length");
-        assert!(
-            mem.get("output")[k * 4096..k * 4096 + want[k]] == data[k * 4096..k * 4096 + want[k]]
+    for dec in decoders() {
+        let g = decoder_geometry(&dec, 4096, n);
+        let mut mem = Memory::new();
+        let mut d = pages.data.clone();
+        d.resize(d.len().div_ceil(16) * 16 + 16, 0);
+        let plen = d.len() as u64;
+        let packed = mem.add("packed", d);
+        let entries = mem.add(
+            "entries",
+            words.iter().flat_map(|w| w.to_le_bytes()).collect(),
         );
+        let output = mem.add("output", vec![0; n * 4096]);
+        let status = mem.add("status", vec![0xFF; 4 * n]);
+        launch_with(
+            &dec.prog,
+            g.blocks,
+            g.threads(),
+            g.shared_bytes,
+            &[packed, plen, entries, n as u64, 4096, output, status],
+            &mut mem,
+            dec.build.lanes_per_page() == 32,
+        );
+        let st: Vec<u32> = mem
+            .get("status")
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        for k in 0..n {
+            assert_eq!(st[k] & 0xFF, 0, "page {k}");
+            assert_eq!((st[k] >> 8) as usize, want[k], "page {k} length");
+            assert!(
+                mem.get("output")[k * 4096..k * 4096 + want[k]]
+                    == data[k * 4096..k * 4096 + want[k]]
+            );
+        }
     }
 }
 
 #[test]
 fn decompress_reports_corrupt_pages_like_the_cpu_decoder() {
-    let prog = program(KernelId::Lz4Decompress);
     let Some(data) = lz4_support::corpus("dickens", Some(48 << 10)) else {
         return;
     };
     let good = CpuPageCodec.compress_pages(&data, 4096).unwrap();
-    let mut rng = Rng::new(11);
-    let mut rejected = 0;
-    for round in 0..6 {
-        let mut bad = good.clone();
-        for e in bad.pages.iter_mut() {
-            let k = e.offset + (rng.next_u64() as usize % e.stored_bytes);
-            match rng.next_u64() % 4 {
-                0 => bad.data[k] ^= 1 << (rng.next_u64() % 8),
-                1 => bad.data[k] = 0xFF,
-                2 => e.stored_bytes = (k - e.offset).max(1),
-                _ => bad.data[k] = 0,
+    for d in decoders() {
+        let mut rng = Rng::new(11);
+        let mut rejected = 0;
+        for round in 0..6 {
+            let mut bad = good.clone();
+            for e in bad.pages.iter_mut() {
+                let k = e.offset + (rng.next_u64() as usize % e.stored_bytes);
+                match rng.next_u64() % 4 {
+                    0 => bad.data[k] ^= 1 << (rng.next_u64() % 8),
+                    1 => bad.data[k] = 0xFF,
+                    2 => e.stored_bytes = (k - e.offset).max(1),
+                    _ => bad.data[k] = 0,
+                }
             }
+            rejected += check_decompress(&d, &bad, &format!("round {round}"));
         }
-        rejected += check_decompress(&prog, &bad, &format!("round {round}"));
+        eprintln!("{rejected} corrupt pages rejected");
+        assert!(rejected > 10);
+        // Entries pointing outside the data or above the page size are rejected by the kernel
+        // too.
+        let mut bad = good.clone();
+        bad.pages[0].offset = bad.data.len() + 64;
+        bad.pages[1].kind = PageKind::Raw;
+        let (st, _) = sim_decompress(&d, &bad);
+        assert_ne!(st[0] & 0xFF, 0);
+        assert_ne!(st[1] & 0xFF, 0);
+        assert!(st[2..].iter().all(|&s| s & 0xFF == 0));
     }
-    eprintln!("{rejected} corrupt pages rejected");
-    assert!(rejected > 10);
-    // Entries pointing outside the data or above the page size are rejected by the kernel too.
-    let mut bad = good.clone();
-    bad.pages[0].offset = bad.data.len() + 64;
-    bad.pages[1].kind = PageKind::Raw;
-    let (st, _) = sim_decompress(&prog, &bad);
-    assert_ne!(st[0] & 0xFF, 0);
-    assert_ne!(st[1] & 0xFF, 0);
-    assert!(st[2..].iter().all(|&s| s & 0xFF == 0));
 }

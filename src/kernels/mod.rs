@@ -88,8 +88,10 @@ kernel_table! {
     NdtDerivativesDenseSmall => ndt::derivatives::build_dense_small, "ndt_derivatives_dense_small", [Sm75];
     /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
     Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
-    /// LZ4 page decompression, one warp per page, every access bounds-checked.
+    /// LZ4 page decompression, two pages per warp (one per half-warp), every access bounds-checked.
     Lz4Decompress => lz4::decompress::build, "lz4_decompress", [Sm75];
+    /// LZ4 page decompression, one warp per page, for pages above 32 KiB.
+    Lz4DecompressWide => lz4::decompress::build_wide, "lz4_decompress_wide", [Sm75];
     /// Dense encoder `relu(x W + b)`, f32 weights.
     RnnDenseF32 => rnn::dense::build_f32, "rnn_dense_f32", [Sm75];
     /// Dense encoder `relu(x W + b)`, f16 weight storage, f32 accumulation.

@@ -49,8 +49,22 @@ pub fn launch(
     params: &[u64],
     mem: &mut Memory,
 ) -> Counts {
+    launch_with(prog, blocks, threads, dyn_shared, params, mem, true)
+}
+
+/// [`launch`], with warp-uniform branches required or (`uniform == false`, for kernels whose
+/// half-warps branch on their own) not.
+pub fn launch_with(
+    prog: &Program,
+    blocks: u32,
+    threads: u32,
+    dyn_shared: u32,
+    params: &[u64],
+    mem: &mut Memory,
+    uniform: bool,
+) -> Counts {
     let opts = Options {
-        uniform_branches: true,
+        uniform_branches: uniform,
         ..Options::default()
     };
     let grid = Grid::linear(blocks, threads).with_dyn_shared(dyn_shared);

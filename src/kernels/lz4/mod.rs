@@ -3,13 +3,16 @@
 //!
 //! - [`compress`]: `lz4_compress`, the spec of `crate::lz4::block_encode` on 32 lanes (its folder:
 //!   the kernel, the window parse, match extension, sequence emission, page in and block out);
-//! - [`decompress`]: `lz4_decompress`, a bounds-checked block decoder (its folder: the kernel, the
-//!   decode loop, byte moves);
+//! - [`decompress`]: `lz4_decompress` (two pages per warp) and `lz4_decompress_wide` (one page
+//!   per warp, for pages above 32 KiB), bounds-checked block decoders (its folder: the kernels,
+//!   the decode loops, byte moves);
 //! - `warp`: lane constants and bit helpers both kernels use.
 //!
-//! Both kernels keep every branch warp-uniform (conditions come from ballots, shuffles or values
-//! all lanes compute alike); per-lane differences are expressed only by predication. This keeps
-//! the warp converged and lets the tests' lock-step interpreter run the PTX as written.
+//! `lz4_compress` and `lz4_decompress_wide` keep every branch warp-uniform (conditions come from
+//! ballots, shuffles or values all lanes compute alike); per-lane differences are expressed only
+//! by predication. This keeps the warp converged and lets the tests' lock-step interpreter run
+//! the PTX as written. `lz4_decompress` branches per half-warp (each half its own page); the
+//! interpreter runs it with divergence allowed.
 
 pub mod compress;
 pub mod decompress;
@@ -47,10 +50,17 @@ pub fn inplace_margin(page_bytes: u32) -> u32 {
     ((page_bytes >> 8) + 32).next_multiple_of(16) + 32
 }
 
-/// Dynamic shared memory one decompress warp uses: one buffer of the page plus the in-place
-/// margin; the block is staged at its end and the page rebuilt from its start (bytes).
-pub fn decompress_shared_per_warp(page_bytes: u32) -> u32 {
+/// Dynamic shared memory a decompress build uses per page in flight: one buffer of the page
+/// plus the in-place margin; the block is staged at its end and the page rebuilt from its start
+/// (bytes).
+pub fn decompress_shared_per_page(page_bytes: u32) -> u32 {
     page_bytes + inplace_margin(page_bytes)
+}
+
+/// Dynamic shared memory one warp of the table's `lz4_decompress` uses: a page buffer per
+/// half-warp (bytes).
+pub fn decompress_shared_per_warp(page_bytes: u32) -> u32 {
+    decompress::Variant::TABLE.pages_per_warp() * decompress_shared_per_page(page_bytes)
 }
 
 /// Per-page status codes written by `lz4_decompress` in bits 0..8 of its status words (bits

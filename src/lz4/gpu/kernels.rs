@@ -1,8 +1,14 @@
 //! [`Lz4Kernels`]: the loaded `lz4_compress` / `lz4_decompress` functions of one device and
 //! their launches on device-resident buffers (no host copies, no synchronization).
 
-use super::layout::{compress_geometry, decompress_geometry, Geometry, SmLimits};
+mod variants;
+
+pub use variants::{build_geometry, KernelVariants};
+
+use super::layout::{compress_geometry, Geometry, SmLimits};
+use crate::kernels::lz4::decompress;
 use crate::kernels::KernelId;
+use crate::ptx::Target;
 use crate::runtime::{Gpu, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::sys::CUfunction_attribute_enum as FuncAttr;
@@ -17,10 +23,13 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
 pub struct Lz4Kernels {
     gpu: Arc<Gpu>,
     compress: LoadedKernel,
-    decompress: LoadedKernel,
+    /// The decompress build of `variants` and its registers per thread.
+    decompress: (LoadedKernel, u32),
+    /// `lz4_decompress_wide` for pages above 32 KiB, when the build above is a half-warp one.
+    decompress_wide: Option<(LoadedKernel, u32)>,
     sm_shared: u32,
     compress_regs: u32,
-    decompress_regs: u32,
+    variants: KernelVariants,
 }
 
 fn u32_len(n: usize, what: &str) -> Result<u32> {
@@ -33,11 +42,30 @@ fn u32_len(n: usize, what: &str) -> Result<u32> {
 
 impl Lz4Kernels {
     /// Loads both kernels (JIT on first use) and asks for the largest shared-memory carveout,
-    /// since shared memory bounds how many page warps an SM holds.
+    /// since shared memory bounds how many page warps an SM holds. The builds are those
+    /// `PTXFLOW_LZ4_DECOMPRESS` asks for (see [`KernelVariants`]), by default the table's.
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
+        Self::with_variants(gpu, KernelVariants::from_env()?)
+    }
+
+    /// [`new`](Self::new) with the given builds and grid choices.
+    pub fn with_variants(gpu: Arc<Gpu>, variants: KernelVariants) -> Result<Self> {
         let compress = gpu.kernel(KernelId::Lz4Compress)?;
-        let decompress = gpu.kernel(KernelId::Lz4Decompress)?;
-        for f in [compress.function(), decompress.function()] {
+        let decompress = match variants.decompress {
+            decompress::Variant::TABLE => gpu.kernel(KernelId::Lz4Decompress)?,
+            decompress::Variant::WIDE => gpu.kernel(KernelId::Lz4DecompressWide)?,
+            v => {
+                let module = decompress::build_variant(Target::Sm75, v);
+                gpu.load_module(&module, "lz4_decompress")?
+            }
+        };
+        let wide = if variants.decompress.lanes_per_page() < 32 {
+            Some(gpu.kernel(KernelId::Lz4DecompressWide)?)
+        } else {
+            None
+        };
+        let all = [Some(&compress), Some(&decompress), wide.as_ref()];
+        for f in all.into_iter().flatten().map(LoadedKernel::function) {
             f.set_attribute(
                 FuncAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                 100,
@@ -51,16 +79,50 @@ impl Lz4Kernels {
                 .map(|r| r.max(0) as u32)
                 .map_err(Error::driver("cuFuncGetAttribute(registers)"))
         };
-        let (compress_regs, decompress_regs) =
-            (regs(compress.function())?, regs(decompress.function())?);
+        let compress_regs = regs(compress.function())?;
+        let decompress_regs = regs(decompress.function())?;
+        let decompress_wide = match wide {
+            Some(k) => {
+                let r = regs(k.function())?;
+                Some((k, r))
+            }
+            None => None,
+        };
         Ok(Lz4Kernels {
             gpu,
             compress,
-            decompress,
+            decompress: (decompress, decompress_regs),
+            decompress_wide,
             sm_shared,
             compress_regs,
-            decompress_regs,
+            variants,
         })
+    }
+
+    /// The builds and grid choices in use.
+    pub fn variants(&self) -> KernelVariants {
+        self.variants
+    }
+
+    /// The decompress kernel for pages of `page_bytes` and its registers per thread.
+    fn decompress_for(&self, page_bytes: usize) -> &(LoadedKernel, u32) {
+        match &self.decompress_wide {
+            Some(wide) if self.variants.decompress_for(page_bytes) != self.variants.decompress => {
+                wide
+            }
+            _ => &self.decompress,
+        }
+    }
+
+    /// Registers per thread and local memory per thread (bytes) of the decompress build for
+    /// pages of `page_bytes`.
+    pub fn decompress_resources(&self, page_bytes: usize) -> Result<(u32, u32)> {
+        let (k, regs) = self.decompress_for(page_bytes);
+        let local = k
+            .function()
+            .local_size_bytes()
+            .map_err(Error::driver("cuFuncGetAttribute(local size)"))?;
+        Ok((*regs, local.max(0) as u32))
     }
 
     /// The device.
@@ -81,9 +143,11 @@ impl Lz4Kernels {
     pub fn decompress_geometry(&self, page_bytes: usize, n_pages: usize) -> Geometry {
         let sm = SmLimits {
             shared_bytes: self.sm_shared,
-            regs_per_thread: self.decompress_regs,
+            regs_per_thread: self.decompress_for(page_bytes).1,
         };
-        decompress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
+        let sm_count = self.gpu.facts().sm_count;
+        self.variants
+            .decompress_geometry(page_bytes, n_pages, sm_count, sm)
     }
 
     fn config(f: &CudaFunction, g: Geometry) -> Result<LaunchConfig> {
@@ -235,7 +299,8 @@ impl Lz4Kernels {
             return Ok(());
         }
         let g = self.decompress_geometry(page_bytes, n_pages);
-        let cfg = Self::config(self.decompress.function(), g)?;
+        let kernel = &self.decompress_for(page_bytes).0;
+        let cfg = Self::config(kernel.function(), g)?;
         let (plen, np, pb) = (
             u32_len(packed.len(), "lz4 packed bytes")?,
             n_pages as u32,
@@ -246,7 +311,7 @@ impl Lz4Kernels {
         // reads packed only below its length rounded down to 16 and checks every entry against
         // it; entries, output (n_pages * page_bytes) and status (n_pages) were checked above.
         unsafe {
-            self.decompress
+            kernel
                 .launch(stream, cfg)
                 .arg(packed)
                 .arg(&plen)

@@ -131,12 +131,15 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
         offset,
         ml,
     } = *seq;
-    let lane = d.ln.lane;
     b.comment("copy the sequence: literals and match in one step when they fit and are apart");
     let span = b.add(lit, ml);
+    if lengths == Lengths::ShortApart {
+        one_step_copy(b, d, seq, span);
+        return;
+    }
     let apart = b.setp(Cmp::Ge, offset, span);
     let one_step = match lengths {
-        Lengths::Short => apart,
+        Lengths::Short | Lengths::ShortApart => apart,
         Lengths::Any => {
             let fits = b.setp(Cmp::Le, span, 32u32);
             b.and(fits, apart)
@@ -145,9 +148,37 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
     let general = b.label("general_copy");
     let copied = b.label("copied");
     b.bra_uni_unless(one_step, &general);
+    one_step_copy(b, d, seq, span);
+    b.bra_uni(&copied);
+    b.place(&general);
+    b.comment("copy the literals, then the match, each in steps of their own");
+    copy_literals(b, d, lit_src, op, lit);
+    let mop = b.add(op, lit);
+    copy_match(b, d, mop, offset, ml);
+    b.place(&copied);
+}
+
+/// Literals and match of `span` <= 32 bytes, the match source wholly before the literals, in one
+/// step: lanes below `lit` copy literals, the next `ml` lanes match bytes; every lane loads
+/// before any stores.
+fn one_step_copy(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, span: Reg<U32>) {
+    let Sequence {
+        lit_src,
+        op,
+        lit,
+        offset,
+        ..
+    } = *seq;
+    let lane = d.ln.lane;
     let is_lit = b.setp(Cmp::Lt, lane, lit);
     let from_lit = b.add(lit_src, lane);
-    let dst = b.add(d.ob_lane, op);
+    // `Variant::one_step` keeps no `ob + lane` register (fewer live across the loop).
+    let dst = if d.variant.one_step {
+        let at = b.add(d.ob, op);
+        b.add(at, lane)
+    } else {
+        b.add(d.ob_lane, op)
+    };
     let from_match = b.sub(dst, offset);
     let src = b.selp(from_lit, from_match, is_lit);
     let inside = b.setp(Cmp::Lt, lane, span);
@@ -156,11 +187,4 @@ pub(super) fn copy_sequence(b: &mut KernelBuilder, d: &Dec, seq: &Sequence, leng
         b.st_narrow(Space::Shared, Narrow::U8, dst, v);
     });
     b.warp_sync(FULL_MASK);
-    b.bra_uni(&copied);
-    b.place(&general);
-    b.comment("copy the literals, then the match, each in steps of their own");
-    copy_literals(b, d, lit_src, op, lit);
-    let mop = b.add(op, lit);
-    copy_match(b, d, mop, offset, ml);
-    b.place(&copied);
 }

@@ -78,7 +78,18 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
             slow: &slow,
             next: next_seq,
         };
-        fast_sequence(b, d, &fast, &cur, Token { lit, mcode });
+        if d.variant.medium {
+            let medium = b.label("medium_seq");
+            let to_medium = Fast {
+                slow: &medium,
+                ..fast
+            };
+            fast_sequence(b, d, &to_medium, &cur, Token { lit, mcode }, Path::Short);
+            b.place(&medium);
+            fast_sequence(b, d, &fast, &cur, Token { lit, mcode }, Path::Medium);
+        } else {
+            fast_sequence(b, d, &fast, &cur, Token { lit, mcode }, Path::Short);
+        }
         b.place(&slow);
         b.comment("sequence, step by step: literal length, literals");
         // Block index of the byte after the token (a fresh register: read_length advances it).
@@ -203,6 +214,7 @@ struct Token {
 /// sequence whose offset starts at or past it leaves no room for the offset and a further
 /// token); `unread_bias` = `2 - ob` (added to the offset's address it gives the page index of the
 /// next token's block byte, below which the output must stay: the in-place bound).
+#[derive(Clone, Copy)]
 struct Fast<'a> {
     iend2: Reg<U32>,
     unread_bias: Reg<U32>,
@@ -212,23 +224,57 @@ struct Fast<'a> {
     next: &'a Label,
 }
 
-/// The common sequence (literal and match lengths below 15, not the last one) with all its
-/// checks folded into one branch: falls through to `f.slow` (the step-by-step parse of the same
-/// token, which then finds the failing check in order) unless every check holds; otherwise
-/// loads the next token, copies the sequence, advances the cursor and continues at `f.next`.
-fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: Token) {
+/// Which sequences a fast path takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Literal and match lengths below 15.
+    Short,
+    /// A literal run of 15..=269 (the token's 15 and one length byte below 255), a match length
+    /// below 15 (`Variant::medium`).
+    Medium,
+}
+
+/// A fast sequence (see [`Path`]; never the last one) with all its checks folded into one
+/// branch: falls through to `f.slow` (the step-by-step parse of the same token, which then finds
+/// the failing check in order) unless every check holds; otherwise loads the next token, copies
+/// the sequence, advances the cursor and continues at `f.next`.
+fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: Token, path: Path) {
     let Cursor { op, tok, lit_addr } = *cur;
     let Token { lit, mcode } = token;
     let (slow, next) = (f.slow, f.next);
-    let lit_short = b.setp(Cmp::Lt, lit, 15u32);
-    let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-    let short = b.and(lit_short, ml_short);
-    b.bra_uni_unless(short, slow);
-    // The offset's address; at most 16 bytes past the block: inside the stage's slack, read
-    // but unused on failure.
-    let offset_addr = b.add(lit_addr, lit);
-    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
-    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+    let (lit, lit_src, offset_addr, ext_bad) = match path {
+        Path::Short => {
+            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let short = b.and(lit_short, ml_short);
+            b.bra_uni_unless(short, slow);
+            // The offset's address; at most 16 bytes past the block: inside the stage's slack,
+            // read but unused on failure.
+            let offset_addr = b.add(lit_addr, lit);
+            (lit, lit_addr, offset_addr, None)
+        }
+        Path::Medium => {
+            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let medium = b.and(lit_long, ml_short);
+            b.bra_uni_unless(medium, slow);
+            // The length byte: at most the block's end (the token lies inside the block).
+            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
+            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
+            let lit = b.add(ext, 15u32);
+            let lit_src = b.add(lit_addr, 1u32);
+            let offset_addr = b.add(lit_src, lit);
+            (lit, lit_src, offset_addr, Some(ext_bad))
+        }
+    };
+    // Loads stay inside the stage and its slack: the medium path's offset may lie far past the
+    // block, so its reads are clamped to the block end (and the page then fails the checks).
+    let read_at = match path {
+        Path::Short => offset_addr,
+        Path::Medium => b.min(offset_addr, f.iend2),
+    };
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
     let offset = b.mad(offset_hi, 256u32, offset_lo);
     let ml = b.add(mcode, 4u32);
     let mop = b.add(op, lit);
@@ -244,9 +290,22 @@ fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: 
     let unread = b.add(offset_addr, f.unread_bias);
     let clobber = b.setp(Cmp::Gt, m_end, unread);
     let bad = b.or(bad, clobber);
+    let bad = match ext_bad {
+        Some(e) => b.or(bad, e),
+        None => bad,
+    };
+    // `Variant::one_step`: a match overlapping its literals or itself takes the slow path.
+    let one_step = path == Path::Short && d.variant.one_step;
+    let bad = if one_step {
+        let span = b.add(lit, ml);
+        let overlap = b.setp(Cmp::Lt, offset, span);
+        b.or(bad, overlap)
+    } else {
+        bad
+    };
     b.bra_uni_if(bad, slow);
     let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
-    let lit_src = b.mov(lit_addr);
+    let lit_src = b.mov(lit_src);
     let next_lit = b.add(offset_addr, 3u32);
     b.mov_to(lit_addr, next_lit);
     let seq = Sequence {
@@ -256,7 +315,12 @@ fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: 
         offset,
         ml,
     };
-    copy_sequence(b, d, &seq, Lengths::Short);
+    let lengths = match path {
+        Path::Short if one_step => Lengths::ShortApart,
+        Path::Short => Lengths::Short,
+        Path::Medium => Lengths::Any,
+    };
+    copy_sequence(b, d, &seq, lengths);
     b.mov_to(tok, next_tok);
     b.mov_to(op, m_end);
     b.bra_uni(next);

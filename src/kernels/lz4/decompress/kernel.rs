@@ -3,15 +3,36 @@
 
 use super::copy::{copy_page_out, copy_raw_out};
 use super::decode::decode;
-use super::{Dec, MAX_BLOCK};
+use super::{Dec, Variant, WARP_MAX_BLOCK};
 use crate::kernels::lz4::status;
 use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
 use crate::ptx::*;
 
-/// Builds the module.
+/// Builds the table's `lz4_decompress` ([`Variant::TABLE`]).
 pub fn build(target: Target) -> Module {
-    let mut b = KernelBuilder::new("lz4_decompress");
-    b.maxntid(MAX_BLOCK, 1, 1);
+    build_variant(target, Variant::TABLE)
+}
+
+/// Builds the table's `lz4_decompress_wide` ([`Variant::WIDE`]).
+pub fn build_wide(target: Target) -> Module {
+    build_named(target, Variant::WIDE, "lz4_decompress_wide")
+}
+
+/// Builds the module of `variant` with the entry `lz4_decompress`.
+pub fn build_variant(target: Target, variant: Variant) -> Module {
+    build_named(target, variant, "lz4_decompress")
+}
+
+fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
+    if variant.lanes_per_page() < 32 {
+        let width = variant.lanes_per_page();
+        return super::half::build(target, entry, variant.max_regs, variant.medium, width);
+    }
+    let mut b = KernelBuilder::new(entry);
+    b.maxntid(WARP_MAX_BLOCK, 1, 1);
+    if let Some(n) = variant.max_regs {
+        b.maxnreg(n);
+    }
     let packed = b.param::<U64>("packed");
     let packed_bytes = b.param::<U32>("packed_bytes");
     let entries = b.param::<U64>("entries");
@@ -93,6 +114,7 @@ pub fn build(target: Target) -> Module {
                 bounded,
                 ob_lane,
                 fail: fail.clone(),
+                variant,
             };
             d.fail_if(b, bad, status::BAD_ENTRY);
             b.comment("stage the block at the end of the buffer (16-byte chunks)");

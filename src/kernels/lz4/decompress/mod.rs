@@ -1,9 +1,16 @@
-//! `lz4_decompress`: rebuilds pages from stored LZ4 blocks (or raw pages), one warp per page,
-//! checking every read and write, so corrupt input gives a status code for that page and never
-//! an access outside the page's block, its shared buffers or its output slot.
+//! `lz4_decompress` and `lz4_decompress_wide`: rebuild pages from stored LZ4 blocks (or raw
+//! pages), checking every read and write, so corrupt input gives a status code for that page and
+//! never an access outside the page's block, its shared buffers or its output slot.
 //!
-//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
-//! `warps_per_block * decompress_shared_per_warp(page_bytes)`; warps stride over the pages.
+//! Two builds of one contract ([`Variant`]): `lz4_decompress` ([`Variant::TABLE`], `half.rs`)
+//! decodes two pages per warp, one per half-warp, for pages up to [`HALVES_MAX_PAGE`];
+//! `lz4_decompress_wide` ([`Variant::WIDE`], the files below) one page per warp, for larger pages
+//! (two 64 KiB page buffers per warp would leave an SM one warp).
+//!
+//! Launch: 1-D grid, blocks of whole warps up to [`Variant::max_block`] threads, dynamic shared
+//! memory `warps_per_block * pages_per_warp * decompress_shared_per_page(page_bytes)` (for the
+//! table build, `warps_per_block * decompress_shared_per_warp(page_bytes)`); warps stride over
+//! the pages (groups of `pages_per_warp`), so any grid size works.
 //!
 //! Parameters: `packed` (stored pages), `packed_bytes` (readable bytes of `packed`; only its
 //! 16-byte-aligned prefix is used), `entries` (4 u32 per page: byte offset in `packed`, stored
@@ -12,7 +19,7 @@
 //! `output` (page `k` at `k * page_bytes`), `status` (one word per page: the
 //! [`status`](super::status) code in bits 0..8, the bytes produced in bits 8..32).
 //!
-//! Per page, a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
+//! The one-warp build, per page: a warp checks the entry (sizes at most `page_bytes`, the block inside `packed`, a raw
 //! page as long as the original), copies the block to the end of its shared buffer (the page
 //! plus LZ4's in-place margin, so twice as many warps fit an SM as with separate input and output
 //! buffers) with 16-byte loads from the aligned address below it, then either copies a raw page
@@ -35,15 +42,92 @@
 
 mod copy;
 mod decode;
+mod half;
 mod kernel;
 
-pub use kernel::build;
+pub use kernel::{build, build_variant, build_wide};
 
 use super::warp::Lanes;
 use crate::ptx::*;
 
-/// Most threads per block (8 warps).
-pub const MAX_BLOCK: u32 = 256;
+/// Design variants of `lz4_decompress` (issue 17's experiments; built at run time, the table's
+/// kernel is `Variant::default()`). Every variant decodes exactly what the default decodes and
+/// fails on exactly the same pages with the same codes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// A second fast path for tokens whose literal run takes one length byte (15..=269
+    /// literals) and whose match needs none, before the step-by-step parse.
+    pub medium: bool,
+    /// The common sequence's match must lie wholly before its literals (else the step-by-step
+    /// parse copies it), so its copy is always one step without a branch.
+    pub one_step: bool,
+    /// `.maxnreg` (none: ptxas chooses).
+    pub max_regs: Option<u32>,
+    /// Two pages per warp, one per half-warp (see `half.rs`; of the other switches `medium` and
+    /// `max_regs` apply, the common copy is always one step). Launches need twice the shared
+    /// memory per warp ([`Variant::pages_per_warp`]).
+    pub halves: bool,
+    /// Four pages per warp, one per 8 lanes (as `halves`, which it overrides).
+    pub quarters: bool,
+}
+
+impl Variant {
+    /// The build of the table's `lz4_decompress` (issue 17, session 8: dickens 4 KiB pages on an
+    /// H200, `benches/lz4_kernels.rs`, one process: 261.7 GB/s over the whole grid against 170.3
+    /// for session 7's one-warp kernel; ncu: 35% fewer instructions, issue slots 79% busy).
+    pub const TABLE: Variant = Variant {
+        medium: true,
+        one_step: false,
+        max_regs: None,
+        halves: true,
+        quarters: false,
+    };
+
+    /// The build of the table's `lz4_decompress_wide`: one warp per page, the common copy in
+    /// one step (225.0 GB/s on 4 KiB pages over the whole grid, measured as above).
+    pub const WIDE: Variant = Variant {
+        medium: false,
+        one_step: true,
+        max_regs: None,
+        halves: false,
+        quarters: false,
+    };
+
+    /// Lanes that decode one page: 32, 16 (`halves`) or 8 (`quarters`). Below 32 the lane groups
+    /// branch on their own (the warp's branches are not uniform).
+    pub fn lanes_per_page(&self) -> u32 {
+        if self.quarters {
+            8
+        } else if self.halves {
+            16
+        } else {
+            32
+        }
+    }
+
+    /// Most threads per block of this variant.
+    pub fn max_block(&self) -> u32 {
+        if self.lanes_per_page() < 32 {
+            half::MAX_BLOCK
+        } else {
+            WARP_MAX_BLOCK
+        }
+    }
+
+    /// Pages one warp decodes at a time.
+    pub fn pages_per_warp(&self) -> u32 {
+        32 / self.lanes_per_page()
+    }
+}
+
+/// Most threads per block of the one-warp-per-page builds (8 warps).
+pub const WARP_MAX_BLOCK: u32 = 256;
+/// Most threads per block of the table build `lz4_decompress` (see [`Variant::max_block`]).
+pub const MAX_BLOCK: u32 = half::MAX_BLOCK;
+/// Largest page the table build `lz4_decompress` is used for; larger pages go to
+/// `lz4_decompress_wide` (at 64 KiB two page buffers per warp leave an SM one warp, two pages,
+/// where one buffer per warp gives three).
+pub const HALVES_MAX_PAGE: u32 = 32 << 10;
 
 /// Registers of the page being decoded.
 struct Dec {
@@ -58,6 +142,7 @@ struct Dec {
     /// `ob + lane`.
     ob_lane: Reg<U32>,
     fail: Label,
+    variant: Variant,
 }
 
 /// A checked sequence to copy: `lit` literals from the shared address `lit_src` to page byte
@@ -76,6 +161,8 @@ struct Sequence {
 enum Lengths {
     /// Literals below 15 and a match below 19 bytes: both fit 32 bytes together.
     Short,
+    /// As `Short`, and the match source lies wholly before the literals (checked).
+    ShortApart,
     /// Any lengths.
     Any,
 }

@@ -1,0 +1,285 @@
+//! The decode loop of the half-warp decoders (see the [folder docs](super)): the common and
+//! medium sequences with their checks folded into one branch each, the step-by-step parse.
+
+use super::copy::{copy_forward, copy_match, short_copy_step};
+use super::Half;
+use crate::kernels::lz4::status;
+use crate::ptx::*;
+
+/// Reads the 255-chained rest of a length field at block index `ip` (advancing it), a byte a
+/// step; fails past the block end or once the length exceeds the original page length.
+fn read_length(b: &mut KernelBuilder, h: &Half, ip: Reg<U32>) -> Reg<U32> {
+    let n = b.mov(0u32);
+    b.loop_with(LoopBranch::Divergent, |b, got, _| {
+        let out = b.setp(Cmp::Ge, ip, h.stored);
+        h.fail_if(b, out, status::TRUNCATED);
+        let a = b.add(h.ib, ip);
+        let byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, a);
+        let next_ip = b.add(ip, 1u32);
+        b.mov_to(ip, next_ip);
+        let next_n = b.add(n, byte);
+        b.mov_to(n, next_n);
+        let too_big = b.setp(Cmp::Gt, n, h.orig);
+        h.fail_if(b, too_big, status::OUTPUT_OVERFLOW);
+        let term = b.setp(Cmp::Ne, byte, 255u32);
+        b.bra_if(term, got);
+    });
+    n
+}
+
+/// The decode loop's carried registers and two per-page constants: `iend2` = `ib + stored - 2`
+/// (an offset starting at or past it leaves no room for the offset and a further token),
+/// `unread_bias` = `2 - ob` (added to the offset's address: the page index of the next token).
+struct Cursor {
+    tok: Reg<U32>,
+    lit_addr: Reg<U32>,
+    op: Reg<U32>,
+    iend2: Reg<U32>,
+    unread_bias: Reg<U32>,
+}
+
+/// Which sequences a fast path takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Literal and match lengths below 15.
+    Short,
+    /// A literal run of one length byte (15..=269 literals), a match length below 15.
+    Medium,
+}
+
+/// A fast sequence with all checks folded into one branch (to `slow`, which re-parses the same
+/// token step by step); the match must lie wholly before the literals, so every 16-byte step
+/// of the copy is independent. Ends at `join`.
+#[allow(clippy::too_many_arguments)]
+fn fast_sequence(
+    b: &mut KernelBuilder,
+    h: &Half,
+    cur: &Cursor,
+    lit: Reg<U32>,
+    mcode: Reg<U32>,
+    path: Path,
+    slow: &Label,
+    join: &Label,
+) {
+    let Cursor {
+        tok,
+        lit_addr,
+        op,
+        iend2,
+        unread_bias,
+    } = *cur;
+    let (lit, lit_src, offset_addr, read_at, ext_bad) = match path {
+        Path::Short => {
+            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let short = b.and(lit_short, ml_short);
+            b.bra_unless(short, slow);
+            // At most 16 bytes past the block: inside the stage's slack, read but unused on
+            // failure.
+            let offset_addr = b.add(lit_addr, lit);
+            (lit, lit_addr, offset_addr, offset_addr, None)
+        }
+        Path::Medium => {
+            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let medium = b.and(lit_long, ml_short);
+            b.bra_unless(medium, slow);
+            // The length byte lies at most at the block end (the token is inside the block).
+            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
+            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
+            let lit = b.add(ext, 15u32);
+            let lit_src = b.add(lit_addr, 1u32);
+            let offset_addr = b.add(lit_src, lit);
+            // The offset may lie far past the block: its reads are clamped (the checks fail).
+            let read_at = b.min(offset_addr, iend2);
+            (lit, lit_src, offset_addr, read_at, Some(ext_bad))
+        }
+    };
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
+    let offset = b.mad(offset_hi, 256u32, offset_lo);
+    let ml = b.add(mcode, 4u32);
+    let mop = b.add(op, lit);
+    let m_end = b.add(mop, ml);
+    let bad = b.setp(Cmp::Ge, offset_addr, iend2);
+    let over = b.setp(Cmp::Gt, m_end, h.orig);
+    let bad = b.or(bad, over);
+    let off1 = b.sub(offset, 1u32);
+    let reach = b.setp(Cmp::Ge, off1, mop);
+    let bad = b.or(bad, reach);
+    let unread = b.add(offset_addr, unread_bias);
+    let clobber = b.setp(Cmp::Gt, m_end, unread);
+    let bad = b.or(bad, clobber);
+    let span = b.add(lit, ml);
+    let overlap = b.setp(Cmp::Lt, offset, span);
+    let bad = b.or(bad, overlap);
+    let bad = match ext_bad {
+        Some(e) => b.or(bad, e),
+        None => bad,
+    };
+    b.bra_if(bad, slow);
+    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
+    let lit_src = b.mov(lit_src);
+    let next_lit = b.add(offset_addr, 3u32);
+    b.mov_to(lit_addr, next_lit);
+    let op_addr = b.add(h.ob, op);
+    match path {
+        Path::Short if h.width == 16 => {
+            // At most 32 bytes: one step, and a second when this half needs it.
+            short_copy_step(b, h, 0, lit_src, op_addr, lit, offset, span);
+            let second = b.label("second_done");
+            let long = b.setp(Cmp::Gt, span, h.width);
+            b.bra_unless(long, &second);
+            short_copy_step(b, h, h.width, lit_src, op_addr, lit, offset, span);
+            b.place(&second);
+        }
+        _ => {
+            b.for_range_with(LoopBranch::Divergent, 0u32, span, h.width, |b, first, _| {
+                let k = b.add(h.sub, first);
+                let is_lit = b.setp(Cmp::Lt, k, lit);
+                let from_lit = b.add(lit_src, k);
+                let dst = b.add(op_addr, k);
+                let from_match = b.sub(dst, offset);
+                let src = b.selp(from_lit, from_match, is_lit);
+                let inside = b.setp(Cmp::Lt, k, span);
+                b.when(inside, |b| {
+                    let v = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+                    b.st_narrow(Space::Shared, Narrow::U8, dst, v);
+                });
+            });
+        }
+    }
+    b.mov_to(tok, next_tok);
+    b.mov_to(op, m_end);
+    // Both ways of a pass meet at its end (the copy's sync), so halves that part here rejoin
+    // every pass.
+    b.bra(join);
+}
+
+/// The decode loop of one block; returns the bytes produced (falls through when the page
+/// decoded to its original length, or at most that when bounded), branches to the fail label
+/// otherwise.
+pub(super) fn decode(b: &mut KernelBuilder, h: &Half) -> Reg<U32> {
+    b.comment("decode the block in place, one sequence a pass (per half)");
+    let op = b.mov(0u32);
+    let empty = b.setp(Cmp::Eq, h.stored, 0u32);
+    h.fail_if(b, empty, status::TRUNCATED);
+    let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, h.ib);
+    let lit_addr = b.add(h.ib, 1u32);
+    let iend = b.add(h.ib, h.stored);
+    let iend2 = b.sub(iend, 2u32);
+    let unread_bias = b.sub(2u32, h.ob);
+    b.loop_with(LoopBranch::Divergent, |b, block_end, _| {
+        b.comment("common sequence: both lengths below 15, all checks in one branch");
+        let lit = b.shr(tok, 4u32);
+        let mcode = b.and(tok, 15u32);
+        let slow = b.label("slow_seq");
+        let join = b.label("seq_done");
+        let cur = Cursor {
+            tok,
+            lit_addr,
+            op,
+            iend2,
+            unread_bias,
+        };
+        if h.medium {
+            let medium = b.label("medium_seq");
+            fast_sequence(b, h, &cur, lit, mcode, Path::Short, &medium, &join);
+            b.place(&medium);
+            fast_sequence(b, h, &cur, lit, mcode, Path::Medium, &slow, &join);
+        } else {
+            fast_sequence(b, h, &cur, lit, mcode, Path::Short, &slow, &join);
+        }
+
+        b.place(&slow);
+        b.comment("sequence, step by step: literal length, literals");
+        let ip = b.sub(lit_addr, h.ib);
+        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
+        let short_lit = b.label("short_lit");
+        b.bra_unless(long_lit, &short_lit);
+        let extra = read_length(b, h, ip);
+        let full_lit = b.add(lit, extra);
+        b.mov_to(lit, full_lit);
+        b.place(&short_lit);
+        let left_in = b.sub(h.stored, ip);
+        let left_out = b.sub(h.orig, op);
+        let room = b.min(left_in, left_out);
+        let bad = b.setp(Cmp::Gt, lit, room);
+        let lits_ok = b.label("lits_ok");
+        b.bra_unless(bad, &lits_ok);
+        let past_end = b.setp(Cmp::Gt, lit, left_in);
+        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
+        b.mov_to(h.code, code);
+        b.bra(&h.fail);
+        b.place(&lits_ok);
+        let lit_src = b.add(h.ib, ip);
+        let lit_end = b.add(ip, lit);
+        let last = b.setp(Cmp::Eq, lit_end, h.stored);
+        let not_last = b.label("not_last");
+        b.bra_unless(last, &not_last);
+        let op_addr = b.add(h.ob, op);
+        copy_forward(b, h, lit_src, op_addr, lit);
+        let op_after_lits = b.add(op, lit);
+        b.mov_to(op, op_after_lits);
+        b.bra(block_end);
+        b.place(&not_last);
+        b.comment("match: offset, length, checks, copy");
+        let left_in = b.sub(h.stored, lit_end);
+        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
+        h.fail_if(b, no_room, status::TRUNCATED);
+        let offset_addr = b.add(h.ib, lit_end);
+        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
+        let offset_hi =
+            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
+        let offset_hi = b.shl(offset_hi, 8u32);
+        let offset = b.or(offset_lo, offset_hi);
+        let after_offset = b.add(lit_end, 2u32);
+        b.mov_to(ip, after_offset);
+        let ml = b.add(mcode, 4u32);
+        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
+        let short_ml = b.label("short_ml");
+        b.bra_unless(long_ml, &short_ml);
+        let extra = read_length(b, h, ip);
+        let full_ml = b.add(ml, extra);
+        b.mov_to(ml, full_ml);
+        let no_token = b.setp(Cmp::Ge, ip, h.stored);
+        h.fail_if(b, no_token, status::TRUNCATED);
+        b.place(&short_ml);
+        let mop = b.add(op, lit);
+        let off1 = b.sub(offset, 1u32);
+        let reach = b.setp(Cmp::Ge, off1, mop);
+        let left_out = b.sub(h.orig, mop);
+        let overflow = b.setp(Cmp::Gt, ml, left_out);
+        let bad = b.or(reach, overflow);
+        let match_ok = b.label("match_ok");
+        b.bra_unless(bad, &match_ok);
+        let zero = b.setp(Cmp::Eq, offset, 0u32);
+        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
+        let code = b.selp(status::ZERO_OFFSET, code, zero);
+        b.mov_to(h.code, code);
+        b.bra(&h.fail);
+        b.place(&match_ok);
+        let m_end = b.add(mop, ml);
+        let next_addr = b.add(h.ib, ip);
+        let unread = b.sub(next_addr, h.ob);
+        let clobber = b.setp(Cmp::Gt, m_end, unread);
+        h.fail_if(b, clobber, status::MARGIN);
+        let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, next_addr);
+        let next_lit = b.add(next_addr, 1u32);
+        b.comment("copy the literals, then the match");
+        let op_addr = b.add(h.ob, op);
+        copy_forward(b, h, lit_src, op_addr, lit);
+        copy_match(b, h, mop, offset, ml);
+        b.mov_to(tok, next_tok);
+        b.mov_to(lit_addr, next_lit);
+        b.mov_to(op, m_end);
+        b.place(&join);
+        h.sync(b);
+    });
+    b.comment("end of block: the page must have its original length");
+    let short = b.setp(Cmp::Ne, op, h.orig);
+    let exact = b.not(h.bounded);
+    let short = b.and(short, exact);
+    h.fail_if(b, short, status::WRONG_LENGTH);
+    op
+}

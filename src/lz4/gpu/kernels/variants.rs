@@ -1,0 +1,222 @@
+//! Which builds of the LZ4 decompress kernel an [`Lz4Kernels`](super::Lz4Kernels) loads, and the
+//! shape of its grid: the table's `lz4_decompress` (two pages per warp) for pages up to 32 KiB
+//! and `lz4_decompress_wide` (one page per warp) above, one warp per page group over the whole
+//! grid, by default; run-time builds of other [`decompress::Variant`]s (issue 17's experiments)
+//! when asked. Every build gives the same bytes, and fails the same pages, as the others; they
+//! differ only in speed.
+//!
+//! `PTXFLOW_LZ4_DECOMPRESS`, read by [`Lz4Kernels::new`](super::Lz4Kernels::new): unset, empty or
+//! `default` for the defaults, else a comma-separated list of switches over the one-warp kernel of
+//! session 7 (`warp`: none of them): `medium` (a second fast path for literal runs of one length
+//! byte), `onestep` (the common sequence's copy always one step, overlapping matches go the slow
+//! way), `regs=N` (`.maxnreg N`), `halves` (two pages per warp, one per half-warp), `quarters`
+//! (four pages per warp, 8 lanes each), `grid` (as many blocks as the page groups need, so the
+//! hardware balances them, instead of one resident wave striding over the pages). Builds of
+//! half- or quarter-warps decode pages above 32 KiB with the table's `lz4_decompress_wide`.
+//!
+//! Measured (session 8, H200, `benches/lz4_kernels.rs`, dickens tiled to 256 MiB, 4 KiB pages,
+//! one process, medians of 21 alternating rounds; two runs): session 7's kernel (`warp`) 170.3 /
+//! 170.2 GB/s; `onestep,grid` 225.0 / 224.5 (ncu: issue slots 91% busy); `medium,onestep,grid`
+//! 242.9 / 242.1 (8 bytes of local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0,
+//! `halves,grid` 237.7 / 236.6, `halves,medium` 246.2 / 245.3, `halves,medium,grid` (the
+//! defaults) 261.7 / 260.4; `quarters,medium,grid` 191.0 (13 warps an SM: latency-bound).
+
+use super::super::layout::{Geometry, SmLimits};
+use crate::kernels::lz4::{decompress, decompress_shared_per_page};
+use crate::{Error, Result};
+
+/// The kernel builds and grid choices of one [`Lz4Kernels`](super::Lz4Kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelVariants {
+    /// The `lz4_decompress` build.
+    pub decompress: decompress::Variant,
+    /// Decompress grids cover every page group with one warp (see the module docs).
+    pub decompress_full_grid: bool,
+}
+
+impl Default for KernelVariants {
+    /// The table's builds, over the whole grid.
+    fn default() -> Self {
+        KernelVariants {
+            decompress: decompress::Variant::TABLE,
+            decompress_full_grid: true,
+        }
+    }
+}
+
+impl KernelVariants {
+    /// Parses a spec as `PTXFLOW_LZ4_DECOMPRESS` takes it.
+    pub fn parse_decompress(spec: &str) -> Result<KernelVariants> {
+        if matches!(spec.trim(), "" | "default") {
+            return Ok(KernelVariants::default());
+        }
+        let mut v = KernelVariants {
+            decompress: decompress::Variant::default(),
+            decompress_full_grid: false,
+        };
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "warp" => {}
+                "medium" => v.decompress.medium = true,
+                "onestep" => v.decompress.one_step = true,
+                "grid" => v.decompress_full_grid = true,
+                "halves" => v.decompress.halves = true,
+                "quarters" => v.decompress.quarters = true,
+                _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
+                    Some(Ok(n)) if (24..=255).contains(&n) => v.decompress.max_regs = Some(n),
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!(
+                                "PTXFLOW_LZ4_DECOMPRESS: unknown part `{part}` (default, \
+                                 warp, medium, onestep, grid, halves, quarters, regs=24..=255)"
+                            ),
+                        })
+                    }
+                },
+            }
+        }
+        Ok(v)
+    }
+
+    /// The variants `PTXFLOW_LZ4_DECOMPRESS` asks for (the defaults when it is unset).
+    pub fn from_env() -> Result<KernelVariants> {
+        match std::env::var("PTXFLOW_LZ4_DECOMPRESS") {
+            Ok(spec) => Self::parse_decompress(&spec),
+            Err(_) => Ok(KernelVariants::default()),
+        }
+    }
+
+    /// The build that decodes pages of `page_bytes`: half- and quarter-warp builds hand pages
+    /// above [`decompress::HALVES_MAX_PAGE`] to [`decompress::Variant::WIDE`].
+    pub fn decompress_for(&self, page_bytes: usize) -> decompress::Variant {
+        if self.decompress.lanes_per_page() < 32
+            && page_bytes > decompress::HALVES_MAX_PAGE as usize
+        {
+            decompress::Variant::WIDE
+        } else {
+            self.decompress
+        }
+    }
+
+    /// Launch shape of a decompress launch of these variants over `n_pages` pages of
+    /// `page_bytes` (with the build [`decompress_for`](Self::decompress_for) picks).
+    pub fn decompress_geometry(
+        &self,
+        page_bytes: usize,
+        n_pages: usize,
+        sm_count: u32,
+        sm: SmLimits,
+    ) -> Geometry {
+        build_geometry(
+            self.decompress_for(page_bytes),
+            self.decompress_full_grid,
+            page_bytes,
+            n_pages,
+            sm_count,
+            sm,
+        )
+    }
+}
+
+/// Launch shape of a launch of the decompress `build` over `n_pages` pages of `page_bytes` (the
+/// rule of `layout::decompress_geometry`: the block size that lets an SM hold the most warps,
+/// within 48 KiB of shared memory per block; one resident wave striding over the page groups,
+/// or with `full_grid` one warp per page group).
+pub fn build_geometry(
+    build: decompress::Variant,
+    full_grid: bool,
+    page_bytes: usize,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    const SHARED_RESERVED_PER_BLOCK: u32 = 1 << 10;
+    let ppw = build.pages_per_warp();
+    let per_warp = ppw * decompress_shared_per_page(page_bytes as u32);
+    let blocks_per_sm = |wpb: u32| {
+        let by_shared = sm.shared_bytes / (wpb * per_warp + SHARED_RESERVED_PER_BLOCK);
+        let warp_regs = (sm.regs_per_thread * 32).div_ceil(256) * 256;
+        let by_regs = (16384u32)
+            .checked_div(warp_regs)
+            .map_or(u32::MAX, |q| 4 * q / wpb);
+        by_shared.min(by_regs).min(64 / wpb).clamp(1, 32)
+    };
+    let top = ((48u32 << 10) / per_warp).clamp(1, build.max_block() / 32);
+    let wpb = (1..=top)
+        .rev()
+        .max_by_key(|&w| (w * blocks_per_sm(w), w))
+        .unwrap_or(1);
+    let groups = n_pages.div_ceil(ppw as usize).max(1);
+    let wanted = groups.div_ceil(wpb as usize);
+    let resident = (sm_count.max(1) * blocks_per_sm(wpb)) as usize;
+    let blocks = if full_grid {
+        wanted
+    } else {
+        wanted.min(resident)
+    };
+    Geometry {
+        blocks: u32::try_from(blocks).unwrap_or(u32::MAX),
+        warps_per_block: wpb,
+        shared_bytes: wpb * per_warp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_specs() {
+        let v = KernelVariants::parse_decompress("medium, onestep,regs=40,grid").unwrap();
+        assert!(v.decompress.medium && v.decompress.one_step && v.decompress_full_grid);
+        assert_eq!(v.decompress.max_regs, Some(40));
+        for spec in ["", "default", " default "] {
+            assert_eq!(
+                KernelVariants::parse_decompress(spec).unwrap(),
+                KernelVariants::default()
+            );
+        }
+        let warp = KernelVariants::parse_decompress("warp").unwrap();
+        assert_eq!(warp.decompress, decompress::Variant::default());
+        assert!(!warp.decompress_full_grid);
+        assert!(KernelVariants::parse_decompress("fast").is_err());
+        assert!(KernelVariants::parse_decompress("regs=8").is_err());
+    }
+
+    #[test]
+    fn geometry_follows_the_layout_rule() {
+        let table = KernelVariants {
+            decompress_full_grid: false,
+            ..KernelVariants::default()
+        };
+        let halves = KernelVariants::parse_decompress("halves").unwrap();
+        let full = KernelVariants::parse_decompress("halves,grid").unwrap();
+        for (shared_bytes, regs_per_thread) in [(233_472, 47), (233_472, 40), (101_376, 64)] {
+            let sm = SmLimits {
+                shared_bytes,
+                regs_per_thread,
+            };
+            for (pb, n) in [(4096, 65_536), (1024, 7), (32768, 300), (65_536, 300)] {
+                // The layout's rule is the table build's (its striding grid).
+                if pb <= decompress::HALVES_MAX_PAGE as usize {
+                    let want = crate::lz4::gpu::layout::decompress_geometry(pb, n, 132, sm);
+                    let got = table.decompress_geometry(pb, n, 132, sm);
+                    assert_eq!(
+                        (got.warps_per_block, got.shared_bytes),
+                        (want.warps_per_block, want.shared_bytes)
+                    );
+                }
+                let h = halves.decompress_geometry(pb, n, 132, sm);
+                let build = halves.decompress_for(pb);
+                let per_page = decompress_shared_per_page(pb as u32);
+                assert_eq!(
+                    h.shared_bytes,
+                    h.warps_per_block * build.pages_per_warp() * per_page
+                );
+                assert!(h.shared_bytes <= 48 << 10 || h.warps_per_block == 1);
+                let f = full.decompress_geometry(pb, n, 132, sm);
+                assert!(f.warps() as usize * build.pages_per_warp() as usize >= n);
+            }
+        }
+    }
+}
