@@ -1,5 +1,6 @@
-//! LZ4 page compression on the GPU: the `lz4_compress` / `lz4_decompress` kernels (one warp per
-//! page, see `crate::kernels::lz4`) behind the [`PageCodec`](super::PageCodec) and [`PageStream`] seams.
+//! LZ4 page compression on the GPU: the `lz4_compress` kernel (one warp per page) and the
+//! `lz4_decompress` / `lz4_decompress_wide` kernels (two pages per warp; one for pages above 32 KiB;
+//! see `crate::kernels::lz4`) behind the [`PageCodec`](super::PageCodec) and [`PageStream`] seams.
 //!
 //! - [`layout`]: the host/kernel contract (geometry, info words, entries), CUDA-free;
 //! - [`kernels`]: [`Lz4Kernels`], launches on device buffers;
