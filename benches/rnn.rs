@@ -35,6 +35,17 @@ fn gpu(c: &mut Criterion) {
         return;
     };
     let s = gpu.stream().clone();
+    if std::env::var("PTXFLOW_RSVD_PROFILE").is_ok() {
+        // Profiling run (ncu): five 4096 x 4096 decompositions and nothing else.
+        let a = timing_matrix(3, 4096, 4096, 1e-3);
+        let mut r = GpuRsvd::new(gpu.clone(), 4096, 4096, RsvdOptions::rank(32)).expect("rsvd");
+        r.upload(&a).expect("upload");
+        for _ in 0..5 {
+            r.run_device().expect("rsvd");
+        }
+        gpu.sync().expect("sync");
+        return;
+    }
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
@@ -187,7 +198,12 @@ fn gpu(c: &mut Criterion) {
 
     // Randomized SVD (A on the device; one sync inside for the small SVD).
     let mut rsvd_ms = Vec::new();
-    for n in [1024usize, 4096] {
+    // PTXFLOW_RSVD_SIZES="4096" picks sizes (default both).
+    let sizes: Vec<usize> = std::env::var("PTXFLOW_RSVD_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1024, 4096]);
+    for n in sizes {
         let a = timing_matrix(3, n, n, 1e-3);
         let mut r = GpuRsvd::new(gpu.clone(), n, n, RsvdOptions::rank(32)).expect("rsvd");
         r.upload(&a).expect("upload");
@@ -202,16 +218,66 @@ fn gpu(c: &mut Criterion) {
                 t.elapsed()
             })
         });
+        // The small step's two routes, alternating in rounds (medians of each route's runs).
+        r.set_gram_route(true);
+        g.bench_function(BenchmarkId::new("rsvd_rank32_gram_route", n), |b| {
+            b.iter_custom(|it| {
+                let t = Instant::now();
+                for _ in 0..it {
+                    r.run_device().expect("rsvd");
+                }
+                gpu.sync().expect("sync");
+                t.elapsed()
+            })
+        });
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            1e6 * v[v.len() / 2]
+        };
+        let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 2] =
+            Default::default();
+        for _round in 0..4 {
+            for (i, gram_route) in [false, true].into_iter().enumerate() {
+                r.set_gram_route(gram_route);
+                r.run_device().expect("rsvd");
+                gpu.sync().expect("sync");
+                for _ in 0..10 {
+                    let t = Instant::now();
+                    r.run_device().expect("rsvd");
+                    gpu.sync().expect("sync");
+                    per_route[i].0.push(t.elapsed().as_secs_f64());
+                    per_route[i].1.push(r.host_times());
+                }
+            }
+        }
+        for (i, (totals, host)) in per_route.iter().enumerate() {
+            let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
+                med(host.iter().map(f).collect())
+            };
+            let (min, max) = totals
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
+            println!(
+                "SUMMARY gpu/rnn rSVD {n}x{n} {} route (alternating, 40 runs): median {:.1} us (min {:.1}, max {:.1}); host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, {} {:.1} us, {} {:.1} us",
+                if i == 0 { "factor" } else { "Gram" },
+                med(totals.clone()),
+                1e6 * min,
+                1e6 * max,
+                h(|x| x.gram_wait_s),
+                h(|x| x.eigen_s),
+                if i == 0 { "then blocked" } else { "V factor + check" },
+                h(|x| x.sync_wait_s),
+                if i == 0 { "small factors" } else { "fallback" },
+                h(|x| x.factors_s),
+            );
+        }
+        r.set_gram_route(false);
         let mut host = Vec::new();
         let total = common::wall_median_secs(15, || {
             r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
             host.push(r.host_times());
         });
-        let med = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            1e6 * v[v.len() / 2]
-        };
         let host_us = [
             med(host.iter().map(|h| h.gram_wait_s).collect()),
             med(host.iter().map(|h| h.eigen_s).collect()),
@@ -361,6 +427,25 @@ fn cpu(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((6 * 1024 * 1024 * 4) as u64));
     g.bench_function(BenchmarkId::new("rsvd_rank32", 1024), |b| {
         b.iter(|| rsvd_cpu(&a, 1024, 1024, &RsvdOptions::rank(32)).expect("rsvd"))
+    });
+    // The rSVD's small eigenproblem (l = 42 in a 48-wide Gram of a graded B^T).
+    let (w, l) = (48usize, 42usize);
+    let bt: Vec<f32> = (0..4096 * w)
+        .map(|i| {
+            if i % w < l {
+                (rng.normal() * 0.8f64.powi((i % w) as i32)) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let gram = ptxflow::rnn::cholqr::gram(&bt, 4096, w);
+    g.throughput(Throughput::Elements(l as u64));
+    g.bench_function(BenchmarkId::new("rsvd_small_eigen", "own_l42"), |b| {
+        b.iter(|| ptxflow::rnn::rsvd::small_eigen(&gram, w, l, 32).expect("eigen"))
+    });
+    g.bench_function(BenchmarkId::new("rsvd_small_eigen", "nalgebra_l42"), |b| {
+        b.iter(|| ptxflow::rnn::rsvd::small_eigen_nalgebra(&gram, w, l, 32).expect("eigen"))
     });
     let model = ChainModel::random(5, ChainDims::default()).expect("model");
     let feats = rng.vec_f32(10 * 32 * 64, -1.0, 1.0);

@@ -344,19 +344,39 @@ fn rsvd_case(
 ) {
     let k = 32;
     let a = matrix_with_spectrum(&mut Rng::new(seed), m, n, spec);
-    let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
-    let lr = r.decompose(&a).unwrap();
     let opt = optimal_error(&a, m, n, k).unwrap();
-    let e = reconstruction_error(&a, &lr).unwrap();
+    let reference =
+        reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
+    let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
+    // Both routes of the small step: B^T factored first, and V straight from B^T's Gram.
+    for gram_route in [false, true] {
+        r.set_gram_route(gram_route);
+        let lr = r.decompose(&a).unwrap();
+        rsvd_check(&a, m, n, k, spec, &lr, opt, reference, gram_route);
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one case's inputs and its two yardsticks
+fn rsvd_check(
+    a: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    spec: Spectrum,
+    lr: &ptxflow::rnn::LowRank,
+    opt: f64,
+    reference: f64,
+    gram_route: bool,
+) {
+    let a = a.to_vec();
+    let e = reconstruction_error(&a, lr).unwrap();
     // The factors are f32: their rounding alone costs about eps32 sqrt(k) ||A||_F.
     let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
     let (ou, ov) = (
         column_orthonormality(lr.u(), m, k),
         row_orthonormality(lr.vt(), k, n),
     );
-    let reference =
-        reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
-    eprintln!("rSVD {m}x{n} {spec:?}: gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
+    eprintln!("rSVD {m}x{n} {spec:?} (Gram route {gram_route}): gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
     assert!(
         e <= 1.01 * opt + floor,
         "{spec:?}: error {e} vs optimal {opt} (+{floor})"
@@ -421,15 +441,16 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
                 .set_gemm_blocks_per_sm(MAX_GEMM_BLOCKS_PER_SM + 1)
                 .is_err()
     );
-    for bps in 1..=MAX_GEMM_BLOCKS_PER_SM {
+    for (bps, gram_route) in (1..=MAX_GEMM_BLOCKS_PER_SM).flat_map(|b| [(b, false), (b, true)]) {
         rs.set_gemm_blocks_per_sm(bps).unwrap();
+        rs.set_gram_route(gram_route);
         let lr = rs.decompose(&a).unwrap();
         let e = reconstruction_error(&a, &lr).unwrap();
         let (ou, ov) = (
             column_orthonormality(lr.u(), m, k),
             row_orthonormality(lr.vt(), k, n),
         );
-        eprintln!("rSVD {m}x{n} plan {bps} blocks/SM: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
+        eprintln!("rSVD {m}x{n} plan {bps} blocks/SM, Gram route {gram_route}: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
         assert!(
             e <= 1.01 * opt + floor,
             "plan {bps}: error {e} vs optimal {opt} (+{floor})"

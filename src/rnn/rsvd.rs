@@ -19,7 +19,8 @@
 
 use super::cholqr;
 pub use super::rsvd_small::{
-    small_eigen, small_factors, small_svd, SmallEigen, EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL,
+    gram_factors, small_eigen, small_eigen_nalgebra, small_factors, small_svd, SmallEigen,
+    EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL,
 };
 use super::testmat::to_dmatrix;
 use super::LowRank;
@@ -245,6 +246,38 @@ mod tests {
                 .expect("well-conditioned case takes the eigen route");
             let (s, zk, wk) = small_factors(Some(&eig), &r, w, l, k).unwrap();
             let (exact, _, _) = small_svd(&r, w, l, k).unwrap();
+
+            // The Gram route: S and Z_k of the eigen route (as the factor route's when that keeps
+            // them; case 0's f32 Q_b makes `R^T R` differ from G enough for the factor route to
+            // fall back), and V = B^T Z_k S^-1 orthonormal.
+            let (gs, gz, x) = gram_factors(&eig, &g, w, l, k)
+                .unwrap()
+                .expect("well-conditioned case passes the Gram route's check");
+            assert!(gs == eig.sigma(), "case {case}: Gram route's S");
+            assert!(
+                s != eig.sigma() || (gs == s && gz == zk),
+                "case {case}: both routes kept the eigen route but differ"
+            );
+            let v = super::cholqr::apply(&bt, rows, w, &x);
+            let vg = super::cholqr::gram(&v, rows, w);
+            for a in 0..k {
+                for b in 0..k {
+                    let want = if a == b { 1.0 } else { 0.0 };
+                    assert!(
+                        (vg[a * w + b] - want).abs() < 1e-5,
+                        "case {case}: V^T V at {a},{b}: {}",
+                        vg[a * w + b]
+                    );
+                }
+            }
+            // Against nalgebra's eigensolver.
+            let theirs = small_eigen_nalgebra(&g, w, l, k).unwrap().unwrap();
+            for (a, b) in eig.sigma().iter().zip(theirs.sigma()) {
+                assert!(
+                    (a - b).abs() <= 1e-9 * b,
+                    "case {case}: sigma {a} vs nalgebra {b}"
+                );
+            }
             for j in 0..k {
                 assert!(
                     (s[j] - exact[j]).abs() <= 1e-6 * exact[j],
