@@ -288,6 +288,16 @@ fn gpu(c: &mut Criterion) {
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
         let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
+        // Device time of the work before the host step, and of the pieces after it.
+        let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
+        let gram_only = per_call(&s, 50, || r.enqueue_gram().expect("gram"));
+        let apply = per_call(&s, 50, || r.enqueue_apply().expect("apply"));
+        println!(
+            "SUMMARY gpu/rnn rSVD {n}x{n} device time: products and CholQR up to B^T's Gram {:.1} us (event-timed, back-to-back), Gram-only launch {:.1} us, apply {:.1} us",
+            1e6 * chain,
+            1e6 * gram_only,
+            1e6 * apply
+        );
         rsvd_ms.push((n, 1e3 * total, 1e6 * nn, 1e6 * tn, 1e6 * orth, 1e6 * orth1));
         // CholQR phases of block 0 (clock stamps, 2 passes), in us at the nominal clock.
         let stamps = r.orth_stamps(2).expect("stamps");

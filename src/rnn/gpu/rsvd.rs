@@ -249,33 +249,7 @@ impl GpuRsvd {
     /// solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's factor.
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
-        let q = self.opts.power_iters;
-        self.gemm(&st, Product::Sketch)?;
-        self.orth(
-            &st,
-            true,
-            if q == 0 { FINAL_PASSES } else { MID_PASSES },
-            OrthMode::Full,
-        )?;
-        for it in 0..q {
-            self.gemm(&st, Product::CoRange)?;
-            self.orth(&st, false, MID_PASSES, OrthMode::Full)?;
-            self.gemm(&st, Product::Range)?;
-            self.orth(
-                &st,
-                true,
-                if it + 1 == q {
-                    FINAL_PASSES
-                } else {
-                    MID_PASSES
-                },
-                OrthMode::Full,
-            )?;
-        }
-        self.gemm(&st, Product::CoRange)?;
-        // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T
-        // (factor route) or while nothing else runs (Gram route: B^T is not factored at all).
-        self.orth(&st, false, 1, OrthMode::GramOnly)?;
+        self.enqueue_to_gram(&st)?;
         self.gram_host.download(&st, self.gram.slice(), 0)?;
         if self.gram_route {
             return self.finish_gram_route(&st);
@@ -296,6 +270,56 @@ impl GpuRsvd {
         self.host = HostTimes::from_instants(t0, t1, t2, t3);
         self.upload_and_apply(&st, &zk, &wk)?;
         Ok(s)
+    }
+
+    /// Enqueues the GPU work before the host step, for benchmarks: the products and
+    /// orthonormalisations up to B^T's Gram (in `gram`; nothing is downloaded).
+    pub fn enqueue_until_gram(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.enqueue_to_gram(&st)
+    }
+
+    /// Enqueues `U = Q Z_k`, `V = X W_k` with the factors already on the device, for benchmarks.
+    pub fn enqueue_apply(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.apply(&st)
+    }
+
+    /// Enqueues a Gram-only `rnn_orth` launch on the co-range basis, for benchmarks.
+    pub fn enqueue_gram(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, false, 1, OrthMode::GramOnly)
+    }
+
+    /// The products and orthonormalisations up to B^T's Gram (`gram`, unshifted).
+    fn enqueue_to_gram(&self, st: &Arc<CudaStream>) -> Result<()> {
+        let q = self.opts.power_iters;
+        self.gemm(st, Product::Sketch)?;
+        self.orth(
+            st,
+            true,
+            if q == 0 { FINAL_PASSES } else { MID_PASSES },
+            OrthMode::Full,
+        )?;
+        for it in 0..q {
+            self.gemm(st, Product::CoRange)?;
+            self.orth(st, false, MID_PASSES, OrthMode::Full)?;
+            self.gemm(st, Product::Range)?;
+            self.orth(
+                st,
+                true,
+                if it + 1 == q {
+                    FINAL_PASSES
+                } else {
+                    MID_PASSES
+                },
+                OrthMode::Full,
+            )?;
+        }
+        self.gemm(st, Product::CoRange)?;
+        // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T
+        // (factor route) or while nothing else runs (Gram route: B^T is not factored at all).
+        self.orth(st, false, 1, OrthMode::GramOnly)
     }
 
     /// The Gram route's host part: waits for B^T's Gram, solves its eigenproblem and forms
