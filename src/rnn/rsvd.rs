@@ -185,6 +185,30 @@ pub fn rsvd_model(
     mid_passes: usize,
     final_passes: usize,
 ) -> Result<LowRank> {
+    model(a, m, n, opts, (mid_passes, final_passes), false)
+}
+
+/// [`rsvd_model`] with the GPU's Gram route for the last step: `V = B^T Z_k Sigma_k^-1`
+/// ([`gram_factors`]); B^T is factored only when that route's check fails.
+pub fn rsvd_model_gram_route(
+    a: &[f32],
+    m: usize,
+    n: usize,
+    opts: &RsvdOptions,
+    mid_passes: usize,
+    final_passes: usize,
+) -> Result<LowRank> {
+    model(a, m, n, opts, (mid_passes, final_passes), true)
+}
+
+fn model(
+    a: &[f32],
+    m: usize,
+    n: usize,
+    opts: &RsvdOptions,
+    (mid_passes, final_passes): (usize, usize),
+    gram_route: bool,
+) -> Result<LowRank> {
     opts.validate(m, n)?;
     let l = opts.width(m, n);
     let w = l; // no padding needed on the CPU
@@ -201,11 +225,21 @@ pub fn rsvd_model(
         q = cholqr::cholqr(&y, m, w, l, passes(it + 1 == opts.power_iters)).0;
     }
     let bt = gemm_f32(input, Op::Transposed, &q, w);
-    let eig = small_eigen(&cholqr::gram(&bt, n, w), w, l, opts.rank)?;
-    let (qb, r_total) = cholqr::cholqr(&bt, n, w, l, final_passes);
-    let (s, zk, wk) = small_factors(eig.as_ref(), &r_total, w, l, opts.rank)?;
+    let g = cholqr::gram(&bt, n, w);
+    let eig = small_eigen(&g, w, l, opts.rank)?;
+    let fast = match (&eig, gram_route) {
+        (Some(e), true) => gram_factors(e, &g, w, l, opts.rank)?,
+        _ => None,
+    };
+    let (s, zk, v) = match fast {
+        Some((s, zk, x)) => (s, zk, cholqr::apply(&bt, n, w, &x)),
+        None => {
+            let (qb, r_total) = cholqr::cholqr(&bt, n, w, l, final_passes);
+            let (s, zk, wk) = small_factors(eig.as_ref(), &r_total, w, l, opts.rank)?;
+            (s, zk, cholqr::apply(&qb, n, w, &wk))
+        }
+    };
     let u = cholqr::apply(&q, m, w, &zk);
-    let v = cholqr::apply(&qb, n, w, &wk);
     let k = opts.rank;
     let uf: Vec<f32> = (0..m).flat_map(|i| u[i * w..i * w + k].to_vec()).collect();
     let mut vt = vec![0.0f32; k * n];
