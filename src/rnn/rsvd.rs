@@ -15,7 +15,11 @@
 //! before B^T's CholQR, so the GPU path overlaps it with that), then `W_k = R Z_k Sigma_k^-1`
 //! with the CholQR factor R (`R^T R = G`: the first pass's shift cancels in `R_total`), checked
 //! for orthonormality. A nearly rank-deficient B (`sigma_k < EIGEN_MIN_RATIO sigma_1`) or a
-//! failed check takes [`small_svd`] of R instead.
+//! failed check takes [`small_svd`] of R instead. The Gram route ([`gram_factors`],
+//! [`rsvd_model_gram_route`]) skips B^T's CholQR: `V = B^T Z_k Sigma_k^-1`, kept when
+//! `Sigma^-1 Z^T G Z Sigma^-1 = I` to the same tolerance (what `W_k^T W_k` equals when
+//! `R^T R = G`; with G the exact Gram of the f32 B^T it is V's orthonormality itself). The
+//! eigenproblem is solved by [`super::symeig`] (Householder tridiagonalisation and implicit QL).
 
 use super::cholqr;
 pub use super::rsvd_small::{

@@ -1,12 +1,19 @@
 //! [`GpuRsvd`]: the randomized truncated SVD on the GPU (algorithm: `crate::rnn::rsvd`). The
 //! products run in `rnn_gemm_nn`/`rnn_gemm_tn` (f32, split-K), the sketch in `rnn_gaussian`, every
 //! orthonormalisation in `rnn_orth` (CholeskyQR with f64 Gram and factors: [`MID_PASSES`] after
-//! intermediate products, [`FINAL_PASSES`] for the last Q and for B^T), the small factors on the
-//! CPU in f64 (`crate::rnn::rsvd::small_eigen`: the eigenproblem of B^T's Gram, computed by a
-//! Gram-only `rnn_orth` launch and solved while the GPU factors B^T; then
-//! `small_factors` with B^T's triangular factor), and `U = Q Z_k`, `V = Q_b W_k` in one
-//! `rnn_apply_small` launch. A is held zero-padded to multiples of 128 in both dimensions; the sketch
-//! width is padded to 48 (so rank + oversampling <= 48 on the GPU).
+//! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step on the CPU in f64
+//! from B^T's Gram (a Gram-only `rnn_orth` launch; `crate::rnn::rsvd::small_eigen`), by one of two
+//! routes ([`GpuRsvd::set_gram_route`]):
+//! - factor route (default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes) while the CPU
+//!   solves the eigenproblem, then `small_factors` forms `W_k` from B^T's triangular factor and
+//!   `V = Q_b W_k`;
+//! - Gram route (`PTXFLOW_RSVD_ROUTE=gram` or the setter): no CholQR of B^T; `gram_factors`
+//!   checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and `V = B^T Z_k Sigma_k^-1`; only a failed check
+//!   factors B^T.
+//!
+//! `U = Q Z_k` and V come from one `rnn_apply_small` launch. A is held zero-padded to multiples
+//! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
+//! the GPU).
 
 use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN};
@@ -245,8 +252,9 @@ impl GpuRsvd {
     }
 
     /// Runs the whole decomposition of the uploaded matrix; U and V stay on the device
-    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Waits twice: for B^T's Gram (then
-    /// solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's factor.
+    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Factor route: waits for B^T's Gram
+    /// (then solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's
+    /// factor; Gram route: waits once, for B^T's Gram (twice when its check fails).
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
         self.enqueue_to_gram(&st)?;
