@@ -24,7 +24,7 @@
 use super::cholqr;
 pub use super::rsvd_small::{
     gram_factors, small_eigen, small_eigen_nalgebra, small_factors, small_svd, SmallEigen,
-    EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL,
+    SmallFactors, EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL,
 };
 use super::testmat::to_dmatrix;
 use super::LowRank;

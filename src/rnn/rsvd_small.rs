@@ -17,6 +17,10 @@ pub const EIGEN_MIN_RATIO: f64 = 1e-6;
 /// The bench's 4096 x 4096 matrix (`sigma_32 / sigma_1 = 4.7e-5`) gives 1.8e-9 on the CPU model.
 pub const EIGEN_ORTHO_TOL: f64 = 1e-8;
 
+/// `(S, Z_k, X)`: k singular values and two `width x width` row-major f64 matrices whose first
+/// k columns hold the vectors (`X` is `W_k` or `Z_k Sigma_k^-1`).
+pub type SmallFactors = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// The eigen route's first half: `sigma_1..k` and `Z_k` from `G = B B^T`.
 #[derive(Clone, Debug)]
 pub struct SmallEigen {
@@ -123,13 +127,7 @@ fn orthonormal(xt: &[f64], l: usize, k: usize) -> bool {
 
 /// `(S, Z_k, X)` as `width x width` row-major matrices whose first k columns hold the rows of
 /// `zt` and `xt`.
-fn pack(
-    e: &SmallEigen,
-    xt: &[f64],
-    width: usize,
-    l: usize,
-    k: usize,
-) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+fn pack(e: &SmallEigen, xt: &[f64], width: usize, l: usize, k: usize) -> SmallFactors {
     let mut zk = vec![0.0f64; width * width];
     let mut xk = vec![0.0f64; width * width];
     for j in 0..k {
@@ -164,7 +162,7 @@ pub fn small_factors(
     width: usize,
     l: usize,
     k: usize,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+) -> Result<SmallFactors> {
     check_small(r_total.len(), width, l, k, "small SVD factor")?;
     let Some(e) = eig else {
         return small_svd(r_total, width, l, k);
@@ -198,7 +196,7 @@ pub fn gram_factors(
     width: usize,
     l: usize,
     k: usize,
-) -> Result<Option<(Vec<f64>, Vec<f64>, Vec<f64>)>> {
+) -> Result<Option<SmallFactors>> {
     check_small(gram.len(), width, l, k, "small eigenproblem Gram")?;
     check_eig(eig, l, k)?;
     // c_j = G z_j / sigma_j (G symmetric: rows of G are its columns), then the dots c_a . z_b / sigma_b.
@@ -230,12 +228,7 @@ pub fn gram_factors(
 
 /// The exact route: the SVD of the leading `l x l` block of `R_total`, `R = W Sigma Z^T`
 /// (nalgebra, f64); returns (S, Z_k, W_k) as [`small_factors`].
-pub fn small_svd(
-    r_total: &[f64],
-    width: usize,
-    l: usize,
-    k: usize,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+pub fn small_svd(r_total: &[f64], width: usize, l: usize, k: usize) -> Result<SmallFactors> {
     check_small(r_total.len(), width, l, k, "small SVD factor")?;
     finite_factor(r_total, width, l)?;
     let r = DMatrix::from_fn(l, l, |i, j| r_total[i * width + j]);
