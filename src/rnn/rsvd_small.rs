@@ -199,23 +199,8 @@ pub fn gram_factors(
 ) -> Result<Option<SmallFactors>> {
     check_small(gram.len(), width, l, k, "small eigenproblem Gram")?;
     check_eig(eig, l, k)?;
-    // c_j = G z_j / sigma_j (G symmetric: rows of G are its columns), then the dots c_a . z_b / sigma_b.
-    let mut ct = vec![0.0f64; k * l];
-    for j in 0..k {
-        let z = &eig.zt[j * l..(j + 1) * l];
-        let inv = 1.0 / eig.s[j];
-        for i in 0..l {
-            let row = &gram[i * width..i * width + l];
-            ct[j * l + i] = dot(row, z) * inv;
-        }
-    }
-    let ok = (0..k).all(|a| {
-        (a..k).all(|b| {
-            let d = dot(&ct[a * l..(a + 1) * l], &eig.zt[b * l..(b + 1) * l]) / eig.s[b];
-            (d - f64::from(u8::from(a == b))).abs() <= EIGEN_ORTHO_TOL
-        })
-    });
-    if !ok {
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN fails the check too
+    if !(gram_defect(eig, gram, width, l, k)? <= EIGEN_ORTHO_TOL) {
         return Ok(None);
     }
     let mut xt = eig.zt.clone();
@@ -224,6 +209,39 @@ pub fn gram_factors(
         xt[j * l..(j + 1) * l].iter_mut().for_each(|v| *v *= inv);
     }
     Ok(Some(pack(eig, &xt, width, l, k)))
+}
+
+/// The Gram route's check value `max |Sigma^-1 Z^T G Z Sigma^-1 - I|` (NaN if not finite).
+pub fn gram_defect(
+    eig: &SmallEigen,
+    gram: &[f64],
+    width: usize,
+    l: usize,
+    k: usize,
+) -> Result<f64> {
+    check_small(gram.len(), width, l, k, "small eigenproblem Gram")?;
+    check_eig(eig, l, k)?;
+    // c_j = G z_j / sigma_j (G symmetric: its rows are its columns), then c_a . z_b / sigma_b.
+    let mut ct = vec![0.0f64; k * l];
+    for j in 0..k {
+        let z = &eig.zt[j * l..(j + 1) * l];
+        let inv = 1.0 / eig.s[j];
+        for i in 0..l {
+            ct[j * l + i] = dot(&gram[i * width..i * width + l], z) * inv;
+        }
+    }
+    let mut worst = 0.0f64;
+    for a in 0..k {
+        for b in a..k {
+            let d = dot(&ct[a * l..(a + 1) * l], &eig.zt[b * l..(b + 1) * l]) / eig.s[b];
+            let d = (d - f64::from(u8::from(a == b))).abs();
+            if d.is_nan() {
+                return Ok(f64::NAN);
+            }
+            worst = worst.max(d);
+        }
+    }
+    Ok(worst)
 }
 
 /// The exact route: the SVD of the leading `l x l` block of `R_total`, `R = W Sigma Z^T`
