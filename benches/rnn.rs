@@ -51,6 +51,8 @@ fn gpu(c: &mut Criterion) {
         ptxflow::kernels::KernelId::RnnGruStationary,
         ptxflow::kernels::KernelId::RnnOrth,
         ptxflow::kernels::KernelId::RnnGemmNn,
+        ptxflow::kernels::KernelId::RnnGemmNnR8,
+        ptxflow::kernels::KernelId::RnnGemmTnR8,
     ] {
         if let Ok(r) = gpu.kernel_resources(id) {
             println!(
@@ -234,11 +236,14 @@ fn gpu(c: &mut Criterion) {
             v.sort_by(f64::total_cmp);
             1e6 * v[v.len() / 2]
         };
-        let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 2] =
+        // (route, GEMM rows per thread) pairs, alternating in rounds.
+        let configs = [(false, 4u32), (true, 4), (false, 8), (true, 8)];
+        let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 4] =
             Default::default();
         for _round in 0..4 {
-            for (i, gram_route) in [false, true].into_iter().enumerate() {
+            for (i, &(gram_route, rows)) in configs.iter().enumerate() {
                 r.set_gram_route(gram_route);
+                r.set_gemm_rows(rows).expect("rows");
                 r.run_device().expect("rsvd");
                 gpu.sync().expect("sync");
                 for _ in 0..10 {
@@ -257,21 +262,23 @@ fn gpu(c: &mut Criterion) {
             let (min, max) = totals
                 .iter()
                 .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
+            let (gram_route, rows) = configs[i];
             println!(
-                "SUMMARY gpu/rnn rSVD {n}x{n} {} route (alternating, 40 runs): median {:.1} us (min {:.1}, max {:.1}); host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, {} {:.1} us, {} {:.1} us",
-                if i == 0 { "factor" } else { "Gram" },
+                "SUMMARY gpu/rnn rSVD {n}x{n} {} route, {rows}-row GEMMs (alternating, 40 runs): median {:.1} us (min {:.1}, max {:.1}); host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, {} {:.1} us, {} {:.1} us",
+                if gram_route { "Gram" } else { "factor" },
                 med(totals.clone()),
                 1e6 * min,
                 1e6 * max,
                 h(|x| x.gram_wait_s),
                 h(|x| x.eigen_s),
-                if i == 0 { "then blocked" } else { "V factor + check" },
+                if gram_route { "V factor + check" } else { "then blocked" },
                 h(|x| x.sync_wait_s),
-                if i == 0 { "small factors" } else { "fallback" },
+                if gram_route { "fallback" } else { "small factors" },
                 h(|x| x.factors_s),
             );
         }
         r.set_gram_route(false);
+        r.set_gemm_rows(4).expect("rows");
         let mut host = Vec::new();
         let total = common::wall_median_secs(15, || {
             r.run_device().expect("rsvd");
@@ -315,10 +322,14 @@ fn gpu(c: &mut Criterion) {
             .collect();
         let [gram_wait_us, eigen_us, sync_us, factors_us] = host_us;
         println!("SUMMARY gpu/rnn rSVD {n}x{n} host (median): wait for B^T's Gram {gram_wait_us:.1} us, small eigenproblem {eigen_us:.1} us (overlaps the final CholQR), then blocked {sync_us:.1} us, small factors {factors_us:.1} us; CholQR 2-pass phases of block 0 (us at {mhz:.0} MHz): {}", phases.join(", "));
-        // The split-K plan's other targets (blocks per SM), the default last.
-        for bps in (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM)
-            .chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM])
-        {
+        // The split-K plan's other targets (blocks per SM), the default last, for both GEMM
+        // thread shapes.
+        for (rows, bps) in [4u32, 8].into_iter().flat_map(|rows| {
+            (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM)
+                .chain([ptxflow::rnn::gpu::rsvd::GEMM_BLOCKS_PER_SM])
+                .map(move |b| (rows, b))
+        }) {
+            r.set_gemm_rows(rows).expect("rows");
             r.set_gemm_blocks_per_sm(bps).expect("plan");
             let total = common::wall_median_secs(15, || {
                 r.run_device().expect("rsvd");
@@ -326,8 +337,9 @@ fn gpu(c: &mut Criterion) {
             });
             let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
             let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
-            println!("SUMMARY gpu/rnn rSVD {n}x{n} GEMM split-K target {bps} blocks/SM: {:.3} ms, A Omega {:.1} us, A^T Y {:.1} us", 1e3 * total, 1e6 * nn, 1e6 * tn);
+            println!("SUMMARY gpu/rnn rSVD {n}x{n} {rows}-row GEMMs, split-K target {bps} blocks/SM: {:.3} ms, A Omega {:.1} us, A^T Y {:.1} us", 1e3 * total, 1e6 * nn, 1e6 * tn);
         }
+        r.set_gemm_rows(4).expect("rows");
     }
 
     // The chain: eager, graph, and 4 batches on 4 streams.

@@ -351,9 +351,23 @@ fn rsvd_case(
     // Both routes of the small step: B^T factored first, and V straight from B^T's Gram.
     for gram_route in [false, true] {
         r.set_gram_route(gram_route);
+        r.set_gemm_rows(4).unwrap();
         let lr = r.decompose(&a).unwrap();
         rsvd_check(&a, m, n, k, spec, &lr, opt, reference, gram_route);
+        // The 8 x 6 GEMM kernels sum in the same order: the same bits.
+        r.set_gemm_rows(8).unwrap();
+        let lr8 = r.decompose(&a).unwrap();
+        same_factors(&lr, &lr8, &format!("{spec:?}, 8-row GEMMs"));
     }
+    assert!(r.set_gemm_rows(5).is_err());
+}
+
+fn same_factors(a: &ptxflow::rnn::LowRank, b: &ptxflow::rnn::LowRank, what: &str) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(
+        bits(a.s()) == bits(b.s()) && bits(a.u()) == bits(b.u()) && bits(a.vt()) == bits(b.vt()),
+        "{what}: factors differ"
+    );
 }
 
 #[allow(clippy::too_many_arguments)] // one case's inputs and its two yardsticks
@@ -444,7 +458,11 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
     for (bps, gram_route) in (1..=MAX_GEMM_BLOCKS_PER_SM).flat_map(|b| [(b, false), (b, true)]) {
         rs.set_gemm_blocks_per_sm(bps).unwrap();
         rs.set_gram_route(gram_route);
+        rs.set_gemm_rows(8).unwrap();
+        let lr8 = rs.decompose(&a).unwrap();
+        rs.set_gemm_rows(4).unwrap();
         let lr = rs.decompose(&a).unwrap();
+        same_factors(&lr, &lr8, &format!("plan {bps}, 8-row GEMMs"));
         let e = reconstruction_error(&a, &lr).unwrap();
         let (ou, ov) = (
             column_orthonormality(lr.u(), m, k),

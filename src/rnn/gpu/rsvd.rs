@@ -15,11 +15,12 @@
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
+pub use super::rsvd_host::HostTimes;
 use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
-use crate::rnn::rsvd::{gram_factors, small_eigen, small_factors};
+use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
 use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
@@ -114,36 +115,8 @@ pub struct GpuRsvd {
     pub(super) stamps: DeviceBuffer<u64>,
     pub(super) host: HostTimes,
     pub(super) gram_route: bool,
-}
-
-/// Host-side times of the last [`GpuRsvd::run_device`], in seconds. Factor route: waiting for
-/// B^T's Gram, the eigenproblem (overlapping B^T's CholQR), blocked in the final
-/// synchronisation, the small factors. Gram route: waiting for B^T's Gram, the eigenproblem,
-/// `V`'s factor and its check, then the fallback (zero unless the check failed).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HostTimes {
-    /// From the last enqueue until B^T's Gram is on the host.
-    pub gram_wait_s: f64,
-    /// The small eigenproblem on the CPU.
-    pub eigen_s: f64,
-    /// Factor route: blocked in the final synchronisation after the eigenproblem (GPU work not
-    /// hidden). Gram route: `Z_k Sigma_k^-1` and its check.
-    pub sync_wait_s: f64,
-    /// Factor route: the small factors (`W_k`, or the SVD fallback). Gram route: the fallback.
-    pub factors_s: f64,
-}
-
-impl HostTimes {
-    /// The four spans between five instants: `t0..t1`, `t1..t2`, `t2..t3`, `t3..now`.
-    fn from_instants(t0: Instant, t1: Instant, t2: Instant, t3: Instant) -> Self {
-        let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
-        HostTimes {
-            gram_wait_s: secs(t0, t1),
-            eigen_s: secs(t1, t2),
-            sync_wait_s: secs(t2, t3),
-            factors_s: t3.elapsed().as_secs_f64(),
-        }
-    }
+    /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
+    pub(super) gemm_rows: u32,
 }
 
 impl GpuRsvd {
@@ -211,6 +184,11 @@ impl GpuRsvd {
             stamps: zeros(&st, STAMPS as usize, "CholQR clock stamps")?,
             host: HostTimes::default(),
             gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
+            gemm_rows: if std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r8") {
+                8
+            } else {
+                4
+            },
             gpu,
         };
         r.sketch()?;
@@ -328,71 +306,6 @@ impl GpuRsvd {
         // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T
         // (factor route) or while nothing else runs (Gram route: B^T is not factored at all).
         self.orth(st, false, 1, OrthMode::GramOnly)
-    }
-
-    /// The Gram route's host part: waits for B^T's Gram, solves its eigenproblem and forms
-    /// `V = B^T Z_k Sigma_k^-1` directly; only when that fails its check is B^T factored
-    /// (`FINAL_PASSES` CholQR passes) for the SVD of its triangular factor.
-    fn finish_gram_route(&mut self, st: &Arc<CudaStream>) -> Result<Vec<f64>> {
-        self.bar_host.download(st, self.bar.slice(), 0)?;
-        let t0 = Instant::now();
-        self.sync_checked(st)?;
-        let t1 = Instant::now();
-        let (w, l, k) = (WIDTH as usize, self.l, self.opts.rank);
-        let g = self.gram_host.as_slice()?;
-        let eig = small_eigen(g, w, l, k)?;
-        let t2 = Instant::now();
-        let fast = match &eig {
-            Some(e) => gram_factors(e, g, w, l, k)?,
-            None => None,
-        };
-        let t3 = Instant::now();
-        let (s, zk, wk) = match fast {
-            Some(f) => f,
-            None => {
-                self.orth(st, false, FINAL_PASSES, OrthMode::Full)?;
-                self.download_factor(st)?;
-                self.sync_checked(st)?;
-                let rt = self.rt_host.as_slice()?;
-                small_factors(eig.as_ref(), rt, w, l, k)?
-            }
-        };
-        self.host = HostTimes::from_instants(t0, t1, t2, t3);
-        self.upload_and_apply(st, &zk, &wk)?;
-        Ok(s)
-    }
-
-    /// Enqueues the downloads of the final `R_total` and the barrier words.
-    fn download_factor(&mut self, st: &Arc<CudaStream>) -> Result<()> {
-        let slot = ((FINAL_PASSES - 1) % 2) as usize;
-        let rt = self.rt.slice().slice(slot * WW..(slot + 1) * WW);
-        self.rt_host.download(st, &rt, 0)?;
-        self.bar_host.download(st, self.bar.slice(), 0)
-    }
-
-    /// Synchronises and checks `rnn_orth`'s grid-barrier status word (downloaded before).
-    fn sync_checked(&mut self, st: &Arc<CudaStream>) -> Result<()> {
-        st.synchronize()
-            .map_err(Error::driver("synchronizing the rSVD"))?;
-        let status = self.bar_host.as_slice()?[2];
-        if status != 0 {
-            return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
-        }
-        Ok(())
-    }
-
-    /// Uploads Z_k and W_k and enqueues `U = Q Z_k`, `V = X W_k` (X: Q_b or B^T in `z`).
-    fn upload_and_apply(&mut self, st: &Arc<CudaStream>, zk: &[f64], wk: &[f64]) -> Result<()> {
-        self.zw_host.write(0, zk)?;
-        self.zw_host.write(WW, wk)?;
-        self.zw_host.upload(st, 0..2 * WW, self.zw.slice_mut())?;
-        self.apply(st)
-    }
-
-    /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram
-    /// (no CholQR of B^T unless the check fails), `false` factors B^T first (`V = Q_b W_k`).
-    pub fn set_gram_route(&mut self, on: bool) {
-        self.gram_route = on;
     }
 
     /// The decomposition of the uploaded matrix as host factors.

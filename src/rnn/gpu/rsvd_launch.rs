@@ -4,7 +4,7 @@
 
 use super::cfg;
 use super::rsvd::{GpuRsvd, OrthMode, Product, WW};
-use crate::kernels::rnn::gemm::{BM, BN, THREADS as GEMM_THREADS};
+use crate::kernels::rnn::gemm::{BM, BN, SHAPE8, THREADS as GEMM_THREADS};
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::Result;
@@ -35,10 +35,14 @@ impl GpuRsvd {
 
     /// Enqueues `product` (nn: `y = A omega`, `y = A z`; tn: `z = A^T y`).
     pub(super) fn gemm(&self, st: &Arc<CudaStream>, product: Product) -> Result<()> {
-        let (id, plan, m, k) = match product {
-            Product::CoRange => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
-            Product::Sketch | Product::Range => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
+        let r8 = self.gemm_rows == 8;
+        let (id, plan, m, k) = match (product, r8) {
+            (Product::CoRange, false) => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
+            (Product::CoRange, true) => (KernelId::RnnGemmTnR8, self.tn, self.np, self.mp),
+            (_, false) => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
+            (_, true) => (KernelId::RnnGemmNnR8, self.nn, self.mp, self.np),
         };
+        let threads = if r8 { SHAPE8.threads } else { GEMM_THREADS };
         let kern = self.gpu.kernel(id)?;
         let (b, c) = match product {
             Product::CoRange => (&self.y, &self.z),
@@ -47,7 +51,7 @@ impl GpuRsvd {
         };
         let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
         let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);
-        let mut lb = kern.launch(st, cfg(grid, GEMM_THREADS, 0));
+        let mut lb = kern.launch(st, cfg(grid, threads, 0));
         lb.arg(self.a.slice())
             .arg(b.slice())
             .arg(c.slice())

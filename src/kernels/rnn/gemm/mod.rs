@@ -53,6 +53,43 @@ pub enum OpA {
     Transposed,
 }
 
+/// Thread shape of a build: `threads` threads, each owning `rows` rows x 6 columns of the
+/// `BM x BN` tile (`threads / 8 * rows == BM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Threads per block.
+    pub threads: u32,
+    /// Rows of C per thread (4 or 8).
+    pub rows: u32,
+}
+
+/// `rnn_gemm_nn` / `rnn_gemm_tn`: 256 threads of 4 x 6.
+pub const SHAPE4: Shape = Shape {
+    threads: THREADS,
+    rows: 4,
+};
+/// `rnn_gemm_nn_r8` / `rnn_gemm_tn_r8`: 128 threads of 8 x 6 (half the shared-memory reads per
+/// FMA: ncu put the 4 x 6 kernels' L1/shared pipe at 79% against 58% for the FMA pipe).
+pub const SHAPE8: Shape = Shape {
+    threads: 128,
+    rows: 8,
+};
+
+impl Shape {
+    /// Warps per block.
+    pub const fn warps(self) -> u32 {
+        self.threads / 32
+    }
+    /// Row groups per block (threads / 8).
+    pub const fn row_groups(self) -> u32 {
+        self.threads / 8
+    }
+    /// Accumulators per thread.
+    pub const fn accs(self) -> usize {
+        (self.rows * 6) as usize
+    }
+}
+
 /// Floats of one staged A tile (nn or tn).
 pub(super) const fn a_tile_len(op: OpA) -> u32 {
     match op {
@@ -71,8 +108,9 @@ pub(super) struct Ctx {
     pub n0: Reg<U32>,
     pub tid: Reg<U32>,
     pub op: OpA,
+    pub shape: Shape,
     /// nn: element offset in A of the thread's first load at k0 = 0 (row m0 + t / 8, column
-    /// 4 (t % 8)); load j is 32 j rows further.
+    /// 4 (t % 8)); load j is `threads / 8` j rows further.
     pub nn_ld: Reg<U32>,
     /// nn: `As` index of the thread's first store (row t / 8, column 4 (t % 8)).
     pub nn_st: Reg<U32>,
