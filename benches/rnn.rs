@@ -297,11 +297,19 @@ fn gpu(c: &mut Criterion) {
         let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
         // Device time of the work before the host step, and of the pieces after it.
         let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
+        r.set_gemm_rows(8).expect("rows");
+        let chain8 = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
+        let nn8 = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn8 = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        r.set_gemm_rows(4).expect("rows");
         let gram_only = per_call(&s, 50, || r.enqueue_gram().expect("gram"));
         let apply = per_call(&s, 50, || r.enqueue_apply().expect("apply"));
         println!(
-            "SUMMARY gpu/rnn rSVD {n}x{n} device time: products and CholQR up to B^T's Gram {:.1} us (event-timed, back-to-back), Gram-only launch {:.1} us, apply {:.1} us",
+            "SUMMARY gpu/rnn rSVD {n}x{n} device time: products and CholQR up to B^T's Gram {:.1} us with the 4-row GEMMs, {:.1} us with the 8-row GEMMs (A Omega {:.1} us, A^T Y {:.1} us) (event-timed, back-to-back), Gram-only launch {:.1} us, apply {:.1} us",
             1e6 * chain,
+            1e6 * chain8,
+            1e6 * nn8,
+            1e6 * tn8,
             1e6 * gram_only,
             1e6 * apply
         );

@@ -14,7 +14,7 @@ use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
 use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
-use ptxflow::rnn::gpu::rsvd::{GpuRsvd, MAX_GEMM_BLOCKS_PER_SM};
+use ptxflow::rnn::gpu::rsvd::{GpuRsvd, GEMM_BLOCKS_PER_SM, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, lowrank_correct};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -354,8 +354,12 @@ fn rsvd_case(
         r.set_gemm_rows(4).unwrap();
         let lr = r.decompose(&a).unwrap();
         rsvd_check(&a, m, n, k, spec, &lr, opt, reference, gram_route);
-        // The 8 x 6 GEMM kernels sum in the same order: the same bits.
+        // The 8 x 6 GEMM kernels sum in the same order: the same bits with the same split, and
+        // the optimal error with their own default split.
         r.set_gemm_rows(8).unwrap();
+        let lr8 = r.decompose(&a).unwrap();
+        rsvd_check(&a, m, n, k, spec, &lr8, opt, reference, gram_route);
+        r.set_gemm_blocks_per_sm(GEMM_BLOCKS_PER_SM).unwrap();
         let lr8 = r.decompose(&a).unwrap();
         same_factors(&lr, &lr8, &format!("{spec:?}, 8-row GEMMs"));
     }
@@ -456,11 +460,12 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
                 .is_err()
     );
     for (bps, gram_route) in (1..=MAX_GEMM_BLOCKS_PER_SM).flat_map(|b| [(b, false), (b, true)]) {
-        rs.set_gemm_blocks_per_sm(bps).unwrap();
         rs.set_gram_route(gram_route);
         rs.set_gemm_rows(8).unwrap();
+        rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr8 = rs.decompose(&a).unwrap();
         rs.set_gemm_rows(4).unwrap();
+        rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr = rs.decompose(&a).unwrap();
         same_factors(&lr, &lr8, &format!("plan {bps}, 8-row GEMMs"));
         let e = reconstruction_error(&a, &lr).unwrap();

@@ -39,6 +39,10 @@ pub(super) const WW: usize = (WIDTH * WIDTH) as usize;
 
 /// Default GEMM split-K target: blocks per SM of `rnn_gemm_*` over the whole device.
 pub const GEMM_BLOCKS_PER_SM: u32 = 2;
+/// Default split-K targets (nn, tn) of the 8-row kernels (`rnn_gemm_*_r8`, 128 threads): one
+/// full wave each (`rnn_gemm_nn_r8` needs ~168 registers, so 3 blocks fit an SM; the tn kernel
+/// is built for 4).
+pub const GEMM_BLOCKS_PER_SM_R8: (u32, u32) = (3, 4);
 /// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
 pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
 
@@ -153,7 +157,7 @@ impl GpuRsvd {
         let orth_cap =
             cooperative_capacity(&gpu, kern.function(), ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
         let st = gpu.stream().clone();
-        let r = GpuRsvd {
+        let mut r = GpuRsvd {
             m,
             n,
             mp,
@@ -184,14 +188,13 @@ impl GpuRsvd {
             stamps: zeros(&st, STAMPS as usize, "CholQR clock stamps")?,
             host: HostTimes::default(),
             gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
-            gemm_rows: if std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r8") {
-                8
-            } else {
-                4
-            },
+            gemm_rows: 4,
             gpu,
         };
         r.sketch()?;
+        if std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r8") {
+            r.set_gemm_rows(8)?;
+        }
         Ok(r)
     }
 

@@ -2,7 +2,9 @@
 //! synchronisation it shares with the factor route, the factors' upload, and the switches that
 //! pick the route and the GEMM kernels.
 
-use super::rsvd::{GpuRsvd, OrthMode, FINAL_PASSES, WW};
+use super::rsvd::{
+    plan, GpuRsvd, OrthMode, FINAL_PASSES, GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM_R8, WW,
+};
 use crate::kernels::rnn::orth::WIDTH;
 use crate::rnn::rsvd::{gram_factors, small_eigen, small_factors};
 use crate::{Error, Result};
@@ -106,15 +108,23 @@ impl GpuRsvd {
     }
 
     /// Chooses the GEMM kernels: `rows` 4 (`rnn_gemm_nn`/`rnn_gemm_tn`, 256 threads of 4 x 6) or
-    /// 8 (`rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, 128 threads of 8 x 6). Both sum each split's inner
-    /// range in the same order, so the results are identical.
+    /// 8 (`rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, 128 threads of 8 x 6), and re-plans the split-K
+    /// for that shape's default target ([`GEMM_BLOCKS_PER_SM`], [`GEMM_BLOCKS_PER_SM_R8`]).
+    /// Both shapes sum each split's inner range in the same order: with the same split, the
+    /// results are identical.
     pub fn set_gemm_rows(&mut self, rows: u32) -> Result<()> {
-        if rows != 4 && rows != 8 {
-            return Err(Error::input(format!(
-                "GEMM rows per thread {rows} must be 4 or 8"
-            )));
-        }
+        let (nn, tn) = match rows {
+            4 => (GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM),
+            8 => GEMM_BLOCKS_PER_SM_R8,
+            _ => {
+                return Err(Error::input(format!(
+                    "GEMM rows per thread {rows} must be 4 or 8"
+                )))
+            }
+        };
         self.gemm_rows = rows;
+        self.nn = plan(&self.gpu, self.mp, self.np, nn);
+        self.tn = plan(&self.gpu, self.np, self.mp, tn);
         Ok(())
     }
 
