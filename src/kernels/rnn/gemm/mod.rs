@@ -7,24 +7,30 @@
 //! `lda % 4 == 0` and 16-byte aligned bases (it pads A and the sketches with zeros), so the
 //! kernel has no edge cases.
 //!
-//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), [`THREADS`] threads. Block
-//! (x, y, z) owns the `BM x BN` tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps
-//! a multiple of BK). Per `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared
-//! buffers while the other one is multiplied (one `bar.sync` per slice); the next slice is
-//! loaded into registers before the current one is multiplied. Thread t owns 4 rows and the
-//! columns `6 (t % 8) .. +6` of the tile and accumulates k ascending within the range (24 fmas
-//! per k):
+//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), `T` threads ([`Shape`]:
+//! [`SHAPE4`] for `rnn_gemm_nn`/`rnn_gemm_tn`, T = 256 and R = 4 rows per thread; [`SHAPE8`] for
+//! `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, T = 128 and R = 8). Block (x, y, z) owns the `BM x BN`
+//! tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps a multiple of BK). Per
+//! `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared buffers while the other one
+//! is multiplied (one `bar.sync` per slice); the next slice is loaded into registers before the
+//! current one is multiplied. Thread t owns R rows and the columns `6 (t % 8) .. +6` of the tile
+//! and accumulates k ascending within the range (6 R fmas per k):
 //! - tn copies rows of A straight into `As[k][m]` (row stride [`AS_STRIDE`]); thread t owns rows
-//!   `4 (t / 8) .. +4`: per k one 16-byte load of A and three 8-byte loads of B;
+//!   `R (t / 8) .. +R`: per k R / 4 16-byte loads of A and three 8-byte loads of B;
 //! - nn copies rows of A straight into `As[m][k]` (row stride [`ASN_STRIDE`]; a warp loads 4
-//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + 32 i` (i < 4): per 4 k four
+//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + (T / 8) i` (i < R): per 4 k R
 //!   16-byte loads of A (the 4 rows a warp reads at once fall in distinct banks) and twelve
 //!   8-byte loads of B. No transposing scalar stores.
 //!
+//! The 8-row shape halves the shared-memory traffic per FMA (A's loads are shared by twice the
+//! FMAs, B's by twice the rows); both shapes add the same products in the same order, so equal
+//! splits give bit-identical C.
+//!
 //! With S = 1 the block writes its tile of C. With S > 1 it writes its partial tile to
 //! `partial[z]` (`S x M x N`), fences, and counts itself in `counters[x * gridDim.y + y]`; the
-//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; two
-//! partials' loads in flight per trip), writes C and resets the counter to 0 for the next launch.
+//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; R = 4:
+//! two partials' loads in flight per trip, R = 8: one), writes C and resets the counter to 0 for
+//! the next launch.
 
 pub mod kernel;
 pub mod slice;
