@@ -220,9 +220,11 @@ fn gpu(c: &mut Criterion) {
                 t.elapsed()
             })
         });
-        // The small step's two routes, alternating in rounds (medians of each route's runs).
-        r.set_gram_route(true);
-        g.bench_function(BenchmarkId::new("rsvd_rank32_gram_route", n), |b| {
+        // The previous default path (factor route, 4-row GEMMs) beside the default (Gram route,
+        // 8-row GEMMs).
+        r.set_gram_route(false);
+        r.set_gemm_rows(4).expect("rows");
+        g.bench_function(BenchmarkId::new("rsvd_rank32_factor_route_r4", n), |b| {
             b.iter_custom(|it| {
                 let t = Instant::now();
                 for _ in 0..it {
@@ -236,7 +238,7 @@ fn gpu(c: &mut Criterion) {
             v.sort_by(f64::total_cmp);
             1e6 * v[v.len() / 2]
         };
-        // (route, GEMM rows per thread) pairs, alternating in rounds.
+        // (route, GEMM rows per thread) pairs, alternating in rounds (medians of each one's runs).
         let configs = [(false, 4u32), (true, 4), (false, 8), (true, 8)];
         let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 4] =
             Default::default();
@@ -296,6 +298,7 @@ fn gpu(c: &mut Criterion) {
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
         let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
         // Device time of the work before the host step, and of the pieces after it.
+        r.set_gemm_rows(4).expect("rows");
         let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
         r.set_gemm_rows(8).expect("rows");
         let chain8 = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
@@ -329,7 +332,7 @@ fn gpu(c: &mut Criterion) {
             })
             .collect();
         let [gram_wait_us, eigen_us, sync_us, factors_us] = host_us;
-        println!("SUMMARY gpu/rnn rSVD {n}x{n} host (median): wait for B^T's Gram {gram_wait_us:.1} us, small eigenproblem {eigen_us:.1} us (overlaps the final CholQR), then blocked {sync_us:.1} us, small factors {factors_us:.1} us; CholQR 2-pass phases of block 0 (us at {mhz:.0} MHz): {}", phases.join(", "));
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} factor route, 4-row GEMMs, host (median): wait for B^T's Gram {gram_wait_us:.1} us, small eigenproblem {eigen_us:.1} us (overlaps the final CholQR), then blocked {sync_us:.1} us, small factors {factors_us:.1} us; CholQR 2-pass phases of block 0 (us at {mhz:.0} MHz): {}", phases.join(", "));
         // The split-K plan's other targets (blocks per SM), the default last, for both GEMM
         // thread shapes.
         for (rows, bps) in [4u32, 8].into_iter().flat_map(|rows| {
@@ -347,7 +350,9 @@ fn gpu(c: &mut Criterion) {
             let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
             println!("SUMMARY gpu/rnn rSVD {n}x{n} {rows}-row GEMMs, split-K target {bps} blocks/SM: {:.3} ms, A Omega {:.1} us, A^T Y {:.1} us", 1e3 * total, 1e6 * nn, 1e6 * tn);
         }
-        r.set_gemm_rows(4).expect("rows");
+        // Back to the defaults.
+        r.set_gram_route(true);
+        r.set_gemm_rows(8).expect("rows");
     }
 
     // The chain: eager, graph, and 4 batches on 4 streams.
@@ -412,8 +417,8 @@ fn gpu(c: &mut Criterion) {
     for (n, total, nn, tn, orth, orth1) in &rsvd_ms {
         let gbs = |us: f64| (*n * *n * 4) as f64 / (us * 1e-6) / 1e9;
         println!(
-            "SUMMARY gpu/rnn on {name}: rSVD {n}x{n} rank 32 (p 10, q 2): {total:.3} ms incl. small SVD on the CPU (target < 1 ms at 4096); \
-             A Omega {nn:.1} us ({:.0} GB/s of A), A^T Y {tn:.1} us ({:.0} GB/s), CholQR 2 passes {orth:.1} us, 1 pass {orth1:.1} us; copy yardstick ~2900 GB/s",
+            "SUMMARY gpu/rnn on {name}: rSVD {n}x{n} rank 32 (p 10, q 2), factor route + 4-row GEMMs: {total:.3} ms incl. small SVD on the CPU (target < 1 ms at 4096); \
+             4-row GEMMs: A Omega {nn:.1} us ({:.0} GB/s of A), A^T Y {tn:.1} us ({:.0} GB/s), CholQR 2 passes {orth:.1} us, 1 pass {orth1:.1} us; copy yardstick ~2900 GB/s",
             gbs(*nn),
             gbs(*tn)
         );

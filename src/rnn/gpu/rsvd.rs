@@ -4,12 +4,16 @@
 //! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step on the CPU in f64
 //! from B^T's Gram (a Gram-only `rnn_orth` launch; `crate::rnn::rsvd::small_eigen`), by one of two
 //! routes ([`GpuRsvd::set_gram_route`]):
-//! - factor route (default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes) while the CPU
-//!   solves the eigenproblem, then `small_factors` forms `W_k` from B^T's triangular factor and
-//!   `V = Q_b W_k`;
-//! - Gram route (`PTXFLOW_RSVD_ROUTE=gram` or the setter): no CholQR of B^T; `gram_factors`
-//!   checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and `V = B^T Z_k Sigma_k^-1`; only a failed check
-//!   factors B^T.
+//! - Gram route (default): no CholQR of B^T; `gram_factors` checks `Sigma^-1 Z^T G Z Sigma^-1 =
+//!   I` and `V = B^T Z_k Sigma_k^-1`; only a failed check factors B^T;
+//! - factor route (`PTXFLOW_RSVD_ROUTE=factor` or the setter): the GPU factors B^T
+//!   ([`FINAL_PASSES`] CholQR passes) while the CPU solves the eigenproblem, then
+//!   `small_factors` forms `W_k` from B^T's triangular factor and `V = Q_b W_k`.
+//!
+//! The products use the 8-row kernels `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` by default
+//! ([`GpuRsvd::set_gemm_rows`]; `PTXFLOW_RSVD_GEMM=r4` for the 4-row ones). Measured on an H200
+//! (4096^2, rank 32, medians of 40 alternating runs): Gram route + 8-row GEMMs 685 us, factor
+//! route + 4-row GEMMs 743 us.
 //!
 //! `U = Q Z_k` and V come from one `rnn_apply_small` launch. A is held zero-padded to multiples
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
@@ -37,7 +41,8 @@ pub const MID_PASSES: u32 = 1;
 pub const FINAL_PASSES: u32 = 2;
 pub(super) const WW: usize = (WIDTH * WIDTH) as usize;
 
-/// Default GEMM split-K target: blocks per SM of `rnn_gemm_*` over the whole device.
+/// Split-K target of the 4-row GEMMs (`rnn_gemm_*`, [`GpuRsvd::set_gemm_rows`]`(4)`): blocks
+/// per SM over the whole device.
 pub const GEMM_BLOCKS_PER_SM: u32 = 2;
 /// Default split-K targets (nn, tn) of the 8-row kernels (`rnn_gemm_*_r8`, 128 threads): one
 /// full wave each (`rnn_gemm_nn_r8` needs ~168 registers, so 3 blocks fit an SM; the tn kernel
@@ -187,19 +192,21 @@ impl GpuRsvd {
             stage: Vec::new(),
             stamps: zeros(&st, STAMPS as usize, "CholQR clock stamps")?,
             host: HostTimes::default(),
-            gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
+            gram_route: !std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "factor"),
             gemm_rows: 4,
             gpu,
         };
         r.sketch()?;
-        if std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r8") {
+        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones).
+        if !std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r4") {
             r.set_gemm_rows(8)?;
         }
         Ok(r)
     }
 
     /// Re-plans the products' split-K for `blocks_per_sm` blocks per SM (1..=
-    /// [`MAX_GEMM_BLOCKS_PER_SM`]; default [`GEMM_BLOCKS_PER_SM`]). The split count changes the
+    /// [`MAX_GEMM_BLOCKS_PER_SM`]; the defaults: [`GEMM_BLOCKS_PER_SM`] for the 4-row GEMMs,
+    /// [`GEMM_BLOCKS_PER_SM_R8`] for the 8-row ones). The split count changes the
     /// products' summation order (each plan is deterministic).
     pub fn set_gemm_blocks_per_sm(&mut self, blocks_per_sm: u32) -> Result<()> {
         if !(1..=MAX_GEMM_BLOCKS_PER_SM).contains(&blocks_per_sm) {

@@ -108,7 +108,7 @@ impl GpuRsvd {
     }
 
     /// Chooses the GEMM kernels: `rows` 4 (`rnn_gemm_nn`/`rnn_gemm_tn`, 256 threads of 4 x 6) or
-    /// 8 (`rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, 128 threads of 8 x 6), and re-plans the split-K
+    /// 8 (the default: `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, 128 threads of 8 x 6), and re-plans the split-K
     /// for that shape's default target ([`GEMM_BLOCKS_PER_SM`], [`GEMM_BLOCKS_PER_SM_R8`]).
     /// Both shapes sum each split's inner range in the same order: with the same split, the
     /// results are identical.
@@ -128,8 +128,9 @@ impl GpuRsvd {
         Ok(())
     }
 
-    /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram
-    /// (no CholQR of B^T unless the check fails), `false` factors B^T first (`V = Q_b W_k`).
+    /// Chooses the small step's route: `true` (the default) takes `V = B^T Z_k Sigma_k^-1` from
+    /// B^T's Gram (no CholQR of B^T unless the check fails), `false` factors B^T first
+    /// (`V = Q_b W_k`).
     pub fn set_gram_route(&mut self, on: bool) {
         self.gram_route = on;
     }
