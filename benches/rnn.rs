@@ -239,13 +239,20 @@ fn gpu(c: &mut Criterion) {
             1e6 * v[v.len() / 2]
         };
         // (route, GEMM rows per thread) pairs, alternating in rounds (medians of each one's runs).
-        let configs = [(false, 4u32), (true, 4), (false, 8), (true, 8)];
-        let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 4] =
+        let configs = [
+            (false, 4u32, false),
+            (true, 4, false),
+            (false, 8, false),
+            (true, 8, false),
+            (true, 8, true),
+        ];
+        let mut per_route: [(Vec<f64>, Vec<ptxflow::rnn::gpu::rsvd::HostTimes>); 5] =
             Default::default();
         for _round in 0..4 {
-            for (i, &(gram_route, rows)) in configs.iter().enumerate() {
+            for (i, &(gram_route, rows, skip)) in configs.iter().enumerate() {
                 r.set_gram_route(gram_route);
                 r.set_gemm_rows(rows).expect("rows");
+                r.set_orth_skip(skip);
                 r.run_device().expect("rsvd");
                 gpu.sync().expect("sync");
                 for _ in 0..10 {
@@ -264,10 +271,11 @@ fn gpu(c: &mut Criterion) {
             let (min, max) = totals
                 .iter()
                 .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
-            let (gram_route, rows) = configs[i];
+            let (gram_route, rows, skip) = configs[i];
             println!(
-                "SUMMARY gpu/rnn rSVD {n}x{n} {} route, {rows}-row GEMMs (alternating, 40 runs): median {:.1} us (min {:.1}, max {:.1}); host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, {} {:.1} us, {} {:.1} us",
+                "SUMMARY gpu/rnn rSVD {n}x{n} {} route, {rows}-row GEMMs{} (alternating, 40 runs): median {:.1} us (min {:.1}, max {:.1}); host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, {} {:.1} us, {} {:.1} us",
                 if gram_route { "Gram" } else { "factor" },
+                if skip { ", CholQR skip" } else { "" },
                 med(totals.clone()),
                 1e6 * min,
                 1e6 * max,
@@ -279,6 +287,7 @@ fn gpu(c: &mut Criterion) {
                 h(|x| x.factors_s),
             );
         }
+        r.set_orth_skip(false);
         r.set_gram_route(false);
         r.set_gemm_rows(4).expect("rows");
         let mut host = Vec::new();
@@ -297,6 +306,11 @@ fn gpu(c: &mut Criterion) {
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let orth = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
         let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
+        // The skipping kernel on an already orthonormal basis: pass 2 is checked and skipped.
+        r.set_orth_skip(true);
+        let orth_skip = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
+        r.set_orth_skip(false);
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} CholQR 2 passes {:.1} us, with rnn_orth_skip on an orthonormal basis {:.1} us", 1e6 * orth, 1e6 * orth_skip);
         // Device time of the work before the host step, and of the pieces after it.
         r.set_gemm_rows(4).expect("rows");
         let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));

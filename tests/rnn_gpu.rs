@@ -362,6 +362,12 @@ fn rsvd_case(
         r.set_gemm_blocks_per_sm(GEMM_BLOCKS_PER_SM).unwrap();
         let lr8 = r.decompose(&a).unwrap();
         same_factors(&lr, &lr8, &format!("{spec:?}, 8-row GEMMs"));
+        // The CholQR kernel that skips an already orthonormal final pass.
+        r.set_gemm_rows(8).unwrap();
+        r.set_orth_skip(true);
+        let lrs = r.decompose(&a).unwrap();
+        r.set_orth_skip(false);
+        rsvd_check(&a, m, n, k, spec, &lrs, opt, reference, gram_route);
     }
     assert!(r.set_gemm_rows(5).is_err());
 }
@@ -468,6 +474,19 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
         rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr = rs.decompose(&a).unwrap();
         same_factors(&lr, &lr8, &format!("plan {bps}, 8-row GEMMs"));
+        rs.set_orth_skip(true);
+        let lrs = rs.decompose(&a).unwrap();
+        rs.set_orth_skip(false);
+        let es = reconstruction_error(&a, &lrs).unwrap();
+        let (us, vs) = (
+            column_orthonormality(lrs.u(), m, k),
+            row_orthonormality(lrs.vt(), k, n),
+        );
+        eprintln!("rSVD {m}x{n} plan {bps}, Gram route {gram_route}, CholQR skip: {:.5} x optimal; |U^T U - I| {us:.1e}, |V^T V - I| {vs:.1e}", es / opt);
+        assert!(
+            es <= 1.01 * opt + floor && us < 1e-5 && vs < 1e-5,
+            "plan {bps}, CholQR skip: error {es} vs optimal {opt}, orthonormality {us} {vs}"
+        );
         let e = reconstruction_error(&a, &lr).unwrap();
         let (ou, ov) = (
             column_orthonormality(lr.u(), m, k),

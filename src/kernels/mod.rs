@@ -111,6 +111,8 @@ kernel_table! {
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).
     RnnOrth => rnn::orth::kernel::build, "rnn_orth", [Sm75];
+    /// `rnn_orth` that skips a later pass when its Gram is the identity to f32 epsilon.
+    RnnOrthSkip => rnn::orth::kernel::build_skip, "rnn_orth_skip", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
     /// `pred + U S V^T x` without forming the product.

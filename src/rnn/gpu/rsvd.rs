@@ -126,6 +126,8 @@ pub struct GpuRsvd {
     pub(super) gram_route: bool,
     /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
     pub(super) gemm_rows: u32,
+    /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
+    pub(super) orth_skip: bool,
 }
 
 impl GpuRsvd {
@@ -158,9 +160,17 @@ impl GpuRsvd {
             .max(tn_max.splits.max(tn.splits) as usize * np)
             * w;
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
-        let kern = gpu.kernel(KernelId::RnnOrth)?;
-        let orth_cap =
-            cooperative_capacity(&gpu, kern.function(), ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
+        // Both CholQR kernels launch with the same grid: the smaller co-resident capacity.
+        let mut orth_cap = gpu.facts().sm_count;
+        for id in [KernelId::RnnOrth, KernelId::RnnOrthSkip] {
+            let kern = gpu.kernel(id)?;
+            orth_cap = orth_cap.min(cooperative_capacity(
+                &gpu,
+                kern.function(),
+                ORTH_THREADS,
+                0,
+            )?);
+        }
         let st = gpu.stream().clone();
         let mut r = GpuRsvd {
             m,
@@ -194,6 +204,7 @@ impl GpuRsvd {
             host: HostTimes::default(),
             gram_route: !std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "factor"),
             gemm_rows: 4,
+            orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
             gpu,
         };
         r.sketch()?;
@@ -268,27 +279,8 @@ impl GpuRsvd {
         Ok(s)
     }
 
-    /// Enqueues the GPU work before the host step, for benchmarks: the products and
-    /// orthonormalisations up to B^T's Gram (in `gram`; nothing is downloaded).
-    pub fn enqueue_until_gram(&self) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        self.enqueue_to_gram(&st)
-    }
-
-    /// Enqueues `U = Q Z_k`, `V = X W_k` with the factors already on the device, for benchmarks.
-    pub fn enqueue_apply(&self) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        self.apply(&st)
-    }
-
-    /// Enqueues a Gram-only `rnn_orth` launch on the co-range basis, for benchmarks.
-    pub fn enqueue_gram(&self) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        self.orth(&st, false, 1, OrthMode::GramOnly)
-    }
-
     /// The products and orthonormalisations up to B^T's Gram (`gram`, unshifted).
-    fn enqueue_to_gram(&self, st: &Arc<CudaStream>) -> Result<()> {
+    pub(super) fn enqueue_to_gram(&self, st: &Arc<CudaStream>) -> Result<()> {
         let q = self.opts.power_iters;
         self.gemm(st, Product::Sketch)?;
         self.orth(

@@ -128,6 +128,15 @@ impl GpuRsvd {
         Ok(())
     }
 
+    /// Full CholQR launches use `rnn_orth_skip` (`on`) or `rnn_orth` (the default): the former
+    /// skips a pass after the first when its Gram is the identity to f32 epsilon
+    /// (`crate::kernels::rnn::orth::SKIP_TOL`), i.e. the final Q's second pass when the first
+    /// already left Q orthonormal to rounding. `PTXFLOW_RSVD_ORTH_SKIP=1` turns it on at
+    /// construction.
+    pub fn set_orth_skip(&mut self, on: bool) {
+        self.orth_skip = on;
+    }
+
     /// Chooses the small step's route: `true` (the default) takes `V = B^T Z_k Sigma_k^-1` from
     /// B^T's Gram (no CholQR of B^T unless the check fails), `false` factors B^T first
     /// (`V = Q_b W_k`).
