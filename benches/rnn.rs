@@ -220,8 +220,8 @@ fn gpu(c: &mut Criterion) {
                 t.elapsed()
             })
         });
-        // The previous default path (factor route, 4-row GEMMs) beside the default (Gram route,
-        // 8-row GEMMs).
+        // The previous default path (factor route, 4-row GEMMs) beside the default (factor
+        // route, 8-row GEMMs).
         r.set_gram_route(false);
         r.set_gemm_rows(4).expect("rows");
         g.bench_function(BenchmarkId::new("rsvd_rank32_factor_route_r4", n), |b| {
@@ -365,7 +365,7 @@ fn gpu(c: &mut Criterion) {
             println!("SUMMARY gpu/rnn rSVD {n}x{n} {rows}-row GEMMs, split-K target {bps} blocks/SM: {:.3} ms, A Omega {:.1} us, A^T Y {:.1} us", 1e3 * total, 1e6 * nn, 1e6 * tn);
         }
         // Back to the defaults.
-        r.set_gram_route(true);
+        r.set_gram_route(false);
         r.set_gemm_rows(8).expect("rows");
     }
 

@@ -192,8 +192,9 @@ pub fn rsvd_model(
     model(a, m, n, opts, (mid_passes, final_passes), false)
 }
 
-/// [`rsvd_model`] with the GPU's Gram route (its default) for the last step: `V = B^T Z_k Sigma_k^-1`
-/// ([`gram_factors`]); B^T is factored only when that route's check fails.
+/// [`rsvd_model`] with the GPU's Gram route (opt-in there) for the last step:
+/// `V = B^T Z_k Sigma_k^-1` ([`gram_factors`]); B^T is factored only when that route's check
+/// fails.
 pub fn rsvd_model_gram_route(
     a: &[f32],
     m: usize,

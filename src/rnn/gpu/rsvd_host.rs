@@ -137,8 +137,8 @@ impl GpuRsvd {
         self.orth_skip = on;
     }
 
-    /// Chooses the small step's route: `true` (the default) takes `V = B^T Z_k Sigma_k^-1` from
-    /// B^T's Gram (no CholQR of B^T unless the check fails), `false` factors B^T first
+    /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram (no
+    /// CholQR of B^T unless the check fails), `false` (the default) factors B^T first
     /// (`V = Q_b W_k`).
     pub fn set_gram_route(&mut self, on: bool) {
         self.gram_route = on;
