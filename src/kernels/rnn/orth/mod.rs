@@ -43,10 +43,11 @@
 
 //!
 //! This file holds the ABI constants its helpers share: [`kernel`] builds it from phases A to D,
-//! [`elim`] is C's elimination, [`total`] the `R_total` update.
+//! [`elim`] is C's elimination, [`total`] the `R_total` update, [`skip`] `rnn_orth_skip`'s check.
 
 pub mod elim;
 pub mod kernel;
+pub mod skip;
 pub mod total;
 
 pub use super::slab::{SLAB, WIDTH};
