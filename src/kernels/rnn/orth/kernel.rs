@@ -14,7 +14,7 @@ pub fn build(target: Target) -> Module {
     build_with(target, false)
 }
 
-/// Builds `rnn_orth_skip`: `rnn_orth` with the a-posteriori check of [`SKIP_TOL`] on passes after
+/// Builds `rnn_orth_skip`: `rnn_orth` with the a-posteriori check of [`super::SKIP_TOL`] on passes after
 /// the first (see the module notes).
 pub fn build_skip(target: Target) -> Module {
     build_with(target, true)
