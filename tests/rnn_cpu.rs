@@ -6,7 +6,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::mathf;
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, gru_rollout, lowrank_correct};
-use ptxflow::rnn::rsvd::{rsvd_cpu, rsvd_model};
+use ptxflow::rnn::rsvd::{rsvd_cpu, rsvd_model, rsvd_model_gram_route};
 use ptxflow::rnn::testmat::*;
 use ptxflow::rnn::*;
 use ptxflow::Error;
@@ -212,6 +212,10 @@ fn rsvd_reference_and_gpu_algorithm_reach_the_optimal_error() {
         for (name, lr) in [
             ("f64 reference", rsvd_cpu(&a, m, n, &opts).unwrap()),
             ("GPU algorithm", rsvd_model(&a, m, n, &opts, 1, 2).unwrap()),
+            (
+                "GPU algorithm, Gram route",
+                rsvd_model_gram_route(&a, m, n, &opts, 1, 2).unwrap(),
+            ),
         ] {
             let e = reconstruction_error(&a, &lr).unwrap();
             let (ou, ov) = (

@@ -14,7 +14,7 @@ use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
 use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
-use ptxflow::rnn::gpu::rsvd::{GpuRsvd, MAX_GEMM_BLOCKS_PER_SM};
+use ptxflow::rnn::gpu::rsvd::{GpuRsvd, GEMM_BLOCKS_PER_SM, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, lowrank_correct};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -344,19 +344,63 @@ fn rsvd_case(
 ) {
     let k = 32;
     let a = matrix_with_spectrum(&mut Rng::new(seed), m, n, spec);
-    let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
-    let lr = r.decompose(&a).unwrap();
     let opt = optimal_error(&a, m, n, k).unwrap();
-    let e = reconstruction_error(&a, &lr).unwrap();
+    let reference =
+        reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
+    let mut r = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
+    // Both routes of the small step: B^T factored first, and V straight from B^T's Gram.
+    for gram_route in [false, true] {
+        r.set_gram_route(gram_route);
+        r.set_gemm_rows(4).unwrap();
+        let lr = r.decompose(&a).unwrap();
+        rsvd_check(&a, m, n, k, spec, &lr, opt, reference, gram_route);
+        // The 8 x 6 GEMM kernels sum in the same order: the same bits with the same split, and
+        // the optimal error with their own default split.
+        r.set_gemm_rows(8).unwrap();
+        let lr8 = r.decompose(&a).unwrap();
+        rsvd_check(&a, m, n, k, spec, &lr8, opt, reference, gram_route);
+        r.set_gemm_blocks_per_sm(GEMM_BLOCKS_PER_SM).unwrap();
+        let lr8 = r.decompose(&a).unwrap();
+        same_factors(&lr, &lr8, &format!("{spec:?}, 8-row GEMMs"));
+        // The CholQR kernel that skips an already orthonormal final pass.
+        r.set_gemm_rows(8).unwrap();
+        r.set_orth_skip(true);
+        let lrs = r.decompose(&a).unwrap();
+        r.set_orth_skip(false);
+        rsvd_check(&a, m, n, k, spec, &lrs, opt, reference, gram_route);
+    }
+    assert!(r.set_gemm_rows(5).is_err());
+}
+
+fn same_factors(a: &ptxflow::rnn::LowRank, b: &ptxflow::rnn::LowRank, what: &str) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(
+        bits(a.s()) == bits(b.s()) && bits(a.u()) == bits(b.u()) && bits(a.vt()) == bits(b.vt()),
+        "{what}: factors differ"
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // one case's inputs and its two yardsticks
+fn rsvd_check(
+    a: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    spec: Spectrum,
+    lr: &ptxflow::rnn::LowRank,
+    opt: f64,
+    reference: f64,
+    gram_route: bool,
+) {
+    let a = a.to_vec();
+    let e = reconstruction_error(&a, lr).unwrap();
     // The factors are f32: their rounding alone costs about eps32 sqrt(k) ||A||_F.
     let floor = 4.0 * f64::from(f32::EPSILON) * (k as f64).sqrt() * frobenius(&a);
     let (ou, ov) = (
         column_orthonormality(lr.u(), m, k),
         row_orthonormality(lr.vt(), k, n),
     );
-    let reference =
-        reconstruction_error(&a, &rsvd_cpu(&a, m, n, &RsvdOptions::rank(k)).unwrap()).unwrap();
-    eprintln!("rSVD {m}x{n} {spec:?}: gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
+    eprintln!("rSVD {m}x{n} {spec:?} (Gram route {gram_route}): gpu {:.5} x optimal ({e:.3e} vs {opt:.3e}; f64 reference {:.5} x); |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt, reference / opt);
     assert!(
         e <= 1.01 * opt + floor,
         "{spec:?}: error {e} vs optimal {opt} (+{floor})"
@@ -421,15 +465,34 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
                 .set_gemm_blocks_per_sm(MAX_GEMM_BLOCKS_PER_SM + 1)
                 .is_err()
     );
-    for bps in 1..=MAX_GEMM_BLOCKS_PER_SM {
+    for (bps, gram_route) in (1..=MAX_GEMM_BLOCKS_PER_SM).flat_map(|b| [(b, false), (b, true)]) {
+        rs.set_gram_route(gram_route);
+        rs.set_gemm_rows(8).unwrap();
+        rs.set_gemm_blocks_per_sm(bps).unwrap();
+        let lr8 = rs.decompose(&a).unwrap();
+        rs.set_gemm_rows(4).unwrap();
         rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr = rs.decompose(&a).unwrap();
+        same_factors(&lr, &lr8, &format!("plan {bps}, 8-row GEMMs"));
+        rs.set_orth_skip(true);
+        let lrs = rs.decompose(&a).unwrap();
+        rs.set_orth_skip(false);
+        let es = reconstruction_error(&a, &lrs).unwrap();
+        let (us, vs) = (
+            column_orthonormality(lrs.u(), m, k),
+            row_orthonormality(lrs.vt(), k, n),
+        );
+        eprintln!("rSVD {m}x{n} plan {bps}, Gram route {gram_route}, CholQR skip: {:.5} x optimal; |U^T U - I| {us:.1e}, |V^T V - I| {vs:.1e}", es / opt);
+        assert!(
+            es <= 1.01 * opt + floor && us < 1e-5 && vs < 1e-5,
+            "plan {bps}, CholQR skip: error {es} vs optimal {opt}, orthonormality {us} {vs}"
+        );
         let e = reconstruction_error(&a, &lr).unwrap();
         let (ou, ov) = (
             column_orthonormality(lr.u(), m, k),
             row_orthonormality(lr.vt(), k, n),
         );
-        eprintln!("rSVD {m}x{n} plan {bps} blocks/SM: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
+        eprintln!("rSVD {m}x{n} plan {bps} blocks/SM, Gram route {gram_route}: {:.5} x optimal; |U^T U - I| {ou:.1e}, |V^T V - I| {ov:.1e}", e / opt);
         assert!(
             e <= 1.01 * opt + floor,
             "plan {bps}: error {e} vs optimal {opt} (+{floor})"

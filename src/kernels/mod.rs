@@ -105,10 +105,16 @@ kernel_table! {
     RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).
     RnnGemmTn => rnn::gemm::kernel::build_tn, "rnn_gemm_tn", [Sm75];
+    /// `rnn_gemm_nn` with 128 threads of 8 x 6 (half the shared-memory reads per FMA).
+    RnnGemmNnR8 => rnn::gemm::kernel::build_nn_r8, "rnn_gemm_nn_r8", [Sm75];
+    /// `rnn_gemm_tn` with 128 threads of 8 x 6.
+    RnnGemmTnR8 => rnn::gemm::kernel::build_tn_r8, "rnn_gemm_tn_r8", [Sm75];
     /// Gaussian sketch matrix from a counter-based hash.
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).
     RnnOrth => rnn::orth::kernel::build, "rnn_orth", [Sm75];
+    /// `rnn_orth` that skips a later pass when its Gram is the identity to f32 epsilon.
+    RnnOrthSkip => rnn::orth::kernel::build_skip, "rnn_orth_skip", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
     /// `pred + U S V^T x` without forming the product.

@@ -29,6 +29,7 @@ pub mod mathf;
 pub mod reference;
 pub mod rsvd;
 pub mod rsvd_small;
+pub mod symeig;
 pub mod testmat;
 pub mod weights;
 

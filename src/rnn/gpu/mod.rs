@@ -10,6 +10,7 @@ mod gru_launch;
 mod gru_shape;
 pub mod lowrank;
 pub mod rsvd;
+mod rsvd_host;
 mod rsvd_launch;
 
 use crate::runtime::{DeviceBuffer, Gpu};

@@ -1,13 +1,28 @@
 //! [`GpuRsvd`]: the randomized truncated SVD on the GPU (algorithm: `crate::rnn::rsvd`). The
 //! products run in `rnn_gemm_nn`/`rnn_gemm_tn` (f32, split-K), the sketch in `rnn_gaussian`, every
 //! orthonormalisation in `rnn_orth` (CholeskyQR with f64 Gram and factors: [`MID_PASSES`] after
-//! intermediate products, [`FINAL_PASSES`] for the last Q and for B^T), the small factors on the
-//! CPU in f64 (`crate::rnn::rsvd::small_eigen`: the eigenproblem of B^T's Gram, computed by a
-//! Gram-only `rnn_orth` launch and solved while the GPU factors B^T; then
-//! `small_factors` with B^T's triangular factor), and `U = Q Z_k`, `V = Q_b W_k` in one
-//! `rnn_apply_small` launch. A is held zero-padded to multiples of 128 in both dimensions; the sketch
-//! width is padded to 48 (so rank + oversampling <= 48 on the GPU).
+//! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step on the CPU in f64
+//! from B^T's Gram (a Gram-only `rnn_orth` launch; `crate::rnn::rsvd::small_eigen`), by one of two
+//! routes ([`GpuRsvd::set_gram_route`]):
+//! - factor route (default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes) while the CPU
+//!   solves the eigenproblem, then `small_factors` forms `W_k` from B^T's triangular factor and
+//!   `V = Q_b W_k`;
+//! - Gram route (`PTXFLOW_RSVD_ROUTE=gram` or the setter): no CholQR of B^T (64 us less GPU
+//!   work at 4096^2); `gram_factors` checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and
+//!   `V = B^T Z_k Sigma_k^-1`; only a failed check factors B^T. Its eigenproblem is not hidden
+//!   behind GPU work, so on the measured H200 host both routes take the same time (medians of 40
+//!   alternating runs within 7-24 us of each other, either way round).
+//!
+//! The products use the 8-row kernels `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` by default
+//! ([`GpuRsvd::set_gemm_rows`]; `PTXFLOW_RSVD_GEMM=r4` for the 4-row ones): on an H200 (4096^2,
+//! rank 32, medians of 40 alternating runs, two runs) 709 / 671 us against 743 / 693 us with the
+//! 4-row ones (factor route).
+//!
+//! `U = Q Z_k` and V come from one `rnn_apply_small` launch. A is held zero-padded to multiples
+//! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
+//! the GPU).
 
+pub use super::rsvd_host::HostTimes;
 use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
@@ -17,6 +32,7 @@ use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
 use crate::runtime::{DeviceBuffer, Gpu, PinnedBuffer, PinnedKind};
 use crate::{Error, Result};
+use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,8 +44,13 @@ pub const MID_PASSES: u32 = 1;
 pub const FINAL_PASSES: u32 = 2;
 pub(super) const WW: usize = (WIDTH * WIDTH) as usize;
 
-/// Default GEMM split-K target: blocks per SM of `rnn_gemm_*` over the whole device.
+/// Split-K target of the 4-row GEMMs (`rnn_gemm_*`, [`GpuRsvd::set_gemm_rows`]`(4)`): blocks
+/// per SM over the whole device.
 pub const GEMM_BLOCKS_PER_SM: u32 = 2;
+/// Default split-K targets (nn, tn) of the 8-row kernels (`rnn_gemm_*_r8`, 128 threads): one
+/// full wave each (`rnn_gemm_nn_r8` needs ~168 registers, so 3 blocks fit an SM; the tn kernel
+/// is built for 4).
+pub const GEMM_BLOCKS_PER_SM_R8: (u32, u32) = (3, 4);
 /// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
 pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
 
@@ -105,19 +126,11 @@ pub struct GpuRsvd {
     pub(super) stage: Vec<f32>,
     pub(super) stamps: DeviceBuffer<u64>,
     pub(super) host: HostTimes,
-}
-
-/// Host-side times of the last [`GpuRsvd::run_device`], in seconds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HostTimes {
-    /// From the last enqueue until B^T's Gram is on the host.
-    pub gram_wait_s: f64,
-    /// The small eigenproblem on the CPU (overlaps the final CholQR on the GPU).
-    pub eigen_s: f64,
-    /// Blocked in the final synchronisation after the eigenproblem (GPU work not hidden).
-    pub sync_wait_s: f64,
-    /// The small factors (`W_k`, or the SVD fallback) on the CPU.
-    pub factors_s: f64,
+    pub(super) gram_route: bool,
+    /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
+    pub(super) gemm_rows: u32,
+    /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
+    pub(super) orth_skip: bool,
 }
 
 impl GpuRsvd {
@@ -150,11 +163,19 @@ impl GpuRsvd {
             .max(tn_max.splits.max(tn.splits) as usize * np)
             * w;
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
-        let kern = gpu.kernel(KernelId::RnnOrth)?;
-        let orth_cap =
-            cooperative_capacity(&gpu, kern.function(), ORTH_THREADS, 0)?.min(gpu.facts().sm_count);
+        // Both CholQR kernels launch with the same grid: the smaller co-resident capacity.
+        let mut orth_cap = gpu.facts().sm_count;
+        for id in [KernelId::RnnOrth, KernelId::RnnOrthSkip] {
+            let kern = gpu.kernel(id)?;
+            orth_cap = orth_cap.min(cooperative_capacity(
+                &gpu,
+                kern.function(),
+                ORTH_THREADS,
+                0,
+            )?);
+        }
         let st = gpu.stream().clone();
-        let r = GpuRsvd {
+        let mut r = GpuRsvd {
             m,
             n,
             mp,
@@ -184,14 +205,22 @@ impl GpuRsvd {
             stage: Vec::new(),
             stamps: zeros(&st, STAMPS as usize, "CholQR clock stamps")?,
             host: HostTimes::default(),
+            gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
+            gemm_rows: 4,
+            orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
             gpu,
         };
         r.sketch()?;
+        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones).
+        if !std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r4") {
+            r.set_gemm_rows(8)?;
+        }
         Ok(r)
     }
 
     /// Re-plans the products' split-K for `blocks_per_sm` blocks per SM (1..=
-    /// [`MAX_GEMM_BLOCKS_PER_SM`]; default [`GEMM_BLOCKS_PER_SM`]). The split count changes the
+    /// [`MAX_GEMM_BLOCKS_PER_SM`]; the defaults: [`GEMM_BLOCKS_PER_SM`] for the 4-row GEMMs,
+    /// [`GEMM_BLOCKS_PER_SM_R8`] for the 8-row ones). The split count changes the
     /// products' summation order (each plan is deterministic).
     pub fn set_gemm_blocks_per_sm(&mut self, blocks_per_sm: u32) -> Result<()> {
         if !(1..=MAX_GEMM_BLOCKS_PER_SM).contains(&blocks_per_sm) {
@@ -225,24 +254,50 @@ impl GpuRsvd {
     }
 
     /// Runs the whole decomposition of the uploaded matrix; U and V stay on the device
-    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Waits twice: for B^T's Gram (then
-    /// solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's factor.
+    /// (`mp x 48` and `np x 48`, first k columns). Returns S. Factor route: waits for B^T's Gram
+    /// (then solves the small eigenproblem while the GPU finishes B^T's CholQR) and for B^T's
+    /// factor; Gram route: waits once, for B^T's Gram (twice when its check fails).
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
+        self.enqueue_to_gram(&st)?;
+        self.gram_host.download(&st, self.gram.slice(), 0)?;
+        if self.gram_route {
+            return self.finish_gram_route(&st);
+        }
+        self.orth(&st, false, FINAL_PASSES, OrthMode::Full)?;
+        // R_total and the barrier words come back through pinned memory: two async copies, one
+        // synchronisation.
+        self.download_factor(&st)?;
+        let t0 = Instant::now();
+        let g = self.gram_host.as_slice()?;
+        let t1 = Instant::now();
+        let eig = small_eigen(g, WIDTH as usize, self.l, self.opts.rank)?;
+        let t2 = Instant::now();
+        self.sync_checked(&st)?;
+        let t3 = Instant::now();
+        let rt = self.rt_host.as_slice()?;
+        let (s, zk, wk) = small_factors(eig.as_ref(), rt, WIDTH as usize, self.l, self.opts.rank)?;
+        self.host = HostTimes::from_instants(t0, t1, t2, t3);
+        self.upload_and_apply(&st, &zk, &wk)?;
+        Ok(s)
+    }
+
+    /// The products and orthonormalisations up to B^T's Gram (`gram`, unshifted).
+    pub(super) fn enqueue_to_gram(&self, st: &Arc<CudaStream>) -> Result<()> {
         let q = self.opts.power_iters;
-        self.gemm(&st, Product::Sketch)?;
+        self.gemm(st, Product::Sketch)?;
         self.orth(
-            &st,
+            st,
             true,
             if q == 0 { FINAL_PASSES } else { MID_PASSES },
             OrthMode::Full,
         )?;
         for it in 0..q {
-            self.gemm(&st, Product::CoRange)?;
-            self.orth(&st, false, MID_PASSES, OrthMode::Full)?;
-            self.gemm(&st, Product::Range)?;
+            self.gemm(st, Product::CoRange)?;
+            self.orth(st, false, MID_PASSES, OrthMode::Full)?;
+            self.gemm(st, Product::Range)?;
             self.orth(
-                &st,
+                st,
                 true,
                 if it + 1 == q {
                     FINAL_PASSES
@@ -252,43 +307,10 @@ impl GpuRsvd {
                 OrthMode::Full,
             )?;
         }
-        self.gemm(&st, Product::CoRange)?;
-        // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T.
-        self.orth(&st, false, 1, OrthMode::GramOnly)?;
-        self.gram_host.download(&st, self.gram.slice(), 0)?;
-        self.orth(&st, false, FINAL_PASSES, OrthMode::Full)?;
-        // R_total and the barrier words come back through pinned memory: two async copies, one
-        // synchronisation.
-        let slot = ((FINAL_PASSES - 1) % 2) as usize;
-        let rt = self.rt.slice().slice(slot * WW..(slot + 1) * WW);
-        self.rt_host.download(&st, &rt, 0)?;
-        self.bar_host.download(&st, self.bar.slice(), 0)?;
-        let t0 = Instant::now();
-        let g = self.gram_host.as_slice()?;
-        let t1 = Instant::now();
-        let eig = small_eigen(g, WIDTH as usize, self.l, self.opts.rank)?;
-        let t2 = Instant::now();
-        st.synchronize()
-            .map_err(Error::driver("synchronizing the rSVD"))?;
-        let t3 = Instant::now();
-        let status = self.bar_host.as_slice()?[2];
-        if status != 0 {
-            return Err(Error::Kernel { kernel: "rnn_orth", code: status, detail: "grid barrier timed out: the blocks were not all resident (another cooperative kernel running concurrently?)".into() });
-        }
-        let rt = self.rt_host.as_slice()?;
-        let (s, zk, wk) = small_factors(eig.as_ref(), rt, WIDTH as usize, self.l, self.opts.rank)?;
-        let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
-        self.host = HostTimes {
-            gram_wait_s: secs(t0, t1),
-            eigen_s: secs(t1, t2),
-            sync_wait_s: secs(t2, t3),
-            factors_s: t3.elapsed().as_secs_f64(),
-        };
-        self.zw_host.write(0, &zk)?;
-        self.zw_host.write(WW, &wk)?;
-        self.zw_host.upload(&st, 0..2 * WW, self.zw.slice_mut())?;
-        self.apply(&st)?;
-        Ok(s)
+        self.gemm(st, Product::CoRange)?;
+        // B^T's Gram goes to the host first: its eigenproblem runs while the GPU factors B^T
+        // (factor route) or while nothing else runs (Gram route: B^T is not factored at all).
+        self.orth(st, false, 1, OrthMode::GramOnly)
     }
 
     /// The decomposition of the uploaded matrix as host factors.

@@ -1,10 +1,11 @@
 //! The kernel launches of [`GpuRsvd`]: the sketch (`rnn_gaussian`), the products
-//! (`rnn_gemm_nn`/`rnn_gemm_tn`, with their split-K plan), the CholeskyQR (`rnn_orth`) and the
-//! small apply (`rnn_apply_small`).
+//! (`rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` or `rnn_gemm_nn`/`rnn_gemm_tn`, with their split-K plan),
+//! the CholeskyQR (`rnn_orth`, or `rnn_orth_skip` for full launches when chosen) and the small
+//! apply (`rnn_apply_small`).
 
 use super::cfg;
 use super::rsvd::{GpuRsvd, OrthMode, Product, WW};
-use crate::kernels::rnn::gemm::{BM, BN, THREADS as GEMM_THREADS};
+use crate::kernels::rnn::gemm::{BM, BN, SHAPE8, THREADS as GEMM_THREADS};
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::Result;
@@ -12,6 +13,25 @@ use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 impl GpuRsvd {
+    /// Enqueues the GPU work before the host step, for benchmarks: the products and
+    /// orthonormalisations up to B^T's Gram (in `gram`; nothing is downloaded).
+    pub fn enqueue_until_gram(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.enqueue_to_gram(&st)
+    }
+
+    /// Enqueues `U = Q Z_k`, `V = X W_k` with the factors already on the device, for benchmarks.
+    pub fn enqueue_apply(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.apply(&st)
+    }
+
+    /// Enqueues a Gram-only `rnn_orth` launch on the co-range basis, for benchmarks.
+    pub fn enqueue_gram(&self) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, false, 1, OrthMode::GramOnly)
+    }
+
     /// Fills Omega (it depends only on the seed and the shape, so once per instance).
     pub(super) fn sketch(&self) -> Result<()> {
         let st = self.gpu.stream().clone();
@@ -35,10 +55,14 @@ impl GpuRsvd {
 
     /// Enqueues `product` (nn: `y = A omega`, `y = A z`; tn: `z = A^T y`).
     pub(super) fn gemm(&self, st: &Arc<CudaStream>, product: Product) -> Result<()> {
-        let (id, plan, m, k) = match product {
-            Product::CoRange => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
-            Product::Sketch | Product::Range => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
+        let r8 = self.gemm_rows == 8;
+        let (id, plan, m, k) = match (product, r8) {
+            (Product::CoRange, false) => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
+            (Product::CoRange, true) => (KernelId::RnnGemmTnR8, self.tn, self.np, self.mp),
+            (_, false) => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
+            (_, true) => (KernelId::RnnGemmNnR8, self.nn, self.mp, self.np),
         };
+        let threads = if r8 { SHAPE8.threads } else { GEMM_THREADS };
         let kern = self.gpu.kernel(id)?;
         let (b, c) = match product {
             Product::CoRange => (&self.y, &self.z),
@@ -47,7 +71,7 @@ impl GpuRsvd {
         };
         let (mu, nu, ku, lda) = (m as u32, WIDTH, k as u32, self.np as u32);
         let grid = ((m / BM as usize) as u32, WIDTH / BN, plan.splits);
-        let mut lb = kern.launch(st, cfg(grid, GEMM_THREADS, 0));
+        let mut lb = kern.launch(st, cfg(grid, threads, 0));
         lb.arg(self.a.slice())
             .arg(b.slice())
             .arg(c.slice())
@@ -79,7 +103,12 @@ impl GpuRsvd {
         } else {
             (&self.z, self.np)
         };
-        let kern = self.gpu.kernel(KernelId::RnnOrth)?;
+        let id = if self.orth_skip && mode == OrthMode::Full {
+            KernelId::RnnOrthSkip
+        } else {
+            KernelId::RnnOrth
+        };
+        let kern = self.gpu.kernel(id)?;
         let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);
         let (r, l) = (rows as u32, self.l as u32);
         let no_stamps = 0u64;

@@ -1,26 +1,44 @@
 //! Builds `rnn_gemm_nn` and `rnn_gemm_tn` (see `gemm`'s module notes).
 
 use super::slice::{load_slice, store_slice, Tiles};
-use super::{a_tile_len, Ctx, OpA, ASN_STRIDE, AS_STRIDE, BK, BM, BN, THREADS};
+use super::{a_tile_len, Ctx, OpA, Shape, ASN_STRIDE, AS_STRIDE, BK, BM, BN, SHAPE4, SHAPE8};
 use crate::ptx::*;
 
 /// `C = A B`.
 pub fn build_nn(target: Target) -> Module {
-    build(target, OpA::Plain)
+    build(target, OpA::Plain, SHAPE4)
 }
 
 /// `C = A^T B`.
 pub fn build_tn(target: Target) -> Module {
-    build(target, OpA::Transposed)
+    build(target, OpA::Transposed, SHAPE4)
 }
 
-fn build(target: Target, op: OpA) -> Module {
-    let name = match op {
-        OpA::Transposed => "rnn_gemm_tn",
-        OpA::Plain => "rnn_gemm_nn",
+/// `C = A B`, 8 x 6 per thread.
+pub fn build_nn_r8(target: Target) -> Module {
+    build(target, OpA::Plain, SHAPE8)
+}
+
+/// `C = A^T B`, 8 x 6 per thread.
+pub fn build_tn_r8(target: Target) -> Module {
+    build(target, OpA::Transposed, SHAPE8)
+}
+
+fn build(target: Target, op: OpA, shape: Shape) -> Module {
+    let name = match (op, shape.rows) {
+        (OpA::Transposed, 4) => "rnn_gemm_tn",
+        (OpA::Plain, 4) => "rnn_gemm_nn",
+        (OpA::Transposed, _) => "rnn_gemm_tn_r8",
+        (OpA::Plain, _) => "rnn_gemm_nn_r8",
     };
+    let (rows, nacc) = (shape.rows, shape.accs());
     let mut b = KernelBuilder::new(name);
-    b.reqntid(THREADS, 1, 1);
+    b.reqntid(shape.threads, 1, 1);
+    if shape == SHAPE8 && op == OpA::Transposed {
+        // 4 blocks of 128 threads per SM fit 128 registers without spilling (ptxas 13.0, sm_90);
+        // the nn kernel would spill there and keeps its ~165 (3 blocks per SM).
+        b.minnctapersm(4);
+    }
     let pa = b.param::<U64>("a");
     let pb = b.param::<U64>("b");
     let pc = b.param::<U64>("c");
@@ -76,12 +94,13 @@ fn build(target: Target, op: OpA) -> Module {
         n0,
         tid,
         op,
+        shape,
         nn_ld,
         nn_st,
     };
     let tn = b.and(tid, 7u32);
     let tm = b.shr(tid, 3u32);
-    let acc: Vec<Reg<F32>> = (0..24).map(|_| b.mov(0.0f32)).collect();
+    let acc: Vec<Reg<F32>> = (0..nacc).map(|_| b.mov(0.0f32)).collect();
 
     b.comment("first slice into buffer 0");
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
@@ -92,7 +111,8 @@ fn build(target: Target, op: OpA) -> Module {
         b.bar_sync();
         // Byte offsets of the thread's A and B reads in buffer 0.
         let a_first = if op == OpA::Transposed {
-            b.shl(tm, 2u32)
+            // Rows rows tm .. (shift: rows is 4 or 8).
+            b.shl(tm, rows.trailing_zeros())
         } else {
             b.mul(tm, ASN_STRIDE)
         };
@@ -122,8 +142,8 @@ fn build(target: Target, op: OpA) -> Module {
                 }
                 bw
             };
-            let fmas = |b: &mut KernelBuilder, av: [Reg<F32>; 4], bw: &[Reg<F32>]| {
-                for i in 0..4 {
+            let fmas = |b: &mut KernelBuilder, av: &[Reg<F32>], bw: &[Reg<F32>]| {
+                for i in 0..av.len() {
                     for j in 0..6 {
                         let s = b.fma(av[i], bw[j], acc[i * 6 + j]);
                         b.mov_to(acc[i * 6 + j], s);
@@ -132,26 +152,30 @@ fn build(target: Target, op: OpA) -> Module {
             };
             if op == OpA::Transposed {
                 for kk in 0..BK {
-                    let av4 =
-                        b.ld_v4::<F32>(Space::Shared, a_base.off(i64::from(kk * AS_STRIDE * 4)));
+                    let mut av = Vec::with_capacity(rows as usize);
+                    for h in 0..rows / 4 {
+                        let off = i64::from(kk * AS_STRIDE * 4 + 16 * h);
+                        av.extend(b.ld_v4::<F32>(Space::Shared, a_base.off(off)));
+                    }
                     let bw = b_at(b, kk);
-                    fmas(b, av4, &bw);
+                    fmas(b, &av, &bw);
                 }
             } else {
+                let groups = shape.row_groups();
                 for k4 in 0..BK / 4 {
-                    // Rows t / 8 + 32 i, columns 4 k4 .. +4.
-                    let rows: Vec<[Reg<F32>; 4]> = (0..4u32)
+                    // Rows t / 8 + groups i, columns 4 k4 .. +4.
+                    let quads: Vec<[Reg<F32>; 4]> = (0..rows)
                         .map(|i| {
                             b.ld_v4::<F32>(
                                 Space::Shared,
-                                a_base.off(i64::from(4 * (32 * i * ASN_STRIDE + 4 * k4))),
+                                a_base.off(i64::from(4 * (groups * i * ASN_STRIDE + 4 * k4))),
                             )
                         })
                         .collect();
-                    #[allow(clippy::needless_range_loop)] // kq picks one column of four rows
                     for kq in 0..4usize {
                         let bw = b_at(b, 4 * k4 + kq as u32);
-                        fmas(b, [rows[0][kq], rows[1][kq], rows[2][kq], rows[3][kq]], &bw);
+                        let col: Vec<Reg<F32>> = quads.iter().map(|q| q[kq]).collect();
+                        fmas(b, &col, &bw);
                     }
                 }
             }
@@ -164,16 +188,17 @@ fn build(target: Target, op: OpA) -> Module {
         });
     });
 
-    // Epilogue: rows m0 + row0 + i step (tn: 4 tm + i; nn: tm + 32 i), columns n0 + 6 tn + j.
+    // Epilogue: rows m0 + row0 + i step (tn: rows tm + i; nn: tm + (threads / 8) i), columns
+    // n0 + 6 tn + j.
     let (row0, step) = if op == OpA::Transposed {
-        (b.mad(tm, 4u32, m0), 1u32)
+        (b.mad(tm, rows, m0), 1u32)
     } else {
-        (b.add(tm, m0), 32u32)
+        (b.add(tm, m0), shape.row_groups())
     };
     let col0 = b.mad(tn, 6u32, n0);
     let write_tile =
         |b: &mut KernelBuilder, base: Reg<U64>, row_off: Reg<U32>, vals: &[Reg<F32>]| {
-            for i in 0..4u32 {
+            for i in 0..rows {
                 let r = b.add(row_off, i * step);
                 let e = b.mad(r, n, col0);
                 let addr: Addr = b.index_addr(base, e, 4).into();
@@ -214,15 +239,16 @@ fn build(target: Target, op: OpA) -> Module {
             let am_last = b.setp(Cmp::Eq, flag, 1.0f32);
             b.if_then(am_last, |b| {
                 b.fence_acq_rel(Scope::Gpu);
-                let sums: Vec<Reg<F32>> = (0..24).map(|_| b.mov(0.0f32)).collect();
-                // Two partials per trip, their loads issued together; added s, then s + 1.
-                b.for_range(0u32, splits, 2u32, |b, s, _| {
-                    let s1 = b.add(s, 1u32);
-                    let has1 = b.setp(Cmp::Lt, s1, splits);
+                let sums: Vec<Reg<F32>> = (0..nacc).map(|_| b.mov(0.0f32)).collect();
+                // 4 x 6: two partials per trip, their loads issued together; added s, then
+                // s + 1. 8 x 6: one per trip (two would hold 144 values in registers).
+                let pair = rows == 4;
+                let per_trip = if pair { 2u32 } else { 1u32 };
+                b.for_range(0u32, splits, per_trip, |b, s, _| {
                     let load = |b: &mut KernelBuilder, s: Reg<U32>, p: Option<Reg<Pred>>| {
                         let prow = b.mad(s, m, row0);
-                        let mut vals = Vec::with_capacity(24);
-                        for i in 0..4u32 {
+                        let mut vals = Vec::with_capacity(nacc);
+                        for i in 0..rows {
                             let r = b.add(prow, i * step);
                             let e = b.mad(r, n, col0);
                             let addr: Addr = b.index_addr(partial, e, 4).into();
@@ -249,6 +275,16 @@ fn build(target: Target, op: OpA) -> Module {
                         }
                         vals
                     };
+                    if !pair {
+                        let v0 = load(b, s, None);
+                        for (idx, sum) in sums.iter().enumerate() {
+                            let added = b.add(*sum, v0[idx]);
+                            b.mov_to(*sum, added);
+                        }
+                        return;
+                    }
+                    let s1 = b.add(s, 1u32);
+                    let has1 = b.setp(Cmp::Lt, s1, splits);
                     let v0 = load(b, s, None);
                     let v1 = load(b, s1, Some(has1));
                     for (idx, sum) in sums.iter().enumerate() {

@@ -7,24 +7,30 @@
 //! `lda % 4 == 0` and 16-byte aligned bases (it pads A and the sketches with zeros), so the
 //! kernel has no edge cases.
 //!
-//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), [`THREADS`] threads. Block
-//! (x, y, z) owns the `BM x BN` tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps
-//! a multiple of BK). Per `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared
-//! buffers while the other one is multiplied (one `bar.sync` per slice); the next slice is
-//! loaded into registers before the current one is multiplied. Thread t owns 4 rows and the
-//! columns `6 (t % 8) .. +6` of the tile and accumulates k ascending within the range (24 fmas
-//! per k):
+//! Launch: grid `(M / BM, N / BN, S)` (S also passed as `splits`), `T` threads ([`Shape`]:
+//! [`SHAPE4`] for `rnn_gemm_nn`/`rnn_gemm_tn`, T = 256 and R = 4 rows per thread; [`SHAPE8`] for
+//! `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8`, T = 128 and R = 8). Block (x, y, z) owns the `BM x BN`
+//! tile (x, y) of C and the inner range `[z kps, (z + 1) kps)` (kps a multiple of BK). Per
+//! `BK`-slice it stages op(A) and B (`Bs[k][n]`) in one of two shared buffers while the other one
+//! is multiplied (one `bar.sync` per slice); the next slice is loaded into registers before the
+//! current one is multiplied. Thread t owns R rows and the columns `6 (t % 8) .. +6` of the tile
+//! and accumulates k ascending within the range (6 R fmas per k):
 //! - tn copies rows of A straight into `As[k][m]` (row stride [`AS_STRIDE`]); thread t owns rows
-//!   `4 (t / 8) .. +4`: per k one 16-byte load of A and three 8-byte loads of B;
+//!   `R (t / 8) .. +R`: per k R / 4 16-byte loads of A and three 8-byte loads of B;
 //! - nn copies rows of A straight into `As[m][k]` (row stride [`ASN_STRIDE`]; a warp loads 4
-//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + 32 i` (i < 4): per 4 k four
+//!   rows x 128 contiguous bytes); thread t owns rows `t / 8 + (T / 8) i` (i < R): per 4 k R
 //!   16-byte loads of A (the 4 rows a warp reads at once fall in distinct banks) and twelve
 //!   8-byte loads of B. No transposing scalar stores.
 //!
+//! The 8-row shape halves the shared-memory traffic per FMA (A's loads are shared by twice the
+//! FMAs, B's by twice the rows); both shapes add the same products in the same order, so equal
+//! splits give bit-identical C.
+//!
 //! With S = 1 the block writes its tile of C. With S > 1 it writes its partial tile to
 //! `partial[z]` (`S x M x N`), fences, and counts itself in `counters[x * gridDim.y + y]`; the
-//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; two
-//! partials' loads in flight per trip), writes C and resets the counter to 0 for the next launch.
+//! last block of the tile to arrive sums the S partials in order z = 0..S (deterministic; R = 4:
+//! two partials' loads in flight per trip, R = 8: one), writes C and resets the counter to 0 for
+//! the next launch.
 
 pub mod kernel;
 pub mod slice;
@@ -53,6 +59,43 @@ pub enum OpA {
     Transposed,
 }
 
+/// Thread shape of a build: `threads` threads, each owning `rows` rows x 6 columns of the
+/// `BM x BN` tile (`threads / 8 * rows == BM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Threads per block.
+    pub threads: u32,
+    /// Rows of C per thread (4 or 8).
+    pub rows: u32,
+}
+
+/// `rnn_gemm_nn` / `rnn_gemm_tn`: 256 threads of 4 x 6.
+pub const SHAPE4: Shape = Shape {
+    threads: THREADS,
+    rows: 4,
+};
+/// `rnn_gemm_nn_r8` / `rnn_gemm_tn_r8`: 128 threads of 8 x 6 (half the shared-memory reads per
+/// FMA: ncu put the 4 x 6 kernels' L1/shared pipe at 79% against 58% for the FMA pipe).
+pub const SHAPE8: Shape = Shape {
+    threads: 128,
+    rows: 8,
+};
+
+impl Shape {
+    /// Warps per block.
+    pub const fn warps(self) -> u32 {
+        self.threads / 32
+    }
+    /// Row groups per block (threads / 8).
+    pub const fn row_groups(self) -> u32 {
+        self.threads / 8
+    }
+    /// Accumulators per thread.
+    pub const fn accs(self) -> usize {
+        (self.rows * 6) as usize
+    }
+}
+
 /// Floats of one staged A tile (nn or tn).
 pub(super) const fn a_tile_len(op: OpA) -> u32 {
     match op {
@@ -71,8 +114,9 @@ pub(super) struct Ctx {
     pub n0: Reg<U32>,
     pub tid: Reg<U32>,
     pub op: OpA,
+    pub shape: Shape,
     /// nn: element offset in A of the thread's first load at k0 = 0 (row m0 + t / 8, column
-    /// 4 (t % 8)); load j is 32 j rows further.
+    /// 4 (t % 8)); load j is `threads / 8` j rows further.
     pub nn_ld: Reg<U32>,
     /// nn: `As` index of the thread's first store (row t / 8, column 4 (t % 8)).
     pub nn_st: Reg<U32>,

@@ -1,6 +1,7 @@
 //! Builds `rnn_orth` (see `orth`'s module notes for the phases).
 
 use super::elim::Elim;
+use super::skip::skip_check;
 use super::total::{total_r, Factors};
 use super::{stamp, LD, SHIFT_C, SLAB, THREADS, WIDTH, WW, YS};
 use crate::kernels::rnn::barrier::GridBarrier;
@@ -10,7 +11,17 @@ use crate::ptx::*;
 
 /// Builds the module.
 pub fn build(target: Target) -> Module {
-    let mut b = KernelBuilder::new("rnn_orth");
+    build_with(target, false)
+}
+
+/// Builds `rnn_orth_skip`: `rnn_orth` with the a-posteriori check of [`super::SKIP_TOL`] on passes after
+/// the first (see the module notes).
+pub fn build_skip(target: Target) -> Module {
+    build_with(target, true)
+}
+
+fn build_with(target: Target, skip: bool) -> Module {
+    let mut b = KernelBuilder::new(if skip { "rnn_orth_skip" } else { "rnn_orth" });
     b.reqntid(THREADS, 1, 1);
     let py = b.param::<U64>("y");
     let prows = b.param::<U32>("rows");
@@ -43,6 +54,7 @@ pub fn build(target: Target) -> Module {
     let svec = b.shared_array::<F64>("scale", WIDTH);
     let rdiag = b.shared_array::<F64>("rdiag", WIDTH);
     let rscale = b.shared_array::<F64>("rscale", WIDTH);
+    let skip_cnt = skip.then(|| b.shared_array::<U32>("skip_bad", 1));
     b.comment("setup: block and thread indices, grid barrier");
     let tid = b.special(Special::TidX);
     let blk = b.special(Special::CtaidX);
@@ -179,136 +191,146 @@ pub fn build(target: Target) -> Module {
         b.bra_if(gram_only, exit);
         gb.sync(b);
         at(b, 3);
-        // C: every block factors the same G (see `elim`).
-        b.comment("C: load G; shift its diagonal on the first pass");
-        let vals = elim.load(b, gram);
-        let first_pass = b.setp(Cmp::Eq, pass, 0u32);
-        b.if_then(first_pass, |b| {
-            let mine = b.setp(Cmp::Lt, tid, WIDTH);
-            b.if_then(mine, |b| {
-                let d = b.mul(tid, WIDTH + 1);
-                let ga = b.index_addr(gram, d, 8);
-                let v = b.ld::<F64>(Space::Global, ga);
+        let go = skip.then(|| {
+            b.comment("check: passes after the first skip C and D when |G - I| <= SKIP_TOL");
+            skip_check(b, &skip_cnt, gram, rt, tid, blk, pass, l)
+        });
+        let factor_and_apply = |b: &mut KernelBuilder| {
+            // C: every block factors the same G (see `elim`).
+            b.comment("C: load G; shift its diagonal on the first pass");
+            let vals = elim.load(b, gram);
+            let first_pass = b.setp(Cmp::Eq, pass, 0u32);
+            b.if_then(first_pass, |b| {
+                let mine = b.setp(Cmp::Lt, tid, WIDTH);
+                b.if_then(mine, |b| {
+                    let d = b.mul(tid, WIDTH + 1);
+                    let ga = b.index_addr(gram, d, 8);
+                    let v = b.ld::<F64>(Space::Global, ga);
+                    let a = b.shared_index(&svec, tid);
+                    b.st(Space::Shared, a, v);
+                });
+                b.bar_sync();
+                let trace = b.mov(0.0f64);
+                b.for_range(0u32, l, 1u32, |b, j, _| {
+                    let a = b.shared_index(&svec, j);
+                    let v = b.ld::<F64>(Space::Shared, a);
+                    let t = b.add(trace, v);
+                    b.mov_to(trace, t);
+                });
+                let rl = b.mul(rows, l);
+                let l1 = b.add(l, 1u32);
+                let ll = b.mul(l, l1);
+                let cnt = b.add(rl, ll);
+                let cnt = b.cvt::<F64, U32>(cnt);
+                let k = b.mul(cnt, SHIFT_C);
+                let shift = b.mul(k, trace);
+                elim.add_shift(b, &vals, shift, l);
+            });
+            b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
+            elim.eliminate(b, &vals, &lcol);
+            b.comment("C: column scales 1 / sqrt(d) and R's diagonal");
+            let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
+            b.if_then(diag_thread, |b| {
+                let dj = b.mul(tid, LD + 1);
+                let da = b.shared_index(&lcol, dj);
+                let d = b.ld::<F64>(Space::Shared, da);
+                let live = b.setp(Cmp::Gt, d, 0.0f64);
+                let sq = b.sqrt(d);
+                // rcp.rn is div.rn(1, x): the same correctly rounded value, fewer instructions.
+                let sc = b.rcp(sq);
+                let s_v = b.selp(sc, 1.0f64, live);
+                let rd = b.selp(sq, 1.0f64, live);
+                let rs_v = b.selp(sc, 0.0f64, live);
                 let a = b.shared_index(&svec, tid);
-                b.st(Space::Shared, a, v);
+                b.st(Space::Shared, a, s_v);
+                let a = b.shared_index(&rdiag, tid);
+                b.st(Space::Shared, a, rd);
+                let a = b.shared_index(&rscale, tid);
+                b.st(Space::Shared, a, rs_v);
             });
             b.bar_sync();
-            let trace = b.mov(0.0f64);
-            b.for_range(0u32, l, 1u32, |b, j, _| {
-                let a = b.shared_index(&svec, j);
-                let v = b.ld::<F64>(Space::Shared, a);
-                let t = b.add(trace, v);
-                b.mov_to(trace, t);
-            });
-            let rl = b.mul(rows, l);
-            let l1 = b.add(l, 1u32);
-            let ll = b.mul(l, l1);
-            let cnt = b.add(rl, ll);
-            let cnt = b.cvt::<F64, U32>(cnt);
-            let k = b.mul(cnt, SHIFT_C);
-            let shift = b.mul(k, trace);
-            elim.add_shift(b, &vals, shift, l);
-        });
-        b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
-        elim.eliminate(b, &vals, &lcol);
-        b.comment("C: column scales 1 / sqrt(d) and R's diagonal");
-        let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
-        b.if_then(diag_thread, |b| {
-            let dj = b.mul(tid, LD + 1);
-            let da = b.shared_index(&lcol, dj);
-            let d = b.ld::<F64>(Space::Shared, da);
-            let live = b.setp(Cmp::Gt, d, 0.0f64);
-            let sq = b.sqrt(d);
-            // rcp.rn is div.rn(1, x): the same correctly rounded value, fewer instructions.
-            let sc = b.rcp(sq);
-            let s_v = b.selp(sc, 1.0f64, live);
-            let rd = b.selp(sq, 1.0f64, live);
-            let rs_v = b.selp(sc, 0.0f64, live);
-            let a = b.shared_index(&svec, tid);
-            b.st(Space::Shared, a, s_v);
-            let a = b.shared_index(&rdiag, tid);
-            b.st(Space::Shared, a, rd);
-            let a = b.shared_index(&rscale, tid);
-            b.st(Space::Shared, a, rs_v);
-        });
-        b.bar_sync();
-        at(b, 4);
-        b.comment("R of the first pass into rt (block 0)");
-        // Block 0, first pass: R into rt slot 0: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i),
-        // 0 (k < i). Later passes multiply it in at the end of the pass.
-        let blk0 = b.setp(Cmp::Eq, blk, 0u32);
-        let r_first = b.and(blk0, first_pass);
-        b.if_then(r_first, |b| {
-            for q in 0..9u32 {
-                let e = b.add(tid, 256 * q);
-                let i = b.div(e, WIDTH);
-                let k = b.rem(e, WIDTH);
-                let rda = b.shared_index(&rdiag, i);
-                let rd = b.ld::<F64>(Space::Shared, rda);
-                let rsa = b.shared_index(&rscale, i);
-                let rsc = b.ld::<F64>(Space::Shared, rsa);
-                let se = b.mad(i, LD, k);
-                let ua = b.shared_index(&lcol, se);
-                let u = b.ld::<F64>(Space::Shared, ua);
-                let t = b.mul(u, rsc);
-                let above = b.setp(Cmp::Gt, k, i);
-                let t = b.selp(t, 0.0f64, above);
-                let on = b.setp(Cmp::Eq, k, i);
-                let v = b.selp(rd, t, on);
-                let ra = b.index_addr(rt, e, 8);
-                b.st(Space::Global, ra, v);
-            }
-        });
-        // D: Q = Y R^{-1} over the block's slabs, in place: q_c = (sum_a y_a E_ca) s_c.
-        b.comment("D: Q = Y R^-1 over the block's slabs, in place");
-        let r_row = b.shr(tid, 3u32);
-        let cq = b.and(tid, 7u32);
-        // With one slab per block, the slab staged in A is still in shared memory.
-        let restage = b.setp(Cmp::Ne, nblk, nslabs);
-        b.for_range(blk, nslabs, nblk, |b, slab, _| {
-            b.if_then(restage, |b| stage_slab(b, &staged, slab, tid));
-            b.bar_sync();
-            let yrow: Addr = {
-                let i = b.mul(r_row, YS);
-                b.shared_index(&ys, i).into()
-            };
-            for q in 0..6u32 {
-                let c = b.add(cq, 8 * q);
-                let erow: Addr = {
-                    let i = b.mul(c, LD);
-                    b.shared_index(&erow, i).into()
-                };
-                let s = b.mov(0.0f64);
-                for a in 0..WIDTH {
-                    let yv = b.ld::<F32>(Space::Shared, yrow.off(4 * i64::from(a)));
-                    let yv = b.cvt::<F64, F32>(yv);
-                    let ev = b.ld::<F64>(Space::Shared, erow.off(8 * i64::from(a)));
-                    let ns = b.fma(yv, ev, s);
-                    b.mov_to(s, ns);
+            at(b, 4);
+            b.comment("R of the first pass into rt (block 0)");
+            // Block 0, first pass: R into rt slot 0: R_ik = rdiag_i (k = i), U_ik rscale_i (k > i),
+            // 0 (k < i). Later passes multiply it in at the end of the pass.
+            let blk0 = b.setp(Cmp::Eq, blk, 0u32);
+            let r_first = b.and(blk0, first_pass);
+            b.if_then(r_first, |b| {
+                for q in 0..9u32 {
+                    let e = b.add(tid, 256 * q);
+                    let i = b.div(e, WIDTH);
+                    let k = b.rem(e, WIDTH);
+                    let rda = b.shared_index(&rdiag, i);
+                    let rd = b.ld::<F64>(Space::Shared, rda);
+                    let rsa = b.shared_index(&rscale, i);
+                    let rsc = b.ld::<F64>(Space::Shared, rsa);
+                    let se = b.mad(i, LD, k);
+                    let ua = b.shared_index(&lcol, se);
+                    let u = b.ld::<F64>(Space::Shared, ua);
+                    let t = b.mul(u, rsc);
+                    let above = b.setp(Cmp::Gt, k, i);
+                    let t = b.selp(t, 0.0f64, above);
+                    let on = b.setp(Cmp::Eq, k, i);
+                    let v = b.selp(rd, t, on);
+                    let ra = b.index_addr(rt, e, 8);
+                    b.st(Space::Global, ra, v);
                 }
-                let sa = b.shared_index(&svec, c);
-                let sc = b.ld::<F64>(Space::Shared, sa);
-                let v = b.mul(s, sc);
-                let out = b.cvt::<F32, F64>(v);
-                let grow = b.mad(slab, SLAB, r_row);
-                let e = b.mad(grow, WIDTH, c);
-                let ga = b.index_addr(y, e, 4);
-                b.st(Space::Global, ga, out);
-            }
-            b.bar_sync();
-        });
-        b.comment("R_total = R R_total (block 0, passes after the first)");
-        let later = b.setp(Cmp::Ne, pass, 0u32);
-        let r_later = b.and(blk0, later);
-        b.if_then(r_later, |b| {
-            let factors = Factors {
-                lcol: &lcol,
-                erow: &erow,
-                rdiag: &rdiag,
-                rscale: &rscale,
-            };
-            total_r(b, pass, rt, tid, &factors)
-        });
+            });
+            // D: Q = Y R^{-1} over the block's slabs, in place: q_c = (sum_a y_a E_ca) s_c.
+            b.comment("D: Q = Y R^-1 over the block's slabs, in place");
+            let r_row = b.shr(tid, 3u32);
+            let cq = b.and(tid, 7u32);
+            // With one slab per block, the slab staged in A is still in shared memory.
+            let restage = b.setp(Cmp::Ne, nblk, nslabs);
+            b.for_range(blk, nslabs, nblk, |b, slab, _| {
+                b.if_then(restage, |b| stage_slab(b, &staged, slab, tid));
+                b.bar_sync();
+                let yrow: Addr = {
+                    let i = b.mul(r_row, YS);
+                    b.shared_index(&ys, i).into()
+                };
+                for q in 0..6u32 {
+                    let c = b.add(cq, 8 * q);
+                    let erow: Addr = {
+                        let i = b.mul(c, LD);
+                        b.shared_index(&erow, i).into()
+                    };
+                    let s = b.mov(0.0f64);
+                    for a in 0..WIDTH {
+                        let yv = b.ld::<F32>(Space::Shared, yrow.off(4 * i64::from(a)));
+                        let yv = b.cvt::<F64, F32>(yv);
+                        let ev = b.ld::<F64>(Space::Shared, erow.off(8 * i64::from(a)));
+                        let ns = b.fma(yv, ev, s);
+                        b.mov_to(s, ns);
+                    }
+                    let sa = b.shared_index(&svec, c);
+                    let sc = b.ld::<F64>(Space::Shared, sa);
+                    let v = b.mul(s, sc);
+                    let out = b.cvt::<F32, F64>(v);
+                    let grow = b.mad(slab, SLAB, r_row);
+                    let e = b.mad(grow, WIDTH, c);
+                    let ga = b.index_addr(y, e, 4);
+                    b.st(Space::Global, ga, out);
+                }
+                b.bar_sync();
+            });
+            b.comment("R_total = R R_total (block 0, passes after the first)");
+            let later = b.setp(Cmp::Ne, pass, 0u32);
+            let r_later = b.and(blk0, later);
+            b.if_then(r_later, |b| {
+                let factors = Factors {
+                    lcol: &lcol,
+                    erow: &erow,
+                    rdiag: &rdiag,
+                    rscale: &rscale,
+                };
+                total_r(b, pass, rt, tid, &factors)
+            });
+        };
+        match go {
+            Some(go) => b.if_then(go, factor_and_apply),
+            None => factor_and_apply(b),
+        }
         at(b, 5);
     });
     b.comment("exit: count the block out (the last resets the barrier)");

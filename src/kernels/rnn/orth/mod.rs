@@ -24,6 +24,14 @@
 //!   computes row t / 8, columns t % 8 + 8q;
 //! - block 0, passes after the first: `R_total <- R R_total` in shared memory ([`total::total_r`]).
 //!
+//! `rnn_orth_skip` (the same parameters) adds an a-posteriori check to passes after the first:
+//! after B every block counts the entries of the leading `l x l` block of G that differ from the
+//! identity's by more than [`SKIP_TOL`] (NaN counts); with none, the pass skips C and D (Q is
+//! orthonormal to f32 rounding already) and block 0 carries `R_total` into the pass's slot.
+//! It only fires when the first pass met a well-conditioned basis: the first pass's shift leaves
+//! `|Q^T Q - I|` near `shift / sigma_min(Y)^2`, about 1e-2 on the bench's 4096^2 and 1024^2
+//! timing matrices (CPU model), so their second pass is never skipped; a flat spectrum skips it.
+//!
 //! With `gram_only` != 0 the kernel stops after B of the first pass: `gram` holds `G = Y^T Y`
 //! (unshifted) and `y` is unchanged (the randomized SVD's eigen route starts from it).
 //!
@@ -35,10 +43,11 @@
 
 //!
 //! This file holds the ABI constants its helpers share: [`kernel`] builds it from phases A to D,
-//! [`elim`] is C's elimination, [`total`] the `R_total` update.
+//! [`elim`] is C's elimination, [`total`] the `R_total` update, [`skip`] `rnn_orth_skip`'s check.
 
 pub mod elim;
 pub mod kernel;
+pub mod skip;
 pub mod total;
 
 pub use super::slab::{SLAB, WIDTH};
@@ -47,6 +56,11 @@ use crate::ptx::*;
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
+/// `rnn_orth_skip`'s a-posteriori check: a pass after the first is skipped (Q and `R_total`
+/// kept) when every entry of the leading `l x l` block of its Gram is within this of the
+/// identity's (2^-23, f32's epsilon: the pass would move Q by about half of it, below the f32
+/// rounding of Q itself).
+pub const SKIP_TOL: f64 = f32::EPSILON as f64;
 /// The shifted-CholQR constant: shift = SHIFT_C * (rows l + l (l + 1)) * trace(G), SHIFT_C =
 /// 11 * 2^-53.
 pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
