@@ -107,8 +107,8 @@ kernel_table! {
     RnnGemmTn => rnn::gemm::kernel::build_tn, "rnn_gemm_tn", [Sm75];
     /// `rnn_gemm_nn` with 128 threads of 8 x 6 (half the shared-memory reads per FMA).
     RnnGemmNnR8 => rnn::gemm::kernel::build_nn_r8, "rnn_gemm_nn_r8", [Sm75];
-    /// `rnn_gemm_tn` with 128 threads of 8 x 6.
-    RnnGemmTnR8 => rnn::gemm::kernel::build_tn_r8, "rnn_gemm_tn_r8", [Sm75];
+    /// `rnn_gemm_tn` with 128 threads of 8 x 6 (sm_90: `.minnctapersm 4`, 4 blocks per SM).
+    RnnGemmTnR8 => rnn::gemm::kernel::build_tn_r8, "rnn_gemm_tn_r8", [Sm75, Sm90];
     /// Gaussian sketch matrix from a counter-based hash.
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).

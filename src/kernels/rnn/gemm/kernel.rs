@@ -34,9 +34,11 @@ fn build(target: Target, op: OpA, shape: Shape) -> Module {
     let (rows, nacc) = (shape.rows, shape.accs());
     let mut b = KernelBuilder::new(name);
     b.reqntid(shape.threads, 1, 1);
-    if shape == SHAPE8 && op == OpA::Transposed {
-        // 4 blocks of 128 threads per SM fit 128 registers without spilling (ptxas 13.0, sm_90);
-        // the nn kernel would spill there and keeps its ~165 (3 blocks per SM).
+    if shape == SHAPE8 && op == OpA::Transposed && target >= Target::Sm90 {
+        // 4 blocks of 128 threads per SM fit 128 registers without spilling on sm_90 and later
+        // (ptxas 13.0 / 13.5); sm_75..sm_89 would spill 48-64 bytes at that cap, so their PTX
+        // (the table's sm_75 target) leaves the count to ptxas. The nn kernel would spill on
+        // every architecture and keeps its ~165 (3 blocks per SM).
         b.minnctapersm(4);
     }
     let pa = b.param::<U64>("a");
