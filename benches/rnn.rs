@@ -11,7 +11,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::GpuChain;
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch};
 use ptxflow::rnn::gpu::rsvd::GpuRsvd;
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, gru_rollout};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -38,6 +38,7 @@ fn gpu(c: &mut Criterion) {
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
+        ptxflow::kernels::KernelId::RnnGruCluster,
         ptxflow::kernels::KernelId::RnnOrth,
         ptxflow::kernels::KernelId::RnnGemmNn,
     ] {
@@ -108,7 +109,18 @@ fn gpu(c: &mut Criterion) {
         rows_per_block: Some(rows),
         stationary: Some(held),
         precompute: None,
+        exchange: Some(GruExchange::Global),
     };
+    // The rows the issue tracks, exchange pinned (the default may change with the variable).
+    let global = GruLaunch {
+        exchange: Some(GruExchange::Global),
+        ..GruLaunch::default()
+    };
+    let cluster = |ex| GruLaunch {
+        exchange: Some(ex),
+        ..GruLaunch::default()
+    };
+    let sm90 = gpu.facts().compute_capability.0 >= 9;
     let per_step = GruLaunch {
         precompute: Some(false),
         ..GruLaunch::default()
@@ -117,9 +129,9 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
-    for (name, members, launch) in [
-        ("gru_rollout", vec![single.clone()], GruLaunch::default()),
-        ("gru_ensemble5", ens.clone(), GruLaunch::default()),
+    let mut configs = vec![
+        ("gru_rollout", vec![single.clone()], global),
+        ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_shared", vec![single.clone()], shared),
         ("gru_ensemble5_shared", ens.clone(), shared),
         (
@@ -133,7 +145,34 @@ fn gpu(c: &mut Criterion) {
             ens.clone(),
             launch(8, 13, false),
         ),
-    ] {
+    ];
+    if sm90 {
+        configs.extend([
+            (
+                "gru_rollout_cluster",
+                vec![single.clone()],
+                cluster(GruExchange::ClusterAsync),
+            ),
+            (
+                "gru_rollout_cluster_barrier",
+                vec![single.clone()],
+                cluster(GruExchange::ClusterBarrier),
+            ),
+            (
+                "gru_ensemble5_cluster",
+                ens.clone(),
+                cluster(GruExchange::ClusterAsync),
+            ),
+            (
+                "gru_ensemble5_cluster_barrier",
+                ens.clone(),
+                cluster(GruExchange::ClusterBarrier),
+            ),
+        ]);
+    }
+    // Kept for the alternating medians after the criterion rows.
+    let mut kept: Vec<(&str, GpuGru)> = Vec::new();
+    for (name, members, launch) in configs {
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
         g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
@@ -183,6 +222,35 @@ fn gpu(c: &mut Criterion) {
             gg.projection_steps(),
             gg.stationary(),
         ));
+        if name == "gru_rollout" || name == "gru_ensemble5" || name.contains("_cluster") {
+            kept.push((name, gg));
+        }
+    }
+    // The issue's two rows and their cluster variants, alternating in rounds (device time per
+    // call over 100 back-to-back calls), medians of 7 rounds.
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); kept.len()];
+    for _ in 0..7 {
+        for ((_, gg), r) in kept.iter_mut().zip(rounds.iter_mut()) {
+            r.push(
+                1e6 * per_call(&s, 100, || {
+                    gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                        .expect("rollout")
+                }),
+            );
+            gg.check(&s).expect("barriers");
+        }
+    }
+    for ((name, gg), mut r) in kept.iter().zip(rounds) {
+        r.sort_by(f64::total_cmp);
+        println!(
+            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; {} blocks of {} rows, exchange {:?})",
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1],
+            gg.blocks(),
+            gg.rows_per_block(),
+            gg.exchange()
+        );
     }
 
     // Randomized SVD (A on the device; one sync inside for the small SVD).

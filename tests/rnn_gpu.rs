@@ -12,7 +12,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
 use ptxflow::rnn::gpu::rsvd::{GpuRsvd, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
@@ -21,6 +21,7 @@ use ptxflow::rnn::rsvd::rsvd_cpu;
 use ptxflow::rnn::testmat::*;
 use ptxflow::rnn::*;
 use ptxflow::Error;
+use std::io::Write;
 
 fn sanitize() -> bool {
     std::env::var("PTXFLOW_SANITIZE").is_ok_and(|v| v == "1")
@@ -103,8 +104,8 @@ fn gru_case(
     );
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?}, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange()
     );
     e
 }
@@ -210,6 +211,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             rows_per_block: Some(16),
             stationary: Some(true),
             precompute: Some(precompute),
+            exchange: None,
         };
         let e = gru_case(
             &gpu,
@@ -252,12 +254,14 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         rows_per_block: Some(16),
         stationary: Some(true),
         precompute: Some(precompute),
+        exchange: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
         rows_per_block: Some(8),
         stationary: Some(false),
         precompute: None,
+        exchange: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -282,6 +286,70 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     ] {
         let e = gru_case(gpu, i, h, short, members, ln, dropout, launch);
         assert!(e < 1e-5, "GRU under the sanitizer, {what}: {e:e}");
+    }
+    if cluster_capable(gpu) {
+        for ex in [GruExchange::ClusterAsync, GruExchange::ClusterBarrier] {
+            let launch = GruLaunch {
+                exchange: Some(ex),
+                ..GruLaunch::default()
+            };
+            for (members, ln, dropout) in [(1, true, None), (2, false, drop)] {
+                let e = gru_case(gpu, 100, 256, short, members, ln, dropout, launch);
+                assert!(
+                    e < 1e-5,
+                    "GRU under the sanitizer, {ex:?} x {members}: {e:e}"
+                );
+            }
+        }
+    }
+}
+
+/// Whether the device runs the cluster kernel (sm_90 or later).
+fn cluster_capable(gpu: &ptxflow::runtime::Gpu) -> bool {
+    gpu.facts().compute_capability.0 >= 9
+}
+
+#[test]
+fn gpu_gru_cluster_exchanges_match_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_cluster_exchanges_match_f64_reference") else {
+        return;
+    };
+    if sanitize() {
+        return; // covered by gru_sanitizer_cases
+    }
+    if !cluster_capable(&gpu) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED gpu_gru_cluster_exchanges_match_f64_reference: the device is below sm_90"
+        );
+        return;
+    }
+    let drop = |seed| Some(Dropout { p: 0.2, seed });
+    for ex in [GruExchange::ClusterAsync, GruExchange::ClusterBarrier] {
+        // (input, steps, batch, members, ln, dropout, rows per block)
+        for (i, t, b, m, ln, dropout, rows) in [
+            (128, 10, 32, 1, false, None, None),
+            (128, 1, 32, 1, false, None, None),
+            (128, 10, 32, 1, true, drop(3), None),
+            (100, 6, 9, 1, true, None, None),
+            (128, 10, 32, 1, false, None, Some(8)),
+            (128, 10, 32, 1, true, None, Some(16)),
+            (128, 40, 32, 1, false, None, None),
+            (128, 10, 32, 5, false, None, None),
+            (128, 10, 32, 5, true, drop(7), None),
+        ] {
+            let launch = GruLaunch {
+                rows_per_block: rows,
+                exchange: Some(ex),
+                ..GruLaunch::default()
+            };
+            let shape = RolloutShape { steps: t, batch: b };
+            let e = gru_case(&gpu, i, 256, shape, m, ln, dropout, launch);
+            assert!(
+                e < 1e-5,
+                "{ex:?}: I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
+            );
+        }
     }
 }
 

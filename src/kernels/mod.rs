@@ -99,6 +99,9 @@ kernel_table! {
     /// GRU rollout (single or ensemble), one persistent cooperative kernel, W_hh in registers
     /// (H = 256, padded input 128).
     RnnGruStationary => rnn::gru::stationary::kernel::build, "rnn_gru_stationary", [Sm75];
+    /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
+    /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
+    RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];
     /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
     RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).

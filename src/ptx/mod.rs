@@ -43,6 +43,7 @@
 mod arith;
 mod atomic;
 mod bits;
+mod cluster;
 mod control;
 mod convert;
 mod decls;

@@ -5,7 +5,7 @@
 //! shared memory, so that every block of every member is resident at once.
 
 use super::gru_launch::{Dims, Request, Rollout, Stamping, State, Weights};
-use super::gru_shape::{choose_shape, Path};
+use super::gru_shape::{choose_shape, ClusterExchange, Path};
 use super::zeros;
 use crate::kernels::rnn::gru::stationary::STAMPS;
 use crate::rnn::reference::RolloutShape;
@@ -32,6 +32,24 @@ pub struct GruLaunch {
     /// registers meanwhile; x and gi of `max_steps` steps must fit in shared memory) rather than
     /// step by step from W_ih in shared memory. `None`: whenever it fits.
     pub precompute: Option<bool>,
+    /// How the blocks of a batch group exchange their new states each step. `None`: as the
+    /// `PTXFLOW_GRU_EXCHANGE` variable says (`global`, `cluster`, `cluster-barrier`; a cluster
+    /// exchange only where it can run), else through global memory. `Some` of a cluster
+    /// exchange fails with `Input` where it cannot run.
+    pub exchange: Option<GruExchange>,
+}
+
+/// The per-step exchange of new states between the blocks of one batch group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GruExchange {
+    /// Tagged words in global memory, polled (`rnn_gru_shared`, `rnn_gru_stationary`; any GPU,
+    /// cooperative launch).
+    Global,
+    /// Distributed shared memory of a 16-block cluster: `st.async` completing bytes on the
+    /// destination's mbarrier (`rnn_gru_cluster`: sm_90 or later, H = 256, input <= 128).
+    ClusterAsync,
+    /// Distributed shared memory with one cluster barrier per step (`rnn_gru_cluster`).
+    ClusterBarrier,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -212,7 +230,18 @@ impl GpuGru {
     }
     /// Whether the weights are held in registers (`gru::stationary`).
     pub fn stationary(&self) -> bool {
-        self.dev.dims.shape.path == Path::Stationary
+        matches!(
+            self.dev.dims.shape.path,
+            Path::Stationary | Path::Cluster(_)
+        )
+    }
+    /// How the blocks exchange new states each step.
+    pub fn exchange(&self) -> GruExchange {
+        match self.dev.dims.shape.path {
+            Path::Cluster(ClusterExchange::Async) => GruExchange::ClusterAsync,
+            Path::Cluster(ClusterExchange::Barrier) => GruExchange::ClusterBarrier,
+            Path::Shared | Path::Stationary => GruExchange::Global,
+        }
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every
     /// step before step 0, or 1).
@@ -257,7 +286,7 @@ impl GpuGru {
         self.dev.launch(stream, &req)
     }
 
-    /// [`GpuGru::rollout_device`] with block 0's clock stamps (weight-stationary path only; see
+    /// [`GpuGru::rollout_device`] with block 0's clock stamps (weights in registers only; see
     /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
     pub fn rollout_device_stamped(
         &mut self,

@@ -108,7 +108,7 @@ impl Rollout {
             dr.validate()?;
         }
         let sh = d.shape;
-        if req.stamping == Stamping::On && sh.path != Path::Stationary {
+        if req.stamping == Stamping::On && sh.path == Path::Shared {
             return Err(Error::input(
                 "GRU clock stamps need the weight-stationary kernel (this GRU uses rnn_gru_shared)",
             ));
@@ -172,9 +172,16 @@ impl Rollout {
             .arg(&seed_lo)
             .arg(&seed_hi);
         lb.arg(&d.ln_eps).arg(&scale);
-        // Only the weight-stationary kernel has the stamps parameter (its last).
+        // The cluster kernel's exchange, then (weights in registers) the stamps (the last).
         let no_stamps = 0u64;
-        if sh.path == Path::Stationary {
+        let exchange = match sh.path {
+            Path::Cluster(ex) => ex.param(),
+            Path::Shared | Path::Stationary => 0,
+        };
+        if let Path::Cluster(_) = sh.path {
+            lb.arg(&exchange);
+        }
+        if sh.path != Path::Shared {
             match req.stamping {
                 Stamping::On => lb.arg(st.stamps.slice_mut()),
                 Stamping::Off => lb.arg(&no_stamps),
@@ -189,7 +196,13 @@ impl Rollout {
         // for this shape and `chunk`; the grid fits the co-resident capacity (checked when the
         // shape was chosen, and a smaller batch only removes blocks) and the cooperative launch
         // refuses a grid that does not.
-        unsafe { lb.launch_cooperative() }?;
+        match sh.path {
+            // SAFETY: as above; the clusters (16 blocks of one member and batch group) are the
+            // only blocks that communicate, and a cluster's blocks are always co-scheduled.
+            Path::Cluster(_) => unsafe { lb.launch_cluster(sh.slices) }?,
+            // SAFETY: as above.
+            Path::Shared | Path::Stationary => unsafe { lb.launch_cooperative() }?,
+        }
         st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
         Ok(())
     }

@@ -2,13 +2,14 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::GruLaunch;
-use super::{allow_dynamic_smem, cooperative_capacity};
+use super::gru::{GruExchange, GruLaunch};
+use super::{allow_dynamic_smem, cfg, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
+use crate::kernels::rnn::gru::stationary::cluster::CLUSTER;
 use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
-use crate::runtime::Gpu;
+use crate::runtime::{allow_cluster, max_active_clusters, Gpu};
 use crate::{Error, Result};
 use cudarc::driver::CudaFunction;
 
@@ -31,6 +32,28 @@ pub(super) enum Path {
     Shared,
     /// W_hh in registers (`rnn_gru_stationary`).
     Stationary,
+    /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
+    /// the kernel's `exchange` parameter).
+    Cluster(ClusterExchange),
+}
+
+/// The cluster kernel's two exchanges (its `exchange` parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ClusterExchange {
+    /// `st.async` completing bytes on the destination's mbarrier (0).
+    Async,
+    /// `st.shared::cluster` and a cluster barrier per step (1).
+    Barrier,
+}
+
+impl ClusterExchange {
+    /// The kernel's `exchange` parameter.
+    pub fn param(self) -> u32 {
+        match self {
+            ClusterExchange::Async => 0,
+            ClusterExchange::Barrier => 1,
+        }
+    }
 }
 
 impl Path {
@@ -39,6 +62,7 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
+            Path::Cluster(_) => KernelId::RnnGruCluster,
         }
     }
 }
@@ -89,6 +113,7 @@ pub(super) fn smem_bytes(
     let f = match path {
         Path::Stationary => gru_stationary::smem_floats,
         Path::Shared => smem_floats,
+        Path::Cluster(_) => gru_stationary::cluster::smem_floats,
     };
     4 * f(rows, ip as u32, h as u32, units, chunk)
 }
@@ -111,6 +136,28 @@ pub(super) fn choose_shape(
     max_steps: usize,
     launch: GruLaunch,
 ) -> Result<Shape> {
+    let wanted = match launch.exchange {
+        Some(e) => Some(e),
+        None => exchange_from_env(),
+    };
+    let cluster = match wanted {
+        Some(GruExchange::ClusterAsync) => Some(ClusterExchange::Async),
+        Some(GruExchange::ClusterBarrier) => Some(ClusterExchange::Barrier),
+        Some(GruExchange::Global) | None => None,
+    };
+    if let Some(ex) = cluster {
+        match choose_cluster(gpu, members, bp, ip, h, max_steps, launch, ex)? {
+            Some(shape) => return Ok(shape),
+            None if launch.exchange.is_some() => {
+                return Err(Error::input(
+                    "the cluster exchange needs sm_90 or later, hidden 256, an input of at most \
+                     128, weights in registers, gi of every step first, 16 unit slices and a \
+                     cluster that fits",
+                ))
+            }
+            None => {}
+        }
+    }
     let held = Kernel::new(gpu, KernelId::RnnGruStationary)?;
     let f = Kernel::new(gpu, KernelId::RnnGruShared)?;
     let (hu, e) = (h as u32, members as u64);
@@ -250,4 +297,91 @@ pub(super) fn choose_shape(
     let bytes = smem_bytes(Path::Shared, ip, h, shape.rows, shape.units, shape.chunk);
     f.allow(gpu, bytes)?;
     Ok(shape)
+}
+
+/// `PTXFLOW_GRU_EXCHANGE`: `global`, `cluster` (st.async + mbarrier) or `cluster-barrier`; the
+/// exchange [`GruLaunch::exchange`] `None` asks for (unset or other: none in particular).
+fn exchange_from_env() -> Option<GruExchange> {
+    match std::env::var("PTXFLOW_GRU_EXCHANGE").ok()?.as_str() {
+        "global" => Some(GruExchange::Global),
+        "cluster" => Some(GruExchange::ClusterAsync),
+        "cluster-barrier" => Some(GruExchange::ClusterBarrier),
+        _ => None,
+    }
+}
+
+/// The shape of `rnn_gru_cluster` (16 unit slices of 16 units, one cluster per member and
+/// batch group, gi of every step first), or `None` where it cannot run: a device below sm_90,
+/// sizes other than H = 256 and padded input 128, launch choices it cannot honour, or no
+/// resident cluster. Rows per block: the fewest waves of clusters (members x groups against
+/// the driver's resident count), then the fewest rows.
+#[allow(clippy::too_many_arguments)]
+fn choose_cluster(
+    gpu: &Gpu,
+    members: usize,
+    bp: usize,
+    ip: usize,
+    h: usize,
+    max_steps: usize,
+    launch: GruLaunch,
+    ex: ClusterExchange,
+) -> Result<Option<Shape>> {
+    if gpu.facts().compute_capability.0 < 9
+        || h != 256
+        || ip != 128
+        || launch.stationary == Some(false)
+        || launch.precompute == Some(false)
+        || launch.unit_slices.is_some_and(|s| s != CLUSTER)
+    {
+        return Ok(None);
+    }
+    let rows: Vec<u32> = match launch.rows_per_block {
+        Some(r) if r == 0 || r % 4 != 0 || r > 32 => {
+            return Err(Error::input(format!(
+                "rows per block {r} must be a multiple of 4 and at most 32"
+            )))
+        }
+        Some(r) => vec![r],
+        None => vec![4, 8, 16, 32],
+    };
+    let id = KernelId::RnnGruCluster;
+    let kern = gpu.kernel(id)?;
+    allow_cluster(&kern)?;
+    let units = (h as u32) / CLUSTER;
+    let path = Path::Cluster(ex);
+    let optin = gpu.facts().max_shared_per_block_optin;
+    let mut best: Option<(Shape, (usize, u32), u32)> = None;
+    for r in rows {
+        let r = r.min(bp as u32);
+        let chunk = max_steps as u32;
+        let bytes = smem_bytes(path, ip, h, r, units, chunk);
+        if bytes > optin {
+            continue;
+        }
+        allow_dynamic_smem(gpu, kern.function(), bytes, id.name())?;
+        let clusters = members * bp.div_ceil(r as usize);
+        let blocks = clusters as u32 * CLUSTER;
+        let shape_cfg = cfg((blocks, 1, 1), THREADS, bytes);
+        let cap = max_active_clusters(&kern, gpu.stream(), shape_cfg, CLUSTER)?;
+        if cap == 0 {
+            continue;
+        }
+        let key = (clusters.div_ceil(cap as usize), r);
+        if best.as_ref().is_none_or(|b| key < b.1) {
+            let shape = Shape {
+                rows: r,
+                slices: CLUSTER,
+                units,
+                chunk,
+                blocks,
+                path,
+            };
+            best = Some((shape, key, bytes));
+        }
+    }
+    let Some((shape, _, bytes)) = best else {
+        return Ok(None);
+    };
+    allow_dynamic_smem(gpu, kern.function(), bytes, id.name())?;
+    Ok(Some(shape))
 }

@@ -43,6 +43,7 @@
 //! stamps): [`matvec`] holds the register mat-vec, [`project`] the input projection and
 //! [`kernel`] the kernel: prologue and step loop.
 
+pub mod cluster;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
