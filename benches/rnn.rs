@@ -110,14 +110,16 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(held),
         precompute: None,
         exchange: Some(GruExchange::Global),
+        async_staging: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
         exchange: Some(GruExchange::Global),
         ..GruLaunch::default()
     };
-    let cluster = |ex| GruLaunch {
+    let cluster = |ex, staging| GruLaunch {
         exchange: Some(ex),
+        async_staging: Some(staging),
         ..GruLaunch::default()
     };
     let sm90 = gpu.facts().compute_capability.0 >= 9;
@@ -147,28 +149,20 @@ fn gpu(c: &mut Criterion) {
         ),
     ];
     if sm90 {
-        configs.extend([
-            (
-                "gru_rollout_cluster",
-                vec![single.clone()],
-                cluster(GruExchange::ClusterAsync),
-            ),
-            (
-                "gru_rollout_cluster_barrier",
-                vec![single.clone()],
-                cluster(GruExchange::ClusterBarrier),
-            ),
-            (
-                "gru_ensemble5_cluster",
-                ens.clone(),
-                cluster(GruExchange::ClusterAsync),
-            ),
-            (
-                "gru_ensemble5_cluster_barrier",
-                ens.clone(),
-                cluster(GruExchange::ClusterBarrier),
-            ),
-        ]);
+        use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
+        let one = vec![single.clone()];
+        for (name, members, ex, staging) in [
+            ("gru_rollout_cluster", &one, Mbar, false),
+            ("gru_rollout_cluster_cp_async", &one, Mbar, true),
+            ("gru_rollout_cluster_barrier", &one, Bar, false),
+            ("gru_rollout_cluster_barrier_cp_async", &one, Bar, true),
+            ("gru_ensemble5_cluster", &ens, Mbar, false),
+            ("gru_ensemble5_cluster_cp_async", &ens, Mbar, true),
+            ("gru_ensemble5_cluster_barrier", &ens, Bar, false),
+            ("gru_ensemble5_cluster_barrier_cp_async", &ens, Bar, true),
+        ] {
+            configs.push((name, members.clone(), cluster(ex, staging)));
+        }
     }
     // Kept for the alternating medians after the criterion rows.
     let mut kept: Vec<(&str, GpuGru)> = Vec::new();
@@ -243,13 +237,14 @@ fn gpu(c: &mut Criterion) {
     for ((name, gg), mut r) in kept.iter().zip(rounds) {
         r.sort_by(f64::total_cmp);
         println!(
-            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; {} blocks of {} rows, exchange {:?})",
+            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; {} blocks of {} rows, exchange {:?}, cp.async staging {})",
             r[r.len() / 2],
             r[0],
             r[r.len() - 1],
             gg.blocks(),
             gg.rows_per_block(),
-            gg.exchange()
+            gg.exchange(),
+            gg.async_staging()
         );
     }
 

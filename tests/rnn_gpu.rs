@@ -104,8 +104,8 @@ fn gru_case(
     );
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?}, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (cp.async staging {}), rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.async_staging()
     );
     e
 }
@@ -212,6 +212,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             stationary: Some(true),
             precompute: Some(precompute),
             exchange: None,
+            async_staging: None,
         };
         let e = gru_case(
             &gpu,
@@ -255,6 +256,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         stationary: Some(true),
         precompute: Some(precompute),
         exchange: None,
+        async_staging: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -262,6 +264,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         stationary: Some(false),
         precompute: None,
         exchange: None,
+        async_staging: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -288,9 +291,13 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         assert!(e < 1e-5, "GRU under the sanitizer, {what}: {e:e}");
     }
     if cluster_capable(gpu) {
-        for ex in [GruExchange::ClusterAsync, GruExchange::ClusterBarrier] {
+        for (ex, staging) in [
+            (GruExchange::ClusterAsync, true),
+            (GruExchange::ClusterBarrier, false),
+        ] {
             let launch = GruLaunch {
                 exchange: Some(ex),
+                async_staging: Some(staging),
                 ..GruLaunch::default()
             };
             for (members, ln, dropout) in [(1, true, None), (2, false, drop)] {
@@ -325,7 +332,12 @@ fn gpu_gru_cluster_exchanges_match_f64_reference() {
         return;
     }
     let drop = |seed| Some(Dropout { p: 0.2, seed });
-    for ex in [GruExchange::ClusterAsync, GruExchange::ClusterBarrier] {
+    for (ex, staging) in [
+        (GruExchange::ClusterAsync, false),
+        (GruExchange::ClusterAsync, true),
+        (GruExchange::ClusterBarrier, false),
+        (GruExchange::ClusterBarrier, true),
+    ] {
         // (input, steps, batch, members, ln, dropout, rows per block)
         for (i, t, b, m, ln, dropout, rows) in [
             (128, 10, 32, 1, false, None, None),
@@ -341,13 +353,14 @@ fn gpu_gru_cluster_exchanges_match_f64_reference() {
             let launch = GruLaunch {
                 rows_per_block: rows,
                 exchange: Some(ex),
+                async_staging: Some(staging),
                 ..GruLaunch::default()
             };
             let shape = RolloutShape { steps: t, batch: b };
             let e = gru_case(&gpu, i, 256, shape, m, ln, dropout, launch);
             assert!(
                 e < 1e-5,
-                "{ex:?}: I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
+                "{ex:?} (cp.async staging {staging}): I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
             );
         }
     }

@@ -46,6 +46,7 @@ mod bits;
 mod cluster;
 mod control;
 mod convert;
+mod cp_async;
 mod decls;
 mod error;
 mod finish;

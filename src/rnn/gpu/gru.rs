@@ -5,7 +5,7 @@
 //! shared memory, so that every block of every member is resident at once.
 
 use super::gru_launch::{Dims, Request, Rollout, Stamping, State, Weights};
-use super::gru_shape::{choose_shape, ClusterExchange, Path};
+use super::gru_shape::{choose_shape, ClusterExchange, Path, Staging};
 use super::zeros;
 use crate::kernels::rnn::gru::stationary::STAMPS;
 use crate::rnn::reference::RolloutShape;
@@ -37,6 +37,9 @@ pub struct GruLaunch {
     /// exchange only where it can run), else through global memory. `Some` of a cluster
     /// exchange fails with `Input` where it cannot run.
     pub exchange: Option<GruExchange>,
+    /// Cluster exchanges only: stage h0 and x with `cp.async` (all in flight with W_ih's loads)
+    /// rather than register copies. `None`: as `PTXFLOW_GRU_STAGING=async` says.
+    pub async_staging: Option<bool>,
 }
 
 /// The per-step exchange of new states between the blocks of one batch group.
@@ -232,14 +235,18 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         matches!(
             self.dev.dims.shape.path,
-            Path::Stationary | Path::Cluster(_)
+            Path::Stationary | Path::Cluster(..)
         )
+    }
+    /// Whether the cluster kernel stages h0 and x with `cp.async` (false on other kernels).
+    pub fn async_staging(&self) -> bool {
+        matches!(self.dev.dims.shape.path, Path::Cluster(_, Staging::Async))
     }
     /// How the blocks exchange new states each step.
     pub fn exchange(&self) -> GruExchange {
         match self.dev.dims.shape.path {
-            Path::Cluster(ClusterExchange::Async) => GruExchange::ClusterAsync,
-            Path::Cluster(ClusterExchange::Barrier) => GruExchange::ClusterBarrier,
+            Path::Cluster(ClusterExchange::Async, _) => GruExchange::ClusterAsync,
+            Path::Cluster(ClusterExchange::Barrier, _) => GruExchange::ClusterBarrier,
             Path::Shared | Path::Stationary => GruExchange::Global,
         }
     }

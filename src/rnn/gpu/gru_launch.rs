@@ -1,7 +1,7 @@
 //! The device side of [`GpuGru`](super::gru::GpuGru): its sizes, device buffers and the launch of
 //! the rollout kernel the block shape picked (`rnn_gru_shared` or `rnn_gru_stationary`).
 
-use super::gru_shape::{smem_bytes, Path, Shape};
+use super::gru_shape::{cluster_param, smem_bytes, Path, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of};
 use crate::kernels::rnn::gru::THREADS;
 use crate::rnn::reference::RolloutShape;
@@ -175,10 +175,10 @@ impl Rollout {
         // The cluster kernel's exchange, then (weights in registers) the stamps (the last).
         let no_stamps = 0u64;
         let exchange = match sh.path {
-            Path::Cluster(ex) => ex.param(),
+            Path::Cluster(ex, st) => cluster_param(ex, st),
             Path::Shared | Path::Stationary => 0,
         };
-        if let Path::Cluster(_) = sh.path {
+        if let Path::Cluster(..) = sh.path {
             lb.arg(&exchange);
         }
         if sh.path != Path::Shared {
@@ -199,7 +199,7 @@ impl Rollout {
         match sh.path {
             // SAFETY: as above; the clusters (16 blocks of one member and batch group) are the
             // only blocks that communicate, and a cluster's blocks are always co-scheduled.
-            Path::Cluster(_) => unsafe { lb.launch_cluster(sh.slices) }?,
+            Path::Cluster(..) => unsafe { lb.launch_cluster(sh.slices) }?,
             // SAFETY: as above.
             Path::Shared | Path::Stationary => unsafe { lb.launch_cooperative() }?,
         }

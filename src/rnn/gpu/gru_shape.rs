@@ -34,7 +34,16 @@ pub(super) enum Path {
     Stationary,
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
-    Cluster(ClusterExchange),
+    Cluster(ClusterExchange, Staging),
+}
+
+/// How the cluster kernel stages h0 and x (bit `STAGE_ASYNC` of its `exchange` parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Staging {
+    /// Register copies: h0 before W_ih's loads are issued, x after them.
+    Copies,
+    /// `cp.async`, every copy in flight with W_ih's loads (`PTXFLOW_GRU_STAGING=async`).
+    Async,
 }
 
 /// The cluster kernel's two exchanges (its `exchange` parameter).
@@ -46,14 +55,17 @@ pub(super) enum ClusterExchange {
     Barrier,
 }
 
-impl ClusterExchange {
-    /// The kernel's `exchange` parameter.
-    pub fn param(self) -> u32 {
-        match self {
-            ClusterExchange::Async => 0,
-            ClusterExchange::Barrier => 1,
-        }
-    }
+/// The cluster kernel's `exchange` parameter.
+pub(super) fn cluster_param(ex: ClusterExchange, st: Staging) -> u32 {
+    let e = match ex {
+        ClusterExchange::Async => 0,
+        ClusterExchange::Barrier => gru_stationary::cluster::EXCHANGE_BARRIER,
+    };
+    let s = match st {
+        Staging::Copies => 0,
+        Staging::Async => gru_stationary::cluster::STAGE_ASYNC,
+    };
+    e | s
 }
 
 impl Path {
@@ -62,7 +74,7 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
-            Path::Cluster(_) => KernelId::RnnGruCluster,
+            Path::Cluster(..) => KernelId::RnnGruCluster,
         }
     }
 }
@@ -113,7 +125,7 @@ pub(super) fn smem_bytes(
     let f = match path {
         Path::Stationary => gru_stationary::smem_floats,
         Path::Shared => smem_floats,
-        Path::Cluster(_) => gru_stationary::cluster::smem_floats,
+        Path::Cluster(..) => gru_stationary::cluster::smem_floats,
     };
     4 * f(rows, ip as u32, h as u32, units, chunk)
 }
@@ -348,7 +360,13 @@ fn choose_cluster(
     let kern = gpu.kernel(id)?;
     allow_cluster(&kern)?;
     let units = (h as u32) / CLUSTER;
-    let path = Path::Cluster(ex);
+    let from_env = || std::env::var("PTXFLOW_GRU_STAGING").is_ok_and(|v| v == "async");
+    let staging = if launch.async_staging.unwrap_or_else(from_env) {
+        Staging::Async
+    } else {
+        Staging::Copies
+    };
+    let path = Path::Cluster(ex, staging);
     let optin = gpu.facts().max_shared_per_block_optin;
     let mut best: Option<(Shape, (usize, u32), u32)> = None;
     for r in rows {

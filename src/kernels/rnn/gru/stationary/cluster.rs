@@ -31,8 +31,8 @@
 //! until the cluster's writes have landed. Shared layout: `stationary`'s (precompute mode) then
 //! h buffer 1 (`Bg x H`) and the two mbarriers (16-byte aligned), see [`smem_floats`].
 
-use super::matvec::{hold, partials, sum, Sources};
-use super::project::{precompute, precompute_sums};
+use super::matvec::{hold_rows, partials, sum, Sources};
+use super::project::{precompute_sums, precompute_with, stage_x};
 use super::{layout, scratch_floats, Lane, Stamps};
 use crate::kernels::rnn::barrier::give_up_when_late;
 use crate::kernels::rnn::gru::cell::{new_h, CellAt, NewH};
@@ -43,6 +43,9 @@ use crate::ptx::*;
 
 /// Blocks per cluster: the unit slices of one (member, batch group).
 pub const CLUSTER: u32 = 16;
+
+/// Lane row groups of the held weights: 3J = 48 = 3 x 16 gate rows (J = 256 / 16).
+const QS: u32 = 3;
 
 /// Shared floats: `stationary::smem_floats` in precompute mode (`c` >= 1 steps), then h buffer
 /// 1 and two mbarriers (4 floats, 16-byte aligned).
@@ -106,10 +109,71 @@ fn arm(b: &mut KernelBuilder, c: &Ctx<'_>, which: Reg<U32>, n: Reg<U32>) {
     });
 }
 
-/// Whether this launch uses the cluster-barrier exchange (`exchange` = 1).
+/// Bit of the `exchange` parameter: the cluster-barrier exchange (else st.async + mbarrier).
+pub const EXCHANGE_BARRIER: u32 = 1;
+/// Bit of the `exchange` parameter: stage h0 and x with `cp.async` (every copy in flight at
+/// once, while W_ih's loads are) and prefetch the biases to L1 (else h0 by register copies
+/// before W_ih's loads, x after them).
+pub const STAGE_ASYNC: u32 = 2;
+
+/// Whether this launch uses the cluster-barrier exchange.
 fn barrier_mode(b: &mut KernelBuilder, mode: &Param<U32>) -> Reg<Pred> {
     let m = b.ld_param(mode);
-    b.setp(Cmp::Eq, m, 1u32)
+    let m = b.and(m, EXCHANGE_BARRIER);
+    b.setp(Cmp::Ne, m, 0u32)
+}
+
+/// The staging of [`STAGE_ASYNC`] (all threads; H = 256 and Ip = 128): h0's rows into h buffer
+/// 0 and x of every step into the x buffers with `cp.async` (16 bytes each), the lines of the
+/// block's b_ih (3 gate segments of 16 floats) and b_hh (n gate) prefetched to L1, then this
+/// thread's copies awaited (the caller's block barrier follows).
+fn stage_async(b: &mut KernelBuilder, c: &Ctx<'_>) {
+    let (p, smem) = (c.p, c.smem);
+    let lay = layout(b, c);
+    // h0: rows x 64 float4 (H = 256).
+    let n_h = b.shl(c.rows, 6u32);
+    b.for_range(c.tid, n_h, THREADS, |b, i, _| {
+        let r = b.shr(i, 6u32);
+        let c4 = b.and(i, 63u32);
+        let c4 = b.shl(c4, 2u32);
+        let e = c.h0_row(b, r);
+        let e = b.add(e, c4);
+        let src = b.index_addr(p.h0, e, 4);
+        let si = b.mad(r, p.h, c4);
+        let dst = b.shared_index(smem, si);
+        b.cp_async_16(dst, src);
+    });
+    // x: steps x rows rows of 32 float4 (Ip = 128), row q = step rows + r at x + q Ip.
+    let xrows = b.mul(p.steps, c.rows);
+    let n_x = b.shl(xrows, 5u32);
+    b.for_range(c.tid, n_x, THREADS, |b, i, _| {
+        let q = b.shr(i, 5u32);
+        let c4 = b.and(i, 31u32);
+        let c4 = b.shl(c4, 2u32);
+        let step = b.div(q, c.rows);
+        let r = b.rem(q, c.rows);
+        let xr = b.mad(step, p.batch_pad, c.row0);
+        let xr = b.add(xr, r);
+        let e = b.mad(xr, p.ip, c.x_base);
+        let e = b.add(e, c4);
+        let src = b.index_addr(p.x, e, 4);
+        let si = b.mad(q, p.ip, lay.x);
+        let si = b.add(si, c4);
+        let dst = b.shared_index(smem, si);
+        b.cp_async_16(dst, src);
+    });
+    // Threads 0..3: b_ih of gates r, z, n and b_hh of gate n (units j0 .., 64-byte aligned).
+    let few = b.setp(Cmp::Lt, c.tid, 4u32);
+    b.if_then(few, |b| {
+        let q = b.min(c.tid, 2u32);
+        let e = b.mad(q, p.h, c.j0);
+        let e = b.add(e, c.bias_base);
+        let is_hh = b.setp(Cmp::Eq, c.tid, 3u32);
+        let base = b.selp(p.b_hh, p.b_ih, is_hh);
+        let a = b.index_addr(base, e, 4);
+        b.prefetch_l1(a);
+    });
+    b.cp_async_wait_all();
 }
 
 /// The whole rollout (all threads).
@@ -130,21 +194,6 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
         stamps.write(b, idx);
     };
     at(b, 0);
-    b.comment("stage h0 into h buffer 0");
-    let h0_row = |b: &mut KernelBuilder, r| c.h0_row(b, r);
-    copy_rows(
-        b,
-        c.tid,
-        &RowCopy {
-            smem,
-            dst: zero,
-            dst_stride: None,
-            rows: c.rows,
-            k: p.h,
-            src: p.h0,
-            row_elem: &h0_row,
-        },
-    );
     b.comment("thread 0: both mbarriers, fenced to the cluster; arm h_1 (M_1) and h_2 (M_0)");
     let thread0 = b.setp(Cmp::Eq, c.tid, 0u32);
     b.if_then(thread0, |b| {
@@ -160,11 +209,41 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
             arm(b, c, w, n);
         }
     });
-    b.comment("gi of every step (W_ih in registers)");
-    let last = precompute(b, c, &lane);
+    b.comment("load W_hh into registers first (rows g + 16 q, q < 3: 3J = 48), held throughout");
+    let whh = hold_rows(b, 16, QS, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    b.comment("h0 into h buffer 0, gi of every step (W_ih in registers)");
+    let last = b.mov(0u32);
+    let async_staging = {
+        let m = b.ld_param(mode);
+        let m = b.and(m, STAGE_ASYNC);
+        b.setp(Cmp::Ne, m, 0u32)
+    };
+    b.if_else(
+        async_staging,
+        |b| {
+            let l = precompute_with(b, c, &lane, QS, &|b| stage_async(b, c));
+            b.mov_to(last, l);
+        },
+        |b| {
+            let h0_row = |b: &mut KernelBuilder, r| c.h0_row(b, r);
+            copy_rows(
+                b,
+                c.tid,
+                &RowCopy {
+                    smem,
+                    dst: zero,
+                    dst_stride: None,
+                    rows: c.rows,
+                    k: p.h,
+                    src: p.h0,
+                    row_elem: &h0_row,
+                },
+            );
+            let l = precompute_with(b, c, &lane, QS, &|b| stage_x(b, c, c.p.steps));
+            b.mov_to(last, l);
+        },
+    );
     at(b, 1);
-    b.comment("load W_hh into registers (held for the whole rollout)");
-    let whh = hold(b, 16, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
     precompute_sums(b, c, last);
     at(b, 2);
     b.comment("cluster barrier: every block's mbarriers are initialised before remote writes");
