@@ -12,7 +12,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
 use ptxflow::rnn::gpu::rsvd::{GpuRsvd, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
@@ -104,8 +104,8 @@ fn gru_case(
     );
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (cp.async staging {}), rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.async_staging()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (staging {:?}), rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.staging()
     );
     e
 }
@@ -212,7 +212,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             stationary: Some(true),
             precompute: Some(precompute),
             exchange: None,
-            async_staging: None,
+            staging: None,
         };
         let e = gru_case(
             &gpu,
@@ -256,7 +256,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         stationary: Some(true),
         precompute: Some(precompute),
         exchange: None,
-        async_staging: None,
+        staging: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -264,7 +264,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         stationary: Some(false),
         precompute: None,
         exchange: None,
-        async_staging: None,
+        staging: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -292,19 +292,20 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     }
     if cluster_capable(gpu) {
         for (ex, staging) in [
-            (GruExchange::ClusterAsync, true),
-            (GruExchange::ClusterBarrier, false),
+            (GruExchange::ClusterAsync, GruStaging::Streamed),
+            (GruExchange::ClusterAsync, GruStaging::CpAsync),
+            (GruExchange::ClusterBarrier, GruStaging::Copies),
         ] {
             let launch = GruLaunch {
                 exchange: Some(ex),
-                async_staging: Some(staging),
+                staging: Some(staging),
                 ..GruLaunch::default()
             };
             for (members, ln, dropout) in [(1, true, None), (2, false, drop)] {
                 let e = gru_case(gpu, 100, 256, short, members, ln, dropout, launch);
                 assert!(
                     e < 1e-5,
-                    "GRU under the sanitizer, {ex:?} x {members}: {e:e}"
+                    "GRU under the sanitizer, {ex:?} {staging:?} x {members}: {e:e}"
                 );
             }
         }
@@ -332,35 +333,39 @@ fn gpu_gru_cluster_exchanges_match_f64_reference() {
         return;
     }
     let drop = |seed| Some(Dropout { p: 0.2, seed });
-    for (ex, staging) in [
-        (GruExchange::ClusterAsync, false),
-        (GruExchange::ClusterAsync, true),
-        (GruExchange::ClusterBarrier, false),
-        (GruExchange::ClusterBarrier, true),
+    // (input, steps, batch, members, ln, dropout, rows per block)
+    let all = [
+        (128, 10, 32, 1, false, None, None),
+        (128, 1, 32, 1, false, None, None),
+        (128, 10, 32, 1, true, drop(3), None),
+        (100, 6, 9, 1, true, None, None),
+        (128, 10, 32, 1, false, None, Some(8)),
+        (128, 10, 32, 1, true, None, Some(12)),
+        (128, 10, 32, 1, false, None, Some(32)),
+        (128, 40, 32, 1, false, None, None),
+        (128, 10, 32, 5, false, None, None),
+        (128, 10, 32, 5, true, drop(7), None),
+    ];
+    let few = [all[0], all[3], all[9]];
+    for (ex, staging, cases) in [
+        (GruExchange::ClusterAsync, GruStaging::Streamed, &all[..]),
+        (GruExchange::ClusterBarrier, GruStaging::Streamed, &all[..]),
+        (GruExchange::ClusterAsync, GruStaging::Copies, &few[..]),
+        (GruExchange::ClusterAsync, GruStaging::CpAsync, &few[..]),
+        (GruExchange::ClusterBarrier, GruStaging::Copies, &few[..]),
     ] {
-        // (input, steps, batch, members, ln, dropout, rows per block)
-        for (i, t, b, m, ln, dropout, rows) in [
-            (128, 10, 32, 1, false, None, None),
-            (128, 1, 32, 1, false, None, None),
-            (128, 10, 32, 1, true, drop(3), None),
-            (100, 6, 9, 1, true, None, None),
-            (128, 10, 32, 1, false, None, Some(8)),
-            (128, 10, 32, 1, true, None, Some(16)),
-            (128, 40, 32, 1, false, None, None),
-            (128, 10, 32, 5, false, None, None),
-            (128, 10, 32, 5, true, drop(7), None),
-        ] {
+        for &(i, t, b, m, ln, dropout, rows) in cases {
             let launch = GruLaunch {
                 rows_per_block: rows,
                 exchange: Some(ex),
-                async_staging: Some(staging),
+                staging: Some(staging),
                 ..GruLaunch::default()
             };
             let shape = RolloutShape { steps: t, batch: b };
             let e = gru_case(&gpu, i, 256, shape, m, ln, dropout, launch);
             assert!(
                 e < 1e-5,
-                "{ex:?} (cp.async staging {staging}): I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
+                "{ex:?} {staging:?}: I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
             );
         }
     }

@@ -102,6 +102,9 @@ kernel_table! {
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];
+    /// `rnn_gru_cluster` with x streamed one step at a time (small enough for two blocks of up
+    /// to 16 rows per SM); sm_90 and later.
+    RnnGruClusterStreamed => rnn::gru::stationary::cluster::build_streamed, "rnn_gru_cluster_streamed", [Sm90];
     /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
     RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).

@@ -37,9 +37,21 @@ pub struct GruLaunch {
     /// exchange only where it can run), else through global memory. `Some` of a cluster
     /// exchange fails with `Input` where it cannot run.
     pub exchange: Option<GruExchange>,
-    /// Cluster exchanges only: stage h0 and x with `cp.async` (all in flight with W_ih's loads)
-    /// rather than register copies. `None`: as `PTXFLOW_GRU_STAGING=async` says.
-    pub async_staging: Option<bool>,
+    /// Cluster exchanges only: how h0 and x reach shared memory. `None`: as
+    /// `PTXFLOW_GRU_STAGING` says (`copies`, `async`, `streamed`), else streamed.
+    pub staging: Option<GruStaging>,
+}
+
+/// How the cluster kernels stage h0 and the inputs x before computing gi of every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GruStaging {
+    /// x of every step by register copies (`rnn_gru_cluster`).
+    Copies,
+    /// x of every step by `cp.async`, in flight with the weights' loads (`rnn_gru_cluster`).
+    CpAsync,
+    /// x one step at a time through two buffers by `cp.async` (`rnn_gru_cluster_streamed`:
+    /// less shared memory, so an ensemble's clusters fit at once).
+    Streamed,
 }
 
 /// The per-step exchange of new states between the blocks of one batch group.
@@ -238,9 +250,14 @@ impl GpuGru {
             Path::Stationary | Path::Cluster(..)
         )
     }
-    /// Whether the cluster kernel stages h0 and x with `cp.async` (false on other kernels).
-    pub fn async_staging(&self) -> bool {
-        matches!(self.dev.dims.shape.path, Path::Cluster(_, Staging::Async))
+    /// How the cluster kernels stage h0 and x (`None` on the other kernels).
+    pub fn staging(&self) -> Option<GruStaging> {
+        match self.dev.dims.shape.path {
+            Path::Cluster(_, Staging::Copies) => Some(GruStaging::Copies),
+            Path::Cluster(_, Staging::Async) => Some(GruStaging::CpAsync),
+            Path::Cluster(_, Staging::Streamed) => Some(GruStaging::Streamed),
+            Path::Shared | Path::Stationary => None,
+        }
     }
     /// How the blocks exchange new states each step.
     pub fn exchange(&self) -> GruExchange {

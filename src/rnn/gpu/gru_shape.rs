@@ -2,11 +2,11 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::{GruExchange, GruLaunch};
+use super::gru::{GruExchange, GruLaunch, GruStaging};
 use super::{allow_dynamic_smem, cfg, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
-use crate::kernels::rnn::gru::stationary::cluster::CLUSTER;
+use crate::kernels::rnn::gru::stationary::cluster::{Variant, CLUSTER};
 use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
 use crate::runtime::{allow_cluster, max_active_clusters, Gpu};
@@ -37,13 +37,24 @@ pub(super) enum Path {
     Cluster(ClusterExchange, Staging),
 }
 
-/// How the cluster kernel stages h0 and x (bit `STAGE_ASYNC` of its `exchange` parameter).
+/// How the cluster kernels stage h0 and x.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Staging {
-    /// Register copies: h0 before W_ih's loads are issued, x after them.
+    /// `rnn_gru_cluster`, x of every step by register copies.
     Copies,
-    /// `cp.async`, every copy in flight with W_ih's loads (`PTXFLOW_GRU_STAGING=async`).
+    /// `rnn_gru_cluster`, x of every step by `cp.async` (bit `STAGE_ASYNC`).
     Async,
+    /// `rnn_gru_cluster_streamed`: x one step at a time by `cp.async`.
+    Streamed,
+}
+
+impl Staging {
+    fn variant(self) -> Variant {
+        match self {
+            Staging::Copies | Staging::Async => Variant::Full,
+            Staging::Streamed => Variant::Streamed,
+        }
+    }
 }
 
 /// The cluster kernel's two exchanges (its `exchange` parameter).
@@ -62,7 +73,7 @@ pub(super) fn cluster_param(ex: ClusterExchange, st: Staging) -> u32 {
         ClusterExchange::Barrier => gru_stationary::cluster::EXCHANGE_BARRIER,
     };
     let s = match st {
-        Staging::Copies => 0,
+        Staging::Copies | Staging::Streamed => 0,
         Staging::Async => gru_stationary::cluster::STAGE_ASYNC,
     };
     e | s
@@ -74,6 +85,7 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
+            Path::Cluster(_, Staging::Streamed) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
         }
     }
@@ -122,12 +134,14 @@ pub(super) fn smem_bytes(
     units: u32,
     chunk: u32,
 ) -> u32 {
-    let f = match path {
-        Path::Stationary => gru_stationary::smem_floats,
-        Path::Shared => smem_floats,
-        Path::Cluster(..) => gru_stationary::cluster::smem_floats,
-    };
-    4 * f(rows, ip as u32, h as u32, units, chunk)
+    let (ip, h) = (ip as u32, h as u32);
+    4 * match path {
+        Path::Stationary => gru_stationary::smem_floats(rows, ip, h, units, chunk),
+        Path::Shared => smem_floats(rows, ip, h, units, chunk),
+        Path::Cluster(_, st) => {
+            gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
+        }
+    }
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
@@ -322,6 +336,17 @@ fn exchange_from_env() -> Option<GruExchange> {
     }
 }
 
+/// `PTXFLOW_GRU_STAGING`: `copies`, `async` or `streamed`; the staging
+/// [`GruLaunch::staging`] `None` asks for (unset or other: streamed).
+fn staging_from_env() -> Option<GruStaging> {
+    match std::env::var("PTXFLOW_GRU_STAGING").ok()?.as_str() {
+        "copies" => Some(GruStaging::Copies),
+        "async" => Some(GruStaging::CpAsync),
+        "streamed" => Some(GruStaging::Streamed),
+        _ => None,
+    }
+}
+
 /// The shape of `rnn_gru_cluster` (16 unit slices of 16 units, one cluster per member and
 /// batch group, gi of every step first), or `None` where it cannot run: a device below sm_90,
 /// sizes other than H = 256 and padded input 128, launch choices it cannot honour, or no
@@ -354,19 +379,18 @@ fn choose_cluster(
             )))
         }
         Some(r) => vec![r],
-        None => vec![4, 8, 16, 32],
+        None => (1..=8).map(|k| 4 * k).collect(),
     };
-    let id = KernelId::RnnGruCluster;
-    let kern = gpu.kernel(id)?;
-    allow_cluster(&kern)?;
     let units = (h as u32) / CLUSTER;
-    let from_env = || std::env::var("PTXFLOW_GRU_STAGING").is_ok_and(|v| v == "async");
-    let staging = if launch.async_staging.unwrap_or_else(from_env) {
-        Staging::Async
-    } else {
-        Staging::Copies
+    let staging = match launch.staging.or_else(staging_from_env) {
+        Some(GruStaging::Copies) => Staging::Copies,
+        Some(GruStaging::CpAsync) => Staging::Async,
+        Some(GruStaging::Streamed) | None => Staging::Streamed,
     };
     let path = Path::Cluster(ex, staging);
+    let id = path.kernel();
+    let kern = gpu.kernel(id)?;
+    allow_cluster(&kern)?;
     let optin = gpu.facts().max_shared_per_block_optin;
     let mut best: Option<(Shape, (usize, u32), u32)> = None;
     for r in rows {
