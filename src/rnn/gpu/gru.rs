@@ -4,8 +4,10 @@
 //! (batch rows x hidden units per block) and how many steps of the input projection fit in
 //! shared memory, so that every block of every member is resident at once.
 
+use super::gru_cluster::{ClusterExchange, Staging};
+pub use super::gru_cluster::{GruExchange, GruStaging};
 use super::gru_launch::{Dims, Request, Rollout, Stamping, State, Weights};
-use super::gru_shape::{choose_shape, ClusterExchange, Path, Staging};
+use super::gru_shape::{choose_shape, Path};
 use super::zeros;
 use crate::kernels::rnn::gru::stationary::STAMPS;
 use crate::rnn::reference::RolloutShape;
@@ -40,31 +42,6 @@ pub struct GruLaunch {
     /// Cluster exchanges only: how h0 and x reach shared memory. `None`: as
     /// `PTXFLOW_GRU_STAGING` says (`copies`, `async`, `streamed`), else streamed.
     pub staging: Option<GruStaging>,
-}
-
-/// How the cluster kernels stage h0 and the inputs x before computing gi of every step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GruStaging {
-    /// x of every step by register copies (`rnn_gru_cluster`).
-    Copies,
-    /// x of every step by `cp.async`, in flight with the weights' loads (`rnn_gru_cluster`).
-    CpAsync,
-    /// x one step at a time through two buffers by `cp.async` (`rnn_gru_cluster_streamed`:
-    /// less shared memory, so an ensemble's clusters fit at once).
-    Streamed,
-}
-
-/// The per-step exchange of new states between the blocks of one batch group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GruExchange {
-    /// Tagged words in global memory, polled (`rnn_gru_shared`, `rnn_gru_stationary`; any GPU,
-    /// cooperative launch).
-    Global,
-    /// Distributed shared memory of a 16-block cluster: `st.async` completing bytes on the
-    /// destination's mbarrier (`rnn_gru_cluster`: sm_90 or later, H = 256, input <= 128).
-    ClusterAsync,
-    /// Distributed shared memory with one cluster barrier per step (`rnn_gru_cluster`).
-    ClusterBarrier,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -1,7 +1,8 @@
 //! The device side of [`GpuGru`](super::gru::GpuGru): its sizes, device buffers and the launch of
 //! the rollout kernel the block shape picked (`rnn_gru_shared` or `rnn_gru_stationary`).
 
-use super::gru_shape::{cluster_param, smem_bytes, Path, Shape};
+use super::gru_cluster::cluster_param;
+use super::gru_shape::{smem_bytes, Path, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of};
 use crate::kernels::rnn::gru::THREADS;
 use crate::rnn::reference::RolloutShape;

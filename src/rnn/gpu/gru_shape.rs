@@ -2,14 +2,14 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::{GruExchange, GruLaunch, GruStaging};
-use super::{allow_dynamic_smem, cfg, cooperative_capacity};
+use super::gru::{GruExchange, GruLaunch};
+use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging};
+use super::{allow_dynamic_smem, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
-use crate::kernels::rnn::gru::stationary::cluster::{Variant, CLUSTER};
 use crate::kernels::rnn::gru::THREADS;
 use crate::kernels::KernelId;
-use crate::runtime::{allow_cluster, max_active_clusters, Gpu};
+use crate::runtime::Gpu;
 use crate::{Error, Result};
 use cudarc::driver::CudaFunction;
 
@@ -35,48 +35,6 @@ pub(super) enum Path {
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging),
-}
-
-/// How the cluster kernels stage h0 and x.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Staging {
-    /// `rnn_gru_cluster`, x of every step by register copies.
-    Copies,
-    /// `rnn_gru_cluster`, x of every step by `cp.async` (bit `STAGE_ASYNC`).
-    Async,
-    /// `rnn_gru_cluster_streamed`: x one step at a time by `cp.async`.
-    Streamed,
-}
-
-impl Staging {
-    fn variant(self) -> Variant {
-        match self {
-            Staging::Copies | Staging::Async => Variant::Full,
-            Staging::Streamed => Variant::Streamed,
-        }
-    }
-}
-
-/// The cluster kernel's two exchanges (its `exchange` parameter).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ClusterExchange {
-    /// `st.async` completing bytes on the destination's mbarrier (0).
-    Async,
-    /// `st.shared::cluster` and a cluster barrier per step (1).
-    Barrier,
-}
-
-/// The cluster kernel's `exchange` parameter.
-pub(super) fn cluster_param(ex: ClusterExchange, st: Staging) -> u32 {
-    let e = match ex {
-        ClusterExchange::Async => 0,
-        ClusterExchange::Barrier => gru_stationary::cluster::EXCHANGE_BARRIER,
-    };
-    let s = match st {
-        Staging::Copies | Staging::Streamed => 0,
-        Staging::Async => gru_stationary::cluster::STAGE_ASYNC,
-    };
-    e | s
 }
 
 impl Path {
@@ -323,107 +281,4 @@ pub(super) fn choose_shape(
     let bytes = smem_bytes(Path::Shared, ip, h, shape.rows, shape.units, shape.chunk);
     f.allow(gpu, bytes)?;
     Ok(shape)
-}
-
-/// `PTXFLOW_GRU_EXCHANGE`: `global`, `cluster` (st.async + mbarrier) or `cluster-barrier`; the
-/// exchange [`GruLaunch::exchange`] `None` asks for (unset or other: none in particular).
-fn exchange_from_env() -> Option<GruExchange> {
-    match std::env::var("PTXFLOW_GRU_EXCHANGE").ok()?.as_str() {
-        "global" => Some(GruExchange::Global),
-        "cluster" => Some(GruExchange::ClusterAsync),
-        "cluster-barrier" => Some(GruExchange::ClusterBarrier),
-        _ => None,
-    }
-}
-
-/// `PTXFLOW_GRU_STAGING`: `copies`, `async` or `streamed`; the staging
-/// [`GruLaunch::staging`] `None` asks for (unset or other: streamed).
-fn staging_from_env() -> Option<GruStaging> {
-    match std::env::var("PTXFLOW_GRU_STAGING").ok()?.as_str() {
-        "copies" => Some(GruStaging::Copies),
-        "async" => Some(GruStaging::CpAsync),
-        "streamed" => Some(GruStaging::Streamed),
-        _ => None,
-    }
-}
-
-/// The shape of `rnn_gru_cluster` (16 unit slices of 16 units, one cluster per member and
-/// batch group, gi of every step first), or `None` where it cannot run: a device below sm_90,
-/// sizes other than H = 256 and padded input 128, launch choices it cannot honour, or no
-/// resident cluster. Rows per block: the fewest waves of clusters (members x groups against
-/// the driver's resident count), then the fewest rows.
-#[allow(clippy::too_many_arguments)]
-fn choose_cluster(
-    gpu: &Gpu,
-    members: usize,
-    bp: usize,
-    ip: usize,
-    h: usize,
-    max_steps: usize,
-    launch: GruLaunch,
-    ex: ClusterExchange,
-) -> Result<Option<Shape>> {
-    if gpu.facts().compute_capability.0 < 9
-        || h != 256
-        || ip != 128
-        || launch.stationary == Some(false)
-        || launch.precompute == Some(false)
-        || launch.unit_slices.is_some_and(|s| s != CLUSTER)
-    {
-        return Ok(None);
-    }
-    let rows: Vec<u32> = match launch.rows_per_block {
-        Some(r) if r == 0 || r % 4 != 0 || r > 32 => {
-            return Err(Error::input(format!(
-                "rows per block {r} must be a multiple of 4 and at most 32"
-            )))
-        }
-        Some(r) => vec![r],
-        None => (1..=8).map(|k| 4 * k).collect(),
-    };
-    let units = (h as u32) / CLUSTER;
-    let staging = match launch.staging.or_else(staging_from_env) {
-        Some(GruStaging::Copies) => Staging::Copies,
-        Some(GruStaging::CpAsync) => Staging::Async,
-        Some(GruStaging::Streamed) | None => Staging::Streamed,
-    };
-    let path = Path::Cluster(ex, staging);
-    let id = path.kernel();
-    let kern = gpu.kernel(id)?;
-    allow_cluster(&kern)?;
-    let optin = gpu.facts().max_shared_per_block_optin;
-    let mut best: Option<(Shape, (usize, u32), u32)> = None;
-    for r in rows {
-        let r = r.min(bp as u32);
-        let chunk = max_steps as u32;
-        let bytes = smem_bytes(path, ip, h, r, units, chunk);
-        if bytes > optin {
-            continue;
-        }
-        allow_dynamic_smem(gpu, kern.function(), bytes, id.name())?;
-        let clusters = members * bp.div_ceil(r as usize);
-        let blocks = clusters as u32 * CLUSTER;
-        let shape_cfg = cfg((blocks, 1, 1), THREADS, bytes);
-        let cap = max_active_clusters(&kern, gpu.stream(), shape_cfg, CLUSTER)?;
-        if cap == 0 {
-            continue;
-        }
-        let key = (clusters.div_ceil(cap as usize), r);
-        if best.as_ref().is_none_or(|b| key < b.1) {
-            let shape = Shape {
-                rows: r,
-                slices: CLUSTER,
-                units,
-                chunk,
-                blocks,
-                path,
-            };
-            best = Some((shape, key, bytes));
-        }
-    }
-    let Some((shape, _, bytes)) = best else {
-        return Ok(None);
-    };
-    allow_dynamic_smem(gpu, kern.function(), bytes, id.name())?;
-    Ok(Some(shape))
 }
