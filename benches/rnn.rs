@@ -153,13 +153,18 @@ fn gpu(c: &mut Criterion) {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};
         let one = vec![single.clone()];
+        // `_spread_sends` / `_spread_policy`: the cluster kernels' tuning switches (environment
+        // variables read when the GRU is built).
         for (name, members, ex, staging) in [
             ("gru_rollout_cluster", &one, Mbar, Streamed),
-            ("gru_rollout_cluster_full", &one, Mbar, Copies),
+            ("gru_rollout_cluster_spread_sends", &one, Mbar, Streamed),
+            ("gru_rollout_cluster_spread_policy", &one, Mbar, Streamed),
             ("gru_rollout_cluster_full_cp_async", &one, Mbar, CpAsync),
+            ("gru_rollout_cluster_full", &one, Mbar, Copies),
             ("gru_rollout_cluster_barrier", &one, Bar, Streamed),
             ("gru_ensemble5_cluster", &ens, Mbar, Streamed),
-            ("gru_ensemble5_cluster_full", &ens, Mbar, Copies),
+            ("gru_ensemble5_cluster_spread_sends", &ens, Mbar, Streamed),
+            ("gru_ensemble5_cluster_spread_policy", &ens, Mbar, Streamed),
             ("gru_ensemble5_cluster_full_cp_async", &ens, Mbar, CpAsync),
             ("gru_ensemble5_cluster_barrier", &ens, Bar, Streamed),
         ] {
@@ -169,6 +174,16 @@ fn gpu(c: &mut Criterion) {
     // Kept for the alternating medians after the criterion rows.
     let mut kept: Vec<(&str, GpuGru)> = Vec::new();
     for (name, members, launch) in configs {
+        for (suffix, var) in [
+            ("_spread_sends", "PTXFLOW_GRU_SENDS"),
+            ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY"),
+        ] {
+            if name.ends_with(suffix) {
+                std::env::set_var(var, "spread");
+            } else {
+                std::env::remove_var(var);
+            }
+        }
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
         g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
@@ -228,6 +243,12 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
+            if gg.exchange() != GruExchange::Global {
+                println!(
+                    "SUMMARY gpu/rnn {name} blocks: {}",
+                    block_spans(&st, gg.blocks())
+                );
+            }
         }
         gru_us.push((
             name,
@@ -256,10 +277,24 @@ fn gpu(c: &mut Criterion) {
             gg.check(&s).expect("barriers");
         }
     }
-    for ((name, gg), mut r) in kept.iter().zip(rounds) {
+    // Host time to enqueue 100 calls (no sync inside): what a launch costs the CPU.
+    let host_us: Vec<f64> = kept
+        .iter_mut()
+        .map(|(_, gg)| {
+            let t = Instant::now();
+            for _ in 0..100 {
+                gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                    .expect("rollout");
+            }
+            let e = t.elapsed().as_secs_f64() * 1e4;
+            s.synchronize().expect("sync");
+            e
+        })
+        .collect();
+    for (((name, gg), mut r), host) in kept.iter().zip(rounds).zip(host_us) {
         r.sort_by(f64::total_cmp);
         println!(
-            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; {} blocks of {} rows, exchange {:?}, staging {:?})",
+            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; host enqueue {host:.2} us/call; {} blocks of {} rows, exchange {:?}, staging {:?})",
             r[r.len() / 2],
             r[0],
             r[r.len() - 1],
@@ -414,6 +449,35 @@ fn gpu(c: &mut Criterion) {
         overlapped * 1e6,
         serial / overlapped
     );
+}
+
+/// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
+/// when the blocks started and ended relative to the first start, and how many SMs ran more
+/// than one block.
+fn block_spans(st: &[u64], blocks: usize) -> String {
+    let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize;
+    let b: Vec<(u64, u64, u64)> = (0..blocks)
+        .map(|c| (st[base + 4 * c], st[base + 4 * c + 1], st[base + 4 * c + 2]))
+        .collect();
+    let t0 = b.iter().map(|x| x.0).min().unwrap_or(0);
+    let us = |t: u64| t.wrapping_sub(t0) as f64 / 1e3;
+    let last_start = b.iter().map(|x| x.0).max().unwrap_or(0);
+    let first_end = b.iter().map(|x| x.1).min().unwrap_or(0);
+    let last = b.iter().max_by_key(|x| x.1).copied().unwrap_or((0, 0, 0));
+    let mut per_sm = std::collections::BTreeMap::new();
+    for x in &b {
+        *per_sm.entry(x.2).or_insert(0u32) += 1;
+    }
+    let doubled = per_sm.values().filter(|&&n| n > 1).count();
+    format!(
+        "last start +{:.2} us, first end +{:.2} us, last end +{:.2} us (SM {} with {} blocks); {} SMs, {doubled} of them with 2+ blocks",
+        us(last_start),
+        us(first_end),
+        us(last.1),
+        last.2,
+        per_sm.get(&last.2).copied().unwrap_or(0),
+        per_sm.len()
+    )
 }
 
 fn cpu(c: &mut Criterion) {

@@ -6,7 +6,8 @@
 use super::launch::{Launch, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::sys::{
-    self, CUfunction_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig,
+    self, CUclusterSchedulingPolicy, CUfunction_attribute, CUlaunchAttribute, CUlaunchAttributeID,
+    CUlaunchConfig,
 };
 use cudarc::driver::{CudaStream, LaunchConfig};
 use std::ffi::c_void;
@@ -21,19 +22,30 @@ pub enum RawArg {
     Ref(*const c_void),
 }
 
-/// The cluster-dimension launch attribute `(x, 1, 1)`.
-fn cluster_attribute(x: u32) -> CUlaunchAttribute {
+/// The launch attributes: cluster dimension `(x, 1, 1)` and, when `spread`, the scheduling
+/// policy preference that spreads a cluster's blocks over SMs.
+fn cluster_attributes(x: u32, spread: bool) -> [CUlaunchAttribute; 2] {
     // SAFETY: CUlaunchAttribute is plain C data (an id, padding and a union of plain C data);
     // all-zero bytes are a valid value, and the fields set below are the ones the id selects.
-    let mut attr: CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = x;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    attr
+    let mut attrs: [CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    attrs[0].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[0].value.clusterDim.x = x;
+    attrs[0].value.clusterDim.y = 1;
+    attrs[0].value.clusterDim.z = 1;
+    attrs[1].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    attrs[1].value.clusterSchedulingPolicyPreference = if spread {
+        CUclusterSchedulingPolicy::CU_CLUSTER_SCHEDULING_POLICY_SPREAD
+    } else {
+        CUclusterSchedulingPolicy::CU_CLUSTER_SCHEDULING_POLICY_DEFAULT
+    };
+    attrs
 }
 
-fn config(cfg: &LaunchConfig, stream: &CudaStream, attr: &mut CUlaunchAttribute) -> CUlaunchConfig {
+fn config(
+    cfg: &LaunchConfig,
+    stream: &CudaStream,
+    attrs: &mut [CUlaunchAttribute; 2],
+) -> CUlaunchConfig {
     CUlaunchConfig {
         gridDimX: cfg.grid_dim.0,
         gridDimY: cfg.grid_dim.1,
@@ -43,19 +55,20 @@ fn config(cfg: &LaunchConfig, stream: &CudaStream, attr: &mut CUlaunchAttribute)
         blockDimZ: cfg.block_dim.2,
         sharedMemBytes: cfg.shared_mem_bytes,
         hStream: stream.cu_stream(),
-        attrs: attr,
-        numAttrs: 1,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 2,
     }
 }
 
 impl Launch<'_> {
     /// As [`Launch::launch`], with blocks grouped in clusters of `cluster_x` consecutive blocks
     /// (`cuLaunchKernelEx`, `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`). The grid's x size must be
-    /// a multiple of `cluster_x`; sizes above 8 need [`allow_cluster`] first.
+    /// a multiple of `cluster_x`; sizes above 8 need [`allow_cluster`] first. `spread`: ask the
+    /// scheduler to spread each cluster's blocks over SMs.
     ///
     /// # Safety
     /// As [`Launch::launch`].
-    pub unsafe fn launch_cluster(&mut self, cluster_x: u32) -> Result<()> {
+    pub unsafe fn launch_cluster(&mut self, cluster_x: u32, spread: bool) -> Result<()> {
         self.check()?;
         let name = &self.kernel.signature().name;
         let bad = |problem: String| Error::Launch {
@@ -82,8 +95,8 @@ impl Launch<'_> {
                 ptrs[i] = (&mut values[i] as *mut u64).cast();
             }
         }
-        let mut attr = cluster_attribute(cluster_x);
-        let cfg = config(&self.cfg, self.stream, &mut attr);
+        let mut attrs = cluster_attributes(cluster_x, spread);
+        let cfg = config(&self.cfg, self.stream, &mut attrs);
         self.stream
             .context()
             .bind_to_thread()
@@ -119,17 +132,19 @@ pub fn allow_cluster(kernel: &LoadedKernel) -> Result<()> {
 }
 
 /// Clusters of `cluster_x` blocks of `cfg`'s shape and shared memory that can be resident at
-/// once (`cuOccupancyMaxActiveClusters`; 0 when the kernel cannot run in such clusters).
+/// once (`cuOccupancyMaxActiveClusters`; 0 when the kernel cannot run in such clusters), with
+/// the scheduling policy of [`Launch::launch_cluster`]'s `spread`.
 pub fn max_active_clusters(
     kernel: &LoadedKernel,
     stream: &CudaStream,
     cfg: LaunchConfig,
     cluster_x: u32,
+    spread: bool,
 ) -> Result<u32> {
-    let mut attr = cluster_attribute(cluster_x);
-    let c = config(&cfg, stream, &mut attr);
+    let mut attrs = cluster_attributes(cluster_x, spread);
+    let c = config(&cfg, stream, &mut attrs);
     let mut n: std::ffi::c_int = 0;
-    // SAFETY: `c` is a complete launch configuration whose attribute array (one element) lives
+    // SAFETY: `c` is a complete launch configuration whose attribute array (two elements) lives
     // until the call returns; the function handle belongs to a loaded module.
     unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, kernel.function().cu_function(), &c) }
         .result()

@@ -187,7 +187,11 @@ impl GpuGru {
             hx: zeros(&s, seq, "GRU exchange words")?,
             out: zeros(&s, seq, "GRU output states")?,
             bar: zeros(&s, 4 * e, "GRU barrier words")?,
-            stamps: zeros(&s, STAMPS as usize, "GRU clock stamps")?,
+            stamps: zeros(
+                &s,
+                STAMPS as usize + 4 * shape.blocks as usize,
+                "GRU clock stamps",
+            )?,
         };
         let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
         let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
@@ -230,17 +234,17 @@ impl GpuGru {
     /// How the cluster kernels stage h0 and x (`None` on the other kernels).
     pub fn staging(&self) -> Option<GruStaging> {
         match self.dev.dims.shape.path {
-            Path::Cluster(_, Staging::Copies) => Some(GruStaging::Copies),
-            Path::Cluster(_, Staging::Async) => Some(GruStaging::CpAsync),
-            Path::Cluster(_, Staging::Streamed) => Some(GruStaging::Streamed),
+            Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
+            Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
+            Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
             Path::Shared | Path::Stationary => None,
         }
     }
     /// How the blocks exchange new states each step.
     pub fn exchange(&self) -> GruExchange {
         match self.dev.dims.shape.path {
-            Path::Cluster(ClusterExchange::Async, _) => GruExchange::ClusterAsync,
-            Path::Cluster(ClusterExchange::Barrier, _) => GruExchange::ClusterBarrier,
+            Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
+            Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
             Path::Shared | Path::Stationary => GruExchange::Global,
         }
     }
@@ -288,7 +292,9 @@ impl GpuGru {
     }
 
     /// [`GpuGru::rollout_device`] with block 0's clock stamps (weights in registers only; see
-    /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
+    /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps,
+    /// then (cluster kernels; zeros otherwise) per block c at `STAMPS + 4 c`: `%globaltimer` at
+    /// its start and end (ns) and its SM.
     pub fn rollout_device_stamped(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -305,8 +311,9 @@ impl GpuGru {
         };
         self.dev.launch(stream, &req)?;
         self.check(stream)?;
-        self.dev.state.stamps.set_len(STAMPS as usize)?;
-        let mut out = vec![0u64; STAMPS as usize];
+        let n = STAMPS as usize + 4 * self.dev.dims.shape.blocks as usize;
+        self.dev.state.stamps.set_len(n)?;
+        let mut out = vec![0u64; n];
         self.dev.state.stamps.download_into(stream, &mut out)?;
         Ok(out)
     }

@@ -65,8 +65,28 @@ pub(super) enum ClusterExchange {
     Barrier,
 }
 
+/// Tuning switches of the cluster kernels, from the environment (benchmarks):
+/// `PTXFLOW_GRU_SENDS=spread` (bit `SEND_SPREAD`: the sends of h' by every thread after a block
+/// barrier, not by the cell warps' lane quads) and `PTXFLOW_GRU_CLUSTER_POLICY=spread` (the
+/// launch's cluster scheduling policy preference: spread a cluster's blocks over SMs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Tuning {
+    pub spread_sends: bool,
+    pub spread_policy: bool,
+}
+
+impl Tuning {
+    fn from_env() -> Self {
+        let is = |var: &str, v: &str| std::env::var(var).is_ok_and(|x| x == v);
+        Tuning {
+            spread_sends: is("PTXFLOW_GRU_SENDS", "spread"),
+            spread_policy: is("PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
+        }
+    }
+}
+
 /// The cluster kernel's `exchange` parameter.
-pub(super) fn cluster_param(ex: ClusterExchange, st: Staging) -> u32 {
+pub(super) fn cluster_param(ex: ClusterExchange, st: Staging, tu: Tuning) -> u32 {
     let e = match ex {
         ClusterExchange::Async => 0,
         ClusterExchange::Barrier => gru_stationary::cluster::EXCHANGE_BARRIER,
@@ -75,7 +95,12 @@ pub(super) fn cluster_param(ex: ClusterExchange, st: Staging) -> u32 {
         Staging::Copies | Staging::Streamed => 0,
         Staging::Async => gru_stationary::cluster::STAGE_ASYNC,
     };
-    e | s
+    let t = if tu.spread_sends {
+        gru_stationary::cluster::SEND_SPREAD
+    } else {
+        0
+    };
+    e | s | t
 }
 
 /// `PTXFLOW_GRU_EXCHANGE`: `global`, `cluster` (st.async + mbarrier) or `cluster-barrier`; the
@@ -140,7 +165,8 @@ pub(super) fn choose_cluster(
         Some(GruStaging::CpAsync) => Staging::Async,
         Some(GruStaging::Streamed) | None => Staging::Streamed,
     };
-    let path = Path::Cluster(ex, staging);
+    let tuning = Tuning::from_env();
+    let path = Path::Cluster(ex, staging, tuning);
     let id = path.kernel();
     let kern = gpu.kernel(id)?;
     allow_cluster(&kern)?;
@@ -157,7 +183,13 @@ pub(super) fn choose_cluster(
         let clusters = members * bp.div_ceil(r as usize);
         let blocks = clusters as u32 * CLUSTER;
         let shape_cfg = cfg((blocks, 1, 1), THREADS, bytes);
-        let cap = max_active_clusters(&kern, gpu.stream(), shape_cfg, CLUSTER)?;
+        let cap = max_active_clusters(
+            &kern,
+            gpu.stream(),
+            shape_cfg,
+            CLUSTER,
+            tuning.spread_policy,
+        )?;
         if cap == 0 {
             continue;
         }

@@ -176,7 +176,7 @@ impl Rollout {
         // The cluster kernel's exchange, then (weights in registers) the stamps (the last).
         let no_stamps = 0u64;
         let exchange = match sh.path {
-            Path::Cluster(ex, st) => cluster_param(ex, st),
+            Path::Cluster(ex, st, tu) => cluster_param(ex, st, tu),
             Path::Shared | Path::Stationary => 0,
         };
         if let Path::Cluster(..) = sh.path {
@@ -189,7 +189,7 @@ impl Rollout {
             };
         }
         // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // The stamps pointer is null or holds STAMPS u64.
+        // The stamps pointer is null or holds STAMPS + 4 x (blocks at the largest batch) u64.
         // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
         // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
         // E*steps*Bp*H; bar holds 4 words per member (read count zero between launches: the last
@@ -200,7 +200,7 @@ impl Rollout {
         match sh.path {
             // SAFETY: as above; the clusters (16 blocks of one member and batch group) are the
             // only blocks that communicate, and a cluster's blocks are always co-scheduled.
-            Path::Cluster(..) => unsafe { lb.launch_cluster(sh.slices) }?,
+            Path::Cluster(.., tu) => unsafe { lb.launch_cluster(sh.slices, tu.spread_policy) }?,
             // SAFETY: as above.
             Path::Shared | Path::Stationary => unsafe { lb.launch_cooperative() }?,
         }

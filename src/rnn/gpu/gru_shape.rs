@@ -3,7 +3,7 @@
 //! reports (see [`choose_shape`]).
 
 use super::gru::{GruExchange, GruLaunch};
-use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging};
+use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging, Tuning};
 use super::{allow_dynamic_smem, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
@@ -34,7 +34,7 @@ pub(super) enum Path {
     Stationary,
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
-    Cluster(ClusterExchange, Staging),
+    Cluster(ClusterExchange, Staging, Tuning),
 }
 
 impl Path {
@@ -43,7 +43,7 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
-            Path::Cluster(_, Staging::Streamed) => KernelId::RnnGruClusterStreamed,
+            Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
         }
     }
@@ -96,7 +96,7 @@ pub(super) fn smem_bytes(
     4 * match path {
         Path::Stationary => gru_stationary::smem_floats(rows, ip, h, units, chunk),
         Path::Shared => smem_floats(rows, ip, h, units, chunk),
-        Path::Cluster(_, st) => {
+        Path::Cluster(_, st, _) => {
             gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
         }
     }

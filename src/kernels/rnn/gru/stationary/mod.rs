@@ -85,6 +85,34 @@ impl Stamps {
     }
 }
 
+impl Stamps {
+    /// Cluster kernels: thread 0 of every block writes `%globaltimer` to
+    /// `stamps[STAMPS + 4 block + slot]` when stamping (slot 0 start, 1 end), and at the start
+    /// also `%smid` to slot 2 (the host sizes the array: [`STAMPS`] + 4 blocks).
+    pub fn write_block(&self, b: &mut KernelBuilder, slot: u32) {
+        let base = b.ld_param(&self.param);
+        let nz = b.setp(Cmp::Ne, base, 0u64);
+        let t0 = b.setp(Cmp::Eq, self.tid, 0u32);
+        let on = b.and(nz, t0);
+        b.if_then(on, |b| {
+            let now = b.globaltimer();
+            let base = b.ld_param(&self.param);
+            let base = b.to_global(base);
+            let cta = b.special(Special::CtaidX);
+            let i = b.mad(cta, 4u32, STAMPS + slot);
+            let a = b.index_addr(base, i, 8);
+            b.st(Space::Global, a, now);
+            if slot == 0 {
+                let sm = b.special(Special::SmId);
+                let sm = b.cvt::<U64, U32>(sm);
+                let i = b.mad(cta, 4u32, STAMPS + 2);
+                let a = b.index_addr(base, i, 8);
+                b.st(Space::Global, a, sm);
+            }
+        });
+    }
+}
+
 /// Weight rows a lane group covers (16 lanes x 4 rows).
 pub const ROWS: u32 = 64;
 /// Scratch slots: one per warp (its two half-warps' K slices are added by a shuffle first).

@@ -3,7 +3,7 @@
 
 use super::{cluster_layout, mode_bit, Variant, EXCHANGE_BARRIER};
 use crate::kernels::rnn::barrier::give_up_when_late;
-use crate::kernels::rnn::gru::{Ctx, P};
+use crate::kernels::rnn::gru::{Ctx, P, THREADS};
 use crate::ptx::*;
 
 /// Shared address of mbarrier `which` (0 or 1, a register).
@@ -103,6 +103,53 @@ pub(super) fn send_quad(
                 },
             );
         });
+    });
+}
+
+/// [`SEND_SPREAD`](super::SEND_SPREAD)'s sends of step `t` (all threads, after a block barrier
+/// that follows the cells): pair `i` is chunk `i % chunks` (`chunks` = rows x J / 4 16-byte
+/// pieces of the block's units of h_{t+1}) to the `i / chunks`-th other block of the cluster.
+pub(super) fn send_all(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    v: Variant,
+    mode: &Param<U32>,
+    t: Reg<U32>,
+) {
+    let p = c.p;
+    let quads = b.shr(c.j, 2u32);
+    let chunks = b.mul(c.rows, quads);
+    let others = b.sub(p.slices, 1u32);
+    let pairs = b.mul(chunks, others);
+    let mine = b.cluster_ctarank();
+    let t1 = b.add(t, 1u32);
+    let nxt = b.and(t1, 1u32);
+    let by_barrier = mode_bit(b, mode, EXCHANGE_BARRIER);
+    b.for_range(c.tid, pairs, THREADS, |b, i, _| {
+        let d = b.div(i, chunks);
+        let k = b.rem(i, chunks);
+        let skip = b.setp(Cmp::Ge, d, mine);
+        let step = b.selp(1u32, 0u32, skip);
+        let rank = b.add(d, step);
+        let row = b.div(k, quads);
+        let q = b.rem(k, quads);
+        let lay = cluster_layout(b, c, v);
+        let off = b.mul(nxt, lay.h1);
+        let e = b.mad(row, p.h, c.j0);
+        let e = b.mad(q, 4u32, e);
+        let e = b.add(e, off);
+        let a = b.shared_index(c.smem, e);
+        let vals = b.ld_v4::<U32>(Space::Shared, a);
+        let dst = b.mapa(a, rank);
+        b.if_else(
+            by_barrier,
+            |b| b.st_cluster_v4(dst, vals),
+            |b| {
+                let m = mbarrier(b, c, v, nxt);
+                let rm = b.mapa(m, rank);
+                b.st_async_v4(dst, vals, rm);
+            },
+        );
     });
 }
 

@@ -2,8 +2,8 @@
 
 use super::super::matvec::{hold_rows, partials, sum, Sources};
 use super::super::{Lane, Stamps};
-use super::exchange::{self, last_exchanged, send_quad};
-use super::{cluster_layout, mode_bit, prologue, Variant, EXCHANGE_BARRIER, QS};
+use super::exchange::{self, last_exchanged, send_all, send_quad};
+use super::{cluster_layout, mode_bit, prologue, Variant, EXCHANGE_BARRIER, QS, SEND_SPREAD};
 use crate::kernels::rnn::gru::cell::{new_h, CellAt, NewH};
 use crate::kernels::rnn::gru::exchange::transform;
 use crate::kernels::rnn::gru::{kernel_with, reciprocal, Accounting, Ctx, Exchange, THREADS};
@@ -34,6 +34,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
         let idx = b.mov(i);
         stamps.write(b, idx);
     };
+    stamps.write_block(b, 0);
     at(b, 0);
     b.comment("thread 0: both mbarriers, fenced to the cluster; arm h_1 (M_1) and h_2 (M_0)");
     exchange::init(b, c, v);
@@ -102,6 +103,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
             let t1 = b.add(t, 1u32);
             let last = last_exchanged(b, p);
             let send = b.setp(Cmp::Le, t1, last);
+            let by_quads = mode_bit(b, mode, SEND_SPREAD);
+            let by_quads = b.not(by_quads);
+            let send = b.and(send, by_quads);
             b.if_then(send, |b| {
                 send_quad(b, c, v, mode, hn, ha, nxt);
             });
@@ -112,6 +116,12 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
         let t1 = b.add(t, 1u32);
         let last = last_exchanged(b, p);
         let need = b.setp(Cmp::Le, t1, last);
+        let spread = mode_bit(b, mode, SEND_SPREAD);
+        let spread = b.and(need, spread);
+        b.if_then(spread, |b| {
+            b.bar_sync();
+            send_all(b, c, v, mode, t);
+        });
         let by_barrier = mode_bit(b, mode, EXCHANGE_BARRIER);
         let cluster_sync = b.and(need, by_barrier);
         let no_cluster_sync = b.not(cluster_sync);
@@ -146,4 +156,5 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
         b.cluster_arrive();
         b.cluster_wait();
     });
+    stamps.write_block(b, 1);
 }

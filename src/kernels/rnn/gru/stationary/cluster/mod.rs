@@ -64,6 +64,10 @@ pub const EXCHANGE_BARRIER: u32 = 1;
 /// register copies).
 pub const STAGE_ASYNC: u32 = 2;
 
+/// Bit of the `exchange` parameter: h' is sent by every thread after a block barrier (a 16-byte
+/// chunk of the block's new units to one other block each), not by the cell warps' lane quads.
+pub const SEND_SPREAD: u32 = 4;
+
 /// The shared layout (and how x is staged) of a cluster kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
