@@ -272,8 +272,10 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     };
     let drop = Some(Dropout { p: 0.2, seed: 11 });
     let short = RolloutShape { steps: 3, batch: 9 };
-    // PTXFLOW_SANITIZE_CLUSTER_ONLY=1: only the cluster kernels' cases (racecheck is slow).
-    let cluster_only = std::env::var("PTXFLOW_SANITIZE_CLUSTER_ONLY").is_ok_and(|v| v == "1");
+    // PTXFLOW_SANITIZE_CLUSTER_ONLY=n: only the first n cluster-kernel cases (racecheck is slow).
+    let cluster_only: Option<usize> = std::env::var("PTXFLOW_SANITIZE_CLUSTER_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let old_cases = [
         ("registers, gi first", 100, 256, 1, true, None, held(true)),
         (
@@ -289,7 +291,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         ("ensemble, registers", 128, 256, 2, false, drop, any_held),
         ("ensemble, shared memory", 128, 256, 2, false, None, shared),
     ];
-    let old_cases = if cluster_only {
+    let old_cases = if cluster_only.is_some() {
         &old_cases[..0]
     } else {
         &old_cases[..]
@@ -328,7 +330,10 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
                 true,
                 drop,
             ),
-        ] {
+        ]
+        .into_iter()
+        .take(cluster_only.unwrap_or(usize::MAX))
+        {
             let launch = GruLaunch {
                 exchange: Some(ex),
                 staging: Some(staging),
