@@ -217,7 +217,7 @@ fn gpu(c: &mut Criterion) {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
-            // The cluster kernels issue W_hh's loads first, then stage and compute gi.
+            // The cluster kernels: mbarriers, then W_hh's loads, staging and gi in one phase.
             let prologue = if gg.exchange() == GruExchange::Global {
                 format!(
                     "staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}",
@@ -232,7 +232,7 @@ fn gpu(c: &mut Criterion) {
                 )
             } else {
                 format!(
-                    "W_hh issue {:.2}, staging + gi (every step) {:.2}, cluster barrier {:.2}",
+                    "mbarrier init {:.2}, W_hh issue + staging + gi (every step) {:.2}, cluster barrier {:.2}",
                     us(0),
                     us(1),
                     us(2)

@@ -1,9 +1,9 @@
 //! The cluster kernels' body (see `cluster`'s notes): the prologue's order and the step loop.
 
-use super::super::matvec::{hold_rows, partials, sum, Sources};
+use super::super::matvec::{partials, sum, Sources};
 use super::super::{Lane, Stamps};
 use super::exchange::{self, last_exchanged, send_all, send_quad};
-use super::{cluster_layout, mode_bit, prologue, Variant, EXCHANGE_BARRIER, QS, SEND_SPREAD};
+use super::{cluster_layout, mode_bit, prologue, Variant, EXCHANGE_BARRIER, SEND_SPREAD};
 use crate::kernels::rnn::gru::cell::{new_h, CellAt, NewH};
 use crate::kernels::rnn::gru::exchange::transform;
 use crate::kernels::rnn::gru::{kernel_with, reciprocal, Accounting, Ctx, Exchange, THREADS};
@@ -38,11 +38,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
     at(b, 0);
     b.comment("thread 0: both mbarriers, fenced to the cluster; arm h_1 (M_1) and h_2 (M_0)");
     exchange::init(b, c, v);
-    b.comment("load W_hh into registers first (rows g + 16 q, q < 3: 3J = 48), held throughout");
-    let whh = hold_rows(b, 16, QS, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
     at(b, 1);
-    b.comment("h0 into h buffer 0, gi of every step (W_ih in registers)");
-    prologue::run(b, c, v, &lane, mode);
+    b.comment("W_hh's loads, h0 into h buffer 0, gi of every step (W_ih in registers)");
+    let whh = prologue::run(b, c, v, &lane, mode);
     at(b, 2);
     b.comment("cluster barrier: every block's mbarriers are initialised before remote writes");
     b.cluster_arrive();

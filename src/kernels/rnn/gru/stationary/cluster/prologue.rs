@@ -2,7 +2,7 @@
 //! and gi of every step, `Full` (`stationary`'s precompute with x of every step staged, by
 //! register copies or `cp.async`) or `Streamed` (x one step at a time through two buffers).
 
-use super::super::matvec::{hold_rows, partials, sum, Sources};
+use super::super::matvec::{hold_rows, partials, sum, Held, Sources};
 use super::super::project::{precompute_sums, precompute_with, stage_x};
 use super::super::Lane;
 use super::{cluster_layout, mode_bit, Variant, QS, STAGE_ASYNC};
@@ -10,13 +10,31 @@ use crate::kernels::rnn::gru::tile::{copy_rows, RowCopy};
 use crate::kernels::rnn::gru::{reciprocal, Ctx, THREADS};
 use crate::ptx::*;
 
-/// h0 and gi of every step, ending with every thread's writes made visible to the block by
-/// the caller's barrier (the last block barrier inside, then the caller's cluster barrier).
-pub(super) fn run(b: &mut KernelBuilder, c: &Ctx<'_>, v: Variant, lane: &Lane, mode: &Param<U32>) {
+/// W_hh's loads (rows q < 3, KS = 16: held for the whole rollout, returned), h0 and gi of every
+/// step, ending with a block barrier (the caller's cluster barrier follows). `Full` issues
+/// W_hh's loads first; `Streamed` after W_ih's and the first copies, so that what gi needs
+/// first arrives first and W_hh streams in during the projection.
+pub(super) fn run(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    v: Variant,
+    lane: &Lane,
+    mode: &Param<U32>,
+) -> Held {
     match v {
-        Variant::Full => full(b, c, lane, mode),
+        Variant::Full => {
+            let whh = hold_whh(b, c, lane);
+            full(b, c, lane, mode);
+            whh
+        }
         Variant::Streamed => streamed(b, c, lane),
     }
+}
+
+/// Issues the loads of the lane's W_hh weights (`matvec::hold_rows`, KS = 16, q < 3).
+fn hold_whh(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Held {
+    b.comment("load W_hh into registers (rows g + 16 q, q < 3: 3J = 48), held throughout");
+    hold_rows(b, 16, QS, lane, c.p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr))
 }
 
 /// `Full`: `stationary`'s precompute (phases of two steps) with h0 and x by register copies or,
@@ -62,11 +80,11 @@ fn full(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane, mode: &Param<U32>) {
 }
 
 /// `Streamed`: W_ih held (rows q < 3, KS = 8); h0, x of step 0 and the biases' lines staged;
-/// then per step s: x of step s + 1 copied into the other buffer (`cp.async`; that buffer was
+/// W_hh's loads issued; then per step s: x of step s + 1 copied into the other buffer (`cp.async`; that buffer was
 /// last read by step s - 1's partials, before the barrier that followed them), partials of
 /// `W_ih x_s` into the scratch, barrier, gi of step s (slot sums + b_ih), wait for the copy,
 /// barrier.
-fn streamed(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
+fn streamed(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Held {
     let (p, smem) = (c.p, c.smem);
     b.comment("streamed: W_ih into registers, h0 and x of step 0 by cp.async");
     let wih = hold_rows(b, 8, QS, lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
@@ -76,6 +94,7 @@ fn streamed(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
     let one = b.mov(1u32);
     copy_x_async(b, c, zero, one, lay.x);
     prefetch_biases(b, c);
+    let whh = hold_whh(b, c, lane);
     b.cp_async_wait_all();
     b.bar_sync();
     b.comment("streamed: gi of step s, x of step s + 1 in flight");
@@ -103,6 +122,7 @@ fn streamed(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) {
         b.cp_async_wait_all();
         b.bar_sync();
     });
+    whh
 }
 
 /// gi of step `s` from the scratch: row q, gate row lr = its 8 slot sums in order plus b_ih
