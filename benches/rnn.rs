@@ -170,6 +170,17 @@ fn gpu(c: &mut Criterion) {
         ] {
             configs.push((name, members.clone(), cluster(ex, staging)));
         }
+        // Fewer, larger clusters: 8 and 16 rows per block (4 and 2 clusters of the rollout).
+        for (name, rows) in [
+            ("gru_rollout_cluster_r8", 8),
+            ("gru_rollout_cluster_r16", 16),
+        ] {
+            let l = GruLaunch {
+                rows_per_block: Some(rows),
+                ..cluster(Mbar, Streamed)
+            };
+            configs.push((name, one.clone(), l));
+        }
     }
     // Kept for the alternating medians after the criterion rows.
     let mut kept: Vec<(&str, GpuGru)> = Vec::new();
