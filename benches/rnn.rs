@@ -38,6 +38,7 @@ fn gpu(c: &mut Criterion) {
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
+        ptxflow::kernels::KernelId::RnnGruStationary48,
         ptxflow::kernels::KernelId::RnnGruCluster,
         ptxflow::kernels::KernelId::RnnGruClusterStreamed,
         ptxflow::kernels::KernelId::RnnOrth,
@@ -149,6 +150,8 @@ fn gpu(c: &mut Criterion) {
             launch(8, 13, false),
         ),
     ];
+    // `_rows48`: `rnn_gru_stationary48` (PTXFLOW_GRU_ROWS48=1 while the GRU is built).
+    configs.push(("gru_rollout_rows48", vec![single.clone()], global));
     if sm90 {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};
@@ -185,12 +188,13 @@ fn gpu(c: &mut Criterion) {
     // Kept for the alternating medians after the criterion rows.
     let mut kept: Vec<(&str, GpuGru)> = Vec::new();
     for (name, members, launch) in configs {
-        for (suffix, var) in [
-            ("_spread_sends", "PTXFLOW_GRU_SENDS"),
-            ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY"),
+        for (suffix, var, value) in [
+            ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
+            ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
+            ("_rows48", "PTXFLOW_GRU_ROWS48", "1"),
         ] {
             if name.ends_with(suffix) {
-                std::env::set_var(var, "spread");
+                std::env::set_var(var, value);
             } else {
                 std::env::remove_var(var);
             }
@@ -270,7 +274,11 @@ fn gpu(c: &mut Criterion) {
             gg.projection_steps(),
             gg.stationary(),
         ));
-        if name == "gru_rollout" || name == "gru_ensemble5" || name.contains("_cluster") {
+        if name == "gru_rollout"
+            || name == "gru_ensemble5"
+            || name.contains("_cluster")
+            || name.ends_with("_rows48")
+        {
             kept.push((name, gg));
         }
     }
@@ -305,10 +313,11 @@ fn gpu(c: &mut Criterion) {
     for (((name, gg), mut r), host) in kept.iter().zip(rounds).zip(host_us) {
         r.sort_by(f64::total_cmp);
         println!(
-            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; host enqueue {host:.2} us/call; {} blocks of {} rows, exchange {:?}, staging {:?})",
+            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; host enqueue {host:.2} us/call; {}: {} blocks of {} rows, exchange {:?}, staging {:?})",
             r[r.len() / 2],
             r[0],
             r[r.len() - 1],
+            gg.kernel_name(),
             gg.blocks(),
             gg.rows_per_block(),
             gg.exchange(),

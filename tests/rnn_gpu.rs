@@ -104,8 +104,8 @@ fn gru_case(
     );
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (staging {:?}), rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.staging()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (staging {:?}), {}, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.staging(), g.kernel_name()
     );
     e
 }
@@ -276,7 +276,25 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     let cluster_only: Option<usize> = std::env::var("PTXFLOW_SANITIZE_CLUSTER_ONLY")
         .ok()
         .and_then(|v| v.parse().ok());
+    // 16 slices of 16 units: `rnn_gru_stationary48` under PTXFLOW_GRU_ROWS48=1.
+    let held16 = GruLaunch {
+        unit_slices: Some(16),
+        rows_per_block: Some(4),
+        stationary: Some(true),
+        precompute: Some(true),
+        exchange: None,
+        staging: None,
+    };
     let old_cases = [
+        (
+            "registers, 16 units, gi first",
+            100,
+            256,
+            1,
+            true,
+            drop,
+            held16,
+        ),
         ("registers, gi first", 100, 256, 1, true, None, held(true)),
         (
             "registers, gi per step",

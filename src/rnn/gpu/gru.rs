@@ -228,7 +228,7 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         matches!(
             self.dev.dims.shape.path,
-            Path::Stationary | Path::Cluster(..)
+            Path::Stationary | Path::Stationary48 | Path::Cluster(..)
         )
     }
     /// How the cluster kernels stage h0 and x (`None` on the other kernels).
@@ -237,15 +237,19 @@ impl GpuGru {
             Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
             Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
             Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
-            Path::Shared | Path::Stationary => None,
+            Path::Shared | Path::Stationary | Path::Stationary48 => None,
         }
+    }
+    /// The rollout kernel's entry name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.dev.dims.shape.kernel().name()
     }
     /// How the blocks exchange new states each step.
     pub fn exchange(&self) -> GruExchange {
         match self.dev.dims.shape.path {
             Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
             Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
-            Path::Shared | Path::Stationary => GruExchange::Global,
+            Path::Shared | Path::Stationary | Path::Stationary48 => GruExchange::Global,
         }
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every

@@ -32,6 +32,9 @@ pub(super) enum Path {
     Shared,
     /// W_hh in registers (`rnn_gru_stationary`).
     Stationary,
+    /// As `Stationary` with lanes holding 48 gate rows (`rnn_gru_stationary48`: blocks of at
+    /// most 16 units, gi of every step first; `PTXFLOW_GRU_ROWS48=1`).
+    Stationary48,
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
@@ -43,6 +46,7 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
+            Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
         }
@@ -94,7 +98,9 @@ pub(super) fn smem_bytes(
 ) -> u32 {
     let (ip, h) = (ip as u32, h as u32);
     4 * match path {
-        Path::Stationary => gru_stationary::smem_floats(rows, ip, h, units, chunk),
+        Path::Stationary | Path::Stationary48 => {
+            gru_stationary::smem_floats(rows, ip, h, units, chunk)
+        }
         Path::Shared => smem_floats(rows, ip, h, units, chunk),
         Path::Cluster(_, st, _) => {
             gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
@@ -250,7 +256,7 @@ pub(super) fn choose_shape(
             }
         }
     }
-    if let Some(shape) = best_st {
+    if let Some(mut shape) = best_st {
         let bytes = smem_bytes(
             Path::Stationary,
             ip,
@@ -260,6 +266,13 @@ pub(super) fn choose_shape(
             shape.chunk,
         );
         held.allow(gpu, bytes)?;
+        // Blocks of at most 16 units in precompute mode: the 48-row kernel where asked for (its
+        // registers and shared memory are at most `rnn_gru_stationary`'s: the same residency).
+        let rows48 = std::env::var("PTXFLOW_GRU_ROWS48").is_ok_and(|v| v == "1");
+        if rows48 && shape.chunk != 0 && 3 * shape.units <= 48 {
+            Kernel::new(gpu, KernelId::RnnGruStationary48)?.allow(gpu, bytes)?;
+            shape.path = Path::Stationary48;
+        }
         return Ok(shape);
     }
     let mut shape = best.ok_or(Error::Capacity {

@@ -47,6 +47,7 @@ pub mod cluster;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
+pub mod rows48;
 
 use super::{Ctx, P};
 use crate::kernels::rnn::stamps::{stamping, write_clock};
