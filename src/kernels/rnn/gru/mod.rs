@@ -3,7 +3,11 @@
 //! `crate::rnn::reference`; the f32 transcendentals are `mathf`'s. Two kernels share this
 //! folder's ABI and step structure: `rnn_gru_shared` ([`shared`]: the weights in shared memory,
 //! any H and input width) and `rnn_gru_stationary` ([`stationary`]: W_hh in registers, H = 256
-//! and a padded input of 128). Same maths up to f32 summation order.
+//! and a padded input of 128). Same maths up to f32 summation order. Variants of the second:
+//! `rnn_gru_stationary48` ([`stationary::rows48`]: lanes hold 48 gate rows, for blocks of at
+//! most 16 units) and, on sm_90, `rnn_gru_cluster` / `rnn_gru_cluster_streamed`
+//! ([`stationary::cluster`]: the exchange of steps 3 and 4 in distributed shared memory of
+//! 16-block clusters, no tagged words, no cooperative launch).
 //!
 //! This file holds what both share: the parameters (`P`), the block's place in the grid and
 //! its per-block registers (`Ctx`, built by `block_context`) and the exchange's view of them
