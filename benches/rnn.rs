@@ -150,8 +150,9 @@ fn gpu(c: &mut Criterion) {
             launch(8, 13, false),
         ),
     ];
-    // `_rows48`: `rnn_gru_stationary48` (PTXFLOW_GRU_ROWS48=1 while the GRU is built).
-    configs.push(("gru_rollout_rows48", vec![single.clone()], global));
+    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the default
+    // (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
+    configs.push(("gru_rollout_rows64", vec![single.clone()], global));
     if sm90 {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};
@@ -191,7 +192,7 @@ fn gpu(c: &mut Criterion) {
         for (suffix, var, value) in [
             ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
             ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
-            ("_rows48", "PTXFLOW_GRU_ROWS48", "1"),
+            ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
         ] {
             if name.ends_with(suffix) {
                 std::env::set_var(var, value);
@@ -277,7 +278,7 @@ fn gpu(c: &mut Criterion) {
         if name == "gru_rollout"
             || name == "gru_ensemble5"
             || name.contains("_cluster")
-            || name.ends_with("_rows48")
+            || name.ends_with("_rows64")
         {
             kept.push((name, gg));
         }

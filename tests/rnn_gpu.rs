@@ -276,7 +276,8 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     let cluster_only: Option<usize> = std::env::var("PTXFLOW_SANITIZE_CLUSTER_ONLY")
         .ok()
         .and_then(|v| v.parse().ok());
-    // 16 slices of 16 units: `rnn_gru_stationary48` under PTXFLOW_GRU_ROWS48=1.
+    // 16 slices of 16 units: `rnn_gru_stationary48` (`rnn_gru_stationary` with
+    // PTXFLOW_GRU_ROWS48=0).
     let held16 = GruLaunch {
         unit_slices: Some(16),
         rows_per_block: Some(4),

@@ -2,8 +2,9 @@
 //! kernel (`rnn_gru_stationary` where its sizes allow, else `rnn_gru_shared`; layout and
 //! algorithm in `crate::kernels::rnn::gru`). The host picks the block shape
 //! (batch rows x hidden units per block) and how many steps of the input projection fit in
-//! shared memory, so that every block of every member is resident at once. Opt-in variants:
-//! `rnn_gru_stationary48` (`PTXFLOW_GRU_ROWS48=1`) and the sm_90 cluster kernels
+//! shared memory, so that every block of every member is resident at once. Blocks of at most
+//! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
+//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). Opt-in: the sm_90 cluster kernels
 //! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
 
 use super::gru_cluster::{ClusterExchange, Staging};
