@@ -38,13 +38,8 @@ fn pad_rows(rows: &[f32], width: usize, out: &mut Vec<f32>) {
     }
 }
 
-/// One launch of `id` (the case's members, one batch group of 4 rows each) with `chunk`; returns
-/// `out` (`E x T x B x H`).
-fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
-    run_sliced(id, case, chunk, SLICES)
-}
-
-/// [`run`] with `slices` unit slices per batch group.
+/// One launch of `id` (the case's members, one batch group of 4 rows each, `slices` unit slices)
+/// with `chunk`; returns `out` (`E x T x B x H`).
 fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     // The largest slice: 2 ceil(128 / slices) units (`gru`'s even split).
     let units = 2 * 128u32.div_ceil(slices);
