@@ -11,7 +11,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::GpuChain;
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
 use ptxflow::rnn::gpu::rsvd::GpuRsvd;
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, gru_rollout};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -49,6 +49,9 @@ fn gpu(c: &mut Criterion) {
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
+        ptxflow::kernels::KernelId::RnnGruStationary48,
+        ptxflow::kernels::KernelId::RnnGruCluster,
+        ptxflow::kernels::KernelId::RnnGruClusterStreamed,
         ptxflow::kernels::KernelId::RnnOrth,
         ptxflow::kernels::KernelId::RnnGemmNn,
         ptxflow::kernels::KernelId::RnnGemmNnR8,
@@ -121,7 +124,20 @@ fn gpu(c: &mut Criterion) {
         rows_per_block: Some(rows),
         stationary: Some(held),
         precompute: None,
+        exchange: Some(GruExchange::Global),
+        staging: None,
     };
+    // The rows the issue tracks, exchange pinned (the default may change with the variable).
+    let global = GruLaunch {
+        exchange: Some(GruExchange::Global),
+        ..GruLaunch::default()
+    };
+    let cluster = |ex, staging| GruLaunch {
+        exchange: Some(ex),
+        staging: Some(staging),
+        ..GruLaunch::default()
+    };
+    let sm90 = gpu.facts().compute_capability.0 >= 9;
     let per_step = GruLaunch {
         precompute: Some(false),
         ..GruLaunch::default()
@@ -130,9 +146,9 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
-    for (name, members, launch) in [
-        ("gru_rollout", vec![single.clone()], GruLaunch::default()),
-        ("gru_ensemble5", ens.clone(), GruLaunch::default()),
+    let mut configs = vec![
+        ("gru_rollout", vec![single.clone()], global),
+        ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_shared", vec![single.clone()], shared),
         ("gru_ensemble5_shared", ens.clone(), shared),
         (
@@ -146,7 +162,57 @@ fn gpu(c: &mut Criterion) {
             ens.clone(),
             launch(8, 13, false),
         ),
-    ] {
+    ];
+    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the default
+    // (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
+    configs.push(("gru_rollout_rows64", vec![single.clone()], global));
+    if sm90 {
+        use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
+        use GruStaging::{Copies, CpAsync, Streamed};
+        let one = vec![single.clone()];
+        // `_spread_sends` / `_spread_policy`: the cluster kernels' tuning switches (environment
+        // variables read when the GRU is built).
+        for (name, members, ex, staging) in [
+            ("gru_rollout_cluster", &one, Mbar, Streamed),
+            ("gru_rollout_cluster_spread_sends", &one, Mbar, Streamed),
+            ("gru_rollout_cluster_spread_policy", &one, Mbar, Streamed),
+            ("gru_rollout_cluster_full_cp_async", &one, Mbar, CpAsync),
+            ("gru_rollout_cluster_full", &one, Mbar, Copies),
+            ("gru_rollout_cluster_barrier", &one, Bar, Streamed),
+            ("gru_ensemble5_cluster", &ens, Mbar, Streamed),
+            ("gru_ensemble5_cluster_spread_sends", &ens, Mbar, Streamed),
+            ("gru_ensemble5_cluster_spread_policy", &ens, Mbar, Streamed),
+            ("gru_ensemble5_cluster_full_cp_async", &ens, Mbar, CpAsync),
+            ("gru_ensemble5_cluster_barrier", &ens, Bar, Streamed),
+        ] {
+            configs.push((name, members.clone(), cluster(ex, staging)));
+        }
+        // Fewer, larger clusters: 8 and 16 rows per block (4 and 2 clusters of the rollout).
+        for (name, rows) in [
+            ("gru_rollout_cluster_r8", 8),
+            ("gru_rollout_cluster_r16", 16),
+        ] {
+            let l = GruLaunch {
+                rows_per_block: Some(rows),
+                ..cluster(Mbar, Streamed)
+            };
+            configs.push((name, one.clone(), l));
+        }
+    }
+    // Kept for the alternating medians after the criterion rows.
+    let mut kept: Vec<(&str, GpuGru)> = Vec::new();
+    for (name, members, launch) in configs {
+        for (suffix, var, value) in [
+            ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
+            ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
+            ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
+        ] {
+            if name.ends_with(suffix) {
+                std::env::set_var(var, value);
+            } else {
+                std::env::remove_var(var);
+            }
+        }
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
         g.throughput(Throughput::Elements((members.len() * 10 * 32 * 256) as u64));
         g.bench_function(BenchmarkId::new(name, "t10_b32"), |b| {
@@ -180,12 +246,38 @@ fn gpu(c: &mut Criterion) {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
+            // The cluster kernels: mbarriers, then W_hh's loads, staging and gi in one phase.
+            let prologue = if gg.exchange() == GruExchange::Global {
+                format!(
+                    "staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}",
+                    if gg.projection_steps() > 1 {
+                        "every step"
+                    } else {
+                        "step 0"
+                    },
+                    us(0),
+                    us(1),
+                    us(2)
+                )
+            } else {
+                format!(
+                    "mbarrier init {:.2}, W_hh issue + staging + gi (every step) {:.2}, cluster barrier {:.2}",
+                    us(0),
+                    us(1),
+                    us(2)
+                )
+            };
             println!(
-                "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], next gi + exchange {:.2} [{}]; total {:.2}",
-                if gg.projection_steps() > 1 { "every step" } else { "step 0" },
-                us(0), us(1), us(2), tot(0), list(0), tot(1), list(1), tot(2), list(2),
+                "SUMMARY gpu/rnn {name} phases of block 0 (us at {mhz:.0} MHz): {prologue}; steps: mat-vec {:.2} [{}], cell {:.2} [{}], next gi + exchange {:.2} [{}]; total {:.2}",
+                tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
+            if gg.exchange() != GruExchange::Global {
+                println!(
+                    "SUMMARY gpu/rnn {name} blocks: {}",
+                    block_spans(&st, gg.blocks())
+                );
+            }
         }
         gru_us.push((
             name,
@@ -196,6 +288,55 @@ fn gpu(c: &mut Criterion) {
             gg.projection_steps(),
             gg.stationary(),
         ));
+        if name == "gru_rollout"
+            || name == "gru_ensemble5"
+            || name.contains("_cluster")
+            || name.ends_with("_rows64")
+        {
+            kept.push((name, gg));
+        }
+    }
+    // The issue's two rows and their cluster variants, alternating in rounds (device time per
+    // call over 100 back-to-back calls), medians of 7 rounds.
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); kept.len()];
+    for _ in 0..7 {
+        for ((_, gg), r) in kept.iter_mut().zip(rounds.iter_mut()) {
+            r.push(
+                1e6 * per_call(&s, 100, || {
+                    gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                        .expect("rollout")
+                }),
+            );
+            gg.check(&s).expect("barriers");
+        }
+    }
+    // Host time to enqueue 100 calls (no sync inside): what a launch costs the CPU.
+    let host_us: Vec<f64> = kept
+        .iter_mut()
+        .map(|(_, gg)| {
+            let t = Instant::now();
+            for _ in 0..100 {
+                gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
+                    .expect("rollout");
+            }
+            let e = t.elapsed().as_secs_f64() * 1e4;
+            s.synchronize().expect("sync");
+            e
+        })
+        .collect();
+    for (((name, gg), mut r), host) in kept.iter().zip(rounds).zip(host_us) {
+        r.sort_by(f64::total_cmp);
+        println!(
+            "SUMMARY gpu/rnn alternating {name}: median {:.2} us (min {:.2}, max {:.2}; 7 rounds of 100 calls; host enqueue {host:.2} us/call; {}: {} blocks of {} rows, exchange {:?}, staging {:?})",
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1],
+            gg.kernel_name(),
+            gg.blocks(),
+            gg.rows_per_block(),
+            gg.exchange(),
+            gg.staging()
+        );
     }
 
     // Randomized SVD (A on the device; one sync inside for the small SVD).
@@ -444,6 +585,35 @@ fn gpu(c: &mut Criterion) {
         overlapped * 1e6,
         serial / overlapped
     );
+}
+
+/// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
+/// when the blocks started and ended relative to the first start, and how many SMs ran more
+/// than one block.
+fn block_spans(st: &[u64], blocks: usize) -> String {
+    let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize;
+    let b: Vec<(u64, u64, u64)> = (0..blocks)
+        .map(|c| (st[base + 4 * c], st[base + 4 * c + 1], st[base + 4 * c + 2]))
+        .collect();
+    let t0 = b.iter().map(|x| x.0).min().unwrap_or(0);
+    let us = |t: u64| t.wrapping_sub(t0) as f64 / 1e3;
+    let last_start = b.iter().map(|x| x.0).max().unwrap_or(0);
+    let first_end = b.iter().map(|x| x.1).min().unwrap_or(0);
+    let last = b.iter().max_by_key(|x| x.1).copied().unwrap_or((0, 0, 0));
+    let mut per_sm = std::collections::BTreeMap::new();
+    for x in &b {
+        *per_sm.entry(x.2).or_insert(0u32) += 1;
+    }
+    let doubled = per_sm.values().filter(|&&n| n > 1).count();
+    format!(
+        "last start +{:.2} us, first end +{:.2} us, last end +{:.2} us (SM {} with {} blocks); {} SMs, {doubled} of them with 2+ blocks",
+        us(last_start),
+        us(first_end),
+        us(last.1),
+        last.2,
+        per_sm.get(&last.2).copied().unwrap_or(0),
+        per_sm.len()
+    )
 }
 
 fn cpu(c: &mut Criterion) {

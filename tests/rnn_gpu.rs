@@ -12,7 +12,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruLaunch};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
 use ptxflow::rnn::gpu::rsvd::{GpuRsvd, GEMM_BLOCKS_PER_SM, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
@@ -21,6 +21,7 @@ use ptxflow::rnn::rsvd::rsvd_cpu;
 use ptxflow::rnn::testmat::*;
 use ptxflow::rnn::*;
 use ptxflow::Error;
+use std::io::Write;
 
 fn sanitize() -> bool {
     std::env::var("PTXFLOW_SANITIZE").is_ok_and(|v| v == "1")
@@ -103,8 +104,8 @@ fn gru_case(
     );
     let e = rel_inf(&got, &want);
     eprintln!(
-        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, rel error {e:.2e}",
-        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary()
+        "GRU I={input} H={hidden} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units ({} slices), gi {} steps at once, weights in registers {}, exchange {:?} (staging {:?}), {}, rel error {e:.2e}",
+        shape.steps, shape.batch, dropout.map(|d| d.p), g.blocks(), g.rows_per_block(), g.units_per_block(), g.unit_slices(), g.projection_steps(), g.stationary(), g.exchange(), g.staging(), g.kernel_name()
     );
     e
 }
@@ -210,6 +211,8 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             rows_per_block: Some(16),
             stationary: Some(true),
             precompute: Some(precompute),
+            exchange: None,
+            staging: None,
         };
         let e = gru_case(
             &gpu,
@@ -252,12 +255,16 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         rows_per_block: Some(16),
         stationary: Some(true),
         precompute: Some(precompute),
+        exchange: None,
+        staging: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
         rows_per_block: Some(8),
         stationary: Some(false),
         precompute: None,
+        exchange: None,
+        staging: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -265,7 +272,30 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     };
     let drop = Some(Dropout { p: 0.2, seed: 11 });
     let short = RolloutShape { steps: 3, batch: 9 };
-    for (what, i, h, members, ln, dropout, launch) in [
+    // PTXFLOW_SANITIZE_CLUSTER_ONLY=n: only the first n cluster-kernel cases (racecheck is slow).
+    let cluster_only: Option<usize> = std::env::var("PTXFLOW_SANITIZE_CLUSTER_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    // 16 slices of 16 units: `rnn_gru_stationary48` (`rnn_gru_stationary` with
+    // PTXFLOW_GRU_ROWS48=0).
+    let held16 = GruLaunch {
+        unit_slices: Some(16),
+        rows_per_block: Some(4),
+        stationary: Some(true),
+        precompute: Some(true),
+        exchange: None,
+        staging: None,
+    };
+    let old_cases = [
+        (
+            "registers, 16 units, gi first",
+            100,
+            256,
+            1,
+            true,
+            drop,
+            held16,
+        ),
         ("registers, gi first", 100, 256, 1, true, None, held(true)),
         (
             "registers, gi per step",
@@ -279,9 +309,122 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         ("shared memory", 200, 384, 1, true, drop, shared),
         ("ensemble, registers", 128, 256, 2, false, drop, any_held),
         ("ensemble, shared memory", 128, 256, 2, false, None, shared),
-    ] {
+    ];
+    let old_cases = if cluster_only.is_some() {
+        &old_cases[..0]
+    } else {
+        &old_cases[..]
+    };
+    for &(what, i, h, members, ln, dropout, launch) in old_cases {
         let e = gru_case(gpu, i, h, short, members, ln, dropout, launch);
         assert!(e < 1e-5, "GRU under the sanitizer, {what}: {e:e}");
+    }
+    // PTXFLOW_SANITIZE_NO_CLUSTER=1: none of the cluster kernels' cases.
+    let no_cluster = std::env::var("PTXFLOW_SANITIZE_NO_CLUSTER").is_ok_and(|v| v == "1");
+    if cluster_capable(gpu) && !no_cluster {
+        for (ex, staging, members, ln, dropout) in [
+            (
+                GruExchange::ClusterAsync,
+                GruStaging::Streamed,
+                1,
+                true,
+                None,
+            ),
+            (
+                GruExchange::ClusterAsync,
+                GruStaging::Streamed,
+                2,
+                false,
+                drop,
+            ),
+            (
+                GruExchange::ClusterAsync,
+                GruStaging::CpAsync,
+                1,
+                false,
+                None,
+            ),
+            (
+                GruExchange::ClusterBarrier,
+                GruStaging::Copies,
+                2,
+                true,
+                drop,
+            ),
+        ]
+        .into_iter()
+        .take(cluster_only.unwrap_or(usize::MAX))
+        {
+            let launch = GruLaunch {
+                exchange: Some(ex),
+                staging: Some(staging),
+                ..GruLaunch::default()
+            };
+            let e = gru_case(gpu, 100, 256, short, members, ln, dropout, launch);
+            assert!(
+                e < 1e-5,
+                "GRU under the sanitizer, {ex:?} {staging:?} x {members}: {e:e}"
+            );
+        }
+    }
+}
+
+/// Whether the device runs the cluster kernel (sm_90 or later).
+fn cluster_capable(gpu: &ptxflow::runtime::Gpu) -> bool {
+    gpu.facts().compute_capability.0 >= 9
+}
+
+#[test]
+fn gpu_gru_cluster_exchanges_match_f64_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gru_cluster_exchanges_match_f64_reference") else {
+        return;
+    };
+    if sanitize() {
+        return; // covered by gru_sanitizer_cases
+    }
+    if !cluster_capable(&gpu) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED gpu_gru_cluster_exchanges_match_f64_reference: the device is below sm_90"
+        );
+        return;
+    }
+    let drop = |seed| Some(Dropout { p: 0.2, seed });
+    // (input, steps, batch, members, ln, dropout, rows per block)
+    let all = [
+        (128, 10, 32, 1, false, None, None),
+        (128, 1, 32, 1, false, None, None),
+        (128, 10, 32, 1, true, drop(3), None),
+        (100, 6, 9, 1, true, None, None),
+        (128, 10, 32, 1, false, None, Some(8)),
+        (128, 10, 32, 1, true, None, Some(12)),
+        (128, 10, 32, 1, false, None, Some(32)),
+        (128, 40, 32, 1, false, None, None),
+        (128, 10, 32, 5, false, None, None),
+        (128, 10, 32, 5, true, drop(7), None),
+    ];
+    let few = [all[0], all[3], all[9]];
+    for (ex, staging, cases) in [
+        (GruExchange::ClusterAsync, GruStaging::Streamed, &all[..]),
+        (GruExchange::ClusterBarrier, GruStaging::Streamed, &all[..]),
+        (GruExchange::ClusterAsync, GruStaging::Copies, &few[..]),
+        (GruExchange::ClusterAsync, GruStaging::CpAsync, &few[..]),
+        (GruExchange::ClusterBarrier, GruStaging::Copies, &few[..]),
+    ] {
+        for &(i, t, b, m, ln, dropout, rows) in cases {
+            let launch = GruLaunch {
+                rows_per_block: rows,
+                exchange: Some(ex),
+                staging: Some(staging),
+                ..GruLaunch::default()
+            };
+            let shape = RolloutShape { steps: t, batch: b };
+            let e = gru_case(&gpu, i, 256, shape, m, ln, dropout, launch);
+            assert!(
+                e < 1e-5,
+                "{ex:?} {staging:?}: I={i} T={t} B={b} E={m} ln={ln} rows {rows:?}: {e:e}"
+            );
+        }
     }
 }
 

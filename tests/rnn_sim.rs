@@ -1,8 +1,8 @@
 //! The GRU rollout kernels run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the
 //! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
-//! projection modes and on `rnn_gru_shared`: one GRU with and without layer norm, an ensemble of
-//! 2 with dropout. The interpreter runs the
+//! projection modes and on `rnn_gru_shared`, and with 16 slices on `rnn_gru_stationary48`: one
+//! GRU with and without layer norm, an ensemble of 2 with dropout. The interpreter runs the
 //! whole grid interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a
 //! late block is never given up on.
 
@@ -21,8 +21,6 @@ const HIDDEN: usize = 256;
 const BATCH: usize = 4;
 const STEPS: usize = 3;
 const SLICES: u32 = 13;
-/// Units of the largest slice: 2 floor((s + 1) 128 / 13) - 2 floor(s 128 / 13) <= 20.
-const UNITS: u32 = 20;
 
 /// The rollout's inputs: the members' weights, `x` (`T x B x I`), `h0` (`E x B x H`), dropout.
 struct Case {
@@ -40,9 +38,11 @@ fn pad_rows(rows: &[f32], width: usize, out: &mut Vec<f32>) {
     }
 }
 
-/// One launch of `id` (the case's members, one batch group of 4 rows each) with `chunk`; returns
-/// `out` (`E x T x B x H`).
-fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
+/// One launch of `id` (the case's members, one batch group of 4 rows each, `slices` unit slices)
+/// with `chunk`; returns `out` (`E x T x B x H`).
+fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
+    // The largest slice: 2 ceil(128 / slices) units (`gru`'s even split).
+    let units = 2 * 128u32.div_ceil(slices);
     let ptx = id.build(Target::Sm75).emit().expect("emit");
     let prog = Program::parse(&ptx).expect("the interpreter models the GRU kernel");
     let (h, e) = (HIDDEN, case.members.len());
@@ -77,7 +77,7 @@ fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
         batch,
         128,
         256,
-        SLICES,
+        slices,
         batch,
         chunk,
         u32::from(ln.is_some()),
@@ -88,13 +88,13 @@ fn run(id: KernelId, case: &Case, chunk: u32) -> Vec<f32> {
     ];
     args.extend(sizes.map(Arg::U32));
     args.extend([Arg::F32(ln.map_or(1e-5, |l| l.eps)), Arg::F32(scale)]);
-    let floats = if id == KernelId::RnnGruStationary {
-        args.push(Arg::U64(0));
-        stationary::smem_floats(batch, 128, 256, UNITS, chunk)
+    let floats = if id == KernelId::RnnGruShared {
+        shared::smem_floats(batch, 128, 256, units, chunk)
     } else {
-        shared::smem_floats(batch, 128, 256, UNITS, chunk)
+        args.push(Arg::U64(0));
+        stationary::smem_floats(batch, 128, 256, units, chunk)
     };
-    let grid = Grid::linear(e as u32 * SLICES, 256).with_dyn_shared(4 * floats);
+    let grid = Grid::linear(e as u32 * slices, 256).with_dyn_shared(4 * floats);
     prog.run(grid, &args, &mut mem).expect("the rollout runs");
     let state = mem.download::<u32>("state").expect("state");
     for m in state.chunks_exact(4) {
@@ -135,16 +135,28 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
         };
         let want = gru_ensemble_rollout(&case.members, &case.x, &case.h0, shape, dropout.as_ref())
             .expect("reference");
-        for (id, chunk, what) in [
+        for (id, chunk, slices, what) in [
             (
                 KernelId::RnnGruStationary,
                 STEPS as u32,
+                SLICES,
                 "gi of every step first",
             ),
-            (KernelId::RnnGruStationary, 0, "gi per step"),
-            (KernelId::RnnGruShared, 2, "weights in shared memory"),
+            (KernelId::RnnGruStationary, 0, SLICES, "gi per step"),
+            (
+                KernelId::RnnGruShared,
+                2,
+                SLICES,
+                "weights in shared memory",
+            ),
+            (
+                KernelId::RnnGruStationary48,
+                STEPS as u32,
+                16,
+                "48 gate rows, 16 slices of 16 units",
+            ),
         ] {
-            let got = run(id, &case, chunk);
+            let got = run_sliced(id, &case, chunk, slices);
             let e = rel_inf(&got, &want);
             let label = format!(
                 "{} ({what}), {members} member(s), layer norm {layer_norm}, dropout {}",

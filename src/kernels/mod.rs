@@ -101,6 +101,15 @@ kernel_table! {
     /// GRU rollout (single or ensemble), one persistent cooperative kernel, W_hh in registers
     /// (H = 256, padded input 128).
     RnnGruStationary => rnn::gru::stationary::kernel::build, "rnn_gru_stationary", [Sm75];
+    /// `rnn_gru_stationary` for blocks of at most 16 units (48 gate rows: a quarter fewer held
+    /// registers and fmas), gi of every step first only.
+    RnnGruStationary48 => rnn::gru::stationary::rows48::build, "rnn_gru_stationary48", [Sm75];
+    /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
+    /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
+    RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];
+    /// `rnn_gru_cluster` with x streamed one step at a time (small enough for two blocks of up
+    /// to 16 rows per SM); sm_90 and later.
+    RnnGruClusterStreamed => rnn::gru::stationary::cluster::build_streamed, "rnn_gru_cluster_streamed", [Sm90];
     /// `C = A B`, tiled f32 GEMM with split-K (randomized SVD).
     RnnGemmNn => rnn::gemm::kernel::build_nn, "rnn_gemm_nn", [Sm75];
     /// `C = A^T B`, tiled f32 GEMM with split-K (randomized SVD).

@@ -43,8 +43,10 @@
 mod arith;
 mod atomic;
 mod bits;
+mod cluster;
 mod control;
 mod convert;
+mod cp_async;
 mod decls;
 mod error;
 mod finish;

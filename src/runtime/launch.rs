@@ -22,10 +22,11 @@
 //! # Ok(()) }
 //! ```
 
+use super::cluster::RawArg;
 use crate::ptx::{ParamType, ScalarType, Signature};
 use crate::{Error, Result};
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchArgs,
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchArgs,
     LaunchConfig, PushKernelArg,
 };
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 pub struct LoadedKernel {
     func: CudaFunction,
     sig: Arc<Signature>,
-    call: &'static str,
+    pub(super) call: &'static str,
 }
 
 impl LoadedKernel {
@@ -66,6 +67,8 @@ impl LoadedKernel {
             cfg,
             kinds: [ArgKind::Scalar(ScalarType::U8); MAX_ARGS],
             n: 0,
+            stream,
+            raw: [None; MAX_ARGS],
         }
     }
 }
@@ -129,6 +132,11 @@ pub trait KernelArg<'a> {
     const KIND: ArgKind;
     /// Pushes it onto cudarc's launch arguments.
     fn push(self, args: &mut LaunchArgs<'a>);
+    /// The argument as `cuLaunchKernelEx` takes it ([`Launch::launch_cluster`]); `None`: not
+    /// available for this argument type.
+    fn raw(&self, _stream: &CudaStream) -> Option<RawArg> {
+        None
+    }
 }
 
 arg_elem!(u8 => U8, i8 => S8, u16 => U16, i16 => S16, u32 => U32, i32 => S32, u64 => U64,
@@ -140,6 +148,9 @@ impl<'a, T: ArgElem + DeviceRepr> KernelArg<'a> for &'a T {
     fn push(self, args: &mut LaunchArgs<'a>) {
         args.arg(self);
     }
+    fn raw(&self, _stream: &CudaStream) -> Option<RawArg> {
+        Some(RawArg::Ref(*self as *const T as *const std::ffi::c_void))
+    }
 }
 
 impl<'a, T: ArgElem> KernelArg<'a> for &'a CudaSlice<T> {
@@ -147,6 +158,9 @@ impl<'a, T: ArgElem> KernelArg<'a> for &'a CudaSlice<T> {
     #[inline(always)]
     fn push(self, args: &mut LaunchArgs<'a>) {
         args.arg(self);
+    }
+    fn raw(&self, stream: &CudaStream) -> Option<RawArg> {
+        Some(RawArg::Value(DevicePtr::device_ptr(&**self, stream).0))
     }
 }
 
@@ -156,6 +170,9 @@ impl<'a, T: ArgElem> KernelArg<'a> for &'a mut CudaSlice<T> {
     fn push(self, args: &mut LaunchArgs<'a>) {
         args.arg(self);
     }
+    fn raw(&self, stream: &CudaStream) -> Option<RawArg> {
+        Some(RawArg::Value(DevicePtr::device_ptr(&**self, stream).0))
+    }
 }
 
 impl<'a, 'b: 'a, T: ArgElem> KernelArg<'a> for &'a CudaView<'b, T> {
@@ -163,6 +180,9 @@ impl<'a, 'b: 'a, T: ArgElem> KernelArg<'a> for &'a CudaView<'b, T> {
     #[inline(always)]
     fn push(self, args: &mut LaunchArgs<'a>) {
         args.arg(self);
+    }
+    fn raw(&self, stream: &CudaStream) -> Option<RawArg> {
+        Some(RawArg::Value(DevicePtr::device_ptr(&**self, stream).0))
     }
 }
 
@@ -172,15 +192,20 @@ impl<'a, 'b: 'a, T: ArgElem> KernelArg<'a> for &'a mut CudaViewMut<'b, T> {
     fn push(self, args: &mut LaunchArgs<'a>) {
         args.arg(self);
     }
+    fn raw(&self, stream: &CudaStream) -> Option<RawArg> {
+        Some(RawArg::Value(DevicePtr::device_ptr(&**self, stream).0))
+    }
 }
 
 /// One launch being assembled; see the module docs.
 pub struct Launch<'a> {
     args: LaunchArgs<'a>,
-    kernel: &'a LoadedKernel,
-    cfg: LaunchConfig,
+    pub(super) kernel: &'a LoadedKernel,
+    pub(super) cfg: LaunchConfig,
     kinds: [ArgKind; MAX_ARGS],
-    n: usize,
+    pub(super) n: usize,
+    pub(super) stream: &'a CudaStream,
+    pub(super) raw: [Option<RawArg>; MAX_ARGS],
 }
 
 impl<'a> Launch<'a> {
@@ -189,6 +214,9 @@ impl<'a> Launch<'a> {
     pub fn arg<A: KernelArg<'a>>(&mut self, a: A) -> &mut Self {
         if let Some(k) = self.kinds.get_mut(self.n) {
             *k = A::KIND;
+        }
+        if let Some(r) = self.raw.get_mut(self.n) {
+            *r = a.raw(self.stream);
         }
         self.n += 1;
         a.push(&mut self.args);

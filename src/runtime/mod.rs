@@ -2,6 +2,7 @@
 //! kernel table but no domain. Nothing here panics for want of a GPU: [`Gpu::new`] says why.
 
 mod buffer;
+mod cluster;
 mod device;
 mod device_choice;
 mod jit_cache;
@@ -14,6 +15,7 @@ mod streams;
 mod timer;
 
 pub use buffer::DeviceBuffer;
+pub use cluster::{allow_cluster, max_active_clusters, RawArg};
 pub use device::{DeviceFacts, Gpu};
 pub use device_choice::{Choice, Device};
 pub use jit_cache::{jit_cache_dir, jit_cache_has, jit_stats, precompile, JitStats};

@@ -2,8 +2,13 @@
 //! kernel (`rnn_gru_stationary` where its sizes allow, else `rnn_gru_shared`; layout and
 //! algorithm in `crate::kernels::rnn::gru`). The host picks the block shape
 //! (batch rows x hidden units per block) and how many steps of the input projection fit in
-//! shared memory, so that every block of every member is resident at once.
+//! shared memory, so that every block of every member is resident at once. Blocks of at most
+//! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
+//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). Opt-in: the sm_90 cluster kernels
+//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
 
+use super::gru_cluster::{ClusterExchange, Staging};
+pub use super::gru_cluster::{GruExchange, GruStaging};
 use super::gru_launch::{Dims, Request, Rollout, Stamping, State, Weights};
 use super::gru_shape::{choose_shape, Path};
 use super::zeros;
@@ -32,6 +37,14 @@ pub struct GruLaunch {
     /// registers meanwhile; x and gi of `max_steps` steps must fit in shared memory) rather than
     /// step by step from W_ih in shared memory. `None`: whenever it fits.
     pub precompute: Option<bool>,
+    /// How the blocks of a batch group exchange their new states each step. `None`: as the
+    /// `PTXFLOW_GRU_EXCHANGE` variable says (`global`, `cluster`, `cluster-barrier`; a cluster
+    /// exchange only where it can run), else through global memory. `Some` of a cluster
+    /// exchange fails with `Input` where it cannot run.
+    pub exchange: Option<GruExchange>,
+    /// Cluster exchanges only: how h0 and x reach shared memory. `None`: as
+    /// `PTXFLOW_GRU_STAGING` says (`copies`, `async`, `streamed`), else streamed.
+    pub staging: Option<GruStaging>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -177,7 +190,11 @@ impl GpuGru {
             hx: zeros(&s, seq, "GRU exchange words")?,
             out: zeros(&s, seq, "GRU output states")?,
             bar: zeros(&s, 4 * e, "GRU barrier words")?,
-            stamps: zeros(&s, STAMPS as usize, "GRU clock stamps")?,
+            stamps: zeros(
+                &s,
+                STAMPS as usize + 4 * shape.blocks as usize,
+                "GRU clock stamps",
+            )?,
         };
         let x = zeros(&s, max_steps * bp * input_pad, "GRU input sequence")?;
         let h0 = zeros(&s, e * bp * hidden, "GRU initial state")?;
@@ -212,7 +229,31 @@ impl GpuGru {
     }
     /// Whether the weights are held in registers (`gru::stationary`).
     pub fn stationary(&self) -> bool {
-        self.dev.dims.shape.path == Path::Stationary
+        matches!(
+            self.dev.dims.shape.path,
+            Path::Stationary | Path::Stationary48 | Path::Cluster(..)
+        )
+    }
+    /// How the cluster kernels stage h0 and x (`None` on the other kernels).
+    pub fn staging(&self) -> Option<GruStaging> {
+        match self.dev.dims.shape.path {
+            Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
+            Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
+            Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
+            Path::Shared | Path::Stationary | Path::Stationary48 => None,
+        }
+    }
+    /// The rollout kernel's entry name.
+    pub fn kernel_name(&self) -> &'static str {
+        self.dev.dims.shape.kernel().name()
+    }
+    /// How the blocks exchange new states each step.
+    pub fn exchange(&self) -> GruExchange {
+        match self.dev.dims.shape.path {
+            Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
+            Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
+            Path::Shared | Path::Stationary | Path::Stationary48 => GruExchange::Global,
+        }
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every
     /// step before step 0, or 1).
@@ -257,8 +298,10 @@ impl GpuGru {
         self.dev.launch(stream, &req)
     }
 
-    /// [`GpuGru::rollout_device`] with block 0's clock stamps (weight-stationary path only; see
-    /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps.
+    /// [`GpuGru::rollout_device`] with block 0's clock stamps (weights in registers only; see
+    /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps,
+    /// then (cluster kernels; zeros otherwise) per block c at `STAMPS + 4 c`: `%globaltimer` at
+    /// its start and end (ns) and its SM.
     pub fn rollout_device_stamped(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -275,8 +318,9 @@ impl GpuGru {
         };
         self.dev.launch(stream, &req)?;
         self.check(stream)?;
-        self.dev.state.stamps.set_len(STAMPS as usize)?;
-        let mut out = vec![0u64; STAMPS as usize];
+        let n = STAMPS as usize + 4 * self.dev.dims.shape.blocks as usize;
+        self.dev.state.stamps.set_len(n)?;
+        let mut out = vec![0u64; n];
         self.dev.state.stamps.download_into(stream, &mut out)?;
         Ok(out)
     }

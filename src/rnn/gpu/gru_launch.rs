@@ -1,6 +1,7 @@
 //! The device side of [`GpuGru`](super::gru::GpuGru): its sizes, device buffers and the launch of
 //! the rollout kernel the block shape picked (`rnn_gru_shared` or `rnn_gru_stationary`).
 
+use super::gru_cluster::cluster_param;
 use super::gru_shape::{smem_bytes, Path, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of};
 use crate::kernels::rnn::gru::THREADS;
@@ -108,7 +109,7 @@ impl Rollout {
             dr.validate()?;
         }
         let sh = d.shape;
-        if req.stamping == Stamping::On && sh.path != Path::Stationary {
+        if req.stamping == Stamping::On && sh.path == Path::Shared {
             return Err(Error::input(
                 "GRU clock stamps need the weight-stationary kernel (this GRU uses rnn_gru_shared)",
             ));
@@ -172,16 +173,23 @@ impl Rollout {
             .arg(&seed_lo)
             .arg(&seed_hi);
         lb.arg(&d.ln_eps).arg(&scale);
-        // Only the weight-stationary kernel has the stamps parameter (its last).
+        // The cluster kernel's exchange, then (weights in registers) the stamps (the last).
         let no_stamps = 0u64;
-        if sh.path == Path::Stationary {
+        let exchange = match sh.path {
+            Path::Cluster(ex, st, tu) => cluster_param(ex, st, tu),
+            Path::Shared | Path::Stationary | Path::Stationary48 => 0,
+        };
+        if let Path::Cluster(..) = sh.path {
+            lb.arg(&exchange);
+        }
+        if sh.path != Path::Shared {
             match req.stamping {
                 Stamping::On => lb.arg(st.stamps.slice_mut()),
                 Stamping::Off => lb.arg(&no_stamps),
             };
         }
         // SAFETY: (argument types and block shape are checked against the kernel's contract)
-        // The stamps pointer is null or holds STAMPS u64.
+        // The stamps pointer is null or holds STAMPS + 4 x (blocks at the largest batch) u64.
         // Sizes: x >= steps*Bp*Ip and h0 >= E*Bp*H (checked above); weights, biases and layer-norm
         // arrays hold E members with the padded input; hx/out hold E*max_steps*maxBp*H >=
         // E*steps*Bp*H; bar holds 4 words per member (read count zero between launches: the last
@@ -189,7 +197,15 @@ impl Rollout {
         // for this shape and `chunk`; the grid fits the co-resident capacity (checked when the
         // shape was chosen, and a smaller batch only removes blocks) and the cooperative launch
         // refuses a grid that does not.
-        unsafe { lb.launch_cooperative() }?;
+        match sh.path {
+            // SAFETY: as above; the clusters (16 blocks of one member and batch group) are the
+            // only blocks that communicate, and a cluster's blocks are always co-scheduled.
+            Path::Cluster(.., tu) => unsafe { lb.launch_cluster(sh.slices, tu.spread_policy) }?,
+            // SAFETY: as above.
+            Path::Shared | Path::Stationary | Path::Stationary48 => {
+                unsafe { lb.launch_cooperative() }?
+            }
+        }
         st.out.set_len(d.members * shape.steps * bp * d.hidden)?;
         Ok(())
     }

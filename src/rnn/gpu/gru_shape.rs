@@ -2,7 +2,8 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::GruLaunch;
+use super::gru::{GruExchange, GruLaunch};
+use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging, Tuning};
 use super::{allow_dynamic_smem, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
@@ -31,6 +32,12 @@ pub(super) enum Path {
     Shared,
     /// W_hh in registers (`rnn_gru_stationary`).
     Stationary,
+    /// As `Stationary` with lanes holding 48 gate rows (`rnn_gru_stationary48`: blocks of at
+    /// most 16 units, gi of every step first; the default there unless `PTXFLOW_GRU_ROWS48=0`).
+    Stationary48,
+    /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
+    /// the kernel's `exchange` parameter).
+    Cluster(ClusterExchange, Staging, Tuning),
 }
 
 impl Path {
@@ -39,6 +46,9 @@ impl Path {
         match self {
             Path::Shared => KernelId::RnnGruShared,
             Path::Stationary => KernelId::RnnGruStationary,
+            Path::Stationary48 => KernelId::RnnGruStationary48,
+            Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
+            Path::Cluster(..) => KernelId::RnnGruCluster,
         }
     }
 }
@@ -86,11 +96,16 @@ pub(super) fn smem_bytes(
     units: u32,
     chunk: u32,
 ) -> u32 {
-    let f = match path {
-        Path::Stationary => gru_stationary::smem_floats,
-        Path::Shared => smem_floats,
-    };
-    4 * f(rows, ip as u32, h as u32, units, chunk)
+    let (ip, h) = (ip as u32, h as u32);
+    4 * match path {
+        Path::Stationary | Path::Stationary48 => {
+            gru_stationary::smem_floats(rows, ip, h, units, chunk)
+        }
+        Path::Shared => smem_floats(rows, ip, h, units, chunk),
+        Path::Cluster(_, st, _) => {
+            gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
+        }
+    }
 }
 
 /// The block shape. Candidates: rows in {4, 8, 16, 32} and as many slices as fill the SMs at
@@ -111,6 +126,28 @@ pub(super) fn choose_shape(
     max_steps: usize,
     launch: GruLaunch,
 ) -> Result<Shape> {
+    let wanted = match launch.exchange {
+        Some(e) => Some(e),
+        None => exchange_from_env(),
+    };
+    let cluster = match wanted {
+        Some(GruExchange::ClusterAsync) => Some(ClusterExchange::Async),
+        Some(GruExchange::ClusterBarrier) => Some(ClusterExchange::Barrier),
+        Some(GruExchange::Global) | None => None,
+    };
+    if let Some(ex) = cluster {
+        match choose_cluster(gpu, members, bp, ip, h, max_steps, launch, ex)? {
+            Some(shape) => return Ok(shape),
+            None if launch.exchange.is_some() => {
+                return Err(Error::input(
+                    "the cluster exchange needs sm_90 or later, hidden 256, an input of at most \
+                     128, weights in registers, gi of every step first, 16 unit slices and a \
+                     cluster that fits",
+                ))
+            }
+            None => {}
+        }
+    }
     let held = Kernel::new(gpu, KernelId::RnnGruStationary)?;
     let f = Kernel::new(gpu, KernelId::RnnGruShared)?;
     let (hu, e) = (h as u32, members as u64);
@@ -219,7 +256,7 @@ pub(super) fn choose_shape(
             }
         }
     }
-    if let Some(shape) = best_st {
+    if let Some(mut shape) = best_st {
         let bytes = smem_bytes(
             Path::Stationary,
             ip,
@@ -229,6 +266,14 @@ pub(super) fn choose_shape(
             shape.chunk,
         );
         held.allow(gpu, bytes)?;
+        // Blocks of at most 16 units in precompute mode: the 48-row kernel (measured 7% faster
+        // on the T=10 B=32 rollout; its registers and shared memory are at most
+        // `rnn_gru_stationary`'s: the same residency). PTXFLOW_GRU_ROWS48=0 keeps the 64-row one.
+        let rows48 = std::env::var("PTXFLOW_GRU_ROWS48").map_or(true, |v| v != "0");
+        if rows48 && shape.chunk != 0 && 3 * shape.units <= 48 {
+            Kernel::new(gpu, KernelId::RnnGruStationary48)?.allow(gpu, bytes)?;
+            shape.path = Path::Stationary48;
+        }
         return Ok(shape);
     }
     let mut shape = best.ok_or(Error::Capacity {

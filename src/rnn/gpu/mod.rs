@@ -6,6 +6,7 @@
 pub mod chain;
 pub mod dense;
 pub mod gru;
+mod gru_cluster;
 mod gru_launch;
 mod gru_shape;
 pub mod lowrank;

@@ -43,6 +43,48 @@ pub(super) fn cell(
     state: NewState,
 ) {
     let p = ex.p;
+    let NewH {
+        h: hn,
+        at: ha,
+        unit,
+    } = new_h(b, ex, at, o_gi, gh);
+    if state == NewState::AlsoShared {
+        b.st(Space::Shared, ha, hn);
+    }
+    // Word index ((e T + t) Bp + row0 + row) H + unit, shared by hx and out.
+    let wi = ex.word_index(b, at.t, at.row);
+    let wi = b.add(wi, unit);
+    let tag = b.add(ex.epoch, at.t);
+    let tag = b.add(tag, 1u32);
+    let bits = b.bitcast::<U32, F32>(hn);
+    let word = b.pack64::<U64>(bits, tag);
+    let xa = b.index_addr(p.hx, wi, 8);
+    b.st_relaxed_gpu(xa, word);
+    let transformed = b.or(p.ln, p.drop);
+    let raw = b.not(transformed);
+    b.if_then(raw, |b| {
+        let oa = b.index_addr(p.out, wi, 4);
+        b.st(Space::Global, oa, hn);
+    });
+}
+
+/// The new state of one cell ([`new_h`]): h', the shared address of its h element (row `row`
+/// of the rows at `o_h`) and the unit.
+pub(super) struct NewH {
+    pub h: Reg<F32>,
+    pub at: Reg<U32>,
+    pub unit: Reg<U32>,
+}
+
+/// The gates and h' of the calling thread's (row, unit) `at` (h from the rows at `ex.o_h`).
+pub(super) fn new_h(
+    b: &mut KernelBuilder,
+    ex: &Exchange<'_>,
+    at: &CellAt,
+    o_gi: Reg<U32>,
+    gh: &GateSum<'_>,
+) -> NewH {
+    let p = ex.p;
     let smem = ex.smem;
     let (row, jj) = (at.row, at.jj);
     let unit = b.add(ex.j0, jj);
@@ -87,22 +129,9 @@ pub(super) fn cell(
     let hprev = b.ld::<F32>(Space::Shared, ha);
     let d = b.sub(hprev, n);
     let hn = b.fma(zg, d, n);
-    if state == NewState::AlsoShared {
-        b.st(Space::Shared, ha, hn);
+    NewH {
+        h: hn,
+        at: ha,
+        unit,
     }
-    // Word index ((e T + t) Bp + row0 + row) H + unit, shared by hx and out.
-    let wi = ex.word_index(b, at.t, row);
-    let wi = b.add(wi, unit);
-    let tag = b.add(ex.epoch, at.t);
-    let tag = b.add(tag, 1u32);
-    let bits = b.bitcast::<U32, F32>(hn);
-    let word = b.pack64::<U64>(bits, tag);
-    let xa = b.index_addr(p.hx, wi, 8);
-    b.st_relaxed_gpu(xa, word);
-    let transformed = b.or(p.ln, p.drop);
-    let raw = b.not(transformed);
-    b.if_then(raw, |b| {
-        let oa = b.index_addr(p.out, wi, 4);
-        b.st(Space::Global, oa, hn);
-    });
 }

@@ -3,7 +3,11 @@
 //! `crate::rnn::reference`; the f32 transcendentals are `mathf`'s. Two kernels share this
 //! folder's ABI and step structure: `rnn_gru_shared` ([`shared`]: the weights in shared memory,
 //! any H and input width) and `rnn_gru_stationary` ([`stationary`]: W_hh in registers, H = 256
-//! and a padded input of 128). Same maths up to f32 summation order.
+//! and a padded input of 128). Same maths up to f32 summation order. Variants of the second:
+//! `rnn_gru_stationary48` ([`stationary::rows48`]: lanes hold 48 gate rows, for blocks of at
+//! most 16 units) and, on sm_90, `rnn_gru_cluster` / `rnn_gru_cluster_streamed`
+//! ([`stationary::cluster`]: the exchange of steps 3 and 4 in distributed shared memory of
+//! 16-block clusters, no tagged words, no cooperative launch).
 //!
 //! This file holds what both share: the parameters (`P`), the block's place in the grid and
 //! its per-block registers (`Ctx`, built by `block_context`) and the exchange's view of them
@@ -266,6 +270,24 @@ pub(super) fn kernel(
     name: &str,
     body: impl FnOnce(&mut KernelBuilder, &Ctx<'_>),
 ) -> Module {
+    kernel_with(target, name, Accounting::Epoch, body)
+}
+
+/// Whether a kernel keeps the launch epoch of the tagged exchange words (`Epoch`: read it and
+/// count the block in, see [`block_context`]) or exchanges without tags (`None`: `epoch` is 0).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Accounting {
+    Epoch,
+    None,
+}
+
+/// [`kernel`] with the epoch accounting `acc`.
+pub(super) fn kernel_with(
+    target: Target,
+    name: &str,
+    acc: Accounting,
+    body: impl FnOnce(&mut KernelBuilder, &Ctx<'_>),
+) -> Module {
     let mut b = KernelBuilder::new(name);
     b.reqntid(THREADS, 1, 1);
     // Two blocks per SM (128 registers) so that an ensemble's grid can be resident.
@@ -273,7 +295,7 @@ pub(super) fn kernel(
     let p = params(&mut b);
     let smem = b.dynamic_shared::<F32>("smem");
     b.comment("block -> (member, batch group, unit slice), member offsets, epoch");
-    let c = block_context(&mut b, &p, &smem);
+    let c = block_context(&mut b, &p, &smem, acc);
     body(&mut b, &c);
     Module::single(target, b.finish())
 }
@@ -281,7 +303,12 @@ pub(super) fn kernel(
 /// The block's place in the grid (member, batch group, unit slice; see the module notes), its
 /// member's offsets and this launch's epoch. Thread 0 counts the block in once every thread has
 /// read the epoch.
-fn block_context<'a>(b: &mut KernelBuilder, p: &'a P, smem: &'a SharedArray<F32>) -> Ctx<'a> {
+fn block_context<'a>(
+    b: &mut KernelBuilder,
+    p: &'a P,
+    smem: &'a SharedArray<F32>,
+    acc: Accounting,
+) -> Ctx<'a> {
     let tid = b.special(Special::TidX);
     let lane = b.and(tid, 31u32);
     let warp = b.shr(tid, 5u32);
@@ -315,6 +342,30 @@ fn block_context<'a>(b: &mut KernelBuilder, p: &'a P, smem: &'a SharedArray<F32>
     let w_ih_base = b.mul(bias_base, p.ip);
     let w_hh_base = b.mul(bias_base, p.h);
     let x_base = b.mul(e, p.x_member_stride);
+    if acc == Accounting::None {
+        let epoch = b.mov(0u32);
+        let member_steps = b.mul(e, p.steps);
+        return Ctx {
+            p,
+            smem,
+            tid,
+            lane,
+            warp,
+            e,
+            member_steps,
+            row0,
+            rows,
+            j0,
+            j1,
+            j,
+            r3,
+            bias_base,
+            w_ih_base,
+            w_hh_base,
+            x_base,
+            epoch,
+        };
+    }
     let state_bytes = b.mul_wide(e, 16u32);
     let epoch_a = b.add(p.state, state_bytes);
     let epoch = b.ld::<U32>(Space::Global, epoch_a);

@@ -5,9 +5,11 @@
 use super::{Lane, ROW_STRIDE, SLOTS};
 use crate::ptx::*;
 
-/// Registers holding a lane's weights: `w[q * KS/4 + m]` is rows `g + 16 q`, k `slot KS + 4m ..`.
+/// Registers holding a lane's weights: `w[q * KS/4 + m]` is rows `g + 16 q` (q < `qs`), k
+/// `slot KS + 4m ..`.
 pub(super) struct Held {
     pub ks: u32,
+    pub qs: u32,
     pub w: Vec<[Reg<F32>; 4]>,
 }
 
@@ -21,10 +23,24 @@ pub(super) fn hold(
     r3: Reg<U32>,
     row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
 ) -> Held {
+    hold_rows(b, ks, 4, lane, base, r3, row_elem)
+}
+
+/// [`hold`] of rows `g + 16 q` for q < `qs` only (`qs` = 3 when 3J = 48: a quarter fewer
+/// registers and fmas than the 64 rows of [`hold`]).
+pub(super) fn hold_rows(
+    b: &mut KernelBuilder,
+    ks: u32,
+    qs: u32,
+    lane: &Lane,
+    base: Reg<U64>,
+    r3: Reg<U32>,
+    row_elem: &dyn Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
+) -> Held {
     let last = b.sub(r3, 1u32);
     let k0 = b.mul(lane.slot, ks);
-    let mut w = Vec::with_capacity((ks as usize / 4) * 4);
-    for q in 0..4u32 {
+    let mut w = Vec::with_capacity((ks * qs) as usize / 4);
+    for q in 0..qs {
         let lr = b.add(lane.g, 16 * q);
         let lr = b.min(lr, last);
         let e = row_elem(b, lr);
@@ -34,7 +50,7 @@ pub(super) fn hold(
             w.push(b.ld_v4::<F32>(Space::GlobalNc, a.off(16 * i64::from(m))));
         }
     }
-    Held { ks, w }
+    Held { ks, qs, w }
 }
 
 /// The source of one [`partials`]: `rows` (a multiple of 4, at most `Bg`) rows at shared offset
@@ -61,7 +77,7 @@ pub(super) fn partials(
         rows,
         scratch,
     } = *from;
-    let ks = held.ks;
+    let (ks, qs) = (held.ks, held.qs);
     let k0 = b.mul(lane.slot, ks);
     let src0 = b.add(src, k0);
     // Slot (warp) stride rows x ROW_STRIDE; the lane stores rows r0 + 2 half + i, units g + 16 q.
@@ -75,7 +91,7 @@ pub(super) fn partials(
     // 0..8 of both halves are the rows it keeps and 8..16 the rows its partner keeps.
     let hoff = b.mul(h2, kbytes);
     b.for_range(0u32, rows, 4u32, |b, r0, _| {
-        let acc: Vec<Reg<F32>> = (0..16).map(|_| b.mov(0.0f32)).collect();
+        let acc: Vec<Reg<F32>> = (0..4 * qs).map(|_| b.mov(0.0f32)).collect();
         let first = b.mad(r0, k, src0);
         let a0 = b.shared_index(smem, first);
         let ra = b.add(a0, hoff);
@@ -95,10 +111,11 @@ pub(super) fn partials(
             for (bb, a) in rowa.iter().enumerate() {
                 let h = b.ld_v4::<F32>(Space::Shared, a.off(16 * i64::from(m)));
                 for (i, &hv) in h.iter().enumerate() {
-                    for q in 0..4 {
+                    for q in 0..qs {
                         let w = held.w[(q * (ks / 4) + m) as usize][i];
-                        let s = b.fma(hv, w, acc[bb * 4 + q as usize]);
-                        b.mov_to(acc[bb * 4 + q as usize], s);
+                        let a = acc[bb * qs as usize + q as usize];
+                        let s = b.fma(hv, w, a);
+                        b.mov_to(a, s);
                     }
                 }
             }
@@ -107,10 +124,10 @@ pub(super) fn partials(
         // f32 addition of two values is commutative).
         let si = b.mad(r0, ROW_STRIDE, s0);
         let sa: Addr = b.shared_index(smem, si).into();
-        for n in 0..8u32 {
-            let recv = b.shfl(Shfl::Xor, acc[8 + n as usize], 16u32);
+        for n in 0..2 * qs {
+            let recv = b.shfl(Shfl::Xor, acc[(2 * qs + n) as usize], 16u32);
             let v = b.add(acc[n as usize], recv);
-            let (i, q) = (n / 4, n % 4);
+            let (i, q) = (n / qs, n % qs);
             b.st(
                 Space::Shared,
                 sa.off(4 * i64::from(i * ROW_STRIDE + 16 * q)),

@@ -43,9 +43,11 @@
 //! stamps): [`matvec`] holds the register mat-vec, [`project`] the input projection and
 //! [`kernel`] the kernel: prologue and step loop.
 
+pub mod cluster;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
+pub mod rows48;
 
 use super::{Ctx, P};
 use crate::kernels::rnn::stamps::{stamping, write_clock};
@@ -80,6 +82,34 @@ impl Stamps {
         write_clock(b, on, idx, STAMPS, &|b| {
             let base = b.ld_param(&self.param);
             b.to_global(base)
+        });
+    }
+}
+
+impl Stamps {
+    /// Cluster kernels: thread 0 of every block writes `%globaltimer` to
+    /// `stamps[STAMPS + 4 block + slot]` when stamping (slot 0 start, 1 end), and at the start
+    /// also `%smid` to slot 2 (the host sizes the array: [`STAMPS`] + 4 blocks).
+    pub fn write_block(&self, b: &mut KernelBuilder, slot: u32) {
+        let base = b.ld_param(&self.param);
+        let nz = b.setp(Cmp::Ne, base, 0u64);
+        let t0 = b.setp(Cmp::Eq, self.tid, 0u32);
+        let on = b.and(nz, t0);
+        b.if_then(on, |b| {
+            let now = b.globaltimer();
+            let base = b.ld_param(&self.param);
+            let base = b.to_global(base);
+            let cta = b.special(Special::CtaidX);
+            let i = b.mad(cta, 4u32, STAMPS + slot);
+            let a = b.index_addr(base, i, 8);
+            b.st(Space::Global, a, now);
+            if slot == 0 {
+                let sm = b.special(Special::SmId);
+                let sm = b.cvt::<U64, U32>(sm);
+                let i = b.mad(cta, 4u32, STAMPS + 2);
+                let a = b.index_addr(base, i, 8);
+                b.st(Space::Global, a, sm);
+            }
         });
     }
 }

@@ -2,7 +2,7 @@
 //! `stationary`'s notes): per step from W_ih in shared memory, split between warps, with x
 //! streamed into shared memory, or for every step before step 0 from W_ih in registers.
 
-use super::matvec::{hold, partials, sum, Sources};
+use super::matvec::{hold_rows, partials, sum, Sources};
 use super::{layout, Lane, WIH_STRIDE};
 use crate::kernels::rnn::gru::tile::{copy_rows, RowCopy};
 use crate::kernels::rnn::gru::{reciprocal, Ctx, THREADS};
@@ -190,10 +190,23 @@ pub(super) fn stage_x(b: &mut KernelBuilder, c: &Ctx<'_>, count: impl Operand<U3
 /// (`W_ih`'s registers are free from there) and returns its index: the caller issues W_hh's
 /// loads, then runs its sums and a barrier.
 pub(super) fn precompute(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Reg<U32> {
+    precompute_with(b, c, lane, 4, &|b| stage_x(b, c, c.p.steps))
+}
+
+/// [`precompute`] with W_ih's rows `g + 16 q`, q < `qs` (`matvec::hold_rows`), and `stage(b)`
+/// staging x of every step (and whatever else the caller wants in shared memory before the
+/// block barrier that follows it) after W_ih's loads are issued.
+pub(super) fn precompute_with(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    lane: &Lane,
+    qs: u32,
+    stage: &dyn Fn(&mut KernelBuilder),
+) -> Reg<U32> {
     let (p, smem) = (c.p, c.smem);
     b.comment("precompute mode: load W_ih into registers, stage x of every step");
-    let wih = hold(b, 8, lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
-    stage_x(b, c, p.steps);
+    let wih = hold_rows(b, 8, qs, lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    stage(b);
     b.bar_sync();
     let s1 = b.add(p.steps, 1u32);
     let phases = b.shr(s1, 1u32);
