@@ -101,6 +101,13 @@ impl KernelBuilder {
         d
     }
 
+    /// `%globaltimer`: the device's nanosecond clock (the same on every SM; for timeouts).
+    pub fn globaltimer(&mut self) -> Reg<U64> {
+        let d = self.reg::<U64>();
+        self.instr(format!("mov.u64 {d}, %globaltimer"));
+        d
+    }
+
     /// `ctaid.x * ntid.x + tid.x`: the global thread index in x (fits u32 for our launches).
     pub fn global_tid_x(&mut self) -> Reg<U32> {
         let tid = self.special(Special::TidX);

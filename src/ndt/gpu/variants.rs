@@ -67,6 +67,7 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
         linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         // The hash path keeps the table's register build unless asked (not measured otherwise).
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
+        server: false,
     }
 }
 
@@ -79,6 +80,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKer
         gpu.kernel(KernelId::NdtDerivativesDense)
     } else if variant == Variant::DENSE_SMALL {
         gpu.kernel(KernelId::NdtDerivativesDenseSmall)
+    } else if variant == Variant::SERVER {
+        gpu.kernel(KernelId::NdtDerivativesServer)
     } else {
         gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
     }

@@ -50,8 +50,9 @@
 mod dense;
 mod kernel;
 mod point;
+pub mod server;
 
-pub use kernel::{build, build_dense, build_dense_small, build_variant};
+pub use kernel::{build, build_dense, build_dense_small, build_server, build_variant};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -212,6 +213,9 @@ pub struct Variant {
     /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
     /// registers, for more resident blocks; same additions in the same order.
     pub shared_acc: bool,
+    /// The persistent build ([`server`]): one cooperative launch serves request after request
+    /// from a mailbox in mapped host memory; the same sums in the same order per request.
+    pub server: bool,
 }
 
 impl Variant {
@@ -224,11 +228,17 @@ impl Variant {
         prefetch: false,
         linear: false,
         shared_acc: true,
+        server: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
     pub const DENSE_SMALL: Variant = Variant {
         prefetch: true,
         ..Variant::DENSE
+    };
+    /// [`Variant::DENSE_SMALL`] as a persistent evaluation server (`ndt_derivatives_server`).
+    pub const SERVER: Variant = Variant {
+        server: true,
+        ..Variant::DENSE_SMALL
     };
 }

@@ -1,0 +1,206 @@
+//! The persistent build of `ndt_derivatives` ([`super::Variant::server`], table entry
+//! `ndt_derivatives_server`): one cooperative launch serves every evaluation of an alignment,
+//! so an evaluation costs no launch and no driver synchronization.
+//!
+//! # Protocol (all words little-endian, in mapped page-locked host memory)
+//! - `mailbox` (host writes): u64 word 0 = `seq | cmd << 32` (written last, with a release
+//!   store), words 2..12 the request record of [`super::REQUEST_BYTES`] bytes (the layout of
+//!   the ordinary kernel's request rows). `cmd` [`CMD_EVALUATE`] asks for one evaluation,
+//!   [`CMD_STOP`] ends the kernel.
+//! - `results` (device writes): the [`super::VALUES`] sums as in the ordinary kernel, then the
+//!   u32 at word [`RESULT_SEQ_WORD`]: the `seq` of the request those sums answer (stored with
+//!   release semantics after the sums), and the u32 at word [`STATUS_WORD`]: why the kernel
+//!   stopped on its own ([`STATUS_IDLE`], [`STATUS_NOT_RESIDENT`]; the host zeroes it).
+//!
+//! # What each block does
+//! 1. All blocks meet at a grid barrier (`rnn::barrier`, with its timeout): a block that never
+//!    arrives means the grid is not co-resident, and every block that sees the barrier's status
+//!    set writes [`STATUS_NOT_RESIDENT`] and ends instead of waiting for requests.
+//! 2. Thread 0 polls the mailbox word with `ld.acquire.sys` until its `seq` differs from the
+//!    last one served (or `%globaltimer` says that `idle_ns` passed without a request: the
+//!    block ends with [`STATUS_IDLE`], so a host that died never leaves a spinning kernel);
+//!    the command goes to the block through shared memory.
+//! 3. Steps 1 to 3 of the ordinary kernel, with thread 0 reading the request from the mailbox
+//!    (`ld.relaxed.sys`, ordered after the acquire) and the block that reduces last writing the
+//!    sums, fencing them at system scope and releasing `seq` into `results`. The request
+//!    counter is reset before the release, and a block writes its next partial only after it
+//!    has acquired the next request, which the host sends only after it has read this answer.
+
+use super::VALUES;
+use crate::kernels::rnn::barrier::GridBarrier;
+use crate::ptx::*;
+
+/// `cmd`: evaluate the request record.
+pub const CMD_EVALUATE: u32 = 0;
+/// `cmd`: end the kernel.
+pub const CMD_STOP: u32 = 1;
+/// Internal command: no request within `idle_ns`.
+const CMD_IDLE: u32 = 2;
+/// u64 word of `mailbox` where the request record starts.
+pub const REQUEST_WORD: usize = 2;
+/// u64 word of `results` that holds the answered `seq` (low half).
+pub const RESULT_SEQ_WORD: usize = VALUES;
+/// u64 word of `results` that holds the status (low half).
+pub const STATUS_WORD: usize = VALUES + 1;
+/// u64 words of `results` the host allocates.
+pub const RESULT_WORDS: usize = 32;
+/// Status: a block waited longer than `idle_ns` for a request and ended.
+pub const STATUS_IDLE: u32 = 2;
+/// Status: the start barrier timed out (the grid was not co-resident).
+pub const STATUS_NOT_RESIDENT: u32 = 3;
+
+/// The server's extra parameters (after the ordinary kernel's and the dense table's).
+pub(super) struct ServerParams {
+    mailbox: Param<U64>,
+    grid_sync: Param<U64>,
+    idle_ns: Param<U64>,
+    first_seq: Param<U32>,
+}
+
+impl ServerParams {
+    /// Declares `mailbox` (mapped host address), `grid_sync` (4 u32 in device memory, zero
+    /// before the first launch: the start barrier's `arrive, exit, status`), `idle_ns` and
+    /// `first_seq` (the mailbox's `seq` at launch, already served).
+    pub(super) fn declare(b: &mut KernelBuilder) -> ServerParams {
+        ServerParams {
+            mailbox: b.param::<U64>("mailbox"),
+            grid_sync: b.param::<U64>("grid_sync"),
+            idle_ns: b.param::<U64>("idle_ns"),
+            first_seq: b.param::<U32>("first_seq"),
+        }
+    }
+}
+
+/// The registers of the serving loop.
+pub(super) struct ServerRegs {
+    mailbox: Reg<U64>,
+    grid_sync: Reg<U64>,
+    idle_ns: Reg<U64>,
+    results: Reg<U64>,
+    /// The `seq` of the request being served (thread 0's copy is the one that counts).
+    seq: Reg<U32>,
+    is0: Reg<Pred>,
+}
+
+impl ServerRegs {
+    /// Loads the parameters; `results` is the kernel's `results` parameter.
+    pub(super) fn new(b: &mut KernelBuilder, p: &ServerParams, results: &Param<U64>) -> Self {
+        let mailbox = b.global_ptr(&p.mailbox);
+        let grid_sync = b.global_ptr(&p.grid_sync);
+        let idle_ns = b.ld_param(&p.idle_ns);
+        let results = b.global_ptr(results);
+        let seq = b.ld_param(&p.first_seq);
+        let tid = b.special(Special::TidX);
+        let is0 = b.setp(Cmp::Eq, tid, 0u32);
+        ServerRegs {
+            mailbox,
+            grid_sync,
+            idle_ns,
+            results,
+            seq,
+            is0,
+        }
+    }
+
+    /// Thread 0: the request record from the mailbox into `w` (nine f64), `first`, `n`.
+    pub(super) fn read_request(
+        &self,
+        b: &mut KernelBuilder,
+        w: &[Reg<F64>],
+        first: Reg<U32>,
+        n: Reg<U32>,
+    ) {
+        let rq = Addr::from(self.mailbox).off(8 * REQUEST_WORD as i64);
+        for (k, &wk) in w.iter().enumerate() {
+            let v = b.ld_relaxed_sys::<F64>(rq.off(8 * k as i64));
+            b.mov_to(wk, v);
+        }
+        let f = b.ld_relaxed_sys::<U32>(rq.off(72));
+        b.mov_to(first, f);
+        let c = b.ld_relaxed_sys::<U32>(rq.off(76));
+        b.mov_to(n, c);
+    }
+
+    /// In the block that reduced last, after threads `writes` stored the sums: fence them at
+    /// system scope, then thread 0 releases the request's `seq`.
+    pub(super) fn publish(&self, b: &mut KernelBuilder, writes: Reg<Pred>, is0: Reg<Pred>) {
+        b.if_then(writes, |b| b.fence_acq_rel(Scope::Sys));
+        b.bar_sync();
+        let (results, seq) = (self.results, self.seq);
+        b.if_then(is0, |b| {
+            let a = Addr::from(results).off(8 * RESULT_SEQ_WORD as i64);
+            b.st_release_sys::<U32>(a, seq);
+        });
+    }
+
+    /// The kernel body around `steps` (the ordinary kernel's steps 1 to 3); `info` is its
+    /// 4-word shared array, whose word 3 carries the command to the block.
+    pub(super) fn serve(
+        &self,
+        b: &mut KernelBuilder,
+        info: SharedArray<U32>,
+        steps: impl FnOnce(&mut KernelBuilder),
+    ) {
+        let is0 = self.is0;
+        let status = Addr::from(self.results).off(8 * STATUS_WORD as i64);
+        let g = self.grid_sync;
+        let arrive = g;
+        let exit = b.add(g, 4u64);
+        let bar_status = b.add(g, 8u64);
+        let nblk = b.special(Special::NctaidX);
+        b.comment("server: every block at the start barrier (a timeout: grid not co-resident)");
+        let bar = GridBarrier::new(b, arrive, exit, bar_status, nblk);
+        bar.sync(b);
+        b.if_then(is0, |b| {
+            let st = b.ld_acquire_gpu::<U32>(bar_status);
+            b.st(Space::Shared, info.at(3), st);
+        });
+        b.bar_sync();
+        let st = b.ld::<U32>(Space::Shared, info.at(3));
+        let resident = b.setp(Cmp::Eq, st, 0u32);
+        let end = b.label("server_end");
+        let skip = b.label("resident");
+        b.bra_if(resident, &skip);
+        let st_at = status.clone();
+        b.if_then(is0, |b| b.st_release_sys::<U32>(st_at, STATUS_NOT_RESIDENT));
+        b.bra(&end);
+        b.place(&skip);
+        let (mailbox, idle_ns, seq) = (self.mailbox, self.idle_ns, self.seq);
+        b.loop_forever(|b, brk, _| {
+            b.comment("server: thread 0 waits for the next request (or the idle timeout)");
+            b.if_then(is0, |b| {
+                let start = b.globaltimer();
+                let cmd = b.mov(CMD_IDLE);
+                b.loop_forever(|b, got, _| {
+                    let word = b.ld_acquire_sys::<U64>(mailbox);
+                    let s = b.cvt::<U32, U64>(word);
+                    let fresh = b.setp(Cmp::Ne, s, seq);
+                    b.if_then(fresh, |b| {
+                        let hi = b.shr(word, 32u32);
+                        let c = b.cvt::<U32, U64>(hi);
+                        b.mov_to(cmd, c);
+                        b.mov_to(seq, s);
+                        b.bra(got);
+                    });
+                    let now = b.globaltimer();
+                    let waited = b.sub(now, start);
+                    let late = b.setp(Cmp::Gt, waited, idle_ns);
+                    b.bra_if(late, got);
+                });
+                b.st(Space::Shared, info.at(3), cmd);
+            });
+            b.bar_sync();
+            let cmd = b.ld::<U32>(Space::Shared, info.at(3));
+            let evaluate = b.setp(Cmp::Eq, cmd, CMD_EVALUATE);
+            b.bra_unless(evaluate, brk);
+            steps(b);
+        });
+        b.comment("server: stopped, or idle too long (then the status says so)");
+        let cmd = b.ld::<U32>(Space::Shared, info.at(3));
+        let idle = b.setp(Cmp::Eq, cmd, CMD_IDLE);
+        let report = b.and(idle, is0);
+        b.if_then(report, |b| b.st_release_sys::<U32>(status, STATUS_IDLE));
+        b.place(&end);
+        bar.finish(b);
+    }
+}
