@@ -8,7 +8,9 @@
 //! request record and a new sequence number into a mapped host mailbox (release store) and
 //! spins on the sequence number the kernel releases into mapped host memory after the sums;
 //! [`crate::ndt::Linearize::finish_alignment`] (or any other use of the pipeline, or dropping
-//! it) sends the stop command and synchronizes the stream once. The kernel runs the ordinary
+//! it) sends the stop command and synchronizes the server's stream once. The kernel runs on a
+//! stream of its own, so work that other pipelines queue on the device's stream meanwhile runs
+//! beside it instead of waiting for it to end. The kernel runs the ordinary
 //! kernel's steps on the same data, so the sums, and with them the solver's poses and stop
 //! reasons, are those of the launch-per-round path.
 //!
@@ -32,8 +34,9 @@ use crate::ndt::linearize::{Linearization, LinearizeRequest};
 use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
-use cudarc::driver::{sys, DevicePtr, LaunchConfig};
+use cudarc::driver::{sys, CudaStream, DevicePtr, LaunchConfig};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The kernel's name in errors.
@@ -79,6 +82,9 @@ pub(in crate::ndt::gpu) struct ServerState {
 }
 
 struct Buffers {
+    /// The server kernel's own stream: other work on the device's stream (another pipeline's
+    /// rounds on the same `Gpu`, say) never queues behind the persistent kernel.
+    stream: Arc<CudaStream>,
     mailbox: MappedBuffer<u64>,
     answers: MappedBuffer<u64>,
     grid_sync: DeviceBuffer<u32>,
@@ -142,15 +148,33 @@ impl GpuDerivativePipeline {
             .target
             .as_ref()
             .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
-        let s = self.gpu.stream().clone();
         if self.server.buffers.is_none() {
+            let s = self
+                .gpu
+                .ctx()
+                .new_stream()
+                .map_err(Error::driver("cuStreamCreate (NDT server)"))?;
             self.server.buffers = Some(Buffers {
                 mailbox: MappedBuffer::new(&self.gpu, 2 + REQUEST_WORDS, true)?,
                 answers: MappedBuffer::new(&self.gpu, RESULT_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(&s, 4, "NDT server start barrier")?,
+                stream: s,
             });
             self.counters.allocations += 3;
         }
+        let s = self
+            .server
+            .buffers
+            .as_ref()
+            .expect("allocated above")
+            .stream
+            .clone();
+        // The device buffers' event tracking orders the launch after the uploads on the
+        // device's stream; this orders it after any round still in flight there.
+        self.gpu
+            .stream()
+            .synchronize()
+            .map_err(Error::driver("synchronizing before the NDT server"))?;
         let dense = self.cells.active();
         let k = usize::from(dense.is_some());
         if self.server.kernels[k].is_none() {
@@ -390,8 +414,11 @@ impl GpuDerivativePipeline {
     /// Whether the stream has no work left (the server kernel ended); driver errors of the
     /// kernel come back here.
     fn stream_idle(&self) -> Result<bool> {
-        // SAFETY: the stream handle is alive with the pipeline's `Gpu`.
-        let r = unsafe { sys::cuStreamQuery(self.gpu.stream().cu_stream()) };
+        let Some(b) = self.server.buffers.as_ref() else {
+            return Ok(true);
+        };
+        // SAFETY: the server's stream handle is alive with `self`.
+        let r = unsafe { sys::cuStreamQuery(b.stream.cu_stream()) };
         match r {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
@@ -419,11 +446,13 @@ impl GpuDerivativePipeline {
                 );
             }
         }
-        let r = self
-            .gpu
-            .stream()
-            .synchronize()
-            .map_err(Error::driver("running ndt_derivatives_server"));
+        let r = match self.server.buffers.as_ref() {
+            Some(b) => b
+                .stream
+                .synchronize()
+                .map_err(Error::driver("running ndt_derivatives_server")),
+            None => Ok(()),
+        };
         let status = self
             .server
             .buffers
