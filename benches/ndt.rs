@@ -469,6 +469,31 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         on_no * 1e6,
         on_no * 1e6 / evaluations as f64,
     );
+    // One evaluation at the solved pose and at a pose that moves every point out of the map
+    // (the same grid with no pair to compute: launch or mailbox, reduction and transfer only).
+    let far = Pose6::new(1.0e4, 1.0e4, 1.0e4, 0.0, 0.0, 0.0);
+    for (k, pipe) in pipes.iter_mut().enumerate() {
+        pipe.start_alignment(1).expect("server");
+        let mut per = |pose: &Pose6| {
+            common::wall_median_secs(300, || {
+                std::hint::black_box(
+                    pipe.linearize(&[LinearizeRequest {
+                        source: 0,
+                        pose: *pose,
+                    }])
+                    .expect("linearize"),
+                );
+            })
+        };
+        let (solved, empty) = (per(&d.solved), per(&far));
+        pipe.finish_alignment().expect("stop");
+        println!(
+            "SUMMARY ndt server velodyne one evaluation ({}): solved pose {:.2} us, no pairs (pose 10 km away) {:.2} us",
+            if k == 0 { "launch per round" } else { "server" },
+            solved * 1e6,
+            empty * 1e6
+        );
+    }
 }
 
 /// The sequence rows as one SUMMARY line: alignments per second, GPU and CPU, one run.

@@ -166,8 +166,9 @@ fn server_evaluations_equal_the_ordinary_round_bit_for_bit() {
     for (k, p) in poses(n).into_iter().enumerate() {
         let got = served.linearize(&request(p)).unwrap();
         assert_eq!(got, vec![wants[k].clone()], "pose {k}");
-        // The ordinary pipeline runs on the device's stream while the server holds its own.
-        if k == 1 {
+        // The ordinary pipeline runs on the device's stream while the server holds its own
+        // (not under compute-sanitizer, which may run kernels one at a time).
+        if k == 1 && !sanitizing() {
             assert_eq!(plain.linearize(&request(p)).unwrap(), got, "interleaved");
         }
     }

@@ -193,8 +193,9 @@ impl GpuDerivativePipeline {
             self.server.dirty = false;
         }
         let func = self.server.kernels[k].as_ref().expect("loaded above");
-        // At most one block per SM and co-resident (the cooperative launch checks), each
-        // covering points as the ordinary single-request round does.
+        // The ordinary single-request round's grid (so the partial sums, and with them the
+        // results, are the same bit for bit), within what is co-resident (the cooperative
+        // launch checks).
         let per_sm = func
             .function()
             .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
@@ -204,8 +205,9 @@ impl GpuDerivativePipeline {
         let points = self.sources.iter().map(|s| s.1 as usize).max().unwrap_or(0);
         let blocks = points
             .div_ceil(BLOCK as usize)
-            .min(sms * per_sm.min(1))
+            .min(sms * self.blocks_per_sm)
             .min(self.partials.capacity() / crate::kernels::ndt::derivatives::SLOT_VALUES)
+            .min(sms * per_sm)
             .max(1);
         let seq = self.server.seq;
         let b = self.server.buffers.as_mut().expect("allocated above");
@@ -368,7 +370,7 @@ impl GpuDerivativePipeline {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
-            if spins % 256 != 0 {
+            if !spins.is_multiple_of(256) {
                 std::hint::spin_loop();
                 continue;
             }
