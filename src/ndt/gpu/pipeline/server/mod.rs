@@ -21,10 +21,12 @@
 //! any such error the server is stopped and its counters cleared, and the next round runs the
 //! ordinary way (or a new server starts with the next alignment).
 
+mod wait;
+
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STATUS_IDLE,
-    STATUS_NOT_RESIDENT, STATUS_WORD,
+    CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STATUS_NOT_RESIDENT,
+    STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::{Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7};
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
@@ -34,13 +36,11 @@ use crate::ndt::linearize::{Linearization, LinearizeRequest};
 use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
-use cudarc::driver::{sys, CudaStream, DevicePtr, LaunchConfig};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// The kernel's name in errors.
-const KERNEL: &str = "ndt_derivatives_server";
+use std::time::Duration;
+use wait::server_error;
 
 /// How long each side waits for the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,90 +346,6 @@ impl GpuDerivativePipeline {
         decode_result(&rec, t.gauss, count as usize)
     }
 
-    /// Spins until the kernel has answered request `seq` (see the module docs for the ways out).
-    fn wait_answer(&self, seq: u32) -> Result<()> {
-        let b = self
-            .server
-            .buffers
-            .as_ref()
-            .expect("a running server has buffers");
-        let a = b.answers.as_slice()?.as_ptr().cast_mut();
-        // SAFETY: aligned u64 words of the answers (alive with `self`), read atomically (the
-        // low half holds the u32 the kernel stores; little-endian).
-        let (answered, status) = unsafe {
-            (
-                AtomicU32::from_ptr(a.add(RESULT_SEQ_WORD).cast::<u32>()),
-                AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()),
-            )
-        };
-        let start = Instant::now();
-        let mut next_check = Duration::from_millis(1);
-        let mut spins = 0u32;
-        loop {
-            if answered.load(Ordering::Acquire) == seq {
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(256) {
-                std::hint::spin_loop();
-                continue;
-            }
-            match status.load(Ordering::Acquire) {
-                0 => {}
-                STATUS_IDLE => {
-                    return Err(server_error(
-                        2,
-                        "the server kernel ended: no request within its idle timeout".into(),
-                    ))
-                }
-                STATUS_NOT_RESIDENT => {
-                    return Err(server_error(
-                        3,
-                        "the server kernel's grid was not co-resident (start barrier timed out)"
-                            .into(),
-                    ))
-                }
-                other => return Err(server_error(other, "unknown server status".into())),
-            }
-            let waited = start.elapsed();
-            if waited >= next_check {
-                next_check = waited + Duration::from_millis(1);
-                if self.stream_idle()? && answered.load(Ordering::Acquire) != seq {
-                    return Err(server_error(
-                        4,
-                        format!("the server kernel ended without answering request {seq}"),
-                    ));
-                }
-            }
-            if waited > self.server.timeouts.answer {
-                return Err(server_error(
-                    5,
-                    format!(
-                        "no answer to request {seq} within {:?} (PTXFLOW_NDT_SERVER_TIMEOUT_MS)",
-                        self.server.timeouts.answer
-                    ),
-                ));
-            }
-        }
-    }
-
-    /// Whether the stream has no work left (the server kernel ended); driver errors of the
-    /// kernel come back here.
-    fn stream_idle(&self) -> Result<bool> {
-        let Some(b) = self.server.buffers.as_ref() else {
-            return Ok(true);
-        };
-        // SAFETY: the server's stream handle is alive with `self`.
-        let r = unsafe { sys::cuStreamQuery(b.stream.cu_stream()) };
-        match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            e => Err(Error::driver("cuStreamQuery (NDT server)")(
-                cudarc::driver::DriverError(e),
-            )),
-        }
-    }
-
     /// Sends the stop command to a running server and waits for the kernel to end.
     pub(super) fn stop_server(&mut self) -> Result<()> {
         if !self.server.running {
@@ -472,13 +388,5 @@ impl GpuDerivativePipeline {
             ));
         }
         Ok(())
-    }
-}
-
-fn server_error(code: u32, detail: String) -> Error {
-    Error::Kernel {
-        kernel: KERNEL,
-        code,
-        detail,
     }
 }
