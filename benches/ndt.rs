@@ -486,6 +486,9 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             })
         };
         let (solved, empty) = (per(&d.solved), per(&far));
+        if k == 1 {
+            server_stamps(pipe, &d.solved);
+        }
         pipe.finish_alignment().expect("stop");
         println!(
             "SUMMARY ndt server velodyne one evaluation ({}): solved pose {:.2} us, no pairs (pose 10 km away) {:.2} us",
@@ -494,6 +497,39 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             empty * 1e6
         );
     }
+}
+
+/// Medians of the server kernel's phase stamps over 200 evaluations at `pose`, against the
+/// host's wall time of each.
+fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
+    let mut d: Vec<[f64; 5]> = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        pipe.linearize(&[LinearizeRequest {
+            source: 0,
+            pose: *pose,
+        }])
+        .expect("linearize");
+        let wall = t.elapsed().as_secs_f64() * 1e9;
+        let s = pipe.server_stamps().expect("stamps");
+        let ns = |a: usize, b: usize| s[b].wrapping_sub(s[a]) as i64 as f64;
+        d.push([ns(0, 1), ns(1, 2), ns(2, 3), ns(3, 4), wall - ns(0, 4)]);
+    }
+    let med = |k: usize| {
+        let mut v: Vec<f64> = d.iter().map(|r| r[k]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] / 1e3
+    };
+    println!(
+        "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): request seen -> terms {:.2}, \
+         block 0 points {:.2}, -> last block's reduction {:.2}, final reduction + result writes + fence {:.2}; \
+         host wall minus (seen -> fenced) = mailbox poll + seq release + host {:.2}",
+        med(0),
+        med(1),
+        med(2),
+        med(3),
+        med(4)
+    );
 }
 
 /// The sequence rows as one SUMMARY line: alignments per second, GPU and CPU, one run.

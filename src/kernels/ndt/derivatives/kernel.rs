@@ -3,7 +3,7 @@
 //! module docs of [`super`]).
 
 use super::point::point;
-use super::server::{ServerParams, ServerRegs};
+use super::server::{ServerParams, ServerRegs, STAMP_LAST, STAMP_POINTS, STAMP_TERMS};
 use super::{
     Ctx, DenseCtx, DenseParams, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES,
     REQUEST_BYTES, SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
@@ -179,6 +179,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             pattern = Some(pat);
         });
         b.bar_sync();
+        if let Some(s) = srv {
+            s.stamp_block0(b, STAMP_TERMS);
+        }
 
         // 2. Per-point work.
         b.comment("2. per point (grid-stride): transform, voxel, probes, contributions");
@@ -222,6 +225,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let start = b.mad(blk, BLOCK, tid);
         let stride = b.mul(nblk, BLOCK);
         b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
+        if let Some(s) = srv {
+            s.stamp_block0(b, STAMP_POINTS);
+        }
 
         // 3. Block partial, then the last block of the request reduces all partials.
         b.comment("3. block reduction of the 29 sums");
@@ -267,6 +273,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let is_last = b.setp(Cmp::Ne, flag, 0u32);
         // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.
         b.if_then(is_last, |b| {
+            if let Some(s) = srv {
+                s.stamp(b, is0, STAMP_LAST);
+            }
             b.fence_acq_rel(Scope::Gpu);
             let sums: Vec<Reg<F64>> = (0..VALUES).map(|_| b.mov(0.0f64)).collect();
             let base = b.mul(req, nblk);

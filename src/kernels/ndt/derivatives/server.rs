@@ -43,7 +43,22 @@ pub const RESULT_SEQ_WORD: usize = VALUES;
 /// u64 word of `results` that holds the status (low half).
 pub const STATUS_WORD: usize = VALUES + 1;
 /// u64 words of `results` the host allocates.
-pub const RESULT_WORDS: usize = 32;
+pub const RESULT_WORDS: usize = 40;
+/// Word of `results` where the `%globaltimer` stamps of the last request start (ns): block 0
+/// saw the request ([`STAMP_SEEN`]), had the terms ([`STAMP_TERMS`]), had done its points
+/// ([`STAMP_POINTS`]); the block that reduced last started its reduction ([`STAMP_LAST`]) and
+/// had fenced the sums ([`STAMP_FENCED`]). Written with plain stores, for phase measurements.
+pub const STAMP_WORD: usize = 32;
+/// Stamp index: block 0 saw the request.
+pub const STAMP_SEEN: usize = 0;
+/// Stamp index: block 0's terms were in shared memory.
+pub const STAMP_TERMS: usize = 1;
+/// Stamp index: block 0 had done its points.
+pub const STAMP_POINTS: usize = 2;
+/// Stamp index: the last block began the final reduction.
+pub const STAMP_LAST: usize = 3;
+/// Stamp index: the last block had fenced the sums (just before releasing `seq`).
+pub const STAMP_FENCED: usize = 4;
 /// Status: a block waited longer than `idle_ns` for a request and ended.
 pub const STATUS_IDLE: u32 = 2;
 /// Status: the start barrier timed out (the grid was not co-resident).
@@ -80,6 +95,8 @@ pub(super) struct ServerRegs {
     /// The `seq` of the request being served (thread 0's copy is the one that counts).
     seq: Reg<U32>,
     is0: Reg<Pred>,
+    /// Thread 0 of block 0.
+    first_thread: Reg<Pred>,
 }
 
 impl ServerRegs {
@@ -92,6 +109,9 @@ impl ServerRegs {
         let seq = b.ld_param(&p.first_seq);
         let tid = b.special(Special::TidX);
         let is0 = b.setp(Cmp::Eq, tid, 0u32);
+        let blk = b.special(Special::CtaidX);
+        let blk0 = b.setp(Cmp::Eq, blk, 0u32);
+        let first_thread = b.and(blk0, is0);
         ServerRegs {
             mailbox,
             grid_sync,
@@ -99,7 +119,22 @@ impl ServerRegs {
             results,
             seq,
             is0,
+            first_thread,
         }
+    }
+
+    /// Where `who` holds: stamp `k` (see [`STAMP_WORD`]) = `%globaltimer`.
+    pub(super) fn stamp(&self, b: &mut KernelBuilder, who: Reg<Pred>, k: usize) {
+        let a = Addr::from(self.results).off(8 * (STAMP_WORD + k) as i64);
+        b.if_then(who, |b| {
+            let now = b.globaltimer();
+            b.st(Space::Global, a, now);
+        });
+    }
+
+    /// Stamp `k` by thread 0 of block 0.
+    pub(super) fn stamp_block0(&self, b: &mut KernelBuilder, k: usize) {
+        self.stamp(b, self.first_thread, k);
     }
 
     /// Thread 0: the request record from the mailbox into `w` (nine f64), `first`, `n`.
@@ -126,6 +161,7 @@ impl ServerRegs {
     pub(super) fn publish(&self, b: &mut KernelBuilder, writes: Reg<Pred>, is0: Reg<Pred>) {
         b.if_then(writes, |b| b.fence_acq_rel(Scope::Sys));
         b.bar_sync();
+        self.stamp(b, is0, STAMP_FENCED);
         let (results, seq) = (self.results, self.seq);
         b.if_then(is0, |b| {
             let a = Addr::from(results).off(8 * RESULT_SEQ_WORD as i64);
@@ -189,6 +225,7 @@ impl ServerRegs {
                 });
                 b.st(Space::Shared, info.at(3), cmd);
             });
+            self.stamp_block0(b, STAMP_SEEN);
             b.bar_sync();
             let cmd = b.ld::<U32>(Space::Shared, info.at(3));
             let evaluate = b.setp(Cmp::Eq, cmd, CMD_EVALUATE);

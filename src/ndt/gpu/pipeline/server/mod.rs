@@ -25,8 +25,8 @@ mod wait;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STATUS_NOT_RESIDENT,
-    STATUS_WORD,
+    CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMP_WORD,
+    STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::{Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7};
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
@@ -137,6 +137,20 @@ impl GpuDerivativePipeline {
     /// Whether a server kernel is running now (between `start_alignment` and the stop).
     pub fn server_running(&self) -> bool {
         self.server.running
+    }
+
+    /// The server kernel's `%globaltimer` stamps (ns) of the last answered request: block 0 saw
+    /// it, had its terms, had done its points; the last block began the final reduction, had
+    /// fenced the sums (see `kernels::ndt::derivatives::server::STAMP_WORD`). `None` before the
+    /// first server launch. For phase measurements only.
+    pub fn server_stamps(&self) -> Option<[u64; 5]> {
+        let b = self.server.buffers.as_ref()?;
+        let a = b.answers.as_slice().ok()?.as_ptr();
+        // SAFETY: words STAMP_WORD.. of the answers (alive with `self`); read volatile because
+        // a running kernel may be writing them (a torn stamp only spoils a measurement).
+        Some(std::array::from_fn(|k| unsafe {
+            std::ptr::read_volatile(a.add(STAMP_WORD + k))
+        }))
     }
 
     /// Launches the server for the uploaded target, when enabled and not running.
