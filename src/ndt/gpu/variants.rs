@@ -10,6 +10,8 @@
 //! - `PTXFLOW_NDT_SMALL_PREFETCH`: rounds of at most one block per SM (one alignment) run the
 //!   prefetching variant whatever the others say;
 //! - `PTXFLOW_NDT_SPLIT`: batches run as two groups in flight (`pipeline/split.rs`);
+//! - `PTXFLOW_NDT_SPLIT_POINTS`: rounds of at most one block per SM (and the evaluation server)
+//!   run the split variant, two warps per point (`Variant::split_point`; not bit-identical);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -38,6 +40,8 @@ const PREFETCH: bool = false;
 const SHARED_ACC: bool = true;
 const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = true;
+/// Default of `PTXFLOW_NDT_SPLIT_POINTS` (small rounds of the dense table only).
+const SPLIT_POINTS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -68,6 +72,7 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
         // The hash path keeps the table's register build unless asked (not measured otherwise).
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
         server: false,
+        split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
     }
 }
 

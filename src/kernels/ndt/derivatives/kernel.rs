@@ -2,11 +2,11 @@
 //! the per-point loop of step 2 (see [`super::point`]) and the reductions of step 3 (see the
 //! module docs of [`super`]).
 
-use super::point::point;
+use super::point::{point, point_split};
 use super::server::{ServerParams, ServerRegs, STAMP_LAST, STAMP_POINTS, STAMP_TERMS};
 use super::{
-    Ctx, DenseCtx, DenseParams, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES,
-    REQUEST_BYTES, SLOT_VALUES, TRANSLATION_AT, VALUES, WARPS,
+    Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
+    PROBES, REQUEST_BYTES, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK, TRANSLATION_AT, VALUES, WARPS,
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
@@ -211,6 +211,15 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }),
             count: b.mov(0u32),
             dense,
+            split: variant.split_point.then(|| {
+                let w = b.shr(tid, 5u32);
+                SplitCtx {
+                    phase: b.and(w, 1u32),
+                    tid,
+                    xchg: b.shared_array::<F64>("xchg", 10 * BLOCK),
+                    xfound: b.shared_array::<U32>("xfound", BLOCK),
+                }
+            }),
         };
         if let Some(col) = cx.acc_shared {
             for k in 0..VALUES - 1 {
@@ -222,9 +231,24 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }
         }
         let n = b.ld::<U32>(Space::Shared, info.at(1));
-        let start = b.mad(blk, BLOCK, tid);
-        let stride = b.mul(nblk, BLOCK);
-        b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
+        if cx.split.is_some() {
+            // Lane l of warps 2w and 2w + 1 share point 32 w + l of the block's pass.
+            let lane = b.and(tid, 31u32);
+            let pair = b.shr(tid, 6u32);
+            let slot = b.mad(pair, 32u32, lane);
+            let start = b.mul(blk, SPLIT_POINTS_PER_BLOCK);
+            let stride = b.mul(nblk, SPLIT_POINTS_PER_BLOCK);
+            // The pass bound is the same for the whole block (barriers inside).
+            b.for_range(start, n, stride, |b, base, _| {
+                let i = b.add(base, slot);
+                let valid = b.setp(Cmp::Lt, i, n);
+                point_split(b, &cx, i, valid);
+            });
+        } else {
+            let start = b.mad(blk, BLOCK, tid);
+            let stride = b.mul(nblk, BLOCK);
+            b.for_range(start, n, stride, |b, i, _| point(b, &cx, i));
+        }
         if let Some(s) = srv {
             s.stamp_block0(b, STAMP_POINTS);
         }
