@@ -14,7 +14,7 @@ use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
 use super::tuning::{DeviceCells, VoxelLookup};
-use crate::kernels::ndt::derivatives::{BLOCK, SLOT_VALUES};
+use crate::kernels::ndt::derivatives::{SLOT_VALUES, SPLIT_POINTS_PER_BLOCK};
 use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest, SplitLinearize};
 use crate::ndt::pose::Pose6;
@@ -85,7 +85,8 @@ fn slots_for(voxels: usize) -> usize {
 /// 16k-point source with one block per request: 0.6 waves, 18.4 ms instead of 12.6 for the batch.)
 fn partial_slots(gpu: &Gpu, cap: &GpuCapacity, blocks_per_sm: usize) -> usize {
     let target = gpu.facts().sm_count as usize * blocks_per_sm;
-    let per_request = cap.points.div_ceil(BLOCK as usize);
+    // Blocks of the split variant cover half as many points (`SPLIT_POINTS_PER_BLOCK`).
+    let per_request = cap.points.div_ceil(SPLIT_POINTS_PER_BLOCK as usize);
     cap.requests
         .max(target.min(cap.requests.saturating_mul(per_request)).max(1))
 }

@@ -28,7 +28,9 @@ use crate::kernels::ndt::derivatives::server::{
     CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMP_WORD,
     STATUS_NOT_RESIDENT, STATUS_WORD,
 };
-use crate::kernels::ndt::derivatives::{Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7};
+use crate::kernels::ndt::derivatives::{
+    Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
+};
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
 use crate::ndt::gpu::records::{decode_result, pack_request, REQUEST_WORDS, VALUES};
 use crate::ndt::gpu::variants::{derivative_kernel, env_switch, variant_from_env};
@@ -71,7 +73,7 @@ pub(in crate::ndt::gpu) struct ServerState {
     enabled: bool,
     timeouts: ServerTimeouts,
     /// Kernels loaded so far: for the hash (0) and the dense table (1).
-    kernels: [Option<LoadedKernel>; 2],
+    kernels: [Option<(Variant, LoadedKernel)>; 2],
     /// Mailbox (host writes), answers (device writes), start-barrier words (device).
     buffers: Option<Buffers>,
     /// The last sequence number written to the mailbox.
@@ -191,13 +193,21 @@ impl GpuDerivativePipeline {
             .map_err(Error::driver("synchronizing before the NDT server"))?;
         let dense = self.cells.active();
         let k = usize::from(dense.is_some());
-        if self.server.kernels[k].is_none() {
-            let v = Variant {
-                server: true,
-                ..variant_from_env(dense.is_some(), true)
-            };
-            self.server.kernels[k] = Some(derivative_kernel(&self.gpu, v)?);
+        let v = Variant {
+            server: true,
+            ..variant_from_env(dense.is_some(), true)
+        };
+        if self.server.kernels[k]
+            .as_ref()
+            .is_none_or(|(loaded, _)| *loaded != v)
+        {
+            self.server.kernels[k] = Some((v, derivative_kernel(&self.gpu, v)?));
         }
+        let per_block = if v.split_point {
+            SPLIT_POINTS_PER_BLOCK
+        } else {
+            BLOCK
+        } as usize;
         if self.server.dirty {
             let b = self.server.buffers.as_mut().expect("allocated above");
             b.grid_sync.upload(&s, &[0u32; 4])?;
@@ -206,7 +216,7 @@ impl GpuDerivativePipeline {
                 .map_err(Error::driver("zeroing the NDT request counter"))?;
             self.server.dirty = false;
         }
-        let func = self.server.kernels[k].as_ref().expect("loaded above");
+        let func = &self.server.kernels[k].as_ref().expect("loaded above").1;
         // The ordinary single-request round's grid (so the partial sums, and with them the
         // results, are the same bit for bit), within what is co-resident (the cooperative
         // launch checks).
@@ -218,7 +228,7 @@ impl GpuDerivativePipeline {
         let sms = self.gpu.facts().sm_count as usize;
         let points = self.sources.iter().map(|s| s.1 as usize).max().unwrap_or(0);
         let blocks = points
-            .div_ceil(BLOCK as usize)
+            .div_ceil(per_block)
             .min(sms * self.blocks_per_sm)
             .min(self.partials.capacity() / crate::kernels::ndt::derivatives::SLOT_VALUES)
             .min(sms * per_sm)
