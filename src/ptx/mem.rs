@@ -146,6 +146,23 @@ impl KernelBuilder {
         ));
     }
 
+    /// `st.release.gpu.global.<T>`: a store that other blocks see only after every earlier
+    /// access of this thread (the producer side of [`KernelBuilder::ld_acquire_gpu`]).
+    pub fn st_release_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        self.ensure(
+            T::BITS >= 32,
+            "st_release_gpu",
+            "release stores take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        self.instr(format!(
+            "st.release.gpu.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
+    }
+
     /// `ld.relaxed.gpu.global.v2.<T>`: two consecutive values, each element a single-copy atomic
     /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
     /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.

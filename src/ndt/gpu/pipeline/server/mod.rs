@@ -25,8 +25,8 @@ mod wait;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    CMD_EVALUATE, CMD_STOP, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMP_WORD,
-    STATUS_NOT_RESIDENT, STATUS_WORD,
+    CMD_EVALUATE, CMD_STOP, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS,
+    STAMP_WORD, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::{
     Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
@@ -173,7 +173,11 @@ impl GpuDerivativePipeline {
             self.server.buffers = Some(Buffers {
                 mailbox: MappedBuffer::new(&self.gpu, 2 + REQUEST_WORDS, true)?,
                 answers: MappedBuffer::new(&self.gpu, RESULT_WORDS, true)?,
-                grid_sync: DeviceBuffer::zeros(&s, 4, "NDT server start barrier")?,
+                grid_sync: DeviceBuffer::zeros(
+                    &s,
+                    GRID_SYNC_WORDS,
+                    "NDT server barrier and relay",
+                )?,
                 stream: s,
             });
             self.counters.allocations += 3;
@@ -253,7 +257,8 @@ impl GpuDerivativePipeline {
             .device_ptr()
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
-        let idle_ns = u64::try_from(self.server.timeouts.idle.as_nanos()).unwrap_or(u64::MAX);
+        // At most an hour (the kernel doubles it for the blocks that wait on block 0).
+        let idle_ns = self.server.timeouts.idle.as_nanos().min(3_600_000_000_000) as u64;
         let (probe_start, probe_count, radius) = match self.search {
             NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
             NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
