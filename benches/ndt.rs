@@ -502,7 +502,7 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
 /// Medians of the server kernel's phase stamps over 200 evaluations at `pose`, against the
 /// host's wall time of each.
 fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
-    let mut d: Vec<[f64; 5]> = Vec::new();
+    let mut d: Vec<[f64; 7]> = Vec::new();
     for _ in 0..200 {
         let t = Instant::now();
         pipe.linearize(&[LinearizeRequest {
@@ -513,7 +513,15 @@ fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
         let wall = t.elapsed().as_secs_f64() * 1e9;
         let s = pipe.server_stamps().expect("stamps");
         let ns = |a: usize, b: usize| s[b].wrapping_sub(s[a]) as i64 as f64;
-        d.push([ns(0, 1), ns(1, 2), ns(2, 3), ns(3, 4), wall - ns(0, 4)]);
+        d.push([
+            ns(0, 1),
+            ns(1, 2),
+            ns(2, 3),
+            ns(3, 4),
+            wall - ns(0, 4),
+            ns(5, 0),
+            ns(0, 6),
+        ]);
     }
     let med = |k: usize| {
         let mut v: Vec<f64> = d.iter().map(|r| r[k]).collect();
@@ -521,14 +529,17 @@ fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
         v[v.len() / 2] / 1e3
     };
     println!(
-        "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): request seen -> terms {:.2}, \
+        "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): block 0 sees the request -> terms {:.2}, \
          block 0 points {:.2}, -> last block's reduction {:.2}, final reduction + result writes + fence {:.2}; \
-         host wall minus (seen -> fenced) = mailbox poll + seq release + host {:.2}",
+         host wall minus (seen -> fenced) = mailbox poll + seq store + host {:.2}; block 0's last poll round trip {:.2}; \
+         relay: block 0 seen -> last block seen {:.2}",
         med(0),
         med(1),
         med(2),
         med(3),
-        med(4)
+        med(4),
+        med(5),
+        med(6)
     );
 }
 

@@ -163,6 +163,41 @@ impl KernelBuilder {
         ));
     }
 
+    /// `ld.relaxed.gpu.global.<T>`: a strong load at GPU scope (never a stale L1 copy), for
+    /// polling a word that other blocks store; no ordering (follow it with a fence to acquire).
+    pub fn ld_relaxed_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
+        self.ensure(
+            T::BITS >= 32,
+            "ld_relaxed_gpu",
+            "relaxed loads take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        let d = self.reg::<T>();
+        self.instr(format!(
+            "ld.relaxed.gpu.global.{} {d}, {}",
+            T::NAME,
+            addr.into()
+        ));
+        d
+    }
+
+    /// `st.relaxed.sys.global.<T>`: a strong store at system scope (after a fence, the producer
+    /// side of a host-polled flag).
+    pub fn st_relaxed_sys<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        self.ensure(
+            T::BITS >= 32,
+            "st_relaxed_sys",
+            "relaxed stores take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        self.instr(format!(
+            "st.relaxed.sys.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
+    }
+
     /// `ld.relaxed.gpu.global.v2.<T>`: two consecutive values, each element a single-copy atomic
     /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
     /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.

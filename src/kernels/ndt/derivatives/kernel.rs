@@ -3,7 +3,7 @@
 //! module docs of [`super`]).
 
 use super::point::{point, point_split};
-use super::server::{ServerParams, ServerRegs, STAMP_LAST, STAMP_POINTS, STAMP_TERMS};
+use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
 use super::{
     Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
     PROBES, REQUEST_BYTES, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK, TRANSLATION_AT, VALUES, WARPS,
@@ -298,7 +298,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.
         b.if_then(is_last, |b| {
             if let Some(s) = srv {
-                s.stamp(b, is0, STAMP_LAST);
+                s.stamp_last(b, is0);
             }
             b.fence_acq_rel(Scope::Gpu);
             let sums: Vec<Reg<F64>> = (0..VALUES).map(|_| b.mov(0.0f64)).collect();
@@ -326,7 +326,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 b.st(Space::Global, c, 0u32);
             });
             if let Some(s) = srv {
-                s.publish(b, writes, is0);
+                s.publish(b, is0);
             }
         });
     };

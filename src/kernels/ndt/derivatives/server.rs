@@ -69,8 +69,15 @@ pub const STAMP_TERMS: usize = 1;
 pub const STAMP_POINTS: usize = 2;
 /// Stamp index: the last block began the final reduction.
 pub const STAMP_LAST: usize = 3;
-/// Stamp index: the last block had fenced the sums (just before releasing `seq`).
+/// Stamp index: the last block had fenced the sums (just before storing `seq`).
 pub const STAMP_FENCED: usize = 4;
+/// Stamp index: block 0 issued the poll that saw the request (the poll's round trip is
+/// [`STAMP_SEEN`] minus this, up to the stamp's own cost).
+pub const STAMP_POLL: usize = 5;
+/// Stamp index: the last block saw the request (through the relay).
+pub const STAMP_LAST_SEEN: usize = 6;
+/// Stamps per request.
+pub const STAMPS: usize = 7;
 /// Status: a block waited longer than `idle_ns` for a request and ended.
 pub const STATUS_IDLE: u32 = 2;
 /// Status: the start barrier timed out (the grid was not co-resident).
@@ -111,6 +118,8 @@ pub(super) struct ServerRegs {
     first_thread: Reg<Pred>,
     /// Block 0.
     blk0: Reg<Pred>,
+    /// Thread 0: when this block saw the request it serves (`%globaltimer`).
+    seen_at: Reg<U64>,
 }
 
 impl ServerRegs {
@@ -135,7 +144,17 @@ impl ServerRegs {
             is0,
             first_thread,
             blk0,
+            seen_at: b.mov(0u64),
         }
+    }
+
+    /// In the last block (thread 0): when it saw the request ([`STAMP_LAST_SEEN`]), then
+    /// [`STAMP_LAST`] = now.
+    pub(super) fn stamp_last(&self, b: &mut KernelBuilder, is0: Reg<Pred>) {
+        let a = Addr::from(self.results).off(8 * (STAMP_WORD + STAMP_LAST_SEEN) as i64);
+        let seen_at = self.seen_at;
+        b.if_then(is0, |b| b.st(Space::Global, a, seen_at));
+        self.stamp(b, is0, STAMP_LAST);
     }
 
     /// Where `who` holds: stamp `k` (see [`STAMP_WORD`]) = `%globaltimer`.
@@ -171,16 +190,18 @@ impl ServerRegs {
         b.mov_to(n, c);
     }
 
-    /// In the block that reduced last, after threads `writes` stored the sums: fence them at
-    /// system scope, then thread 0 releases the request's `seq`.
-    pub(super) fn publish(&self, b: &mut KernelBuilder, writes: Reg<Pred>, is0: Reg<Pred>) {
-        b.if_then(writes, |b| b.fence_acq_rel(Scope::Sys));
+    /// In the block that reduced last, after its threads stored the sums: a barrier, then
+    /// thread 0 fences at system scope and stores the request's `seq`.
+    pub(super) fn publish(&self, b: &mut KernelBuilder, is0: Reg<Pred>) {
+        // The barrier puts the sums before thread 0's fence, which (cumulative) puts them
+        // before the seq for every observer: one system-scope fence on the path.
         b.bar_sync();
-        self.stamp(b, is0, STAMP_FENCED);
         let (results, seq) = (self.results, self.seq);
+        b.if_then(is0, |b| b.fence_acq_rel(Scope::Sys));
+        self.stamp(b, is0, STAMP_FENCED);
         b.if_then(is0, |b| {
             let a = Addr::from(results).off(8 * RESULT_SEQ_WORD as i64);
-            b.st_release_sys::<U32>(a, seq);
+            b.st_relaxed_sys::<U32>(a, seq);
         });
     }
 
@@ -226,6 +247,7 @@ impl ServerRegs {
         b.bra(&end);
         b.place(&skip);
         let (mailbox, idle_ns, seq, blk0) = (self.mailbox, self.idle_ns, self.seq, self.blk0);
+        let (results, seen_at) = (self.results, self.seen_at);
         b.loop_forever(|b, brk, _| {
             b.comment("server: thread 0 waits for the next request (or the idle timeout)");
             b.if_then(is0, |b| {
@@ -239,39 +261,55 @@ impl ServerRegs {
                 let src = b.selp(mailbox, relay, host);
                 let twice = b.add(idle_ns, idle_ns);
                 let limit = b.selp(idle_ns, twice, host);
+                // Relaxed polls (a plain round trip each), one fence once the word changed:
+                // an acquire load per poll cost a system-scope fence every time.
+                let issued = b.mov(start);
                 b.loop_forever(|b, got, _| {
                     let word = b.reg::<U64>();
                     b.if_else(
                         host,
                         |b| {
-                            let w = b.ld_acquire_sys::<U64>(src);
+                            let w = b.ld_relaxed_sys::<U64>(src);
                             b.mov_to(word, w);
                         },
                         |b| {
-                            let w = b.ld_acquire_gpu::<U64>(src);
+                            let w = b.ld_relaxed_gpu::<U64>(src);
                             b.mov_to(word, w);
                         },
                     );
                     let s = b.cvt::<U32, U64>(word);
                     let fresh = b.setp(Cmp::Ne, s, seq);
                     b.if_then(fresh, |b| {
+                        let now = b.globaltimer();
+                        b.mov_to(seen_at, now);
+                        b.if_else(
+                            host,
+                            |b| b.fence_acq_rel(Scope::Sys),
+                            |b| b.fence_acq_rel(Scope::Gpu),
+                        );
                         let hi = b.shr(word, 32u32);
                         let c = b.cvt::<U32, U64>(hi);
                         b.mov_to(cmd, c);
                         b.mov_to(seq, s);
                         b.if_then(host, |b| {
+                            let a = Addr::from(results).off(8 * (STAMP_WORD + STAMP_POLL) as i64);
+                            b.st(Space::Global, a, issued);
                             let from = Addr::from(mailbox).off(8 * REQUEST_WORD as i64);
                             let to =
                                 Addr::from(relay).off(8 * (RELAY_RECORD_WORD - RELAY_WORD) as i64);
-                            for k in 0..10i64 {
-                                let v = b.ld_relaxed_sys::<U64>(from.off(8 * k));
-                                b.st_relaxed_gpu::<U64>(to.off(8 * k), v);
+                            // Every load issued before the first store: one round trip.
+                            let v: Vec<Reg<U64>> = (0..10i64)
+                                .map(|k| b.ld_relaxed_sys::<U64>(from.off(8 * k)))
+                                .collect();
+                            for (k, v) in v.into_iter().enumerate() {
+                                b.st_relaxed_gpu::<U64>(to.off(8 * k as i64), v);
                             }
                             b.st_release_gpu::<U64>(relay, word);
                         });
                         b.bra(got);
                     });
                     let now = b.globaltimer();
+                    b.mov_to(issued, now);
                     let waited = b.sub(now, start);
                     let late = b.setp(Cmp::Gt, waited, limit);
                     b.if_then(late, |b| {
@@ -287,7 +325,9 @@ impl ServerRegs {
                 });
                 b.st(Space::Shared, info.at(3), cmd);
             });
-            self.stamp_block0(b, STAMP_SEEN);
+            let a = Addr::from(self.results).off(8 * (STAMP_WORD + STAMP_SEEN) as i64);
+            let seen_at = self.seen_at;
+            b.if_then(self.first_thread, |b| b.st(Space::Global, a, seen_at));
             b.bar_sync();
             let cmd = b.ld::<U32>(Space::Shared, info.at(3));
             let evaluate = b.setp(Cmp::Eq, cmd, CMD_EVALUATE);

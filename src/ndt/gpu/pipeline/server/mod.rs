@@ -25,7 +25,7 @@ mod wait;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    CMD_EVALUATE, CMD_STOP, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS,
+    CMD_EVALUATE, CMD_STOP, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS,
     STAMP_WORD, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::{
@@ -143,9 +143,10 @@ impl GpuDerivativePipeline {
 
     /// The server kernel's `%globaltimer` stamps (ns) of the last answered request: block 0 saw
     /// it, had its terms, had done its points; the last block began the final reduction, had
-    /// fenced the sums (see `kernels::ndt::derivatives::server::STAMP_WORD`). `None` before the
-    /// first server launch. For phase measurements only.
-    pub fn server_stamps(&self) -> Option<[u64; 5]> {
+    /// fenced the sums; block 0 issued the poll that saw it; the last block saw it (see
+    /// `kernels::ndt::derivatives::server::STAMP_WORD`). `None` before the first server launch.
+    /// For phase measurements only.
+    pub fn server_stamps(&self) -> Option<[u64; STAMPS]> {
         let b = self.server.buffers.as_ref()?;
         let a = b.answers.as_slice().ok()?.as_ptr();
         // SAFETY: words STAMP_WORD.. of the answers (alive with `self`); read volatile because
