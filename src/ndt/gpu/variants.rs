@@ -11,7 +11,10 @@
 //!   prefetching variant whatever the others say;
 //! - `PTXFLOW_NDT_SPLIT`: batches run as two groups in flight (`pipeline/split.rs`);
 //! - `PTXFLOW_NDT_SPLIT_POINTS`: rounds of at most one block per SM (and the evaluation server)
-//!   run the split variant, two warps per point (`Variant::split_point`; not bit-identical);
+//!   run the split variant, two warps per point (`Variant::split_point`; not bit-identical, off:
+//!   session 8, H200, Velodyne alignment 256 us against 241 us without it, criterion, same
+//!   run; ncu at locked clocks 15.9 us for 250 blocks against 13.8 us for 125 — the points are
+//!   not what bounds a one-pair round, the two-level reduction is);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
