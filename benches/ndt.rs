@@ -502,7 +502,7 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
 /// Medians of the server kernel's phase stamps over 200 evaluations at `pose`, against the
 /// host's wall time of each.
 fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
-    let mut d: Vec<[f64; 7]> = Vec::new();
+    let mut d: Vec<[f64; 8]> = Vec::new();
     for _ in 0..200 {
         let t = Instant::now();
         pipe.linearize(&[LinearizeRequest {
@@ -521,6 +521,7 @@ fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
             wall - ns(0, 4),
             ns(5, 0),
             ns(0, 6),
+            ns(0, 7),
         ]);
     }
     let med = |k: usize| {
@@ -532,14 +533,15 @@ fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
         "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): block 0 sees the request -> terms {:.2}, \
          block 0 points {:.2}, -> last block's reduction {:.2}, final reduction + result writes + fence {:.2}; \
          host wall minus (seen -> fenced) = mailbox poll + seq store + host {:.2}; block 0's last poll round trip {:.2}; \
-         relay: block 0 seen -> last block seen {:.2}",
+         relay: block 0 seen -> last block seen {:.2}; block 0 seen -> its fence done {:.2}",
         med(0),
         med(1),
         med(2),
         med(3),
         med(4),
         med(5),
-        med(6)
+        med(6),
+        med(7)
     );
 }
 

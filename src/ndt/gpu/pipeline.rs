@@ -397,7 +397,7 @@ impl Linearize for GpuDerivativePipeline {
     }
 
     fn finish_alignment(&mut self) -> Result<()> {
-        self.stop_server()
+        self.stop_server_quick()
     }
 
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {

@@ -10,7 +10,8 @@
 //! - `results` (device writes): the [`super::VALUES`] sums as in the ordinary kernel, then the
 //!   u32 at word [`RESULT_SEQ_WORD`]: the `seq` of the request those sums answer (stored with
 //!   release semantics after the sums), and the u32 at word [`STATUS_WORD`]: why the kernel
-//!   stopped on its own ([`STATUS_IDLE`], [`STATUS_NOT_RESIDENT`]; the host zeroes it).
+//!   stopped on its own ([`STATUS_IDLE`], [`STATUS_NOT_RESIDENT`]; the host zeroes it), and the
+//!   u64 at [`EXIT_WORD`]: `first_seq | 1 << 32` once the last block has left the loop.
 //!
 //! # What each block does
 //! 1. All blocks meet at a grid barrier (`rnn::barrier`, with its timeout): a block that never
@@ -25,11 +26,17 @@
 //!    passed without a request, block 0 relays [`STATUS_IDLE`]'s command and every block ends
 //!    (the others also give up by themselves after twice that), so a host that died never
 //!    leaves a spinning kernel; the command goes to each block through shared memory.
+//!    Polls are relaxed loads (one round trip each) and a fence follows the one that sees a new
+//!    `seq` (an acquire load per poll cost a system-scope fence each time); the record is then
+//!    read with weak vector loads (ten strong system-scope loads took a round trip each).
 //! 3. Steps 1 to 3 of the ordinary kernel, with thread 0 reading the request from the relay
-//!    (`ld.relaxed.sys`, ordered after the acquire) and the block that reduces last writing the
-//!    sums, fencing them at system scope and releasing `seq` into `results`. The request
-//!    counter is reset before the release, and a block writes its next partial only after it
-//!    has acquired the next request, which the host sends only after it has read this answer.
+//!    and the block that reduces last writing the sums; after a barrier its thread 0 fences at
+//!    system scope (cumulative: the block's sums come first for every observer) and stores
+//!    `seq` into `results`. The request counter is reset before that, and a block writes its
+//!    next partial only after it has seen the next request, which the host sends only after it
+//!    has read this answer.
+//! 4. On the stop command (or idle), each block counts itself out; the last one writes the
+//!    exit word, so the host can reuse the mailbox without synchronizing the stream.
 
 use super::VALUES;
 use crate::kernels::rnn::barrier::GridBarrier;
@@ -46,8 +53,12 @@ pub const REQUEST_WORD: usize = 2;
 /// u64 word of `grid_sync` (device memory, after the start barrier's four u32) where block 0
 /// relays the mailbox's word 0 to the other blocks (release after the record).
 pub const RELAY_WORD: usize = 2;
-/// u64 word of `grid_sync` where the relayed request record starts.
-pub const RELAY_RECORD_WORD: usize = 3;
+/// u64 word of `grid_sync` where the relayed request record starts (16-byte aligned).
+pub const RELAY_RECORD_WORD: usize = 4;
+/// u64 word of `results` where the last block out writes `first_seq | 1 << 32` once every
+/// block has left the serving loop (the host's cue that the kernel no longer touches its
+/// memory, without a driver synchronization).
+pub const EXIT_WORD: usize = VALUES + 2;
 /// u32 words of `grid_sync` the host allocates (zero before the first launch).
 pub const GRID_SYNC_WORDS: usize = 32;
 /// u64 word of `results` that holds the answered `seq` (low half).
@@ -76,8 +87,10 @@ pub const STAMP_FENCED: usize = 4;
 pub const STAMP_POLL: usize = 5;
 /// Stamp index: the last block saw the request (through the relay).
 pub const STAMP_LAST_SEEN: usize = 6;
+/// Stamp index: block 0 had fenced after seeing the request (before reading its record).
+pub const STAMP_REQ_FENCED: usize = 7;
 /// Stamps per request.
-pub const STAMPS: usize = 7;
+pub const STAMPS: usize = 8;
 /// Status: a block waited longer than `idle_ns` for a request and ended.
 pub const STATUS_IDLE: u32 = 2;
 /// Status: the start barrier timed out (the grid was not co-resident).
@@ -118,6 +131,7 @@ pub(super) struct ServerRegs {
     first_thread: Reg<Pred>,
     /// Block 0.
     blk0: Reg<Pred>,
+    first_seq_param: Param<U32>,
     /// Thread 0: when this block saw the request it serves (`%globaltimer`).
     seen_at: Reg<U64>,
 }
@@ -144,6 +158,7 @@ impl ServerRegs {
             is0,
             first_thread,
             blk0,
+            first_seq_param: p.first_seq.clone(),
             seen_at: b.mov(0u64),
         }
     }
@@ -180,13 +195,17 @@ impl ServerRegs {
         n: Reg<U32>,
     ) {
         let rq = Addr::from(self.grid_sync).off(8 * RELAY_RECORD_WORD as i64);
+        let words: Vec<Reg<U64>> = (0..5i64)
+            .flat_map(|k| b.ld_relaxed_gpu_v2::<U64>(rq.off(16 * k)))
+            .collect();
         for (k, &wk) in w.iter().enumerate() {
-            let v = b.ld_relaxed_sys::<F64>(rq.off(8 * k as i64));
+            let v = b.bitcast::<F64, U64>(words[k]);
             b.mov_to(wk, v);
         }
-        let f = b.ld_relaxed_sys::<U32>(rq.off(72));
+        let f = b.cvt::<U32, U64>(words[9]);
         b.mov_to(first, f);
-        let c = b.ld_relaxed_sys::<U32>(rq.off(76));
+        let hi = b.shr(words[9], 32u32);
+        let c = b.cvt::<U32, U64>(hi);
         b.mov_to(n, c);
     }
 
@@ -297,12 +316,17 @@ impl ServerRegs {
                             let from = Addr::from(mailbox).off(8 * REQUEST_WORD as i64);
                             let to =
                                 Addr::from(relay).off(8 * (RELAY_RECORD_WORD - RELAY_WORD) as i64);
-                            // Every load issued before the first store: one round trip.
-                            let v: Vec<Reg<U64>> = (0..10i64)
-                                .map(|k| b.ld_relaxed_sys::<U64>(from.off(8 * k)))
+                            let a =
+                                Addr::from(results).off(8 * (STAMP_WORD + STAMP_REQ_FENCED) as i64);
+                            let now = b.globaltimer();
+                            b.st(Space::Global, a, now);
+                            // Weak vector loads after the fence (strong system-scope loads of
+                            // the ten words took about a round trip each), one round trip.
+                            let v: Vec<[Reg<U64>; 2]> = (0..5i64)
+                                .map(|k| b.ld_v2::<U64>(Space::Global, from.off(16 * k)))
                                 .collect();
                             for (k, v) in v.into_iter().enumerate() {
-                                b.st_relaxed_gpu::<U64>(to.off(8 * k as i64), v);
+                                b.st_v2::<U64>(Space::Global, to.off(16 * k as i64), v);
                             }
                             b.st_release_gpu::<U64>(relay, word);
                         });
@@ -340,6 +364,23 @@ impl ServerRegs {
         let report = b.and(idle, is0);
         b.if_then(report, |b| b.st_release_sys::<U32>(status, STATUS_IDLE));
         b.place(&end);
+        b.comment("server: the last block out tells the host (no driver synchronization needed)");
+        let exits = b.add(g, 12u64);
+        let (results, nblk2) = (self.results, nblk);
+        let token = b.ld_param(&self.first_seq_param);
+        b.if_then(is0, |b| {
+            let old = b.atom::<U32>(Space::Global, AtomOp::Add, exits, 1u32);
+            let last = b.sub(nblk2, 1u32);
+            let is_last = b.setp(Cmp::Eq, old, last);
+            b.if_then(is_last, |b| {
+                b.st(Space::Global, exits, 0u32);
+                b.fence_acq_rel(Scope::Sys);
+                let t = b.cvt::<U64, U32>(token);
+                let t = b.or(t, 1u64 << 32);
+                let a = Addr::from(results).off(8 * EXIT_WORD as i64);
+                b.st_relaxed_sys::<U64>(a, t);
+            });
+        });
         bar.finish(b);
     }
 }

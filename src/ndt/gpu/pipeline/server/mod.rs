@@ -72,13 +72,18 @@ impl ServerTimeouts {
 pub(in crate::ndt::gpu) struct ServerState {
     enabled: bool,
     timeouts: ServerTimeouts,
-    /// Kernels loaded so far: for the hash (0) and the dense table (1).
-    kernels: [Option<(Variant, LoadedKernel)>; 2],
+    /// Kernels loaded so far, for the hash (0) and the dense table (1), with their variant and
+    /// how many blocks of each fit an SM.
+    kernels: [Option<(Variant, LoadedKernel, usize)>; 2],
     /// Mailbox (host writes), answers (device writes), start-barrier words (device).
     buffers: Option<Buffers>,
     /// The last sequence number written to the mailbox.
     seq: u32,
     running: bool,
+    /// `first_seq` of the running (or last) launch: its exit token is `token | 1 << 32`.
+    token: u32,
+    /// The last launch was stopped without a driver synchronization (its exit word seen).
+    needs_sync: bool,
     /// A session ended abnormally: the request counter and barrier words need zeroing.
     dirty: bool,
 }
@@ -102,6 +107,8 @@ impl ServerState {
             buffers: None,
             seq: 0,
             running: false,
+            token: 0,
+            needs_sync: false,
             dirty: false,
         }
     }
@@ -190,12 +197,9 @@ impl GpuDerivativePipeline {
             .expect("allocated above")
             .stream
             .clone();
-        // The device buffers' event tracking orders the launch after the uploads on the
-        // device's stream; this orders it after any round still in flight there.
-        self.gpu
-            .stream()
-            .synchronize()
-            .map_err(Error::driver("synchronizing before the NDT server"))?;
+        // No synchronization with the device's stream: the device buffers' event tracking
+        // orders the launch after the uploads and rounds there (the dense table, passed as an
+        // address, was synchronized when uploaded).
         let dense = self.cells.active();
         let k = usize::from(dense.is_some());
         let v = Variant {
@@ -204,9 +208,15 @@ impl GpuDerivativePipeline {
         };
         if self.server.kernels[k]
             .as_ref()
-            .is_none_or(|(loaded, _)| *loaded != v)
+            .is_none_or(|(loaded, _, _)| *loaded != v)
         {
-            self.server.kernels[k] = Some((v, derivative_kernel(&self.gpu, v)?));
+            let f = derivative_kernel(&self.gpu, v)?;
+            let per_sm = f
+                .function()
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+                .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+                as usize;
+            self.server.kernels[k] = Some((v, f, per_sm));
         }
         let per_block = if v.split_point {
             SPLIT_POINTS_PER_BLOCK
@@ -221,15 +231,11 @@ impl GpuDerivativePipeline {
                 .map_err(Error::driver("zeroing the NDT request counter"))?;
             self.server.dirty = false;
         }
-        let func = &self.server.kernels[k].as_ref().expect("loaded above").1;
+        let (_, func, per_sm) = self.server.kernels[k].as_ref().expect("loaded above");
+        let per_sm = *per_sm;
         // The ordinary single-request round's grid (so the partial sums, and with them the
         // results, are the same bit for bit), within what is co-resident (the cooperative
         // launch checks).
-        let per_sm = func
-            .function()
-            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
-            .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
-            as usize;
         let sms = self.gpu.facts().sm_count as usize;
         let points = self.sources.iter().map(|s| s.1 as usize).max().unwrap_or(0);
         let blocks = points
@@ -314,6 +320,7 @@ impl GpuDerivativePipeline {
         unsafe { lb.launch_cooperative() }?;
         self.counters.launches += 1;
         self.server.running = true;
+        self.server.token = seq;
         Ok(())
     }
 
@@ -376,24 +383,33 @@ impl GpuDerivativePipeline {
         decode_result(&rec, t.gauss, count as usize)
     }
 
-    /// Sends the stop command to a running server and waits for the kernel to end.
-    pub(super) fn stop_server(&mut self) -> Result<()> {
+    /// At the end of an alignment: the stop command, then a spin until the kernel's exit word
+    /// says every block has left (no driver call); the stream is synchronized later, before any
+    /// other use of the pipeline ([`Self::stop_server`]). Falls back to that on any trouble.
+    pub(super) fn stop_server_quick(&mut self) -> Result<()> {
         if !self.server.running {
             return Ok(());
         }
-        self.server.running = false;
-        let seq = self.server.seq.wrapping_add(1);
-        self.server.seq = seq;
-        if let Some(b) = self.server.buffers.as_mut() {
-            let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
-            // SAFETY: word 0 of the mailbox, aligned, alive with `self`.
-            unsafe {
-                AtomicU64::from_ptr(m).store(
-                    u64::from(seq) | u64::from(CMD_STOP) << 32,
-                    Ordering::Release,
-                );
-            }
+        self.send_stop()?;
+        if self.wait_exit().is_ok() {
+            self.server.running = false;
+            self.server.needs_sync = true;
+            return Ok(());
         }
+        self.stop_server()
+    }
+
+    /// Sends the stop command to a running server and waits for the kernel to end (a stream
+    /// synchronization, also after a quick stop).
+    pub(super) fn stop_server(&mut self) -> Result<()> {
+        if !self.server.running && !self.server.needs_sync {
+            return Ok(());
+        }
+        if self.server.running {
+            self.send_stop()?;
+        }
+        self.server.running = false;
+        self.server.needs_sync = false;
         let r = match self.server.buffers.as_ref() {
             Some(b) => b
                 .stream
@@ -416,6 +432,23 @@ impl GpuDerivativePipeline {
                 3,
                 "the server kernel's grid was not co-resident (start barrier timed out)".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// Writes the stop command (a new seq) into the mailbox.
+    fn send_stop(&mut self) -> Result<()> {
+        let seq = self.server.seq.wrapping_add(1);
+        self.server.seq = seq;
+        if let Some(b) = self.server.buffers.as_mut() {
+            let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
+            // SAFETY: word 0 of the mailbox, aligned, alive with `self`.
+            unsafe {
+                AtomicU64::from_ptr(m).store(
+                    u64::from(seq) | u64::from(CMD_STOP) << 32,
+                    Ordering::Release,
+                );
+            }
         }
         Ok(())
     }

@@ -2,16 +2,27 @@
 
 use super::super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
+    EXIT_WORD, RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::{Error, Result};
 use cudarc::driver::sys;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 impl GpuDerivativePipeline {
     /// Spins until the kernel has answered request `seq` (see the module docs for the ways out).
     pub(super) fn wait_answer(&self, seq: u32) -> Result<()> {
+        self.spin_for(RESULT_SEQ_WORD, u64::from(seq), u64::from(u32::MAX), seq)
+    }
+
+    /// Spins until the kernel's exit word says every block has left the serving loop.
+    pub(super) fn wait_exit(&self) -> Result<()> {
+        let token = u64::from(self.server.token) | 1 << 32;
+        self.spin_for(EXIT_WORD, token, u64::MAX, self.server.seq)
+    }
+
+    /// Spins until answers word `word`, masked, equals `want`; `seq` names the request in errors.
+    fn spin_for(&self, word: usize, want: u64, mask: u64, seq: u32) -> Result<()> {
         let b = self
             .server
             .buffers
@@ -22,7 +33,7 @@ impl GpuDerivativePipeline {
         // low half holds the u32 the kernel stores; little-endian).
         let (answered, status) = unsafe {
             (
-                AtomicU32::from_ptr(a.add(RESULT_SEQ_WORD).cast::<u32>()),
+                AtomicU64::from_ptr(a.add(word)),
                 AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()),
             )
         };
@@ -30,7 +41,7 @@ impl GpuDerivativePipeline {
         let mut next_check = Duration::from_millis(1);
         let mut spins = 0u32;
         loop {
-            if answered.load(Ordering::Acquire) == seq {
+            if answered.load(Ordering::Acquire) & mask == want {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
@@ -58,7 +69,7 @@ impl GpuDerivativePipeline {
             let waited = start.elapsed();
             if waited >= next_check {
                 next_check = waited + Duration::from_millis(1);
-                if self.stream_idle()? && answered.load(Ordering::Acquire) != seq {
+                if self.stream_idle()? && answered.load(Ordering::Acquire) & mask != want {
                     return Err(server_error(
                         4,
                         format!("the server kernel ended without answering request {seq}"),
