@@ -388,12 +388,13 @@ impl Linearize for GpuDerivativePipeline {
     }
 
     /// A single alignment runs on the evaluation server when it is enabled (`server.rs`).
+    /// A server that cannot start (a cooperative launch the device refuses, say) leaves the
+    /// alignment to the ordinary rounds.
     fn start_alignment(&mut self, jobs: usize) -> Result<()> {
-        if jobs == 1 {
-            self.start_server()
-        } else {
-            Ok(())
+        if jobs == 1 && self.start_server().is_err() {
+            self.server_start_failed();
         }
+        Ok(())
     }
 
     fn finish_alignment(&mut self) -> Result<()> {

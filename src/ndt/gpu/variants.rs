@@ -10,6 +10,8 @@
 //! - `PTXFLOW_NDT_SMALL_PREFETCH`: rounds of at most one block per SM (one alignment) run the
 //!   prefetching variant whatever the others say;
 //! - `PTXFLOW_NDT_SPLIT`: batches run as two groups in flight (`pipeline/split.rs`);
+//! - `PTXFLOW_NDT_SERVER`: single alignments run on the persistent evaluation server (on by
+//!   default, `pipeline/server`);
 //! - `PTXFLOW_NDT_SPLIT_POINTS`: rounds of at most one block per SM (and the evaluation server)
 //!   run the split variant, two warps per point (`Variant::split_point`; not bit-identical, off:
 //!   session 8, H200, Velodyne alignment 256 us against 241 us without it, criterion, same

@@ -1,6 +1,7 @@
 //! The evaluation server: one alignment's evaluations without a launch or a driver
-//! synchronization each (opt-in: `PTXFLOW_NDT_SERVER=1` when the pipeline is created, or
-//! [`GpuDerivativePipeline::set_server`]).
+//! synchronization each (the default for single alignments on devices that map host memory;
+//! `PTXFLOW_NDT_SERVER=0` when the pipeline is created, or
+//! [`GpuDerivativePipeline::set_server`], turns it off).
 //!
 //! [`crate::ndt::Linearize::start_alignment`] (called by the solver for a single alignment)
 //! launches `ndt_derivatives_server` once, cooperatively, with at most one block per point
@@ -68,6 +69,12 @@ impl ServerTimeouts {
     }
 }
 
+/// Whether single alignments use the server unless `PTXFLOW_NDT_SERVER` says otherwise: on
+/// since session 8 (H200, criterion `gpu/ndt/align_{launch,server}_no_upload/velodyne`
+/// alternating in one run: 230-232 us launching per round, 192-199 us served; tests equal bit for
+/// bit, compute-sanitizer memcheck and racecheck clean).
+pub const SERVER_DEFAULT: bool = true;
+
 /// The server's state inside the pipeline.
 pub(in crate::ndt::gpu) struct ServerState {
     enabled: bool,
@@ -98,10 +105,10 @@ struct Buffers {
 }
 
 impl ServerState {
-    /// Off unless `PTXFLOW_NDT_SERVER=1`.
+    /// On unless `PTXFLOW_NDT_SERVER=0` (see [`SERVER_DEFAULT`]).
     pub(in crate::ndt::gpu) fn from_env() -> ServerState {
         ServerState {
-            enabled: env_switch("PTXFLOW_NDT_SERVER", false),
+            enabled: env_switch("PTXFLOW_NDT_SERVER", SERVER_DEFAULT),
             timeouts: ServerTimeouts::from_env(),
             kernels: [None, None],
             buffers: None,
@@ -322,6 +329,12 @@ impl GpuDerivativePipeline {
         self.server.running = true;
         self.server.token = seq;
         Ok(())
+    }
+
+    /// After a failed start: nothing runs, and the next start clears the counters.
+    pub(super) fn server_start_failed(&mut self) {
+        self.server.running = false;
+        self.server.dirty = true;
     }
 
     /// One request through the running server.
