@@ -410,10 +410,3 @@ impl Linearize for GpuDerivativePipeline {
         Some(self)
     }
 }
-
-impl Drop for GpuDerivativePipeline {
-    /// Stops a running server before the buffers it uses are freed.
-    fn drop(&mut self) {
-        let _ = self.stop_server();
-    }
-}

@@ -2,8 +2,9 @@
 //! the per-point loop of step 2 (see [`super::point`]) and the reductions of step 3 (see the
 //! module docs of [`super`]).
 
-use super::point::{point, point_split};
+use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
+use super::split::point_split;
 use super::{
     Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
     PROBES, REQUEST_BYTES, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK, TRANSLATION_AT, VALUES, WARPS,

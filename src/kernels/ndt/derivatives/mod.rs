@@ -51,6 +51,7 @@ mod dense;
 mod kernel;
 mod point;
 pub mod server;
+mod split;
 
 pub use kernel::{build, build_dense, build_dense_small, build_server, build_variant};
 

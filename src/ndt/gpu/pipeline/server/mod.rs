@@ -26,8 +26,7 @@ mod wait;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    CMD_EVALUATE, CMD_STOP, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS,
-    STAMP_WORD, STATUS_NOT_RESIDENT, STATUS_WORD,
+    CMD_EVALUATE, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS, STAMP_WORD,
 };
 use crate::kernels::ndt::derivatives::{
     Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
@@ -43,7 +42,6 @@ use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wait::server_error;
 
 /// How long each side waits for the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,74 +393,11 @@ impl GpuDerivativePipeline {
         }
         decode_result(&rec, t.gauss, count as usize)
     }
+}
 
-    /// At the end of an alignment: the stop command, then a spin until the kernel's exit word
-    /// says every block has left (no driver call); the stream is synchronized later, before any
-    /// other use of the pipeline ([`Self::stop_server`]). Falls back to that on any trouble.
-    pub(super) fn stop_server_quick(&mut self) -> Result<()> {
-        if !self.server.running {
-            return Ok(());
-        }
-        self.send_stop()?;
-        if self.wait_exit().is_ok() {
-            self.server.running = false;
-            self.server.needs_sync = true;
-            return Ok(());
-        }
-        self.stop_server()
-    }
-
-    /// Sends the stop command to a running server and waits for the kernel to end (a stream
-    /// synchronization, also after a quick stop).
-    pub(super) fn stop_server(&mut self) -> Result<()> {
-        if !self.server.running && !self.server.needs_sync {
-            return Ok(());
-        }
-        if self.server.running {
-            self.send_stop()?;
-        }
-        self.server.running = false;
-        self.server.needs_sync = false;
-        let r = match self.server.buffers.as_ref() {
-            Some(b) => b
-                .stream
-                .synchronize()
-                .map_err(Error::driver("running ndt_derivatives_server")),
-            None => Ok(()),
-        };
-        let status = self
-            .server
-            .buffers
-            .as_ref()
-            .and_then(|b| b.answers.as_slice().ok().map(|a| a[STATUS_WORD] as u32))
-            .unwrap_or(0);
-        if r.is_err() || status != 0 {
-            self.server.dirty = true;
-        }
-        r?;
-        if status == STATUS_NOT_RESIDENT {
-            return Err(server_error(
-                3,
-                "the server kernel's grid was not co-resident (start barrier timed out)".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Writes the stop command (a new seq) into the mailbox.
-    fn send_stop(&mut self) -> Result<()> {
-        let seq = self.server.seq.wrapping_add(1);
-        self.server.seq = seq;
-        if let Some(b) = self.server.buffers.as_mut() {
-            let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
-            // SAFETY: word 0 of the mailbox, aligned, alive with `self`.
-            unsafe {
-                AtomicU64::from_ptr(m).store(
-                    u64::from(seq) | u64::from(CMD_STOP) << 32,
-                    Ordering::Release,
-                );
-            }
-        }
-        Ok(())
+impl Drop for GpuDerivativePipeline {
+    /// Stops a running server before the buffers it uses are freed.
+    fn drop(&mut self) {
+        let _ = self.stop_server();
     }
 }

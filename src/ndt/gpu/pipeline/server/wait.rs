@@ -1,8 +1,9 @@
-//! The host's wait for the server's answer, with every way out (see the parent module's docs).
+//! The host's waits for the server (an answer, the kernel's exit) with every way out, and the
+//! stop (see the parent module's docs).
 
 use super::super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    EXIT_WORD, RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
+    CMD_STOP, EXIT_WORD, RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::{Error, Result};
 use cudarc::driver::sys;
@@ -103,6 +104,78 @@ impl GpuDerivativePipeline {
                 cudarc::driver::DriverError(e),
             )),
         }
+    }
+}
+
+impl GpuDerivativePipeline {
+    /// At the end of an alignment: the stop command, then a spin until the kernel's exit word
+    /// says every block has left (no driver call); the stream is synchronized later, before any
+    /// other use of the pipeline ([`Self::stop_server`]). Falls back to that on any trouble.
+    pub(in crate::ndt::gpu::pipeline) fn stop_server_quick(&mut self) -> Result<()> {
+        if !self.server.running {
+            return Ok(());
+        }
+        self.send_stop()?;
+        if self.wait_exit().is_ok() {
+            self.server.running = false;
+            self.server.needs_sync = true;
+            return Ok(());
+        }
+        self.stop_server()
+    }
+
+    /// Sends the stop command to a running server and waits for the kernel to end (a stream
+    /// synchronization, also after a quick stop).
+    pub(in crate::ndt::gpu::pipeline) fn stop_server(&mut self) -> Result<()> {
+        if !self.server.running && !self.server.needs_sync {
+            return Ok(());
+        }
+        if self.server.running {
+            self.send_stop()?;
+        }
+        self.server.running = false;
+        self.server.needs_sync = false;
+        let r = match self.server.buffers.as_ref() {
+            Some(b) => b
+                .stream
+                .synchronize()
+                .map_err(Error::driver("running ndt_derivatives_server")),
+            None => Ok(()),
+        };
+        let status = self
+            .server
+            .buffers
+            .as_ref()
+            .and_then(|b| b.answers.as_slice().ok().map(|a| a[STATUS_WORD] as u32))
+            .unwrap_or(0);
+        if r.is_err() || status != 0 {
+            self.server.dirty = true;
+        }
+        r?;
+        if status == STATUS_NOT_RESIDENT {
+            return Err(server_error(
+                3,
+                "the server kernel's grid was not co-resident (start barrier timed out)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes the stop command (a new seq) into the mailbox.
+    fn send_stop(&mut self) -> Result<()> {
+        let seq = self.server.seq.wrapping_add(1);
+        self.server.seq = seq;
+        if let Some(b) = self.server.buffers.as_mut() {
+            let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
+            // SAFETY: word 0 of the mailbox, aligned, alive with `self`.
+            unsafe {
+                AtomicU64::from_ptr(m).store(
+                    u64::from(seq) | u64::from(CMD_STOP) << 32,
+                    Ordering::Release,
+                );
+            }
+        }
+        Ok(())
     }
 }
 
