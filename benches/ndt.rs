@@ -532,7 +532,7 @@ fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
     println!(
         "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): block 0 sees the request -> terms {:.2}, \
          block 0 points {:.2}, -> last block's reduction {:.2}, final reduction + result writes + fence {:.2}; \
-         host wall minus (seen -> fenced) = mailbox poll + answer transfer + host {:.2}; block 0's last poll round trip {:.2}; \
+         host wall minus (seen -> fenced) = mailbox poll + seq store + host {:.2}; block 0's last poll round trip {:.2}; \
          relay: block 0 seen -> last block seen {:.2}; block 0 seen -> its fence done {:.2}",
         med(0),
         med(1),

@@ -129,25 +129,6 @@ impl KernelBuilder {
         d
     }
 
-    /// `ld.relaxed.sys.global.v2.<T>`: two consecutive values, each a strong system-scope load
-    /// (single-copy atomic per element), for polling words the host writes.
-    pub fn ld_relaxed_sys_v2<T: PtxType>(&mut self, addr: impl Into<Addr>) -> [Reg<T>; 2] {
-        self.ensure(
-            T::BITS >= 32,
-            "ld_relaxed_sys_v2",
-            "relaxed loads take 32- or 64-bit values",
-        );
-        self.need(70, 6, 0);
-        let d = [self.reg::<T>(), self.reg::<T>()];
-        self.instr(format!(
-            "ld.relaxed.sys.global.v2.{} {}, {}",
-            T::NAME,
-            vec_list(&d),
-            addr.into()
-        ));
-        d
-    }
-
     /// `st.release.sys.global.<T>`: a store that the host (or another device) sees only after
     /// every earlier access of this thread (the producer side of a host-polled flag).
     pub fn st_release_sys<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {

@@ -317,25 +317,17 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             vals[..VALUES].copy_from_slice(&sums);
             let grand = block_reduce(b, &vals, tid, WARPS, &part);
             let writes = b.setp(Cmp::Lt, tid, VALUES as u32);
-            match srv {
-                None => {
-                    b.if_then(writes, |b| {
-                        let k = b.mad(req, VALUES as u32, tid);
-                        let a = b.index_addr(results, k, 8);
-                        b.st(Space::Global, a, grand);
-                    });
-                    b.if_then(is0, |b| {
-                        let c = b.index_addr(counters, req, 4);
-                        b.st(Space::Global, c, 0u32);
-                    });
-                }
-                Some(s) => {
-                    b.if_then(is0, |b| {
-                        let c = b.index_addr(counters, req, 4);
-                        b.st(Space::Global, c, 0u32);
-                    });
-                    s.publish(b, is0, writes, grand);
-                }
+            b.if_then(writes, |b| {
+                let k = b.mad(req, VALUES as u32, tid);
+                let a = b.index_addr(results, k, 8);
+                b.st(Space::Global, a, grand);
+            });
+            b.if_then(is0, |b| {
+                let c = b.index_addr(counters, req, 4);
+                b.st(Space::Global, c, 0u32);
+            });
+            if let Some(s) = srv {
+                s.publish(b, is0);
             }
         });
     };

@@ -3,39 +3,36 @@
 //! so an evaluation costs no launch and no driver synchronization.
 //!
 //! # Protocol (all words little-endian, in mapped page-locked host memory)
-//! - `mailbox` (host writes): two slots of [`super::REQUEST_BYTES`] bytes each (the ordinary
-//!   kernel's request rows), at u64 words [`SLOT_WORD`] and [`SLOT_WORD`] +
-//!   [`SLOT_STRIDE_WORDS`]. Message `k` of a launch goes to slot `k % 2`; before writing it the
-//!   host fills the other slot (message `k − 1`, already answered) with [`POISON`], a word no
-//!   request holds, so a slot is a new message exactly when none of its ten words is poison:
-//!   the words are the flag, and one round trip reads both. A record whose word 9 is
-//!   [`STOP_RECORD`] ends the kernel (the host writes it into both slots).
-//! - `results` (device writes): the [`super::VALUES`] sums as in the ordinary kernel (the host
-//!   poisons them before each request and reads them once none is poison: no flag follows
-//!   them), the u32 at word [`STATUS_WORD`]: why the kernel stopped on its own
-//!   ([`STATUS_IDLE`], [`STATUS_NOT_RESIDENT`]; the host zeroes it), the u64 at [`EXIT_WORD`]:
-//!   `first_seq | 1 << 32` once the last block has left the loop, and phase stamps
-//!   ([`STAMP_WORD`]).
+//! - `mailbox` (host writes): u64 word 0 = `seq | cmd << 32` (written last, with a release
+//!   store), words 2..12 the request record of [`super::REQUEST_BYTES`] bytes (the layout of
+//!   the ordinary kernel's request rows). `cmd` [`CMD_EVALUATE`] asks for one evaluation,
+//!   [`CMD_STOP`] ends the kernel.
+//! - `results` (device writes): the [`super::VALUES`] sums as in the ordinary kernel, then the
+//!   u32 at word [`RESULT_SEQ_WORD`]: the `seq` of the request those sums answer (stored with
+//!   release semantics after the sums), and the u32 at word [`STATUS_WORD`]: why the kernel
+//!   stopped on its own ([`STATUS_IDLE`], [`STATUS_NOT_RESIDENT`]; the host zeroes it), and the
+//!   u64 at [`EXIT_WORD`]: `first_seq | 1 << 32` once the last block has left the loop.
 //!
 //! # What each block does
 //! 1. All blocks meet at a grid barrier (`rnn::barrier`, with its timeout): a block that never
 //!    arrives means the grid is not co-resident, and every block that sees the barrier's status
 //!    set writes [`STATUS_NOT_RESIDENT`] and ends instead of waiting for requests.
-//! 2. Thread 0 of block 0 polls the next slot (five `ld.relaxed.sys.v2`, one round trip) until
-//!    no word is poison, fences at system scope (what the host saw before writing, the last
-//!    round's device state included, comes first), copies the record into the relay in device
-//!    memory (`grid_sync` from [`RELAY_RECORD_WORD`]) and releases `seq | cmd << 32` there
-//!    ([`RELAY_WORD`]); thread 0 of every other block polls the relay word (`ld.relaxed.gpu`,
-//!    then a fence). (With every block polling host memory an evaluation took 1.3 ms on an
-//!    H200: the host's memory answered one block's read after the other; with a flag word,
-//!    an acquire per poll and then the record read cost 2.4 us more per request than this.)
-//!    When `%globaltimer` says that `idle_ns` passed without a request, block 0 relays the idle
-//!    command and every block ends (the others also give up by themselves after twice that),
-//!    so a host that died never leaves a spinning kernel; the command goes to each block
-//!    through shared memory.
-//! 3. Steps 1 to 3 of the ordinary kernel, with thread 0 reading the request from the relay;
-//!    the block that reduces last resets the request counter, its thread 0 fences at system
-//!    scope, and after a barrier its threads store the sums (strong stores). A block writes its
+//! 2. Thread 0 of block 0 polls the mailbox word with `ld.acquire.sys` until its `seq` differs
+//!    from the last one served, copies the record into the relay in device memory (`grid_sync`
+//!    from [`RELAY_RECORD_WORD`]) and releases the word there ([`RELAY_WORD`]); thread 0 of
+//!    every other block polls the relay with `ld.acquire.gpu`. (With every block polling host
+//!    memory, an evaluation took 1.3 ms instead of microseconds on an H200: the host's memory
+//!    answered one block's read after the other.) When `%globaltimer` says that `idle_ns`
+//!    passed without a request, block 0 relays [`STATUS_IDLE`]'s command and every block ends
+//!    (the others also give up by themselves after twice that), so a host that died never
+//!    leaves a spinning kernel; the command goes to each block through shared memory.
+//!    Polls are relaxed loads (one round trip each) and a fence follows the one that sees a new
+//!    `seq` (an acquire load per poll cost a system-scope fence each time); the record is then
+//!    read with weak vector loads (ten strong system-scope loads took a round trip each).
+//! 3. Steps 1 to 3 of the ordinary kernel, with thread 0 reading the request from the relay
+//!    and the block that reduces last writing the sums; after a barrier its thread 0 fences at
+//!    system scope (cumulative: the block's sums come first for every observer) and stores
+//!    `seq` into `results`. The request counter is reset before that, and a block writes its
 //!    next partial only after it has seen the next request, which the host sends only after it
 //!    has read this answer.
 //! 4. On the stop command (or idle), each block counts itself out; the last one writes the
@@ -51,17 +48,8 @@ pub const CMD_EVALUATE: u32 = 0;
 pub const CMD_STOP: u32 = 1;
 /// Internal command: no request within `idle_ns`.
 const CMD_IDLE: u32 = 2;
-/// u64 word of `mailbox` where slot 0's request record starts; slot 1's starts
-/// [`SLOT_STRIDE_WORDS`] later (both 16-byte aligned).
-pub const SLOT_WORD: usize = 2;
-/// u64 words from one mailbox slot to the next.
-pub const SLOT_STRIDE_WORDS: usize = 12;
-/// u64 words of `mailbox` the host allocates.
-pub const MAILBOX_WORDS: usize = SLOT_WORD + 2 * SLOT_STRIDE_WORDS;
-/// A word no request (and no answer) ever holds: slots and answers are poisoned with it.
-pub const POISON: u64 = u64::MAX;
-/// Word 9 (`first | count << 32`) of the stop command's record (a count no source has).
-pub const STOP_RECORD: u64 = 0xFFFF_FFFE_0000_0000;
+/// u64 word of `mailbox` where the request record starts.
+pub const REQUEST_WORD: usize = 2;
 /// u64 word of `grid_sync` (device memory, after the start barrier's four u32) where block 0
 /// relays the mailbox's word 0 to the other blocks (release after the record).
 pub const RELAY_WORD: usize = 2;
@@ -73,6 +61,8 @@ pub const RELAY_RECORD_WORD: usize = 4;
 pub const EXIT_WORD: usize = VALUES + 2;
 /// u32 words of `grid_sync` the host allocates (zero before the first launch).
 pub const GRID_SYNC_WORDS: usize = 32;
+/// u64 word of `results` that holds the answered `seq` (low half).
+pub const RESULT_SEQ_WORD: usize = VALUES;
 /// u64 word of `results` that holds the status (low half).
 pub const STATUS_WORD: usize = VALUES + 1;
 /// u64 words of `results` the host allocates.
@@ -144,8 +134,6 @@ pub(super) struct ServerRegs {
     first_seq_param: Param<U32>,
     /// Thread 0: when this block saw the request it serves (`%globaltimer`).
     seen_at: Reg<U64>,
-    /// Block 0's thread 0: the mailbox slot of the next request (0, 1, 0, ...).
-    slot: Reg<U32>,
 }
 
 impl ServerRegs {
@@ -172,7 +160,6 @@ impl ServerRegs {
             blk0,
             first_seq_param: p.first_seq.clone(),
             seen_at: b.mov(0u64),
-            slot: b.mov(0u32),
         }
     }
 
@@ -222,25 +209,18 @@ impl ServerRegs {
         b.mov_to(n, c);
     }
 
-    /// In the block that reduced last, after thread 0 reset the request counter: thread 0
-    /// fences at system scope, then threads `writes` store the sums `grand` (strong stores).
-    pub(super) fn publish(
-        &self,
-        b: &mut KernelBuilder,
-        is0: Reg<Pred>,
-        writes: Reg<Pred>,
-        grand: Reg<F64>,
-    ) {
-        // Thread 0's fence puts the counter's reset (and everything before) ahead of the sums
-        // for every observer; the host reads the sums once none is poison, so no flag follows.
+    /// In the block that reduced last, after its threads stored the sums: a barrier, then
+    /// thread 0 fences at system scope and stores the request's `seq`.
+    pub(super) fn publish(&self, b: &mut KernelBuilder, is0: Reg<Pred>) {
+        // The barrier puts the sums before thread 0's fence, which (cumulative) puts them
+        // before the seq for every observer: one system-scope fence on the path.
+        b.bar_sync();
+        let (results, seq) = (self.results, self.seq);
         b.if_then(is0, |b| b.fence_acq_rel(Scope::Sys));
         self.stamp(b, is0, STAMP_FENCED);
-        b.bar_sync();
-        let results = self.results;
-        let tid = b.special(Special::TidX);
-        b.if_then(writes, |b| {
-            let a = b.index_addr(results, tid, 8);
-            b.st_relaxed_sys::<F64>(a, grand);
+        b.if_then(is0, |b| {
+            let a = Addr::from(results).off(8 * RESULT_SEQ_WORD as i64);
+            b.st_relaxed_sys::<U32>(a, seq);
         });
     }
 
@@ -286,7 +266,7 @@ impl ServerRegs {
         b.bra(&end);
         b.place(&skip);
         let (mailbox, idle_ns, seq, blk0) = (self.mailbox, self.idle_ns, self.seq, self.blk0);
-        let (results, seen_at, slot) = (self.results, self.seen_at, self.slot);
+        let (results, seen_at) = (self.results, self.seen_at);
         b.loop_forever(|b, brk, _| {
             b.comment("server: thread 0 waits for the next request (or the idle timeout)");
             b.if_then(is0, |b| {
@@ -296,98 +276,77 @@ impl ServerRegs {
                 // the host's memory sees as one reader instead of one per block.
                 // The others wait twice as long, so block 0's timeout comes first and ends
                 // them all together.
+                let host = blk0;
+                let src = b.selp(mailbox, relay, host);
                 let twice = b.add(idle_ns, idle_ns);
+                let limit = b.selp(idle_ns, twice, host);
+                // Relaxed polls (a plain round trip each), one fence once the word changed:
+                // an acquire load per poll cost a system-scope fence every time.
                 let issued = b.mov(start);
-                b.if_else(
-                    blk0,
-                    |b| {
-                        b.loop_forever(|b, got, _| {
-                            // Slot `slot` whole, one round trip: valid once no word is poison.
-                            let off = b.mul(slot, (8 * SLOT_STRIDE_WORDS) as u32);
-                            let off = b.cvt::<U64, U32>(off);
-                            let base = b.add(mailbox, off);
-                            let at = Addr::from(base).off(8 * SLOT_WORD as i64);
-                            let words: Vec<Reg<U64>> = (0..5i64)
-                                .flat_map(|k| b.ld_relaxed_sys_v2::<U64>(at.off(16 * k)))
+                b.loop_forever(|b, got, _| {
+                    let word = b.reg::<U64>();
+                    b.if_else(
+                        host,
+                        |b| {
+                            let w = b.ld_relaxed_sys::<U64>(src);
+                            b.mov_to(word, w);
+                        },
+                        |b| {
+                            let w = b.ld_relaxed_gpu::<U64>(src);
+                            b.mov_to(word, w);
+                        },
+                    );
+                    let s = b.cvt::<U32, U64>(word);
+                    let fresh = b.setp(Cmp::Ne, s, seq);
+                    b.if_then(fresh, |b| {
+                        let now = b.globaltimer();
+                        b.mov_to(seen_at, now);
+                        b.if_else(
+                            host,
+                            |b| b.fence_acq_rel(Scope::Sys),
+                            |b| b.fence_acq_rel(Scope::Gpu),
+                        );
+                        let hi = b.shr(word, 32u32);
+                        let c = b.cvt::<U32, U64>(hi);
+                        b.mov_to(cmd, c);
+                        b.mov_to(seq, s);
+                        b.if_then(host, |b| {
+                            let a = Addr::from(results).off(8 * (STAMP_WORD + STAMP_POLL) as i64);
+                            b.st(Space::Global, a, issued);
+                            let from = Addr::from(mailbox).off(8 * REQUEST_WORD as i64);
+                            let to =
+                                Addr::from(relay).off(8 * (RELAY_RECORD_WORD - RELAY_WORD) as i64);
+                            let a =
+                                Addr::from(results).off(8 * (STAMP_WORD + STAMP_REQ_FENCED) as i64);
+                            let now = b.globaltimer();
+                            b.st(Space::Global, a, now);
+                            // Weak vector loads after the fence (strong system-scope loads of
+                            // the ten words took about a round trip each), one round trip.
+                            let v: Vec<[Reg<U64>; 2]> = (0..5i64)
+                                .map(|k| b.ld_v2::<U64>(Space::Global, from.off(16 * k)))
                                 .collect();
-                            let mut valid: Option<Reg<Pred>> = None;
-                            for w in &words {
-                                let ok = b.setp(Cmp::Ne, *w, POISON);
-                                valid = Some(match valid {
-                                    None => ok,
-                                    Some(v) => b.and(v, ok),
-                                });
+                            for (k, v) in v.into_iter().enumerate() {
+                                b.st_v2::<U64>(Space::Global, to.off(16 * k as i64), v);
                             }
-                            let valid = valid.expect("ten words");
-                            b.if_then(valid, |b| {
-                                let now = b.globaltimer();
-                                b.mov_to(seen_at, now);
-                                // Acquire: what the host saw before writing this request (the
-                                // last round's device state included) comes first.
-                                b.fence_acq_rel(Scope::Sys);
-                                let a = Addr::from(results)
-                                    .off(8 * (STAMP_WORD + STAMP_REQ_FENCED) as i64);
-                                let now = b.globaltimer();
-                                b.st(Space::Global, a, now);
-                                let a =
-                                    Addr::from(results).off(8 * (STAMP_WORD + STAMP_POLL) as i64);
-                                b.st(Space::Global, a, issued);
-                                let stop = b.setp(Cmp::Eq, words[9], STOP_RECORD);
-                                let c = b.selp(CMD_STOP, CMD_EVALUATE, stop);
-                                b.mov_to(cmd, c);
-                                let s1 = b.add(seq, 1u32);
-                                b.mov_to(seq, s1);
-                                let flip = b.xor(slot, 1u32);
-                                b.mov_to(slot, flip);
-                                let to = Addr::from(relay)
-                                    .off(8 * (RELAY_RECORD_WORD - RELAY_WORD) as i64);
-                                for k in 0..5 {
-                                    let v = [words[2 * k], words[2 * k + 1]];
-                                    b.st_v2::<U64>(Space::Global, to.off(16 * k as i64), v);
-                                }
-                                let w = b.cvt::<U64, U32>(s1);
-                                let c64 = b.cvt::<U64, U32>(c);
-                                let hi = b.shl(c64, 32u32);
-                                let w = b.or(w, hi);
-                                b.st_release_gpu::<U64>(relay, w);
-                                b.bra(got);
-                            });
-                            let now = b.globaltimer();
-                            b.mov_to(issued, now);
-                            let waited = b.sub(now, start);
-                            let late = b.setp(Cmp::Gt, waited, idle_ns);
-                            b.if_then(late, |b| {
-                                // Block 0 tells the others to end too.
-                                let s1 = b.add(seq, 1u32);
-                                let w = b.cvt::<U64, U32>(s1);
-                                let idle = b.or(w, (CMD_IDLE as u64) << 32);
-                                b.st_release_gpu::<U64>(relay, idle);
-                                b.bra(got);
-                            });
+                            b.st_release_gpu::<U64>(relay, word);
                         });
-                    },
-                    |b| {
-                        b.loop_forever(|b, got, _| {
-                            let word = b.ld_relaxed_gpu::<U64>(relay);
-                            let s = b.cvt::<U32, U64>(word);
-                            let fresh = b.setp(Cmp::Ne, s, seq);
-                            b.if_then(fresh, |b| {
-                                let now = b.globaltimer();
-                                b.mov_to(seen_at, now);
-                                b.fence_acq_rel(Scope::Gpu);
-                                let hi = b.shr(word, 32u32);
-                                let c = b.cvt::<U32, U64>(hi);
-                                b.mov_to(cmd, c);
-                                b.mov_to(seq, s);
-                                b.bra(got);
-                            });
-                            let now = b.globaltimer();
-                            let waited = b.sub(now, start);
-                            let late = b.setp(Cmp::Gt, waited, twice);
-                            b.bra_if(late, got);
+                        b.bra(got);
+                    });
+                    let now = b.globaltimer();
+                    b.mov_to(issued, now);
+                    let waited = b.sub(now, start);
+                    let late = b.setp(Cmp::Gt, waited, limit);
+                    b.if_then(late, |b| {
+                        // Block 0 tells the others to end too.
+                        b.if_then(host, |b| {
+                            let s1 = b.add(seq, 1u32);
+                            let w = b.cvt::<U64, U32>(s1);
+                            let idle = b.or(w, (CMD_IDLE as u64) << 32);
+                            b.st_release_gpu::<U64>(relay, idle);
                         });
-                    },
-                );
+                        b.bra(got);
+                    });
+                });
                 b.st(Space::Shared, info.at(3), cmd);
             });
             let a = Addr::from(self.results).off(8 * (STAMP_WORD + STAMP_SEEN) as i64);

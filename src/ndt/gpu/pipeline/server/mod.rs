@@ -5,10 +5,9 @@
 //!
 //! [`crate::ndt::Linearize::start_alignment`] (called by the solver for a single alignment)
 //! launches `ndt_derivatives_server` once, cooperatively, with at most one block per point
-//! range the ordinary one-request round would use. Each single-request round then poisons the
-//! answer words, writes the request record into the next of two slots of a mapped host
-//! mailbox (poisoning the other) and spins until no answer word is poison (the protocol is in
-//! `kernels::ndt::derivatives::server`);
+//! range the ordinary one-request round would use. Each single-request round then writes the
+//! request record and a new sequence number into a mapped host mailbox (release store) and
+//! spins on the sequence number the kernel releases into mapped host memory after the sums;
 //! [`crate::ndt::Linearize::finish_alignment`] (or any other use of the pipeline, or dropping
 //! it) sends the stop command and synchronizes the server's stream once. The kernel runs on a
 //! stream of its own, so work that other pipelines queue on the device's stream meanwhile runs
@@ -27,8 +26,7 @@ mod wait;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    GRID_SYNC_WORDS, MAILBOX_WORDS, POISON, RESULT_WORDS, SLOT_STRIDE_WORDS, SLOT_WORD, STAMPS,
-    STAMP_WORD,
+    CMD_EVALUATE, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS, STAMP_WORD,
 };
 use crate::kernels::ndt::derivatives::{
     Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
@@ -41,7 +39,7 @@ use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,10 +82,7 @@ pub(in crate::ndt::gpu) struct ServerState {
     kernels: [Option<(Variant, LoadedKernel, usize)>; 2],
     /// Mailbox (host writes), answers (device writes), start-barrier words (device).
     buffers: Option<Buffers>,
-    /// Messages (requests and the stop) sent to the running kernel since its launch: the next
-    /// one goes to mailbox slot `sent % 2`.
-    sent: u32,
-    /// Sequence number of the last message (the kernel counts them from its `first_seq`).
+    /// The last sequence number written to the mailbox.
     seq: u32,
     running: bool,
     /// `first_seq` of the running (or last) launch: its exit token is `token | 1 << 32`.
@@ -116,56 +111,11 @@ impl ServerState {
             kernels: [None, None],
             buffers: None,
             seq: 0,
-            sent: 0,
             running: false,
             token: 0,
             needs_sync: false,
             dirty: false,
         }
-    }
-}
-
-impl ServerState {
-    /// Writes `record` into both mailbox slots (the stop command).
-    pub(super) fn post_everywhere(&mut self, record: &[u64; REQUEST_WORDS]) -> Result<()> {
-        let b = self.buffers.as_mut().expect("a running server has buffers");
-        let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
-        // SAFETY: both slots lie within the mailbox's MAILBOX_WORDS words (alive with `self`);
-        // the kernel only reads them.
-        unsafe {
-            for slot in 0..2 {
-                for (k, w) in record.iter().enumerate() {
-                    std::ptr::write_volatile(m.add(SLOT_WORD + slot * SLOT_STRIDE_WORDS + k), *w);
-                }
-            }
-        }
-        std::sync::atomic::fence(Ordering::SeqCst);
-        self.sent = self.sent.wrapping_add(1);
-        Ok(())
-    }
-
-    /// Writes `record` into the mailbox slot of the next message, after poisoning the other
-    /// slot (which held the message before, already consumed: the kernel answered it).
-    pub(super) fn post(&mut self, record: &[u64; REQUEST_WORDS]) -> Result<()> {
-        let slot = (self.sent % 2) as usize;
-        let b = self.buffers.as_mut().expect("a running server has buffers");
-        let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
-        let at = |s: usize| SLOT_WORD + s * SLOT_STRIDE_WORDS;
-        // SAFETY: both slots lie within the mailbox's MAILBOX_WORDS words (alive with `self`);
-        // the kernel only reads them. The fences keep the poison ahead of the record for the
-        // device (x86 stores are ordered anyway; they matter on weaker hosts).
-        unsafe {
-            for k in 0..REQUEST_WORDS {
-                std::ptr::write_volatile(m.add(at(1 - slot) + k), POISON);
-            }
-            std::sync::atomic::fence(Ordering::SeqCst);
-            for (k, w) in record.iter().enumerate() {
-                std::ptr::write_volatile(m.add(at(slot) + k), *w);
-            }
-            std::sync::atomic::fence(Ordering::SeqCst);
-        }
-        self.sent = self.sent.wrapping_add(1);
-        Ok(())
     }
 }
 
@@ -234,7 +184,7 @@ impl GpuDerivativePipeline {
                 .new_stream()
                 .map_err(Error::driver("cuStreamCreate (NDT server)"))?;
             self.server.buffers = Some(Buffers {
-                mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
+                mailbox: MappedBuffer::new(&self.gpu, 2 + REQUEST_WORDS, true)?,
                 answers: MappedBuffer::new(&self.gpu, RESULT_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(
                     &s,
@@ -302,11 +252,13 @@ impl GpuDerivativePipeline {
         let seq = self.server.seq;
         let b = self.server.buffers.as_mut().expect("allocated above");
         {
-            // Both slots poisoned: the kernel waits for slot 0 to fill.
-            b.mailbox.as_mut_slice()?.fill(POISON);
-            b.answers.as_mut_slice()?.fill(0);
+            let m = b.mailbox.as_mut_slice()?;
+            m.fill(0);
+            m[0] = u64::from(seq) | u64::from(CMD_EVALUATE) << 32;
+            let a = b.answers.as_mut_slice()?;
+            a.fill(0);
+            a[RESULT_SEQ_WORD] = u64::from(seq);
         }
-        self.server.sent = 0;
         std::sync::atomic::fence(Ordering::SeqCst);
         let mailbox = b
             .mailbox
@@ -396,33 +348,30 @@ impl GpuDerivativePipeline {
                 self.sources.len()
             ))
         })?;
-        let mut words = pack_request(&r.pose, start, count);
-        for w in &mut words[..REQUEST_WORDS - 1] {
-            // A NaN pose component must not read as poison (any NaN gives NaN sums anyway).
-            if *w == POISON {
-                *w = f64::NAN.to_bits();
-            }
-        }
+        let words = pack_request(&r.pose, start, count);
         let seq = self.server.seq.wrapping_add(1);
         let b = self
             .server
             .buffers
             .as_mut()
             .expect("a running server has buffers");
-        let a = b.answers.as_mut_slice()?.as_mut_ptr();
-        // SAFETY: the answers' first VALUES words (alive with `self`); the kernel wrote them
-        // for the last request, which the host has read, and writes them again only for this
-        // one, which it cannot see before the stores below.
+        let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
+        // SAFETY: `m` points at the mailbox's 2 + REQUEST_WORDS words, alive while `self` is;
+        // the kernel only reads them, and only the record after acquiring word 0, which is
+        // released after the record below (AtomicU64 view of an aligned u64 of that memory).
         unsafe {
-            for k in 0..VALUES {
-                std::ptr::write_volatile(a.add(k), POISON);
+            for (k, w) in words.iter().enumerate() {
+                std::ptr::write_volatile(m.add(REQUEST_WORD + k), *w);
             }
+            AtomicU64::from_ptr(m).store(
+                u64::from(seq) | u64::from(CMD_EVALUATE) << 32,
+                Ordering::Release,
+            );
         }
-        self.server.post(&words)?;
         self.server.seq = seq;
         self.counters.requests += 1;
         self.counters.bytes_up += (8 * REQUEST_WORDS) as u64;
-        self.counters.bytes_down += (8 * VALUES) as u64;
+        self.counters.bytes_down += (8 * (VALUES + 1)) as u64;
         if let Err(e) = self.wait_answer(seq) {
             self.server.dirty = true;
             // The kernel may still finish this round; the stop lets it end cleanly.
@@ -437,9 +386,9 @@ impl GpuDerivativePipeline {
         let a = b.answers.as_slice()?.as_ptr();
         let mut rec = [0.0f64; VALUES];
         for (k, v) in rec.iter_mut().enumerate() {
-            // SAFETY: word k < VALUES of the answers (alive with `self`); `wait_answer` saw it
-            // written (no poison left), and the kernel writes it again only after the next
-            // request.
+            // SAFETY: word k < VALUES of the answers (alive with `self`); the kernel wrote it
+            // before releasing `seq`, which `wait_answer` acquired, and writes it again only
+            // after the next request.
             *v = f64::from_bits(unsafe { std::ptr::read_volatile(a.add(k)) });
         }
         decode_result(&rec, t.gauss, count as usize)

@@ -3,9 +3,8 @@
 
 use super::super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
-    EXIT_WORD, POISON, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD, STOP_RECORD,
+    CMD_STOP, EXIT_WORD, RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
-use crate::ndt::gpu::records::{REQUEST_WORDS, VALUES};
 use crate::{Error, Result};
 use cudarc::driver::sys;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -14,38 +13,36 @@ use std::time::{Duration, Instant};
 impl GpuDerivativePipeline {
     /// Spins until the kernel has answered request `seq` (see the module docs for the ways out).
     pub(super) fn wait_answer(&self, seq: u32) -> Result<()> {
-        // SAFETY (closure): words 0..VALUES of the answers, read volatile (the kernel writes
-        // each with one strong 8-byte store).
-        self.spin_for(seq, |a| unsafe {
-            (0..VALUES).all(|k| std::ptr::read_volatile(a.add(k)) != POISON)
-        })
+        self.spin_for(RESULT_SEQ_WORD, u64::from(seq), u64::from(u32::MAX), seq)
     }
 
     /// Spins until the kernel's exit word says every block has left the serving loop.
     pub(super) fn wait_exit(&self) -> Result<()> {
         let token = u64::from(self.server.token) | 1 << 32;
-        // SAFETY (closure): the exit word of the answers, read atomically.
-        self.spin_for(self.server.seq, |a| unsafe {
-            AtomicU64::from_ptr(a.add(EXIT_WORD).cast_mut()).load(Ordering::Acquire) == token
-        })
+        self.spin_for(EXIT_WORD, token, u64::MAX, self.server.seq)
     }
 
-    /// Spins until `done` holds for the answers' words; `seq` names the request in errors.
-    fn spin_for(&self, seq: u32, done: impl Fn(*const u64) -> bool) -> Result<()> {
+    /// Spins until answers word `word`, masked, equals `want`; `seq` names the request in errors.
+    fn spin_for(&self, word: usize, want: u64, mask: u64, seq: u32) -> Result<()> {
         let b = self
             .server
             .buffers
             .as_ref()
             .expect("a running server has buffers");
         let a = b.answers.as_slice()?.as_ptr().cast_mut();
-        // SAFETY: an aligned u64 word of the answers (alive with `self`), read atomically (the
+        // SAFETY: aligned u64 words of the answers (alive with `self`), read atomically (the
         // low half holds the u32 the kernel stores; little-endian).
-        let status = unsafe { AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()) };
+        let (answered, status) = unsafe {
+            (
+                AtomicU64::from_ptr(a.add(word)),
+                AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()),
+            )
+        };
         let start = Instant::now();
         let mut next_check = Duration::from_millis(1);
         let mut spins = 0u32;
         loop {
-            if done(a) {
+            if answered.load(Ordering::Acquire) & mask == want {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
@@ -73,7 +70,7 @@ impl GpuDerivativePipeline {
             let waited = start.elapsed();
             if waited >= next_check {
                 next_check = waited + Duration::from_millis(1);
-                if self.stream_idle()? && !done(a) {
+                if self.stream_idle()? && answered.load(Ordering::Acquire) & mask != want {
                     return Err(server_error(
                         4,
                         format!("the server kernel ended without answering request {seq}"),
@@ -166,14 +163,17 @@ impl GpuDerivativePipeline {
 
     /// Writes the stop command (a new seq) into the mailbox.
     fn send_stop(&mut self) -> Result<()> {
-        self.server.seq = self.server.seq.wrapping_add(1);
-        if self.server.buffers.is_some() {
-            let mut record = [0u64; REQUEST_WORDS];
-            record[REQUEST_WORDS - 1] = STOP_RECORD;
-            // Into both slots, no poison: after a request the host gave up on, the kernel may
-            // still wait at that request's slot (a torn read there is a stop or a request with
-            // a valid point range, so at worst one wasted evaluation).
-            self.server.post_everywhere(&record)?;
+        let seq = self.server.seq.wrapping_add(1);
+        self.server.seq = seq;
+        if let Some(b) = self.server.buffers.as_mut() {
+            let m = b.mailbox.as_mut_slice()?.as_mut_ptr();
+            // SAFETY: word 0 of the mailbox, aligned, alive with `self`.
+            unsafe {
+                AtomicU64::from_ptr(m).store(
+                    u64::from(seq) | u64::from(CMD_STOP) << 32,
+                    Ordering::Release,
+                );
+            }
         }
         Ok(())
     }
