@@ -28,7 +28,10 @@
 //!    leaves a spinning kernel; the command goes to each block through shared memory.
 //!    Polls are relaxed loads (one round trip each) and a fence follows the one that sees a new
 //!    `seq` (an acquire load per poll cost a system-scope fence each time); the record is then
-//!    read with weak vector loads (ten strong system-scope loads took a round trip each).
+//!    read with weak vector loads (ten strong system-scope loads took a round trip each). A
+//!    protocol without the flag word (two record slots that the host poisons, each polled whole
+//!    with strong vector loads, and answers read once none is poison) was slower on an H200:
+//!    3.1 us a poll instead of 1.1, 234 us an alignment instead of 188 (session 8).
 //! 3. Steps 1 to 3 of the ordinary kernel, with thread 0 reading the request from the relay
 //!    and the block that reduces last writing the sums; after a barrier its thread 0 fences at
 //!    system scope (cumulative: the block's sums come first for every observer) and stores
