@@ -68,9 +68,9 @@ impl ServerTimeouts {
 }
 
 /// Whether single alignments use the server unless `PTXFLOW_NDT_SERVER` says otherwise: on
-/// since session 8 (H200, criterion `gpu/ndt/align_{launch,server}_no_upload/velodyne`
-/// alternating in one run: 230-232 us launching per round, 192-199 us served; tests equal bit for
-/// bit, compute-sanitizer memcheck and racecheck clean).
+/// since session 8 (criterion `gpu/ndt/align_{launch,server}_no_upload/velodyne` alternating in
+/// one run: H200 209-227 us launching per round, 187-188 us served; H100 218-224 us against
+/// 202-203 us; results equal bit for bit, compute-sanitizer memcheck and racecheck clean).
 pub const SERVER_DEFAULT: bool = true;
 
 /// The server's state inside the pipeline.
