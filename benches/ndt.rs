@@ -16,6 +16,10 @@
 //!   lockstep batches as the command line does; 16 on the CPU, one after another), each from the
 //!   identity, against a prebuilt map; `gpu/ndt/sequence_serial/velodyne_x200` aligns them one at
 //!   a time (the cost of `--chain`, which cannot batch), source upload included;
+//! - `gpu/ndt/align_{launch,server}[_no_upload]/velodyne[_2]`: the Velodyne alignment with the
+//!   evaluation server off and on (`GpuDerivativePipeline::set_server`), alternating, with and
+//!   without the source upload; `PTXFLOW_NDT_SERVER_SUMMARY=1` prints only their alternating
+//!   wall medians as one SUMMARY line (also part of the full summary);
 //! - `gpu/ndt/iteration/{mapped,copy}_1pt`: the per-iteration floor (1-point source) with zero-copy
 //!   requests/results and with explicit copies;
 //! - `cpu/ndt/align_clouds/velodyne` (map build + solve), `cpu/ndt/voxel_map/69k`,
@@ -273,6 +277,26 @@ fn gpu_benches(c: &mut Criterion, d: &Data, gpu: &std::sync::Arc<ptxflow::runtim
             b.iter(|| gpu_align(&mut pipe, p))
         });
     }
+    // The evaluation server off and on, alternating (whatever PTXFLOW_NDT_SERVER says), with
+    // and without the source upload that `align/velodyne` includes.
+    let p = &d.velodyne;
+    let mut pipes = [false, true].map(|on| {
+        let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
+        pipe.set_server(on).expect("server switch");
+        pipe.upload_source(&p.source).expect("source");
+        pipe
+    });
+    g.throughput(Throughput::Elements(p.source.len() as u64));
+    for round in ["", "_2"] {
+        for (pipe, kind) in pipes.iter_mut().zip(["launch", "server"]) {
+            g.bench_function(format!("align_{kind}/velodyne{round}"), |b| {
+                b.iter(|| gpu_align(pipe, p))
+            });
+            g.bench_function(format!("align_{kind}_no_upload/velodyne{round}"), |b| {
+                b.iter(|| align(pipe, 0, &p.init, &NdtParams::default().solver).expect("align"))
+            });
+        }
+    }
     g.throughput(Throughput::Elements(HYPOTHESES as u64));
     g.bench_function(format!("batch/{HYPOTHESES}"), |b| {
         b.iter(|| gpu_batch(&mut pipe, d))
@@ -372,6 +396,9 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
             cpu * 1e3
         );
     }
+    if let Some(g) = gpu {
+        server_summary(d, g);
+    }
     let t = Instant::now();
     std::hint::black_box(cpu_batch(d, HYPOTHESES));
     let cpu = t.elapsed().as_secs_f64();
@@ -394,6 +421,128 @@ fn summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>>) {
             println!("SUMMARY ndt iteration floor ({transfer:?}, 1-point source): {:.1} us per linearize (launch + sync + host work)", t * 1e6);
         }
     }
+}
+
+/// The Velodyne alignment with the evaluation server off and on, alternating run by run in one
+/// process (wall medians), with and without the source upload, and per evaluation.
+fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    let p = &d.velodyne;
+    let solver = NdtParams::default().solver;
+    let mut pipes = [false, true].map(|on| {
+        let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
+        pipe.set_server(on).expect("server switch");
+        pipe.upload_source(&p.source).expect("source");
+        pipe
+    });
+    let evaluations = align(&mut pipes[1], 0, &p.init, &solver)
+        .expect("align")
+        .evaluations;
+    const RUNS: usize = 60;
+    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for _ in 0..RUNS {
+        for (k, pipe) in pipes.iter_mut().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(gpu_align(pipe, p));
+            times[k][0].push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            std::hint::black_box(align(pipe, 0, &p.init, &solver).expect("align"));
+            times[k][1].push(t.elapsed().as_secs_f64());
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [mut off, mut on] = times;
+    let (off_up, off_no) = (median(&mut off[0]), median(&mut off[1]));
+    let (on_up, on_no) = (median(&mut on[0]), median(&mut on[1]));
+    println!(
+        "SUMMARY ndt server velodyne ({evaluations} evaluations, {RUNS} alternating runs, {}): \
+         incl. source upload: launch per round {:.1} us, server {:.1} us; without upload: \
+         launch per round {:.1} us ({:.2} us per evaluation), server {:.1} us ({:.2} us per \
+         evaluation); target 120 us",
+        gpu.facts().name,
+        off_up * 1e6,
+        on_up * 1e6,
+        off_no * 1e6,
+        off_no * 1e6 / evaluations as f64,
+        on_no * 1e6,
+        on_no * 1e6 / evaluations as f64,
+    );
+    // One evaluation at the solved pose and at a pose that moves every point out of the map
+    // (the same grid with no pair to compute: launch or mailbox, reduction and transfer only).
+    let far = Pose6::new(1.0e4, 1.0e4, 1.0e4, 0.0, 0.0, 0.0);
+    for (k, pipe) in pipes.iter_mut().enumerate() {
+        pipe.start_alignment(1).expect("server");
+        let mut per = |pose: &Pose6| {
+            common::wall_median_secs(300, || {
+                std::hint::black_box(
+                    pipe.linearize(&[LinearizeRequest {
+                        source: 0,
+                        pose: *pose,
+                    }])
+                    .expect("linearize"),
+                );
+            })
+        };
+        let (solved, empty) = (per(&d.solved), per(&far));
+        if k == 1 {
+            server_stamps(pipe, &d.solved);
+        }
+        pipe.finish_alignment().expect("stop");
+        println!(
+            "SUMMARY ndt server velodyne one evaluation ({}): solved pose {:.2} us, no pairs (pose 10 km away) {:.2} us",
+            if k == 0 { "launch per round" } else { "server" },
+            solved * 1e6,
+            empty * 1e6
+        );
+    }
+}
+
+/// Medians of the server kernel's phase stamps over 200 evaluations at `pose`, against the
+/// host's wall time of each.
+fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
+    let mut d: Vec<[f64; 8]> = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        pipe.linearize(&[LinearizeRequest {
+            source: 0,
+            pose: *pose,
+        }])
+        .expect("linearize");
+        let wall = t.elapsed().as_secs_f64() * 1e9;
+        let s = pipe.server_stamps().expect("stamps");
+        let ns = |a: usize, b: usize| s[b].wrapping_sub(s[a]) as i64 as f64;
+        d.push([
+            ns(0, 1),
+            ns(1, 2),
+            ns(2, 3),
+            ns(3, 4),
+            wall - ns(0, 4),
+            ns(5, 0),
+            ns(0, 6),
+            ns(0, 7),
+        ]);
+    }
+    let med = |k: usize| {
+        let mut v: Vec<f64> = d.iter().map(|r| r[k]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] / 1e3
+    };
+    println!(
+        "SUMMARY ndt server phases (device %globaltimer, medians of 200, us): block 0 sees the request -> terms {:.2}, \
+         block 0 points {:.2}, -> last block's reduction {:.2}, final reduction + result writes + fence {:.2}; \
+         host wall minus (seen -> fenced) = mailbox poll + seq store + host {:.2}; block 0's last poll round trip {:.2}; \
+         relay: block 0 seen -> last block seen {:.2}; block 0 seen -> its fence done {:.2}",
+        med(0),
+        med(1),
+        med(2),
+        med(3),
+        med(4),
+        med(5),
+        med(6),
+        med(7)
+    );
 }
 
 /// The sequence rows as one SUMMARY line: alignments per second, GPU and CPU, one run.
@@ -474,6 +623,13 @@ fn benches(c: &mut Criterion) {
         match common::gpu_or_skip() {
             Some(g) => phases(&d, &g, &mode),
             None => eprintln!("PTXFLOW_NDT_PHASES: no GPU"),
+        }
+        return;
+    }
+    if std::env::var_os("PTXFLOW_NDT_SERVER_SUMMARY").is_some() {
+        match common::gpu_or_skip() {
+            Some(g) => server_summary(&d, &g),
+            None => eprintln!("PTXFLOW_NDT_SERVER_SUMMARY: no GPU"),
         }
         return;
     }

@@ -154,6 +154,18 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
             .unwrap(),
     )
     .unwrap();
+    let split_prog = Program::parse(
+        &build_variant(
+            Target::Sm75,
+            Variant {
+                split_point: true,
+                ..Variant::DENSE_SMALL
+            },
+        )
+        .emit()
+        .unwrap(),
+    )
+    .unwrap();
     let target = scene(3000, 1);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let cells = DenseCells::build(&map).expect("a small box");
@@ -203,6 +215,23 @@ fn interpreted_kernel_matches_the_cpu_with_hash_and_dense_cells() {
             shared_acc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             "{search:?}: hash and shared-accumulator, prefetching, linear-probe records bit-identical"
         );
+        // Two warps per point: the same pairs, their sums added in another order.
+        let split = run(&split_prog, &map, &source, &poses, search, Some(&cells), 2);
+        for k in 0..poses.len() {
+            let r =
+                |v: &[f64]| decode_result(&v[VALUES * k..VALUES * (k + 1)], gauss, source.len());
+            let (a, b) = (r(&split).unwrap(), r(&hash).unwrap());
+            assert_eq!(
+                a.correspondences, b.correspondences,
+                "{search:?} {k}: split count"
+            );
+            let e = [
+                rel_diff(&[a.score], &[b.score]),
+                rel_diff(a.gradient.as_slice(), b.gradient.as_slice()),
+                rel_diff(a.hessian.as_slice(), b.hessian.as_slice()),
+            ];
+            assert!(e.iter().all(|&x| x <= 1e-12), "{search:?} {k}: split {e:?}");
+        }
         for (k, pose) in poses.iter().enumerate() {
             let got =
                 decode_result(&hash[VALUES * k..VALUES * (k + 1)], gauss, source.len()).unwrap();

@@ -4,7 +4,8 @@
 //! on the pipeline's stream around it (device time from the first launch to the completion of
 //! the round, so launch latency is included but no host work after the synchronization); the
 //! solver's host time is the alignment's wall time minus the rounds' wall time.
-//! `PTXFLOW_NDT_PHASES=batch` runs only the batch (once, for `ncu --launch-count`).
+//! `PTXFLOW_NDT_PHASES=batch` runs only the batch (once, for `ncu --launch-count`). With the
+//! evaluation server (`PTXFLOW_NDT_SERVER=1`) an alignment's rounds have wall times only.
 
 use ptxflow::ndt::*;
 use ptxflow::runtime::GpuTimer;
@@ -31,6 +32,15 @@ impl Linearize for Timed<'_> {
     }
 
     fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>> {
+        if self.pipe.server_running() {
+            // Events would queue behind the persistent kernel: wall time only (device time
+            // reported as 0).
+            let t = Instant::now();
+            let out = self.pipe.linearize(requests)?;
+            self.rounds
+                .push((requests.len(), t.elapsed().as_secs_f64(), 0.0));
+            return Ok(out);
+        }
         let s = self.pipe.gpu().stream().clone();
         let t = Instant::now();
         self.timer.start(&s)?;
@@ -45,6 +55,15 @@ impl Linearize for Timed<'_> {
     /// off) go straight to the pipeline: no rounds are timed, and the report says so.
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
         self.pipe.split(jobs)
+    }
+
+    /// Starts the evaluation server (`PTXFLOW_NDT_SERVER=1`) for a single alignment.
+    fn start_alignment(&mut self, jobs: usize) -> Result<()> {
+        self.pipe.start_alignment(jobs)
+    }
+
+    fn finish_alignment(&mut self) -> Result<()> {
+        self.pipe.finish_alignment()
     }
 }
 

@@ -59,6 +59,19 @@ pub trait Linearize {
     fn split(&mut self, _jobs: usize) -> Option<&mut dyn SplitLinearize> {
         None
     }
+
+    /// Called by [`crate::ndt::align_batch`] before the first lockstep round of `jobs`
+    /// alignments (not for split batches), so an implementation can set up for them (the GPU
+    /// pipeline starts its evaluation server for a single alignment). Default: nothing.
+    fn start_alignment(&mut self, _jobs: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called after the last lockstep round, also when a round failed (that round's error is
+    /// the one reported). Default: nothing.
+    fn finish_alignment(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// An evaluator that keeps two groups' rounds in flight, so that the host updates one group's

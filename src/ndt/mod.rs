@@ -36,7 +36,8 @@ pub use batch::{align_hypotheses, best_result, hypotheses, BatchReport};
 pub use cloud::PointCloud;
 pub use derivatives::GaussConstants;
 pub use gpu::{
-    align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, Transfer, VoxelLookup,
+    align_clouds_gpu, GpuCapacity, GpuDerivativePipeline, PipelineCounters, ServerTimeouts,
+    Transfer, VoxelLookup,
 };
 pub use io::read_cloud;
 pub use linearize::{CpuLinearizer, Linearization, Linearize, LinearizeRequest, SplitLinearize};

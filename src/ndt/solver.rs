@@ -300,14 +300,13 @@ pub fn align_batch<L: Linearize + ?Sized>(
     };
     match split {
         Some(s) => split::run(s, &mut states, jobs)?,
-        None => loop {
-            let (who, requests) = requests_of(&states, jobs);
-            if requests.is_empty() {
-                break;
-            }
-            let out = lin.linearize(&requests)?;
-            feed_round(&mut states, who, out)?;
-        },
+        None => {
+            lin.start_alignment(jobs.len())?;
+            let run = lockstep(lin, &mut states, jobs);
+            let finish = lin.finish_alignment();
+            run?;
+            finish?;
+        }
     }
     Ok(states
         .into_iter()
@@ -317,6 +316,22 @@ pub fn align_batch<L: Linearize + ?Sized>(
             _ => unreachable!("align_batch: every job finished"),
         })
         .collect())
+}
+
+/// One [`Linearize::linearize`] round after the other until every state is done.
+fn lockstep<L: Linearize + ?Sized>(
+    lin: &mut L,
+    states: &mut [Newton],
+    jobs: &[AlignJob],
+) -> Result<()> {
+    loop {
+        let (who, requests) = requests_of(states, jobs);
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let out = lin.linearize(&requests)?;
+        feed_round(states, who, out)?;
+    }
 }
 
 /// The requests of every state that wants a pose: their indices and the requests, in order.

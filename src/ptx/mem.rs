@@ -92,6 +92,112 @@ impl KernelBuilder {
         d
     }
 
+    /// `ld.acquire.sys.global.<T>`: [`KernelBuilder::ld_acquire_gpu`] at system scope, for
+    /// polling a word the host writes into mapped (page-locked) host memory with a release
+    /// store: every later access of this thread sees what the host wrote before it.
+    pub fn ld_acquire_sys<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
+        self.ensure(
+            T::BITS >= 32,
+            "ld_acquire_sys",
+            "acquire loads take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        let d = self.reg::<T>();
+        self.instr(format!(
+            "ld.acquire.sys.global.{} {d}, {}",
+            T::NAME,
+            addr.into()
+        ));
+        d
+    }
+
+    /// `ld.relaxed.sys.global.<T>`: a strong load at system scope (never a stale cached copy),
+    /// for data the host writes into mapped host memory while the kernel runs.
+    pub fn ld_relaxed_sys<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
+        self.ensure(
+            T::BITS >= 32,
+            "ld_relaxed_sys",
+            "relaxed loads take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        let d = self.reg::<T>();
+        self.instr(format!(
+            "ld.relaxed.sys.global.{} {d}, {}",
+            T::NAME,
+            addr.into()
+        ));
+        d
+    }
+
+    /// `st.release.sys.global.<T>`: a store that the host (or another device) sees only after
+    /// every earlier access of this thread (the producer side of a host-polled flag).
+    pub fn st_release_sys<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        self.ensure(
+            T::BITS >= 32,
+            "st_release_sys",
+            "release stores take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        self.instr(format!(
+            "st.release.sys.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
+    }
+
+    /// `st.release.gpu.global.<T>`: a store that other blocks see only after every earlier
+    /// access of this thread (the producer side of [`KernelBuilder::ld_acquire_gpu`]).
+    pub fn st_release_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        self.ensure(
+            T::BITS >= 32,
+            "st_release_gpu",
+            "release stores take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        self.instr(format!(
+            "st.release.gpu.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
+    }
+
+    /// `ld.relaxed.gpu.global.<T>`: a strong load at GPU scope (never a stale L1 copy), for
+    /// polling a word that other blocks store; no ordering (follow it with a fence to acquire).
+    pub fn ld_relaxed_gpu<T: PtxType>(&mut self, addr: impl Into<Addr>) -> Reg<T> {
+        self.ensure(
+            T::BITS >= 32,
+            "ld_relaxed_gpu",
+            "relaxed loads take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        let d = self.reg::<T>();
+        self.instr(format!(
+            "ld.relaxed.gpu.global.{} {d}, {}",
+            T::NAME,
+            addr.into()
+        ));
+        d
+    }
+
+    /// `st.relaxed.sys.global.<T>`: a strong store at system scope (after a fence, the producer
+    /// side of a host-polled flag).
+    pub fn st_relaxed_sys<T: PtxType>(&mut self, addr: impl Into<Addr>, v: impl Operand<T>) {
+        self.ensure(
+            T::BITS >= 32,
+            "st_relaxed_sys",
+            "relaxed stores take 32- or 64-bit values",
+        );
+        self.need(70, 6, 0);
+        self.instr(format!(
+            "st.relaxed.sys.global.{} {}, {}",
+            T::NAME,
+            addr.into(),
+            v.ptx()
+        ));
+    }
+
     /// `ld.relaxed.gpu.global.v2.<T>`: two consecutive values, each element a single-copy atomic
     /// strong load at GPU scope (it never returns a stale L1 copy), for polling words that other
     /// blocks store with [`KernelBuilder::st_relaxed_gpu`]. No ordering of other accesses.

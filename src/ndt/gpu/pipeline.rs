@@ -14,7 +14,7 @@ use super::config::{GpuCapacity, PipelineCounters, Transfer};
 use super::mapped::{device_can_map, MappedBuffer};
 use super::records::*;
 use super::tuning::{DeviceCells, VoxelLookup};
-use crate::kernels::ndt::derivatives::{BLOCK, SLOT_VALUES};
+use crate::kernels::ndt::derivatives::{SLOT_VALUES, SPLIT_POINTS_PER_BLOCK};
 use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest, SplitLinearize};
 use crate::ndt::pose::Pose6;
@@ -25,7 +25,10 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 mod round;
+mod server;
 mod split;
+
+pub use server::ServerTimeouts;
 
 /// What a round needs to know of the uploaded target.
 #[derive(Clone, Copy)]
@@ -68,6 +71,8 @@ pub struct GpuDerivativePipeline {
     split_partials: bool,
     /// Each split group's round in flight.
     groups: [Option<split::GroupRound>; 2],
+    /// The persistent evaluation server (`server.rs`).
+    server: server::ServerState,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -80,7 +85,8 @@ fn slots_for(voxels: usize) -> usize {
 /// 16k-point source with one block per request: 0.6 waves, 18.4 ms instead of 12.6 for the batch.)
 fn partial_slots(gpu: &Gpu, cap: &GpuCapacity, blocks_per_sm: usize) -> usize {
     let target = gpu.facts().sm_count as usize * blocks_per_sm;
-    let per_request = cap.points.div_ceil(BLOCK as usize);
+    // Blocks of the split variant cover half as many points (`SPLIT_POINTS_PER_BLOCK`).
+    let per_request = cap.points.div_ceil(SPLIT_POINTS_PER_BLOCK as usize);
     cap.requests
         .max(target.min(cap.requests.saturating_mul(per_request)).max(1))
 }
@@ -148,6 +154,7 @@ impl GpuDerivativePipeline {
             split,
             split_partials: split,
             groups: [None, None],
+            server: server::ServerState::from_env(),
             gpu,
         };
         if !can_map {
@@ -172,6 +179,7 @@ impl GpuDerivativePipeline {
     /// Errors: [`Error::NoDevice`] when asking for [`Transfer::Mapped`] on a device that cannot
     /// map host memory; driver errors.
     pub fn set_transfer(&mut self, transfer: Transfer) -> Result<()> {
+        self.stop_server()?;
         if transfer == Transfer::Mapped && self.results.device_ptr().is_none() {
             return Err(Error::NoDevice {
                 reason: "the device cannot map host memory (zero-copy)".into(),
@@ -247,6 +255,7 @@ impl GpuDerivativePipeline {
     /// as is, and (with [`VoxelLookup::Dense`], the default) the dense cell table, which it then
     /// reads instead. Grows the voxel buffers when the map is larger than the capacity.
     pub fn upload_target(&mut self, map: &VoxelMap) -> Result<()> {
+        self.stop_server()?;
         let gauss = GaussConstants::new(map.resolution_m(), self.outlier_ratio)?;
         let s = self.gpu.stream().clone();
         if map.len() > self.capacity.voxels || map.hash().capacity() > self.slots.capacity() / 4 {
@@ -295,6 +304,7 @@ impl GpuDerivativePipeline {
     /// Uploads several source clouds (source `i` is `clouds[i]`), replacing any uploaded before.
     /// Grows the point buffer (and the block partials) when they need more than the capacity.
     pub fn upload_sources(&mut self, clouds: &[&[[f32; 3]]]) -> Result<()> {
+        self.stop_server()?;
         let total: usize = clouds.iter().map(|c| c.len()).sum();
         check_points(total)?;
         let s = self.gpu.stream().clone();
@@ -364,6 +374,12 @@ impl Linearize for GpuDerivativePipeline {
 
     /// One launch per `capacity.requests` requests (normally one launch for the whole round).
     fn linearize(&mut self, requests: &[LinearizeRequest]) -> Result<Vec<Linearization>> {
+        if self.server_running() {
+            if let [one] = requests {
+                return Ok(vec![self.serve_one(one)?]);
+            }
+            self.stop_server()?;
+        }
         let mut out = Vec::with_capacity(requests.len());
         for chunk in requests.chunks(self.capacity.requests) {
             self.round(chunk, &mut out)?;
@@ -371,8 +387,22 @@ impl Linearize for GpuDerivativePipeline {
         Ok(out)
     }
 
+    /// A single alignment runs on the evaluation server when it is enabled (`server.rs`).
+    /// A server that cannot start (a cooperative launch the device refuses, say) leaves the
+    /// alignment to the ordinary rounds.
+    fn start_alignment(&mut self, jobs: usize) -> Result<()> {
+        if jobs == 1 && self.start_server().is_err() {
+            self.server_start_failed();
+        }
+        Ok(())
+    }
+
+    fn finish_alignment(&mut self) -> Result<()> {
+        self.stop_server_quick()
+    }
+
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {
-        if !self.can_split(jobs) {
+        if self.stop_server().is_err() || !self.can_split(jobs) {
             return None;
         }
         // A batch that failed part way may have left a round behind; its records are rewritten.

@@ -153,6 +153,8 @@ pub(super) struct DeviceCells {
     kernel: Option<LoadedKernel>,
     /// The variant for rounds of at most one block per SM, when it differs.
     small: Option<LoadedKernel>,
+    /// `small` is the split variant (half as many points per block).
+    small_split: bool,
     args: Option<CellArgs>,
 }
 
@@ -184,6 +186,7 @@ impl DeviceCells {
             buf: None,
             kernel: None,
             small: None,
+            small_split: false,
             args: None,
         }
     }
@@ -212,6 +215,7 @@ impl DeviceCells {
             self.kernel = Some(derivative_kernel(gpu, large)?);
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
+                self.small_split = small.split_point;
             }
         }
         let mut allocations = 0;
@@ -243,6 +247,12 @@ impl DeviceCells {
     /// differs) and their extra arguments, when the table is on.
     pub(super) fn active(&self) -> Option<(&LoadedKernel, Option<&LoadedKernel>, CellArgs)> {
         Some((self.kernel.as_ref()?, self.small.as_ref(), self.args?))
+    }
+
+    /// Whether the kernel for small rounds is the split variant (a block covers
+    /// `SPLIT_POINTS_PER_BLOCK` points per pass instead of `BLOCK`).
+    pub(super) fn small_split(&self) -> bool {
+        self.small_split && self.small.is_some()
     }
 
     /// Device bytes held.

@@ -10,6 +10,13 @@
 //! - `PTXFLOW_NDT_SMALL_PREFETCH`: rounds of at most one block per SM (one alignment) run the
 //!   prefetching variant whatever the others say;
 //! - `PTXFLOW_NDT_SPLIT`: batches run as two groups in flight (`pipeline/split.rs`);
+//! - `PTXFLOW_NDT_SERVER`: single alignments run on the persistent evaluation server (on by
+//!   default, `pipeline/server`);
+//! - `PTXFLOW_NDT_SPLIT_POINTS`: rounds of at most one block per SM (and the evaluation server)
+//!   run the split variant, two warps per point (`Variant::split_point`; not bit-identical, off:
+//!   session 8, H200, Velodyne alignment 256 us against 241 us without it, criterion, same
+//!   run; ncu at locked clocks 15.9 us for 250 blocks against 13.8 us for 125 — the points are
+//!   not what bounds a one-pair round, the two-level reduction is);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -38,6 +45,8 @@ const PREFETCH: bool = false;
 const SHARED_ACC: bool = true;
 const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = true;
+/// Default of `PTXFLOW_NDT_SPLIT_POINTS` (small rounds of the dense table only).
+const SPLIT_POINTS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -67,6 +76,8 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
         linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         // The hash path keeps the table's register build unless asked (not measured otherwise).
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
+        server: false,
+        split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
     }
 }
 
@@ -79,6 +90,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKer
         gpu.kernel(KernelId::NdtDerivativesDense)
     } else if variant == Variant::DENSE_SMALL {
         gpu.kernel(KernelId::NdtDerivativesDenseSmall)
+    } else if variant == Variant::SERVER {
+        gpu.kernel(KernelId::NdtDerivativesServer)
     } else {
         gpu.load_module(&build_variant(Target::Sm75, variant), "ndt_derivatives")
     }

@@ -49,10 +49,15 @@ pub(super) fn dense_probes(
         let base = b.mad(row, dims[0], rel[0]);
         (interior.expect("three axes"), base, lin)
     });
-    b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
+    // The split variant: every other probe, from the warp's phase.
+    let (start, step) = match &cx.split {
+        None => (cx.probe_start, 1),
+        Some(sp) => (b.add(cx.probe_start, sp.phase), 2),
+    };
+    b.for_range(start, cx.probe_end, DENSE_GROUP * step, |b, first, _| {
         // One bounded probe (the key, three bounds, the entry): the original path.
         let bounded = |b: &mut KernelBuilder, k: u32| {
-            let o = b.add(first, k);
+            let o = b.add(first, k * step);
             let valid = b.setp(Cmp::Lt, o, cx.probe_end);
             // Past the end of the last group: read the last probe (in bounds), masked below.
             let o = b.min(o, last);
@@ -84,7 +89,7 @@ pub(super) fn dense_probes(
                     *interior,
                     |b| {
                         for (k, v) in found.iter().enumerate() {
-                            let o = b.add(first, k as u32);
+                            let o = b.add(first, k as u32 * step);
                             let valid = b.setp(Cmp::Lt, o, cx.probe_end);
                             let o = b.min(o, last);
                             let la = b.shared_index(lin, o);

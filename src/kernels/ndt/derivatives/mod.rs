@@ -50,8 +50,10 @@
 mod dense;
 mod kernel;
 mod point;
+pub mod server;
+mod split;
 
-pub use kernel::{build, build_dense, build_dense_small, build_variant};
+pub use kernel::{build, build_dense, build_dense_small, build_server, build_variant};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -169,7 +171,24 @@ pub(super) struct Ctx {
     pub(super) count: Reg<U32>,
     /// The dense-table variant's parameters and scratch (`None`: the hash is probed).
     pub(super) dense: Option<DenseCtx>,
+    /// [`Variant::split_point`]: each point shared by two warps.
+    pub(super) split: Option<SplitCtx>,
 }
+
+/// What the split variant adds to the context.
+pub(super) struct SplitCtx {
+    /// 0 in even warps, 1 in odd ones: which probes (every other one, from this) and which
+    /// [`Variant::split_point`] part of the contributions the thread takes.
+    pub(super) phase: Reg<U32>,
+    pub(super) tid: Reg<U32>,
+    /// The ten pair sums per thread (`E`, `G`, `Q`), `[k · BLOCK + tid]`, for the partner warp.
+    pub(super) xchg: SharedArray<F64>,
+    /// The pair count per thread.
+    pub(super) xfound: SharedArray<U32>,
+}
+
+/// Points per block and pass of the split variant (two warps per point).
+pub const SPLIT_POINTS_PER_BLOCK: u32 = BLOCK / 2;
 
 /// What the dense-table variant adds to the context.
 pub(super) struct DenseCtx {
@@ -212,6 +231,17 @@ pub struct Variant {
     /// Keep the 28 f64 accumulators in shared memory (one column per thread) instead of 56
     /// registers, for more resident blocks; same additions in the same order.
     pub shared_acc: bool,
+    /// The persistent build ([`server`]): one cooperative launch serves request after request
+    /// from a mailbox in mapped host memory; the same sums in the same order per request.
+    pub server: bool,
+    /// With `dense` (not `linear`): each point is taken by a thread of an even warp and the
+    /// same lane of the next warp ([`SPLIT_POINTS_PER_BLOCK`] points per block and pass), each
+    /// probing every other offset; their pair sums are added, then the even warp adds count,
+    /// score, gradient, translation and mixed Hessian blocks and the odd one the angular block.
+    /// Half the dependent work per thread for rounds too small to fill the device; the pair
+    /// sums are added in another order, so records differ from the other variants' in the last
+    /// bits (within the CPU tolerances).
+    pub split_point: bool,
 }
 
 impl Variant {
@@ -224,11 +254,18 @@ impl Variant {
         prefetch: false,
         linear: false,
         shared_acc: true,
+        server: false,
+        split_point: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
     pub const DENSE_SMALL: Variant = Variant {
         prefetch: true,
         ..Variant::DENSE
+    };
+    /// [`Variant::DENSE_SMALL`] as a persistent evaluation server (`ndt_derivatives_server`).
+    pub const SERVER: Variant = Variant {
+        server: true,
+        ..Variant::DENSE_SMALL
     };
 }

@@ -12,6 +12,17 @@ use crate::ptx::*;
 
 /// Step 2 for point `i` of the request.
 pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
+    let (x, xt, cell, inside) = transform(b, cx, i);
+    b.if_then(inside, |b| neighbours(b, cx, x, xt, cell));
+}
+
+/// The point, its transform and its voxel cell (and whether the cell is in range).
+#[allow(clippy::type_complexity)]
+pub(super) fn transform(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    i: Reg<U32>,
+) -> ([Reg<F64>; 3], [Reg<F64>; 3], [Reg<S32>; 3], Reg<Pred>) {
     b.comment("point: load, x' = R x + t (CPU order), voxel cell");
     let gi = b.add(cx.first, i);
     let pa: Addr = b.index_addr(cx.points, gi, 12).into();
@@ -39,8 +50,18 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, i: Reg<U32>) {
         (xt, b.cvt::<S32, F64>(f))
     });
     let (xt, cell) = (axes.map(|a| a.0), axes.map(|a| a.1));
-    let inside = inside.expect("three axes");
-    b.if_then(inside, |b| neighbours(b, cx, x, xt, cell));
+    (x, xt, cell, inside.expect("three axes"))
+}
+
+/// Which of a paired point's contributions a thread adds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    /// All of them (one thread per point).
+    All,
+    /// Count, score, gradient, the translation block and the mixed block of the Hessian.
+    First,
+    /// The angular block of the Hessian.
+    Second,
 }
 
 /// The per-point sums over its paired voxels (registers updated in probe order).
@@ -229,10 +250,24 @@ fn probe(b: &mut KernelBuilder, cx: &Ctx, key: [Reg<S32>; 3]) -> Reg<S32> {
 
 /// Adds a paired point's score, gradient and Hessian sums (`E`, `G`, `Q` over its voxels).
 fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums) {
+    add_point_part(b, cx, x, sums, Part::All);
+}
+
+/// [`add_point`], or one [`Part`] of it.
+pub(super) fn add_point_part(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    x: [Reg<F64>; 3],
+    sums: &PairSums,
+    part: Part,
+) {
+    let (first, second) = (part != Part::Second, part != Part::First);
     let (e_sum, g, q) = (sums.e_sum, sums.g, sums.q);
     b.comment("paired point: score, gradient and Hessian contributions");
-    let c1 = b.add(cx.count, 1u32);
-    b.mov_to(cx.count, c1);
+    if first {
+        let c1 = b.add(cx.count, 1u32);
+        b.mov_to(cx.count, c1);
+    }
     let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
         Some(col) => {
             let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
@@ -245,7 +280,9 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
             b.mov_to(cx.acc[idx], s);
         }
     };
-    acc(b, SCORE_INDEX, e_sum);
+    if first {
+        acc(b, SCORE_INDEX, e_sum);
+    }
     // Jacobian columns j_k = (∂R/∂θ_k) x.
     let mut ja = [[None; 3]; 3];
     for (k, jk) in ja.iter_mut().enumerate() {
@@ -267,6 +304,9 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
             s
         };
     for k in 0..3 {
+        if !first {
+            break;
+        }
         acc(b, GRADIENT_INDEX + k, g[k]);
         if let Some(v) = dot(b, &ja[k], g) {
             acc(b, GRADIENT_INDEX + 3 + k, v);
@@ -275,7 +315,9 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
     // Q as a full symmetric matrix.
     let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
     for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
-        acc(b, hessian_index(i, j), q[m]);
+        if first {
+            acc(b, hessian_index(i, j), q[m]);
+        }
     }
     // Q j_k (3-vectors; rows of Q times the non-zero entries of j_k).
     let mut qj = [[cx.inv_resolution; 3]; 3];
@@ -289,8 +331,13 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, x: [Reg<F64>; 3], sums: &PairSums)
             qj[k][r] = dot(b, &masked, jk).unwrap_or_else(|| b.mov(0.0f64));
         }
         for r in 0..3 {
-            acc(b, hessian_index(r, 3 + k), qj[k][r]);
+            if first {
+                acc(b, hessian_index(r, 3 + k), qj[k][r]);
+            }
         }
+    }
+    if !second {
+        return;
     }
     b.comment("angular Hessian block: j_k . (Q j_l) + h_kl . G");
     // Angular block: j_k · (Q j_l) + h_kl · G.

@@ -4,7 +4,9 @@
 //! decode.
 
 use super::{GpuDerivativePipeline, TargetInfo};
-use crate::kernels::ndt::derivatives::{BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES};
+use crate::kernels::ndt::derivatives::{
+    BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK,
+};
 use crate::ndt::gpu::config::Transfer;
 use crate::ndt::gpu::records::*;
 use crate::ndt::linearize::{Linearization, LinearizeRequest};
@@ -160,11 +162,6 @@ impl GpuDerivativePipeline {
         let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
-        let cfg = LaunchConfig {
-            grid_dim: (per_request as u32, n as u32, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let s = self.gpu.stream();
         let dense = self.cells.active();
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
@@ -173,6 +170,22 @@ impl GpuDerivativePipeline {
             Some((_, Some(k), _)) if small => k,
             Some((k, _, _)) => k,
             None => &self.func,
+        };
+        // The split variant covers half as many points per block: twice the blocks.
+        let per_request = if small && dense.is_some() && self.cells.small_split() {
+            packed
+                .max_points
+                .div_ceil(SPLIT_POINTS_PER_BLOCK as usize)
+                .min(target_blocks / n)
+                .min(slots / n)
+                .max(1)
+        } else {
+            per_request
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (per_request as u32, n as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
         };
         let mut lb = func.launch(s, cfg);
         lb.arg(self.points.slice())
