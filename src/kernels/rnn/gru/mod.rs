@@ -342,53 +342,35 @@ fn block_context<'a>(
     let w_ih_base = b.mul(bias_base, p.ip);
     let w_hh_base = b.mul(bias_base, p.h);
     let x_base = b.mul(e, p.x_member_stride);
-    if acc == Accounting::None {
+    let (epoch, member_steps) = if acc == Accounting::None {
         let epoch = b.mov(0u32);
+        (epoch, b.mul(e, p.steps))
+    } else {
+        let state_bytes = b.mul_wide(e, 16u32);
+        let epoch_a = b.add(p.state, state_bytes);
+        let epoch = b.ld::<U32>(Space::Global, epoch_a);
         let member_steps = b.mul(e, p.steps);
-        return Ctx {
-            p,
-            smem,
-            tid,
-            lane,
-            warp,
-            e,
-            member_steps,
-            row0,
-            rows,
-            j0,
-            j1,
-            j,
-            r3,
-            bias_base,
-            w_ih_base,
-            w_hh_base,
-            x_base,
-            epoch,
-        };
-    }
-    let state_bytes = b.mul_wide(e, 16u32);
-    let epoch_a = b.add(p.state, state_bytes);
-    let epoch = b.ld::<U32>(Space::Global, epoch_a);
-    let member_steps = b.mul(e, p.steps);
-    b.comment("count the block in (the member's last block advances the epoch by T)");
-    // Read accounting, at the start (not on the way out, where thread 0's fence would wait for
-    // the last step's stores): once every thread of the block has read the epoch (bar.sync),
-    // thread 0 counts the block in; the member's last block advances the epoch by T for the
-    // next launch and resets the count.
-    b.bar_sync();
-    let count_a = b.add(epoch_a, 4u64);
-    let thread0 = b.setp(Cmp::Eq, tid, 0u32);
-    b.if_then(thread0, |b| {
-        b.fence_acq_rel(Scope::Gpu);
-        let old = b.atom(Space::Global, AtomOp::Add, count_a, 1u32);
-        let last = b.sub(member_blocks, 1u32);
-        let is_last = b.setp(Cmp::Eq, old, last);
-        b.if_then(is_last, |b| {
-            let next = b.add(epoch, p.steps);
-            b.st(Space::Global, epoch_a, next);
-            b.st(Space::Global, count_a, 0u32);
+        b.comment("count the block in (the member's last block advances the epoch by T)");
+        // Read accounting, at the start (not on the way out, where thread 0's fence would wait for
+        // the last step's stores): once every thread of the block has read the epoch (bar.sync),
+        // thread 0 counts the block in; the member's last block advances the epoch by T for the
+        // next launch and resets the count.
+        b.bar_sync();
+        let count_a = b.add(epoch_a, 4u64);
+        let thread0 = b.setp(Cmp::Eq, tid, 0u32);
+        b.if_then(thread0, |b| {
+            b.fence_acq_rel(Scope::Gpu);
+            let old = b.atom(Space::Global, AtomOp::Add, count_a, 1u32);
+            let last = b.sub(member_blocks, 1u32);
+            let is_last = b.setp(Cmp::Eq, old, last);
+            b.if_then(is_last, |b| {
+                let next = b.add(epoch, p.steps);
+                b.st(Space::Global, epoch_a, next);
+                b.st(Space::Global, count_a, 0u32);
+            });
         });
-    });
+        (epoch, member_steps)
+    };
     Ctx {
         p,
         smem,
