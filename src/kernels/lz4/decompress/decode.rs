@@ -1,11 +1,36 @@
 //! The decode loop of `lz4_decompress` (see the [folder docs](super)): the common sequence with
 //! its checks folded into one branch, and the step-by-step parse that finds the failing check.
 
+use super::checks::{begin, end_of_block, slow_sequence, Checked, Parse, Slow, Start};
 use super::copy::{copy_literals, copy_sequence};
+use super::page::Page;
 use super::{Dec, Lengths, Sequence};
 use crate::kernels::lz4::status;
 use crate::kernels::lz4::warp::{bcast, lowest_bit};
 use crate::ptx::*;
+
+impl Parse for Dec {
+    fn page(&self) -> Page<'_> {
+        Page {
+            stored: self.stored,
+            orig: self.orig,
+            ib: self.ib,
+            ob: self.ob,
+            code: self.code,
+            bounded: self.bounded,
+            fail: &self.fail,
+            lane: self.ln.lane,
+            width: 32,
+            mask: None,
+            uniform: true,
+        }
+    }
+
+    /// 32 bytes per step.
+    fn read_length(&self, b: &mut KernelBuilder, ip: Reg<U32>) -> Reg<U32> {
+        read_length(b, self, ip)
+    }
+}
 
 /// Reads the 255-chained rest of a length field at `ip` (advancing it), 32 bytes per step;
 /// fails past the block end or once the length exceeds the original page length.
@@ -55,17 +80,14 @@ fn read_length(b: &mut KernelBuilder, d: &Dec, ip: Reg<U32>) -> Reg<U32> {
 /// literals, is copied in one step (lanes below `lit` copy literals, the next `ml` lanes match
 /// bytes); others copy literals and then the match in steps of their own.
 pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
-    b.comment("decode the block in place, one sequence a pass");
-    let op = b.mov(0u32);
-    let empty = b.setp(Cmp::Eq, d.stored, 0u32);
-    d.fail_if(b, empty, status::TRUNCATED);
-    // Loop-carried: the token (loaded while the previous sequence is copied, its latency off
-    // the critical path) and the shared address of the byte after it.
-    let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, d.ib);
-    let lit_addr = b.add(d.ib, 1u32);
-    let iend = b.add(d.ib, d.stored);
-    let iend2 = b.sub(iend, 2u32);
-    let unread_bias = b.sub(2u32, d.ob);
+    let pg = d.page();
+    let Start {
+        op,
+        tok,
+        lit_addr,
+        iend2,
+        unread_bias,
+    } = begin(b, &pg, "decode the block in place, one sequence a pass");
     let cur = Cursor { op, tok, lit_addr };
     b.loop_with(LoopBranch::Uniform, |b, block_end, next_seq| {
         b.comment("sequence: the common case with all checks in one branch");
@@ -91,86 +113,24 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
             fast_sequence(b, d, &fast, &cur, Token { lit, mcode }, Path::Short);
         }
         b.place(&slow);
-        b.comment("sequence, step by step: literal length, literals");
-        // Block index of the byte after the token (a fresh register: read_length advances it).
-        let ip = b.sub(lit_addr, d.ib);
-        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
-        let short_lit = b.label("short_lit");
-        b.bra_uni_unless(long_lit, &short_lit);
-        let extra = read_length(b, d, ip);
-        let full_lit = b.add(lit, extra);
-        b.mov_to(lit, full_lit);
-        b.place(&short_lit);
-        // Literals inside the block and the page (the code is worked out only on failure).
-        let left_in = b.sub(d.stored, ip);
-        let left_out = b.sub(d.orig, op);
-        let room = b.min(left_in, left_out);
-        let bad = b.setp(Cmp::Gt, lit, room);
-        let lits_ok = b.label("lits_ok");
-        b.bra_uni_unless(bad, &lits_ok);
-        let past_end = b.setp(Cmp::Gt, lit, left_in);
-        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
-        b.mov_to(d.code, code);
-        b.bra_uni(&d.fail);
-        b.place(&lits_ok);
-        let lit_src = b.add(d.ib, ip);
-        let lit_end = b.add(ip, lit);
-        let last = b.setp(Cmp::Eq, lit_end, d.stored);
-        let not_last = b.label("not_last");
-        b.bra_uni_unless(last, &not_last);
-        copy_literals(b, d, lit_src, op, lit);
-        let op_after_lits = b.add(op, lit);
-        b.mov_to(op, op_after_lits);
-        b.bra_uni(block_end);
-        b.place(&not_last);
-        b.comment("match: offset, length, checks, copy");
-        // The match: two offset bytes and at least one more token must follow.
-        let left_in = b.sub(d.stored, lit_end);
-        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
-        d.fail_if(b, no_room, status::TRUNCATED);
-        let offset_addr = b.add(d.ib, lit_end);
-        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
-        let offset_hi =
-            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
-        let offset_hi = b.shl(offset_hi, 8u32);
-        let offset = b.or(offset_lo, offset_hi);
-        let after_offset = b.add(lit_end, 2u32);
-        b.mov_to(ip, after_offset);
-        let ml = b.add(mcode, 4u32);
-        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
-        let short_ml = b.label("short_ml");
-        b.bra_uni_unless(long_ml, &short_ml);
-        let extra = read_length(b, d, ip);
-        let full_ml = b.add(ml, extra);
-        b.mov_to(ml, full_ml);
-        // The length bytes must leave a token after them too.
-        let no_token = b.setp(Cmp::Ge, ip, d.stored);
-        d.fail_if(b, no_token, status::TRUNCATED);
-        b.place(&short_ml);
-        let mop = b.add(op, lit);
-        // offset - 1 >= mop catches both a zero offset and one reaching before the page.
-        let off1 = b.sub(offset, 1u32);
-        let reach = b.setp(Cmp::Ge, off1, mop);
-        let left_out = b.sub(d.orig, mop);
-        let overflow = b.setp(Cmp::Gt, ml, left_out);
-        let bad = b.or(reach, overflow);
-        let match_ok = b.label("match_ok");
-        b.bra_uni_unless(bad, &match_ok);
-        let zero = b.setp(Cmp::Eq, offset, 0u32);
-        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
-        let code = b.selp(status::ZERO_OFFSET, code, zero);
-        b.mov_to(d.code, code);
-        b.bra_uni(&d.fail);
-        b.place(&match_ok);
-        // In place: the match must end before the block bytes still to be read (the page may
-        // be written up to the page index of block byte `ip`).
-        let m_end = b.add(mop, ml);
-        let next_addr = b.add(d.ib, ip);
-        let unread = b.sub(next_addr, d.ob);
-        let clobber = b.setp(Cmp::Gt, m_end, unread);
-        d.fail_if(b, clobber, status::MARGIN);
-        // A token follows (checked above); the copy below leaves it intact (clobber check).
-        let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, next_addr);
+        let slow = Slow {
+            lit,
+            mcode,
+            op,
+            lit_addr,
+            block_end,
+        };
+        let Checked {
+            lit_src,
+            lit,
+            offset,
+            ml,
+            next_addr,
+            next_tok,
+            ..
+        } = slow_sequence(b, d, slow, |b, lit_src| {
+            copy_literals(b, d, lit_src, op, lit)
+        });
         b.mov_to(tok, next_tok);
         let next_lit = b.add(next_addr, 1u32);
         b.mov_to(lit_addr, next_lit);
@@ -186,11 +146,7 @@ pub(super) fn decode(b: &mut KernelBuilder, d: &Dec) -> Reg<U32> {
         let op_after_seq = b.add(op, span);
         b.mov_to(op, op_after_seq);
     });
-    b.comment("end of block: the page must have its original length");
-    let short = b.setp(Cmp::Ne, op, d.orig);
-    let exact = b.not(d.bounded);
-    let short = b.and(short, exact);
-    d.fail_if(b, short, status::WRONG_LENGTH);
+    end_of_block(b, &pg, op);
     op
 }
 

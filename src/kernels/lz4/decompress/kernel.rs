@@ -1,8 +1,9 @@
 //! The `lz4_decompress` entry (see the [folder docs](super)): parameters, per-warp shared layout,
 //! the page loop, entry checks, staging of the block, and the raw and decoded ways out of a page.
 
-use super::copy::{copy_page_out, copy_raw_out};
+use super::checks::Parse;
 use super::decode::decode;
+use super::page::{copy_page_out, copy_raw_out};
 use super::{Dec, Variant, WARP_MAX_BLOCK};
 use crate::kernels::lz4::status;
 use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
@@ -144,7 +145,7 @@ fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
             b.bra_uni_unless(is_raw, &block);
             b.comment("raw page: copy it out");
             let dst = b.mad_wide(page, page_bytes, output);
-            copy_raw_out(b, &d, dst);
+            copy_raw_out(b, &d.page(), dst);
             b.mov_to(produced, orig);
             b.mov_to(code, status::OK);
             b.bra_uni(&done);
@@ -152,7 +153,7 @@ fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
             let op = decode(b, &d);
             b.comment("write the rebuilt page out");
             let dst = b.mad_wide(page, page_bytes, output);
-            copy_page_out(b, &d, dst, op);
+            copy_page_out(b, &d.page(), dst, op);
             b.mov_to(produced, op);
             b.mov_to(code, status::OK);
             b.bra_uni(&done);

@@ -40,15 +40,18 @@
 //! (byte moves). They share the page's registers `Dec` and the constants here; imports run
 //! from the kernel down to the helpers, and from every file up to this one.
 
+mod checks;
 mod copy;
 mod decode;
 mod half;
 mod kernel;
+mod page;
 
 pub use kernel::{build, build_variant, build_wide};
 
 use super::warp::Lanes;
 use crate::ptx::*;
+use checks::Parse;
 
 /// Design variants of `lz4_decompress` (issue 17's experiments; built at run time, the table's
 /// kernel is `Variant::default()`). Every variant decodes exactly what the default decodes and
@@ -171,10 +174,6 @@ impl Dec {
     /// Sets the status to `code` and leaves the page when `bad` (warp-uniform) holds. The status
     /// is written only on the way out, so the hot path carries no conditional moves.
     fn fail_if(&self, b: &mut KernelBuilder, bad: Reg<Pred>, code: u32) {
-        let ok = b.label("ok");
-        b.bra_uni_unless(bad, &ok);
-        b.mov_to(self.code, code);
-        b.bra_uni(&self.fail);
-        b.place(&ok);
+        self.page().fail_if(b, bad, code);
     }
 }

@@ -1,10 +1,35 @@
 //! The decode loop of the half-warp decoders (see the [folder docs](super)): the common and
 //! medium sequences with their checks folded into one branch each, the step-by-step parse.
 
-use super::copy::{copy_forward, copy_match, short_copy_step};
+use super::super::checks::{begin, end_of_block, slow_sequence, Checked, Parse, Slow, Start};
+use super::super::page::{copy_match, Page};
+use super::copy::{copy_forward, short_copy_step};
 use super::Half;
 use crate::kernels::lz4::status;
 use crate::ptx::*;
+
+impl Parse for Half {
+    fn page(&self) -> Page<'_> {
+        Page {
+            stored: self.stored,
+            orig: self.orig,
+            ib: self.ib,
+            ob: self.ob,
+            code: self.code,
+            bounded: self.bounded,
+            fail: &self.fail,
+            lane: self.sub,
+            width: self.width,
+            mask: Some(self.mask),
+            uniform: false,
+        }
+    }
+
+    /// A byte a step.
+    fn read_length(&self, b: &mut KernelBuilder, ip: Reg<U32>) -> Reg<U32> {
+        read_length(b, self, ip)
+    }
+}
 
 /// Reads the 255-chained rest of a length field at block index `ip` (advancing it), a byte a
 /// step; fails past the block end or once the length exceeds the original page length.
@@ -160,15 +185,18 @@ fn fast_sequence(
 /// decoded to its original length, or at most that when bounded), branches to the fail label
 /// otherwise.
 pub(super) fn decode(b: &mut KernelBuilder, h: &Half) -> Reg<U32> {
-    b.comment("decode the block in place, one sequence a pass (per half)");
-    let op = b.mov(0u32);
-    let empty = b.setp(Cmp::Eq, h.stored, 0u32);
-    h.fail_if(b, empty, status::TRUNCATED);
-    let tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, h.ib);
-    let lit_addr = b.add(h.ib, 1u32);
-    let iend = b.add(h.ib, h.stored);
-    let iend2 = b.sub(iend, 2u32);
-    let unread_bias = b.sub(2u32, h.ob);
+    let pg = h.page();
+    let Start {
+        op,
+        tok,
+        lit_addr,
+        iend2,
+        unread_bias,
+    } = begin(
+        b,
+        &pg,
+        "decode the block in place, one sequence a pass (per half)",
+    );
     b.loop_with(LoopBranch::Divergent, |b, block_end, _| {
         b.comment("common sequence: both lengths below 15, all checks in one branch");
         let lit = b.shr(tok, 4u32);
@@ -192,94 +220,38 @@ pub(super) fn decode(b: &mut KernelBuilder, h: &Half) -> Reg<U32> {
         }
 
         b.place(&slow);
-        b.comment("sequence, step by step: literal length, literals");
-        let ip = b.sub(lit_addr, h.ib);
-        let long_lit = b.setp(Cmp::Eq, lit, 15u32);
-        let short_lit = b.label("short_lit");
-        b.bra_unless(long_lit, &short_lit);
-        let extra = read_length(b, h, ip);
-        let full_lit = b.add(lit, extra);
-        b.mov_to(lit, full_lit);
-        b.place(&short_lit);
-        let left_in = b.sub(h.stored, ip);
-        let left_out = b.sub(h.orig, op);
-        let room = b.min(left_in, left_out);
-        let bad = b.setp(Cmp::Gt, lit, room);
-        let lits_ok = b.label("lits_ok");
-        b.bra_unless(bad, &lits_ok);
-        let past_end = b.setp(Cmp::Gt, lit, left_in);
-        let code = b.selp(status::TRUNCATED, status::OUTPUT_OVERFLOW, past_end);
-        b.mov_to(h.code, code);
-        b.bra(&h.fail);
-        b.place(&lits_ok);
-        let lit_src = b.add(h.ib, ip);
-        let lit_end = b.add(ip, lit);
-        let last = b.setp(Cmp::Eq, lit_end, h.stored);
-        let not_last = b.label("not_last");
-        b.bra_unless(last, &not_last);
-        let op_addr = b.add(h.ob, op);
-        copy_forward(b, h, lit_src, op_addr, lit);
-        let op_after_lits = b.add(op, lit);
-        b.mov_to(op, op_after_lits);
-        b.bra(block_end);
-        b.place(&not_last);
-        b.comment("match: offset, length, checks, copy");
-        let left_in = b.sub(h.stored, lit_end);
-        let no_room = b.setp(Cmp::Lt, left_in, 3u32);
-        h.fail_if(b, no_room, status::TRUNCATED);
-        let offset_addr = b.add(h.ib, lit_end);
-        let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, offset_addr);
-        let offset_hi =
-            b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(1));
-        let offset_hi = b.shl(offset_hi, 8u32);
-        let offset = b.or(offset_lo, offset_hi);
-        let after_offset = b.add(lit_end, 2u32);
-        b.mov_to(ip, after_offset);
-        let ml = b.add(mcode, 4u32);
-        let long_ml = b.setp(Cmp::Eq, mcode, 15u32);
-        let short_ml = b.label("short_ml");
-        b.bra_unless(long_ml, &short_ml);
-        let extra = read_length(b, h, ip);
-        let full_ml = b.add(ml, extra);
-        b.mov_to(ml, full_ml);
-        let no_token = b.setp(Cmp::Ge, ip, h.stored);
-        h.fail_if(b, no_token, status::TRUNCATED);
-        b.place(&short_ml);
-        let mop = b.add(op, lit);
-        let off1 = b.sub(offset, 1u32);
-        let reach = b.setp(Cmp::Ge, off1, mop);
-        let left_out = b.sub(h.orig, mop);
-        let overflow = b.setp(Cmp::Gt, ml, left_out);
-        let bad = b.or(reach, overflow);
-        let match_ok = b.label("match_ok");
-        b.bra_unless(bad, &match_ok);
-        let zero = b.setp(Cmp::Eq, offset, 0u32);
-        let code = b.selp(status::OFFSET_BEFORE_START, status::OUTPUT_OVERFLOW, reach);
-        let code = b.selp(status::ZERO_OFFSET, code, zero);
-        b.mov_to(h.code, code);
-        b.bra(&h.fail);
-        b.place(&match_ok);
-        let m_end = b.add(mop, ml);
-        let next_addr = b.add(h.ib, ip);
-        let unread = b.sub(next_addr, h.ob);
-        let clobber = b.setp(Cmp::Gt, m_end, unread);
-        h.fail_if(b, clobber, status::MARGIN);
-        let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, next_addr);
+        let slow = Slow {
+            lit,
+            mcode,
+            op,
+            lit_addr,
+            block_end,
+        };
+        let copy_last = |b: &mut KernelBuilder, lit_src| {
+            let op_addr = b.add(h.ob, op);
+            copy_forward(b, h, lit_src, op_addr, lit);
+        };
+        let Checked {
+            lit_src,
+            lit,
+            offset,
+            ml,
+            mop,
+            m_end,
+            next_addr,
+            next_tok,
+        } = slow_sequence(b, h, slow, copy_last);
         let next_lit = b.add(next_addr, 1u32);
         b.comment("copy the literals, then the match");
         let op_addr = b.add(h.ob, op);
         copy_forward(b, h, lit_src, op_addr, lit);
-        copy_match(b, h, mop, offset, ml);
+        copy_match(b, &pg, mop, offset, ml);
         b.mov_to(tok, next_tok);
         b.mov_to(lit_addr, next_lit);
         b.mov_to(op, m_end);
         b.place(&join);
         h.sync(b);
     });
-    b.comment("end of block: the page must have its original length");
-    let short = b.setp(Cmp::Ne, op, h.orig);
-    let exact = b.not(h.bounded);
-    let short = b.and(short, exact);
-    h.fail_if(b, short, status::WRONG_LENGTH);
+    end_of_block(b, &pg, op);
     op
 }

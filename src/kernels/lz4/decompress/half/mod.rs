@@ -34,9 +34,10 @@
 mod copy;
 mod decode;
 
+use super::checks::Parse;
+use super::page::{copy_page_out, copy_raw_out};
 use crate::kernels::lz4::status;
 use crate::ptx::*;
-use copy::{copy_page_out, copy_raw_out};
 use decode::decode;
 
 /// Most threads per block (5 warps: what 48 KiB of 4 KiB-page buffers hold, 10 pages).
@@ -68,16 +69,12 @@ struct Half {
 impl Half {
     /// `bar.warp.sync` over this half's lanes.
     fn sync(&self, b: &mut KernelBuilder) {
-        b.instr(format!("bar.warp.sync {}", self.mask));
+        self.page().sync(b);
     }
 
     /// Sets the status to `code` and leaves the page when `bad`.
     fn fail_if(&self, b: &mut KernelBuilder, bad: Reg<Pred>, code: u32) {
-        let ok = b.label("ok");
-        b.bra_unless(bad, &ok);
-        b.mov_to(self.code, code);
-        b.bra(&self.fail);
-        b.place(&ok);
+        self.page().fail_if(b, bad, code);
     }
 }
 
@@ -90,12 +87,7 @@ fn for_each_item(
     shift: u32,
     body: impl FnOnce(&mut KernelBuilder, Reg<U32>, Reg<Pred>),
 ) {
-    b.for_range_with(LoopBranch::Divergent, 0u32, count, h.width, |b, base, _| {
-        let item = b.add(base, h.sub);
-        let inside = b.setp(Cmp::Lt, item, count);
-        let offset = if shift == 0 { item } else { b.shl(item, shift) };
-        body(b, offset, inside);
-    });
+    h.page().for_each_item(b, count, shift, body);
 }
 
 /// Builds the module.
@@ -231,14 +223,14 @@ pub(super) fn build(
             let block = b.label("block");
             b.bra_unless(is_raw, &block);
             b.comment("raw page: copy it out");
-            copy_raw_out(b, &h, dst);
+            copy_raw_out(b, &h.page(), dst);
             b.mov_to(produced, orig);
             b.mov_to(code, status::OK);
             b.bra(&done);
             b.place(&block);
             let op = decode(b, &h);
             b.comment("write the rebuilt page out");
-            copy_page_out(b, &h, dst, op);
+            copy_page_out(b, &h.page(), dst, op);
             b.mov_to(produced, op);
             b.mov_to(code, status::OK);
             b.bra(&done);
