@@ -3,10 +3,11 @@
 
 use super::checks::Parse;
 use super::decode::decode;
+use super::entry::{entry_checks, inplace_margin, stage_block, Checks};
 use super::page::{copy_page_out, copy_raw_out};
 use super::{Dec, Variant, WARP_MAX_BLOCK};
 use crate::kernels::lz4::status;
-use crate::kernels::lz4::warp::{for_each_lane_item, Lanes};
+use crate::kernels::lz4::warp::Lanes;
 use crate::ptx::*;
 
 /// Builds the table's `lz4_decompress` ([`Variant::TABLE`]).
@@ -61,11 +62,7 @@ fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
     let ncta = b.special(Special::NctaidX);
     let grid_warp = b.mad(cta, warps, warp);
     let all_warps = b.mul(ncta, warps);
-    // margin = round16((page_bytes >> 8) + 32) + 32, as `inplace_margin`.
-    let m = b.shr(page_bytes, 8u32);
-    let m = b.add(m, 47u32);
-    let m = b.and(m, !15u32);
-    let margin = b.add(m, 32u32);
+    let margin = inplace_margin(&mut b, page_bytes);
     let per_warp = b.add(page_bytes, margin);
     let smem_base = b.shared_base(&smem);
     let ob = b.mad(warp, per_warp, smem_base);
@@ -89,22 +86,11 @@ fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
             let produced = b.reg::<U32>();
             let fail = b.label("fail");
             let done = b.label("page_done");
-            let raw_bit = b.and(kind, 1u32);
-            let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
-            let bound_bit = b.and(kind, 2u32);
-            let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
-            // Entry checks: sizes within a page, the block inside `packed`, raw pages whole.
-            let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
-            let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
-            let outside = b.setp(Cmp::Gt, stored, bound);
-            let room = b.sub(bound, stored);
-            let past = b.setp(Cmp::Gt, off, room);
-            let raw_len = b.setp(Cmp::Ne, stored, orig);
-            let raw_bad = b.and(is_raw, raw_len);
-            let bad = b.or(big_orig, big_stored);
-            let bad = b.or(bad, outside);
-            let bad = b.or(bad, raw_bad);
-            let bad = b.or(bad, past);
+            let Checks {
+                is_raw,
+                bounded,
+                bad,
+            } = entry_checks(b, [off, stored, orig, kind], page_bytes, bound);
             let d = Dec {
                 ln,
                 ib: ob,
@@ -119,27 +105,7 @@ fn build_named(target: Target, variant: Variant, entry: &str) -> Module {
             };
             d.fail_if(b, bad, status::BAD_ENTRY);
             b.comment("stage the block at the end of the buffer (16-byte chunks)");
-            // Stage the block at the end of the buffer (the page is rebuilt from its start, in
-            // place): 16-byte chunks from the aligned address at or below it.
-            let misalign = b.and(off, 15u32);
-            let aligned_off = b.sub(off, misalign);
-            let span = b.add(misalign, stored);
-            let span = b.add(span, 15u32);
-            let chunks = b.shr(span, 4u32);
-            let staged = b.shl(chunks, 4u32);
-            let staged = b.add(staged, 16u32);
-            let stage = b.sub(region_end, staged);
-            let src = b.index_addr(packed, aligned_off, 1);
-            for_each_lane_item(b, ln.lane, chunks, 4, |b, kb, inside| {
-                let src_chunk = b.index_addr(src, kb, 1);
-                let s = b.add(stage, kb);
-                b.when(inside, |b| {
-                    let v = b.ld_v4::<U32>(Space::GlobalNc, src_chunk);
-                    b.st_v4::<U32>(Space::Shared, s, v);
-                });
-            });
-            b.warp_sync(FULL_MASK);
-            let ib = b.add(stage, misalign);
+            let ib = stage_block(b, &d.page(), packed, off, region_end);
             let d = Dec { ib, ..d };
             let block = b.label("block");
             b.bra_uni_unless(is_raw, &block);

@@ -43,6 +43,7 @@
 mod checks;
 mod copy;
 mod decode;
+mod entry;
 mod half;
 mod kernel;
 mod page;

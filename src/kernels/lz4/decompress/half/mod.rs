@@ -35,6 +35,7 @@ mod copy;
 mod decode;
 
 use super::checks::Parse;
+use super::entry::{entry_checks, inplace_margin, stage_block, Checks};
 use super::page::{copy_page_out, copy_raw_out};
 use crate::kernels::lz4::status;
 use crate::ptx::*;
@@ -136,11 +137,7 @@ pub(super) fn build(
     let ncta = b.special(Special::NctaidX);
     let grid_warp = b.mad(cta, warps, warp);
     let all_warps = b.mul(ncta, warps);
-    // margin = round16((page_bytes >> 8) + 32) + 32, as `inplace_margin`.
-    let m = b.shr(page_bytes, 8u32);
-    let m = b.add(m, 47u32);
-    let m = b.and(m, !15u32);
-    let margin = b.add(m, 32u32);
+    let margin = inplace_margin(&mut b, page_bytes);
     let per_page = b.add(page_bytes, margin);
     let per_warp = b.shl(per_page, groups.trailing_zeros());
     let smem_base = b.shared_base(&smem);
@@ -169,21 +166,11 @@ pub(super) fn build(
             let produced = b.reg::<U32>();
             let fail = b.label("fail");
             let done = b.label("page_done");
-            let raw_bit = b.and(kind, 1u32);
-            let is_raw = b.setp(Cmp::Ne, raw_bit, 0u32);
-            let bound_bit = b.and(kind, 2u32);
-            let bounded = b.setp(Cmp::Ne, bound_bit, 0u32);
-            let big_orig = b.setp(Cmp::Gt, orig, page_bytes);
-            let big_stored = b.setp(Cmp::Gt, stored, page_bytes);
-            let outside = b.setp(Cmp::Gt, stored, bound);
-            let room = b.sub(bound, stored);
-            let past = b.setp(Cmp::Gt, off, room);
-            let raw_len = b.setp(Cmp::Ne, stored, orig);
-            let raw_bad = b.and(is_raw, raw_len);
-            let bad = b.or(big_orig, big_stored);
-            let bad = b.or(bad, outside);
-            let bad = b.or(bad, raw_bad);
-            let bad = b.or(bad, past);
+            let Checks {
+                is_raw,
+                bounded,
+                bad,
+            } = entry_checks(b, [off, stored, orig, kind], page_bytes, bound);
             let h = Half {
                 width,
                 sub,
@@ -199,25 +186,7 @@ pub(super) fn build(
             };
             h.fail_if(b, bad, status::BAD_ENTRY);
             b.comment("stage the block at the end of the buffer (16-byte chunks, 16 lanes)");
-            let misalign = b.and(off, 15u32);
-            let aligned_off = b.sub(off, misalign);
-            let span = b.add(misalign, stored);
-            let span = b.add(span, 15u32);
-            let chunks = b.shr(span, 4u32);
-            let staged = b.shl(chunks, 4u32);
-            let staged = b.add(staged, 16u32);
-            let stage = b.sub(region_end, staged);
-            let src = b.index_addr(packed, aligned_off, 1);
-            for_each_item(b, &h, chunks, 4, |b, kb, inside| {
-                let src_chunk = b.index_addr(src, kb, 1);
-                let s = b.add(stage, kb);
-                b.when(inside, |b| {
-                    let v = b.ld_v4::<U32>(Space::GlobalNc, src_chunk);
-                    b.st_v4::<U32>(Space::Shared, s, v);
-                });
-            });
-            h.sync(b);
-            let ib = b.add(stage, misalign);
+            let ib = stage_block(b, &h.page(), packed, off, region_end);
             let h = Half { ib, ..h };
             let dst = b.mad_wide(page, page_bytes, output);
             let block = b.label("block");
