@@ -196,3 +196,136 @@ pub(super) fn begin(b: &mut KernelBuilder, pg: &Page, comment: &str) -> Start {
         unread_bias,
     }
 }
+
+/// Which sequences a fast path takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Path {
+    /// Literal and match lengths below 15.
+    Short,
+    /// A literal run of 15..=269 (the token's 15 and one length byte below 255), a match length
+    /// below 15 (`Variant::medium`).
+    Medium,
+}
+
+/// What a fast path starts from: the token's fields, the decode loop's cursor (page bytes
+/// produced, the shared address of the byte after the token) and the per-page constants of
+/// [`Start`].
+#[derive(Clone, Copy)]
+pub(super) struct FastIn {
+    pub lit: Reg<U32>,
+    pub mcode: Reg<U32>,
+    pub op: Reg<U32>,
+    pub lit_addr: Reg<U32>,
+    pub iend2: Reg<U32>,
+    pub unread_bias: Reg<U32>,
+}
+
+/// A fast sequence parsed (see [`fast_checks`]): `lit` literals at `lit_src`, the offset (read
+/// at `offset_addr`), `ml` match bytes ending at page byte `m_end`; `bad` folds the common
+/// checks, `ext_bad` the medium path's length byte of 255.
+pub(super) struct FastSeq {
+    pub lit: Reg<U32>,
+    pub lit_src: Reg<U32>,
+    pub offset_addr: Reg<U32>,
+    pub offset: Reg<U32>,
+    pub ml: Reg<U32>,
+    pub m_end: Reg<U32>,
+    pub bad: Reg<Pred>,
+    pub ext_bad: Option<Reg<Pred>>,
+}
+
+/// The start of a fast sequence: branches to `slow` (the step-by-step parse of the same token,
+/// which then finds the failing check in order) unless the token takes `path`, then parses the
+/// sequence and folds its common checks into one predicate. The caller adds its own checks and
+/// branches to `slow` on them (the checks do not branch).
+pub(super) fn fast_checks(
+    b: &mut KernelBuilder,
+    pg: &Page,
+    s: FastIn,
+    path: Path,
+    slow: &Label,
+) -> FastSeq {
+    let FastIn {
+        lit,
+        mcode,
+        op,
+        lit_addr,
+        iend2,
+        unread_bias,
+    } = s;
+    let (lit, lit_src, offset_addr, read_at, ext_bad) = match path {
+        Path::Short => {
+            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let short = b.and(lit_short, ml_short);
+            pg.bra_unless(b, short, slow);
+            // The offset's address; at most 16 bytes past the block: inside the stage's slack,
+            // read but unused on failure.
+            let offset_addr = b.add(lit_addr, lit);
+            (lit, lit_addr, offset_addr, offset_addr, None)
+        }
+        Path::Medium => {
+            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
+            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
+            let medium = b.and(lit_long, ml_short);
+            pg.bra_unless(b, medium, slow);
+            // The length byte: at most the block's end (the token lies inside the block).
+            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
+            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
+            let lit = b.add(ext, 15u32);
+            let lit_src = b.add(lit_addr, 1u32);
+            let offset_addr = b.add(lit_src, lit);
+            // Loads stay inside the stage and its slack: the medium path's offset may lie far
+            // past the block, so its reads are clamped to the block end (and the page then
+            // fails the checks).
+            let read_at = b.min(offset_addr, iend2);
+            (lit, lit_src, offset_addr, read_at, Some(ext_bad))
+        }
+    };
+    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
+    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
+    let offset = b.mad(offset_hi, 256u32, offset_lo);
+    let ml = b.add(mcode, 4u32);
+    let mop = b.add(op, lit);
+    let m_end = b.add(mop, ml);
+    // Offset bytes and a further token inside the block; the output inside the page; the
+    // offset inside the page and not zero; the output below the unread block bytes.
+    let bad = b.setp(Cmp::Ge, offset_addr, iend2);
+    let over = b.setp(Cmp::Gt, m_end, pg.orig);
+    let bad = b.or(bad, over);
+    let off1 = b.sub(offset, 1u32);
+    let reach = b.setp(Cmp::Ge, off1, mop);
+    let bad = b.or(bad, reach);
+    let unread = b.add(offset_addr, unread_bias);
+    let clobber = b.setp(Cmp::Gt, m_end, unread);
+    let bad = b.or(bad, clobber);
+    FastSeq {
+        lit,
+        lit_src,
+        offset_addr,
+        offset,
+        ml,
+        m_end,
+        bad,
+        ext_bad,
+    }
+}
+
+/// After a fast sequence's checks: loads the next token (after the offset) and moves the cursor's
+/// `lit_addr` past it; returns the token and a copy of the literals' address (`lit_addr` itself
+/// on the short path, which the move overwrites).
+pub(super) fn fast_advance(
+    b: &mut KernelBuilder,
+    seq: &FastSeq,
+    lit_addr: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    let next_tok = b.ld_narrow::<U32>(
+        Space::Shared,
+        Narrow::U8,
+        Addr::from(seq.offset_addr).off(2),
+    );
+    let lit_src = b.mov(seq.lit_src);
+    let next_lit = b.add(seq.offset_addr, 3u32);
+    b.mov_to(lit_addr, next_lit);
+    (next_tok, lit_src)
+}

@@ -1,7 +1,10 @@
 //! The decode loop of `lz4_decompress` (see the [folder docs](super)): the common sequence with
 //! its checks folded into one branch, and the step-by-step parse that finds the failing check.
 
-use super::checks::{begin, end_of_block, slow_sequence, Checked, Parse, Slow, Start};
+use super::checks::{
+    begin, end_of_block, fast_advance, fast_checks, slow_sequence, Checked, FastIn, FastSeq, Parse,
+    Path, Slow, Start,
+};
 use super::copy::{copy_literals, copy_sequence};
 use super::page::Page;
 use super::{Dec, Lengths, Sequence};
@@ -180,16 +183,6 @@ struct Fast<'a> {
     next: &'a Label,
 }
 
-/// Which sequences a fast path takes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
-    /// Literal and match lengths below 15.
-    Short,
-    /// A literal run of 15..=269 (the token's 15 and one length byte below 255), a match length
-    /// below 15 (`Variant::medium`).
-    Medium,
-}
-
 /// A fast sequence (see [`Path`]; never the last one) with all its checks folded into one
 /// branch: falls through to `f.slow` (the step-by-step parse of the same token, which then finds
 /// the failing check in order) unless every check holds; otherwise loads the next token, copies
@@ -198,54 +191,24 @@ fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: 
     let Cursor { op, tok, lit_addr } = *cur;
     let Token { lit, mcode } = token;
     let (slow, next) = (f.slow, f.next);
-    let (lit, lit_src, offset_addr, ext_bad) = match path {
-        Path::Short => {
-            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
-            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-            let short = b.and(lit_short, ml_short);
-            b.bra_uni_unless(short, slow);
-            // The offset's address; at most 16 bytes past the block: inside the stage's slack,
-            // read but unused on failure.
-            let offset_addr = b.add(lit_addr, lit);
-            (lit, lit_addr, offset_addr, None)
-        }
-        Path::Medium => {
-            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
-            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-            let medium = b.and(lit_long, ml_short);
-            b.bra_uni_unless(medium, slow);
-            // The length byte: at most the block's end (the token lies inside the block).
-            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
-            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
-            let lit = b.add(ext, 15u32);
-            let lit_src = b.add(lit_addr, 1u32);
-            let offset_addr = b.add(lit_src, lit);
-            (lit, lit_src, offset_addr, Some(ext_bad))
-        }
+    let input = FastIn {
+        lit,
+        mcode,
+        op,
+        lit_addr,
+        iend2: f.iend2,
+        unread_bias: f.unread_bias,
     };
-    // Loads stay inside the stage and its slack: the medium path's offset may lie far past the
-    // block, so its reads are clamped to the block end (and the page then fails the checks).
-    let read_at = match path {
-        Path::Short => offset_addr,
-        Path::Medium => b.min(offset_addr, f.iend2),
-    };
-    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
-    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
-    let offset = b.mad(offset_hi, 256u32, offset_lo);
-    let ml = b.add(mcode, 4u32);
-    let mop = b.add(op, lit);
-    let m_end = b.add(mop, ml);
-    // Offset bytes and a further token inside the block; the output inside the page; the
-    // offset inside the page and not zero; the output below the unread block bytes.
-    let bad = b.setp(Cmp::Ge, offset_addr, f.iend2);
-    let over = b.setp(Cmp::Gt, m_end, d.orig);
-    let bad = b.or(bad, over);
-    let off1 = b.sub(offset, 1u32);
-    let reach = b.setp(Cmp::Ge, off1, mop);
-    let bad = b.or(bad, reach);
-    let unread = b.add(offset_addr, f.unread_bias);
-    let clobber = b.setp(Cmp::Gt, m_end, unread);
-    let bad = b.or(bad, clobber);
+    let seq = fast_checks(b, &d.page(), input, path, slow);
+    let FastSeq {
+        lit,
+        offset,
+        ml,
+        m_end,
+        bad,
+        ext_bad,
+        ..
+    } = seq;
     let bad = match ext_bad {
         Some(e) => b.or(bad, e),
         None => bad,
@@ -260,10 +223,7 @@ fn fast_sequence(b: &mut KernelBuilder, d: &Dec, f: &Fast, cur: &Cursor, token: 
         bad
     };
     b.bra_uni_if(bad, slow);
-    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
-    let lit_src = b.mov(lit_src);
-    let next_lit = b.add(offset_addr, 3u32);
-    b.mov_to(lit_addr, next_lit);
+    let (next_tok, lit_src) = fast_advance(b, &seq, lit_addr);
     let seq = Sequence {
         lit_src,
         op,

@@ -1,7 +1,10 @@
 //! The decode loop of the half-warp decoders (see the [folder docs](super)): the common and
 //! medium sequences with their checks folded into one branch each, the step-by-step parse.
 
-use super::super::checks::{begin, end_of_block, slow_sequence, Checked, Parse, Slow, Start};
+use super::super::checks::{
+    begin, end_of_block, fast_advance, fast_checks, slow_sequence, Checked, FastIn, FastSeq, Parse,
+    Path, Slow, Start,
+};
 use super::super::page::{copy_match, Page};
 use super::copy::{copy_forward, short_copy_step};
 use super::Half;
@@ -63,15 +66,6 @@ struct Cursor {
     unread_bias: Reg<U32>,
 }
 
-/// Which sequences a fast path takes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
-    /// Literal and match lengths below 15.
-    Short,
-    /// A literal run of one length byte (15..=269 literals), a match length below 15.
-    Medium,
-}
-
 /// A fast sequence with all checks folded into one branch (to `slow`, which re-parses the same
 /// token step by step); the match must lie wholly before the literals, so every 16-byte step
 /// of the copy is independent. Ends at `join`.
@@ -93,48 +87,25 @@ fn fast_sequence(
         iend2,
         unread_bias,
     } = *cur;
-    let (lit, lit_src, offset_addr, read_at, ext_bad) = match path {
-        Path::Short => {
-            let lit_short = b.setp(Cmp::Lt, lit, 15u32);
-            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-            let short = b.and(lit_short, ml_short);
-            b.bra_unless(short, slow);
-            // At most 16 bytes past the block: inside the stage's slack, read but unused on
-            // failure.
-            let offset_addr = b.add(lit_addr, lit);
-            (lit, lit_addr, offset_addr, offset_addr, None)
-        }
-        Path::Medium => {
-            let lit_long = b.setp(Cmp::Eq, lit, 15u32);
-            let ml_short = b.setp(Cmp::Lt, mcode, 15u32);
-            let medium = b.and(lit_long, ml_short);
-            b.bra_unless(medium, slow);
-            // The length byte lies at most at the block end (the token is inside the block).
-            let ext = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, lit_addr);
-            let ext_bad = b.setp(Cmp::Eq, ext, 255u32);
-            let lit = b.add(ext, 15u32);
-            let lit_src = b.add(lit_addr, 1u32);
-            let offset_addr = b.add(lit_src, lit);
-            // The offset may lie far past the block: its reads are clamped (the checks fail).
-            let read_at = b.min(offset_addr, iend2);
-            (lit, lit_src, offset_addr, read_at, Some(ext_bad))
-        }
+    let input = FastIn {
+        lit,
+        mcode,
+        op,
+        lit_addr,
+        iend2,
+        unread_bias,
     };
-    let offset_lo = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, read_at);
-    let offset_hi = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(read_at).off(1));
-    let offset = b.mad(offset_hi, 256u32, offset_lo);
-    let ml = b.add(mcode, 4u32);
-    let mop = b.add(op, lit);
-    let m_end = b.add(mop, ml);
-    let bad = b.setp(Cmp::Ge, offset_addr, iend2);
-    let over = b.setp(Cmp::Gt, m_end, h.orig);
-    let bad = b.or(bad, over);
-    let off1 = b.sub(offset, 1u32);
-    let reach = b.setp(Cmp::Ge, off1, mop);
-    let bad = b.or(bad, reach);
-    let unread = b.add(offset_addr, unread_bias);
-    let clobber = b.setp(Cmp::Gt, m_end, unread);
-    let bad = b.or(bad, clobber);
+    let seq = fast_checks(b, &h.page(), input, path, slow);
+    let FastSeq {
+        lit,
+        offset,
+        ml,
+        m_end,
+        bad,
+        ext_bad,
+        ..
+    } = seq;
+    // The match must lie wholly before the literals (every copy step independent).
     let span = b.add(lit, ml);
     let overlap = b.setp(Cmp::Lt, offset, span);
     let bad = b.or(bad, overlap);
@@ -143,10 +114,7 @@ fn fast_sequence(
         None => bad,
     };
     b.bra_if(bad, slow);
-    let next_tok = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, Addr::from(offset_addr).off(2));
-    let lit_src = b.mov(lit_src);
-    let next_lit = b.add(offset_addr, 3u32);
-    b.mov_to(lit_addr, next_lit);
+    let (next_tok, lit_src) = fast_advance(b, &seq, lit_addr);
     let op_addr = b.add(h.ob, op);
     match path {
         Path::Short if h.width == 16 => {
