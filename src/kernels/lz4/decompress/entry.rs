@@ -1,8 +1,51 @@
-//! The page loop's set-up shared by the warp and half-warp decoders: the in-place margin, the
-//! entry checks, and staging the block at the end of the page buffer.
+//! The kernel and page-loop set-up shared by the warp and half-warp decoders: the parameters,
+//! the in-place margin, the entry checks, and staging the block at the end of the page buffer.
 
 use super::page::Page;
 use crate::ptx::*;
+
+/// The kernel's parameters (loaded) and its dynamic shared memory.
+pub(super) struct Params {
+    pub packed: Reg<U64>,
+    pub packed_bytes: Reg<U32>,
+    pub entries: Reg<U64>,
+    pub n_pages: Reg<U32>,
+    pub page_bytes: Reg<U32>,
+    pub output: Reg<U64>,
+    pub status_p: Reg<U64>,
+    pub smem: SharedArray<U32>,
+}
+
+/// Declares and loads the parameters (`packed`, `packed_bytes`, `entries`, `n_pages`,
+/// `page_bytes`, `output`, `status`) and declares the dynamic shared memory.
+pub(super) fn params(b: &mut KernelBuilder) -> Params {
+    let packed = b.param::<U64>("packed");
+    let packed_bytes = b.param::<U32>("packed_bytes");
+    let entries = b.param::<U64>("entries");
+    let n_pages = b.param::<U32>("n_pages");
+    let page_bytes = b.param::<U32>("page_bytes");
+    let output = b.param::<U64>("output");
+    let status_p = b.param::<U64>("status");
+    b.comment("parameters");
+    let packed = b.global_ptr(&packed);
+    let packed_bytes = b.ld_param(&packed_bytes);
+    let entries = b.global_ptr(&entries);
+    let n_pages = b.ld_param(&n_pages);
+    let page_bytes = b.ld_param(&page_bytes);
+    let output = b.global_ptr(&output);
+    let status_p = b.global_ptr(&status_p);
+    let smem = b.dynamic_shared::<U32>("lz4d_smem");
+    Params {
+        packed,
+        packed_bytes,
+        entries,
+        n_pages,
+        page_bytes,
+        output,
+        status_p,
+        smem,
+    }
+}
 
 /// The in-place margin after a page buffer: `round16((page_bytes >> 8) + 32) + 32`, as
 /// `inplace_margin`.

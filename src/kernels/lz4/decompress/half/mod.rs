@@ -35,7 +35,7 @@ mod copy;
 mod decode;
 
 use super::checks::Parse;
-use super::entry::{entry_checks, inplace_margin, stage_block, Checks};
+use super::entry::{entry_checks, inplace_margin, params, stage_block, Checks, Params};
 use super::page::{copy_page_out, copy_raw_out};
 use crate::kernels::lz4::status;
 use crate::ptx::*;
@@ -106,22 +106,16 @@ pub(super) fn build(
     // Shared memory bounds an SM to 26 such warps, which 64 registers a thread still allow; ptxas
     // left to itself keeps 48 and spills on some targets.
     b.maxnreg(max_regs.unwrap_or(MAX_REGS));
-    let packed = b.param::<U64>("packed");
-    let packed_bytes = b.param::<U32>("packed_bytes");
-    let entries = b.param::<U64>("entries");
-    let n_pages = b.param::<U32>("n_pages");
-    let page_bytes = b.param::<U32>("page_bytes");
-    let output = b.param::<U64>("output");
-    let status_p = b.param::<U64>("status");
-    b.comment("parameters");
-    let packed = b.global_ptr(&packed);
-    let packed_bytes = b.ld_param(&packed_bytes);
-    let entries = b.global_ptr(&entries);
-    let n_pages = b.ld_param(&n_pages);
-    let page_bytes = b.ld_param(&page_bytes);
-    let output = b.global_ptr(&output);
-    let status_p = b.global_ptr(&status_p);
-    let smem = b.dynamic_shared::<U32>("lz4d_smem");
+    let Params {
+        packed,
+        packed_bytes,
+        entries,
+        n_pages,
+        page_bytes,
+        output,
+        status_p,
+        smem,
+    } = params(&mut b);
 
     b.comment("per-half layout: two page buffers per warp, each the page plus the margin");
     let tid = b.special(Special::TidX);
