@@ -24,6 +24,7 @@ use crate::kernels::gaussian::{backward, common, forward};
 use crate::kernels::KernelId;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+pub mod fast;
 pub mod field;
 pub mod launch;
 mod ops;
@@ -32,6 +33,7 @@ mod raw_backward;
 mod raw_prepare;
 mod slot;
 
+pub use fast::ForwardKind;
 pub use field::GpuGaussianField;
 pub use ops::stage_prepared;
 
@@ -41,6 +43,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const DISTANCES: KernelId;
     /// Fused forward kernel.
     const FORWARD: KernelId;
+    /// Fused forward with the expanded solve (`fast`), where the type has one.
+    const FORWARD_FAST: Option<KernelId>;
     /// Fused backward kernel.
     const BACKWARD: KernelId;
     /// Ordered row sums.
@@ -60,6 +64,7 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
 impl GpuReal for f32 {
     const DISTANCES: KernelId = KernelId::GaussianDistancesF32;
     const FORWARD: KernelId = KernelId::GaussianForwardF32;
+    const FORWARD_FAST: Option<KernelId> = Some(KernelId::GaussianForwardFastF32);
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
@@ -74,6 +79,7 @@ impl GpuReal for f32 {
 impl GpuReal for f64 {
     const DISTANCES: KernelId = KernelId::GaussianDistancesF64;
     const FORWARD: KernelId = KernelId::GaussianForwardF64;
+    const FORWARD_FAST: Option<KernelId> = None;
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;
