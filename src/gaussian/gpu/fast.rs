@@ -4,15 +4,17 @@
 //! apply, each entry an f64 product rounded once), -b = -M (mu - o) and w c 2^o, and whether its
 //! tile must keep the subtract form.
 
-use super::launch::{config, kernel, ForwardPlan, Launch, Problem};
+use super::launch::{config, ForwardPlan, Problem};
 use crate::gaussian::layout::Prepared;
 use crate::gaussian::Real;
 use crate::kernels::gaussian::forward::BLOCK;
 use crate::kernels::gaussian::forward_fast::{self, FAST_FLAG, FAST_STRIDE};
 use crate::kernels::gaussian::scaled::sigma;
+use crate::kernels::KernelId;
 use crate::runtime::{ArgElem, Gpu, LoadedKernel};
 use crate::Result;
-use cudarc::driver::{CudaSlice, CudaViewMut, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr};
+use std::sync::Arc;
 
 /// Which f32 forward kernel `GpuGaussianField` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +37,7 @@ impl ForwardKind {
 }
 
 /// The expanded kernel's build options: the variant `PTXFLOW_GAUSS_FAST` names
-/// (`forward_fast::variant`), else the built-in ones.
+/// (`forward_fast::variant_options`), else the built-in ones.
 pub fn options() -> forward_fast::Options {
     std::env::var("PTXFLOW_GAUSS_FAST")
         .ok()
@@ -43,61 +45,76 @@ pub fn options() -> forward_fast::Options {
         .unwrap_or_default()
 }
 
-/// Points per block of the expanded kernel with [`options`].
-pub fn points_per_block() -> u32 {
-    BLOCK * options().points_per_thread
+/// The loaded expanded kernel (built-in, or the `PTXFLOW_GAUSS_FAST` variant, built once per
+/// field), with its resident-block capacity and points per block.
+#[derive(Clone, Debug)]
+pub struct FastKernel {
+    /// The kernel.
+    pub kernel: LoadedKernel,
+    /// Resident blocks per SM times the SM count.
+    pub slots: u32,
+    /// Points per block (the forward plan's unit).
+    pub points_per_block: u32,
 }
 
-/// The expanded kernel (the built-in one, or the `PTXFLOW_GAUSS_FAST` variant).
-pub fn fast_kernel(gpu: &Gpu, id: crate::kernels::KernelId) -> Result<LoadedKernel> {
-    let o = options();
-    if o == forward_fast::Options::default() {
-        return kernel(gpu, id);
+impl FastKernel {
+    /// Loads the kernel `id` (`gaussian_forward_fast_f32`) with [`options`].
+    ///
+    /// Errors: loading the module or querying its occupancy failed.
+    pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
+        let o = options();
+        let kernel = if o == forward_fast::Options::default() {
+            gpu.kernel(id)?
+        } else {
+            gpu.load_module(&forward_fast::build(crate::ptx::Target::Sm75, o), id.name())?
+        };
+        let per_sm = kernel
+            .function()
+            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+            .map_err(crate::Error::driver(
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            ))?;
+        Ok(FastKernel {
+            kernel,
+            slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
+            points_per_block: BLOCK * o.points_per_thread,
+        })
     }
-    gpu.load_module(&forward_fast::build(crate::ptx::Target::Sm75, o), id.name())
-}
 
-/// Resident blocks of the expanded kernel per SM times the SM count.
-pub fn resident_slots(gpu: &Gpu, id: crate::kernels::KernelId) -> Result<u32> {
-    let per_sm = fast_kernel(gpu, id)?
-        .function()
-        .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
-        .map_err(crate::Error::driver(
-            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-        ))?;
-    Ok(per_sm.max(1) * gpu.facts().sm_count.max(1))
-}
-
-/// Enqueues `gaussian_forward_fast_f32` writing `plan.chunks` rows of b partial sums to `out`
-/// (`plan` made with [`points_per_block`]); `fast` holds the records of [`stage`] for the same
-/// `n_pad` Gaussians and `origin` its origin.
-pub fn forward<T: DeviceRepr + ArgElem>(
-    l: Launch<'_>,
-    p: &Problem<'_, T>,
-    fast: &CudaSlice<T>,
-    origin: &[T; 3],
-    plan: &ForwardPlan,
-    out: &mut CudaViewMut<'_, T>,
-) -> Result<()> {
-    let k = fast_kernel(l.gpu, l.id)?;
-    let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
-    // SAFETY: (argument types and the .reqntid block are checked against the kernel's contract)
-    // prep and fast hold n_pad records each (n_pad and chunk_len multiples of CHUNK_ALIGN, as
-    // the kernel requires); points 3b scalars; out chunks * b (checked by the caller); the
-    // kernel reads and writes only i < b.
-    unsafe {
-        k.launch(l.stream, cfg)
-            .arg(p.prep)
-            .arg(fast)
-            .arg(&p.n_pad)
-            .arg(&plan.chunk_len)
-            .arg(p.points)
-            .arg(&p.b)
-            .arg(out)
-            .arg(&origin[0])
-            .arg(&origin[1])
-            .arg(&origin[2])
-            .launch()
+    /// Enqueues the kernel on `stream`, writing `plan.chunks` rows of b partial sums to `out`
+    /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`stage`] for
+    /// the same `n_pad` Gaussians and `origin` its origin.
+    ///
+    /// Errors: the launch failed (or its arguments do not fit the kernel's contract).
+    pub fn forward<T: DeviceRepr + ArgElem>(
+        &self,
+        stream: &Arc<CudaStream>,
+        p: &Problem<'_, T>,
+        fast: &CudaSlice<T>,
+        origin: &[T; 3],
+        plan: &ForwardPlan,
+        out: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
+        // SAFETY: (argument types and the .reqntid block are checked against the kernel's
+        // contract) prep and fast hold n_pad records each (n_pad and chunk_len multiples of
+        // CHUNK_ALIGN, as the kernel requires); points 3b scalars; out chunks * b (checked by
+        // the caller); the kernel reads and writes only i < b.
+        unsafe {
+            self.kernel
+                .launch(stream, cfg)
+                .arg(p.prep)
+                .arg(fast)
+                .arg(&p.n_pad)
+                .arg(&plan.chunk_len)
+                .arg(p.points)
+                .arg(&p.b)
+                .arg(out)
+                .arg(&origin[0])
+                .arg(&origin[1])
+                .arg(&origin[2])
+                .launch()
+        }
     }
 }
 

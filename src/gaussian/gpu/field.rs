@@ -49,8 +49,8 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) grad_gaussians: Vec<T>,
     /// Resident-block capacity of the forward and backward kernels (queried on first use).
     pub(super) slots: Option<(u32, u32)>,
-    /// The same for the expanded forward.
-    pub(super) fast_slots: Option<u32>,
+    /// The expanded forward, loaded on first use.
+    pub(super) fast_kernel: Option<fast::FastKernel>,
 }
 
 impl<T: GpuReal> GpuGaussianField<T> {
@@ -90,7 +90,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             grad_points: Vec::new(),
             grad_gaussians: Vec::new(),
             slots: None,
-            fast_slots: None,
+            fast_kernel: None,
         })
     }
 
@@ -143,24 +143,23 @@ impl<T: GpuReal> GpuGaussianField<T> {
         self.forward_kind = kind;
     }
 
-    /// The expanded kernel, when this type has one and it is chosen.
-    fn fast_id(&self) -> Option<crate::kernels::KernelId> {
-        T::FORWARD_FAST.filter(|_| self.forward_kind == ForwardKind::Expanded)
+    /// The expanded kernel (loaded on first use), when this type has one and it is chosen.
+    fn fast_kernel(&mut self) -> Result<Option<fast::FastKernel>> {
+        let Some(id) = T::FORWARD_FAST.filter(|_| self.forward_kind == ForwardKind::Expanded)
+        else {
+            return Ok(None);
+        };
+        if self.fast_kernel.is_none() {
+            self.fast_kernel = Some(fast::FastKernel::load(&self.gpu, id)?);
+        }
+        Ok(self.fast_kernel.clone())
     }
 
     /// The forward split of the current size for the chosen kernel.
     fn forward_plan(&mut self) -> Result<ForwardPlan> {
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
-        if let Some(id) = self.fast_id() {
-            let s = match self.fast_slots {
-                Some(s) => s,
-                None => {
-                    let s = fast::resident_slots(&self.gpu, id)?;
-                    self.fast_slots = Some(s);
-                    s
-                }
-            };
-            return Ok(launch::forward_plan(n_pad, b, s, fast::points_per_block()));
+        if let Some(k) = self.fast_kernel()? {
+            return Ok(launch::forward_plan(n_pad, b, k.slots, k.points_per_block));
         }
         let fs = self.slots()?.0;
         Ok(launch::forward_plan(
@@ -219,7 +218,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         self.problem_points()?;
         let plan = self.forward_plan()?;
-        let fast_id = self.fast_id();
+        let fast_kernel = self.fast_kernel()?;
         let b = self.b;
         let stream = self.stream.clone();
         let values = self.values_dev.ensure(&stream, b)?;
@@ -236,13 +235,13 @@ impl<T: GpuReal> GpuGaussianField<T> {
             stream: &stream,
             id,
         };
-        let fast_buf = match fast_id {
+        let fast_buf = match fast_kernel {
             Some(_) => Some(self.fast.get()?.slice()),
             None => None,
         };
         let origin = self.origin;
-        let run = |out: &mut cudarc::driver::CudaViewMut<'_, T>| match (fast_id, fast_buf) {
-            (Some(id), Some(f)) => fast::forward(at(id), &p, f, &origin, &plan, out),
+        let run = |out: &mut cudarc::driver::CudaViewMut<'_, T>| match (&fast_kernel, fast_buf) {
+            (Some(k), Some(f)) => k.forward(&stream, &p, f, &origin, &plan, out),
             _ => launch::forward(at(T::FORWARD), &p, &plan, out),
         };
         if plan.chunks == 1 {
