@@ -26,12 +26,12 @@ pub enum ForwardKind {
 }
 
 impl ForwardKind {
-    /// The default: `PTXFLOW_GAUSS_FORWARD=expanded` or `subtract` when set, else
-    /// [`ForwardKind::Subtract`].
+    /// The default: [`ForwardKind::Expanded`], or [`ForwardKind::Subtract`] where
+    /// `PTXFLOW_GAUSS_FORWARD=subtract`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_FORWARD").as_deref() {
-            Ok("expanded") => ForwardKind::Expanded,
-            _ => ForwardKind::Subtract,
+            Ok("subtract") => ForwardKind::Subtract,
+            _ => ForwardKind::Expanded,
         }
     }
 }
@@ -55,7 +55,26 @@ pub struct FastKernel {
     pub slots: u32,
     /// Points per block (the forward plan's unit).
     pub points_per_block: u32,
+    /// Resident waves the forward plan aims at ([`waves`]).
+    pub waves: u32,
 }
+
+/// Blocks of the expanded forward per resident slot that the plan aims at: `PTXFLOW_GAUSS_FAST_WAVES`
+/// (1 to 16), else [`WAVES`].
+pub fn waves() -> u32 {
+    std::env::var("PTXFLOW_GAUSS_FAST_WAVES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|w| (1..=16).contains(w))
+        .unwrap_or(WAVES)
+}
+
+/// The expanded forward's plan aims at this many resident waves of blocks (more, shorter
+/// Gaussian chunks): blocks of one SM finish at different times (the scheduler favours older
+/// warps), and with one wave the SM then idles with fewer warps than it holds (ncu, H100, one
+/// wave: 17.6 of 24 warps active on average). Later waves fill the slots that early blocks
+/// leave.
+pub const WAVES: u32 = 4;
 
 impl FastKernel {
     /// Loads the kernel `id` (`gaussian_forward_fast_f32`) with [`options`].
@@ -78,6 +97,7 @@ impl FastKernel {
             kernel,
             slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
             points_per_block: BLOCK * o.points_per_thread,
+            waves: waves(),
         })
     }
 
