@@ -34,7 +34,9 @@
 //!
 //! # Launch and memory
 //! As `super::forward` (blocks of [`BLOCK`] threads, grid (ceil(B / (BLOCK P)), S), chunks of
-//! `chunk_len` Gaussians, multiples of [`CHUNK_ALIGN`]), with P = [`POINTS_PER_THREAD`]. Per tile
+//! `chunk_len` Gaussians, multiples of [`CHUNK_ALIGN`]), with P = [`POINTS_PER_THREAD`]; the
+//! field's plan aims at several resident waves of blocks (`crate::gaussian::gpu::fast::WAVES`)
+//! rather than one, so that slots that early blocks leave are filled again. Per tile
 //! each thread stages one Gaussian twice: its scaled constants (`tile`, for a flagged tile) and its
 //! expanded record (`ftile`: M00 M10 M11 M20 | M21 M22 -b0 -b1 | -b2 w c 2^o flag 0, the layout of
 //! `fast`, [`FAST_STRIDE`] f32 per Gaussian); each warp's lane 0 writes whether any of its
