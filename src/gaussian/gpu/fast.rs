@@ -4,7 +4,7 @@
 //! apply, each entry an f64 product rounded once), -b = -M (mu - o) and w c 2^o, and whether its
 //! tile must keep the subtract form.
 
-use super::launch::{config, ForwardPlan, Problem};
+use super::launch::{self, config, ForwardPlan, Problem};
 use crate::gaussian::layout::Prepared;
 use crate::gaussian::Real;
 use crate::kernels::gaussian::forward::BLOCK;
@@ -67,6 +67,21 @@ pub fn waves() -> u32 {
         .and_then(|v| v.parse().ok())
         .filter(|w| (1..=16).contains(w))
         .unwrap_or(WAVES)
+}
+
+/// The expanded forward's split of (B points) x (n_pad Gaussians) for a kernel with `slots`
+/// resident blocks and `points_per_block`: as [`launch::forward_plan`] with `waves` times the
+/// slots where the point blocks alone fill less than one wave (more, shorter Gaussian chunks),
+/// else with the slots as they are (the points already make several waves; one Gaussian chunk
+/// then writes the values directly).
+pub fn plan(n_pad: u32, b: u32, slots: u32, waves: u32, points_per_block: u32) -> ForwardPlan {
+    let point_blocks = b.div_ceil(points_per_block).max(1);
+    let aim = if point_blocks >= slots {
+        slots
+    } else {
+        slots.saturating_mul(waves.max(1))
+    };
+    launch::forward_plan(n_pad, b, aim, points_per_block)
 }
 
 /// The expanded forward's plan aims at this many resident waves of blocks (more, shorter
@@ -273,6 +288,27 @@ mod tests {
         let t = pair_t(&rec, [1.25, -0.5, 0.75], o, 0.0) as f64;
         let want = d as f64 * std::f64::consts::LOG2_E / 2.0;
         assert!((t - want).abs() <= 1e-6 * want, "{t} vs {want}");
+    }
+
+    #[test]
+    fn plan_adds_waves_only_where_the_points_fill_less_than_one() {
+        let (slots, ppb) = (132 * 6, BLOCK * 6);
+        // 10000 x 100000 (the bench): 131 point blocks, 23 chunks of 448 (3.8 waves).
+        let p = plan(10240, 100_000, slots, WAVES, ppb);
+        assert_eq!((p.point_blocks, p.chunks, p.chunk_len), (131, 23, 448));
+        // As many point blocks as slots or more: one chunk, as the subtract kernel's plan.
+        for b in [slots * ppb, 1_081_345] {
+            let p = plan(512, b, slots, WAVES, ppb);
+            assert_eq!(p.chunks, 1, "{p:?}");
+            assert_eq!(p, launch::forward_plan(512, b, slots, ppb));
+        }
+        // One wave asked for: the subtract kernel's plan.
+        assert_eq!(
+            plan(10240, 100_000, slots, 1, ppb),
+            launch::forward_plan(10240, 100_000, slots, ppb)
+        );
+        // Few points: chunks of CHUNK_ALIGN Gaussians at most.
+        assert_eq!(plan(10240, 500, slots, WAVES, ppb).chunk_len, 32);
     }
 
     #[test]

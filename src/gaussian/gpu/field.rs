@@ -159,8 +159,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
     fn forward_plan(&mut self) -> Result<ForwardPlan> {
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
         if let Some(k) = self.fast_kernel()? {
-            let slots = k.slots.saturating_mul(k.waves);
-            return Ok(launch::forward_plan(n_pad, b, slots, k.points_per_block));
+            let ppb = k.points_per_block;
+            return Ok(fast::plan(n_pad, b, k.slots, k.waves, ppb));
         }
         let fs = self.slots()?.0;
         Ok(launch::forward_plan(
