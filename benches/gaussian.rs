@@ -16,11 +16,17 @@
 //!
 //! `PTXFLOW_GAUSS_ONLY=f32:10000x100000` (type and size) runs only that GPU case, so that a
 //! profiler sees its kernels first: `ncu -k regex:'gaussian_(forward|backward)' -c 2 <bench>`.
+//!
+//! f32 also compares its two forward kernels in one process: `SUMMARY ... forward kernels` gives
+//! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
+//! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
+//! + backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`).
 
 mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ptxflow::gaussian::generate::{convert, random_gaussians, sample_points, GaussianSpec};
+use ptxflow::gaussian::gpu::ForwardKind;
 use ptxflow::gaussian::{
     FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real,
 };
@@ -191,6 +197,9 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
             field.forward_resident().expect("forward");
             field.backward_resident().expect("backward")
         });
+        if T::FORWARD_FAST.is_some() {
+            compare_forward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
+        }
         let flop_f = FORWARD_FLOP_PER_PAIR * pairs / fwd;
         let flop_fb = (FORWARD_FLOP_PER_PAIR + BACKWARD_FLOP_PER_PAIR) * pairs / both;
         let (fp, bp) = field.plans().expect("plans");
@@ -260,6 +269,46 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
             both * 1e6
         ));
     }
+}
+
+/// Medians of 30 alternating event-timed runs of each f32 forward kernel (forward, and forward +
+/// backward); leaves the field on its default kernel.
+fn compare_forward_kernels<T: GpuReal>(
+    field: &mut GpuGaussianField<T>,
+    stream: &Arc<ptxflow::runtime::CudaStream>,
+    label: &str,
+    summary: &mut Vec<String>,
+) {
+    let kinds = [ForwardKind::Subtract, ForwardKind::Expanded];
+    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for round in 0..31 {
+        for (k, kind) in kinds.iter().enumerate() {
+            field.set_forward_kind(*kind);
+            let f = common::event_timed(stream, 1, || field.forward_resident().expect("forward"));
+            let fb = common::event_timed(stream, 1, || {
+                field.forward_resident().expect("forward");
+                field.backward_resident().expect("backward")
+            });
+            // Round 0 loads the kernels.
+            if round > 0 {
+                times[k][0].push(f.as_secs_f64());
+                times[k][1].push(fb.as_secs_f64());
+            }
+        }
+    }
+    field.set_forward_kind(ForwardKind::from_env());
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] * 1e6
+    };
+    let [[mut sf, mut sfb], [mut ef, mut efb]] = times;
+    summary.push(format!(
+        "SUMMARY gpu/gaussian f32 {label} forward kernels (30 alternating runs): subtract {:.1} us, expanded {:.1} us; forward+backward subtract {:.1} us, expanded {:.1} us",
+        med(&mut sf),
+        med(&mut ef),
+        med(&mut sfb),
+        med(&mut efb)
+    ));
 }
 
 fn benches(c: &mut Criterion) {

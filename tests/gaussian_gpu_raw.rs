@@ -1,7 +1,7 @@
 //! `RawGaussianKernels` (the Gaussian kernels on caller-owned device memory and streams, with the
 //! Gaussians prepared on the device by `gaussian_prepare`) against `GpuGaussianField` (host
-//! preparation, own buffers): the same kernels on the same plan, so values and both gradients must
-//! be bit-identical, which holds only if the device preparation rounds exactly as the host's
+//! preparation, own buffers, the subtract-form forward of the raw layer): the same kernels on the
+//! same plan, so values and both gradients must be bit-identical, which holds only if the device preparation rounds exactly as the host's
 //! (including the f32 compensation flags on badly conditioned Gaussians). Plus the raw layer's
 //! checks: wrong lengths, misaligned addresses and bad options are errors before any launch.
 
@@ -12,7 +12,7 @@ use cudarc::driver::{CudaStream, DevicePtr};
 use gaussian_support::device::*;
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
-use ptxflow::gaussian::gpu::stage_prepared;
+use ptxflow::gaussian::gpu::{stage_prepared, ForwardKind};
 use ptxflow::gaussian::layout;
 use ptxflow::gaussian::{GaussianFieldOps, GpuReal, RawGaussianKernels, RawSlice};
 use ptxflow::runtime::{DeviceBuffer, Gpu};
@@ -169,6 +169,9 @@ fn same_as_field<T: GpuReal>(gpu: &Arc<Gpu>) {
                 .map(|i| T::from_f64(((i * 7919) % 13) as f64 / 6.5 - 1.0))
                 .collect();
             let mut field = gpu_field::<T>(gpu, normalised);
+            // The raw layer runs the subtract-form forward (`gaussian_forward_<T>`); the field's
+            // f32 default is the expanded solve, so it is pinned to the same kernel here.
+            field.set_forward_kind(ForwardKind::Subtract);
             field.set_gaussians(&g).unwrap();
             let values = field.forward(&x).unwrap().to_vec();
             let grads = field.backward(&grad).unwrap();

@@ -64,6 +64,8 @@ kernel_table! {
     GaussianForwardF32 => gaussian::forward::build_f32, "gaussian_forward_f32", [Sm75];
     /// Gaussian field: fused forward partial sums per Gaussian chunk, f64.
     GaussianForwardF64 => gaussian::forward::build_f64, "gaussian_forward_f64", [Sm75];
+    /// Gaussian field: fused forward with the expanded per-pair solve (11 instructions per pair), f32.
+    GaussianForwardFastF32 => gaussian::forward_fast::build_f32, "gaussian_forward_fast_f32", [Sm75];
     /// Gaussian field: fused backward (per-point and per-Gaussian partial sums), f32.
     GaussianBackwardF32 => gaussian::backward::build_f32, "gaussian_backward_f32", [Sm75];
     /// Gaussian field: fused backward (per-point and per-Gaussian partial sums), f64.

@@ -2,6 +2,7 @@
 //! of the forward and backward kernels on data already on the device (see the module docs of
 //! [`super`]).
 
+use super::fast::{self, ForwardKind};
 use super::launch::{self, BackwardBuffers, BackwardPlan, ForwardPlan, Launch, Problem, RowSum};
 use super::slot::Slot;
 use super::GpuReal;
@@ -24,11 +25,16 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) prepared: Vec<Prepared<T>>,
     pub(super) staging: Vec<T>,
     pub(super) comp_staging: Vec<T>,
+    pub(super) fast_staging: Vec<T>,
+    /// The origin of the expanded forward's records (`fast::stage`).
+    pub(super) origin: [T; 3],
+    pub(super) forward_kind: ForwardKind,
     pub(super) n_pad: usize,
     pub(super) b: usize,
     pub(super) forward_valid: bool,
     pub(super) prep: Slot<T>,
     pub(super) comp: Slot<T>,
+    pub(super) fast: Slot<T>,
     pub(super) points: Slot<T>,
     pub(super) dist_points: Slot<T>,
     pub(super) grad_values: Slot<T>,
@@ -43,6 +49,8 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) grad_gaussians: Vec<T>,
     /// Resident-block capacity of the forward and backward kernels (queried on first use).
     pub(super) slots: Option<(u32, u32)>,
+    /// The expanded forward, loaded on first use.
+    pub(super) fast_kernel: Option<fast::FastKernel>,
 }
 
 impl<T: GpuReal> GpuGaussianField<T> {
@@ -60,11 +68,15 @@ impl<T: GpuReal> GpuGaussianField<T> {
             prepared: Vec::new(),
             staging: Vec::new(),
             comp_staging: Vec::new(),
+            fast_staging: Vec::new(),
+            origin: [T::ZERO; 3],
+            forward_kind: ForwardKind::from_env(),
             n_pad: 0,
             b: 0,
             forward_valid: false,
             prep: Slot::new("gaussian prepared Gaussians"),
             comp: Slot::new("gaussian compensation constants"),
+            fast: Slot::new("gaussian expanded forward records"),
             points: Slot::new("gaussian points"),
             dist_points: Slot::new("gaussian distance points"),
             grad_values: Slot::new("gaussian grad_values"),
@@ -78,6 +90,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             grad_points: Vec::new(),
             grad_gaussians: Vec::new(),
             slots: None,
+            fast_kernel: None,
         })
     }
 
@@ -91,6 +104,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
         [
             &self.prep,
             &self.comp,
+            &self.fast,
             &self.points,
             &self.dist_points,
             &self.grad_values,
@@ -115,11 +129,45 @@ impl<T: GpuReal> GpuGaussianField<T> {
     ///
     /// Errors: loading a kernel or querying its occupancy failed.
     pub fn plans(&mut self) -> Result<(ForwardPlan, BackwardPlan)> {
-        let (fs, bs) = self.slots()?;
+        let (_, bs) = self.slots()?;
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
         Ok((
-            launch::forward_plan(n_pad, b, fs, T::FORWARD_POINTS_PER_BLOCK),
+            self.forward_plan()?,
             launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD),
+        ))
+    }
+
+    /// The f32 forward kernel this field runs (f64 always runs the subtract form). The default
+    /// comes from `PTXFLOW_GAUSS_FORWARD` ([`ForwardKind::from_env`]).
+    pub fn set_forward_kind(&mut self, kind: ForwardKind) {
+        self.forward_kind = kind;
+    }
+
+    /// The expanded kernel (loaded on first use), when this type has one and it is chosen.
+    fn fast_kernel(&mut self) -> Result<Option<fast::FastKernel>> {
+        let Some(id) = T::FORWARD_FAST.filter(|_| self.forward_kind == ForwardKind::Expanded)
+        else {
+            return Ok(None);
+        };
+        if self.fast_kernel.is_none() {
+            self.fast_kernel = Some(fast::FastKernel::load(&self.gpu, id)?);
+        }
+        Ok(self.fast_kernel.clone())
+    }
+
+    /// The forward split of the current size for the chosen kernel.
+    fn forward_plan(&mut self) -> Result<ForwardPlan> {
+        let (n_pad, b) = (self.n_pad as u32, self.b as u32);
+        if let Some(k) = self.fast_kernel()? {
+            let ppb = k.points_per_block;
+            return Ok(fast::plan(n_pad, b, k.slots, k.waves, ppb));
+        }
+        let fs = self.slots()?.0;
+        Ok(launch::forward_plan(
+            n_pad,
+            b,
+            fs,
+            T::FORWARD_POINTS_PER_BLOCK,
         ))
     }
 
@@ -170,8 +218,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
             return Ok(());
         }
         self.problem_points()?;
-        let ppb = T::FORWARD_POINTS_PER_BLOCK;
-        let plan = launch::forward_plan(self.n_pad as u32, self.b as u32, self.slots()?.0, ppb);
+        let plan = self.forward_plan()?;
+        let fast_kernel = self.fast_kernel()?;
         let b = self.b;
         let stream = self.stream.clone();
         let values = self.values_dev.ensure(&stream, b)?;
@@ -188,13 +236,22 @@ impl<T: GpuReal> GpuGaussianField<T> {
             stream: &stream,
             id,
         };
+        let fast_buf = match fast_kernel {
+            Some(_) => Some(self.fast.get()?.slice()),
+            None => None,
+        };
+        let origin = self.origin;
+        let run = |out: &mut cudarc::driver::CudaViewMut<'_, T>| match (&fast_kernel, fast_buf) {
+            (Some(k), Some(f)) => k.forward(&stream, &p, f, &origin, &plan, out),
+            _ => launch::forward(at(T::FORWARD), &p, &plan, out),
+        };
         if plan.chunks == 1 {
-            return launch::forward(at(T::FORWARD), &p, &plan, &mut values);
+            return run(&mut values);
         }
         let rows = plan.chunks as usize * b;
         let scratch = self.scratch.ensure(&stream, rows)?;
         let mut partial = scratch.slice_mut().slice_mut(0..rows);
-        launch::forward(at(T::FORWARD), &p, &plan, &mut partial)?;
+        run(&mut partial)?;
         let sum = RowSum {
             partial: scratch.slice(),
             rows: plan.chunks,

@@ -6,14 +6,17 @@
 //! and downloads the results (which synchronises). `set_gaussians` uploads the prepared device
 //! layout (12 scalars per Gaussian, padded with zero Gaussians to a multiple of `common::GAUSSIAN_PAD` = 512; see
 //! `kernels::gaussian::common`) and the f32 backward's compensation constants (8 per Gaussian:
-//! two-term diagonal and the flag of `layout::Prepared::compensated`). Forward: fused kernel per (point block, Gaussian chunk), then an
-//! ordered sum of the chunk rows. Backward: fused kernel per (Gaussian block, point chunk), then
+//! two-term diagonal and the flag of `layout::Prepared::compensated`), and for f32 the records
+//! of the expanded forward ([`fast`]: 12 per Gaussian and one origin). Forward: fused kernel per
+//! (point block, Gaussian chunk), in f32 `gaussian_forward_f32` or `gaussian_forward_fast_f32`
+//! ([`ForwardKind`], [`GpuGaussianField::set_forward_kind`]), then an ordered sum of the chunk
+//! rows. Backward: fused kernel per (Gaussian block, point chunk), then
 //! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
 //! to the largest problem seen and are reused, so a training loop does not allocate per step.
 //! Results are bit-identical from run to run on a given device (no atomics).
 //!
 //! Files: [`field`] the field and its device-resident enqueueing, `ops` the [`GaussianFieldOps`]
-//! implementation and staging, `slot` its growable device buffers, [`launch`] the launch geometry
+//! implementation and staging, [`fast`] the expanded forward's records and launch, `slot` its growable device buffers, [`launch`] the launch geometry
 //! and launches, [`raw`] the same kernels on caller-owned memory and streams (the PyTorch
 //! binding), `raw_prepare` the on-device preparation for it.
 //!
@@ -24,6 +27,7 @@ use crate::kernels::gaussian::{backward, common, forward};
 use crate::kernels::KernelId;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+pub mod fast;
 pub mod field;
 pub mod launch;
 mod ops;
@@ -32,6 +36,7 @@ mod raw_backward;
 mod raw_prepare;
 mod slot;
 
+pub use fast::ForwardKind;
 pub use field::GpuGaussianField;
 pub use ops::stage_prepared;
 
@@ -41,6 +46,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const DISTANCES: KernelId;
     /// Fused forward kernel.
     const FORWARD: KernelId;
+    /// Fused forward with the expanded solve (`fast`), where the type has one.
+    const FORWARD_FAST: Option<KernelId>;
     /// Fused backward kernel.
     const BACKWARD: KernelId;
     /// Ordered row sums.
@@ -60,6 +67,7 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
 impl GpuReal for f32 {
     const DISTANCES: KernelId = KernelId::GaussianDistancesF32;
     const FORWARD: KernelId = KernelId::GaussianForwardF32;
+    const FORWARD_FAST: Option<KernelId> = Some(KernelId::GaussianForwardFastF32);
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
@@ -74,6 +82,7 @@ impl GpuReal for f32 {
 impl GpuReal for f64 {
     const DISTANCES: KernelId = KernelId::GaussianDistancesF64;
     const FORWARD: KernelId = KernelId::GaussianForwardF64;
+    const FORWARD_FAST: Option<KernelId> = None;
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;

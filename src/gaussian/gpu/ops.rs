@@ -1,6 +1,7 @@
 //! [`GaussianFieldOps`] for [`GpuGaussianField`]: validation (shared with the CPU field), upload,
 //! kernels, download; and the staging of prepared Gaussians into the device layout.
 
+use super::fast;
 use super::field::GpuGaussianField;
 use super::launch::{self, Launch, Problem};
 use super::GpuReal;
@@ -24,7 +25,19 @@ impl<T: GpuReal> GpuGaussianField<T> {
             .upload(&stream, &self.staging)?;
         self.comp
             .ensure(&stream, self.comp_staging.len())?
-            .upload(&stream, &self.comp_staging)
+            .upload(&stream, &self.comp_staging)?;
+        if T::FORWARD_FAST.is_some() {
+            self.origin = fast::stage(
+                &self.prepared,
+                self.n_pad,
+                T::exp_scale(),
+                &mut self.fast_staging,
+            );
+            self.fast
+                .ensure(&stream, self.fast_staging.len())?
+                .upload(&stream, &self.fast_staging)?;
+        }
+        Ok(())
     }
 
     /// Packs the prepared constants into the device layout (zero Gaussians as padding).

@@ -1,4 +1,5 @@
-//! Gaussian field kernels (maths in `crate::gaussian`): the distance matrix, the fused forward,
+//! Gaussian field kernels (maths in `crate::gaussian`): the distance matrix, the fused forward
+//! (and its f32 form with the expanded solve, `forward_fast`),
 //! the fused backward, the deterministic finishing sums and
 //! the on-device preparation of packed Gaussians (for callers whose Gaussians stay on the device), each in f32 and f64 from one source.
 
@@ -7,6 +8,7 @@ pub mod common;
 pub mod distances;
 pub mod exp;
 pub mod forward;
+pub mod forward_fast;
 pub mod prepare;
 pub mod reduce;
 pub mod scaled;
