@@ -126,6 +126,7 @@ fn gpu(c: &mut Criterion) {
         precompute: None,
         exchange: Some(GruExchange::Global),
         staging: None,
+        held: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -146,9 +147,19 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
+    // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
+    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default.
+    let held = |on| GruLaunch {
+        held: Some(on),
+        ..global
+    };
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
+        ("gru_rollout_held", vec![single.clone()], held(true)),
+        ("gru_ensemble5_held", ens.clone(), held(true)),
+        ("gru_rollout_stationary", vec![single.clone()], held(false)),
+        ("gru_ensemble5_stationary", ens.clone(), held(false)),
         ("gru_rollout_shared", vec![single.clone()], shared),
         ("gru_ensemble5_shared", ens.clone(), shared),
         (
@@ -247,7 +258,14 @@ fn gpu(c: &mut Criterion) {
                     .join(" ")
             };
             // The cluster kernels: mbarriers, then W_hh's loads, staging and gi in one phase.
-            let prologue = if gg.exchange() == GruExchange::Global {
+            let prologue = if gg.kernel_name().starts_with("rnn_gru_held") {
+                format!(
+                    "W_ih + staging issue {:.2}, W_hh issue + staging landed {:.2}, partials of W_ih x_0 {:.2}",
+                    us(0),
+                    us(1),
+                    us(2)
+                )
+            } else if gg.exchange() == GruExchange::Global {
                 format!(
                     "staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}",
                     if gg.projection_steps() > 1 {
@@ -290,6 +308,8 @@ fn gpu(c: &mut Criterion) {
         ));
         if name == "gru_rollout"
             || name == "gru_ensemble5"
+            || name.ends_with("_held")
+            || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")
         {

@@ -383,6 +383,19 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.op = Op::BarSync
         }
         "membar" | "fence" | "prefetch" => ins.op = Op::Nop,
+        "cp" if has("async") && has("wait_all") => ins.op = Op::Nop,
+        "cp" if has("async") && has("shared") && has("global") => {
+            if ops.len() != 3 || ops[2] != "16" {
+                return Err(unsupported());
+            }
+            ins.addr = Some(sy.addr(&ops[0], line, t)?);
+            let (src, off) = sy.addr(&ops[1], line, t)?;
+            if off != 0 {
+                return Err(unsupported());
+            }
+            ins.s = vec![src];
+            ins.op = Op::CpAsync16;
+        }
         "bra" => {
             let target = ops.first().map(String::as_str).unwrap_or("");
             ins.op = Op::Bra(

@@ -45,6 +45,11 @@ pub struct GruLaunch {
     /// Cluster exchanges only: how h0 and x reach shared memory. `None`: as
     /// `PTXFLOW_GRU_STAGING` says (`copies`, `async`, `streamed`), else streamed.
     pub staging: Option<GruStaging>,
+    /// W_ih held in registers too, gi step by step, one block per SM (`rnn_gru_held48` /
+    /// `rnn_gru_held64`; sm_80 and later, H = 256, padded input 128, at most 21 units a block,
+    /// x of `max_steps` steps in shared memory). `None`: as `PTXFLOW_GRU_HELD` says (`1` on,
+    /// else off), and only where it can run; `Some(true)` fails with `Input` where it cannot.
+    pub held: Option<bool>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -231,7 +236,7 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         matches!(
             self.dev.dims.shape.path,
-            Path::Stationary | Path::Stationary48 | Path::Cluster(..)
+            Path::Stationary | Path::Stationary48 | Path::Cluster(..) | Path::Held48 | Path::Held64
         )
     }
     /// How the cluster kernels stage h0 and x (`None` on the other kernels).
@@ -240,7 +245,9 @@ impl GpuGru {
             Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
             Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
             Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
-            Path::Shared | Path::Stationary | Path::Stationary48 => None,
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held48 | Path::Held64 => {
+                None
+            }
         }
     }
     /// The rollout kernel's entry name.
@@ -252,14 +259,18 @@ impl GpuGru {
         match self.dev.dims.shape.path {
             Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
             Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
-            Path::Shared | Path::Stationary | Path::Stationary48 => GruExchange::Global,
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held48 | Path::Held64 => {
+                GruExchange::Global
+            }
         }
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every
     /// step before step 0, or 1).
     pub fn projection_steps(&self) -> u32 {
         let sh = self.dev.dims.shape;
-        if sh.path == Path::Stationary && sh.chunk == 0 {
+        if (sh.path == Path::Stationary && sh.chunk == 0)
+            || matches!(sh.path, Path::Held48 | Path::Held64)
+        {
             1
         } else {
             sh.chunk

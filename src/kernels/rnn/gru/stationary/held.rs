@@ -1,0 +1,230 @@
+//! `rnn_gru_held48` / `rnn_gru_held64`: the weight-stationary rollout (same ABI and steps, see
+//! `stationary`'s notes; H = 256, Ip = 128) with W_ih held in registers for the whole rollout
+//! too, for grids of one block per SM (`.minnctapersm 1`: W_hh and W_ih take 72 or 96
+//! registers). Lanes hold rows `g + 16 q` for q < 3 (`rnn_gru_held48`, 3J <= 48) or q < 4
+//! (`rnn_gru_held64`, 3J <= 64) of both matrices (`matvec::hold_rows`, KS = 16 for W_hh, 8 for
+//! W_ih).
+//!
+//! Why: `rnn_gru_stationary48` computes gi of every step before step 0 (5 phases of partials,
+//! slot sums and two barriers each, then W_hh's loads): 7.7 us of its 23 us on an H100. Here
+//! the prologue only issues W_ih's and W_hh's loads, stages h0, x of every step (`cp.async`)
+//! and b_ih of the block's gate rows, and computes the partials of `W_ih x_0`; the partials of
+//! `W_ih x_{t+1}` are computed in step t between the cells and the gather, while the other
+//! blocks' states are on their way, and the cells of step t + 1 finish gi themselves (the 8
+//! slots in order plus b_ih: the same sums as `precompute_sums`, so gi, and every state, are
+//! bit-identical to `rnn_gru_stationary48`'s / `rnn_gru_stationary`'s precompute mode).
+//!
+//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
+//! steps) | W_hh scratch | two W_ih scratches (step parity) | b_ih `3J` (64 floats). The W_ih
+//! scratch of parity s is written in step t = s - 1 (after its cells) and read by the cells of
+//! step s; it is next written in step s + 1, after the barriers that end step s and follow its
+//! mat-vec. Clock stamps ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and staging issued,
+//! `[2]` W_hh issued, staging landed (barrier), `[3]` partials of `W_ih x_0`; per step t at
+//! `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 next partials + exchange (and transform).
+
+use super::cluster::prologue::{copy_h0_async, copy_x_async};
+use super::matvec::{hold_rows, partials, sum, Held, Sources};
+use super::{scratch_floats, Lane, Stamps};
+use crate::kernels::rnn::gru::cell::{cell_with, CellAt, NewState};
+use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
+use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
+use crate::ptx::*;
+
+/// Builds `rnn_gru_held48` (lane rows q < 3).
+pub fn build48(target: Target) -> Module {
+    build(target, "rnn_gru_held48", 3)
+}
+
+/// Builds `rnn_gru_held64` (lane rows q < 4).
+pub fn build64(target: Target) -> Module {
+    build(target, "rnn_gru_held64", 4)
+}
+
+fn build(target: Target, name: &str, qs: u32) -> Module {
+    kernel_per_sm(target, name, Accounting::Epoch, 1, |b, c| {
+        let stamps = Stamps::declare(b, c);
+        rollout(b, c, &stamps, qs)
+    })
+}
+
+/// Floats reserved for b_ih of the block's gate rows (3J <= 64).
+const BIAS_FLOATS: u32 = 64;
+
+/// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
+pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
+    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + BIAS_FLOATS
+}
+
+/// Offsets (floats) of the shared regions.
+struct HeldLayout {
+    x: Reg<U32>,
+    /// Floats of one step of x (`rows x Ip`).
+    xbuf: Reg<U32>,
+    /// The W_hh mat-vec's scratch.
+    sh: Reg<U32>,
+    /// The W_ih scratch of parity 0 (parity 1 follows it).
+    sx: Reg<U32>,
+    /// Floats of one scratch (`8 rows x 72`).
+    sbuf: Reg<U32>,
+    bias: Reg<U32>,
+}
+
+/// The layout (recomputed where used: the step loop keeps no registers for it).
+fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
+    let p = c.p;
+    let x = b.mul(p.group_rows, p.h);
+    let nb = b.max(p.chunk, 1u32);
+    let nbg = b.mul(nb, p.group_rows);
+    let sh = b.mad(nbg, p.ip, x);
+    let sbuf = b.mul(p.group_rows, scratch_floats(1));
+    let sx = b.add(sh, sbuf);
+    let bias = b.mad(sbuf, 2u32, sx);
+    let xbuf = b.mul(c.rows, p.ip);
+    HeldLayout {
+        x,
+        xbuf,
+        sh,
+        sx,
+        sbuf,
+        bias,
+    }
+}
+
+/// Partials of `W_ih x_s` into the W_ih scratch of parity `s % 2` (no barrier inside).
+fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Reg<U32>) {
+    let lay = layout(b, c);
+    let src = b.mad(s, lay.xbuf, lay.x);
+    let par = b.and(s, 1u32);
+    let scratch = b.mad(par, lay.sbuf, lay.sx);
+    let from = Sources {
+        src,
+        k: c.p.ip,
+        rows: c.rows,
+        scratch,
+    };
+    partials(b, c.smem, wih, lane, &from);
+}
+
+/// The whole rollout (all threads; after `gru::block_context`).
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
+    let (p, smem) = (c.p, c.smem);
+    b.comment("prologue: the lane's place in the mat-vecs");
+    let zero = b.mov(0u32);
+    let half = b.shr(c.lane, 4u32);
+    let lane = Lane {
+        slot: b.mad(c.warp, 2u32, half),
+        g: b.and(c.lane, 15u32),
+        warp: c.warp,
+        half,
+    };
+    let at = |b: &mut KernelBuilder, i: u32| {
+        let idx = b.mov(i);
+        stamps.write(b, idx);
+    };
+    at(b, 0);
+    b.comment("W_ih into registers (held throughout); h0, x of every step and b_ih staged");
+    let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    {
+        let lay = layout(b, c);
+        copy_h0_async(b, c);
+        copy_x_async(b, c, zero, p.steps, lay.x);
+        let mine = b.setp(Cmp::Lt, c.tid, c.r3);
+        b.if_then(mine, |b| {
+            let ba = c.b_ih_addr(b, c.tid);
+            let v = b.ld::<F32>(Space::GlobalNc, ba);
+            let i = b.add(lay.bias, c.tid);
+            let sa = b.shared_index(smem, i);
+            b.st(Space::Shared, sa, v);
+        });
+    }
+    at(b, 1);
+    b.comment("W_hh into registers (held throughout)");
+    let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    b.cp_async_wait_all();
+    b.bar_sync();
+    at(b, 2);
+    b.comment("partials of W_ih x_0 (the step loop's first barrier publishes them)");
+    x_partials(b, c, &wih, &lane, zero);
+    at(b, 3);
+    let ex = Exchange { c, o_h: zero };
+    // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
+    let magic = reciprocal(b, c.j, 16);
+    b.for_range(0u32, p.steps, 1u32, |b, t, _| {
+        b.comment("step t, 1: partial sums of W_hh h");
+        let lay = layout(b, c);
+        let from = Sources {
+            src: zero,
+            k: p.h,
+            rows: c.rows,
+            scratch: lay.sh,
+        };
+        partials(b, smem, &whh, &lane, &from);
+        b.bar_sync();
+        let stamp_at = b.mad(t, 3u32, 4u32);
+        stamps.write(b, stamp_at);
+        b.comment("step t, 2: cells (gi and gh slot sums, gates, h' to hx and shared h)");
+        let cells = b.mul(c.rows, c.j);
+        b.for_range(c.tid, cells, THREADS, |b, idx, _| {
+            let row = b.mul(idx, magic);
+            let row = b.shr(row, 16u32);
+            let jj = b.mul(row, c.j);
+            let jj = b.sub(idx, jj);
+            let lay = layout(b, c);
+            let par = b.and(t, 1u32);
+            let sx = b.mad(par, lay.sbuf, lay.sx);
+            // gi = the 8 slots in order + b_ih (as `precompute_sums`).
+            let gi = |b: &mut KernelBuilder, lr0: Reg<U32>| {
+                [0u32, 1, 2].map(|q| {
+                    let lr = b.add(lr0, q);
+                    let v = sum(b, smem, sx, c.rows, row, lr);
+                    let bi = b.add(lay.bias, lr);
+                    let ba = b.shared_index(smem, bi);
+                    let bias = b.ld::<F32>(Space::Shared, ba);
+                    b.add(v, bias)
+                })
+            };
+            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
+            let at = CellAt {
+                t,
+                gi_step: t,
+                row,
+                jj,
+            };
+            cell_with(b, &ex, &at, &gi, &gh, NewState::AlsoShared);
+        });
+        let stamp_at = b.mad(t, 3u32, 5u32);
+        stamps.write(b, stamp_at);
+        b.comment("step t: partials of W_ih x_{t+1} while the other blocks' states travel");
+        let t1 = b.add(t, 1u32);
+        let more = b.setp(Cmp::Lt, t1, p.steps);
+        b.if_then(more, |b| x_partials(b, c, &wih, &lane, t1));
+        b.comment("step t, 3: gather the other blocks' h' (tagged words)");
+        let gather_until = {
+            let transformed = b.or(p.ln, p.drop);
+            let extra = b.selp(1u32, 0u32, transformed);
+            b.add(p.steps, extra)
+        };
+        let need = b.setp(Cmp::Lt, t1, gather_until);
+        gather(
+            b,
+            &ex,
+            t,
+            &Gather {
+                // One round of polls for Bg = 4 (held48) and Bg = 16 (held64) at 256 threads.
+                in_flight: if qs == 3 { 4 } else { 8 },
+                skip_own: true,
+                half_h: Some(128),
+                on: Some(need),
+            },
+        );
+        b.bar_sync();
+        let transformed = b.or(p.ln, p.drop);
+        b.comment("step t, 4: layer norm and dropout");
+        b.if_then(transformed, |b| {
+            transform(b, &ex, t);
+            b.bar_sync();
+        });
+        let stamp_at = b.mad(t, 3u32, 6u32);
+        stamps.write(b, stamp_at);
+    });
+}
