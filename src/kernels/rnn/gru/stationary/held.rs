@@ -14,8 +14,12 @@
 //! slots in order plus b_ih: the same sums as `precompute_sums`, so gi, and every state, are
 //! bit-identical to `rnn_gru_stationary48`'s / `rnn_gru_stationary`'s precompute mode).
 //!
+//! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
+//! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
+//!
 //! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
-//! steps) | W_hh scratch | two W_ih scratches (step parity) | b_ih `3J` (64 floats). The W_ih
+//! steps) | W_hh scratch | two W_ih scratches (step parity) | b_ih `3J` (64 floats) | the
+//! epoch (4 floats). The W_ih
 //! scratch of parity s is written in step t = s - 1 (after its cells) and read by the cells of
 //! step s; it is next written in step s + 1, after the barriers that end step s and follow its
 //! mat-vec. Clock stamps ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and staging issued,
@@ -41,18 +45,79 @@ pub fn build64(target: Target) -> Module {
 }
 
 fn build(target: Target, name: &str, qs: u32) -> Module {
-    kernel_per_sm(target, name, Accounting::Epoch, 1, |b, c| {
+    // The epoch is read and the block counted in by `Count` below, off the prologue's path.
+    kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
         rollout(b, c, &stamps, qs)
     })
 }
 
-/// Floats reserved for b_ih of the block's gate rows (3J <= 64).
+/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch follows.
 const BIAS_FLOATS: u32 = 64;
 
 /// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
 pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
-    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + BIAS_FLOATS
+    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + BIAS_FLOATS + 4
+}
+
+/// The launch's epoch and the block's count-in (`gru`'s `epoch, count` words, as one u64):
+/// thread 0 adds `1 << 32` to the member's u64 `count << 32 | epoch` with one relaxed atomic,
+/// whose old value gives the epoch and the blocks counted in before; the block that finds
+/// `blocks - 1` stores `epoch + T` with a zero count (every block's atomic precedes it, and the
+/// next launch is stream-ordered after this one). One atomic and no fence or read to order
+/// (`gru::block_context` reads the epoch, then fences and counts in, stalling warp 0 for a round
+/// trip at the start): its value is only used after the prologue's barrier (thread 0 publishes
+/// the epoch in shared memory).
+struct Count {
+    old: Reg<U64>,
+    word: Reg<U64>,
+}
+
+impl Count {
+    /// Thread 0: the atomic (its result is not waited for here).
+    fn issue(b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) -> Self {
+        let state_bytes = b.mul_wide(c.e, 16u32);
+        let word = b.add(c.p.state, state_bytes);
+        // Defined in thread 0 only (its every use is thread 0's): written straight by the
+        // atomic, so nothing waits for it until the epoch is published.
+        let mut old = None;
+        b.guarded(t0, false, |b| {
+            old = Some(b.atom::<U64>(Space::Global, AtomOp::Add, word, 1u64 << 32));
+        });
+        Count {
+            old: old.expect("the guarded closure runs"),
+            word,
+        }
+    }
+
+    /// Thread 0: the epoch into shared float `slot` (before the prologue's barrier).
+    fn publish(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>, slot: Reg<U32>) {
+        b.guarded(t0, false, |b| {
+            let (epoch, _) = b.unpack64(self.old);
+            let sa = b.shared_index(c.smem, slot);
+            b.st(Space::Shared, sa, epoch);
+        });
+    }
+
+    /// Thread 0 of the member's last block: `epoch + T`, count 0.
+    fn close(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) {
+        let p = c.p;
+        let rows_less_one = b.sub(p.group_rows, 1u32);
+        let groups = b.add(p.batch_pad, rows_less_one);
+        let groups = b.div(groups, p.group_rows);
+        let blocks = b.mul(groups, p.slices);
+        let last = b.sub(blocks, 1u32);
+        b.if_then(t0, |b| {
+            let (epoch, before) = b.unpack64(self.old);
+            let is_last = b.setp(Cmp::Eq, before, last);
+            b.if_then(is_last, |b| {
+                let next = b.add(epoch, p.steps);
+                let zero = b.mov(0u32);
+                let w = b.pack64::<U64>(next, zero);
+                b.st(Space::Global, self.word, w);
+            });
+        });
+    }
 }
 
 /// Offsets (floats) of the shared regions.
@@ -122,6 +187,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
         stamps.write(b, idx);
     };
     at(b, 0);
+    b.comment("count the block in (thread 0; the epoch is used after the prologue's barrier)");
+    let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
+    let count = Count::issue(b, c, t0);
     b.comment("W_ih into registers (held throughout); h0, x of every step and b_ih staged");
     let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
     {
@@ -140,8 +208,20 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
     at(b, 1);
     b.comment("W_hh into registers (held throughout)");
     let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    let epoch_slot = {
+        let lay = layout(b, c);
+        b.add(lay.bias, BIAS_FLOATS)
+    };
+    count.publish(b, c, t0, epoch_slot);
     b.cp_async_wait_all();
     b.bar_sync();
+    let epoch = {
+        let sa = b.shared_index(smem, epoch_slot);
+        b.ld::<U32>(Space::Shared, sa)
+    };
+    count.close(b, c, t0);
+    // The block's registers with this launch's epoch (tags of the exchange words).
+    let c = &Ctx { epoch, ..*c };
     at(b, 2);
     b.comment("partials of W_ih x_0 (the step loop's first barrier publishes them)");
     x_partials(b, c, &wih, &lane, zero);
