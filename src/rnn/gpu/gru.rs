@@ -236,7 +236,7 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         matches!(
             self.dev.dims.shape.path,
-            Path::Stationary | Path::Stationary48 | Path::Cluster(..) | Path::Held48 | Path::Held64
+            Path::Stationary | Path::Stationary48 | Path::Cluster(..) | Path::Held { .. }
         )
     }
     /// How the cluster kernels stage h0 and x (`None` on the other kernels).
@@ -245,9 +245,7 @@ impl GpuGru {
             Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
             Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
             Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
-            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held48 | Path::Held64 => {
-                None
-            }
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => None,
         }
     }
     /// The rollout kernel's entry name.
@@ -259,7 +257,7 @@ impl GpuGru {
         match self.dev.dims.shape.path {
             Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
             Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
-            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held48 | Path::Held64 => {
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => {
                 GruExchange::Global
             }
         }
@@ -268,9 +266,7 @@ impl GpuGru {
     /// step before step 0, or 1).
     pub fn projection_steps(&self) -> u32 {
         let sh = self.dev.dims.shape;
-        if (sh.path == Path::Stationary && sh.chunk == 0)
-            || matches!(sh.path, Path::Held48 | Path::Held64)
-        {
+        if (sh.path == Path::Stationary && sh.chunk == 0) || matches!(sh.path, Path::Held { .. }) {
             1
         } else {
             sh.chunk

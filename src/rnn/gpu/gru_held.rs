@@ -16,6 +16,12 @@ fn held_from_env() -> bool {
     }
 }
 
+/// `PTXFLOW_GRU_POLL=staggered`: the held kernels with two staggered polls per exchange pair
+/// (`rnn_gru_held48s` / `rnn_gru_held64s`).
+fn staggered_from_env() -> bool {
+    std::env::var("PTXFLOW_GRU_POLL").is_ok_and(|v| v == "staggered")
+}
+
 /// Whether the held kernels run where they can when neither the launch nor the environment
 /// says.
 const DEFAULT: bool = false;
@@ -79,10 +85,14 @@ pub(super) fn choose_held(
             None => (sms / (e * groups)).clamp(1, 128) as u32,
         };
         let units = 2 * 128u32.div_ceil(sl);
-        let path = match 3 * units {
-            0..=48 => Path::Held48,
-            49..=64 => Path::Held64,
+        let rows64 = match 3 * units {
+            0..=48 => false,
+            49..=64 => true,
             _ => continue,
+        };
+        let path = Path::Held {
+            rows64,
+            staggered: staggered_from_env(),
         };
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
@@ -96,7 +106,7 @@ pub(super) fn choose_held(
         if blocks > k.resident(gpu, bytes)? {
             continue;
         }
-        let held_rows = if path == Path::Held48 { 48 } else { 64 };
+        let held_rows = if rows64 { 64 } else { 48 };
         let key = (u64::from(r) * held_rows, u32::MAX - blocks);
         if best.as_ref().is_none_or(|b| key < (b.0, b.1)) {
             let shape = Shape {

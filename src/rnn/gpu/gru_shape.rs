@@ -39,10 +39,10 @@ pub(super) enum Path {
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
-    /// W_ih and W_hh in registers, gi step by step, one block per SM (`rnn_gru_held48` for
-    /// 3J <= 48, `rnn_gru_held64` up to 64; `gru_held`).
-    Held48,
-    Held64,
+    /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
+    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `staggered`: the
+    /// `..s` kernels (two staggered polls per exchange pair).
+    Held { rows64: bool, staggered: bool },
 }
 
 impl Path {
@@ -54,8 +54,22 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
-            Path::Held48 => KernelId::RnnGruHeld48,
-            Path::Held64 => KernelId::RnnGruHeld64,
+            Path::Held {
+                rows64: false,
+                staggered: false,
+            } => KernelId::RnnGruHeld48,
+            Path::Held {
+                rows64: true,
+                staggered: false,
+            } => KernelId::RnnGruHeld64,
+            Path::Held {
+                rows64: false,
+                staggered: true,
+            } => KernelId::RnnGruHeld48s,
+            Path::Held {
+                rows64: true,
+                staggered: true,
+            } => KernelId::RnnGruHeld64s,
         }
     }
 }
@@ -112,7 +126,7 @@ pub(super) fn smem_bytes(
         Path::Cluster(_, st, _) => {
             gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
         }
-        Path::Held48 | Path::Held64 => gru_stationary::held::smem_floats(rows, ip, h, chunk),
+        Path::Held { .. } => gru_stationary::held::smem_floats(rows, ip, h, chunk),
     }
 }
 

@@ -55,6 +55,7 @@
 
 pub mod cell;
 pub mod exchange;
+pub mod poll;
 pub mod shared;
 pub mod stationary;
 pub mod tile;

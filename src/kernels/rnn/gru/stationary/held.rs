@@ -31,24 +31,43 @@ use super::matvec::{hold_rows, partials, sum, Held, Sources};
 use super::{scratch_floats, Lane, Stamps};
 use crate::kernels::rnn::gru::cell::{cell_with, CellAt, NewState};
 use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
+use crate::kernels::rnn::gru::poll::gather_staggered;
 use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
 use crate::ptx::*;
 
 /// Builds `rnn_gru_held48` (lane rows q < 3).
 pub fn build48(target: Target) -> Module {
-    build(target, "rnn_gru_held48", 3)
+    build(target, "rnn_gru_held48", 3, Poll::Single)
 }
 
 /// Builds `rnn_gru_held64` (lane rows q < 4).
 pub fn build64(target: Target) -> Module {
-    build(target, "rnn_gru_held64", 4)
+    build(target, "rnn_gru_held64", 4, Poll::Single)
 }
 
-fn build(target: Target, name: &str, qs: u32) -> Module {
+/// Builds `rnn_gru_held48s`: `rnn_gru_held48` with staggered polls (`gru::poll`).
+pub fn build48s(target: Target) -> Module {
+    build(target, "rnn_gru_held48s", 3, Poll::Staggered)
+}
+
+/// Builds `rnn_gru_held64s`: `rnn_gru_held64` with staggered polls (`gru::poll`).
+pub fn build64s(target: Target) -> Module {
+    build(target, "rnn_gru_held64s", 4, Poll::Staggered)
+}
+
+/// How the gather polls the exchange words: one load per pair in flight
+/// (`exchange::gather`) or two, staggered (`poll::gather_staggered`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    Single,
+    Staggered,
+}
+
+fn build(target: Target, name: &str, qs: u32, poll: Poll) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs)
+        rollout(b, c, &stamps, qs, poll)
     })
 }
 
@@ -171,7 +190,7 @@ fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Re
 }
 
 /// The whole rollout (all threads; after `gru::block_context`).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: Poll) {
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vecs");
     let zero = b.mov(0u32);
@@ -285,18 +304,17 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
             b.add(p.steps, extra)
         };
         let need = b.setp(Cmp::Lt, t1, gather_until);
-        gather(
-            b,
-            &ex,
-            t,
-            &Gather {
-                // One round of polls for Bg = 4 (held48) and Bg = 16 (held64) at 256 threads.
-                in_flight: if qs == 3 { 4 } else { 8 },
-                skip_own: true,
-                half_h: Some(128),
-                on: Some(need),
-            },
-        );
+        let how = Gather {
+            // One round of polls for Bg = 4 (held48) and Bg = 16 (held64) at 256 threads.
+            in_flight: if qs == 3 { 4 } else { 8 },
+            skip_own: true,
+            half_h: Some(128),
+            on: Some(need),
+        };
+        match poll {
+            Poll::Single => gather(b, &ex, t, &how),
+            Poll::Staggered => gather_staggered(b, &ex, t, &how),
+        }
         b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
         b.comment("step t, 4: layer norm and dropout");
