@@ -383,7 +383,9 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.op = Op::BarSync
         }
         "membar" | "fence" | "prefetch" => ins.op = Op::Nop,
-        "cp" if has("async") && has("wait_all") => ins.op = Op::Nop,
+        "cp" if has("async") && (has("wait_all") || has("wait_group") || has("commit_group")) => {
+            ins.op = Op::Nop
+        }
         "cp" if has("async") && has("shared") && has("global") => {
             if ops.len() != 3 || ops[2] != "16" {
                 return Err(unsupported());

@@ -23,7 +23,8 @@
 //! scratch of parity s is written in step t = s - 1 (after its cells) and read by the cells of
 //! step s; it is next written in step s + 1, after the barriers that end step s and follow its
 //! mat-vec. Clock stamps ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and staging issued,
-//! `[2]` W_hh issued, staging landed (barrier), `[3]` partials of `W_ih x_0`; per step t at
+//! `[2]` W_hh and the later steps' x issued, x_0 and h0 landed (barrier), `[3]` partials of
+//! `W_ih x_0`; per step t at
 //! `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 next partials + exchange (and transform).
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
@@ -210,29 +211,48 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
     let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
     let count = Count::issue(b, c, t0);
     b.comment("W_ih into registers (held throughout); h0, x of every step and b_ih staged");
-    let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    // What the prologue's barrier waits for comes first: x_0, W_ih, h0 (and b_ih), then W_hh,
+    // then x of the later steps (`cp.async` group 2, awaited at the step loop's first barrier).
     {
         let lay = layout(b, c);
-        copy_h0_async(b, c);
-        copy_x_async(b, c, zero, p.steps, lay.x);
-        let mine = b.setp(Cmp::Lt, c.tid, c.r3);
-        b.if_then(mine, |b| {
-            let ba = c.b_ih_addr(b, c.tid);
-            let v = b.ld::<F32>(Space::GlobalNc, ba);
-            let i = b.add(lay.bias, c.tid);
-            let sa = b.shared_index(smem, i);
-            b.st(Space::Shared, sa, v);
-        });
+        let one = b.mov(1u32);
+        copy_x_async(b, c, zero, one, lay.x);
     }
+    let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    copy_h0_async(b, c);
+    b.cp_async_commit_group();
+    // b_ih of gate row tid (tid < 3J), loaded here and stored after W_hh's loads are issued
+    // (a store right after the load would hold the warp for the round trip).
+    let mine = b.setp(Cmp::Lt, c.tid, c.r3);
+    let mut bias = None;
+    b.guarded(mine, false, |b| {
+        let ba = c.b_ih_addr(b, c.tid);
+        bias = Some(b.ld::<F32>(Space::GlobalNc, ba));
+    });
+    let bias = bias.expect("the guarded closure runs");
     at(b, 1);
     b.comment("W_hh into registers (held throughout)");
     let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    {
+        let lay = layout(b, c);
+        let one = b.mov(1u32);
+        let later = b.sub(p.steps, 1u32);
+        let dst = b.add(lay.x, lay.xbuf);
+        copy_x_async(b, c, one, later, dst);
+        b.cp_async_commit_group();
+    }
+    {
+        let lay = layout(b, c);
+        let i = b.add(lay.bias, c.tid);
+        let sa = b.shared_index(smem, i);
+        b.guarded(mine, false, |b| b.st(Space::Shared, sa, bias));
+    }
     let epoch_slot = {
         let lay = layout(b, c);
         b.add(lay.bias, BIAS_FLOATS)
     };
     count.publish(b, c, t0, epoch_slot);
-    b.cp_async_wait_all();
+    b.cp_async_wait_group(1);
     b.bar_sync();
     let epoch = {
         let sa = b.shared_index(smem, epoch_slot);
@@ -258,6 +278,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
             scratch: lay.sh,
         };
         partials(b, smem, &whh, &lane, &from);
+        // x of steps 1 .. (group 2) has landed before this barrier (a no-op after step 0):
+        // the barrier publishes it for the partials of W_ih x_{t+1}.
+        b.cp_async_wait_all();
         b.bar_sync();
         let stamp_at = b.mad(t, 3u32, 4u32);
         stamps.write(b, stamp_at);
