@@ -158,9 +158,6 @@ fn gpu(c: &mut Criterion) {
         ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_held", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
-        // `_stagger`: the held kernels with two staggered polls per exchange pair.
-        ("gru_rollout_held_stagger", vec![single.clone()], held(true)),
-        ("gru_ensemble5_held_stagger", ens.clone(), held(true)),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
         ("gru_rollout_shared", vec![single.clone()], shared),
@@ -220,7 +217,6 @@ fn gpu(c: &mut Criterion) {
             ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
             ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
             ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
-            ("_stagger", "PTXFLOW_GRU_POLL", "staggered"),
         ] {
             if name.ends_with(suffix) {
                 std::env::set_var(var, value);
@@ -313,7 +309,6 @@ fn gpu(c: &mut Criterion) {
         if name == "gru_rollout"
             || name == "gru_ensemble5"
             || name.ends_with("_held")
-            || name.ends_with("_stagger")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")
@@ -582,6 +577,32 @@ fn gpu(c: &mut Criterion) {
             c.stream().synchronize().expect("sync");
         }
     });
+    // The same with the weight-stationary GRU kernels (`PTXFLOW_GRU_HELD=0` while the chains
+    // are built): the held kernels take one block per SM, so two chains' GRUs cannot overlap.
+    std::env::set_var("PTXFLOW_GRU_HELD", "0");
+    let mut old: Vec<GpuChain> = (0..4)
+        .map(|_| GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain"))
+        .collect();
+    std::env::remove_var("PTXFLOW_GRU_HELD");
+    for c in old.iter_mut() {
+        c.upload(&feats, &hh).expect("upload");
+    }
+    let old_cs = old[0].stream().clone();
+    let old_eager_us = 1e6 * per_call(&old_cs, 100, || old[0].enqueue().expect("chain"));
+    let old_serial = common::wall_median_secs(20, || {
+        for c in old.iter_mut() {
+            c.enqueue().expect("chain");
+            c.stream().synchronize().expect("sync");
+        }
+    });
+    let old_overlapped = common::wall_median_secs(20, || {
+        for c in old.iter_mut() {
+            c.enqueue().expect("chain");
+        }
+        for c in old.iter() {
+            c.stream().synchronize().expect("sync");
+        }
+    });
     g.finish();
 
     let name = &gpu.facts().name;
@@ -609,6 +630,12 @@ fn gpu(c: &mut Criterion) {
         serial * 1e6,
         overlapped * 1e6,
         serial / overlapped
+    );
+    println!(
+        "SUMMARY gpu/rnn on {name}: chain with the weight-stationary GRU (PTXFLOW_GRU_HELD=0): eager {old_eager_us:.1} us; 4 chains serial {:.1} us vs 4 streams {:.1} us ({:.2}x)",
+        old_serial * 1e6,
+        old_overlapped * 1e6,
+        old_serial / old_overlapped
     );
 }
 

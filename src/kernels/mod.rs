@@ -111,10 +111,6 @@ kernel_table! {
     RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
-    /// `rnn_gru_held48` polling the exchange words with two staggered loads per pair.
-    RnnGruHeld48s => rnn::gru::stationary::held::build48s, "rnn_gru_held48s", [Sm80];
-    /// `rnn_gru_held64` polling the exchange words with two staggered loads per pair.
-    RnnGruHeld64s => rnn::gru::stationary::held::build64s, "rnn_gru_held64s", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -4,8 +4,10 @@
 //! (batch rows x hidden units per block) and how many steps of the input projection fit in
 //! shared memory, so that every block of every member is resident at once. Blocks of at most
 //! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
-//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). Opt-in: the sm_90 cluster kernels
-//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
+//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
+//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
+//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`). Opt-in: the
+//! sm_90 cluster kernels ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -47,8 +49,8 @@ pub struct GruLaunch {
     pub staging: Option<GruStaging>,
     /// W_ih held in registers too, gi step by step, one block per SM (`rnn_gru_held48` /
     /// `rnn_gru_held64`; sm_80 and later, H = 256, padded input 128, at most 21 units a block,
-    /// x of `max_steps` steps in shared memory). `None`: as `PTXFLOW_GRU_HELD` says (`1` on,
-    /// else off), and only where it can run; `Some(true)` fails with `Input` where it cannot.
+    /// x of `max_steps` steps in shared memory). `None`: wherever it can run, unless
+    /// `PTXFLOW_GRU_HELD=0`; `Some(true)` fails with `Input` where it cannot run.
     pub held: Option<bool>,
 }
 

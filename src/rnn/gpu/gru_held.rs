@@ -7,7 +7,7 @@ use crate::runtime::Gpu;
 use crate::{Error, Result};
 
 /// Whether [`GruLaunch::held`] `None` asks for the held kernels: `PTXFLOW_GRU_HELD` = `1` (on)
-/// or `0` (off); unset or other: [`DEFAULT`].
+/// or `0` (off); unset or other: [`DEFAULT`] (on).
 fn held_from_env() -> bool {
     match std::env::var("PTXFLOW_GRU_HELD").as_deref() {
         Ok("1") => true,
@@ -16,15 +16,9 @@ fn held_from_env() -> bool {
     }
 }
 
-/// `PTXFLOW_GRU_POLL=staggered`: the held kernels with two staggered polls per exchange pair
-/// (`rnn_gru_held48s` / `rnn_gru_held64s`).
-fn staggered_from_env() -> bool {
-    std::env::var("PTXFLOW_GRU_POLL").is_ok_and(|v| v == "staggered")
-}
-
 /// Whether the held kernels run where they can when neither the launch nor the environment
-/// says.
-const DEFAULT: bool = false;
+/// says (on an H100: rollout 19.9 against 23.8 us, ensemble of 5 48.2 against 57.5 us).
+const DEFAULT: bool = true;
 
 /// The held-weights shape, when wanted and possible: H = 256, padded input 128, sm_80 or later,
 /// no cluster exchange, no projection mode asked for, and a grid of one block per SM with x of
@@ -90,10 +84,7 @@ pub(super) fn choose_held(
             49..=64 => true,
             _ => continue,
         };
-        let path = Path::Held {
-            rows64,
-            staggered: staggered_from_env(),
-        };
+        let path = Path::Held { rows64 };
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
         };

@@ -40,9 +40,8 @@ pub(super) enum Path {
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
     /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
-    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `staggered`: the
-    /// `..s` kernels (two staggered polls per exchange pair).
-    Held { rows64: bool, staggered: bool },
+    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`).
+    Held { rows64: bool },
 }
 
 impl Path {
@@ -54,22 +53,8 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
-            Path::Held {
-                rows64: false,
-                staggered: false,
-            } => KernelId::RnnGruHeld48,
-            Path::Held {
-                rows64: true,
-                staggered: false,
-            } => KernelId::RnnGruHeld64,
-            Path::Held {
-                rows64: false,
-                staggered: true,
-            } => KernelId::RnnGruHeld48s,
-            Path::Held {
-                rows64: true,
-                staggered: true,
-            } => KernelId::RnnGruHeld64s,
+            Path::Held { rows64: false } => KernelId::RnnGruHeld48,
+            Path::Held { rows64: true } => KernelId::RnnGruHeld64,
         }
     }
 }

@@ -42,25 +42,12 @@ pub(super) fn cell(
     gh: &GateSum<'_>,
     state: NewState,
 ) {
-    let gi = shared_gi(ex, at, o_gi);
-    cell_with(b, ex, at, &gi, gh, state);
-}
-
-/// [`cell`] with gi of the cell's three gate rows from `gi(b, lr0)` (lr0 = 3 jj: gates r, z, n).
-pub(super) fn cell_with(
-    b: &mut KernelBuilder,
-    ex: &Exchange<'_>,
-    at: &CellAt,
-    gi: &GateInputs<'_>,
-    gh: &GateSum<'_>,
-    state: NewState,
-) {
     let p = ex.p;
     let NewH {
         h: hn,
         at: ha,
         unit,
-    } = new_h_with(b, ex, at, gi, gh);
+    } = new_h(b, ex, at, o_gi, gh);
     if state == NewState::AlsoShared {
         b.st(Space::Shared, ha, hn);
     }
@@ -97,44 +84,6 @@ pub(super) fn new_h(
     o_gi: Reg<U32>,
     gh: &GateSum<'_>,
 ) -> NewH {
-    let gi = shared_gi(ex, at, o_gi);
-    new_h_with(b, ex, at, &gi, gh)
-}
-
-/// `gi(b, lr0)`: gi of the cell's gate rows lr0, lr0 + 1, lr0 + 2 (gates r, z, n).
-pub(super) type GateInputs<'a> = dyn Fn(&mut KernelBuilder, Reg<U32>) -> [Reg<F32>; 3] + 'a;
-
-/// gi from the shared buffers at `o_gi` (slot `at.gi_step`, rows of 3J).
-fn shared_gi<'a>(
-    ex: &'a Exchange<'a>,
-    at: &'a CellAt,
-    o_gi: Reg<U32>,
-) -> impl Fn(&mut KernelBuilder, Reg<U32>) -> [Reg<F32>; 3] + 'a {
-    move |b: &mut KernelBuilder, lr0: Reg<U32>| {
-        let gi_row = b.mad(at.gi_step, ex.rows, at.row);
-        let gi_base = b.mad(gi_row, ex.r3, lr0);
-        let gi_base = b.add(gi_base, o_gi);
-        let shared_at = |b: &mut KernelBuilder, base: Reg<U32>, q: u32| {
-            let i = b.add(base, q);
-            let a = b.shared_index(ex.smem, i);
-            b.ld::<F32>(Space::Shared, a)
-        };
-        [
-            shared_at(b, gi_base, 0),
-            shared_at(b, gi_base, 1),
-            shared_at(b, gi_base, 2),
-        ]
-    }
-}
-
-/// [`new_h`] with gi from `gi` (see [`GateInputs`]).
-pub(super) fn new_h_with(
-    b: &mut KernelBuilder,
-    ex: &Exchange<'_>,
-    at: &CellAt,
-    gi: &GateInputs<'_>,
-    gh: &GateSum<'_>,
-) -> NewH {
     let p = ex.p;
     let smem = ex.smem;
     let (row, jj) = (at.row, at.jj);
@@ -147,7 +96,19 @@ pub(super) fn new_h_with(
         b.ld::<F32>(Space::GlobalNc, a)
     };
     let lr0 = b.mul(jj, 3u32);
-    let [gir, giz, gin] = gi(b, lr0);
+    let gi_row = b.mad(at.gi_step, ex.rows, row);
+    let gi_base = b.mad(gi_row, ex.r3, lr0);
+    let gi_base = b.add(gi_base, o_gi);
+    let shared_at = |b: &mut KernelBuilder, base: Reg<U32>, q: u32| {
+        let i = b.add(base, q);
+        let a = b.shared_index(smem, i);
+        b.ld::<F32>(Space::Shared, a)
+    };
+    let (gir, giz, gin) = (
+        shared_at(b, gi_base, 0),
+        shared_at(b, gi_base, 1),
+        shared_at(b, gi_base, 2),
+    );
     let ghs: Vec<Reg<F32>> = (0..3u32)
         .map(|q| {
             let lr = b.add(lr0, q);

@@ -55,7 +55,6 @@
 
 pub mod cell;
 pub mod exchange;
-pub mod poll;
 pub mod shared;
 pub mod stationary;
 pub mod tile;

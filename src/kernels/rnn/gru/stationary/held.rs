@@ -6,69 +6,53 @@
 //! W_ih).
 //!
 //! Why: `rnn_gru_stationary48` computes gi of every step before step 0 (5 phases of partials,
-//! slot sums and two barriers each, then W_hh's loads): 7.7 us of its 23 us on an H100. Here
-//! the prologue only issues W_ih's and W_hh's loads, stages h0, x of every step (`cp.async`)
-//! and b_ih of the block's gate rows, and computes the partials of `W_ih x_0`; the partials of
-//! `W_ih x_{t+1}` are computed in step t between the cells and the gather, while the other
-//! blocks' states are on their way, and the cells of step t + 1 finish gi themselves (the 8
-//! slots in order plus b_ih: the same sums as `precompute_sums`, so gi, and every state, are
-//! bit-identical to `rnn_gru_stationary48`'s / `rnn_gru_stationary`'s precompute mode).
+//! slot sums and two barriers each, then W_hh's loads): 7.7 us of its 23.8 us on an H100. Here
+//! the prologue issues the loads of W_ih, W_hh, h0, x of every step (`cp.async`, in the order
+//! they are needed) and b_ih of the block's gate rows, then computes gi of step 0 and the
+//! partials of `W_ih x_1`. gi runs two steps ahead of the cells: in step t, after the cells,
+//! the 8-slot sums of step t + 1 (threads without cells take them first, so they run beside
+//! the cells) and the partials of `W_ih x_{t+2}` (while the other blocks' states are on their
+//! way). The sums are `precompute_sums`' (the slots in order plus b_ih), so gi, and every
+//! state, are bit-identical to `rnn_gru_stationary48`'s / `rnn_gru_stationary`'s precompute
+//! mode.
 //!
 //! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
 //! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
 //!
 //! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
-//! steps) | W_hh scratch | two W_ih scratches (step parity) | b_ih `3J` (64 floats) | the
-//! epoch (4 floats). The W_ih
-//! scratch of parity s is written in step t = s - 1 (after its cells) and read by the cells of
-//! step s; it is next written in step s + 1, after the barriers that end step s and follow its
-//! mat-vec. Clock stamps ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and staging issued,
-//! `[2]` W_hh and the later steps' x issued, x_0 and h0 landed (barrier), `[3]` partials of
-//! `W_ih x_0`; per step t at
-//! `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 next partials + exchange (and transform).
+//! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
+//! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
+//! is written in step s - 2 (after the cells) and read by the sums of step s in step s - 1
+//! (after its mat-vec barrier); gi buffer s % 2 is written there and read by the cells of step
+//! s. Each is rewritten only two steps later, after the barriers between. Clock stamps
+//! ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and x_0, x_1, h0 issued, `[2]` W_hh and the
+//! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
+//! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
+//! `W_ih x_{t+2}` and the exchange (and transform).
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::matvec::{hold_rows, partials, sum, Held, Sources};
 use super::{scratch_floats, Lane, Stamps};
-use crate::kernels::rnn::gru::cell::{cell_with, CellAt, NewState};
+use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
 use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
-use crate::kernels::rnn::gru::poll::gather_staggered;
 use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
 use crate::ptx::*;
 
 /// Builds `rnn_gru_held48` (lane rows q < 3).
 pub fn build48(target: Target) -> Module {
-    build(target, "rnn_gru_held48", 3, Poll::Single)
+    build(target, "rnn_gru_held48", 3)
 }
 
 /// Builds `rnn_gru_held64` (lane rows q < 4).
 pub fn build64(target: Target) -> Module {
-    build(target, "rnn_gru_held64", 4, Poll::Single)
+    build(target, "rnn_gru_held64", 4)
 }
 
-/// Builds `rnn_gru_held48s`: `rnn_gru_held48` with staggered polls (`gru::poll`).
-pub fn build48s(target: Target) -> Module {
-    build(target, "rnn_gru_held48s", 3, Poll::Staggered)
-}
-
-/// Builds `rnn_gru_held64s`: `rnn_gru_held64` with staggered polls (`gru::poll`).
-pub fn build64s(target: Target) -> Module {
-    build(target, "rnn_gru_held64s", 4, Poll::Staggered)
-}
-
-/// How the gather polls the exchange words: one load per pair in flight
-/// (`exchange::gather`) or two, staggered (`poll::gather_staggered`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Poll {
-    Single,
-    Staggered,
-}
-
-fn build(target: Target, name: &str, qs: u32, poll: Poll) -> Module {
+fn build(target: Target, name: &str, qs: u32) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs, poll)
+        rollout(b, c, &stamps, qs)
     })
 }
 
@@ -77,8 +61,11 @@ const BIAS_FLOATS: u32 = 64;
 
 /// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
 pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
-    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + BIAS_FLOATS + 4
+    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + 2 * bg * GI_STRIDE + BIAS_FLOATS + 4
 }
+
+/// Floats reserved per row of a gi buffer (rows of 3J <= 64 floats).
+const GI_STRIDE: u32 = 64;
 
 /// The launch's epoch and the block's count-in (`gru`'s `epoch, count` words, as one u64):
 /// thread 0 adds `1 << 32` to the member's u64 `count << 32 | epoch` with one relaxed atomic,
@@ -151,6 +138,8 @@ struct HeldLayout {
     sx: Reg<U32>,
     /// Floats of one scratch (`8 rows x 72`).
     sbuf: Reg<U32>,
+    /// gi of parity 0 (`rows x 3J`; parity 1 at `gi + rows 3J`).
+    gi: Reg<U32>,
     bias: Reg<U32>,
 }
 
@@ -163,7 +152,9 @@ fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
     let sh = b.mad(nbg, p.ip, x);
     let sbuf = b.mul(p.group_rows, scratch_floats(1));
     let sx = b.add(sh, sbuf);
-    let bias = b.mad(sbuf, 2u32, sx);
+    let gi = b.mad(sbuf, 2u32, sx);
+    let gis = b.mul(p.group_rows, 2 * GI_STRIDE);
+    let bias = b.add(gi, gis);
     let xbuf = b.mul(c.rows, p.ip);
     HeldLayout {
         x,
@@ -171,6 +162,7 @@ fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
         sh,
         sx,
         sbuf,
+        gi,
         bias,
     }
 }
@@ -190,8 +182,39 @@ fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Re
     partials(b, c.smem, wih, lane, &from);
 }
 
+/// gi of step `s` into the gi buffer of parity `s % 2`: row q, gate row lr = the 8 slots of the
+/// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
+/// inside). Threads take the values from the last thread down, so that the threads without
+/// cells (the last ones) take them first.
+fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
+    let smem = c.smem;
+    let lay = layout(b, c);
+    let par = b.and(s, 1u32);
+    let sx = b.mad(par, lay.sbuf, lay.sx);
+    let outs = b.mul(c.rows, c.r3);
+    let gbuf = b.mul(outs, par);
+    let gbuf = b.add(gbuf, lay.gi);
+    let first = b.sub(THREADS - 1, c.tid);
+    // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 32 x 64).
+    let magic = reciprocal(b, c.r3, 20);
+    b.for_range(first, outs, THREADS, |b, idx, _| {
+        let q = b.mul(idx, magic);
+        let q = b.shr(q, 20u32);
+        let lr = b.mul(q, c.r3);
+        let lr = b.sub(idx, lr);
+        let v = sum(b, smem, sx, c.rows, q, lr);
+        let bi = b.add(lay.bias, lr);
+        let ba = b.shared_index(smem, bi);
+        let bias = b.ld::<F32>(Space::Shared, ba);
+        let g = b.add(v, bias);
+        let gi = b.add(gbuf, idx);
+        let ga = b.shared_index(smem, gi);
+        b.st(Space::Shared, ga, g);
+    });
+}
+
 /// The whole rollout (all threads; after `gru::block_context`).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: Poll) {
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vecs");
     let zero = b.mov(0u32);
@@ -215,8 +238,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
     // then x of the later steps (`cp.async` group 2, awaited at the step loop's first barrier).
     {
         let lay = layout(b, c);
-        let one = b.mov(1u32);
-        copy_x_async(b, c, zero, one, lay.x);
+        let first = b.min(p.steps, 2u32);
+        copy_x_async(b, c, zero, first, lay.x);
     }
     let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
     copy_h0_async(b, c);
@@ -235,10 +258,10 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
     let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
     {
         let lay = layout(b, c);
-        let one = b.mov(1u32);
-        let later = b.sub(p.steps, 1u32);
-        let dst = b.add(lay.x, lay.xbuf);
-        copy_x_async(b, c, one, later, dst);
+        let first = b.min(p.steps, 2u32);
+        let later = b.sub(p.steps, first);
+        let dst = b.mad(first, lay.xbuf, lay.x);
+        copy_x_async(b, c, first, later, dst);
         b.cp_async_commit_group();
     }
     {
@@ -262,8 +285,13 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
     // The block's registers with this launch's epoch (tags of the exchange words).
     let c = &Ctx { epoch, ..*c };
     at(b, 2);
-    b.comment("partials of W_ih x_0 (the step loop's first barrier publishes them)");
+    b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
     x_partials(b, c, &wih, &lane, zero);
+    b.bar_sync();
+    gi_sums(b, c, zero);
+    let one = b.mov(1u32);
+    let two_plus = b.setp(Cmp::Gt, p.steps, 1u32);
+    b.if_then(two_plus, |b| x_partials(b, c, &wih, &lane, one));
     at(b, 3);
     let ex = Exchange { c, o_h: zero };
     // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
@@ -284,7 +312,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
         b.bar_sync();
         let stamp_at = b.mad(t, 3u32, 4u32);
         stamps.write(b, stamp_at);
-        b.comment("step t, 2: cells (gi and gh slot sums, gates, h' to hx and shared h)");
+        b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
         let cells = b.mul(c.rows, c.j);
         b.for_range(c.tid, cells, THREADS, |b, idx, _| {
             let row = b.mul(idx, magic);
@@ -292,34 +320,26 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
             let jj = b.mul(row, c.j);
             let jj = b.sub(idx, jj);
             let lay = layout(b, c);
-            let par = b.and(t, 1u32);
-            let sx = b.mad(par, lay.sbuf, lay.sx);
-            // gi = the 8 slots in order + b_ih (as `precompute_sums`).
-            let gi = |b: &mut KernelBuilder, lr0: Reg<U32>| {
-                [0u32, 1, 2].map(|q| {
-                    let lr = b.add(lr0, q);
-                    let v = sum(b, smem, sx, c.rows, row, lr);
-                    let bi = b.add(lay.bias, lr);
-                    let ba = b.shared_index(smem, bi);
-                    let bias = b.ld::<F32>(Space::Shared, ba);
-                    b.add(v, bias)
-                })
-            };
             let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
             let at = CellAt {
                 t,
-                gi_step: t,
+                gi_step: b.and(t, 1u32),
                 row,
                 jj,
             };
-            cell_with(b, &ex, &at, &gi, &gh, NewState::AlsoShared);
+            cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
         });
         let stamp_at = b.mad(t, 3u32, 5u32);
         stamps.write(b, stamp_at);
-        b.comment("step t: partials of W_ih x_{t+1} while the other blocks' states travel");
+        b.comment(
+            "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}",
+        );
         let t1 = b.add(t, 1u32);
         let more = b.setp(Cmp::Lt, t1, p.steps);
-        b.if_then(more, |b| x_partials(b, c, &wih, &lane, t1));
+        b.if_then(more, |b| gi_sums(b, c, t1));
+        let t2 = b.add(t, 2u32);
+        let more2 = b.setp(Cmp::Lt, t2, p.steps);
+        b.if_then(more2, |b| x_partials(b, c, &wih, &lane, t2));
         b.comment("step t, 3: gather the other blocks' h' (tagged words)");
         let gather_until = {
             let transformed = b.or(p.ln, p.drop);
@@ -334,10 +354,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, poll: P
             half_h: Some(128),
             on: Some(need),
         };
-        match poll {
-            Poll::Single => gather(b, &ex, t, &how),
-            Poll::Staggered => gather_staggered(b, &ex, t, &how),
-        }
+        gather(b, &ex, t, &how);
         b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
         b.comment("step t, 4: layer norm and dropout");
