@@ -20,9 +20,10 @@
 //! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
 //! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
 //!
-//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (a buffer per step, nb = max(chunk, 1)
-//! >= steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
-//! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
+//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (a buffer per step, `nb = max(chunk,
+//! 1)`, at least the steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers
+//! (`Bg x 64` each, rows of 3J) | b_ih `3J` (64 floats) | the epoch and the cells-done counter
+//! (4 floats). The W_ih scratch of parity s % 2
 //! is written in step s - 2 (after the cells) and read by the sums of step s in step s - 1
 //! (after its mat-vec barrier); gi buffer s % 2 is written there and read by the cells of step
 //! s. Each is rewritten only two steps later, after the barriers between. Clock stamps
