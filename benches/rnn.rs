@@ -158,9 +158,6 @@ fn gpu(c: &mut Criterion) {
         ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_held", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
-        // `_nowait`: the held kernels without the wait for the block's cells before the gather.
-        ("gru_rollout_held_nowait", vec![single.clone()], held(true)),
-        ("gru_ensemble5_held_nowait", ens.clone(), held(true)),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
         ("gru_rollout_shared", vec![single.clone()], shared),
@@ -220,7 +217,6 @@ fn gpu(c: &mut Criterion) {
             ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
             ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
             ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
-            ("_nowait", "PTXFLOW_GRU_CELL_WAIT", "0"),
         ] {
             if name.ends_with(suffix) {
                 std::env::set_var(var, value);
@@ -313,7 +309,6 @@ fn gpu(c: &mut Criterion) {
         if name == "gru_rollout"
             || name == "gru_ensemble5"
             || name.ends_with("_held")
-            || name.ends_with("_nowait")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")

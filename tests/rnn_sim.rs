@@ -91,10 +91,7 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     args.extend([Arg::F32(ln.map_or(1e-5, |l| l.eps)), Arg::F32(scale)]);
     let floats = if id == KernelId::RnnGruShared {
         shared::smem_floats(batch, 128, 256, units, chunk)
-    } else if matches!(
-        id,
-        KernelId::RnnGruHeld48 | KernelId::RnnGruHeld64 | KernelId::RnnGruHeld48n
-    ) {
+    } else if matches!(id, KernelId::RnnGruHeld48 | KernelId::RnnGruHeld64) {
         args.push(Arg::U64(0));
         held::smem_floats(batch, 128, 256, chunk)
     } else {
@@ -176,18 +173,12 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 SLICES,
                 "W_ih held too, 64 gate rows",
             ),
-            (
-                KernelId::RnnGruHeld48n,
-                STEPS as u32,
-                16,
-                "held 48 rows, no wait for the cells",
-            ),
         ] {
             let got = run_sliced(id, &case, chunk, slices);
             // The held kernels sum the same partials in the same order as the precompute mode
             // of the kernel with the same lane rows: bit-identical states.
             let twin = match id {
-                KernelId::RnnGruHeld48 | KernelId::RnnGruHeld48n => Some("rnn_gru_stationary48"),
+                KernelId::RnnGruHeld48 => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 => Some("rnn_gru_stationary"),
                 _ => None,
             };

@@ -111,10 +111,6 @@ kernel_table! {
     RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
-    /// `rnn_gru_held48` without the wait for the block's cells before the gather.
-    RnnGruHeld48n => rnn::gru::stationary::held::build48n, "rnn_gru_held48n", [Sm80];
-    /// `rnn_gru_held64` without the wait for the block's cells before the gather.
-    RnnGruHeld64n => rnn::gru::stationary::held::build64n, "rnn_gru_held64n", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -14,13 +14,6 @@ impl KernelBuilder {
         self.instr(format!("cp.async.cg.shared.global [{dst}], [{src}], 16"));
     }
 
-    /// `cp.async.ca.shared.global [dst], [src], 4`: 4 bytes from global `src` to shared `dst`
-    /// (both 4-byte aligned), through L1. Completes like [`KernelBuilder::cp_async_16`].
-    pub fn cp_async_4(&mut self, dst: Reg<U32>, src: Reg<U64>) {
-        self.need(80, 7, 0);
-        self.instr(format!("cp.async.ca.shared.global [{dst}], [{src}], 4"));
-    }
-
     /// `cp.async.wait_all`: this thread's `cp.async` copies have landed and are visible to it
     /// (a block barrier after it makes them visible to the block).
     pub fn cp_async_wait_all(&mut self) {

@@ -387,13 +387,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.op = Op::Nop
         }
         "cp" if has("async") && has("shared") && has("global") => {
-            let bytes: u64 = match ops.get(2).map(String::as_str) {
-                Some("4") => 4,
-                Some("8") => 8,
-                Some("16") => 16,
-                _ => return Err(unsupported()),
-            };
-            if ops.len() != 3 {
+            if ops.len() != 3 || ops[2] != "16" {
                 return Err(unsupported());
             }
             ins.addr = Some(sy.addr(&ops[0], line, t)?);
@@ -402,7 +396,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 return Err(unsupported());
             }
             ins.s = vec![src];
-            ins.op = Op::CpAsync { bytes };
+            ins.op = Op::CpAsync16;
         }
         "bra" => {
             let target = ops.first().map(String::as_str).unwrap_or("");

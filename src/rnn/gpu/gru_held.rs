@@ -84,8 +84,7 @@ pub(super) fn choose_held(
             49..=64 => true,
             _ => continue,
         };
-        let wait = std::env::var("PTXFLOW_GRU_CELL_WAIT").map_or(true, |v| v != "0");
-        let path = Path::Held { rows64, wait };
+        let path = Path::Held { rows64 };
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
         };

@@ -41,7 +41,7 @@ pub(super) enum Path {
     Cluster(ClusterExchange, Staging, Tuning),
     /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
     /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`).
-    Held { rows64: bool, wait: bool },
+    Held { rows64: bool },
 }
 
 impl Path {
@@ -53,22 +53,8 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
-            Path::Held {
-                rows64: false,
-                wait: true,
-            } => KernelId::RnnGruHeld48,
-            Path::Held {
-                rows64: true,
-                wait: true,
-            } => KernelId::RnnGruHeld64,
-            Path::Held {
-                rows64: false,
-                wait: false,
-            } => KernelId::RnnGruHeld48n,
-            Path::Held {
-                rows64: true,
-                wait: false,
-            } => KernelId::RnnGruHeld64n,
+            Path::Held { rows64: false } => KernelId::RnnGruHeld48,
+            Path::Held { rows64: true } => KernelId::RnnGruHeld64,
         }
     }
 }

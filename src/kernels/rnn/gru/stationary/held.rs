@@ -7,10 +7,9 @@
 //!
 //! Why: `rnn_gru_stationary48` computes gi of every step before step 0 (5 phases of partials,
 //! slot sums and two barriers each, then W_hh's loads): 7.7 us of its 23.8 us on an H100. Here
-//! the prologue issues the loads of x_0, x_1, W_ih, h0 and b_ih of the block's gate rows
-//! (`cp.async`, awaited at its first barrier), then W_hh's and x_2's, and computes gi of step 0
-//! and the partials of `W_ih x_1`; x of step t + 3 is copied in step t (the prologue's L2
-//! traffic is what bounds it: the weights alone are 72 or 96 KiB per SM). gi runs two steps ahead of the cells: in step t, after the cells,
+//! the prologue issues the loads of W_ih, W_hh, h0, x of every step (`cp.async`, in the order
+//! they are needed) and b_ih of the block's gate rows, then computes gi of step 0 and the
+//! partials of `W_ih x_1`. gi runs two steps ahead of the cells: in step t, after the cells,
 //! the 8-slot sums of step t + 1 (threads without cells take them first, so they run beside
 //! the cells) and the partials of `W_ih x_{t+2}` (while the other blocks' states are on their
 //! way). The sums are `precompute_sums`' (the slots in order plus b_ih), so gi, and every
@@ -20,17 +19,16 @@
 //! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
 //! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
 //!
-//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (a buffer per step, `nb = max(chunk,
-//! 1)`, at least the steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers
-//! (`Bg x 64` each, rows of 3J) | b_ih `3J` (64 floats) | the epoch and the cells-done counter
-//! (4 floats). The W_ih scratch of parity s % 2
+//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
+//! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
+//! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
 //! is written in step s - 2 (after the cells) and read by the sums of step s in step s - 1
 //! (after its mat-vec barrier); gi buffer s % 2 is written there and read by the cells of step
 //! s. Each is rewritten only two steps later, after the barriers between. Clock stamps
-//! ([`super::STAMPS`]): `[0]` start, `[1]` x_0, x_1, W_ih, h0 and b_ih issued, `[2]` W_hh and
-//! x_2 issued, the first group landed (barrier), `[3]` gi of step 0 and partials of `W_ih x_1`;
-//! per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, the copy of x_{t+3}, the
-//! partials of `W_ih x_{t+2}` and the exchange (and transform).
+//! ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and x_0, x_1, h0 issued, `[2]` W_hh and the
+//! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
+//! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
+//! `W_ih x_{t+2}` and the exchange (and transform).
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::matvec::{hold_rows, partials, sum, Held, Sources};
@@ -42,34 +40,23 @@ use crate::ptx::*;
 
 /// Builds `rnn_gru_held48` (lane rows q < 3).
 pub fn build48(target: Target) -> Module {
-    build(target, "rnn_gru_held48", 3, true)
+    build(target, "rnn_gru_held48", 3)
 }
 
 /// Builds `rnn_gru_held64` (lane rows q < 4).
 pub fn build64(target: Target) -> Module {
-    build(target, "rnn_gru_held64", 4, true)
+    build(target, "rnn_gru_held64", 4)
 }
 
-/// Builds `rnn_gru_held48n`: `rnn_gru_held48` without `wait_for_cells` (comparison builds).
-pub fn build48n(target: Target) -> Module {
-    build(target, "rnn_gru_held48n", 3, false)
-}
-
-/// Builds `rnn_gru_held64n`: `rnn_gru_held64` without `wait_for_cells`.
-pub fn build64n(target: Target) -> Module {
-    build(target, "rnn_gru_held64n", 4, false)
-}
-
-fn build(target: Target, name: &str, qs: u32, wait: bool) -> Module {
+fn build(target: Target, name: &str, qs: u32) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs, wait)
+        rollout(b, c, &stamps, qs)
     })
 }
 
-/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch and the
-/// cells-done counter follow.
+/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch follows.
 const BIAS_FLOATS: u32 = 64;
 
 /// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
@@ -195,32 +182,6 @@ fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Re
     partials(b, c.smem, wih, lane, &from);
 }
 
-/// `cp.async` of x of step `s` (when `s` < steps) into its x buffer (not committed or awaited:
-/// x of step s is read by the partials of step s - 2, after the barrier that follows the
-/// `cp.async.wait_all` of step s - 2's mat-vec).
-fn copy_x_step(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
-    let more = b.setp(Cmp::Lt, s, c.p.steps);
-    b.if_then(more, |b| {
-        let lay = layout(b, c);
-        let dst = b.mad(s, lay.xbuf, lay.x);
-        let one = b.mov(1u32);
-        copy_x_async(b, c, s, one, dst);
-    });
-}
-
-/// Spins (shared-memory atomics) until the block's cell counter reaches `target` (`cells x
-/// (t + 1)`): the threads without cells finish the sums and partials of the step before the
-/// cells do, and their first polls of the exchange words would come before any block's new
-/// states exist, putting the poll that finds them a whole L2 round trip later; the other
-/// blocks' cells end at about the time this block's do.
-fn wait_for_cells(b: &mut KernelBuilder, cnt: Reg<U32>, target: Reg<U32>) {
-    b.loop_forever(|b, brk, _| {
-        let v = b.atom(Space::Shared, AtomOp::Add, cnt, 0u32);
-        let done = b.setp(Cmp::Ge, v, target);
-        b.bra_if(done, brk);
-    });
-}
-
 /// gi of step `s` into the gi buffer of parity `s % 2`: row q, gate row lr = the 8 slots of the
 /// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
 /// inside). Threads take the values from the last thread down, so that the threads without
@@ -253,7 +214,7 @@ fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
 }
 
 /// The whole rollout (all threads; after `gru::block_context`).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, wait: bool) {
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vecs");
     let zero = b.mov(0u32);
@@ -282,35 +243,38 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, wait: b
     }
     let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
     copy_h0_async(b, c);
-    // b_ih of gate row tid (tid < 3J), by `cp.async` too: no register waits for it.
-    {
-        let lay = layout(b, c);
-        let mine = b.setp(Cmp::Lt, c.tid, c.r3);
-        b.if_then(mine, |b| {
-            let ba = c.b_ih_addr(b, c.tid);
-            let i = b.add(lay.bias, c.tid);
-            let sa = b.shared_index(smem, i);
-            b.cp_async_4(sa, ba);
-        });
-    }
     b.cp_async_commit_group();
+    // b_ih of gate row tid (tid < 3J), loaded here and stored after W_hh's loads are issued
+    // (a store right after the load would hold the warp for the round trip).
+    let mine = b.setp(Cmp::Lt, c.tid, c.r3);
+    let mut bias = None;
+    b.guarded(mine, false, |b| {
+        let ba = c.b_ih_addr(b, c.tid);
+        bias = Some(b.ld::<F32>(Space::GlobalNc, ba));
+    });
+    let bias = bias.expect("the guarded closure runs");
     at(b, 1);
     b.comment("W_hh into registers (held throughout)");
     let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
-    let two = b.mov(2u32);
-    copy_x_step(b, c, two);
-    b.cp_async_commit_group();
+    {
+        let lay = layout(b, c);
+        let first = b.min(p.steps, 2u32);
+        let later = b.sub(p.steps, first);
+        let dst = b.mad(first, lay.xbuf, lay.x);
+        copy_x_async(b, c, first, later, dst);
+        b.cp_async_commit_group();
+    }
+    {
+        let lay = layout(b, c);
+        let i = b.add(lay.bias, c.tid);
+        let sa = b.shared_index(smem, i);
+        b.guarded(mine, false, |b| b.st(Space::Shared, sa, bias));
+    }
     let epoch_slot = {
         let lay = layout(b, c);
         b.add(lay.bias, BIAS_FLOATS)
     };
     count.publish(b, c, t0, epoch_slot);
-    // The cells-done counter (the float after the epoch) starts at 0.
-    {
-        let ci = b.add(epoch_slot, 1u32);
-        let ca = b.shared_index(smem, ci);
-        b.guarded(t0, false, |b| b.st(Space::Shared, ca, 0u32));
-    }
     b.cp_async_wait_group(1);
     b.bar_sync();
     let epoch = {
@@ -365,20 +329,6 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, wait: b
             };
             cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
         });
-        // Count this thread's cells in (see `wait_for_cells`).
-        let cnt = {
-            let lay = layout(b, c);
-            let ci = b.add(lay.bias, BIAS_FLOATS + 1);
-            b.shared_index(smem, ci)
-        };
-        let mine = b.setp(Cmp::Lt, c.tid, cells);
-        b.if_then(mine, |b| {
-            let left = b.sub(cells, 1u32);
-            let left = b.sub(left, c.tid);
-            let n = b.shr(left, 8u32);
-            let n = b.add(n, 1u32);
-            let _ = b.atom(Space::Shared, AtomOp::Add, cnt, n);
-        });
         let stamp_at = b.mad(t, 3u32, 5u32);
         stamps.write(b, stamp_at);
         b.comment(
@@ -387,21 +337,9 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, wait: b
         let t1 = b.add(t, 1u32);
         let more = b.setp(Cmp::Lt, t1, p.steps);
         b.if_then(more, |b| gi_sums(b, c, t1));
-        let t3 = b.add(t, 3u32);
-        copy_x_step(b, c, t3);
         let t2 = b.add(t, 2u32);
         let more2 = b.setp(Cmp::Lt, t2, p.steps);
         b.if_then(more2, |b| x_partials(b, c, &wih, &lane, t2));
-        b.comment("step t: wait for this block's cells, then gather (see `wait_for_cells`)");
-        let cnt = {
-            let lay = layout(b, c);
-            let ci = b.add(lay.bias, BIAS_FLOATS + 1);
-            b.shared_index(smem, ci)
-        };
-        let target = b.mad(cells, t, cells);
-        if wait {
-            wait_for_cells(b, cnt, target);
-        }
         b.comment("step t, 3: gather the other blocks' h' (tagged words)");
         let gather_until = {
             let transformed = b.or(p.ln, p.drop);
