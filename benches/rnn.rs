@@ -119,6 +119,7 @@ fn gpu(c: &mut Criterion) {
         .clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5))
         .expect("upload");
     let mut gru_us = Vec::new();
+    // Explicit shapes of the weight-stationary or shared-memory kernels (not the held ones).
     let launch = |rows, slices, held| GruLaunch {
         unit_slices: Some(slices),
         rows_per_block: Some(rows),
@@ -126,7 +127,7 @@ fn gpu(c: &mut Criterion) {
         precompute: None,
         exchange: Some(GruExchange::Global),
         staging: None,
-        held: None,
+        held: Some(false),
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -174,9 +175,9 @@ fn gpu(c: &mut Criterion) {
             launch(8, 13, false),
         ),
     ];
-    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the default
-    // (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
-    configs.push(("gru_rollout_rows64", vec![single.clone()], global));
+    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the weight-stationary
+    // default (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
+    configs.push(("gru_rollout_rows64", vec![single.clone()], held(false)));
     if sm90 {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};

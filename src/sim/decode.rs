@@ -383,19 +383,14 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.op = Op::BarSync
         }
         "membar" | "fence" | "prefetch" => ins.op = Op::Nop,
-        "cp" if has("async") && (has("wait_all") || has("wait_group") || has("commit_group")) => {
-            ins.op = Op::Nop
-        }
-        "cp" if has("async") && has("shared") && has("global") => {
-            if ops.len() != 3 || ops[2] != "16" {
-                return Err(unsupported());
-            }
+        // cp.async: the copy happens at issue, so waits and commits are no-ops.
+        "cp" if has("async") && !has("shared") => ins.op = Op::Nop,
+        "cp" if has("async") && has("global") && ops.len() == 3 && ops[2] == "16" => {
             ins.addr = Some(sy.addr(&ops[0], line, t)?);
-            let (src, off) = sy.addr(&ops[1], line, t)?;
-            if off != 0 {
-                return Err(unsupported());
+            match sy.addr(&ops[1], line, t)? {
+                (src, 0) => ins.s = vec![src],
+                _ => return Err(unsupported()),
             }
-            ins.s = vec![src];
             ins.op = Op::CpAsync16;
         }
         "bra" => {

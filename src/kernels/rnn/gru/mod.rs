@@ -292,8 +292,7 @@ pub(super) fn kernel_with(
     kernel_per_sm(target, name, acc, 2, body)
 }
 
-/// [`kernel_with`] for grids of at most `per_sm` blocks per SM (`.minnctapersm`: the register
-/// bound ptxas works to).
+/// [`kernel_with`] for at most `per_sm` blocks per SM (`.minnctapersm`: ptxas' register bound).
 pub(super) fn kernel_per_sm(
     target: Target,
     name: &str,
