@@ -119,6 +119,7 @@ fn gpu(c: &mut Criterion) {
         .clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5))
         .expect("upload");
     let mut gru_us = Vec::new();
+    // Explicit shapes of the weight-stationary or shared-memory kernels (not the held ones).
     let launch = |rows, slices, held| GruLaunch {
         unit_slices: Some(slices),
         rows_per_block: Some(rows),
@@ -126,6 +127,7 @@ fn gpu(c: &mut Criterion) {
         precompute: None,
         exchange: Some(GruExchange::Global),
         staging: None,
+        held: Some(false),
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -146,9 +148,19 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
+    // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
+    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default.
+    let held = |on| GruLaunch {
+        held: Some(on),
+        ..global
+    };
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
+        ("gru_rollout_held", vec![single.clone()], held(true)),
+        ("gru_ensemble5_held", ens.clone(), held(true)),
+        ("gru_rollout_stationary", vec![single.clone()], held(false)),
+        ("gru_ensemble5_stationary", ens.clone(), held(false)),
         ("gru_rollout_shared", vec![single.clone()], shared),
         ("gru_ensemble5_shared", ens.clone(), shared),
         (
@@ -163,9 +175,9 @@ fn gpu(c: &mut Criterion) {
             launch(8, 13, false),
         ),
     ];
-    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the default
-    // (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
-    configs.push(("gru_rollout_rows64", vec![single.clone()], global));
+    // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the weight-stationary
+    // default (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
+    configs.push(("gru_rollout_rows64", vec![single.clone()], held(false)));
     if sm90 {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};
@@ -247,7 +259,14 @@ fn gpu(c: &mut Criterion) {
                     .join(" ")
             };
             // The cluster kernels: mbarriers, then W_hh's loads, staging and gi in one phase.
-            let prologue = if gg.exchange() == GruExchange::Global {
+            let prologue = if gg.kernel_name().starts_with("rnn_gru_held") {
+                format!(
+                    "W_ih + staging issue {:.2}, W_hh issue + staging landed {:.2}, partials of W_ih x_0 {:.2}",
+                    us(0),
+                    us(1),
+                    us(2)
+                )
+            } else if gg.exchange() == GruExchange::Global {
                 format!(
                     "staging + gi ({}) {:.2}, W_hh issue {:.2}, barrier {:.2}",
                     if gg.projection_steps() > 1 {
@@ -290,6 +309,8 @@ fn gpu(c: &mut Criterion) {
         ));
         if name == "gru_rollout"
             || name == "gru_ensemble5"
+            || name.ends_with("_held")
+            || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")
         {
@@ -557,6 +578,32 @@ fn gpu(c: &mut Criterion) {
             c.stream().synchronize().expect("sync");
         }
     });
+    // The same with the weight-stationary GRU kernels (`PTXFLOW_GRU_HELD=0` while the chains
+    // are built): the held kernels take one block per SM, so two chains' GRUs cannot overlap.
+    std::env::set_var("PTXFLOW_GRU_HELD", "0");
+    let mut old: Vec<GpuChain> = (0..4)
+        .map(|_| GpuChain::new(gpu.clone(), &model, SHAPE).expect("chain"))
+        .collect();
+    std::env::remove_var("PTXFLOW_GRU_HELD");
+    for c in old.iter_mut() {
+        c.upload(&feats, &hh).expect("upload");
+    }
+    let old_cs = old[0].stream().clone();
+    let old_eager_us = 1e6 * per_call(&old_cs, 100, || old[0].enqueue().expect("chain"));
+    let old_serial = common::wall_median_secs(20, || {
+        for c in old.iter_mut() {
+            c.enqueue().expect("chain");
+            c.stream().synchronize().expect("sync");
+        }
+    });
+    let old_overlapped = common::wall_median_secs(20, || {
+        for c in old.iter_mut() {
+            c.enqueue().expect("chain");
+        }
+        for c in old.iter() {
+            c.stream().synchronize().expect("sync");
+        }
+    });
     g.finish();
 
     let name = &gpu.facts().name;
@@ -584,6 +631,12 @@ fn gpu(c: &mut Criterion) {
         serial * 1e6,
         overlapped * 1e6,
         serial / overlapped
+    );
+    println!(
+        "SUMMARY gpu/rnn on {name}: chain with the weight-stationary GRU (PTXFLOW_GRU_HELD=0): eager {old_eager_us:.1} us; 4 chains serial {:.1} us vs 4 streams {:.1} us ({:.2}x)",
+        old_serial * 1e6,
+        old_overlapped * 1e6,
+        old_serial / old_overlapped
     );
 }
 

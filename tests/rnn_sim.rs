@@ -1,14 +1,15 @@
 //! The GRU rollout kernels run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the
 //! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
-//! projection modes and on `rnn_gru_shared`, and with 16 slices on `rnn_gru_stationary48`: one
+//! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48` and
+//! `rnn_gru_held48`, and with 13 on `rnn_gru_held64` (W_ih held too, gi step by step): one
 //! GRU with and without layer norm, an ensemble of 2 with dropout. The interpreter runs the
 //! whole grid interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a
 //! late block is never given up on.
 
+use ptxflow::kernels::rnn::gru::stationary::held;
 use ptxflow::kernels::rnn::gru::{shared, stationary};
 use ptxflow::kernels::KernelId;
-use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
 use ptxflow::rnn::gpu::gru::pack_members;
 use ptxflow::rnn::reference::gru_ensemble_rollout;
@@ -43,7 +44,7 @@ fn pad_rows(rows: &[f32], width: usize, out: &mut Vec<f32>) {
 fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     // The largest slice: 2 ceil(128 / slices) units (`gru`'s even split).
     let units = 2 * 128u32.div_ceil(slices);
-    let ptx = id.build(Target::Sm75).emit().expect("emit");
+    let ptx = id.build(id.targets()[0]).emit().expect("emit");
     let prog = Program::parse(&ptx).expect("the interpreter models the GRU kernel");
     let (h, e) = (HIDDEN, case.members.len());
     let mut mem = Memory::new();
@@ -90,6 +91,9 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     args.extend([Arg::F32(ln.map_or(1e-5, |l| l.eps)), Arg::F32(scale)]);
     let floats = if id == KernelId::RnnGruShared {
         shared::smem_floats(batch, 128, 256, units, chunk)
+    } else if matches!(id, KernelId::RnnGruHeld48 | KernelId::RnnGruHeld64) {
+        args.push(Arg::U64(0));
+        held::smem_floats(batch, 128, 256, chunk)
     } else {
         args.push(Arg::U64(0));
         stationary::smem_floats(batch, 128, 256, units, chunk)
@@ -135,6 +139,8 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
         };
         let want = gru_ensemble_rollout(&case.members, &case.x, &case.h0, shape, dropout.as_ref())
             .expect("reference");
+        // Outputs by kernel (the first run of each: precompute mode for `rnn_gru_stationary`).
+        let mut outs: Vec<(&str, Vec<f32>)> = Vec::new();
         for (id, chunk, slices, what) in [
             (
                 KernelId::RnnGruStationary,
@@ -155,8 +161,43 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 16,
                 "48 gate rows, 16 slices of 16 units",
             ),
+            (
+                KernelId::RnnGruHeld48,
+                STEPS as u32,
+                16,
+                "W_ih held too, 48 gate rows, 16 slices",
+            ),
+            (
+                KernelId::RnnGruHeld64,
+                STEPS as u32,
+                SLICES,
+                "W_ih held too, 64 gate rows",
+            ),
         ] {
             let got = run_sliced(id, &case, chunk, slices);
+            // The held kernels sum the same partials in the same order as the precompute mode
+            // of the kernel with the same lane rows: bit-identical states.
+            let twin = match id {
+                KernelId::RnnGruHeld48 => Some("rnn_gru_stationary48"),
+                KernelId::RnnGruHeld64 => Some("rnn_gru_stationary"),
+                _ => None,
+            };
+            if let Some(twin) = twin {
+                let (_, want_bits) = outs
+                    .iter()
+                    .find(|(n, _)| *n == twin)
+                    .expect("the precompute twin ran first");
+                assert!(
+                    got.iter()
+                        .zip(want_bits)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{} differs from {twin}",
+                    id.name()
+                );
+            }
+            if outs.iter().all(|(n, _)| *n != id.name()) {
+                outs.push((id.name(), got.clone()));
+            }
             let e = rel_inf(&got, &want);
             let label = format!(
                 "{} ({what}), {members} member(s), layer norm {layer_norm}, dropout {}",

@@ -108,6 +108,11 @@ kernel_table! {
     /// `rnn_gru_stationary` for blocks of at most 16 units (48 gate rows: a quarter fewer held
     /// registers and fmas), gi of every step first only.
     RnnGruStationary48 => rnn::gru::stationary::rows48::build, "rnn_gru_stationary48", [Sm75];
+    /// `rnn_gru_stationary48` with W_ih held in registers too and gi computed step by step in the
+    /// exchange's shadow (one block per SM; `cp.async` staging, sm_80 and later).
+    RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
+    /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
+    RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -20,4 +20,18 @@ impl KernelBuilder {
         self.need(80, 7, 0);
         self.instr("cp.async.wait_all");
     }
+
+    /// `cp.async.commit_group`: this thread's `cp.async` copies since the last commit form a
+    /// group (for [`KernelBuilder::cp_async_wait_group`]).
+    pub fn cp_async_commit_group(&mut self) {
+        self.need(80, 7, 0);
+        self.instr("cp.async.commit_group");
+    }
+
+    /// `cp.async.wait_group n`: every committed group but the `n` most recent has landed and is
+    /// visible to this thread.
+    pub fn cp_async_wait_group(&mut self, n: u32) {
+        self.need(80, 7, 0);
+        self.instr(format!("cp.async.wait_group {n}"));
+    }
 }

@@ -383,6 +383,16 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.op = Op::BarSync
         }
         "membar" | "fence" | "prefetch" => ins.op = Op::Nop,
+        // cp.async: the copy happens at issue, so waits and commits are no-ops.
+        "cp" if has("async") && !has("shared") => ins.op = Op::Nop,
+        "cp" if has("async") && has("global") && ops.len() == 3 && ops[2] == "16" => {
+            ins.addr = Some(sy.addr(&ops[0], line, t)?);
+            match sy.addr(&ops[1], line, t)? {
+                (src, 0) => ins.s = vec![src],
+                _ => return Err(unsupported()),
+            }
+            ins.op = Op::CpAsync16;
+        }
         "bra" => {
             let target = ops.first().map(String::as_str).unwrap_or("");
             ins.op = Op::Bra(

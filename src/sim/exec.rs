@@ -308,6 +308,7 @@ impl Ctx<'_> {
                     c.global += 1
                 }
             }
+            Op::CpAsync16 => c.global += 1,
             _ => {}
         }
         Ok(())

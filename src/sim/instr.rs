@@ -160,6 +160,9 @@ pub(crate) enum Op {
         space: Space,
         ret: bool,
     },
+    /// `cp.async` of 16 bytes, global `s[0]` to shared `addr`: copied when issued (the
+    /// interpreter runs each access whole), so `cp.async.wait_all` is a no-op.
+    CpAsync16,
     Shfl(ShflMode),
     Ballot,
     VoteAny,

@@ -88,6 +88,17 @@ impl Ctx<'_> {
                         w.regs[ins.d[0] * 32 + l] = old;
                     }
                 }
+                Op::CpAsync16 => {
+                    let (b, o) = ins.addr.as_ref().ok_or("memory operand")?;
+                    let dst = self.rd(w, b, l).wrapping_add(*o as u64);
+                    let src = self.rd(w, &ins.s[0], l);
+                    if !dst.is_multiple_of(16) || !src.is_multiple_of(16) {
+                        return Err(format!("misaligned cp.async {src:#x} -> {dst:#x}"));
+                    }
+                    let mut v = [0u8; 16];
+                    v.copy_from_slice(cell(Space::Global, src, 16, sh, mem)?);
+                    cell(Space::Shared, dst, 16, sh, mem)?.copy_from_slice(&v);
+                }
                 Op::Unpack => {
                     let v = self.rd(w, &ins.s[0], l);
                     w.regs[ins.d[0] * 32 + l] = v & 0xffff_ffff;

@@ -4,8 +4,10 @@
 //! (batch rows x hidden units per block) and how many steps of the input projection fit in
 //! shared memory, so that every block of every member is resident at once. Blocks of at most
 //! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
-//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). Opt-in: the sm_90 cluster kernels
-//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
+//! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
+//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
+//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`). Opt-in: the
+//! sm_90 cluster kernels ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -45,6 +47,11 @@ pub struct GruLaunch {
     /// Cluster exchanges only: how h0 and x reach shared memory. `None`: as
     /// `PTXFLOW_GRU_STAGING` says (`copies`, `async`, `streamed`), else streamed.
     pub staging: Option<GruStaging>,
+    /// W_ih held in registers too, gi step by step, one block per SM (`rnn_gru_held48` /
+    /// `rnn_gru_held64`; sm_80 and later, H = 256, padded input 128, at most 21 units a block,
+    /// x of `max_steps` steps in shared memory). `None`: wherever it can run, unless
+    /// `PTXFLOW_GRU_HELD=0`; `Some(true)` fails with `Input` where it cannot run.
+    pub held: Option<bool>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -231,7 +238,7 @@ impl GpuGru {
     pub fn stationary(&self) -> bool {
         matches!(
             self.dev.dims.shape.path,
-            Path::Stationary | Path::Stationary48 | Path::Cluster(..)
+            Path::Stationary | Path::Stationary48 | Path::Cluster(..) | Path::Held { .. }
         )
     }
     /// How the cluster kernels stage h0 and x (`None` on the other kernels).
@@ -240,7 +247,7 @@ impl GpuGru {
             Path::Cluster(_, Staging::Copies, _) => Some(GruStaging::Copies),
             Path::Cluster(_, Staging::Async, _) => Some(GruStaging::CpAsync),
             Path::Cluster(_, Staging::Streamed, _) => Some(GruStaging::Streamed),
-            Path::Shared | Path::Stationary | Path::Stationary48 => None,
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => None,
         }
     }
     /// The rollout kernel's entry name.
@@ -252,14 +259,16 @@ impl GpuGru {
         match self.dev.dims.shape.path {
             Path::Cluster(ClusterExchange::Async, ..) => GruExchange::ClusterAsync,
             Path::Cluster(ClusterExchange::Barrier, ..) => GruExchange::ClusterBarrier,
-            Path::Shared | Path::Stationary | Path::Stationary48 => GruExchange::Global,
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => {
+                GruExchange::Global
+            }
         }
     }
     /// Steps of the input projection computed at once (on the weight-stationary path: every
     /// step before step 0, or 1).
     pub fn projection_steps(&self) -> u32 {
         let sh = self.dev.dims.shape;
-        if sh.path == Path::Stationary && sh.chunk == 0 {
+        if (sh.path == Path::Stationary && sh.chunk == 0) || matches!(sh.path, Path::Held { .. }) {
             1
         } else {
             sh.chunk

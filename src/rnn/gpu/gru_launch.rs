@@ -177,7 +177,7 @@ impl Rollout {
         let no_stamps = 0u64;
         let exchange = match sh.path {
             Path::Cluster(ex, st, tu) => cluster_param(ex, st, tu),
-            Path::Shared | Path::Stationary | Path::Stationary48 => 0,
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => 0,
         };
         if let Path::Cluster(..) = sh.path {
             lb.arg(&exchange);
@@ -202,7 +202,7 @@ impl Rollout {
             // only blocks that communicate, and a cluster's blocks are always co-scheduled.
             Path::Cluster(.., tu) => unsafe { lb.launch_cluster(sh.slices, tu.spread_policy) }?,
             // SAFETY: as above.
-            Path::Shared | Path::Stationary | Path::Stationary48 => {
+            Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => {
                 unsafe { lb.launch_cooperative() }?
             }
         }

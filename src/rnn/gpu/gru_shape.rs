@@ -4,6 +4,7 @@
 
 use super::gru::{GruExchange, GruLaunch};
 use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging, Tuning};
+use super::gru_held::choose_held;
 use super::{allow_dynamic_smem, cooperative_capacity};
 use crate::kernels::rnn::gru::shared::smem_floats;
 use crate::kernels::rnn::gru::stationary as gru_stationary;
@@ -38,6 +39,9 @@ pub(super) enum Path {
     /// W_hh in registers, h' exchanged in distributed shared memory (`rnn_gru_cluster`, sm_90;
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
+    /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
+    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`).
+    Held { rows64: bool },
 }
 
 impl Path {
@@ -49,6 +53,8 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
+            Path::Held { rows64: false } => KernelId::RnnGruHeld48,
+            Path::Held { rows64: true } => KernelId::RnnGruHeld64,
         }
     }
 }
@@ -61,13 +67,13 @@ impl Shape {
 }
 
 /// One of the rollout kernels, for sizing shapes against its own occupancy.
-struct Kernel {
+pub(super) struct Kernel {
     id: KernelId,
     f: CudaFunction,
 }
 
 impl Kernel {
-    fn new(gpu: &Gpu, id: KernelId) -> Result<Self> {
+    pub fn new(gpu: &Gpu, id: KernelId) -> Result<Self> {
         Ok(Kernel {
             id,
             f: gpu.function(id)?,
@@ -75,12 +81,12 @@ impl Kernel {
     }
 
     /// Allows `bytes` of dynamic shared memory.
-    fn allow(&self, gpu: &Gpu, bytes: u32) -> Result<()> {
+    pub fn allow(&self, gpu: &Gpu, bytes: u32) -> Result<()> {
         allow_dynamic_smem(gpu, &self.f, bytes, self.id.name())
     }
 
     /// Co-resident blocks with `bytes` of dynamic shared memory (allowed first).
-    fn resident(&self, gpu: &Gpu, bytes: u32) -> Result<u32> {
+    pub fn resident(&self, gpu: &Gpu, bytes: u32) -> Result<u32> {
         self.allow(gpu, bytes)?;
         cooperative_capacity(gpu, &self.f, THREADS, bytes)
     }
@@ -105,6 +111,7 @@ pub(super) fn smem_bytes(
         Path::Cluster(_, st, _) => {
             gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
         }
+        Path::Held { .. } => gru_stationary::held::smem_floats(rows, ip, h, chunk),
     }
 }
 
@@ -147,6 +154,9 @@ pub(super) fn choose_shape(
             }
             None => {}
         }
+    }
+    if let Some(shape) = choose_held(gpu, members, bp, ip, h, max_steps, launch)? {
+        return Ok(shape);
     }
     let held = Kernel::new(gpu, KernelId::RnnGruStationary)?;
     let f = Kernel::new(gpu, KernelId::RnnGruShared)?;

@@ -7,6 +7,7 @@ pub mod chain;
 pub mod dense;
 pub mod gru;
 mod gru_cluster;
+mod gru_held;
 mod gru_launch;
 mod gru_shape;
 pub mod lowrank;

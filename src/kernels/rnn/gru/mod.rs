@@ -288,10 +288,21 @@ pub(super) fn kernel_with(
     acc: Accounting,
     body: impl FnOnce(&mut KernelBuilder, &Ctx<'_>),
 ) -> Module {
+    // Two blocks per SM (128 registers) so that an ensemble's grid can be resident.
+    kernel_per_sm(target, name, acc, 2, body)
+}
+
+/// [`kernel_with`] for at most `per_sm` blocks per SM (`.minnctapersm`: ptxas' register bound).
+pub(super) fn kernel_per_sm(
+    target: Target,
+    name: &str,
+    acc: Accounting,
+    per_sm: u32,
+    body: impl FnOnce(&mut KernelBuilder, &Ctx<'_>),
+) -> Module {
     let mut b = KernelBuilder::new(name);
     b.reqntid(THREADS, 1, 1);
-    // Two blocks per SM (128 registers) so that an ensemble's grid can be resident.
-    b.minnctapersm(2);
+    b.minnctapersm(per_sm);
     let p = params(&mut b);
     let smem = b.dynamic_shared::<F32>("smem");
     b.comment("block -> (member, batch group, unit slice), member offsets, epoch");

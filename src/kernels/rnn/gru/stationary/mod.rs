@@ -44,6 +44,7 @@
 //! [`kernel`] the kernel: prologue and step loop.
 
 pub mod cluster;
+pub mod held;
 pub mod kernel;
 pub mod matvec;
 pub mod project;

@@ -152,7 +152,7 @@ fn step_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
 }
 
 /// h0's rows (H = 256: 64 float4 each) into h buffer 0 with `cp.async` (not awaited).
-fn copy_h0_async(b: &mut KernelBuilder, c: &Ctx<'_>) {
+pub(in crate::kernels::rnn::gru::stationary) fn copy_h0_async(b: &mut KernelBuilder, c: &Ctx<'_>) {
     let (p, smem) = (c.p, c.smem);
     let n = b.shl(c.rows, 6u32);
     b.for_range(c.tid, n, THREADS, |b, i, _| {
@@ -170,7 +170,7 @@ fn copy_h0_async(b: &mut KernelBuilder, c: &Ctx<'_>) {
 
 /// x of steps `first ..` (`steps` of them) for the block's rows, row q = step rows + r at shared
 /// `dst + q Ip` (Ip = 128: 32 float4 a row), with `cp.async` (not awaited).
-fn copy_x_async(
+pub(in crate::kernels::rnn::gru::stationary) fn copy_x_async(
     b: &mut KernelBuilder,
     c: &Ctx<'_>,
     first: Reg<U32>,

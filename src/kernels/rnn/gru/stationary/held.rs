@@ -1,0 +1,368 @@
+//! `rnn_gru_held48` / `rnn_gru_held64`: the weight-stationary rollout (same ABI and steps, see
+//! `stationary`'s notes; H = 256, Ip = 128) with W_ih held in registers for the whole rollout
+//! too, for grids of one block per SM (`.minnctapersm 1`: W_hh and W_ih take 72 or 96
+//! registers). Lanes hold rows `g + 16 q` for q < 3 (`rnn_gru_held48`, 3J <= 48) or q < 4
+//! (`rnn_gru_held64`, 3J <= 64) of both matrices (`matvec::hold_rows`, KS = 16 for W_hh, 8 for
+//! W_ih).
+//!
+//! Why: `rnn_gru_stationary48` computes gi of every step before step 0 (5 phases of partials,
+//! slot sums and two barriers each, then W_hh's loads): 7.7 us of its 23.8 us on an H100. Here
+//! the prologue issues the loads of W_ih, W_hh, h0, x of every step (`cp.async`, in the order
+//! they are needed) and b_ih of the block's gate rows, then computes gi of step 0 and the
+//! partials of `W_ih x_1`. gi runs two steps ahead of the cells: in step t, after the cells,
+//! the 8-slot sums of step t + 1 (threads without cells take them first, so they run beside
+//! the cells) and the partials of `W_ih x_{t+2}` (while the other blocks' states are on their
+//! way). The sums are `precompute_sums`' (the slots in order plus b_ih), so gi, and every
+//! state, are bit-identical to `rnn_gru_stationary48`'s / `rnn_gru_stationary`'s precompute
+//! mode.
+//!
+//! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
+//! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
+//!
+//! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
+//! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
+//! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
+//! is written in step s - 2 (after the cells) and read by the sums of step s in step s - 1
+//! (after its mat-vec barrier); gi buffer s % 2 is written there and read by the cells of step
+//! s. Each is rewritten only two steps later, after the barriers between. Clock stamps
+//! ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and x_0, x_1, h0 issued, `[2]` W_hh and the
+//! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
+//! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
+//! `W_ih x_{t+2}` and the exchange (and transform).
+
+use super::cluster::prologue::{copy_h0_async, copy_x_async};
+use super::matvec::{hold_rows, partials, sum, Held, Sources};
+use super::{scratch_floats, Lane, Stamps};
+use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
+use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
+use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
+use crate::ptx::*;
+
+/// Builds `rnn_gru_held48` (lane rows q < 3).
+pub fn build48(target: Target) -> Module {
+    build(target, "rnn_gru_held48", 3)
+}
+
+/// Builds `rnn_gru_held64` (lane rows q < 4).
+pub fn build64(target: Target) -> Module {
+    build(target, "rnn_gru_held64", 4)
+}
+
+fn build(target: Target, name: &str, qs: u32) -> Module {
+    // The epoch is read and the block counted in by `Count` below, off the prologue's path.
+    kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
+        let stamps = Stamps::declare(b, c);
+        rollout(b, c, &stamps, qs)
+    })
+}
+
+/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch follows.
+const BIAS_FLOATS: u32 = 64;
+
+/// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
+pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
+    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + 2 * bg * GI_STRIDE + BIAS_FLOATS + 4
+}
+
+/// Floats reserved per row of a gi buffer (rows of 3J <= 64 floats).
+const GI_STRIDE: u32 = 64;
+
+/// The launch's epoch and the block's count-in (`gru`'s `epoch, count` words, as one u64):
+/// thread 0 adds `1 << 32` to the member's u64 `count << 32 | epoch` with one relaxed atomic,
+/// whose old value gives the epoch and the blocks counted in before; the block that finds
+/// `blocks - 1` stores `epoch + T` with a zero count (every block's atomic precedes it, and the
+/// next launch is stream-ordered after this one). One atomic and no fence or read to order
+/// (`gru::block_context` reads the epoch, then fences and counts in, stalling warp 0 for a round
+/// trip at the start): its value is only used after the prologue's barrier (thread 0 publishes
+/// the epoch in shared memory).
+struct Count {
+    old: Reg<U64>,
+    word: Reg<U64>,
+}
+
+impl Count {
+    /// Thread 0: the atomic (its result is not waited for here).
+    fn issue(b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) -> Self {
+        let state_bytes = b.mul_wide(c.e, 16u32);
+        let word = b.add(c.p.state, state_bytes);
+        // Defined in thread 0 only (its every use is thread 0's): written straight by the
+        // atomic, so nothing waits for it until the epoch is published.
+        let mut old = None;
+        b.guarded(t0, false, |b| {
+            old = Some(b.atom::<U64>(Space::Global, AtomOp::Add, word, 1u64 << 32));
+        });
+        Count {
+            old: old.expect("the guarded closure runs"),
+            word,
+        }
+    }
+
+    /// Thread 0: the epoch into shared float `slot` (before the prologue's barrier).
+    fn publish(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>, slot: Reg<U32>) {
+        b.guarded(t0, false, |b| {
+            let (epoch, _) = b.unpack64(self.old);
+            let sa = b.shared_index(c.smem, slot);
+            b.st(Space::Shared, sa, epoch);
+        });
+    }
+
+    /// Thread 0 of the member's last block: `epoch + T`, count 0.
+    fn close(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) {
+        let p = c.p;
+        let rows_less_one = b.sub(p.group_rows, 1u32);
+        let groups = b.add(p.batch_pad, rows_less_one);
+        let groups = b.div(groups, p.group_rows);
+        let blocks = b.mul(groups, p.slices);
+        let last = b.sub(blocks, 1u32);
+        b.if_then(t0, |b| {
+            let (epoch, before) = b.unpack64(self.old);
+            let is_last = b.setp(Cmp::Eq, before, last);
+            b.if_then(is_last, |b| {
+                let next = b.add(epoch, p.steps);
+                let zero = b.mov(0u32);
+                let w = b.pack64::<U64>(next, zero);
+                b.st(Space::Global, self.word, w);
+            });
+        });
+    }
+}
+
+/// Offsets (floats) of the shared regions.
+struct HeldLayout {
+    x: Reg<U32>,
+    /// Floats of one step of x (`rows x Ip`).
+    xbuf: Reg<U32>,
+    /// The W_hh mat-vec's scratch.
+    sh: Reg<U32>,
+    /// The W_ih scratch of parity 0 (parity 1 follows it).
+    sx: Reg<U32>,
+    /// Floats of one scratch (`8 rows x 72`).
+    sbuf: Reg<U32>,
+    /// gi of parity 0 (`rows x 3J`; parity 1 at `gi + rows 3J`).
+    gi: Reg<U32>,
+    bias: Reg<U32>,
+}
+
+/// The layout (recomputed where used: the step loop keeps no registers for it).
+fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
+    let p = c.p;
+    let x = b.mul(p.group_rows, p.h);
+    let nb = b.max(p.chunk, 1u32);
+    let nbg = b.mul(nb, p.group_rows);
+    let sh = b.mad(nbg, p.ip, x);
+    let sbuf = b.mul(p.group_rows, scratch_floats(1));
+    let sx = b.add(sh, sbuf);
+    let gi = b.mad(sbuf, 2u32, sx);
+    let gis = b.mul(p.group_rows, 2 * GI_STRIDE);
+    let bias = b.add(gi, gis);
+    let xbuf = b.mul(c.rows, p.ip);
+    HeldLayout {
+        x,
+        xbuf,
+        sh,
+        sx,
+        sbuf,
+        gi,
+        bias,
+    }
+}
+
+/// Partials of `W_ih x_s` into the W_ih scratch of parity `s % 2` (no barrier inside).
+fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Reg<U32>) {
+    let lay = layout(b, c);
+    let src = b.mad(s, lay.xbuf, lay.x);
+    let par = b.and(s, 1u32);
+    let scratch = b.mad(par, lay.sbuf, lay.sx);
+    let from = Sources {
+        src,
+        k: c.p.ip,
+        rows: c.rows,
+        scratch,
+    };
+    partials(b, c.smem, wih, lane, &from);
+}
+
+/// gi of step `s` into the gi buffer of parity `s % 2`: row q, gate row lr = the 8 slots of the
+/// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
+/// inside). Threads take the values from the last thread down, so that the threads without
+/// cells (the last ones) take them first.
+fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
+    let smem = c.smem;
+    let lay = layout(b, c);
+    let par = b.and(s, 1u32);
+    let sx = b.mad(par, lay.sbuf, lay.sx);
+    let outs = b.mul(c.rows, c.r3);
+    let gbuf = b.mul(outs, par);
+    let gbuf = b.add(gbuf, lay.gi);
+    let first = b.sub(THREADS - 1, c.tid);
+    // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 32 x 64).
+    let magic = reciprocal(b, c.r3, 20);
+    b.for_range(first, outs, THREADS, |b, idx, _| {
+        let q = b.mul(idx, magic);
+        let q = b.shr(q, 20u32);
+        let lr = b.mul(q, c.r3);
+        let lr = b.sub(idx, lr);
+        let v = sum(b, smem, sx, c.rows, q, lr);
+        let bi = b.add(lay.bias, lr);
+        let ba = b.shared_index(smem, bi);
+        let bias = b.ld::<F32>(Space::Shared, ba);
+        let g = b.add(v, bias);
+        let gi = b.add(gbuf, idx);
+        let ga = b.shared_index(smem, gi);
+        b.st(Space::Shared, ga, g);
+    });
+}
+
+/// The whole rollout (all threads; after `gru::block_context`).
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
+    let (p, smem) = (c.p, c.smem);
+    b.comment("prologue: the lane's place in the mat-vecs");
+    let zero = b.mov(0u32);
+    let half = b.shr(c.lane, 4u32);
+    let lane = Lane {
+        slot: b.mad(c.warp, 2u32, half),
+        g: b.and(c.lane, 15u32),
+        warp: c.warp,
+        half,
+    };
+    let at = |b: &mut KernelBuilder, i: u32| {
+        let idx = b.mov(i);
+        stamps.write(b, idx);
+    };
+    at(b, 0);
+    b.comment("count the block in (thread 0; the epoch is used after the prologue's barrier)");
+    let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
+    let count = Count::issue(b, c, t0);
+    b.comment("W_ih into registers (held throughout); h0, x of every step and b_ih staged");
+    // What the prologue's barrier waits for comes first: x_0, W_ih, h0 (and b_ih), then W_hh,
+    // then x of the later steps (`cp.async` group 2, awaited at the step loop's first barrier).
+    {
+        let lay = layout(b, c);
+        let first = b.min(p.steps, 2u32);
+        copy_x_async(b, c, zero, first, lay.x);
+    }
+    let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    copy_h0_async(b, c);
+    b.cp_async_commit_group();
+    // b_ih of gate row tid (tid < 3J), loaded here and stored after W_hh's loads are issued
+    // (a store right after the load would hold the warp for the round trip).
+    let mine = b.setp(Cmp::Lt, c.tid, c.r3);
+    let mut bias = None;
+    b.guarded(mine, false, |b| {
+        let ba = c.b_ih_addr(b, c.tid);
+        bias = Some(b.ld::<F32>(Space::GlobalNc, ba));
+    });
+    let bias = bias.expect("the guarded closure runs");
+    at(b, 1);
+    b.comment("W_hh into registers (held throughout)");
+    let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    {
+        let lay = layout(b, c);
+        let first = b.min(p.steps, 2u32);
+        let later = b.sub(p.steps, first);
+        let dst = b.mad(first, lay.xbuf, lay.x);
+        copy_x_async(b, c, first, later, dst);
+        b.cp_async_commit_group();
+    }
+    {
+        let lay = layout(b, c);
+        let i = b.add(lay.bias, c.tid);
+        let sa = b.shared_index(smem, i);
+        b.guarded(mine, false, |b| b.st(Space::Shared, sa, bias));
+    }
+    let epoch_slot = {
+        let lay = layout(b, c);
+        b.add(lay.bias, BIAS_FLOATS)
+    };
+    count.publish(b, c, t0, epoch_slot);
+    b.cp_async_wait_group(1);
+    b.bar_sync();
+    let epoch = {
+        let sa = b.shared_index(smem, epoch_slot);
+        b.ld::<U32>(Space::Shared, sa)
+    };
+    count.close(b, c, t0);
+    // The block's registers with this launch's epoch (tags of the exchange words).
+    let c = &Ctx { epoch, ..*c };
+    at(b, 2);
+    b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
+    x_partials(b, c, &wih, &lane, zero);
+    b.bar_sync();
+    gi_sums(b, c, zero);
+    let one = b.mov(1u32);
+    let two_plus = b.setp(Cmp::Gt, p.steps, 1u32);
+    b.if_then(two_plus, |b| x_partials(b, c, &wih, &lane, one));
+    at(b, 3);
+    let ex = Exchange { c, o_h: zero };
+    // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
+    let magic = reciprocal(b, c.j, 16);
+    b.for_range(0u32, p.steps, 1u32, |b, t, _| {
+        b.comment("step t, 1: partial sums of W_hh h");
+        let lay = layout(b, c);
+        let from = Sources {
+            src: zero,
+            k: p.h,
+            rows: c.rows,
+            scratch: lay.sh,
+        };
+        partials(b, smem, &whh, &lane, &from);
+        // x of steps 1 .. (group 2) has landed before this barrier (a no-op after step 0):
+        // the barrier publishes it for the partials of W_ih x_{t+1}.
+        b.cp_async_wait_all();
+        b.bar_sync();
+        let stamp_at = b.mad(t, 3u32, 4u32);
+        stamps.write(b, stamp_at);
+        b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
+        let cells = b.mul(c.rows, c.j);
+        b.for_range(c.tid, cells, THREADS, |b, idx, _| {
+            let row = b.mul(idx, magic);
+            let row = b.shr(row, 16u32);
+            let jj = b.mul(row, c.j);
+            let jj = b.sub(idx, jj);
+            let lay = layout(b, c);
+            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
+            let at = CellAt {
+                t,
+                gi_step: b.and(t, 1u32),
+                row,
+                jj,
+            };
+            cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
+        });
+        let stamp_at = b.mad(t, 3u32, 5u32);
+        stamps.write(b, stamp_at);
+        b.comment(
+            "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}",
+        );
+        let t1 = b.add(t, 1u32);
+        let more = b.setp(Cmp::Lt, t1, p.steps);
+        b.if_then(more, |b| gi_sums(b, c, t1));
+        let t2 = b.add(t, 2u32);
+        let more2 = b.setp(Cmp::Lt, t2, p.steps);
+        b.if_then(more2, |b| x_partials(b, c, &wih, &lane, t2));
+        b.comment("step t, 3: gather the other blocks' h' (tagged words)");
+        let gather_until = {
+            let transformed = b.or(p.ln, p.drop);
+            let extra = b.selp(1u32, 0u32, transformed);
+            b.add(p.steps, extra)
+        };
+        let need = b.setp(Cmp::Lt, t1, gather_until);
+        let how = Gather {
+            // One round of polls for Bg = 4 (held48) and Bg = 16 (held64) at 256 threads.
+            in_flight: if qs == 3 { 4 } else { 8 },
+            skip_own: true,
+            half_h: Some(128),
+            on: Some(need),
+        };
+        gather(b, &ex, t, &how);
+        b.bar_sync();
+        let transformed = b.or(p.ln, p.drop);
+        b.comment("step t, 4: layer norm and dropout");
+        b.if_then(transformed, |b| {
+            transform(b, &ex, t);
+            b.bar_sync();
+        });
+        let stamp_at = b.mad(t, 3u32, 6u32);
+        stamps.write(b, stamp_at);
+    });
+}

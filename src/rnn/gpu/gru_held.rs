@@ -1,0 +1,121 @@
+//! Block shapes of the held-weights GRU kernels (`rnn_gru_held48` / `rnn_gru_held64`: W_ih and
+//! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`).
+
+use super::gru::{GruExchange, GruLaunch};
+use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
+use crate::runtime::Gpu;
+use crate::{Error, Result};
+
+/// Whether [`GruLaunch::held`] `None` asks for the held kernels: `PTXFLOW_GRU_HELD` = `1` (on)
+/// or `0` (off); unset or other: [`DEFAULT`] (on).
+fn held_from_env() -> bool {
+    match std::env::var("PTXFLOW_GRU_HELD").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => DEFAULT,
+    }
+}
+
+/// Whether the held kernels run where they can when neither the launch nor the environment
+/// says (H100, alternating in one process: rollout T=10 B=32 20.0 against 23.5 us for the
+/// weight-stationary kernel, ensemble of 5 49.1 against 56.8 us).
+const DEFAULT: bool = true;
+
+/// The held-weights shape, when wanted and possible: H = 256, padded input 128, sm_80 or later,
+/// no cluster exchange, no projection mode asked for, and a grid of one block per SM with x of
+/// `max_steps` steps in shared memory. Candidates: rows in {4, 8, 16, 32} (or the caller's) and
+/// as many slices as fill the SMs (or the caller's), at most 21 units a block; the least mat-vec
+/// work per block (rows x held gate rows, 48 or 64), then the most blocks. `Ok(None)`: not
+/// wanted, or not possible and not asked for explicitly (then `Input`).
+pub(super) fn choose_held(
+    gpu: &Gpu,
+    members: usize,
+    bp: usize,
+    ip: usize,
+    h: usize,
+    max_steps: usize,
+    launch: GruLaunch,
+) -> Result<Option<Shape>> {
+    if !launch.held.unwrap_or_else(held_from_env) {
+        return Ok(None);
+    }
+    let unavailable = || -> Result<Option<Shape>> {
+        if launch.held == Some(true) {
+            Err(Error::input(
+                "the held-weights GRU kernels need sm_80 or later, hidden 256, an input of at \
+                 most 128, the global exchange, no projection mode, at most 21 units a block \
+                 and one block per SM with x of every step in shared memory",
+            ))
+        } else {
+            Ok(None)
+        }
+    };
+    let cluster = matches!(
+        launch.exchange,
+        Some(GruExchange::ClusterAsync | GruExchange::ClusterBarrier)
+    );
+    if gpu.facts().compute_capability.0 < 8
+        || h != 256
+        || ip != 128
+        || cluster
+        || launch.stationary == Some(false)
+        || launch.precompute.is_some()
+    {
+        return unavailable();
+    }
+    let (sms, e) = (gpu.facts().sm_count.max(1) as usize, members);
+    let optin = gpu.facts().max_shared_per_block_optin;
+    let rows: Vec<u32> = match launch.rows_per_block {
+        Some(r) if r == 0 || r % 4 != 0 || r > 32 => return unavailable(),
+        Some(r) => vec![r],
+        None => vec![4, 8, 16, 32],
+    };
+    let mut best: Option<(u64, u32, Shape)> = None;
+    for &r in &rows {
+        let r = r.min(bp as u32);
+        let groups = bp.div_ceil(r as usize);
+        let sl = match launch.unit_slices {
+            Some(sl) if sl == 0 || sl > 128 => return unavailable(),
+            Some(sl) => sl,
+            None => (sms / (e * groups)).clamp(1, 128) as u32,
+        };
+        let units = 2 * 128u32.div_ceil(sl);
+        let rows64 = match 3 * units {
+            0..=48 => false,
+            49..=64 => true,
+            _ => continue,
+        };
+        let path = Path::Held { rows64 };
+        let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
+            continue;
+        };
+        let chunk = max_steps as u32;
+        let bytes = smem_bytes(path, ip, h, r, units, chunk);
+        if bytes > optin {
+            continue;
+        }
+        let k = Kernel::new(gpu, path.kernel())?;
+        if blocks > k.resident(gpu, bytes)? {
+            continue;
+        }
+        let held_rows = if rows64 { 64 } else { 48 };
+        let key = (u64::from(r) * held_rows, u32::MAX - blocks);
+        if best.as_ref().is_none_or(|b| key < (b.0, b.1)) {
+            let shape = Shape {
+                rows: r,
+                slices: sl,
+                units,
+                chunk,
+                blocks,
+                path,
+            };
+            best = Some((key.0, key.1, shape));
+        }
+    }
+    let Some((_, _, shape)) = best else {
+        return unavailable();
+    };
+    let bytes = smem_bytes(shape.path, ip, h, shape.rows, shape.units, shape.chunk);
+    Kernel::new(gpu, shape.path.kernel())?.allow(gpu, bytes)?;
+    Ok(Some(shape))
+}
