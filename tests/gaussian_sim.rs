@@ -380,3 +380,26 @@ fn interpreted_forward_matches_cpu_f64() {
     check_forward::<f32>(&["r64", "t2", "r64-t2"], 1e-5);
     check_forward::<f64>(&["t2"], 1e-12);
 }
+
+/// The f64 kernels' table exponentials (`exp_f64::ExpF64`, variant part `e<C>`) and the f64
+/// unit-triangular backward (`-u`) against the CPU f64 field, with the built-in kernels'
+/// tolerances, on every problem.
+#[test]
+fn interpreted_f64_exponential_variants_match_cpu_f64() {
+    check_forward::<f64>(&["e1", "e2", "e3", "e4", "e5"], 1e-12);
+    let names = std::env::var("PTXFLOW_SIM_F64_BWD").unwrap_or_else(|_| "batch-e1,batch-e4".into());
+    for name in names.split(',') {
+        let m = backward::variant(f64::BACKWARD, name).expect("a backward variant");
+        let prog = Program::parse(&m.emit().unwrap()).unwrap();
+        for p in problems() {
+            for normalised in [false, true] {
+                let (sim, _) = errors::<f64>(&prog, &p, normalised);
+                assert!(
+                    sim[0] <= 1e-12 && sim[1] <= 1e-12,
+                    "{name} {}: {sim:?}",
+                    p.name
+                );
+            }
+        }
+    }
+}

@@ -19,6 +19,7 @@
 //! bytes each), Gaussians once per block (L2).
 
 use super::common::*;
+use super::exp_f64::{Exp2, ExpF64};
 use super::scaled::*;
 use crate::ptx::*;
 
@@ -39,6 +40,8 @@ pub struct Options {
     pub max_registers: Option<u32>,
     /// Gaussians staged per tile, in blocks of [`BLOCK`] (1 when 0): fewer barriers per pair.
     pub tile_blocks: u32,
+    /// The f64 exponential (`super::exp_f64`; f32 ignores it).
+    pub exp: ExpF64,
 }
 
 /// f32 module.
@@ -53,7 +56,8 @@ pub fn build_f64(target: Target) -> Module {
 
 /// A variant of the built-in forward kernel `id` for comparisons (`PTXFLOW_GAUSS_FWD`, see
 /// `crate::gaussian::gpu::launch`): `r<N>` caps registers at N, `t<K>` stages K x [`BLOCK`]
-/// Gaussians per tile, joined by `-` (`r64-t2`); same parameters, block and points per thread.
+/// Gaussians per tile, `e<C>` takes the f64 exponential `ExpF64::from_code(C)`, joined by `-`
+/// (`r64-t2`); same parameters, block and points per thread.
 /// None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
@@ -64,6 +68,7 @@ pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
         match key {
             "r" => o.max_registers = Some(v),
             "t" => o.tile_blocks = v,
+            "e" => o.exp = ExpF64::from_code(v)?,
             _ => return None,
         }
     }
@@ -101,6 +106,8 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32, opts: Options) -
     let pblock = b.special(Special::CtaidX);
     let chunk = b.special(Special::CtaidY);
     let first = b.mad(pblock, BLOCK * points_per_thread, tid);
+    // (f64 table kinds: the tile barrier orders the table's stores before the first read.)
+    let exp = Exp2::setup::<T>(&mut b, opts.exp, tid);
     let zero = T::imm(0.0);
     let mut idx = Vec::new();
     let mut valid = Vec::new();
@@ -160,7 +167,7 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32, opts: Options) -
                 let g = PairConsts::from_array(&pr);
                 for p in 0..points_per_thread as usize {
                     let (_, t) = solve_scaled(b, &g, xs[p]);
-                    let e = T::exp2_neg(b, t);
+                    let e = exp.eval(b, t);
                     let s = b.fma(g.weight_norm, e, acc[p]);
                     b.mov_to(acc[p], s);
                 }

@@ -6,6 +6,7 @@ pub mod backward;
 pub mod common;
 pub mod distances;
 pub mod exp;
+pub mod exp_f64;
 pub mod forward;
 pub mod prepare;
 pub mod reduce;

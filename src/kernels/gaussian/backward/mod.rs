@@ -44,6 +44,7 @@
 //! four-scalar shared-memory accesses; this module holds what they share.
 
 use super::common::*;
+use super::exp_f64::{Exp2, ExpF64};
 use super::unit::BackConsts;
 use crate::ptx::*;
 
@@ -105,11 +106,17 @@ pub enum Check {
 pub struct Options {
     /// The unguarded-body test.
     pub check: Check,
+    /// The f64 exponential (`super::exp_f64`; f32 ignores it).
+    pub exp: ExpF64,
+    /// f64: the unit-triangular per-pair form (f32 always takes it, `KFloat::UNIT_BACKWARD`).
+    pub unit: bool,
 }
 
 /// The options of the built-in kernels.
 pub const OPTIONS: Options = Options {
     check: Check::Batch,
+    exp: ExpF64::Poly10,
+    unit: false,
 };
 
 /// f32 module.
@@ -124,17 +131,26 @@ pub fn build_f64(target: Target) -> Module {
 
 /// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
 /// `crate::gaussian::gpu::launch`): `pairt` ([`Check::PairT`]), `growth` ([`Check::Growth`])
-/// or `batch` ([`Check::Batch`]); same parameters, block and Gaussians per thread. None for
-/// other names or kernels.
+/// or `batch` ([`Check::Batch`]), optionally followed by `-e<C>` for the f64 exponential
+/// `ExpF64::from_code(C)` and `-u` for the f64 unit-triangular form (`batch-e1-u`); same
+/// parameters, block and Gaussians per thread. None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
-    let check = match name {
+    let mut parts = name.split('-');
+    let mut o = OPTIONS;
+    o.check = match parts.next()? {
         "pairt" => Check::PairT,
         "growth" => Check::Growth,
         "batch" => Check::Batch,
         _ => return None,
     };
-    let o = Options { check };
+    for part in parts {
+        match part.split_at(1.min(part.len())) {
+            ("e", code) => o.exp = ExpF64::from_code(code.parse().ok()?)?,
+            ("u", "") => o.unit = true,
+            _ => return None,
+        }
+    }
     match id {
         KernelId::GaussianBackwardF32 => {
             Some(build::<F32>(Target::Sm75, GAUSSIANS_PER_THREAD_F32, o))
@@ -167,6 +183,8 @@ pub(super) struct PointCtx<'a, T: KFloat> {
     pub(super) prep: Reg<U64>,
     /// The compensation records (f32).
     pub(super) comp: Option<Reg<U64>>,
+    /// The kernel's exponential.
+    pub(super) exp: Exp2,
 }
 
 /// One pair's values before the sums: w, y and e'.
