@@ -7,6 +7,7 @@ pub mod common;
 pub mod distances;
 pub mod exp;
 pub mod exp_f64;
+pub mod exp_table;
 pub mod forward;
 pub mod prepare;
 pub mod reduce;
