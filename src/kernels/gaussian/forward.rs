@@ -49,9 +49,20 @@ pub fn build_f32(target: Target) -> Module {
     build::<F32>(target, POINTS_PER_THREAD_F32, Options::default())
 }
 
+/// The f64 kernel's exponential (`super::exp_f64`).
+pub const EXP_F64: ExpF64 = ExpF64::Poly10;
+
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, POINTS_PER_THREAD_F64, Options::default())
+    build::<F64>(target, POINTS_PER_THREAD_F64, options_f64())
+}
+
+/// The built-in f64 kernel's options.
+fn options_f64() -> Options {
+    Options {
+        exp: EXP_F64,
+        ..Options::default()
+    }
 }
 
 /// A variant of the built-in forward kernel `id` for comparisons (`PTXFLOW_GAUSS_FWD`, see
@@ -61,7 +72,11 @@ pub fn build_f64(target: Target) -> Module {
 /// None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
-    let mut o = Options::default();
+    let mut o = if id == KernelId::GaussianForwardF64 {
+        options_f64()
+    } else {
+        Options::default()
+    };
     for part in name.split('-') {
         let (key, val) = part.split_at(1.min(part.len()));
         let v: u32 = val.parse().ok()?;

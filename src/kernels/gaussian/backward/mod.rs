@@ -112,7 +112,7 @@ pub struct Options {
     pub unit: bool,
 }
 
-/// The options of the built-in kernels.
+/// The options of the built-in kernels (f32 ignores `exp` and always takes the unit form).
 pub const OPTIONS: Options = Options {
     check: Check::Batch,
     exp: ExpF64::Poly10,
