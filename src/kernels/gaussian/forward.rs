@@ -13,7 +13,9 @@
 //! into its scaled per-pair constants (`scaled::PairConsts`: the exponential's scale folded in)
 //! in the shared tile `tile`, a barrier, then every thread reads the tile's Gaussians in order
 //! (broadcast loads) and accumulates w c 2^o 2^-t per pair (`scaled::solve_scaled`: 12 fused
-//! operations, one `ex2`, one multiply-add). Thread results go to `out[c * B + i]` for i < B
+//! operations, the exponential, one multiply-add; the exponential is one `ex2` in f32 and in f64
+//! [`EXP_F64`]: a 256-entry table that thread 0 stores in shared memory `exp2_table` before the
+//! first tile, one lookup and 8 FP64 operations, see `exp_f64`). Thread results go to `out[c * B + i]` for i < B
 //! (points beyond B compute on zeros and are not stored). With S = 1 `out` is the value array
 //! itself; otherwise `gaussian_reduce_rows` adds the S rows. Memory: points read once (12 or 24
 //! bytes each), Gaussians once per block (L2).
@@ -28,7 +30,8 @@ pub const BLOCK: u32 = 128;
 /// Points each thread owns (f32: 77 registers, 6 blocks per SM on sm_90; 600 us at 10000 x 100000
 /// on the H100 against 624 at 4 points and 711 at 8).
 pub const POINTS_PER_THREAD_F32: u32 = 6;
-/// Points each thread owns (f64: 76 registers; 2.30 ms against 2.37 at 6 and 2.47 at 8).
+/// Points each thread owns (f64: 72 registers with the table exponential; session 5, with the
+/// polynomial one: 2.30 ms against 2.37 at 6 and 2.47 at 8).
 pub const POINTS_PER_THREAD_F64: u32 = 4;
 /// Chunk lengths and the padded Gaussian count are multiples of this.
 pub const CHUNK_ALIGN: u32 = 32;
@@ -49,8 +52,14 @@ pub fn build_f32(target: Target) -> Module {
     build::<F32>(target, POINTS_PER_THREAD_F32, Options::default())
 }
 
-/// The f64 kernel's exponential (`super::exp_f64`).
-pub const EXP_F64: ExpF64 = ExpF64::Poly10;
+/// The f64 kernel's exponential (`super::exp_f64`): a 256-entry table and a degree-4
+/// polynomial, range reduction by FP64 rounding (8 FP64 operations; H100, 10000 x 100000: 1.80
+/// ms against 2.32 with the session-7 polynomial in the same run).
+pub const EXP_F64: ExpF64 = ExpF64::Table {
+    bits: 8,
+    degree: 4,
+    int_reduce: false,
+};
 
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {

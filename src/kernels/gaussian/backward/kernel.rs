@@ -15,9 +15,17 @@ const ALL_LANES: u32 = 0xffff_ffff;
 
 /// The kernel with `q_count` Gaussians per thread and `opts` (`gaussian_backward_<T>`).
 pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
-    let Options { check, exp, unit } = opts;
+    let Options {
+        check,
+        exp,
+        unit,
+        max_registers,
+    } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
+    if let Some(r) = max_registers {
+        b.maxnreg(r);
+    }
     let prep = b.param::<U64>("prep");
     let n_pad = b.param::<U32>("n_pad");
     let points = b.param::<U64>("points");

@@ -4,7 +4,9 @@
 //!
 //! Per pair (i, j), in the unit-triangular form of `super::unit` (f32: w = U^-1 r, y = w (sigma /
 //! a)^2, t = o + w . y, e' = 2^-t, s' = U^-T y = sigma^2 s; f64 keeps the scaled form of
-//! `super::scaled` with w = y = v', see `unit::BackConsts`) and with g'_i = g_i / sigma^2
+//! `super::scaled` with w = y = v', see `unit::BackConsts`; its e' comes from the table
+//! exponential of `super::exp_f64`, the forward's `EXP_F64`, whose table lane 0 stores in shared
+//! memory `exp2_table` before the first batch) and with g'_i = g_i / sigma^2
 //! staged per point: ge = g' e' and gs = ge s' (= g e' s).
 //! - Gaussian j accumulates A_j = [gs (3), gs_a w_b for (a,b) = 00 10 11 20 21 22 (6), ge (1)];
 //!   at the end slot 3..9 of column b is multiplied by 1/a_b (unit form: v_b = w_b / a_b) or
@@ -110,13 +112,16 @@ pub struct Options {
     pub exp: ExpF64,
     /// f64: the unit-triangular per-pair form (f32 always takes it, `KFloat::UNIT_BACKWARD`).
     pub unit: bool,
+    /// `.maxnreg`: a register cap (more resident one-warp blocks), or none.
+    pub max_registers: Option<u32>,
 }
 
 /// The options of the built-in kernels (f32 ignores `exp` and always takes the unit form).
 pub const OPTIONS: Options = Options {
     check: Check::Batch,
-    exp: ExpF64::Poly10,
+    exp: super::forward::EXP_F64,
     unit: false,
+    max_registers: None,
 };
 
 /// f32 module.
@@ -132,8 +137,9 @@ pub fn build_f64(target: Target) -> Module {
 /// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
 /// `crate::gaussian::gpu::launch`): `pairt` ([`Check::PairT`]), `growth` ([`Check::Growth`])
 /// or `batch` ([`Check::Batch`]), optionally followed by `-e<C>` for the f64 exponential
-/// `ExpF64::from_code(C)` and `-u` for the f64 unit-triangular form (`batch-e1-u`); same
-/// parameters, block and Gaussians per thread. None for other names or kernels.
+/// `ExpF64::from_code(C)`, `-u` for the f64 unit-triangular form and `-r<N>` for a register cap
+/// of N (`batch-e1-u`, `batch-e4-r208`); same parameters, block and Gaussians per thread. None
+/// for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
     let mut parts = name.split('-');
@@ -148,6 +154,7 @@ pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
         match part.split_at(1.min(part.len())) {
             ("e", code) => o.exp = ExpF64::from_code(code.parse().ok()?)?,
             ("u", "") => o.unit = true,
+            ("r", n) => o.max_registers = Some(n.parse().ok()?),
             _ => return None,
         }
     }
