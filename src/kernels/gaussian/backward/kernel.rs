@@ -20,6 +20,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         exp,
         unit,
         max_registers,
+        two_points,
     } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
@@ -225,9 +226,21 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         };
-        // (Two points per iteration made ptxas interleave them and spill.)
+        // (Two points per iteration made ptxas interleave them and spill; `two_points` tries
+        // it again: the pairs of two points in flight, the last odd point alone.)
         let points_loop = |b: &mut KernelBuilder, body: Option<bool>| {
-            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+            if two_points {
+                let even = b.and(count, !1u32);
+                b.for_range(0u32, even, 2u32, |b, k, _| {
+                    point(b, k, body);
+                    let k1 = b.add(k, 1u32);
+                    point(b, k1, body);
+                });
+                let odd = b.setp(Cmp::Ne, even, count);
+                b.if_then(odd, |b| point(b, even, body));
+            } else {
+                b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+            }
         };
         match warp_lim {
             None => points_loop(b, None),

@@ -114,6 +114,8 @@ pub struct Options {
     pub unit: bool,
     /// `.maxnreg`: a register cap (more resident one-warp blocks), or none.
     pub max_registers: Option<u32>,
+    /// Two points per iteration of the point loop (more independent pairs in flight).
+    pub two_points: bool,
 }
 
 /// The options of the built-in kernels (f32 ignores `exp` and always takes the unit form).
@@ -122,6 +124,7 @@ pub const OPTIONS: Options = Options {
     exp: super::forward::EXP_F64,
     unit: false,
     max_registers: None,
+    two_points: false,
 };
 
 /// f32 module.
@@ -129,21 +132,32 @@ pub fn build_f32(target: Target) -> Module {
     build::<F32>(target, GAUSSIANS_PER_THREAD_F32, OPTIONS)
 }
 
+/// The options of the built-in f64 kernel: two points per iteration.
+pub const OPTIONS_F64: Options = Options {
+    two_points: true,
+    ..OPTIONS
+};
+
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, OPTIONS)
+    build::<F64>(target, GAUSSIANS_PER_THREAD_F64, OPTIONS_F64)
 }
 
 /// A variant of the built-in backward kernel `id` for comparisons (`PTXFLOW_GAUSS_BWD`, see
 /// `crate::gaussian::gpu::launch`): `pairt` ([`Check::PairT`]), `growth` ([`Check::Growth`])
 /// or `batch` ([`Check::Batch`]), optionally followed by `-e<C>` for the f64 exponential
-/// `ExpF64::from_code(C)`, `-u` for the f64 unit-triangular form and `-r<N>` for a register cap
-/// of N (`batch-e1-u`, `batch-e4-r208`); same parameters, block and Gaussians per thread. None
-/// for other names or kernels.
+/// `ExpF64::from_code(C)`, `-u` for the f64 unit-triangular form, `-r<N>` for a register cap
+/// of N, `-p2` / `-p1` for two points per iteration or one (`batch-e1-u`, `batch-e4-r208`,
+/// `batch-p1`); the f64 variants start from [`OPTIONS_F64`]; same parameters, block and
+/// Gaussians per thread. None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
     let mut parts = name.split('-');
-    let mut o = OPTIONS;
+    let mut o = if id == KernelId::GaussianBackwardF64 {
+        OPTIONS_F64
+    } else {
+        OPTIONS
+    };
     o.check = match parts.next()? {
         "pairt" => Check::PairT,
         "growth" => Check::Growth,
@@ -155,6 +169,8 @@ pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
             ("e", code) => o.exp = ExpF64::from_code(code.parse().ok()?)?,
             ("u", "") => o.unit = true,
             ("r", n) => o.max_registers = Some(n.parse().ok()?),
+            ("p", "1") => o.two_points = false,
+            ("p", "2") => o.two_points = true,
             _ => return None,
         }
     }
