@@ -132,7 +132,8 @@ pub fn build_f32(target: Target) -> Module {
     build::<F32>(target, GAUSSIANS_PER_THREAD_F32, OPTIONS)
 }
 
-/// The options of the built-in f64 kernel: two points per iteration.
+/// The options of the built-in f64 kernel: two points per iteration (H100, 10000 x 100000, same
+/// process: backward 4077 us against 4105 with one point per iteration).
 pub const OPTIONS_F64: Options = Options {
     two_points: true,
     ..OPTIONS
