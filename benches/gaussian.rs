@@ -21,6 +21,8 @@
 //! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
 //! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
 //! + backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`).
+//! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
+//! process (see `compare`).
 
 mod common;
 
@@ -200,6 +202,7 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         if T::FORWARD_FAST.is_some() {
             compare_forward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
         }
+        compare::<T>(gpu, (&gaussians, &points, &grad), &label, summary);
         let flop_f = FORWARD_FLOP_PER_PAIR * pairs / fwd;
         let flop_fb = (FORWARD_FLOP_PER_PAIR + BACKWARD_FLOP_PER_PAIR) * pairs / both;
         let (fp, bp) = field.plans().expect("plans");
@@ -309,6 +312,93 @@ fn compare_forward_kernels<T: GpuReal>(
         med(&mut sfb),
         med(&mut efb)
     ));
+}
+
+/// `PTXFLOW_GAUSS_COMPARE="<label>=<fwd>/<bwd>;..."` (names of `forward::variant` and
+/// `backward::variant`, `-` for the built-in kernel, e.g. `s7=e0/batch-e0`): every labelled pair
+/// of kernels gets its own field (plans from its own occupancy), and they are timed in turns
+/// with the built-in pair in this process: 5 rounds, each a median of 10 event-timed runs of the
+/// forward and of forward+backward per pair; a SUMMARY line per pair gives the median round.
+fn compare<T: GpuReal>(
+    gpu: &Arc<Gpu>,
+    (gaussians, points, grad): (&[T], &[T], &[T]),
+    label: &str,
+    summary: &mut Vec<String>,
+) {
+    let Ok(spec) = std::env::var("PTXFLOW_GAUSS_COMPARE") else {
+        return;
+    };
+    let opt = |s: &str| (s != "-").then(|| s.to_string());
+    let mut configs = vec![("built-in".to_string(), None, None)];
+    for item in spec.split(';').filter(|s| !s.is_empty()) {
+        let (name, kernels) = item.split_once('=').expect("<label>=<fwd>/<bwd>");
+        let (f, b) = kernels.split_once('/').expect("<fwd>/<bwd>");
+        configs.push((name.to_string(), opt(f), opt(b)));
+    }
+    let select = |f: &Option<String>, b: &Option<String>| {
+        for (var, v) in [("PTXFLOW_GAUSS_FWD", f), ("PTXFLOW_GAUSS_BWD", b)] {
+            match v {
+                Some(v) => std::env::set_var(var, v),
+                None => std::env::remove_var(var),
+            }
+        }
+    };
+    let stream = gpu.stream().clone();
+    let mut fields = Vec::new();
+    for (_, f, b) in &configs {
+        select(f, b);
+        let mut field =
+            GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        field.set_gaussians(gaussians).expect("valid Gaussians");
+        field.forward(points).expect("forward");
+        field.backward(grad).expect("backward");
+        fields.push(field);
+    }
+    let mut times = vec![(Vec::new(), Vec::new()); configs.len()];
+    for _ in 0..5 {
+        for (k, (_, f, b)) in configs.iter().enumerate() {
+            select(f, b);
+            let field = &mut fields[k];
+            let fwd =
+                common::median_secs(&stream, 10, || field.forward_resident().expect("forward"));
+            let both = common::median_secs(&stream, 10, || {
+                field.forward_resident().expect("forward");
+                field.backward_resident().expect("backward")
+            });
+            times[k].0.push(fwd);
+            times[k].1.push(both);
+        }
+    }
+    select(&None, &None);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = {
+        let (f, b) = &mut times[0];
+        (median(f), median(b))
+    };
+    for (k, (name, f, b)) in configs.iter().enumerate() {
+        let (fv, bv) = &mut times[k];
+        let (lo, hi) = (bv[0], bv[bv.len() - 1]);
+        let (fm, bm) = (median(fv), median(bv));
+        let plans = fields[k].plans().expect("plans");
+        summary.push(format!(
+            "SUMMARY gpu/gaussian compare {} {label} {name} (fwd {}, bwd {}): forward {:.1} us ({:.3}x built-in); forward+backward {:.1} us (rounds {:.1}..{:.1}; {:.3}x built-in); backward {:.1} us; plans {:?} {:?}",
+            T::NAME,
+            f.as_deref().unwrap_or("built-in"),
+            b.as_deref().unwrap_or("built-in"),
+            fm * 1e6,
+            fm / base.0,
+            bm * 1e6,
+            lo * 1e6,
+            hi * 1e6,
+            bm / base.1,
+            (bm - fm) * 1e6,
+            plans.0,
+            plans.1
+        ));
+    }
 }
 
 fn benches(c: &mut Criterion) {

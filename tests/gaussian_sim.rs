@@ -380,3 +380,27 @@ fn interpreted_forward_matches_cpu_f64() {
     check_forward::<f32>(&["r64", "t2", "r64-t2"], 1e-5);
     check_forward::<f64>(&["t2"], 1e-12);
 }
+
+/// The f64 kernels' other exponentials (`exp_f64::ExpF64`, variant part `e<C>`: e0 is session
+/// 7's polynomial) and one point per iteration (`-p1`, session 7's loop) against the CPU f64
+/// field, with the built-in kernels' tolerances, on every problem (`PTXFLOW_SIM_F64_BWD` names
+/// other backward variants, e.g. `batch-e0-p1,batch-r208,batch-e4-u`).
+#[test]
+fn interpreted_f64_exponential_variants_match_cpu_f64() {
+    check_forward::<f64>(&["e0", "e1", "e2", "e3", "e5"], 1e-12);
+    let names = std::env::var("PTXFLOW_SIM_F64_BWD").unwrap_or_else(|_| "batch-p1,batch-e1".into());
+    for name in names.split(',') {
+        let m = backward::variant(f64::BACKWARD, name).expect("a backward variant");
+        let prog = Program::parse(&m.emit().unwrap()).unwrap();
+        for p in problems() {
+            for normalised in [false, true] {
+                let (sim, _) = errors::<f64>(&prog, &p, normalised);
+                assert!(
+                    sim[0] <= 1e-12 && sim[1] <= 1e-12,
+                    "{name} {}: {sim:?}",
+                    p.name
+                );
+            }
+        }
+    }
+}

@@ -72,16 +72,46 @@ pub fn backward_plan(n_pad: u32, b: u32, slots: u32, q: u32) -> BackwardPlan {
 /// kernels: `forward::variant`) names, built at run time with the same parameters, block and
 /// work per thread, so that one bench binary can time both. Unknown names give the built-in
 /// kernel.
+///
+/// A variant is built and loaded once per context and name (kept in a process-wide cache, so
+/// that timed launches pay no build; the cached kernel keeps its context alive, so a context's
+/// address never names another while its entries exist).
 pub fn kernel(gpu: &Gpu, id: KernelId) -> Result<LoadedKernel> {
-    let variant = |var: &str, make: fn(KernelId, &str) -> Option<crate::ptx::Module>| {
-        std::env::var(var).ok().and_then(|name| make(id, &name))
-    };
-    let m = variant("PTXFLOW_GAUSS_BWD", backward::variant)
-        .or_else(|| variant("PTXFLOW_GAUSS_FWD", forward::variant));
-    match m {
-        Some(m) => gpu.load_module(&m, id.name()),
-        None => gpu.kernel(id),
+    type Make = fn(KernelId, &str) -> Option<crate::ptx::Module>;
+    // (context, kernel, "VAR=name") -> the loaded variant, or None where the name is not one.
+    type Cache = Vec<(usize, KernelId, String, Option<LoadedKernel>)>;
+    static VARIANTS: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let ctx = Arc::as_ptr(gpu.ctx()) as usize;
+    let vars: [(&str, Make); 2] = [
+        ("PTXFLOW_GAUSS_BWD", backward::variant),
+        ("PTXFLOW_GAUSS_FWD", forward::variant),
+    ];
+    for (var, make) in vars {
+        let Ok(name) = std::env::var(var) else {
+            continue;
+        };
+        let key = format!("{var}={name}");
+        let mut cache = VARIANTS.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = cache
+            .iter()
+            .find(|(c, i, k, _)| *c == ctx && *i == id && *k == key)
+            .map(|e| e.3.clone());
+        let loaded = match hit {
+            Some(k) => k,
+            None => {
+                let k = match make(id, &name) {
+                    Some(m) => Some(gpu.load_module(&m, id.name())?),
+                    None => None,
+                };
+                cache.push((ctx, id, key, k.clone()));
+                k
+            }
+        };
+        if let Some(k) = loaded {
+            return Ok(k);
+        }
     }
+    gpu.kernel(id)
 }
 
 /// Resident blocks of kernel `id` per SM (launched with `block` threads) times the SM count.

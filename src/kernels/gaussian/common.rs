@@ -28,6 +28,7 @@
 //! The fused forward and backward use multiply-adds in both types.
 
 use super::exp;
+use super::exp_f64::Exp2;
 use crate::ptx::*;
 
 /// Scalars per prepared Gaussian on the device.
@@ -91,6 +92,9 @@ pub trait KFloat: Float + Num + Word {
     fn scale_const(b: &mut KernelBuilder, x: Reg<Self>, factor: f64) -> Reg<Self>;
     /// e' = 2^-t for the t of `scaled::solve_scaled` (0 beyond the cutoff; `super::exp`).
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<Self>) -> Reg<Self>;
+    /// e' = 2^-t with a kernel's exponential `exp` (f32: [`Self::exp2_neg`]; f64: `exp`'s kind,
+    /// `super::exp_f64`).
+    fn exp2_neg_in(b: &mut KernelBuilder, t: Reg<Self>, exp: &Exp2) -> Reg<Self>;
     /// The backward uses the unit-triangular per-pair form (`unit`) rather than the scaled one.
     const UNIT_BACKWARD: bool;
     /// The backward's unguarded body is taken for a point when the growth bound of its pairs
@@ -133,6 +137,9 @@ impl KFloat for F32 {
         b.cvt::<F32, F64>(p)
     }
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<F32>) -> Reg<F32> {
+        exp::exp2_neg_f32(b, t)
+    }
+    fn exp2_neg_in(b: &mut KernelBuilder, t: Reg<F32>, _exp: &Exp2) -> Reg<F32> {
         exp::exp2_neg_f32(b, t)
     }
     fn mul_once(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F32> {
@@ -184,6 +191,9 @@ impl KFloat for F64 {
     }
     fn exp2_neg(b: &mut KernelBuilder, t: Reg<F64>) -> Reg<F64> {
         exp::exp2_neg_f64(b, t)
+    }
+    fn exp2_neg_in(b: &mut KernelBuilder, t: Reg<F64>, exp: &Exp2) -> Reg<F64> {
+        exp.eval_f64(b, t)
     }
     fn mul_once(b: &mut KernelBuilder, x: Reg<F64>, y: Reg<F64>) -> Reg<F64> {
         b.mul(x, y)

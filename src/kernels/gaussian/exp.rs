@@ -11,7 +11,8 @@
 //!   degree-12 Taylor series it replaces), and k subtracted from its exponent field. Beyond
 //!   [`F64_CUT_T`] (d > 1416) the result is 0, so e' = 0; t is clamped first so that
 //!   inf or a huge t cannot reach the rounding shift. Clamp and cutoff test compare t's bits as
-//!   integers (t >= 0), off the FP64 pipe.
+//!   integers (t >= 0), off the FP64 pipe. `super::exp_f64` has the table-driven f64 kinds
+//!   (6 to 8 FP64 operations instead of 13; a kernel picks one through `exp_f64::Exp2`).
 
 use crate::ptx::*;
 

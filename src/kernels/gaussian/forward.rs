@@ -13,12 +13,15 @@
 //! into its scaled per-pair constants (`scaled::PairConsts`: the exponential's scale folded in)
 //! in the shared tile `tile`, a barrier, then every thread reads the tile's Gaussians in order
 //! (broadcast loads) and accumulates w c 2^o 2^-t per pair (`scaled::solve_scaled`: 12 fused
-//! operations, one `ex2`, one multiply-add). Thread results go to `out[c * B + i]` for i < B
+//! operations, the exponential, one multiply-add; the exponential is one `ex2` in f32 and in f64
+//! [`EXP_F64`]: a 256-entry table that thread 0 stores in shared memory `exp2_table` before the
+//! first tile, one lookup and 8 FP64 operations, see `exp_f64`). Thread results go to `out[c * B + i]` for i < B
 //! (points beyond B compute on zeros and are not stored). With S = 1 `out` is the value array
 //! itself; otherwise `gaussian_reduce_rows` adds the S rows. Memory: points read once (12 or 24
 //! bytes each), Gaussians once per block (L2).
 
 use super::common::*;
+use super::exp_f64::{Exp2, ExpF64};
 use super::scaled::*;
 use crate::ptx::*;
 
@@ -27,7 +30,8 @@ pub const BLOCK: u32 = 128;
 /// Points each thread owns (f32: 77 registers, 6 blocks per SM on sm_90; 600 us at 10000 x 100000
 /// on the H100 against 624 at 4 points and 711 at 8).
 pub const POINTS_PER_THREAD_F32: u32 = 6;
-/// Points each thread owns (f64: 76 registers; 2.30 ms against 2.37 at 6 and 2.47 at 8).
+/// Points each thread owns (f64: 72 registers with the table exponential; session 5, with the
+/// polynomial one: 2.30 ms against 2.37 at 6 and 2.47 at 8).
 pub const POINTS_PER_THREAD_F64: u32 = 4;
 /// Chunk lengths and the padded Gaussian count are multiples of this.
 pub const CHUNK_ALIGN: u32 = 32;
@@ -39,6 +43,8 @@ pub struct Options {
     pub max_registers: Option<u32>,
     /// Gaussians staged per tile, in blocks of [`BLOCK`] (1 when 0): fewer barriers per pair.
     pub tile_blocks: u32,
+    /// The f64 exponential (`super::exp_f64`; f32 ignores it).
+    pub exp: ExpF64,
 }
 
 /// f32 module.
@@ -46,24 +52,48 @@ pub fn build_f32(target: Target) -> Module {
     build::<F32>(target, POINTS_PER_THREAD_F32, Options::default())
 }
 
+/// The f64 kernel's exponential (`super::exp_f64`): a 256-entry table and a degree-4
+/// polynomial, range reduction by FP64 rounding (8 FP64 operations; H100, 10000 x 100000, same
+/// process: forward 1.80 ms against 2.33 with the session-7 polynomial, forward+backward 5.88
+/// ms against 6.60). The backward uses it too.
+pub const EXP_F64: ExpF64 = ExpF64::Table {
+    bits: 8,
+    degree: 4,
+    int_reduce: false,
+};
+
 /// f64 module.
 pub fn build_f64(target: Target) -> Module {
-    build::<F64>(target, POINTS_PER_THREAD_F64, Options::default())
+    build::<F64>(target, POINTS_PER_THREAD_F64, options_f64())
+}
+
+/// The built-in f64 kernel's options.
+fn options_f64() -> Options {
+    Options {
+        exp: EXP_F64,
+        ..Options::default()
+    }
 }
 
 /// A variant of the built-in forward kernel `id` for comparisons (`PTXFLOW_GAUSS_FWD`, see
 /// `crate::gaussian::gpu::launch`): `r<N>` caps registers at N, `t<K>` stages K x [`BLOCK`]
-/// Gaussians per tile, joined by `-` (`r64-t2`); same parameters, block and points per thread.
+/// Gaussians per tile, `e<C>` takes the f64 exponential `ExpF64::from_code(C)`, joined by `-`
+/// (`r64-t2`); same parameters, block and points per thread.
 /// None for other names or kernels.
 pub fn variant(id: crate::kernels::KernelId, name: &str) -> Option<Module> {
     use crate::kernels::KernelId;
-    let mut o = Options::default();
+    let mut o = if id == KernelId::GaussianForwardF64 {
+        options_f64()
+    } else {
+        Options::default()
+    };
     for part in name.split('-') {
         let (key, val) = part.split_at(1.min(part.len()));
         let v: u32 = val.parse().ok()?;
         match key {
             "r" => o.max_registers = Some(v),
             "t" => o.tile_blocks = v,
+            "e" => o.exp = ExpF64::from_code(v)?,
             _ => return None,
         }
     }
@@ -101,6 +131,8 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32, opts: Options) -
     let pblock = b.special(Special::CtaidX);
     let chunk = b.special(Special::CtaidY);
     let first = b.mad(pblock, BLOCK * points_per_thread, tid);
+    // (f64 table kinds: the tile barrier orders the table's stores before the first read.)
+    let exp = Exp2::setup::<T>(&mut b, opts.exp, tid);
     let zero = T::imm(0.0);
     let mut idx = Vec::new();
     let mut valid = Vec::new();
@@ -160,7 +192,7 @@ pub fn build<T: KFloat>(target: Target, points_per_thread: u32, opts: Options) -
                 let g = PairConsts::from_array(&pr);
                 for p in 0..points_per_thread as usize {
                     let (_, t) = solve_scaled(b, &g, xs[p]);
-                    let e = T::exp2_neg(b, t);
+                    let e = exp.eval(b, t);
                     let s = b.fma(g.weight_norm, e, acc[p]);
                     b.mov_to(acc[p], s);
                 }

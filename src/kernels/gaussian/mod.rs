@@ -7,6 +7,8 @@ pub mod backward;
 pub mod common;
 pub mod distances;
 pub mod exp;
+pub mod exp_f64;
+pub mod exp_table;
 pub mod forward;
 pub mod forward_fast;
 pub mod prepare;

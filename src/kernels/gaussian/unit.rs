@@ -116,7 +116,12 @@ pub enum BackConsts<T: KFloat> {
 impl<T: KFloat> BackConsts<T> {
     /// From the 12 scalars of a prepared Gaussian, in `T`'s form (`KFloat::UNIT_BACKWARD`).
     pub fn from_prepared(b: &mut KernelBuilder, p: &[Reg<T>; 12]) -> Self {
-        if T::UNIT_BACKWARD {
+        Self::from_prepared_form(b, p, T::UNIT_BACKWARD)
+    }
+
+    /// As [`Self::from_prepared`] in the unit-triangular form when `unit`, else the scaled one.
+    pub fn from_prepared_form(b: &mut KernelBuilder, p: &[Reg<T>; 12], unit: bool) -> Self {
+        if unit {
             BackConsts::Unit(UnitConsts::from_prepared(b, p))
         } else {
             BackConsts::Scaled(PairConsts::from_prepared(b, p))

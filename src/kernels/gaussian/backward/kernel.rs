@@ -5,6 +5,7 @@ use super::pairs::{pair_sums, GS_W_SLOTS};
 use super::smem::{load4, store4};
 use super::{batch_points, psum_row, Check, Options, Owned, Pair, PointCtx, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
+use crate::kernels::gaussian::exp_f64::Exp2;
 use crate::kernels::gaussian::scaled::sigma;
 use crate::kernels::gaussian::unit::BackConsts;
 use crate::ptx::*;
@@ -14,9 +15,18 @@ const ALL_LANES: u32 = 0xffff_ffff;
 
 /// The kernel with `q_count` Gaussians per thread and `opts` (`gaussian_backward_<T>`).
 pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
-    let Options { check } = opts;
+    let Options {
+        check,
+        exp,
+        unit,
+        max_registers,
+        two_points,
+    } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
+    if let Some(r) = max_registers {
+        b.maxnreg(r);
+    }
     let prep = b.param::<U64>("prep");
     let n_pad = b.param::<U32>("n_pad");
     let points = b.param::<U64>("points");
@@ -43,6 +53,9 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
     let gblock = b.special(Special::CtaidX);
     let chunk = b.special(Special::CtaidY);
     let zero = T::imm(0.0);
+    // (f64 table kinds: the warp sync after each batch's staging orders the table's stores
+    // before the first read.)
+    let exp = Exp2::setup::<T>(&mut b, exp, tid);
 
     b.comment("this thread's Gaussians: unit-form constants, sums, compensation flags");
     let first_j = b.mad(gblock, BLOCK * q_count, tid);
@@ -51,7 +64,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         let j = b.add(first_j, q * BLOCK);
         let src = b.index_addr(prep, j, PREP_STRIDE * T::BYTES);
         let pr = load_prepared::<T>(&mut b, Space::GlobalNc, src.into());
-        let g = BackConsts::from_prepared(&mut b, &pr);
+        let g = BackConsts::from_prepared_form(&mut b, &pr, T::UNIT_BACKWARD || unit);
         let acc = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
         let comp_on = comp.map(|comp| {
             let at = b.index_addr(comp, j, COMP_STRIDE * T::BYTES);
@@ -173,7 +186,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
                     let mut pairs = Vec::new();
                     for o in &own {
                         let (w, y, t) = o.g.solve(b, x);
-                        let e = T::exp2_neg(b, t);
+                        let e = exp.eval(b, t);
                         let fin = b.setp(Cmp::Lt, t, T::imm(T::SAFE_T));
                         ok = b.and(ok, fin);
                         pairs.push(Pair { w, y, e });
@@ -190,6 +203,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
                 pc,
                 prep,
                 comp,
+                exp,
             };
             let unguarded = |b: &mut KernelBuilder| {
                 b.comment("unguarded: every pair's products are finite");
@@ -212,9 +226,21 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
             let dst = b.shared_index(&psum, slot);
             store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
         };
-        // (Two points per iteration made ptxas interleave them and spill.)
+        // (Two points per iteration made ptxas interleave them and spill; `two_points` tries
+        // it again: the pairs of two points in flight, the last odd point alone.)
         let points_loop = |b: &mut KernelBuilder, body: Option<bool>| {
-            b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+            if two_points {
+                let even = b.and(count, !1u32);
+                b.for_range(0u32, even, 2u32, |b, k, _| {
+                    point(b, k, body);
+                    let k1 = b.add(k, 1u32);
+                    point(b, k1, body);
+                });
+                let odd = b.setp(Cmp::Ne, even, count);
+                b.if_then(odd, |b| point(b, even, body));
+            } else {
+                b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+            }
         };
         match warp_lim {
             None => points_loop(b, None),

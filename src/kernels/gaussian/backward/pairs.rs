@@ -21,7 +21,7 @@ pub(super) fn pair_sums<T: KFloat>(b: &mut KernelBuilder, ctx: &PointCtx<'_, T>,
             },
             None => {
                 let (w, y, t) = o.g.solve(b, ctx.x);
-                let e = T::exp2_neg(b, t);
+                let e = ctx.exp.eval(b, t);
                 Pair { w, y, e }
             }
         };
