@@ -4,16 +4,22 @@
 use super::emit::emit_sequence;
 use super::page_io::{finish, stage};
 use super::parse::parse_page;
-use super::{Match, Page, Stored, MAX_BLOCK, MAX_REGS};
+use super::parse_masks::parse_page_masks;
+use super::{Match, Page, Stored, Variant, MAX_BLOCK, MAX_REGS};
 use crate::kernels::lz4::warp::{bcast, Lanes};
 use crate::kernels::lz4::{MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
-/// Builds the module.
+/// Builds the table's module ([`Variant::TABLE`]).
 pub fn build(target: Target) -> Module {
+    build_variant(target, Variant::TABLE)
+}
+
+/// Builds the module of `variant` (entry `lz4_compress` whatever the variant).
+pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("lz4_compress");
     b.maxntid(MAX_BLOCK, 1, 1);
-    b.maxnreg(MAX_REGS);
+    b.maxnreg(variant.max_regs.unwrap_or(MAX_REGS));
     let input = b.param::<U64>("input");
     let input_bytes = b.param::<U32>("input_bytes");
     let page_bytes = b.param::<U32>("page_bytes");
@@ -145,7 +151,11 @@ pub fn build(target: Target) -> Module {
         emit_sequence(b, &pc, tail, five, None);
         b.bra_uni(&commit);
         b.place(&parse);
-        parse_page(b, &pc);
+        if variant.masks {
+            parse_page_masks(b, &pc);
+        } else {
+            parse_page(b, &pc);
+        }
         b.place(&commit);
         b.comment("store the LZ4 block");
         finish(b, &pc, Stored::Block);

@@ -38,8 +38,9 @@ mod extend;
 mod kernel;
 mod page_io;
 mod parse;
+mod parse_masks;
 
-pub use kernel::build;
+pub use kernel::{build, build_variant};
 
 use super::warp::Lanes;
 use crate::ptx::*;
@@ -55,6 +56,24 @@ pub const MAX_REGS: u32 = 72;
 pub const INFO_HEADER_WORDS: u32 = 4;
 /// Fibonacci hash multiplier of the spec.
 const HASH_MULTIPLIER: u32 = 2_654_435_761;
+
+/// Builds of `lz4_compress` (issue 17's experiments; every build gives the same bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// The parse with candidate masks (`parse_masks`: the table read once per window) instead of
+    /// a table read, candidate read and insert rule per match (`parse`).
+    pub masks: bool,
+    /// `.maxnreg` (none: [`MAX_REGS`]).
+    pub max_regs: Option<u32>,
+}
+
+impl Variant {
+    /// The build of the table's `lz4_compress`.
+    pub const TABLE: Variant = Variant {
+        masks: false,
+        max_regs: None,
+    };
+}
 
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
 struct Page {

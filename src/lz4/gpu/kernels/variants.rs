@@ -22,7 +22,7 @@
 //! defaults) 261.7 / 260.4; `quarters,medium,grid` 191.0 (13 warps an SM: latency-bound).
 
 use super::super::layout::{Geometry, SmLimits};
-use crate::kernels::lz4::{decompress, decompress_shared_per_page};
+use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
 use crate::{Error, Result};
 
 /// The kernel builds and grid choices of one [`Lz4Kernels`](super::Lz4Kernels).
@@ -32,6 +32,8 @@ pub struct KernelVariants {
     pub decompress: decompress::Variant,
     /// Decompress grids cover every page group with one warp (see the module docs).
     pub decompress_full_grid: bool,
+    /// The `lz4_compress` build (`PTXFLOW_LZ4_COMPRESS`).
+    pub compress: compress::Variant,
 }
 
 impl Default for KernelVariants {
@@ -40,6 +42,7 @@ impl Default for KernelVariants {
         KernelVariants {
             decompress: decompress::Variant::TABLE,
             decompress_full_grid: true,
+            compress: compress::Variant::TABLE,
         }
     }
 }
@@ -53,6 +56,7 @@ impl KernelVariants {
         let mut v = KernelVariants {
             decompress: decompress::Variant::default(),
             decompress_full_grid: false,
+            compress: compress::Variant::TABLE,
         };
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
@@ -78,12 +82,45 @@ impl KernelVariants {
         Ok(v)
     }
 
-    /// The variants `PTXFLOW_LZ4_DECOMPRESS` asks for (the defaults when it is unset).
-    pub fn from_env() -> Result<KernelVariants> {
-        match std::env::var("PTXFLOW_LZ4_DECOMPRESS") {
-            Ok(spec) => Self::parse_decompress(&spec),
-            Err(_) => Ok(KernelVariants::default()),
+    /// Parses a compress spec as `PTXFLOW_LZ4_COMPRESS` takes it: unset, empty or `default` for
+    /// the table's build, else comma-separated switches over session 8's kernel (`reread`: none
+    /// of them): `masks` (the parse with candidate masks), `regs=N` (`.maxnreg N`).
+    pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
+        if matches!(spec.trim(), "" | "default") {
+            return Ok(compress::Variant::TABLE);
         }
+        let mut v = compress::Variant::default();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "reread" => {}
+                "masks" => v.masks = true,
+                _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
+                    Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!(
+                                "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
+                                 masks, regs=24..=255)"
+                            ),
+                        })
+                    }
+                },
+            }
+        }
+        Ok(v)
+    }
+
+    /// The variants `PTXFLOW_LZ4_DECOMPRESS` and `PTXFLOW_LZ4_COMPRESS` ask for (the defaults
+    /// when they are unset).
+    pub fn from_env() -> Result<KernelVariants> {
+        let mut v = match std::env::var("PTXFLOW_LZ4_DECOMPRESS") {
+            Ok(spec) => Self::parse_decompress(&spec)?,
+            Err(_) => KernelVariants::default(),
+        };
+        if let Ok(spec) = std::env::var("PTXFLOW_LZ4_COMPRESS") {
+            v.compress = Self::parse_compress(&spec)?;
+        }
+        Ok(v)
     }
 
     /// The build that decodes pages of `page_bytes`: half- and quarter-warp builds hand pages

@@ -1,0 +1,168 @@
+//! The window parse of `lz4_compress` with candidate masks (issue 17, session 9): the same parse
+//! as [`parse`](super::parse) (the spec's sequential greedy parse, byte for byte), with the
+//! table read once per window instead of once per match.
+//!
+//! Per window each lane reads its table entry once, and checks that candidate's 4 bytes once.
+//! Which window positions are in the table by the time lane `j` is tested is a warp-uniform mask
+//! (`inserted`: the positions tested before the last match, and its `end - 2`; the lanes from
+//! the last match's end on are tested in order): lane `j`'s sequential candidate is the highest
+//! lane of its hash group below `j` in `inserted | live`, whose 4 bytes are a shuffle away, or
+//! else the entry read at the window's start. A match thus costs one ballot and a few mask
+//! operations instead of a table read, a dependent candidate read and the insert rule. The table
+//! is written once at the window's end: the highest inserted lane of each hash group, then the
+//! `end - 2` of a match reaching past the window (a larger position than every lane's).
+
+use super::emit::emit_sequence;
+use super::extend::extend;
+use super::{Match, Page, HASH_MULTIPLIER};
+use crate::kernels::lz4::warp::{bcast, ld_shared_u32_unaligned, lowest_bit};
+use crate::ptx::*;
+
+/// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `word`.
+fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) -> Reg<U32> {
+    let product = b.mul(word, HASH_MULTIPLIER);
+    let hash = b.shr(product, hash_shift);
+    b.shl(hash, 1u32)
+}
+
+/// The window loop of the spec with candidate masks; falls through after writing the final
+/// sequence.
+pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
+    b.comment("parse (candidate masks): windows of 32 positions from the page start");
+    let ln = pc.ln;
+    let lane = ln.lane;
+    let base = b.mov(0u32);
+    let anchor = b.mov(0u32);
+    let last_start = b.sub(pc.p_len, 12u32);
+    let limit = b.sub(pc.p_len, 5u32);
+    let hash_end = b.sub(pc.p_len, 4u32);
+    let lane0 = b.setp(Cmp::Eq, lane, 0u32);
+    let lane_bit = b.shl(1u32, lane);
+    b.loop_with(LoopBranch::Uniform, |b, windows_done, _| {
+        let over = b.setp(Cmp::Gt, base, last_start);
+        b.bra_uni_if(over, windows_done);
+        b.comment("window: hash 32 positions, group equal hashes, read each lane's entry once");
+        let pos = b.add(base, lane);
+        let active = b.setp(Cmp::Le, pos, last_start);
+        let active_mask = b.ballot(active);
+        // Every hashable position gets its true hash (needed for the end - 2 insert).
+        let hash_pos = b.min(pos, hash_end);
+        let hash_addr = b.add(pc.spage, hash_pos);
+        let word = ld_shared_u32_unaligned(b, hash_addr);
+        let bucket = bucket_offset(b, word, pc.hash_shift);
+        let group = b.match_any(bucket);
+        let group_lt = b.and(group, ln.lt);
+        let slot = b.add(pc.table, bucket);
+        let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
+        let in_table = b.setp(Cmp::Ne, entry, 0u32);
+        let table_cand = b.sub(entry, 1u32);
+        let table_read = b.selp(table_cand, hash_pos, in_table);
+        let table_addr = b.add(pc.spage, table_read);
+        let table_word = ld_shared_u32_unaligned(b, table_addr);
+        // An empty entry never matches: its word is the complement of this lane's.
+        let not_word = b.not(word);
+        let table_word = b.selp(table_word, not_word, in_table);
+        let table_dist = b.sub(pos, table_cand);
+        let inserted = b.mov(0u32);
+        let live = b.mov(u32::MAX);
+        let next_base = b.add(base, 32u32);
+        let window_end = b.label("window_end");
+        b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+            b.comment("lookup: peer in the inserted or live lanes, else the window's entry");
+            let known = b.or(inserted, live);
+            let peers = b.and(known, group_lt);
+            let has_peer = b.setp(Cmp::Ne, peers, 0u32);
+            let z = b.clz(peers);
+            let peer = b.sub(31u32, z);
+            let peer_word = b.shfl(Shfl::Idx, word, peer);
+            let cand_word = b.selp(peer_word, table_word, has_peer);
+            let same = b.setp(Cmp::Eq, cand_word, word);
+            let matched = b.ballot(same);
+            let matched = b.and(matched, live);
+            let matched = b.and(matched, active_mask);
+            let found = b.setp(Cmp::Ne, matched, 0u32);
+            b.bra_uni_unless(found, no_match);
+
+            b.comment("match at the first matching lane: extend, mark inserts, emit");
+            let first = lowest_bit(b, matched);
+            // lane - peer, with peer = 31 - z.
+            let peer_dist = b.add(lane, z);
+            let peer_dist = b.sub(peer_dist, 31u32);
+            let dist = b.selp(peer_dist, table_dist, has_peer);
+            let match_dist = bcast(b, dist, first);
+            let match_pos = b.add(base, first);
+            let match_cand = b.sub(match_pos, match_dist);
+            let (end, back) = extend(b, pc, match_pos, match_cand, anchor, limit);
+            let seq_start = b.sub(match_pos, back);
+            let lit = b.sub(seq_start, anchor);
+            let ml = b.sub(end, seq_start);
+            // Tested lanes up to `first` and the lane `end - 2` (none when it lies past the
+            // window: shl by 32 or more gives 0) are in the table from here on.
+            let upto = b.shl(2u32, first);
+            let upto = b.sub(upto, 1u32);
+            let tested = b.and(live, upto);
+            let end_m2 = b.sub(end, 2u32);
+            let rel_m2 = b.sub(end_m2, base);
+            let bit_m2 = b.shl(1u32, rel_m2);
+            let ins = b.or(inserted, tested);
+            let ins = b.or(ins, bit_m2);
+            b.mov_to(inserted, ins);
+            emit_sequence(
+                b,
+                pc,
+                anchor,
+                lit,
+                Some(Match {
+                    offset: match_dist,
+                    len: ml,
+                }),
+            );
+            b.mov_to(anchor, end);
+            let rel = b.sub(end, base);
+            let outside = b.setp(Cmp::Ge, rel, 32u32);
+            b.when(outside, |b| b.mov_to(next_base, end));
+            b.bra_uni_if(outside, &window_end);
+            let next_live = b.shl(u32::MAX, rel);
+            b.mov_to(live, next_live);
+        });
+        // No further match in the window: every live position was tested.
+        let tested = b.and(live, active_mask);
+        let ins = b.or(inserted, tested);
+        b.mov_to(inserted, ins);
+        b.place(&window_end);
+        b.comment("window end: the highest inserted lane of each hash group writes its entry");
+        // Every lookup of this window read the table before these writes.
+        b.warp_sync(FULL_MASK);
+        let mine = b.and(inserted, lane_bit);
+        let is_inserted = b.setp(Cmp::Ne, mine, 0u32);
+        let above = b.and(group, inserted);
+        let above = b.and(above, ln.gt);
+        let top = b.setp(Cmp::Eq, above, 0u32);
+        let writer = b.and(is_inserted, top);
+        let pos_plus1 = b.add(pos, 1u32);
+        b.when(writer, |b| {
+            b.st_narrow(Space::Shared, Narrow::U16, slot, pos_plus1)
+        });
+        // A match that ended past the window inserts its end - 2 after the lanes.
+        let span = b.sub(next_base, base);
+        let far = b.setp(Cmp::Ge, span, 34u32);
+        let near = b.label("near_end");
+        b.bra_uni_unless(far, &near);
+        b.warp_sync(FULL_MASK);
+        let end_m2 = b.sub(next_base, 2u32);
+        let end_m2_addr = b.add(pc.spage, end_m2);
+        let end_m2_word = ld_shared_u32_unaligned(b, end_m2_addr);
+        let end_m2_bucket = bucket_offset(b, end_m2_word, pc.hash_shift);
+        let end_m2_slot = b.add(pc.table, end_m2_bucket);
+        let end_m1 = b.sub(next_base, 1u32);
+        b.when(lane0, |b| {
+            b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)
+        });
+        b.place(&near);
+        b.mov_to(base, next_base);
+        b.warp_sync(FULL_MASK);
+    });
+    b.comment("last sequence: the literals after the last match");
+    let lit = b.sub(pc.p_len, anchor);
+    emit_sequence(b, pc, anchor, lit, None);
+}
