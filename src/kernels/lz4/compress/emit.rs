@@ -63,6 +63,10 @@ pub(super) fn emit_sequence(
 /// A sequence of at most 17 bytes in one step: lane 0 the token, lanes `1..=lit` the literals,
 /// the next two the offset.
 fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    if pc.variant.lean {
+        emit_short_lean(b, pc, anchor, lit, m);
+        return;
+    }
     let Match { offset, len: ml } = m;
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
@@ -85,6 +89,39 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let off_byte = b.and(off_byte, 255u32);
     let byte_or_off = b.selp(off_byte, byte, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
+    let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
+    b.when(in_seq, |b| {
+        b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)
+    });
+    let out_end = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, out_end);
+}
+
+/// [`emit_short`] in fewer instructions: the raw check as one three-operand sum (the block, the
+/// sequence's `lit + 3` bytes and the 6 that must follow stay below `P`), the token by one
+/// multiply-add, offset bytes stored untruncated (`st.u8` keeps the low byte).
+fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    let Match { offset, len: ml } = m;
+    let need = b.add(pc.out, lit);
+    let need = b.add(need, 9u32);
+    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
+    b.bra_uni_if(too_long, &pc.raw);
+    let token = b.mad(lit, 16u32, ml);
+    let byte = b.sub(token, 4u32);
+    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
+    let src = b.add(pc.spage_lane_m1, anchor);
+    b.when(in_lit, |b| {
+        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.mov_to(byte, lit_byte);
+    });
+    // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
+    let off_rel = b.sub(pc.lane_m1, lit);
+    let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
+    let off_shift = b.shl(off_rel, 3u32);
+    let off_byte = b.shr(offset, off_shift);
+    let byte_or_off = b.selp(off_byte, byte, is_off);
+    let seq_len = b.add(lit, 3u32);
+    let in_seq = b.setp(Cmp::Lt, pc.ln.lane, seq_len);
     let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
     b.when(in_seq, |b| {
         b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)

@@ -126,6 +126,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
             lane_m1,
             spage_lane_m1,
             scratch_lane,
+            variant,
         };
         b.comment("pages under 13 bytes are stored raw; all-zero pages skip the parse");
         let short = b.setp(Cmp::Lt, p_len, 13u32);

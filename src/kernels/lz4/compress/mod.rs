@@ -65,6 +65,11 @@ pub struct Variant {
     pub masks: bool,
     /// `.maxnreg` (none: [`MAX_REGS`]).
     pub max_regs: Option<u32>,
+    /// Extension (with `masks` only): the first step's loads unpredicated (they stay inside the
+    /// warp's table and stage slack) and its bounds as stop bits in the ballot.
+    pub bits: bool,
+    /// Sequence emission with fewer instructions on the short path.
+    pub lean: bool,
 }
 
 impl Variant {
@@ -72,6 +77,8 @@ impl Variant {
     pub const TABLE: Variant = Variant {
         masks: false,
         max_regs: None,
+        bits: false,
+        lean: false,
     };
 }
 
@@ -107,6 +114,8 @@ struct Page {
     lane_m1: Reg<U32>,
     spage_lane_m1: Reg<U32>,
     scratch_lane: Reg<U64>,
+    /// The build's switches ([`Variant::bits`], [`Variant::lean`]).
+    variant: Variant,
 }
 
 /// The match half of a sequence: its offset (distance back) and its length in bytes.

@@ -13,7 +13,7 @@
 //! `end - 2` of a match reaching past the window (a larger position than every lane's).
 
 use super::emit::emit_sequence;
-use super::extend::extend;
+use super::extend::{extend, extend_bits};
 use super::{Match, Page, HASH_MULTIPLIER};
 use crate::kernels::lz4::warp::{bcast, ld_shared_u32_unaligned, lowest_bit};
 use crate::ptx::*;
@@ -91,8 +91,12 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let dist = b.selp(peer_dist, table_dist, has_peer);
             let match_dist = bcast(b, dist, first);
             let match_pos = b.add(base, first);
-            let match_cand = b.sub(match_pos, match_dist);
-            let (end, back) = extend(b, pc, match_pos, match_cand, anchor, limit);
+            let (end, back) = if pc.variant.bits {
+                extend_bits(b, pc, match_pos, match_dist, anchor, limit)
+            } else {
+                let match_cand = b.sub(match_pos, match_dist);
+                extend(b, pc, match_pos, match_cand, anchor, limit)
+            };
             let seq_start = b.sub(match_pos, back);
             let lit = b.sub(seq_start, anchor);
             let ml = b.sub(end, seq_start);
