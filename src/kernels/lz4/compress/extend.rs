@@ -80,21 +80,25 @@ pub(super) fn extend_bits(
     let there_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
     let differ = b.setp(Cmp::Ne, here_byte, there_byte);
     let mismatch = b.ballot(differ);
-    // Forward lane `limit - 4 - p0` compares byte `limit`, the first past it (>= 3).
+    // Forward lanes run backwards (lane 15 - i compares byte p0 + 4 + i): shifted up by 16,
+    // the first mismatch is the leading-zero count; stop bits at i = limit - 4 - p0 (the first
+    // byte past the limit, >= 3) and at i = 16.
     let fwd_lanes = b.sub(limit, p0);
     let fwd_lanes = b.sub(fwd_lanes, 4u32);
-    let fwd_stop = b.shl(1u32, fwd_lanes);
-    let fwd_mask = b.or(mismatch, fwd_stop);
-    let fwd_mask = b.or(fwd_mask, 0xffff_0000u32);
-    let fwd_n = lowest_bit(b, fwd_mask);
-    // Backward bit `j` is distance `j + 1`: bit `max_back` is the first past the bound.
+    let fwd_stop = b.shr(0x8000_0000u32, fwd_lanes);
+    let fwd_mask = b.shl(mismatch, 16u32);
+    let fwd_mask = b.or(fwd_mask, fwd_stop);
+    let fwd_mask = b.or(fwd_mask, 0x8000u32);
+    let fwd_n = b.clz(fwd_mask);
+    // Backward lane 32 - k compares distance k: the leading-zero count of the upper half is the
+    // run; stop bits at k = max_back + 1 and at k = 17.
     let room = b.sub(p0, anchor);
     let max_back = b.min(room, c0);
-    let bwd_stop = b.shl(1u32, max_back);
-    let bwd_mask = b.shr(mismatch, 16u32);
+    let bwd_stop = b.shr(0x8000_0000u32, max_back);
+    let bwd_mask = b.and(mismatch, 0xffff_0000u32);
     let bwd_mask = b.or(bwd_mask, bwd_stop);
-    let bwd_mask = b.or(bwd_mask, 0x1_0000u32);
-    let back = lowest_bit(b, bwd_mask);
+    let bwd_mask = b.or(bwd_mask, 0x8000u32);
+    let back = b.clz(bwd_mask);
     let end = b.add(p0, 4u32);
     let end = b.add(end, fwd_n);
     let either = b.or(fwd_n, back);

@@ -62,7 +62,15 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     let fwd_step = b.add(ln.lane, 4u32);
     let ext_k = b.sub(ln.lane, 15u32);
     let bwd_step = b.sub(15u32, ln.lane);
-    let ext_step = b.selp(fwd_step, bwd_step, ext_fwd);
+    let ext_step = if variant.bits {
+        // Lanes 0..16 compare bytes 15 - lane, 16..32 go back 32 - lane: the first mismatch
+        // either way is a leading-zero count (see `extend_bits`).
+        let fwd = b.sub(19u32, ln.lane);
+        let bwd = b.sub(ln.lane, 32u32);
+        b.selp(fwd, bwd, ext_fwd)
+    } else {
+        b.selp(fwd_step, bwd_step, ext_fwd)
+    };
     let lane_m1 = b.sub(ln.lane, 1u32);
     let spage_lane_m1 = b.add(spage, lane_m1);
     let scratch_lane = b.index_addr(scratch, ln.lane, 1);

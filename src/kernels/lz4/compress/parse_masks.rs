@@ -100,16 +100,16 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let seq_start = b.sub(match_pos, back);
             let lit = b.sub(seq_start, anchor);
             let ml = b.sub(end, seq_start);
-            // Tested lanes up to `first` and the lane `end - 2` (none when it lies past the
-            // window: shl by 32 or more gives 0) are in the table from here on.
-            let upto = b.shl(2u32, first);
-            let upto = b.sub(upto, 1u32);
-            let tested = b.and(live, upto);
-            let end_m2 = b.sub(end, 2u32);
-            let rel_m2 = b.sub(end_m2, base);
+            // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to
+            // its lowest) and the lane `end - 2` (none when it lies past the window: shl by 32
+            // or more gives 0) are in the table from here on.
+            let below = b.sub(matched, 1u32);
+            let upto = b.xor(matched, below);
+            let tested = b.and(known, upto);
+            let rel = b.sub(end, base);
+            let rel_m2 = b.sub(rel, 2u32);
             let bit_m2 = b.shl(1u32, rel_m2);
-            let ins = b.or(inserted, tested);
-            let ins = b.or(ins, bit_m2);
+            let ins = b.or(tested, bit_m2);
             b.mov_to(inserted, ins);
             emit_sequence(
                 b,
@@ -122,7 +122,6 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 }),
             );
             b.mov_to(anchor, end);
-            let rel = b.sub(end, base);
             let outside = b.setp(Cmp::Ge, rel, 32u32);
             b.when(outside, |b| b.mov_to(next_base, end));
             b.bra_uni_if(outside, &window_end);
