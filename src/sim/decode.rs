@@ -178,6 +178,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 "brev" => Op::Brev,
                 "clz" => Op::Clz,
                 "popc" => Op::Popc,
+                "prmt" if has("f4e") => Op::PrmtF4e,
                 "prmt" => Op::Prmt,
                 "bfe" => Op::Bfe,
                 "neg" => Op::Neg,

@@ -137,6 +137,8 @@ pub(crate) enum Op {
     Clz,
     Popc,
     Prmt,
+    /// `prmt.b32.f4e`: 4 bytes from byte `c & 3` of {b, a}.
+    PrmtF4e,
     Bfe,
     Setp(Cmp),
     Selp,

@@ -70,6 +70,8 @@ pub struct Variant {
     pub bits: bool,
     /// Sequence emission with fewer instructions on the short path.
     pub lean: bool,
+    /// Unaligned shared words (with `masks`) by `prmt.f4e` with the address as selector.
+    pub f4e: bool,
 }
 
 impl Variant {
@@ -79,6 +81,7 @@ impl Variant {
         max_regs: None,
         bits: false,
         lean: false,
+        f4e: false,
     };
 }
 

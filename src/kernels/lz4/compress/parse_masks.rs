@@ -15,7 +15,7 @@
 use super::emit::emit_sequence;
 use super::extend::{extend, extend_bits};
 use super::{Match, Page, HASH_MULTIPLIER};
-use crate::kernels::lz4::warp::{bcast, ld_shared_u32_unaligned, lowest_bit};
+use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
 use crate::ptx::*;
 
 /// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `word`.
@@ -23,6 +23,15 @@ fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) ->
     let product = b.mul(word, HASH_MULTIPLIER);
     let hash = b.shr(product, hash_shift);
     b.shl(hash, 1u32)
+}
+
+/// The 4 bytes at shared address `addr` (any alignment).
+fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
+    if pc.variant.f4e {
+        ld_shared_u32_f4e(b, addr)
+    } else {
+        ld_shared_u32_unaligned(b, addr)
+    }
 }
 
 /// The window loop of the spec with candidate masks; falls through after writing the final
@@ -48,7 +57,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         // Every hashable position gets its true hash (needed for the end - 2 insert).
         let hash_pos = b.min(pos, hash_end);
         let hash_addr = b.add(pc.spage, hash_pos);
-        let word = ld_shared_u32_unaligned(b, hash_addr);
+        let word = ld_word(b, pc, hash_addr);
         let bucket = bucket_offset(b, word, pc.hash_shift);
         let group = b.match_any(bucket);
         let group_lt = b.and(group, ln.lt);
@@ -58,7 +67,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let table_cand = b.sub(entry, 1u32);
         let table_read = b.selp(table_cand, hash_pos, in_table);
         let table_addr = b.add(pc.spage, table_read);
-        let table_word = ld_shared_u32_unaligned(b, table_addr);
+        let table_word = ld_word(b, pc, table_addr);
         // An empty entry never matches: its word is the complement of this lane's.
         let not_word = b.not(word);
         let table_word = b.selp(table_word, not_word, in_table);
@@ -154,7 +163,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         b.warp_sync(FULL_MASK);
         let end_m2 = b.sub(next_base, 2u32);
         let end_m2_addr = b.add(pc.spage, end_m2);
-        let end_m2_word = ld_shared_u32_unaligned(b, end_m2_addr);
+        let end_m2_word = ld_word(b, pc, end_m2_addr);
         let end_m2_bucket = bucket_offset(b, end_m2_word, pc.hash_shift);
         let end_m2_slot = b.add(pc.table, end_m2_bucket);
         let end_m1 = b.sub(next_base, 1u32);

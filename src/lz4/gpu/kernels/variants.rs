@@ -85,7 +85,8 @@ impl KernelVariants {
     /// Parses a compress spec as `PTXFLOW_LZ4_COMPRESS` takes it: unset, empty or `default` for
     /// the table's build, else comma-separated switches over session 8's kernel (`reread`: none
     /// of them): `masks` (the parse with candidate masks), `bits` (with `masks`: the extension's
-    /// bounds as stop bits), `lean` (shorter emission of short sequences), `regs=N` (`.maxnreg N`).
+    /// bounds as stop bits), `lean` (shorter emission of short sequences), `f4e` (with `masks`: unaligned words by
+    /// `prmt.f4e`), `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
             return Ok(compress::Variant::TABLE);
@@ -97,13 +98,14 @@ impl KernelVariants {
                 "masks" => v.masks = true,
                 "bits" => v.bits = true,
                 "lean" => v.lean = true,
+                "f4e" => v.f4e = true,
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, regs=24..=255)"
+                                 masks, bits, lean, f4e, regs=24..=255)"
                             ),
                         })
                     }
