@@ -51,6 +51,16 @@ pub(super) fn emit_sequence(
         let few = b.setp(Cmp::Lt, lit, 15u32);
         let short_m = b.setp(Cmp::Lt, m.len, 19u32);
         let short = b.and(few, short_m);
+        let short = if pc.variant.lean {
+            // The raw check joins the choice: a short sequence that may reach the page length
+            // goes the general way, which checks it.
+            let need = b.add(pc.out, lit);
+            let need = b.add(need, 9u32);
+            let room = b.setp(Cmp::Lt, need, pc.p_len);
+            b.and(short, room)
+        } else {
+            short
+        };
         b.bra_uni_unless(short, &general);
         emit_short(b, pc, anchor, lit, m);
         b.bra_uni(&done);
@@ -97,15 +107,11 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     b.mov_to(pc.out, out_end);
 }
 
-/// [`emit_short`] in fewer instructions: the raw check as one three-operand sum (the block, the
-/// sequence's `lit + 3` bytes and the 6 that must follow stay below `P`), the token by one
+/// [`emit_short`] in fewer instructions: no raw check (`emit_sequence` sends sequences whose
+/// `lit + 3` bytes and the 6 that must follow could reach `P` the general way), the token by one
 /// multiply-add, offset bytes stored untruncated (`st.u8` keeps the low byte).
 fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
     let Match { offset, len: ml } = m;
-    let need = b.add(pc.out, lit);
-    let need = b.add(need, 9u32);
-    let too_long = b.setp(Cmp::Ge, need, pc.p_len);
-    b.bra_uni_if(too_long, &pc.raw);
     let token = b.mad(lit, 16u32, ml);
     let byte = b.sub(token, 4u32);
     let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
