@@ -17,20 +17,25 @@
 //!
 //! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
 //! zeroes the `2^L` entries of the page's table (`L` from its own length; 4, 8 or 16 vector stores
-//! per lane); takes the all-zero or short
-//! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
-//! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
-//! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
-//! picks the first; inserts are made by the highest lane of each hash group among the inserting
-//! lanes (no atomics); forward and backward extension compare 32 bytes per step (byte loads and
-//! a ballot); lanes write each sequence cooperatively, 32 bytes per step, into the warp's global
-//! scratch. Once the bytes written plus those that must follow reach `P`, the page is stored raw.
-//! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
-//! the warp copies the block (or the raw page) there with 16-byte stores.
+//! per lane); takes the all-zero or short (`P < 13`, raw) fast path, or parses windows of 32
+//! positions (`parse_masks`, the table's build): lane `i` hashes position `cursor + i` (two
+//! aligned shared words and a `prmt.f4e`), `match.any` on the hash groups equal buckets, and each
+//! lane reads its table entry and that candidate's 4 bytes once per window; the positions already
+//! in the table are a warp-uniform mask, so each lane's sequential candidate is its highest
+//! earlier peer in that mask (its 4 bytes one shuffle away) or else the entry; a ballot of valid
+//! lanes picks the first. The extension compares 16 bytes forward and 16 backward in one step
+//! (byte loads, bounds as stop bits in the ballot, both runs leading-zero counts), longer runs 32
+//! bytes a step; lanes write each sequence cooperatively, 32 bytes per step, into the warp's
+//! global scratch. At the window's end the highest inserted lane of each hash group writes its
+//! entry (no atomics). Once the bytes written plus those that must follow reach `P`, the page is
+//! stored raw. Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one
+//! atomic, and the warp copies the block (or the raw page) there with 16-byte stores.
+//! Session 8's build (`parse`: the table re-read, candidates re-checked and inserts made after
+//! every match) stays as [`Variant`] `reread` for comparisons.
 //!
-//! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths), `parse` (the
-//! window loop), `extend` (match extension), `emit` (sequence writing), `page_io` (page in, block
-//! out). They share the per-page registers `Page` and the constants here; imports run from the
+//! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
+//! `parse_masks` and `parse` (the window loops), `extend` (match extension), `emit` (sequence
+//! writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
 mod emit;
@@ -48,9 +53,10 @@ use crate::ptx::*;
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
 /// cap registers at 80 and spill).
 pub const MAX_BLOCK: u32 = 160;
-/// Register bound per thread. ptxas alone takes 88 (sm_90), which lets an SM quarter hold 5
-/// warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7, and with the 8 KiB
-/// table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+/// Register bound per thread. For session 8's build ptxas alone takes 88 (sm_90), which lets an
+/// SM quarter hold 5 warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7,
+/// and with the 8 KiB table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+/// The table's build uses 62..66 (no spills on any target).
 pub const MAX_REGS: u32 = 72;
 /// Words before the per-page entries in `info`.
 pub const INFO_HEADER_WORDS: u32 = 4;
@@ -75,13 +81,15 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// The build of the table's `lz4_compress`.
+    /// The build of the table's `lz4_compress` (issue 17, session 9: dickens 4 KiB pages on an
+    /// H100, `benches/lz4_kernels.rs`, one process: `masks,bits,lean` 69.3 GB/s against 59.6 for
+    /// session 8's kernel, 19% fewer instructions; `PTXFLOW_LZ4_COMPRESS=reread` builds that one).
     pub const TABLE: Variant = Variant {
-        masks: false,
+        masks: true,
         max_regs: None,
-        bits: false,
-        lean: false,
-        f4e: false,
+        bits: true,
+        lean: true,
+        f4e: true,
     };
 }
 

@@ -60,7 +60,6 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let word = ld_word(b, pc, hash_addr);
         let bucket = bucket_offset(b, word, pc.hash_shift);
         let group = b.match_any(bucket);
-        let group_lt = b.and(group, ln.lt);
         let slot = b.add(pc.table, bucket);
         let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
         let in_table = b.setp(Cmp::Ne, entry, 0u32);
@@ -72,6 +71,8 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let not_word = b.not(word);
         let table_word = b.selp(table_word, not_word, in_table);
         let table_dist = b.sub(pos, table_cand);
+        // match.any is slow: its first use comes after the table reads.
+        let group_lt = b.and(group, ln.lt);
         let inserted = b.mov(0u32);
         let live = b.mov(u32::MAX);
         let next_base = b.add(base, 32u32);

@@ -226,6 +226,24 @@ mod tests {
     }
 
     #[test]
+    fn parses_compress_specs() {
+        for spec in ["", "default", " default "] {
+            assert_eq!(
+                KernelVariants::parse_compress(spec).unwrap(),
+                compress::Variant::TABLE
+            );
+        }
+        let old = KernelVariants::parse_compress("reread").unwrap();
+        assert_eq!(old, compress::Variant::default());
+        assert!(!old.masks && !old.bits && !old.lean && !old.f4e);
+        let v = KernelVariants::parse_compress("masks, bits,lean,f4e,regs=64").unwrap();
+        assert!(v.masks && v.bits && v.lean && v.f4e);
+        assert_eq!(v.max_regs, Some(64));
+        assert!(KernelVariants::parse_compress("fast").is_err());
+        assert!(KernelVariants::parse_compress("regs=8").is_err());
+    }
+
+    #[test]
     fn geometry_follows_the_layout_rule() {
         let table = KernelVariants {
             decompress_full_grid: false,
