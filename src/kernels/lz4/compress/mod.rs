@@ -78,6 +78,9 @@ pub struct Variant {
     pub lean: bool,
     /// Unaligned shared words (with `masks`) by `prmt.f4e` with the address as selector.
     pub f4e: bool,
+    /// Windows where no lane has an earlier peer in its bucket (with `masks`) take a loop whose
+    /// candidates are the entries alone, checked by one ballot per window.
+    pub solo: bool,
 }
 
 impl Variant {
@@ -90,6 +93,7 @@ impl Variant {
         bits: true,
         lean: true,
         f4e: true,
+        solo: false,
     };
 }
 

@@ -25,6 +25,74 @@ fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) ->
     b.shl(hash, 1u32)
 }
 
+/// The window's uniform state the match steps update.
+struct Window {
+    base: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+    /// Lanes in the table by now (below the live ones).
+    inserted: Reg<U32>,
+    /// Lanes from the last match's end on (tested in order from there).
+    live: Reg<U32>,
+    /// Where the next window starts (the end of a match reaching past this one).
+    next_base: Reg<U32>,
+    window_end: Label,
+}
+
+/// One match at the lowest lane of `matched` (`known` = `inserted | live`; `dist` gives each
+/// lane's candidate distance): extend, mark the inserts, emit; leaves for the window's end when
+/// the match reaches past the window, else falls through with `live` from its end.
+fn match_step(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    w: &Window,
+    matched: Reg<U32>,
+    known: Reg<U32>,
+    dist: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+) {
+    b.comment("match at the first matching lane: extend, mark inserts, emit");
+    let first = lowest_bit(b, matched);
+    let dist = dist(b);
+    let match_dist = bcast(b, dist, first);
+    let match_pos = b.add(w.base, first);
+    let (end, back) = if pc.variant.bits {
+        extend_bits(b, pc, match_pos, match_dist, w.anchor, w.limit)
+    } else {
+        let match_cand = b.sub(match_pos, match_dist);
+        extend(b, pc, match_pos, match_cand, w.anchor, w.limit)
+    };
+    let seq_start = b.sub(match_pos, back);
+    let lit = b.sub(seq_start, w.anchor);
+    let ml = b.sub(end, seq_start);
+    // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
+    // lowest) and the lane `end - 2` (none when it lies past the window: shl by 32 or more
+    // gives 0) are in the table from here on.
+    let below = b.sub(matched, 1u32);
+    let upto = b.xor(matched, below);
+    let tested = b.and(known, upto);
+    let rel = b.sub(end, w.base);
+    let rel_m2 = b.sub(rel, 2u32);
+    let bit_m2 = b.shl(1u32, rel_m2);
+    let ins = b.or(tested, bit_m2);
+    b.mov_to(w.inserted, ins);
+    emit_sequence(
+        b,
+        pc,
+        w.anchor,
+        lit,
+        Some(Match {
+            offset: match_dist,
+            len: ml,
+        }),
+    );
+    b.mov_to(w.anchor, end);
+    let outside = b.setp(Cmp::Ge, rel, 32u32);
+    b.when(outside, |b| b.mov_to(w.next_base, end));
+    b.bra_uni_if(outside, &w.window_end);
+    let next_live = b.shl(u32::MAX, rel);
+    b.mov_to(w.live, next_live);
+}
+
 /// The 4 bytes at shared address `addr` (any alignment).
 fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
     if pc.variant.f4e {
@@ -77,6 +145,24 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let live = b.mov(u32::MAX);
         let next_base = b.add(base, 32u32);
         let window_end = b.label("window_end");
+        let w = Window {
+            base,
+            anchor,
+            limit,
+            inserted,
+            live,
+            next_base,
+            window_end: window_end.clone(),
+        };
+        let solo = pc.variant.solo.then(|| {
+            // No lane has an earlier peer in its bucket (most windows of text): every lane's
+            // candidate is its entry, whatever the mask, so one ballot serves every match.
+            let (solo, no_more) = (b.label("solo"), b.label("no_more"));
+            let lonely = b.setp(Cmp::Eq, group_lt, 0u32);
+            let all_lonely = b.vote_all(lonely);
+            b.bra_uni_if(all_lonely, &solo);
+            (solo, no_more)
+        });
         b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
             b.comment("lookup: peer in the inserted or live lanes, else the window's entry");
             let known = b.or(inserted, live);
@@ -92,52 +178,29 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let matched = b.and(matched, active_mask);
             let found = b.setp(Cmp::Ne, matched, 0u32);
             b.bra_uni_unless(found, no_match);
-
-            b.comment("match at the first matching lane: extend, mark inserts, emit");
-            let first = lowest_bit(b, matched);
-            // lane - peer, with peer = 31 - z.
-            let peer_dist = b.add(lane, z);
-            let peer_dist = b.sub(peer_dist, 31u32);
-            let dist = b.selp(peer_dist, table_dist, has_peer);
-            let match_dist = bcast(b, dist, first);
-            let match_pos = b.add(base, first);
-            let (end, back) = if pc.variant.bits {
-                extend_bits(b, pc, match_pos, match_dist, anchor, limit)
-            } else {
-                let match_cand = b.sub(match_pos, match_dist);
-                extend(b, pc, match_pos, match_cand, anchor, limit)
-            };
-            let seq_start = b.sub(match_pos, back);
-            let lit = b.sub(seq_start, anchor);
-            let ml = b.sub(end, seq_start);
-            // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to
-            // its lowest) and the lane `end - 2` (none when it lies past the window: shl by 32
-            // or more gives 0) are in the table from here on.
-            let below = b.sub(matched, 1u32);
-            let upto = b.xor(matched, below);
-            let tested = b.and(known, upto);
-            let rel = b.sub(end, base);
-            let rel_m2 = b.sub(rel, 2u32);
-            let bit_m2 = b.shl(1u32, rel_m2);
-            let ins = b.or(tested, bit_m2);
-            b.mov_to(inserted, ins);
-            emit_sequence(
-                b,
-                pc,
-                anchor,
-                lit,
-                Some(Match {
-                    offset: match_dist,
-                    len: ml,
-                }),
-            );
-            b.mov_to(anchor, end);
-            let outside = b.setp(Cmp::Ge, rel, 32u32);
-            b.when(outside, |b| b.mov_to(next_base, end));
-            b.bra_uni_if(outside, &window_end);
-            let next_live = b.shl(u32::MAX, rel);
-            b.mov_to(live, next_live);
+            match_step(b, pc, &w, matched, known, |b| {
+                // lane - peer, with peer = 31 - z.
+                let peer_dist = b.add(lane, z);
+                let peer_dist = b.sub(peer_dist, 31u32);
+                b.selp(peer_dist, table_dist, has_peer)
+            });
         });
+        if let Some((solo, no_more)) = &solo {
+            b.bra_uni(no_more);
+            b.place(solo);
+            b.comment("solo window: the entries' ballot, once");
+            let same = b.setp(Cmp::Eq, table_word, word);
+            let valid = b.ballot(same);
+            let valid = b.and(valid, active_mask);
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let matched = b.and(valid, live);
+                let found = b.setp(Cmp::Ne, matched, 0u32);
+                b.bra_uni_unless(found, no_match);
+                let known = b.or(inserted, live);
+                match_step(b, pc, &w, matched, known, |_| table_dist);
+            });
+            b.place(no_more);
+        }
         // No further match in the window: every live position was tested.
         let tested = b.and(live, active_mask);
         let ins = b.or(inserted, tested);
