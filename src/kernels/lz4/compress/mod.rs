@@ -81,6 +81,9 @@ pub struct Variant {
     /// Windows where no lane has an earlier peer in its bucket (with `masks`) take a loop whose
     /// candidates are the entries alone, checked by one ballot per window.
     pub solo: bool,
+    /// Fewer instructions per window (with `masks`): an empty entry's candidate read unguarded,
+    /// the table writers found with one mask compare.
+    pub trim: bool,
 }
 
 impl Variant {
@@ -94,6 +97,7 @@ impl Variant {
         lean: true,
         f4e: true,
         solo: false,
+        trim: false,
     };
 }
 

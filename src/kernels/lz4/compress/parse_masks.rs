@@ -132,7 +132,13 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
         let in_table = b.setp(Cmp::Ne, entry, 0u32);
         let table_cand = b.sub(entry, 1u32);
-        let table_read = b.selp(table_cand, hash_pos, in_table);
+        // With `trim` an empty entry reads the byte before the stage (the warp's table): its
+        // word is replaced below.
+        let table_read = if pc.variant.trim {
+            table_cand
+        } else {
+            b.selp(table_cand, hash_pos, in_table)
+        };
         let table_addr = b.add(pc.spage, table_read);
         let table_word = ld_word(b, pc, table_addr);
         // An empty entry never matches: its word is the complement of this lane's.
@@ -209,12 +215,20 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         b.comment("window end: the highest inserted lane of each hash group writes its entry");
         // Every lookup of this window read the table before these writes.
         b.warp_sync(FULL_MASK);
-        let mine = b.and(inserted, lane_bit);
-        let is_inserted = b.setp(Cmp::Ne, mine, 0u32);
-        let above = b.and(group, inserted);
-        let above = b.and(above, ln.gt);
-        let top = b.setp(Cmp::Eq, above, 0u32);
-        let writer = b.and(is_inserted, top);
+        let writer = if pc.variant.trim {
+            // The inserted lanes of this lane's group from this lane up are this lane alone.
+            let ge = b.not(ln.lt);
+            let mine = b.and(group, inserted);
+            let mine = b.and(mine, ge);
+            b.setp(Cmp::Eq, mine, lane_bit)
+        } else {
+            let mine = b.and(inserted, lane_bit);
+            let is_inserted = b.setp(Cmp::Ne, mine, 0u32);
+            let above = b.and(group, inserted);
+            let above = b.and(above, ln.gt);
+            let top = b.setp(Cmp::Eq, above, 0u32);
+            b.and(is_inserted, top)
+        };
         let pos_plus1 = b.add(pos, 1u32);
         b.when(writer, |b| {
             b.st_narrow(Space::Shared, Narrow::U16, slot, pos_plus1)

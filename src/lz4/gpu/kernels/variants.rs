@@ -86,8 +86,8 @@ impl KernelVariants {
     /// the table's build, else comma-separated switches over session 8's kernel (`reread`: none
     /// of them): `masks` (the parse with candidate masks), `bits` (with `masks`: the extension's
     /// bounds as stop bits), `lean` (shorter emission of short sequences), `f4e` (with `masks`: unaligned words by
-    /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `regs=N`
-    /// (`.maxnreg N`).
+    /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
+    /// `masks`: fewer instructions per window), `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
             return Ok(compress::Variant::TABLE);
@@ -101,13 +101,14 @@ impl KernelVariants {
                 "lean" => v.lean = true,
                 "f4e" => v.f4e = true,
                 "solo" => v.solo = true,
+                "trim" => v.trim = true,
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, regs=24..=255)"
                             ),
                         })
                     }
