@@ -324,16 +324,25 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             }
         }
         "atom" | "red" => {
-            if !has("add") {
+            let bits = if has("add") {
+                None
+            } else if has("or") {
+                Some(true)
+            } else if has("and") {
+                Some(false)
+            } else {
                 return Err(unsupported());
-            }
+            };
             let space = if has("shared") {
                 Space::Shared
             } else {
                 Space::Global
             };
             let ret = parts[0] == "atom";
-            ins.op = Op::AtomAdd { space, ret };
+            ins.op = match bits {
+                None => Op::AtomAdd { space, ret },
+                Some(or) => Op::AtomBits { space, ret, or },
+            };
             let (d, a, v) = if ret {
                 (Some(op(0)?), op(1)?, op(2)?)
             } else {

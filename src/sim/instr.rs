@@ -162,6 +162,12 @@ pub(crate) enum Op {
         space: Space,
         ret: bool,
     },
+    /// `atom.or` / `atom.and` (`or` false) on `.b32`/`.b64`.
+    AtomBits {
+        space: Space,
+        ret: bool,
+        or: bool,
+    },
     Shfl(ShflMode),
     Ballot,
     VoteAny,

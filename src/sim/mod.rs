@@ -29,7 +29,8 @@
 //! - `ld`/`st` `.global`, `.global.nc`, `.shared`, `.param` (loads), scalar and `.v2`/`.v4`,
 //!   8/16-bit forms (sign-extending for `.s8`/`.s16`); `.relaxed.gpu` and `.acquire.gpu` forms
 //!   as plain accesses (the interpreter is sequentially consistent); `prefetch` (a no-op)
-//! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64)
+//! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64), `atom.or`/`atom.and`
+//!   (b32, b64)
 //! - `shfl.sync` (`idx`, `bfly`, `down`, `up`; full warp), `vote.sync` (`ballot`, `any`,
 //!   `all`), `match.any.sync`, `bar.sync 0`, `bar.warp.sync`, `membar`/`fence` (no-ops: the
 //!   interpreter is sequentially consistent), `bra`, `ret`, `exit`

@@ -84,6 +84,9 @@ pub struct Variant {
     /// Fewer instructions per window (with `masks`): an empty entry's candidate read unguarded,
     /// the table writers found with one mask compare.
     pub trim: bool,
+    /// `match.any` (slow) only for windows where two lanes share a bucket (with `masks`), found
+    /// by marking the entries with shared atomics.
+    pub probe: bool,
 }
 
 impl Variant {
@@ -98,6 +101,7 @@ impl Variant {
         f4e: true,
         solo: false,
         trim: false,
+        probe: false,
     };
 }
 

@@ -93,6 +93,42 @@ fn match_step(
     b.mov_to(w.live, next_live);
 }
 
+/// With [`Variant::probe`](super::Variant): `group` (this lane alone on entry) becomes the
+/// `match.any` mask of equal buckets only when two lanes share one: each lane ORs bit 15 into its
+/// entry with an atomic (the old value shows whether an earlier lane did), then clears it again.
+/// Entries must all be read before (they are: the caller loaded them); pages above 32 KiB, whose
+/// entries may use bit 15, always take `match.any`.
+fn probe_groups(
+    b: &mut KernelBuilder,
+    bucket: Reg<U32>,
+    slot: Reg<U32>,
+    group: Reg<U32>,
+    probe_ok: Reg<Pred>,
+) {
+    b.comment("probe: does any bucket hold two lanes? (bit 15 of the entries, atomics)");
+    let alone = b.label("alone");
+    let shared_bucket = b.label("shared_bucket");
+    b.bra_uni_unless(probe_ok, &shared_bucket);
+    b.warp_sync(FULL_MASK);
+    let word_addr = b.and(slot, !3u32);
+    let half = b.and(slot, 2u32);
+    let shift = b.shl(half, 3u32);
+    let mark = b.shl(0x8000u32, shift);
+    let old = b.atom::<U32>(Space::Shared, AtomOp::Or, word_addr, mark);
+    let seen = b.and(old, mark);
+    let dup = b.setp(Cmp::Ne, seen, 0u32);
+    let any_dup = b.vote_any(dup);
+    b.warp_sync(FULL_MASK);
+    let unmark = b.not(mark);
+    b.atom::<U32>(Space::Shared, AtomOp::And, word_addr, unmark);
+    b.warp_sync(FULL_MASK);
+    b.bra_uni_unless(any_dup, &alone);
+    b.place(&shared_bucket);
+    let g = b.match_any(bucket);
+    b.mov_to(group, g);
+    b.place(&alone);
+}
+
 /// The 4 bytes at shared address `addr` (any alignment).
 fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
     if pc.variant.f4e {
@@ -115,6 +151,11 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
     let hash_end = b.sub(pc.p_len, 4u32);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
     let lane_bit = b.shl(1u32, lane);
+    // Entries of pages up to 32 KiB leave bit 15 free for the probe's marks.
+    let probe_ok = pc
+        .variant
+        .probe
+        .then(|| b.setp(Cmp::Le, pc.p_len, 32768u32));
     b.loop_with(LoopBranch::Uniform, |b, windows_done, _| {
         let over = b.setp(Cmp::Gt, base, last_start);
         b.bra_uni_if(over, windows_done);
@@ -127,9 +168,16 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let hash_addr = b.add(pc.spage, hash_pos);
         let word = ld_word(b, pc, hash_addr);
         let bucket = bucket_offset(b, word, pc.hash_shift);
-        let group = b.match_any(bucket);
+        let group = if pc.variant.probe {
+            b.mov(lane_bit)
+        } else {
+            b.match_any(bucket)
+        };
         let slot = b.add(pc.table, bucket);
         let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
+        if let Some(probe_ok) = probe_ok {
+            probe_groups(b, bucket, slot, group, probe_ok);
+        }
         let in_table = b.setp(Cmp::Ne, entry, 0u32);
         let table_cand = b.sub(entry, 1u32);
         // With `trim` an empty entry reads the byte before the stage (the warp's table): its

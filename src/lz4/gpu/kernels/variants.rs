@@ -87,7 +87,8 @@ impl KernelVariants {
     /// of them): `masks` (the parse with candidate masks), `bits` (with `masks`: the extension's
     /// bounds as stop bits), `lean` (shorter emission of short sequences), `f4e` (with `masks`: unaligned words by
     /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
-    /// `masks`: fewer instructions per window), `regs=N` (`.maxnreg N`).
+    /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
+    /// lanes share a bucket), `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
             return Ok(compress::Variant::TABLE);
@@ -102,13 +103,14 @@ impl KernelVariants {
                 "f4e" => v.f4e = true,
                 "solo" => v.solo = true,
                 "trim" => v.trim = true,
+                "probe" => v.probe = true,
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, regs=24..=255)"
                             ),
                         })
                     }
