@@ -44,6 +44,20 @@ pub(super) fn emit_sequence(
     lit: Reg<U32>,
     matched: Option<Match>,
 ) {
+    emit_sequence_then(b, pc, anchor, lit, matched, &mut |_| {});
+}
+
+/// [`emit_sequence`], with `then` emitted at the end of each way through it (so that code which
+/// does not depend on the emission shares a basic block with it, and the scheduler can overlap
+/// the two).
+pub(super) fn emit_sequence_then(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    matched: Option<Match>,
+    then: &mut dyn FnMut(&mut KernelBuilder),
+) {
     b.comment("emit a sequence into scratch (raw if the block can no longer be shorter)");
     let general = b.label("emit_general");
     let done = b.label("emit_done");
@@ -63,10 +77,12 @@ pub(super) fn emit_sequence(
         };
         b.bra_uni_unless(short, &general);
         emit_short(b, pc, anchor, lit, m);
+        then(b);
         b.bra_uni(&done);
     }
     b.place(&general);
     emit_general(b, pc, anchor, lit, matched);
+    then(b);
     b.place(&done);
 }
 

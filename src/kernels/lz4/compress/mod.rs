@@ -87,6 +87,9 @@ pub struct Variant {
     /// `match.any` (slow) only for windows where two lanes share a bucket (with `masks`), found
     /// by marking the entries with shared atomics.
     pub probe: bool,
+    /// The next lookup emitted beside each sequence's emission (with `masks`), so the two
+    /// share a basic block and their latencies overlap.
+    pub pipe: bool,
 }
 
 impl Variant {
@@ -102,6 +105,7 @@ impl Variant {
         solo: false,
         trim: false,
         probe: false,
+        pipe: false,
     };
 }
 

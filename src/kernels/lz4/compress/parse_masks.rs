@@ -12,7 +12,7 @@
 //! is written once at the window's end: the highest inserted lane of each hash group, then the
 //! `end - 2` of a match reaching past the window (a larger position than every lane's).
 
-use super::emit::emit_sequence;
+use super::emit::{emit_sequence, emit_sequence_then};
 use super::extend::{extend, extend_bits};
 use super::{Match, Page, HASH_MULTIPLIER};
 use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
@@ -41,7 +41,9 @@ struct Window {
 
 /// One match at the lowest lane of `matched` (`known` = `inserted | live`; `dist` gives each
 /// lane's candidate distance): extend, mark the inserts, emit; leaves for the window's end when
-/// the match reaches past the window, else falls through with `live` from its end.
+/// the match reaches past the window, else falls through with `live` from its end. With
+/// `next_lookup` ([`Variant::pipe`](super::Variant)) the next lookup is emitted beside the
+/// sequence and a match past the window leaves through it (finding nothing).
 fn match_step(
     b: &mut KernelBuilder,
     pc: &Page,
@@ -49,6 +51,7 @@ fn match_step(
     matched: Reg<U32>,
     known: Reg<U32>,
     dist: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+    next_lookup: Option<&mut dyn FnMut(&mut KernelBuilder)>,
 ) {
     b.comment("match at the first matching lane: extend, mark inserts, emit");
     let first = lowest_bit(b, matched);
@@ -75,16 +78,22 @@ fn match_step(
     let bit_m2 = b.shl(1u32, rel_m2);
     let ins = b.or(tested, bit_m2);
     b.mov_to(w.inserted, ins);
-    emit_sequence(
-        b,
-        pc,
-        w.anchor,
-        lit,
-        Some(Match {
-            offset: match_dist,
-            len: ml,
-        }),
-    );
+    let m = Match {
+        offset: match_dist,
+        len: ml,
+    };
+    if let Some(next_lookup) = next_lookup {
+        // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
+        // lookup, emitted beside the sequence, finds nothing and the loop ends there.
+        let next_live = b.shl(u32::MAX, rel);
+        b.mov_to(w.live, next_live);
+        let outside = b.setp(Cmp::Ge, rel, 32u32);
+        b.when(outside, |b| b.mov_to(w.next_base, end));
+        emit_sequence_then(b, pc, w.anchor, lit, Some(m), next_lookup);
+        b.mov_to(w.anchor, end);
+        return;
+    }
+    emit_sequence(b, pc, w.anchor, lit, Some(m));
     b.mov_to(w.anchor, end);
     let outside = b.setp(Cmp::Ge, rel, 32u32);
     b.when(outside, |b| b.mov_to(w.next_base, end));
@@ -217,7 +226,10 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             b.bra_uni_if(all_lonely, &solo);
             (solo, no_more)
         });
-        b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+        // The lookup: each lane's candidate is its highest earlier peer in the lanes in the
+        // table by its turn (`inserted | live`), else its entry; returns the lowest lanes'
+        // ballot of valid candidates, `z` (31 - peer) and "has a peer".
+        let lookup = move |b: &mut KernelBuilder| {
             b.comment("lookup: peer in the inserted or live lanes, else the window's entry");
             let known = b.or(inserted, live);
             let peers = b.and(known, group_lt);
@@ -230,15 +242,53 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let matched = b.ballot(same);
             let matched = b.and(matched, live);
             let matched = b.and(matched, active_mask);
-            let found = b.setp(Cmp::Ne, matched, 0u32);
-            b.bra_uni_unless(found, no_match);
-            match_step(b, pc, &w, matched, known, |b| {
-                // lane - peer, with peer = 31 - z.
-                let peer_dist = b.add(lane, z);
-                let peer_dist = b.sub(peer_dist, 31u32);
-                b.selp(peer_dist, table_dist, has_peer)
+            (matched, z, has_peer, known)
+        };
+        // lane - peer, with peer = 31 - z.
+        let peer_dist = move |b: &mut KernelBuilder, z: Reg<U32>, has_peer: Reg<Pred>| {
+            let peer_dist = b.add(lane, z);
+            let peer_dist = b.sub(peer_dist, 31u32);
+            b.selp(peer_dist, table_dist, has_peer)
+        };
+        if pc.variant.pipe {
+            let (m0, z0, p0, _) = lookup(b);
+            let (m_reg, z_reg, p_reg) = (b.mov(m0), b.mov(z0), b.mov(p0));
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                b.bra_uni_unless(found, no_match);
+                let known = b.or(inserted, live);
+                let mut next = |b: &mut KernelBuilder| {
+                    let (m, z, p, _) = lookup(b);
+                    b.mov_to(m_reg, m);
+                    b.mov_to(z_reg, z);
+                    b.mov_to(p_reg, p);
+                };
+                match_step(
+                    b,
+                    pc,
+                    &w,
+                    m_reg,
+                    known,
+                    |b| peer_dist(b, z_reg, p_reg),
+                    Some(&mut next),
+                );
             });
-        });
+        } else {
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let (matched, z, has_peer, known) = lookup(b);
+                let found = b.setp(Cmp::Ne, matched, 0u32);
+                b.bra_uni_unless(found, no_match);
+                match_step(
+                    b,
+                    pc,
+                    &w,
+                    matched,
+                    known,
+                    |b| peer_dist(b, z, has_peer),
+                    None,
+                );
+            });
+        }
         if let Some((solo, no_more)) = &solo {
             b.bra_uni(no_more);
             b.place(solo);
@@ -246,13 +296,28 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let same = b.setp(Cmp::Eq, table_word, word);
             let valid = b.ballot(same);
             let valid = b.and(valid, active_mask);
-            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                let matched = b.and(valid, live);
-                let found = b.setp(Cmp::Ne, matched, 0u32);
-                b.bra_uni_unless(found, no_match);
-                let known = b.or(inserted, live);
-                match_step(b, pc, &w, matched, known, |_| table_dist);
-            });
+            if pc.variant.pipe {
+                let m0 = b.and(valid, live);
+                let m_reg = b.mov(m0);
+                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                    let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                    b.bra_uni_unless(found, no_match);
+                    let known = b.or(inserted, live);
+                    let mut next = |b: &mut KernelBuilder| {
+                        let m = b.and(valid, live);
+                        b.mov_to(m_reg, m);
+                    };
+                    match_step(b, pc, &w, m_reg, known, |_| table_dist, Some(&mut next));
+                });
+            } else {
+                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                    let matched = b.and(valid, live);
+                    let found = b.setp(Cmp::Ne, matched, 0u32);
+                    b.bra_uni_unless(found, no_match);
+                    let known = b.or(inserted, live);
+                    match_step(b, pc, &w, matched, known, |_| table_dist, None);
+                });
+            }
             b.place(no_more);
         }
         // No further match in the window: every live position was tested.

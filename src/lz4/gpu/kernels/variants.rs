@@ -88,7 +88,8 @@ impl KernelVariants {
     /// bounds as stop bits), `lean` (shorter emission of short sequences), `f4e` (with `masks`: unaligned words by
     /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
     /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
-    /// lanes share a bucket), `regs=N` (`.maxnreg N`).
+    /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
+    /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
             return Ok(compress::Variant::TABLE);
@@ -104,13 +105,14 @@ impl KernelVariants {
                 "solo" => v.solo = true,
                 "trim" => v.trim = true,
                 "probe" => v.probe = true,
+                "pipe" => v.pipe = true,
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, regs=24..=255)"
                             ),
                         })
                     }
