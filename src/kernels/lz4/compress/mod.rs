@@ -23,7 +23,9 @@
 //! lane reads its table entry and that candidate's 4 bytes once per window; the positions already
 //! in the table are a warp-uniform mask, so each lane's sequential candidate is its highest
 //! earlier peer in that mask (its 4 bytes one shuffle away) or else the entry; a ballot of valid
-//! lanes picks the first. The extension compares 16 bytes forward and 16 backward in one step
+//! lanes picks the first (in a window where no lane has an earlier peer, one ballot of the
+//! entries serves every match). The next lookup is emitted beside each sequence's emission, so
+//! the scheduler overlaps the two. The extension compares 16 bytes forward and 16 backward in one step
 //! (byte loads, bounds as stop bits in the ballot, both runs leading-zero counts), longer runs 32
 //! bytes a step; lanes write each sequence cooperatively, 32 bytes per step, into the warp's
 //! global scratch. At the window's end the highest inserted lane of each hash group writes its
@@ -56,7 +58,7 @@ pub const MAX_BLOCK: u32 = 160;
 /// Register bound per thread. For session 8's build ptxas alone takes 88 (sm_90), which lets an
 /// SM quarter hold 5 warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7,
 /// and with the 8 KiB table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
-/// The table's build uses 62..66 (no spills on any target).
+/// The table's build uses 68..72 (no spills on any target).
 pub const MAX_REGS: u32 = 72;
 /// Words before the per-page entries in `info`.
 pub const INFO_HEADER_WORDS: u32 = 4;
@@ -93,19 +95,21 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// The build of the table's `lz4_compress` (issue 17, session 9: dickens 4 KiB pages on an
-    /// H100, `benches/lz4_kernels.rs`, one process: `masks,bits,lean` 69.3 GB/s against 59.6 for
-    /// session 8's kernel, 19% fewer instructions; `PTXFLOW_LZ4_COMPRESS=reread` builds that one).
+    /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe` (issue 17,
+    /// session 9: dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one process,
+    /// medians of 11 alternating rounds: 76.5 GB/s against 59.7 for session 8's kernel
+    /// (`PTXFLOW_LZ4_COMPRESS=reread`), 70.7 without `solo,trim,pipe`, 74.5 without `pipe`, 74.6
+    /// with `probe` too; ncu: 2.88 G warp instructions against 3.98 G).
     pub const TABLE: Variant = Variant {
         masks: true,
         max_regs: None,
         bits: true,
         lean: true,
         f4e: true,
-        solo: false,
-        trim: false,
+        solo: true,
+        trim: true,
         probe: false,
-        pipe: false,
+        pipe: true,
     };
 }
 
