@@ -324,24 +324,16 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             }
         }
         "atom" | "red" => {
-            let bits = if has("add") {
-                None
-            } else if has("or") {
-                Some(true)
-            } else if has("and") {
-                Some(false)
-            } else {
-                return Err(unsupported());
-            };
             let space = if has("shared") {
                 Space::Shared
             } else {
                 Space::Global
             };
             let ret = parts[0] == "atom";
-            ins.op = match bits {
-                None => Op::AtomAdd { space, ret },
-                Some(or) => Op::AtomBits { space, ret, or },
+            ins.op = match (has("add"), has("or"), has("and")) {
+                (true, ..) => Op::AtomAdd { space, ret },
+                (_, or, and) if or || and => Op::AtomBits { space, ret, or },
+                _ => return Err(unsupported()),
             };
             let (d, a, v) = if ret {
                 (Some(op(0)?), op(1)?, op(2)?)

@@ -11,6 +11,13 @@
 //! operations instead of a table read, a dependent candidate read and the insert rule. The table
 //! is written once at the window's end: the highest inserted lane of each hash group, then the
 //! `end - 2` of a match reaching past the window (a larger position than every lane's).
+//!
+//! The [`Variant`](super::Variant) switches shape the loop: `solo` (a window where no lane has an
+//! earlier peer takes a loop whose candidates are the entries, checked by one ballot), `pipe`
+//! (the next lookup is emitted beside each sequence's emission, in one basic block), `probe`
+//! (`match.any` only where shared atomics on the entries show two lanes in one bucket: it stalls
+//! less on `match.any` but executes more instructions, and measured slower), `trim` (fewer
+//! instructions per window).
 
 use super::emit::{emit_sequence, emit_sequence_then};
 use super::extend::{extend, extend_bits};

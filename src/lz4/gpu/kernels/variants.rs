@@ -1,4 +1,4 @@
-//! Which builds of the LZ4 decompress kernel an [`Lz4Kernels`](super::Lz4Kernels) loads, and the
+//! Which builds of the LZ4 kernels an [`Lz4Kernels`](super::Lz4Kernels) loads, and the
 //! shape of its grid: the table's `lz4_decompress` (two pages per warp) for pages up to 32 KiB
 //! and `lz4_decompress_wide` (one page per warp) above, one warp per page group over the whole
 //! grid, by default; run-time builds of other [`decompress::Variant`]s (issue 17's experiments)
@@ -20,6 +20,13 @@
 //! 242.9 / 242.1 (8 bytes of local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0,
 //! `halves,grid` 237.7 / 236.6, `halves,medium` 246.2 / 245.3, `halves,medium,grid` (the
 //! defaults) 261.7 / 260.4; `quarters,medium,grid` 191.0 (13 warps an SM: latency-bound).
+//!
+//! `PTXFLOW_LZ4_COMPRESS` picks the `lz4_compress` build the same way (see
+//! [`KernelVariants::parse_compress`]; every build gives the CPU reference's bytes). Measured
+//! (session 9, H100, same bench, medians of 15 (11 for the last five) alternating rounds, three
+//! runs): session 8's kernel (`reread`) 59.6 / 59.6 / 59.7 GB/s; `masks` 68.6; `masks,bits,lean`
+//! 69.3 / 70.6; `masks,bits,lean,f4e` 70.7 / 70.7; `...,solo,trim` 74.5; `...,solo,trim,probe`
+//! 73.1; `...,solo,trim,pipe` (the default) 76.5; `...,solo,trim,probe,pipe` 74.6.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
