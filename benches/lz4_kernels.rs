@@ -6,8 +6,9 @@
 //! input.
 //!
 //! `PTXFLOW_LZ4_AB`: `;`-separated decompress specs as `PTXFLOW_LZ4_DECOMPRESS` takes them
-//! (`base` for the defaults, `warp` for session 7's one-warp kernel), e.g. `warp;base;onestep,grid`;
-//! ratios are against the first. `PTXFLOW_LZ4_AB_ROUNDS` (default 15) rounds of
+//! (`base` for the defaults, `warp` for session 7's one-warp kernel), e.g. `warp;base;onestep,grid`,
+//! or compress specs as `PTXFLOW_LZ4_COMPRESS` takes them after `c:` (with the default
+//! decompress build), e.g. `c:reread;c:masks`; ratios are against the first. `PTXFLOW_LZ4_AB_ROUNDS` (default 15) rounds of
 //! `PTXFLOW_LZ4_AB_LAUNCHES` (default 3) launches per variant.
 
 mod common;
@@ -90,6 +91,11 @@ fn bench(_c: &mut Criterion) {
         .map(|spec| {
             let v = if spec == "base" {
                 KernelVariants::default()
+            } else if let Some(c) = spec.strip_prefix("c:") {
+                KernelVariants {
+                    compress: KernelVariants::parse_compress(c).expect("compress spec"),
+                    ..KernelVariants::default()
+                }
             } else {
                 KernelVariants::parse_decompress(spec).expect("variant spec")
             };
@@ -100,12 +106,15 @@ fn bench(_c: &mut Criterion) {
     let s = gpu.stream().clone();
     let base = &variants[0].1;
     let n = INPUT_BYTES.div_ceil(PAGE_BYTES);
-    let g = base.compress_geometry(PAGE_BYTES, n);
+    // Compress builds differ in registers, so in grid size: scratch for the largest grid.
+    let scratch_warps = variants
+        .iter()
+        .map(|(_, k)| k.compress_geometry(PAGE_BYTES, n).warps() as usize)
+        .max()
+        .unwrap_or(1);
     let mut b = Bufs {
         input: s.clone_htod(&data).expect("upload"),
-        scratch: s
-            .alloc_zeros(g.warps() as usize * PAGE_BYTES)
-            .expect("alloc"),
+        scratch: s.alloc_zeros(scratch_warps * PAGE_BYTES).expect("alloc"),
         packed: s.alloc_zeros(n * PAGE_BYTES).expect("alloc"),
         info: s.alloc_zeros(info_words(n)).expect("alloc"),
         entries: s.alloc_zeros(4 * n).expect("alloc"),
@@ -163,7 +172,15 @@ fn bench(_c: &mut Criterion) {
                 "{name}: stored page differs"
             );
         }
-        eprintln!("lz4_kernels {name}: stored pages equal the first launch's");
+        let cg = k.compress_geometry(PAGE_BYTES, n);
+        eprintln!(
+            "lz4_kernels {name}: stored pages equal the first launch's; compress grid {} x {} \
+             warps, {} B shared per block, {} registers",
+            cg.blocks,
+            cg.warps_per_block,
+            cg.shared_bytes,
+            k.compress_regs(),
+        );
     }
     let rounds = env_usize("PTXFLOW_LZ4_AB_ROUNDS", 15);
     let launches = env_usize("PTXFLOW_LZ4_AB_LAUNCHES", 3);

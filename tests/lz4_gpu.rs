@@ -61,6 +61,13 @@ fn inputs() -> Vec<(String, Vec<u8>)> {
     if let Some(d) = lz4_support::corpus("dickens", Some(limit)) {
         v.push(("dickens".to_string(), d));
     }
+    // Prefixes of the other corpus files present (every kind of data the ratio table covers).
+    let limit = if sanitize() { 64 << 10 } else { 1 << 20 };
+    for name in lz4_support::CORPUS.iter().filter(|&&n| n != "dickens") {
+        if let Some(d) = lz4_support::corpus(name, Some(limit)) {
+            v.push((name.to_string(), d));
+        }
+    }
     v
 }
 

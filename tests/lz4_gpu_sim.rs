@@ -6,7 +6,7 @@
 mod lz4_support;
 mod sim_support;
 
-use ptxflow::kernels::lz4::decompress;
+use ptxflow::kernels::lz4::{compress, decompress};
 use ptxflow::kernels::KernelId;
 use ptxflow::lz4::gpu::kernels::{build_geometry, KernelVariants};
 use ptxflow::lz4::gpu::layout::{
@@ -25,6 +25,16 @@ fn program(id: KernelId) -> Program {
     Program::parse(&id.build(Target::Sm75).emit().unwrap())
 }
 
+/// The compress build `PTXFLOW_LZ4_COMPRESS` asks for (by default the table's).
+fn compressor() -> Program {
+    let v = KernelVariants::from_env().unwrap().compress;
+    let ptx = compress::build_variant(Target::Sm75, v).emit().unwrap();
+    if let Ok(path) = std::env::var("PTXFLOW_SIM_DUMP_PTX") {
+        std::fs::write(path, &ptx).unwrap();
+    }
+    Program::parse(&ptx)
+}
+
 /// A decompress build and its PTX.
 struct Decoder {
     prog: Program,
@@ -35,7 +45,10 @@ struct Decoder {
 /// both of the table's (`lz4_decompress`, `lz4_decompress_wide`), each on every page size.
 fn decoders() -> Vec<Decoder> {
     let variants = KernelVariants::from_env().unwrap();
-    if variants != KernelVariants::default() {
+    let defaults = KernelVariants::default();
+    if (variants.decompress, variants.decompress_full_grid)
+        != (defaults.decompress, defaults.decompress_full_grid)
+    {
         let module = decompress::build_variant(Target::Sm75, variants.decompress);
         return vec![Decoder {
             prog: Program::parse(&module.emit().unwrap()),
@@ -167,7 +180,7 @@ fn check_compress(prog: &Program, input: &[u8], page_bytes: usize, what: &str) -
 
 #[test]
 fn compress_matches_cpu_on_corpus_pages() {
-    let prog = program(KernelId::Lz4Compress);
+    let prog = compressor();
     for name in ["dickens", "nci", "xml", "x-ray"] {
         let Some(data) = lz4_support::corpus(name, Some(96 << 10)) else {
             return;
@@ -181,7 +194,7 @@ fn compress_matches_cpu_on_corpus_pages() {
 
 #[test]
 fn compress_matches_cpu_on_zero_random_patterned_and_tails() {
-    let prog = program(KernelId::Lz4Compress);
+    let prog = compressor();
     let mut rng = Rng::new(7);
     let random: Vec<u8> = (0..16384).map(|_| rng.next_u64() as u8).collect();
     check_compress(&prog, &random, 4096, "random");

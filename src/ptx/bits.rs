@@ -141,6 +141,24 @@ impl KernelBuilder {
         self.selp::<U32>(32u32, d, z)
     }
 
+    /// `prmt.b32.f4e`: the 4 bytes of {b, a} from byte `c & 3` on (forward 4 extract; only
+    /// the low two bits of `c` count, so an unaligned address can serve as the selector).
+    pub fn prmt_f4e(
+        &mut self,
+        a: impl Operand<U32>,
+        b: impl Operand<U32>,
+        c: impl Operand<U32>,
+    ) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        self.instr(format!(
+            "prmt.b32.f4e {d}, {}, {}, {}",
+            a.ptx(),
+            b.ptx(),
+            c.ptx()
+        ));
+        d
+    }
+
     /// `prmt.b32`: byte permute of the 8 bytes {b, a} by selector `c`.
     pub fn prmt(
         &mut self,

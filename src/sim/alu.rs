@@ -140,7 +140,7 @@ pub(crate) fn alu(op: &Op, ty: Ty, s: &[u64]) -> Result<u64, String> {
     let u = |i: usize| m(s[i]);
     let i = |k: usize| sext(bits, s[k]);
     let n = match op {
-        Op::MadLo | Op::MadWide | Op::Prmt | Op::Bfe => 3,
+        Op::MadLo | Op::MadWide | Op::Prmt | Op::PrmtF4e | Op::Bfe => 3,
         Op::Not | Op::Neg | Op::Abs | Op::Brev | Op::Clz | Op::Popc => 1,
         _ => 2,
     };
@@ -191,6 +191,10 @@ pub(crate) fn alu(op: &Op, ty: Ty, s: &[u64]) -> Result<u64, String> {
                 let nib = (sel >> (4 * k)) & 7;
                 acc | (((bytes >> (8 * nib)) & 0xff) << (8 * k))
             })
+        }
+        Op::PrmtF4e => {
+            let bytes = ((s[1] as u32 as u64) << 32) | s[0] as u32 as u64;
+            (bytes >> (8 * (s[2] & 3))) & 0xffff_ffff
         }
         Op::Bfe => {
             // `len` bits from `pos` (each 0..255); bits past the msb read as the sign (signed)

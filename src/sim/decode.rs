@@ -178,6 +178,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 "brev" => Op::Brev,
                 "clz" => Op::Clz,
                 "popc" => Op::Popc,
+                "prmt" if has("f4e") => Op::PrmtF4e,
                 "prmt" => Op::Prmt,
                 "bfe" => Op::Bfe,
                 "neg" => Op::Neg,
@@ -323,16 +324,17 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             }
         }
         "atom" | "red" => {
-            if !has("add") {
-                return Err(unsupported());
-            }
             let space = if has("shared") {
                 Space::Shared
             } else {
                 Space::Global
             };
             let ret = parts[0] == "atom";
-            ins.op = Op::AtomAdd { space, ret };
+            ins.op = match (has("add"), has("or"), has("and")) {
+                (true, ..) => Op::AtomAdd { space, ret },
+                (_, or, and) if or || and => Op::AtomBits { space, ret, or },
+                _ => return Err(unsupported()),
+            };
             let (d, a, v) = if ret {
                 (Some(op(0)?), op(1)?, op(2)?)
             } else {

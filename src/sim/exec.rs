@@ -301,7 +301,10 @@ impl Ctx<'_> {
         }
         self.lanes(ins, w, on, sh, mem).map_err(fail)?;
         match ins.op {
-            Op::Ld { space, .. } | Op::St { space, .. } | Op::AtomAdd { space, .. } => {
+            Op::Ld { space, .. }
+            | Op::St { space, .. }
+            | Op::AtomAdd { space, .. }
+            | Op::AtomBits { space, .. } => {
                 if space == Space::Shared {
                     c.shared += 1
                 } else {

@@ -137,6 +137,8 @@ pub(crate) enum Op {
     Clz,
     Popc,
     Prmt,
+    /// `prmt.b32.f4e`: 4 bytes from byte `c & 3` of {b, a}.
+    PrmtF4e,
     Bfe,
     Setp(Cmp),
     Selp,
@@ -163,6 +165,12 @@ pub(crate) enum Op {
     /// `cp.async` of 16 bytes, global `s[0]` to shared `addr`: copied when issued (the
     /// interpreter runs each access whole), so `cp.async.wait_all` is a no-op.
     CpAsync16,
+    /// `atom.or` / `atom.and` (`or` false) on `.b32`/`.b64`.
+    AtomBits {
+        space: Space,
+        ret: bool,
+        or: bool,
+    },
     Shfl(ShflMode),
     Ballot,
     VoteAny,

@@ -72,7 +72,7 @@ impl Ctx<'_> {
                         }
                     }
                 }
-                Op::AtomAdd { space, ret } => {
+                Op::AtomAdd { space, ret } | Op::AtomBits { space, ret, .. } => {
                     let (b, o) = ins.addr.as_ref().ok_or("memory operand")?;
                     let addr = self.rd(w, b, l).wrapping_add(*o as u64);
                     let n = u64::from(bits / 8);
@@ -82,7 +82,12 @@ impl Ctx<'_> {
                     let cell = cell(*space, addr, n, sh, mem)?;
                     let old = le_bytes(cell);
                     let v = self.rd(w, &ins.s[0], l);
-                    let new = alu(&Op::Add, ins.ty, &[old, v])?;
+                    let op = match ins.op {
+                        Op::AtomBits { or: true, .. } => Op::Or,
+                        Op::AtomBits { or: false, .. } => Op::And,
+                        _ => Op::Add,
+                    };
+                    let new = alu(&op, ins.ty, &[old, v])?;
                     cell.copy_from_slice(&new.to_le_bytes()[..n as usize]);
                     if *ret {
                         w.regs[ins.d[0] * 32 + l] = old;

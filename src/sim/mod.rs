@@ -23,13 +23,14 @@
 //! - float (f32, f64) `add sub mul fma mad div min max neg abs rcp sqrt rsqrt ex2 lg2 sin cos`;
 //!   the `.approx` forms are computed in full precision (within PTX's stated error bounds)
 //! - `and or xor not` (also on predicates), `shl shr` (arithmetic for signed types), `brev clz
-//!   popc prmt bfe`
+//!   popc prmt (and .f4e) bfe`
 //! - `setp` with every comparison (no combining forms), `selp`, `cvt` between integer and float
 //!   types with the `.rn/.rz/.rm/.rp` and `.rni/.rzi/.rmi/.rpi` roundings
 //! - `ld`/`st` `.global`, `.global.nc`, `.shared`, `.param` (loads), scalar and `.v2`/`.v4`,
 //!   8/16-bit forms (sign-extending for `.s8`/`.s16`); `.relaxed.gpu` and `.acquire.gpu` forms
 //!   as plain accesses (the interpreter is sequentially consistent); `prefetch` (a no-op)
-//! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64)
+//! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64), `atom.or`/`atom.and`
+//!   (b32, b64)
 //! - `shfl.sync` (`idx`, `bfly`, `down`, `up`; full warp), `vote.sync` (`ballot`, `any`,
 //!   `all`), `match.any.sync`, `bar.sync 0`, `bar.warp.sync`, `membar`/`fence` (no-ops: the
 //!   interpreter is sequentially consistent), `bra`, `ret`, `exit`

@@ -55,6 +55,15 @@ pub(crate) fn ld_shared_u32_unaligned(b: &mut KernelBuilder, addr: Reg<U32>) -> 
     b.prmt(lo, hi, sel)
 }
 
+/// [`ld_shared_u32_unaligned`] with the address itself as the `prmt.f4e` selector (no selector
+/// arithmetic).
+pub(crate) fn ld_shared_u32_f4e(b: &mut KernelBuilder, addr: Reg<U32>) -> Reg<U32> {
+    let aligned = b.and(addr, !3u32);
+    let lo = b.ld::<U32>(Space::Shared, aligned);
+    let hi = b.ld::<U32>(Space::Shared, Addr::from(aligned).off(4));
+    b.prmt_f4e(lo, hi, addr)
+}
+
 /// Broadcasts lane `src`'s value to every lane.
 pub(crate) fn bcast(b: &mut KernelBuilder, v: Reg<U32>, src: impl Operand<U32>) -> Reg<U32> {
     b.shfl(Shfl::Idx, v, src)

@@ -6,7 +6,7 @@ mod variants;
 pub use variants::{build_geometry, KernelVariants};
 
 use super::layout::{compress_geometry, Geometry, SmLimits};
-use crate::kernels::lz4::decompress;
+use crate::kernels::lz4::{compress, decompress};
 use crate::kernels::KernelId;
 use crate::ptx::Target;
 use crate::runtime::{Gpu, LoadedKernel};
@@ -43,14 +43,20 @@ fn u32_len(n: usize, what: &str) -> Result<u32> {
 impl Lz4Kernels {
     /// Loads both kernels (JIT on first use) and asks for the largest shared-memory carveout,
     /// since shared memory bounds how many page warps an SM holds. The builds are those
-    /// `PTXFLOW_LZ4_DECOMPRESS` asks for (see [`KernelVariants`]), by default the table's.
+    /// `PTXFLOW_LZ4_DECOMPRESS` and `PTXFLOW_LZ4_COMPRESS` ask for (see [`KernelVariants`]), by
+    /// default the table's.
     pub fn new(gpu: Arc<Gpu>) -> Result<Self> {
         Self::with_variants(gpu, KernelVariants::from_env()?)
     }
 
     /// [`new`](Self::new) with the given builds and grid choices.
     pub fn with_variants(gpu: Arc<Gpu>, variants: KernelVariants) -> Result<Self> {
-        let compress = gpu.kernel(KernelId::Lz4Compress)?;
+        let compress = if variants.compress == compress::Variant::TABLE {
+            gpu.kernel(KernelId::Lz4Compress)?
+        } else {
+            let module = compress::build_variant(Target::Sm75, variants.compress);
+            gpu.load_module(&module, "lz4_compress")?
+        };
         let decompress = match variants.decompress {
             decompress::Variant::TABLE => gpu.kernel(KernelId::Lz4Decompress)?,
             decompress::Variant::WIDE => gpu.kernel(KernelId::Lz4DecompressWide)?,
@@ -123,6 +129,11 @@ impl Lz4Kernels {
             .local_size_bytes()
             .map_err(Error::driver("cuFuncGetAttribute(local size)"))?;
         Ok((*regs, local.max(0) as u32))
+    }
+
+    /// Registers per thread of the compress build.
+    pub fn compress_regs(&self) -> u32 {
+        self.compress_regs
     }
 
     /// The device.

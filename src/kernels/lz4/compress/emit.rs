@@ -44,6 +44,20 @@ pub(super) fn emit_sequence(
     lit: Reg<U32>,
     matched: Option<Match>,
 ) {
+    emit_sequence_then(b, pc, anchor, lit, matched, &mut |_| {});
+}
+
+/// [`emit_sequence`], with `then` emitted at the end of each way through it (so that code which
+/// does not depend on the emission shares a basic block with it, and the scheduler can overlap
+/// the two).
+pub(super) fn emit_sequence_then(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    matched: Option<Match>,
+    then: &mut dyn FnMut(&mut KernelBuilder),
+) {
     b.comment("emit a sequence into scratch (raw if the block can no longer be shorter)");
     let general = b.label("emit_general");
     let done = b.label("emit_done");
@@ -51,18 +65,34 @@ pub(super) fn emit_sequence(
         let few = b.setp(Cmp::Lt, lit, 15u32);
         let short_m = b.setp(Cmp::Lt, m.len, 19u32);
         let short = b.and(few, short_m);
+        let short = if pc.variant.lean {
+            // The raw check joins the choice: a short sequence that may reach the page length
+            // goes the general way, which checks it.
+            let need = b.add(pc.out, lit);
+            let need = b.add(need, 9u32);
+            let room = b.setp(Cmp::Lt, need, pc.p_len);
+            b.and(short, room)
+        } else {
+            short
+        };
         b.bra_uni_unless(short, &general);
         emit_short(b, pc, anchor, lit, m);
+        then(b);
         b.bra_uni(&done);
     }
     b.place(&general);
     emit_general(b, pc, anchor, lit, matched);
+    then(b);
     b.place(&done);
 }
 
 /// A sequence of at most 17 bytes in one step: lane 0 the token, lanes `1..=lit` the literals,
 /// the next two the offset.
 fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    if pc.variant.lean {
+        emit_short_lean(b, pc, anchor, lit, m);
+        return;
+    }
     let Match { offset, len: ml } = m;
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
@@ -85,6 +115,35 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
     let off_byte = b.and(off_byte, 255u32);
     let byte_or_off = b.selp(off_byte, byte, is_off);
     let in_seq = b.setp(Cmp::Lt, lane, seq_len);
+    let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
+    b.when(in_seq, |b| {
+        b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)
+    });
+    let out_end = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, out_end);
+}
+
+/// [`emit_short`] in fewer instructions: no raw check (`emit_sequence` sends sequences whose
+/// `lit + 3` bytes and the 6 that must follow could reach `P` the general way), the token by one
+/// multiply-add, offset bytes stored untruncated (`st.u8` keeps the low byte).
+fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    let Match { offset, len: ml } = m;
+    let token = b.mad(lit, 16u32, ml);
+    let byte = b.sub(token, 4u32);
+    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
+    let src = b.add(pc.spage_lane_m1, anchor);
+    b.when(in_lit, |b| {
+        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.mov_to(byte, lit_byte);
+    });
+    // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
+    let off_rel = b.sub(pc.lane_m1, lit);
+    let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
+    let off_shift = b.shl(off_rel, 3u32);
+    let off_byte = b.shr(offset, off_shift);
+    let byte_or_off = b.selp(off_byte, byte, is_off);
+    let seq_len = b.add(lit, 3u32);
+    let in_seq = b.setp(Cmp::Lt, pc.ln.lane, seq_len);
     let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
     b.when(in_seq, |b| {
         b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)

@@ -19,7 +19,6 @@ pub(super) fn extend(
     limit: Reg<U32>,
 ) -> (Reg<U32>, Reg<U32>) {
     b.comment("extend: 16 bytes forward and 16 backward in one 32-lane step");
-    let lane = pc.ln.lane;
     let dist = b.sub(p0, c0);
     let room = b.sub(p0, anchor);
     let max_back = b.min(room, c0);
@@ -47,6 +46,113 @@ pub(super) fn extend(
     let more = b.or(fwd_more, bwd_more);
     let ext_done = b.label("ext_done");
     b.bra_uni_unless(more, &ext_done);
+    let run = Run {
+        pos_addr,
+        cand_addr,
+        dist,
+        max_back,
+        limit,
+    };
+    extend_more(b, pc, run, end, back, fwd_more, bwd_more, &ext_done);
+    b.place(&ext_done);
+    (end, back)
+}
+
+/// Extends the match `p0` (at distance `dist`) like [`extend`], with the first step's loads
+/// unpredicated: forward lanes read at most 7 bytes past the page (inside the stage's slack),
+/// backward lanes at most 16 bytes before the page and its candidate (inside the warp's hash
+/// table); lanes past either bound are cut off by a stop bit ORed into the ballot.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn extend_bits(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    dist: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    b.comment("extend (stop bits): 16 bytes forward and 16 backward in one 32-lane step");
+    let c0 = b.sub(p0, dist);
+    let pos_addr = b.add(pc.spage, p0);
+    let here = b.add(pos_addr, pc.ext_step);
+    let there = b.sub(here, dist);
+    let here_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
+    let there_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
+    let differ = b.setp(Cmp::Ne, here_byte, there_byte);
+    let mismatch = b.ballot(differ);
+    // Forward lanes run backwards (lane 15 - i compares byte p0 + 4 + i): shifted up by 16,
+    // the first mismatch is the leading-zero count; stop bits at i = limit - 4 - p0 (the first
+    // byte past the limit, >= 3) and at i = 16.
+    let fwd_lanes = b.sub(limit, p0);
+    let fwd_lanes = b.sub(fwd_lanes, 4u32);
+    let fwd_stop = b.shr(0x8000_0000u32, fwd_lanes);
+    let fwd_mask = b.shl(mismatch, 16u32);
+    let fwd_mask = b.or(fwd_mask, fwd_stop);
+    let fwd_mask = b.or(fwd_mask, 0x8000u32);
+    let fwd_n = b.clz(fwd_mask);
+    // Backward lane 32 - k compares distance k: the leading-zero count of the upper half is the
+    // run; stop bits at k = max_back + 1 and at k = 17.
+    let room = b.sub(p0, anchor);
+    let max_back = b.min(room, c0);
+    let bwd_stop = b.shr(0x8000_0000u32, max_back);
+    let bwd_mask = b.and(mismatch, 0xffff_0000u32);
+    let bwd_mask = b.or(bwd_mask, bwd_stop);
+    let bwd_mask = b.or(bwd_mask, 0x8000u32);
+    let back = b.clz(bwd_mask);
+    let end = b.add(p0, 4u32);
+    let end = b.add(end, fwd_n);
+    let either = b.or(fwd_n, back);
+    let more = b.setp(Cmp::Ge, either, 16u32);
+    let ext_done = b.label("ext_done");
+    b.bra_uni_unless(more, &ext_done);
+    let fwd_more = b.setp(Cmp::Eq, fwd_n, 16u32);
+    let bwd_more = b.setp(Cmp::Eq, back, 16u32);
+    let cand_addr = b.sub(pos_addr, dist);
+    let run = Run {
+        pos_addr,
+        cand_addr,
+        dist,
+        max_back,
+        limit,
+    };
+    extend_more(b, pc, run, end, back, fwd_more, bwd_more, &ext_done);
+    b.place(&ext_done);
+    (end, back)
+}
+
+/// A match whose first step found no end in one direction.
+#[derive(Clone, Copy)]
+struct Run {
+    /// Shared addresses of the match position and of its candidate.
+    pos_addr: Reg<U32>,
+    cand_addr: Reg<U32>,
+    dist: Reg<U32>,
+    /// The backward run's bound (bytes) and the forward one's (page position).
+    max_back: Reg<U32>,
+    limit: Reg<U32>,
+}
+
+/// The steps after the first: forward while `fwd_more`, then backward while `bwd_more`, 32
+/// bytes a step, advancing `end` and `back`.
+#[allow(clippy::too_many_arguments)]
+fn extend_more(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    run: Run,
+    end: Reg<U32>,
+    back: Reg<U32>,
+    fwd_more: Reg<Pred>,
+    bwd_more: Reg<Pred>,
+    ext_done: &Label,
+) {
+    let lane = pc.ln.lane;
+    let Run {
+        pos_addr,
+        cand_addr,
+        dist,
+        max_back,
+        limit,
+    } = run;
     let fwd_done = b.label("fwd_done");
     b.bra_uni_unless(fwd_more, &fwd_done);
     b.comment("extend forward, 32 bytes a step");
@@ -64,7 +170,7 @@ pub(super) fn extend(
         b.bra_uni_if(any, fwd_end);
     });
     b.place(&fwd_done);
-    b.bra_uni_unless(bwd_more, &ext_done);
+    b.bra_uni_unless(bwd_more, ext_done);
     b.comment("extend backward, 32 bytes a step");
     b.loop_with(LoopBranch::Uniform, |b, bwd_end, _| {
         let k = b.add(back, lane);
@@ -80,8 +186,6 @@ pub(super) fn extend(
         b.mov_to(back, next_back);
         b.bra_uni_if(any, bwd_end);
     });
-    b.place(&ext_done);
-    (end, back)
 }
 
 /// One 32-lane compare step of the shared bytes at `here` and `there`: the ballot of lanes that

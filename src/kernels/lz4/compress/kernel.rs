@@ -4,16 +4,22 @@
 use super::emit::emit_sequence;
 use super::page_io::{finish, stage};
 use super::parse::parse_page;
-use super::{Match, Page, Stored, MAX_BLOCK, MAX_REGS};
+use super::parse_masks::parse_page_masks;
+use super::{Match, Page, Stored, Variant, MAX_BLOCK, MAX_REGS};
 use crate::kernels::lz4::warp::{bcast, Lanes};
 use crate::kernels::lz4::{MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
 use crate::ptx::*;
 
-/// Builds the module.
+/// Builds the table's module ([`Variant::TABLE`]).
 pub fn build(target: Target) -> Module {
+    build_variant(target, Variant::TABLE)
+}
+
+/// Builds the module of `variant` (entry `lz4_compress` whatever the variant).
+pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("lz4_compress");
     b.maxntid(MAX_BLOCK, 1, 1);
-    b.maxnreg(MAX_REGS);
+    b.maxnreg(variant.max_regs.unwrap_or(MAX_REGS));
     let input = b.param::<U64>("input");
     let input_bytes = b.param::<U32>("input_bytes");
     let page_bytes = b.param::<U32>("page_bytes");
@@ -56,7 +62,15 @@ pub fn build(target: Target) -> Module {
     let fwd_step = b.add(ln.lane, 4u32);
     let ext_k = b.sub(ln.lane, 15u32);
     let bwd_step = b.sub(15u32, ln.lane);
-    let ext_step = b.selp(fwd_step, bwd_step, ext_fwd);
+    let ext_step = if variant.bits {
+        // Lanes 0..16 compare bytes 15 - lane, 16..32 go back 32 - lane: the first mismatch
+        // either way is a leading-zero count (see `extend_bits`).
+        let fwd = b.sub(19u32, ln.lane);
+        let bwd = b.sub(ln.lane, 32u32);
+        b.selp(fwd, bwd, ext_fwd)
+    } else {
+        b.selp(fwd_step, bwd_step, ext_fwd)
+    };
     let lane_m1 = b.sub(ln.lane, 1u32);
     let spage_lane_m1 = b.add(spage, lane_m1);
     let scratch_lane = b.index_addr(scratch, ln.lane, 1);
@@ -120,6 +134,7 @@ pub fn build(target: Target) -> Module {
             lane_m1,
             spage_lane_m1,
             scratch_lane,
+            variant,
         };
         b.comment("pages under 13 bytes are stored raw; all-zero pages skip the parse");
         let short = b.setp(Cmp::Lt, p_len, 13u32);
@@ -145,7 +160,11 @@ pub fn build(target: Target) -> Module {
         emit_sequence(b, &pc, tail, five, None);
         b.bra_uni(&commit);
         b.place(&parse);
-        parse_page(b, &pc);
+        if variant.masks {
+            parse_page_masks(b, &pc);
+        } else {
+            parse_page(b, &pc);
+        }
         b.place(&commit);
         b.comment("store the LZ4 block");
         finish(b, &pc, Stored::Block);

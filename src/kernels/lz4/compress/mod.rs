@@ -17,20 +17,27 @@
 //!
 //! Per page, a warp: copies the page into its shared stage with 16-byte loads, OR-ing all bytes;
 //! zeroes the `2^L` entries of the page's table (`L` from its own length; 4, 8 or 16 vector stores
-//! per lane); takes the all-zero or short
-//! (`P < 13`, raw) fast path, or parses windows of 32 positions: lane `i` hashes position
-//! `cursor + i` (two aligned shared words and a byte permute), `match.any` on the hash gives each
-//! lane its highest earlier peer, else the table entry is the candidate; a ballot of valid lanes
-//! picks the first; inserts are made by the highest lane of each hash group among the inserting
-//! lanes (no atomics); forward and backward extension compare 32 bytes per step (byte loads and
-//! a ballot); lanes write each sequence cooperatively, 32 bytes per step, into the warp's global
-//! scratch. Once the bytes written plus those that must follow reach `P`, the page is stored raw.
-//! Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one atomic, and
-//! the warp copies the block (or the raw page) there with 16-byte stores.
+//! per lane); takes the all-zero or short (`P < 13`, raw) fast path, or parses windows of 32
+//! positions (`parse_masks`, the table's build): lane `i` hashes position `cursor + i` (two
+//! aligned shared words and a `prmt.f4e`), `match.any` on the hash groups equal buckets, and each
+//! lane reads its table entry and that candidate's 4 bytes once per window; the positions already
+//! in the table are a warp-uniform mask, so each lane's sequential candidate is its highest
+//! earlier peer in that mask (its 4 bytes one shuffle away) or else the entry; a ballot of valid
+//! lanes picks the first (in a window where no lane has an earlier peer, one ballot of the
+//! entries serves every match). The next lookup is emitted beside each sequence's emission, so
+//! the scheduler overlaps the two. The extension compares 16 bytes forward and 16 backward in one step
+//! (byte loads, bounds as stop bits in the ballot, both runs leading-zero counts), longer runs 32
+//! bytes a step; lanes write each sequence cooperatively, 32 bytes per step, into the warp's
+//! global scratch. At the window's end the highest inserted lane of each hash group writes its
+//! entry (no atomics). Once the bytes written plus those that must follow reach `P`, the page is
+//! stored raw. Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one
+//! atomic, and the warp copies the block (or the raw page) there with 16-byte stores.
+//! Session 8's build (`parse`: the table re-read, candidates re-checked and inserts made after
+//! every match) stays as [`Variant`] `reread` for comparisons.
 //!
-//! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths), `parse` (the
-//! window loop), `extend` (match extension), `emit` (sequence writing), `page_io` (page in, block
-//! out). They share the per-page registers `Page` and the constants here; imports run from the
+//! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
+//! `parse_masks` and `parse` (the window loops), `extend` (match extension), `emit` (sequence
+//! writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
 mod emit;
@@ -38,8 +45,9 @@ mod extend;
 mod kernel;
 mod page_io;
 mod parse;
+mod parse_masks;
 
-pub use kernel::build;
+pub use kernel::{build, build_variant};
 
 use super::warp::Lanes;
 use crate::ptx::*;
@@ -47,14 +55,63 @@ use crate::ptx::*;
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
 /// cap registers at 80 and spill).
 pub const MAX_BLOCK: u32 = 160;
-/// Register bound per thread. ptxas alone takes 88 (sm_90), which lets an SM quarter hold 5
-/// warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7, and with the 8 KiB
-/// table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+/// Register bound per thread. For session 8's build ptxas alone takes 88 (sm_90), which lets an
+/// SM quarter hold 5 warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7,
+/// and with the 8 KiB table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
+/// The table's build uses 68..72 (no spills on any target).
 pub const MAX_REGS: u32 = 72;
 /// Words before the per-page entries in `info`.
 pub const INFO_HEADER_WORDS: u32 = 4;
 /// Fibonacci hash multiplier of the spec.
 const HASH_MULTIPLIER: u32 = 2_654_435_761;
+
+/// Builds of `lz4_compress` (issue 17's experiments; every build gives the same bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// The parse with candidate masks (`parse_masks`: the table read once per window) instead of
+    /// a table read, candidate read and insert rule per match (`parse`).
+    pub masks: bool,
+    /// `.maxnreg` (none: [`MAX_REGS`]).
+    pub max_regs: Option<u32>,
+    /// Extension (with `masks` only): the first step's loads unpredicated (they stay inside the
+    /// warp's table and stage slack) and its bounds as stop bits in the ballot.
+    pub bits: bool,
+    /// Sequence emission with fewer instructions on the short path.
+    pub lean: bool,
+    /// Unaligned shared words (with `masks`) by `prmt.f4e` with the address as selector.
+    pub f4e: bool,
+    /// Windows where no lane has an earlier peer in its bucket (with `masks`) take a loop whose
+    /// candidates are the entries alone, checked by one ballot per window.
+    pub solo: bool,
+    /// Fewer instructions per window (with `masks`): an empty entry's candidate read unguarded,
+    /// the table writers found with one mask compare.
+    pub trim: bool,
+    /// `match.any` (slow) only for windows where two lanes share a bucket (with `masks`), found
+    /// by marking the entries with shared atomics.
+    pub probe: bool,
+    /// The next lookup emitted beside each sequence's emission (with `masks`), so the two
+    /// share a basic block and their latencies overlap.
+    pub pipe: bool,
+}
+
+impl Variant {
+    /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe` (issue 17,
+    /// session 9: dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one process,
+    /// medians of 11 alternating rounds: 76.5 GB/s against 59.7 for session 8's kernel
+    /// (`PTXFLOW_LZ4_COMPRESS=reread`), 70.7 without `solo,trim,pipe`, 74.5 without `pipe`, 74.6
+    /// with `probe` too; ncu: 2.88 G warp instructions against 3.98 G).
+    pub const TABLE: Variant = Variant {
+        masks: true,
+        max_regs: None,
+        bits: true,
+        lean: true,
+        f4e: true,
+        solo: true,
+        trim: true,
+        probe: false,
+        pipe: true,
+    };
+}
 
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
 struct Page {
@@ -88,6 +145,8 @@ struct Page {
     lane_m1: Reg<U32>,
     spage_lane_m1: Reg<U32>,
     scratch_lane: Reg<U64>,
+    /// The build's switches ([`Variant::bits`], [`Variant::lean`]).
+    variant: Variant,
 }
 
 /// The match half of a sequence: its offset (distance back) and its length in bytes.

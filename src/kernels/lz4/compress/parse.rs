@@ -1,5 +1,7 @@
-//! The window parse of `lz4_compress` (see the [folder docs](super)): hashes, match groups, table
-//! lookups and inserts of 32 positions at a time, then extension and emission of each match.
+//! The window parse of `lz4_compress` (see the [folder docs](super)) of session 8's build
+//! (`PTXFLOW_LZ4_COMPRESS=reread`; the table's build is [`parse_masks`](super::parse_masks)):
+//! hashes, match groups, table lookups and inserts of 32 positions at a time, then extension and
+//! emission of each match.
 
 use super::emit::emit_sequence;
 use super::extend::extend;

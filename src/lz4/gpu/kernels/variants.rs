@@ -1,4 +1,4 @@
-//! Which builds of the LZ4 decompress kernel an [`Lz4Kernels`](super::Lz4Kernels) loads, and the
+//! Which builds of the LZ4 kernels an [`Lz4Kernels`](super::Lz4Kernels) loads, and the
 //! shape of its grid: the table's `lz4_decompress` (two pages per warp) for pages up to 32 KiB
 //! and `lz4_decompress_wide` (one page per warp) above, one warp per page group over the whole
 //! grid, by default; run-time builds of other [`decompress::Variant`]s (issue 17's experiments)
@@ -20,9 +20,16 @@
 //! 242.9 / 242.1 (8 bytes of local memory); `medium,onestep,regs=56,grid` 243.8; `halves` 222.0,
 //! `halves,grid` 237.7 / 236.6, `halves,medium` 246.2 / 245.3, `halves,medium,grid` (the
 //! defaults) 261.7 / 260.4; `quarters,medium,grid` 191.0 (13 warps an SM: latency-bound).
+//!
+//! `PTXFLOW_LZ4_COMPRESS` picks the `lz4_compress` build the same way (see
+//! [`KernelVariants::parse_compress`]; every build gives the CPU reference's bytes). Measured
+//! (session 9, H100, same bench, medians of 15 (11 for the last five) alternating rounds, three
+//! runs): session 8's kernel (`reread`) 59.6 / 59.6 / 59.7 GB/s; `masks` 68.6; `masks,bits,lean`
+//! 69.3 / 70.6; `masks,bits,lean,f4e` 70.7 / 70.7; `...,solo,trim` 74.5; `...,solo,trim,probe`
+//! 73.1; `...,solo,trim,pipe` (the default) 76.5; `...,solo,trim,probe,pipe` 74.6.
 
 use super::super::layout::{Geometry, SmLimits};
-use crate::kernels::lz4::{decompress, decompress_shared_per_page};
+use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
 use crate::{Error, Result};
 
 /// The kernel builds and grid choices of one [`Lz4Kernels`](super::Lz4Kernels).
@@ -32,6 +39,8 @@ pub struct KernelVariants {
     pub decompress: decompress::Variant,
     /// Decompress grids cover every page group with one warp (see the module docs).
     pub decompress_full_grid: bool,
+    /// The `lz4_compress` build (`PTXFLOW_LZ4_COMPRESS`).
+    pub compress: compress::Variant,
 }
 
 impl Default for KernelVariants {
@@ -40,6 +49,7 @@ impl Default for KernelVariants {
         KernelVariants {
             decompress: decompress::Variant::TABLE,
             decompress_full_grid: true,
+            compress: compress::Variant::TABLE,
         }
     }
 }
@@ -53,6 +63,7 @@ impl KernelVariants {
         let mut v = KernelVariants {
             decompress: decompress::Variant::default(),
             decompress_full_grid: false,
+            compress: compress::Variant::TABLE,
         };
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
@@ -78,12 +89,57 @@ impl KernelVariants {
         Ok(v)
     }
 
-    /// The variants `PTXFLOW_LZ4_DECOMPRESS` asks for (the defaults when it is unset).
-    pub fn from_env() -> Result<KernelVariants> {
-        match std::env::var("PTXFLOW_LZ4_DECOMPRESS") {
-            Ok(spec) => Self::parse_decompress(&spec),
-            Err(_) => Ok(KernelVariants::default()),
+    /// Parses a compress spec as `PTXFLOW_LZ4_COMPRESS` takes it: unset, empty or `default` for
+    /// the table's build, else comma-separated switches over session 8's kernel (`reread`: none
+    /// of them): `masks` (the parse with candidate masks), `bits` (with `masks`: the extension's
+    /// bounds as stop bits), `lean` (shorter emission of short sequences), `f4e` (with `masks`: unaligned words by
+    /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
+    /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
+    /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
+    /// `regs=N` (`.maxnreg N`).
+    pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
+        if matches!(spec.trim(), "" | "default") {
+            return Ok(compress::Variant::TABLE);
         }
+        let mut v = compress::Variant::default();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "reread" => {}
+                "masks" => v.masks = true,
+                "bits" => v.bits = true,
+                "lean" => v.lean = true,
+                "f4e" => v.f4e = true,
+                "solo" => v.solo = true,
+                "trim" => v.trim = true,
+                "probe" => v.probe = true,
+                "pipe" => v.pipe = true,
+                _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
+                    Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!(
+                                "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, regs=24..=255)"
+                            ),
+                        })
+                    }
+                },
+            }
+        }
+        Ok(v)
+    }
+
+    /// The variants `PTXFLOW_LZ4_DECOMPRESS` and `PTXFLOW_LZ4_COMPRESS` ask for (the defaults
+    /// when they are unset).
+    pub fn from_env() -> Result<KernelVariants> {
+        let mut v = match std::env::var("PTXFLOW_LZ4_DECOMPRESS") {
+            Ok(spec) => Self::parse_decompress(&spec)?,
+            Err(_) => KernelVariants::default(),
+        };
+        if let Ok(spec) = std::env::var("PTXFLOW_LZ4_COMPRESS") {
+            v.compress = Self::parse_compress(&spec)?;
+        }
+        Ok(v)
     }
 
     /// The build that decodes pages of `page_bytes`: half- and quarter-warp builds hand pages
@@ -181,6 +237,24 @@ mod tests {
         assert!(!warp.decompress_full_grid);
         assert!(KernelVariants::parse_decompress("fast").is_err());
         assert!(KernelVariants::parse_decompress("regs=8").is_err());
+    }
+
+    #[test]
+    fn parses_compress_specs() {
+        for spec in ["", "default", " default "] {
+            assert_eq!(
+                KernelVariants::parse_compress(spec).unwrap(),
+                compress::Variant::TABLE
+            );
+        }
+        let old = KernelVariants::parse_compress("reread").unwrap();
+        assert_eq!(old, compress::Variant::default());
+        assert!(!old.masks && !old.bits && !old.lean && !old.f4e);
+        let v = KernelVariants::parse_compress("masks, bits,lean,f4e,regs=64").unwrap();
+        assert!(v.masks && v.bits && v.lean && v.f4e);
+        assert_eq!(v.max_regs, Some(64));
+        assert!(KernelVariants::parse_compress("fast").is_err());
+        assert!(KernelVariants::parse_compress("regs=8").is_err());
     }
 
     #[test]

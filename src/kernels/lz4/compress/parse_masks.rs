@@ -1,0 +1,378 @@
+//! The window parse of `lz4_compress` with candidate masks (issue 17, session 9): the same parse
+//! as [`parse`](super::parse) (the spec's sequential greedy parse, byte for byte), with the
+//! table read once per window instead of once per match.
+//!
+//! Per window each lane reads its table entry once, and checks that candidate's 4 bytes once.
+//! Which window positions are in the table by the time lane `j` is tested is a warp-uniform mask
+//! (`inserted`: the positions tested before the last match, and its `end - 2`; the lanes from
+//! the last match's end on are tested in order): lane `j`'s sequential candidate is the highest
+//! lane of its hash group below `j` in `inserted | live`, whose 4 bytes are a shuffle away, or
+//! else the entry read at the window's start. A match thus costs one ballot and a few mask
+//! operations instead of a table read, a dependent candidate read and the insert rule. The table
+//! is written once at the window's end: the highest inserted lane of each hash group, then the
+//! `end - 2` of a match reaching past the window (a larger position than every lane's).
+//!
+//! The [`Variant`](super::Variant) switches shape the loop: `solo` (a window where no lane has an
+//! earlier peer takes a loop whose candidates are the entries, checked by one ballot), `pipe`
+//! (the next lookup is emitted beside each sequence's emission, in one basic block), `probe`
+//! (`match.any` only where shared atomics on the entries show two lanes in one bucket: it stalls
+//! less on `match.any` but executes more instructions, and measured slower), `trim` (fewer
+//! instructions per window).
+
+use super::emit::{emit_sequence, emit_sequence_then};
+use super::extend::{extend, extend_bits};
+use super::{Match, Page, HASH_MULTIPLIER};
+use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
+use crate::ptx::*;
+
+/// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `word`.
+fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) -> Reg<U32> {
+    let product = b.mul(word, HASH_MULTIPLIER);
+    let hash = b.shr(product, hash_shift);
+    b.shl(hash, 1u32)
+}
+
+/// The window's uniform state the match steps update.
+struct Window {
+    base: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+    /// Lanes in the table by now (below the live ones).
+    inserted: Reg<U32>,
+    /// Lanes from the last match's end on (tested in order from there).
+    live: Reg<U32>,
+    /// Where the next window starts (the end of a match reaching past this one).
+    next_base: Reg<U32>,
+    window_end: Label,
+}
+
+/// One match at the lowest lane of `matched` (`known` = `inserted | live`; `dist` gives each
+/// lane's candidate distance): extend, mark the inserts, emit; leaves for the window's end when
+/// the match reaches past the window, else falls through with `live` from its end. With
+/// `next_lookup` ([`Variant::pipe`](super::Variant)) the next lookup is emitted beside the
+/// sequence and a match past the window leaves through it (finding nothing).
+fn match_step(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    w: &Window,
+    matched: Reg<U32>,
+    known: Reg<U32>,
+    dist: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+    next_lookup: Option<&mut dyn FnMut(&mut KernelBuilder)>,
+) {
+    b.comment("match at the first matching lane: extend, mark inserts, emit");
+    let first = lowest_bit(b, matched);
+    let dist = dist(b);
+    let match_dist = bcast(b, dist, first);
+    let match_pos = b.add(w.base, first);
+    let (end, back) = if pc.variant.bits {
+        extend_bits(b, pc, match_pos, match_dist, w.anchor, w.limit)
+    } else {
+        let match_cand = b.sub(match_pos, match_dist);
+        extend(b, pc, match_pos, match_cand, w.anchor, w.limit)
+    };
+    let seq_start = b.sub(match_pos, back);
+    let lit = b.sub(seq_start, w.anchor);
+    let ml = b.sub(end, seq_start);
+    // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
+    // lowest) and the lane `end - 2` (none when it lies past the window: shl by 32 or more
+    // gives 0) are in the table from here on.
+    let below = b.sub(matched, 1u32);
+    let upto = b.xor(matched, below);
+    let tested = b.and(known, upto);
+    let rel = b.sub(end, w.base);
+    let rel_m2 = b.sub(rel, 2u32);
+    let bit_m2 = b.shl(1u32, rel_m2);
+    let ins = b.or(tested, bit_m2);
+    b.mov_to(w.inserted, ins);
+    let m = Match {
+        offset: match_dist,
+        len: ml,
+    };
+    if let Some(next_lookup) = next_lookup {
+        // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
+        // lookup, emitted beside the sequence, finds nothing and the loop ends there.
+        let next_live = b.shl(u32::MAX, rel);
+        b.mov_to(w.live, next_live);
+        let outside = b.setp(Cmp::Ge, rel, 32u32);
+        b.when(outside, |b| b.mov_to(w.next_base, end));
+        emit_sequence_then(b, pc, w.anchor, lit, Some(m), next_lookup);
+        b.mov_to(w.anchor, end);
+        return;
+    }
+    emit_sequence(b, pc, w.anchor, lit, Some(m));
+    b.mov_to(w.anchor, end);
+    let outside = b.setp(Cmp::Ge, rel, 32u32);
+    b.when(outside, |b| b.mov_to(w.next_base, end));
+    b.bra_uni_if(outside, &w.window_end);
+    let next_live = b.shl(u32::MAX, rel);
+    b.mov_to(w.live, next_live);
+}
+
+/// With [`Variant::probe`](super::Variant): `group` (this lane alone on entry) becomes the
+/// `match.any` mask of equal buckets only when two lanes share one: each lane ORs bit 15 into its
+/// entry with an atomic (the old value shows whether an earlier lane did), then clears it again.
+/// Entries must all be read before (they are: the caller loaded them); pages above 32 KiB, whose
+/// entries may use bit 15, always take `match.any`.
+fn probe_groups(
+    b: &mut KernelBuilder,
+    bucket: Reg<U32>,
+    slot: Reg<U32>,
+    group: Reg<U32>,
+    probe_ok: Reg<Pred>,
+) {
+    b.comment("probe: does any bucket hold two lanes? (bit 15 of the entries, atomics)");
+    let alone = b.label("alone");
+    let shared_bucket = b.label("shared_bucket");
+    b.bra_uni_unless(probe_ok, &shared_bucket);
+    b.warp_sync(FULL_MASK);
+    let word_addr = b.and(slot, !3u32);
+    let half = b.and(slot, 2u32);
+    let shift = b.shl(half, 3u32);
+    let mark = b.shl(0x8000u32, shift);
+    let old = b.atom::<U32>(Space::Shared, AtomOp::Or, word_addr, mark);
+    let seen = b.and(old, mark);
+    let dup = b.setp(Cmp::Ne, seen, 0u32);
+    let any_dup = b.vote_any(dup);
+    b.warp_sync(FULL_MASK);
+    let unmark = b.not(mark);
+    b.atom::<U32>(Space::Shared, AtomOp::And, word_addr, unmark);
+    b.warp_sync(FULL_MASK);
+    b.bra_uni_unless(any_dup, &alone);
+    b.place(&shared_bucket);
+    let g = b.match_any(bucket);
+    b.mov_to(group, g);
+    b.place(&alone);
+}
+
+/// The 4 bytes at shared address `addr` (any alignment).
+fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
+    if pc.variant.f4e {
+        ld_shared_u32_f4e(b, addr)
+    } else {
+        ld_shared_u32_unaligned(b, addr)
+    }
+}
+
+/// The window loop of the spec with candidate masks; falls through after writing the final
+/// sequence.
+pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
+    b.comment("parse (candidate masks): windows of 32 positions from the page start");
+    let ln = pc.ln;
+    let lane = ln.lane;
+    let base = b.mov(0u32);
+    let anchor = b.mov(0u32);
+    let last_start = b.sub(pc.p_len, 12u32);
+    let limit = b.sub(pc.p_len, 5u32);
+    let hash_end = b.sub(pc.p_len, 4u32);
+    let lane0 = b.setp(Cmp::Eq, lane, 0u32);
+    let lane_bit = b.shl(1u32, lane);
+    // Entries of pages up to 32 KiB leave bit 15 free for the probe's marks.
+    let probe_ok = pc
+        .variant
+        .probe
+        .then(|| b.setp(Cmp::Le, pc.p_len, 32768u32));
+    b.loop_with(LoopBranch::Uniform, |b, windows_done, _| {
+        let over = b.setp(Cmp::Gt, base, last_start);
+        b.bra_uni_if(over, windows_done);
+        b.comment("window: hash 32 positions, group equal hashes, read each lane's entry once");
+        let pos = b.add(base, lane);
+        let active = b.setp(Cmp::Le, pos, last_start);
+        let active_mask = b.ballot(active);
+        // Every hashable position gets its true hash (needed for the end - 2 insert).
+        let hash_pos = b.min(pos, hash_end);
+        let hash_addr = b.add(pc.spage, hash_pos);
+        let word = ld_word(b, pc, hash_addr);
+        let bucket = bucket_offset(b, word, pc.hash_shift);
+        let group = if pc.variant.probe {
+            b.mov(lane_bit)
+        } else {
+            b.match_any(bucket)
+        };
+        let slot = b.add(pc.table, bucket);
+        let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
+        if let Some(probe_ok) = probe_ok {
+            probe_groups(b, bucket, slot, group, probe_ok);
+        }
+        let in_table = b.setp(Cmp::Ne, entry, 0u32);
+        let table_cand = b.sub(entry, 1u32);
+        // With `trim` an empty entry reads the byte before the stage (the warp's table): its
+        // word is replaced below.
+        let table_read = if pc.variant.trim {
+            table_cand
+        } else {
+            b.selp(table_cand, hash_pos, in_table)
+        };
+        let table_addr = b.add(pc.spage, table_read);
+        let table_word = ld_word(b, pc, table_addr);
+        // An empty entry never matches: its word is the complement of this lane's.
+        let not_word = b.not(word);
+        let table_word = b.selp(table_word, not_word, in_table);
+        let table_dist = b.sub(pos, table_cand);
+        // match.any is slow: its first use comes after the table reads.
+        let group_lt = b.and(group, ln.lt);
+        let inserted = b.mov(0u32);
+        let live = b.mov(u32::MAX);
+        let next_base = b.add(base, 32u32);
+        let window_end = b.label("window_end");
+        let w = Window {
+            base,
+            anchor,
+            limit,
+            inserted,
+            live,
+            next_base,
+            window_end: window_end.clone(),
+        };
+        let solo = pc.variant.solo.then(|| {
+            // No lane has an earlier peer in its bucket (most windows of text): every lane's
+            // candidate is its entry, whatever the mask, so one ballot serves every match.
+            let (solo, no_more) = (b.label("solo"), b.label("no_more"));
+            let lonely = b.setp(Cmp::Eq, group_lt, 0u32);
+            let all_lonely = b.vote_all(lonely);
+            b.bra_uni_if(all_lonely, &solo);
+            (solo, no_more)
+        });
+        // The lookup: each lane's candidate is its highest earlier peer in the lanes in the
+        // table by its turn (`inserted | live`), else its entry; returns the lowest lanes'
+        // ballot of valid candidates, `z` (31 - peer) and "has a peer".
+        let lookup = move |b: &mut KernelBuilder| {
+            b.comment("lookup: peer in the inserted or live lanes, else the window's entry");
+            let known = b.or(inserted, live);
+            let peers = b.and(known, group_lt);
+            let has_peer = b.setp(Cmp::Ne, peers, 0u32);
+            let z = b.clz(peers);
+            let peer = b.sub(31u32, z);
+            let peer_word = b.shfl(Shfl::Idx, word, peer);
+            let cand_word = b.selp(peer_word, table_word, has_peer);
+            let same = b.setp(Cmp::Eq, cand_word, word);
+            let matched = b.ballot(same);
+            let matched = b.and(matched, live);
+            let matched = b.and(matched, active_mask);
+            (matched, z, has_peer, known)
+        };
+        // lane - peer, with peer = 31 - z.
+        let peer_dist = move |b: &mut KernelBuilder, z: Reg<U32>, has_peer: Reg<Pred>| {
+            let peer_dist = b.add(lane, z);
+            let peer_dist = b.sub(peer_dist, 31u32);
+            b.selp(peer_dist, table_dist, has_peer)
+        };
+        if pc.variant.pipe {
+            let (m0, z0, p0, _) = lookup(b);
+            let (m_reg, z_reg, p_reg) = (b.mov(m0), b.mov(z0), b.mov(p0));
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                b.bra_uni_unless(found, no_match);
+                let known = b.or(inserted, live);
+                let mut next = |b: &mut KernelBuilder| {
+                    let (m, z, p, _) = lookup(b);
+                    b.mov_to(m_reg, m);
+                    b.mov_to(z_reg, z);
+                    b.mov_to(p_reg, p);
+                };
+                match_step(
+                    b,
+                    pc,
+                    &w,
+                    m_reg,
+                    known,
+                    |b| peer_dist(b, z_reg, p_reg),
+                    Some(&mut next),
+                );
+            });
+        } else {
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let (matched, z, has_peer, known) = lookup(b);
+                let found = b.setp(Cmp::Ne, matched, 0u32);
+                b.bra_uni_unless(found, no_match);
+                match_step(
+                    b,
+                    pc,
+                    &w,
+                    matched,
+                    known,
+                    |b| peer_dist(b, z, has_peer),
+                    None,
+                );
+            });
+        }
+        if let Some((solo, no_more)) = &solo {
+            b.bra_uni(no_more);
+            b.place(solo);
+            b.comment("solo window: the entries' ballot, once");
+            let same = b.setp(Cmp::Eq, table_word, word);
+            let valid = b.ballot(same);
+            let valid = b.and(valid, active_mask);
+            if pc.variant.pipe {
+                let m0 = b.and(valid, live);
+                let m_reg = b.mov(m0);
+                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                    let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                    b.bra_uni_unless(found, no_match);
+                    let known = b.or(inserted, live);
+                    let mut next = |b: &mut KernelBuilder| {
+                        let m = b.and(valid, live);
+                        b.mov_to(m_reg, m);
+                    };
+                    match_step(b, pc, &w, m_reg, known, |_| table_dist, Some(&mut next));
+                });
+            } else {
+                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                    let matched = b.and(valid, live);
+                    let found = b.setp(Cmp::Ne, matched, 0u32);
+                    b.bra_uni_unless(found, no_match);
+                    let known = b.or(inserted, live);
+                    match_step(b, pc, &w, matched, known, |_| table_dist, None);
+                });
+            }
+            b.place(no_more);
+        }
+        // No further match in the window: every live position was tested.
+        let tested = b.and(live, active_mask);
+        let ins = b.or(inserted, tested);
+        b.mov_to(inserted, ins);
+        b.place(&window_end);
+        b.comment("window end: the highest inserted lane of each hash group writes its entry");
+        // Every lookup of this window read the table before these writes.
+        b.warp_sync(FULL_MASK);
+        let writer = if pc.variant.trim {
+            // The inserted lanes of this lane's group from this lane up are this lane alone.
+            let ge = b.not(ln.lt);
+            let mine = b.and(group, inserted);
+            let mine = b.and(mine, ge);
+            b.setp(Cmp::Eq, mine, lane_bit)
+        } else {
+            let mine = b.and(inserted, lane_bit);
+            let is_inserted = b.setp(Cmp::Ne, mine, 0u32);
+            let above = b.and(group, inserted);
+            let above = b.and(above, ln.gt);
+            let top = b.setp(Cmp::Eq, above, 0u32);
+            b.and(is_inserted, top)
+        };
+        let pos_plus1 = b.add(pos, 1u32);
+        b.when(writer, |b| {
+            b.st_narrow(Space::Shared, Narrow::U16, slot, pos_plus1)
+        });
+        // A match that ended past the window inserts its end - 2 after the lanes.
+        let span = b.sub(next_base, base);
+        let far = b.setp(Cmp::Ge, span, 34u32);
+        let near = b.label("near_end");
+        b.bra_uni_unless(far, &near);
+        b.warp_sync(FULL_MASK);
+        let end_m2 = b.sub(next_base, 2u32);
+        let end_m2_addr = b.add(pc.spage, end_m2);
+        let end_m2_word = ld_word(b, pc, end_m2_addr);
+        let end_m2_bucket = bucket_offset(b, end_m2_word, pc.hash_shift);
+        let end_m2_slot = b.add(pc.table, end_m2_bucket);
+        let end_m1 = b.sub(next_base, 1u32);
+        b.when(lane0, |b| {
+            b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)
+        });
+        b.place(&near);
+        b.mov_to(base, next_base);
+        b.warp_sync(FULL_MASK);
+    });
+    b.comment("last sequence: the literals after the last match");
+    let lit = b.sub(pc.p_len, anchor);
+    emit_sequence(b, pc, anchor, lit, None);
+}
