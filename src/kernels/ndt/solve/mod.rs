@@ -1,0 +1,494 @@
+//! The whole Newton solve of one alignment on the device (`ndt_align_device`,
+//! [`crate::kernels::ndt::derivatives::Variant::solve`]): the evaluation server's kernel
+//! (`derivatives/server.rs`) with the host's part moved into the block that reduces last.
+//!
+//! # What happens per evaluation
+//! Every block takes the request record from the relay in device memory (as the server's
+//! blocks other than block 0 do), computes its points' sums, reduces them over the block and
+//! writes its partial; the block that arrives last sums the partials in block order (the
+//! server's two levels, so the sums equal the launch-per-round path's bit for bit for the same
+//! grid) and keeps them in shared memory. Its thread 0 then runs one step of the host's solver
+//! (`ndt::solver::Newton::feed` with `ndt::line_search::MoreThuente` and the Cholesky path of
+//! `ndt::newton_step`), in the same operation order, so a step fed the same sums gives the same
+//! numbers; the state between evaluations lives in the `state` words ([`S_POSE`] ..). It
+//! writes the next request record (the sines and cosines from [`sincos`], within an ulp of the
+//! host's `sin_cos`) and releases it through the relay word, or, once the solver stops, writes
+//! the result into mapped host memory ([`OUT_POSE`] .. and the accepted sums in words
+//! `0..VALUES`), fences at system scope, stores the done word and relays the stop command.
+//!
+//! # What stays on the host
+//! A Hessian that needs the host's eigen-decomposition (not positive definite after the shift,
+//! but not zero) or a pose angle beyond [`sincos::SINCOS_MAX_ARG`] ends the kernel with
+//! [`STOP_HOST`]; the host then runs the whole alignment itself (its result is the host path's
+//! by construction). Timeouts and the status word are the server's.
+
+mod interpolate;
+mod more_thuente;
+mod newton;
+pub mod sincos;
+
+use crate::kernels::ndt::derivatives::server::{CMD_EVALUATE, CMD_STOP, RESULT_SEQ_WORD};
+use crate::kernels::ndt::derivatives::VALUES;
+use crate::ptx::*;
+use more_thuente::Done;
+
+/// Phase: waiting for the evaluation at the initial pose.
+pub const PHASE_START: u32 = 0;
+/// Phase: a line search along `dir` is under way.
+pub const PHASE_SEARCH: u32 = 1;
+/// Phase: a plain capped step (no line search) is being evaluated.
+pub const PHASE_STEP: u32 = 2;
+
+/// Stop codes in [`OUT_STOP`] (`ndt::StopReason` in declaration order), and [`STOP_HOST`].
+pub const STOP_CONVERGED: u32 = 0;
+/// `StopReason::MaxIterations`.
+pub const STOP_MAX_ITERATIONS: u32 = 1;
+/// `StopReason::NoCorrespondences`.
+pub const STOP_NO_CORRESPONDENCES: u32 = 2;
+/// `StopReason::SingularHessian`.
+pub const STOP_SINGULAR: u32 = 3;
+/// `StopReason::Stalled`.
+pub const STOP_STALLED: u32 = 4;
+/// The device cannot go on (eigen path or angle range): the host solves the alignment.
+pub const STOP_HOST: u32 = 255;
+
+/// State words (u64 each, device memory): pose, direction, pending pose (6 f64 each).
+pub const S_POSE: usize = 0;
+const S_DIR: usize = 6;
+const S_PENDING: usize = 12;
+/// Phase, iterations, evaluations (u32 in the low half).
+const S_PHASE: usize = 18;
+const S_ITERS: usize = 19;
+const S_EVALS: usize = 20;
+/// The line search: `f0, g0`, the ends (`a, f, g` each), flags, widths, bounds, trial.
+const S_F0: usize = 21;
+const S_G0: usize = 22;
+const S_LO_A: usize = 23;
+const S_HI_A: usize = 26;
+const S_BRACKETED: usize = 29;
+const S_STAGE1: usize = 30;
+const S_WIDTH: usize = 31;
+const S_WIDTH1: usize = 32;
+const S_STEP_MIN: usize = 33;
+const S_STEP_MAX: usize = 34;
+const S_TRIAL: usize = 35;
+const S_LS_EVALS: usize = 36;
+/// Nanoseconds spent in solver steps so far, and the kernel's start (`%globaltimer`).
+const S_SOLVE_NS: usize = 37;
+const S_START_NS: usize = 38;
+/// The line search's best-end sums ([`VALUES`] f64).
+const S_LO_SUMS: usize = 40;
+/// u64 words of the state buffer the host allocates.
+pub const STATE_WORDS: usize = 72;
+
+/// Output words in the mapped results (after the server's words): the final pose (6 f64).
+pub const OUT_POSE: usize = 40;
+/// Iterations (u32).
+pub const OUT_ITERATIONS: usize = 46;
+/// Evaluations (u32).
+pub const OUT_EVALUATIONS: usize = 47;
+/// Stop code (u32, [`STOP_CONVERGED`] ..).
+pub const OUT_STOP: usize = 48;
+/// Nanoseconds of solver steps (thread 0 of the last block, summed over the evaluations).
+pub const OUT_SOLVE_NS: usize = 49;
+/// Nanoseconds from the kernel's start to the result.
+pub const OUT_TOTAL_NS: usize = 50;
+/// u64 words of the mapped results the host allocates.
+pub const OUT_WORDS: usize = 52;
+/// The done word ([`RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
+pub const DONE: u64 = 1 << 32;
+
+/// The solver's kernel parameters (after the server's).
+#[derive(Clone)]
+pub struct SolveParams {
+    state: Param<U64>,
+    init: [Param<F64>; 6],
+    max_iterations: Param<U32>,
+    step_max: Param<F64>,
+    eps_t: Param<F64>,
+    eps_r: Param<F64>,
+    line_search: Param<U32>,
+    mu: Param<F64>,
+    eta: Param<F64>,
+    ls_max_evals: Param<U32>,
+    x_tol: Param<F64>,
+    neg_d1: Param<F64>,
+    scale: Param<F64>,
+}
+
+impl SolveParams {
+    /// Declares `state` ([`STATE_WORDS`] u64 of device memory), the initial pose
+    /// `init_0..init_5`, the solver settings (`max_iterations, step_max, eps_t, eps_r,
+    /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`) and the decoding factors `neg_d1`
+    /// (`−d1`) and `scale` (`d1 · d2`).
+    pub fn declare(b: &mut KernelBuilder) -> SolveParams {
+        SolveParams {
+            state: b.param::<U64>("state"),
+            init: std::array::from_fn(|k| b.param::<F64>(&format!("init_{k}"))),
+            max_iterations: b.param::<U32>("max_iterations"),
+            step_max: b.param::<F64>("step_max"),
+            eps_t: b.param::<F64>("eps_t"),
+            eps_r: b.param::<F64>("eps_r"),
+            line_search: b.param::<U32>("line_search"),
+            mu: b.param::<F64>("mu"),
+            eta: b.param::<F64>("eta"),
+            ls_max_evals: b.param::<U32>("ls_max_evals"),
+            x_tol: b.param::<F64>("x_tol"),
+            neg_d1: b.param::<F64>("neg_d1"),
+            scale: b.param::<F64>("scale"),
+        }
+    }
+}
+
+/// What the serving loop hands the solver: its parameters, the kernel's first request record
+/// (`r0_*`: the host packs the initial pose there) and the shared sums.
+pub struct SolveCtx {
+    p: SolveParams,
+    r0: Vec<Param<F64>>,
+    r0_first: Param<U32>,
+    r0_count: Param<U32>,
+    sums: SharedArray<F64>,
+}
+
+/// The solver's registers in thread 0 (parameters loaded, pointers converted).
+pub(super) struct Regs {
+    state: Reg<U64>,
+    max_iterations: Reg<U32>,
+    step_max: Reg<F64>,
+    eps_t: Reg<F64>,
+    eps_r: Reg<F64>,
+    line_search: Reg<Pred>,
+    mu: Reg<F64>,
+    eta: Reg<F64>,
+    ls_max_evals: Reg<U32>,
+    x_tol: Reg<F64>,
+    neg_d1: Reg<F64>,
+    scale: Reg<F64>,
+    yes: Reg<Pred>,
+    no: Reg<Pred>,
+    sums: SharedArray<F64>,
+}
+
+/// One solver step's registers.
+pub(super) struct Solver<'a> {
+    r: &'a Regs,
+    pose: [Reg<F64>; 6],
+    dir: [Reg<F64>; 6],
+    pending: [Reg<F64>; 6],
+    phase: Reg<U32>,
+    iters: Reg<U32>,
+    evals: Reg<U32>,
+    /// Progress for the stall test: 0 start, 1 no decrease, 2 moved by `stepv`.
+    kind: Reg<U32>,
+    stepv: [Reg<F64>; 6],
+    stop: Reg<U32>,
+}
+
+pub(super) fn ld_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize) -> Reg<F64> {
+    b.ld::<F64>(Space::Global, Addr::from(base).off(8 * w as i64))
+}
+
+pub(super) fn ld_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize) -> Reg<U32> {
+    b.ld::<U32>(Space::Global, Addr::from(base).off(8 * w as i64))
+}
+
+pub(super) fn st_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<F64>) {
+    b.st(Space::Global, Addr::from(base).off(8 * w as i64), v);
+}
+
+pub(super) fn st_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<U32>) {
+    b.st(Space::Global, Addr::from(base).off(8 * w as i64), v);
+}
+
+impl SolveCtx {
+    /// The context (declares the shared sums array).
+    pub fn new(
+        b: &mut KernelBuilder,
+        p: SolveParams,
+        r0: &[Param<F64>],
+        r0_first: &Param<U32>,
+        r0_count: &Param<U32>,
+    ) -> SolveCtx {
+        SolveCtx {
+            p,
+            r0: r0.to_vec(),
+            r0_first: r0_first.clone(),
+            r0_count: r0_count.clone(),
+            sums: b.shared_array::<F64>("solve_sums", 32),
+        }
+    }
+
+    /// Where the block that reduces last leaves the [`VALUES`] sums for the solver.
+    pub fn sums(&self) -> &SharedArray<F64> {
+        &self.sums
+    }
+
+    /// `first_point | count << 32`, word 9 of every request record.
+    fn points_word(&self, b: &mut KernelBuilder) -> Reg<U64> {
+        let f = b.ld_param(&self.r0_first);
+        let c = b.ld_param(&self.r0_count);
+        b.pack64::<U64>(f, c)
+    }
+
+    /// Thread 0 of block 0, before the start barrier: the state at the initial pose and the
+    /// first request (the host's record of the initial pose) in the relay, `seq0 + 1`.
+    pub fn start(&self, b: &mut KernelBuilder, relay: Reg<U64>, seq0: Reg<U32>) {
+        let st = b.global_ptr(&self.p.state);
+        for (k, p) in self.p.init.iter().enumerate() {
+            let v = b.ld_param(p);
+            st_f64(b, st, S_POSE + k, v);
+        }
+        for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS] {
+            b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+        }
+        let now = b.globaltimer();
+        b.st(
+            Space::Global,
+            Addr::from(st).off(8 * S_START_NS as i64),
+            now,
+        );
+        let rec = Addr::from(relay).off(16);
+        for (k, p) in self.r0.iter().enumerate() {
+            let v = b.ld_param(p);
+            b.st(Space::Global, rec.off(8 * k as i64), v);
+        }
+        let w = self.points_word(b);
+        b.st(Space::Global, rec.off(72), w);
+        let s1 = b.add(seq0, 1u32);
+        let word = b.cvt::<U64, U32>(s1);
+        let word = b.or(word, u64::from(CMD_EVALUATE) << 32);
+        b.st_relaxed_gpu::<U64>(relay, word);
+    }
+
+    fn regs(&self, b: &mut KernelBuilder) -> Regs {
+        let p = &self.p;
+        let ls = b.ld_param(&p.line_search);
+        let yes = b.setp(Cmp::Eq, ls, ls);
+        Regs {
+            state: b.global_ptr(&p.state),
+            max_iterations: b.ld_param(&p.max_iterations),
+            step_max: b.ld_param(&p.step_max),
+            eps_t: b.ld_param(&p.eps_t),
+            eps_r: b.ld_param(&p.eps_r),
+            line_search: b.setp(Cmp::Ne, ls, 0u32),
+            mu: b.ld_param(&p.mu),
+            eta: b.ld_param(&p.eta),
+            ls_max_evals: b.ld_param(&p.ls_max_evals),
+            x_tol: b.ld_param(&p.x_tol),
+            neg_d1: b.ld_param(&p.neg_d1),
+            scale: b.ld_param(&p.scale),
+            yes,
+            no: b.not(yes),
+            sums: self.sums.clone(),
+        }
+    }
+
+    /// Thread 0 of the block that reduced last, with the sums in [`SolveCtx::sums`]: one solver
+    /// step, then the next request (`seq + 1`) or the result and the stop command. `out` is
+    /// the mapped results, `token` the launch's `first_seq`.
+    pub fn step(
+        &self,
+        b: &mut KernelBuilder,
+        relay: Reg<U64>,
+        seq: Reg<U32>,
+        out: Reg<U64>,
+        token: Reg<U32>,
+    ) {
+        b.comment("device solve: one step of the host's Newton / More-Thuente solver");
+        let t0 = b.globaltimer();
+        let r = self.regs(b);
+        let st = r.state;
+        let s = Solver {
+            r: &r,
+            pose: std::array::from_fn(|k| ld_f64(b, st, S_POSE + k)),
+            dir: std::array::from_fn(|k| ld_f64(b, st, S_DIR + k)),
+            pending: std::array::from_fn(|k| ld_f64(b, st, S_PENDING + k)),
+            phase: ld_u32(b, st, S_PHASE),
+            iters: ld_u32(b, st, S_ITERS),
+            evals: ld_u32(b, st, S_EVALS),
+            kind: b.mov(0u32),
+            stepv: [(); 6].map(|_| b.mov(0.0f64)),
+            stop: b.mov(STOP_HOST),
+        };
+        let e = b.add(s.evals, 1u32);
+        b.mov_to(s.evals, e);
+        let (next, request, finish, end) = (
+            b.label("solve_next"),
+            b.label("solve_request"),
+            b.label("solve_finish"),
+            b.label("solve_end"),
+        );
+        let start = b.setp(Cmp::Eq, s.phase, PHASE_START);
+        b.bra_if(start, &next);
+        let plain = b.setp(Cmp::Eq, s.phase, PHASE_STEP);
+        b.if_then(plain, |b| {
+            for k in 0..6 {
+                let d = b.sub(s.pending[k], s.pose[k]);
+                b.mov_to(s.stepv[k], d);
+                b.mov_to(s.pose[k], s.pending[k]);
+            }
+            let i = b.add(s.iters, 1u32);
+            b.mov_to(s.iters, i);
+            b.mov_to(s.kind, 2u32);
+            b.bra(&next);
+        });
+        // The line search: φ = −score, φ' = −gradient · dir at the trial.
+        let sc = s.sum(b, crate::kernels::ndt::derivatives::SCORE_INDEX);
+        let score = b.mul(r.neg_d1, sc);
+        let f = b.neg(score);
+        let grad: [Reg<F64>; 6] = std::array::from_fn(|k| {
+            let v = s.sum(b, crate::kernels::ndt::derivatives::GRADIENT_INDEX + k);
+            b.mul(r.scale, v)
+        });
+        let gd = newton::dot6(b, &grad, &s.dir);
+        let g = b.neg(gd);
+        let done = Done {
+            a: b.mov(0.0f64),
+            use_fed: b.mov(r.yes),
+        };
+        let (trial_l, done_l) = (b.label("solve_trial"), b.label("solve_done"));
+        let trial = s.feed(b, f, g, &done, &trial_l, &done_l, |b| s.copy_sums_to_lo(b));
+        b.place(&trial_l);
+        s.move_pending(b, trial);
+        b.bra(&request);
+        b.place(&done_l);
+        let from_lo = b.not(done.use_fed);
+        b.if_then(from_lo, |b| s.copy_lo_to_sums(b));
+        let no_decrease = b.setp(Cmp::Eq, done.a, 0.0f64);
+        b.if_else(
+            no_decrease,
+            |b| b.mov_to(s.kind, 1u32),
+            |b| {
+                for k in 0..6 {
+                    let d = b.mul(done.a, s.dir[k]);
+                    b.mov_to(s.stepv[k], d);
+                    let p = b.add(s.pose[k], d);
+                    b.mov_to(s.pose[k], p);
+                }
+                let i = b.add(s.iters, 1u32);
+                b.mov_to(s.iters, i);
+                b.mov_to(s.kind, 2u32);
+            },
+        );
+        b.place(&next);
+        s.next_step(b, &finish, &request);
+
+        b.place(&request);
+        b.comment("device solve: the next request record through the relay");
+        for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
+            for k in 0..6 {
+                st_f64(b, st, w + k, v[k]);
+            }
+        }
+        st_u32(b, st, S_PHASE, s.phase);
+        st_u32(b, st, S_ITERS, s.iters);
+        st_u32(b, st, S_EVALS, s.evals);
+        let mut in_range: Option<Reg<Pred>> = None;
+        let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
+        for k in 3..6 {
+            let a = b.abs(s.pending[k]);
+            let ok = b.setp(Cmp::Lt, a, sincos::SINCOS_MAX_ARG);
+            in_range = Some(match in_range {
+                None => ok,
+                Some(p) => b.and(p, ok),
+            });
+            let (sn, cs) = sincos::sincos_f64(b, s.pending[k]);
+            rec.push(b.bitcast::<U64, F64>(sn));
+            rec.push(b.bitcast::<U64, F64>(cs));
+        }
+        let far = b.not(in_range.expect("three angles"));
+        b.if_then(far, |b| {
+            b.mov_to(s.stop, STOP_HOST);
+            b.bra(&finish);
+        });
+        for k in 0..3 {
+            rec.push(b.bitcast::<U64, F64>(s.pending[k]));
+        }
+        rec.push(self.points_word(b));
+        let to = Addr::from(relay).off(16);
+        for k in 0..5 {
+            b.st_v2::<U64>(
+                Space::Global,
+                to.off(16 * k as i64),
+                [rec[2 * k], rec[2 * k + 1]],
+            );
+        }
+        let spent = elapsed(b, t0);
+        let ns = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64));
+        let ns = b.add(ns, spent);
+        b.st(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64), ns);
+        relay_command(b, relay, seq, CMD_EVALUATE);
+        b.bra(&end);
+
+        b.place(&finish);
+        b.comment("device solve: the result into mapped memory, then the stop command");
+        for k in 0..VALUES {
+            let v = s.sum(b, k);
+            st_f64(b, out, k, v);
+        }
+        for k in 0..6 {
+            st_f64(b, out, OUT_POSE + k, s.pose[k]);
+        }
+        st_u32(b, out, OUT_ITERATIONS, s.iters);
+        st_u32(b, out, OUT_EVALUATIONS, s.evals);
+        st_u32(b, out, OUT_STOP, s.stop);
+        let spent = elapsed(b, t0);
+        let ns = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64));
+        let ns = b.add(ns, spent);
+        b.st(
+            Space::Global,
+            Addr::from(out).off(8 * OUT_SOLVE_NS as i64),
+            ns,
+        );
+        let began = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_START_NS as i64));
+        let total = elapsed(b, began);
+        b.st(
+            Space::Global,
+            Addr::from(out).off(8 * OUT_TOTAL_NS as i64),
+            total,
+        );
+        b.fence_acq_rel(Scope::Sys);
+        let t = b.cvt::<U64, U32>(token);
+        let t = b.or(t, DONE);
+        b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * RESULT_SEQ_WORD as i64), t);
+        relay_command(b, relay, seq, CMD_STOP);
+        b.place(&end);
+    }
+}
+
+/// `%globaltimer − since`.
+fn elapsed(b: &mut KernelBuilder, since: Reg<U64>) -> Reg<U64> {
+    let now = b.globaltimer();
+    b.sub(now, since)
+}
+
+/// Releases `(seq + 1) | cmd << 32` into the relay word.
+fn relay_command(b: &mut KernelBuilder, relay: Reg<U64>, seq: Reg<U32>, cmd: u32) {
+    let s1 = b.add(seq, 1u32);
+    let w = b.cvt::<U64, U32>(s1);
+    let w = b.or(w, u64::from(cmd) << 32);
+    b.st_release_gpu::<U64>(relay, w);
+}
+
+impl Solver<'_> {
+    /// Sum `k` from shared memory.
+    fn sum(&self, b: &mut KernelBuilder, k: usize) -> Reg<F64> {
+        b.ld::<F64>(Space::Shared, self.r.sums.at(k as u32))
+    }
+
+    /// The shared sums into the best-end payload.
+    fn copy_sums_to_lo(&self, b: &mut KernelBuilder) {
+        for k in 0..VALUES {
+            let v = self.sum(b, k);
+            st_f64(b, self.r.state, S_LO_SUMS + k, v);
+        }
+    }
+
+    /// The best-end payload into the shared sums (it becomes the accepted linearization).
+    fn copy_lo_to_sums(&self, b: &mut KernelBuilder) {
+        for k in 0..VALUES {
+            let v = ld_f64(b, self.r.state, S_LO_SUMS + k);
+            b.st(Space::Shared, self.r.sums.at(k as u32), v);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The device solver's Newton step at the accepted pose: the host's `Newton::next_step` and
+//! `newton_step::newton_increment` (Cholesky path) for one thread, operation for operation.
+//!
+//! The host takes the Cholesky solve when the shifted matrix `−H − τ I` (`τ = 1e-9 ‖−H‖_∞`) and
+//! `−H` both have Cholesky factors, and the symmetric eigen-decomposition otherwise. The device
+//! does the first (nalgebra's left-looking factorisation and triangular solves, same order of
+//! operations) and, for a zero Hessian, the eigen path's answer (singular); anything else that
+//! would need the eigen-decomposition ends the kernel with [`super::STOP_HOST`], and the host
+//! runs the alignment itself.
+
+use super::{Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED, STOP_HOST};
+use super::{STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES, STOP_SINGULAR, STOP_STALLED};
+use crate::kernels::ndt::derivatives::{hessian_index, COUNT_INDEX, GRADIENT_INDEX, SCORE_INDEX};
+use crate::kernels::ndt::solve::more_thuente::Search;
+use crate::ptx::*;
+
+/// `EIGEN_FLOOR` of `ndt::newton_step`.
+const EIGEN_FLOOR: f64 = 1e-9;
+/// `STALL_FACTOR` of `ndt::solver`.
+const STALL_FACTOR: f64 = 10.0;
+
+/// The lower triangle of a symmetric 6×6 matrix (`m[i][j]`, `j ≤ i`).
+type Lower = [[Option<Reg<F64>>; 6]; 6];
+
+fn at(m: &Lower, i: usize, j: usize) -> Reg<F64> {
+    m[i][j].expect("lower-triangle entry present")
+}
+
+/// nalgebra's `Cholesky::new` in place on `m`: returns whether every pivot was positive.
+fn cholesky(b: &mut KernelBuilder, m: &mut Lower, yes: Reg<Pred>) -> Reg<Pred> {
+    let mut ok = yes;
+    for j in 0..6 {
+        for k in 0..j {
+            for i in j..6 {
+                let p = b.mul(at(m, j, k), at(m, i, k));
+                m[i][j] = Some(b.sub(at(m, i, j), p));
+            }
+        }
+        let d = at(m, j, j);
+        let pos = b.setp(Cmp::Gt, d, 0.0f64);
+        ok = b.and(ok, pos);
+        let r = b.sqrt(d);
+        m[j][j] = Some(r);
+        for i in j + 1..6 {
+            m[i][j] = Some(b.div(at(m, i, j), r));
+        }
+    }
+    ok
+}
+
+/// `Cholesky::solve`: `L y = g` forward, then `Lᵀ x = y` backward.
+fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6]) -> [Reg<F64>; 6] {
+    let mut x = *g;
+    for i in 0..6 {
+        let c = b.div(x[i], at(l, i, i));
+        x[i] = c;
+        for r in i + 1..6 {
+            let p = b.mul(c, at(l, r, i));
+            x[r] = b.sub(x[r], p);
+        }
+    }
+    for i in (0..6).rev() {
+        let mut dot = b.mov(0.0f64);
+        for r in i + 1..6 {
+            let p = b.mul(at(l, r, i), x[r]);
+            dot = b.add(dot, p);
+        }
+        let v = b.sub(x[i], dot);
+        x[i] = b.div(v, at(l, i, i));
+    }
+    x
+}
+
+/// `sqrt(x0² + x1² + x2²)` as nalgebra's 3-vector norm adds them.
+fn norm3(b: &mut KernelBuilder, x: &[Reg<F64>]) -> Reg<F64> {
+    let sq: Vec<Reg<F64>> = x.iter().map(|v| b.mul(*v, *v)).collect();
+    let s = b.add(sq[0], sq[1]);
+    let s = b.add(s, sq[2]);
+    b.sqrt(s)
+}
+
+/// `Σ a_k b_k` from 0, in order (nalgebra's dot of 6-vectors).
+pub(super) fn dot6(b: &mut KernelBuilder, x: &[Reg<F64>; 6], y: &[Reg<F64>; 6]) -> Reg<F64> {
+    let mut acc = b.mov(0.0f64);
+    for k in 0..6 {
+        let p = b.mul(x[k], y[k]);
+        acc = b.add(acc, p);
+    }
+    acc
+}
+
+/// `|x| < ∞` (false for NaN).
+fn finite(b: &mut KernelBuilder, x: Reg<F64>) -> Reg<Pred> {
+    let a = b.abs(x);
+    b.setp(Cmp::Lt, a, f64::INFINITY)
+}
+
+impl Solver<'_> {
+    /// The decoded score, gradient and Hessian (upper triangle, `h[hessian_index(i, j)]`) of
+    /// the sums in shared memory.
+    pub(super) fn decode(&self, b: &mut KernelBuilder) -> (Reg<F64>, [Reg<F64>; 6], Vec<Reg<F64>>) {
+        let r = self.r;
+        let s = self.sum(b, SCORE_INDEX);
+        let score = b.mul(r.neg_d1, s);
+        let grad: [Reg<F64>; 6] = std::array::from_fn(|k| {
+            let v = self.sum(b, GRADIENT_INDEX + k);
+            b.mul(r.scale, v)
+        });
+        let mut h = vec![score; 28];
+        for i in 0..6 {
+            for j in i..6 {
+                let v = self.sum(b, hessian_index(i, j));
+                h[hessian_index(i, j)] = b.mul(r.scale, v);
+            }
+        }
+        (score, grad, h)
+    }
+
+    /// `next_step` with the accepted linearization in the shared sums, the pose in `self.pose`
+    /// and the progress in `self.kind` / `self.stepv`. Ends by branching to `finish` (stop code
+    /// in `self.stop`) or to `request` (next pose in `self.pending`, phase and search stored).
+    pub(super) fn next_step(&self, b: &mut KernelBuilder, finish: &Label, request: &Label) {
+        let r: &Regs = self.r;
+        let stop_with = |b: &mut KernelBuilder, p: Reg<Pred>, code: u32| {
+            b.if_then(p, |b| {
+                b.mov_to(self.stop, code);
+                b.bra(finish);
+            });
+        };
+        let count = self.sum(b, COUNT_INDEX);
+        let none = b.setp(Cmp::Eq, count, 0.0f64);
+        stop_with(b, none, STOP_NO_CORRESPONDENCES);
+        let (score, grad, h) = self.decode(b);
+        let mut ok = finite(b, score);
+        for v in grad.iter().chain(h[7..28].iter()) {
+            let f = finite(b, *v);
+            ok = b.and(ok, f);
+        }
+        let bad = b.not(ok);
+        stop_with(b, bad, STOP_SINGULAR);
+        // a = −H (lower triangle), its row-sum norm.
+        let mut a: Lower = [[None; 6]; 6];
+        for i in 0..6 {
+            for j in 0..=i {
+                a[i][j] = Some(b.neg(h[hessian_index(j, i)]));
+            }
+        }
+        let mut norm = b.mov(0.0f64);
+        for i in 0..6 {
+            let mut s = b.mov(-0.0f64);
+            for j in 0..6 {
+                let v = if j <= i { at(&a, i, j) } else { at(&a, j, i) };
+                let av = b.abs(v);
+                s = b.add(s, av);
+            }
+            norm = b.max(norm, s);
+        }
+        // A zero −H: every eigenvalue is 0, the host's eigen path finds it singular.
+        let zero = b.setp(Cmp::Eq, norm, 0.0f64);
+        stop_with(b, zero, STOP_SINGULAR);
+        let tau = b.mul(EIGEN_FLOOR, norm);
+        let mut shifted = a;
+        for i in 0..6 {
+            shifted[i][i] = Some(b.sub(at(&a, i, i), tau));
+        }
+        let ok1 = cholesky(b, &mut shifted, r.yes);
+        let mut l = a;
+        let ok2 = cholesky(b, &mut l, r.yes);
+        let nf = finite(b, norm);
+        let ok = b.and(ok1, ok2);
+        let ok = b.and(ok, nf);
+        let eigen = b.not(ok);
+        stop_with(b, eigen, STOP_HOST);
+        let delta = solve(b, &l, &grad);
+        let dt = norm3(b, &delta[..3]);
+        let dr = norm3(b, &delta[3..]);
+        // Stalled: no decrease (kind 1), or a step below the epsilons (kind 2).
+        let st_t = norm3(b, &self.stepv[..3]);
+        let st_r = norm3(b, &self.stepv[3..]);
+        let small_t = b.setp(Cmp::Lt, st_t, r.eps_t);
+        let small_r = b.setp(Cmp::Lt, st_r, r.eps_r);
+        let small = b.and(small_t, small_r);
+        let moved = b.setp(Cmp::Eq, self.kind, 2u32);
+        let no_decrease = b.setp(Cmp::Eq, self.kind, 1u32);
+        let small = b.and(moved, small);
+        let stalled = b.or(no_decrease, small);
+        let tol = b.selp(STALL_FACTOR, 1.0f64, stalled);
+        let tt = b.mul(tol, r.eps_t);
+        let tr = b.mul(tol, r.eps_r);
+        let ct = b.setp(Cmp::Lt, dt, tt);
+        let cr = b.setp(Cmp::Lt, dr, tr);
+        let converged = b.and(ct, cr);
+        stop_with(b, converged, STOP_CONVERGED);
+        stop_with(b, stalled, STOP_STALLED);
+        let capped = b.setp(Cmp::Ge, self.iters, r.max_iterations);
+        stop_with(b, capped, STOP_MAX_ITERATIONS);
+        let mut sq = b.mov(0.0f64);
+        for d in delta.iter() {
+            let p = b.mul(*d, *d);
+            sq = b.add(sq, p);
+        }
+        let len = b.sqrt(sq);
+        let pos = b.setp(Cmp::Gt, len, 0.0f64);
+        let lf = finite(b, len);
+        let good = b.and(pos, lf);
+        let bad = b.not(good);
+        stop_with(b, bad, STOP_STALLED);
+        for k in 0..6 {
+            let d = b.div(delta[k], len);
+            b.mov_to(self.dir[k], d);
+        }
+        let a0 = b.min(len, r.step_max);
+        b.if_else(
+            r.line_search,
+            |b| {
+                let g = dot6(b, &grad, &self.dir);
+                let g0 = b.neg(g);
+                let f0 = b.neg(score);
+                self.copy_sums_to_lo(b);
+                let s = Search::start(b, r, f0, g0, a0);
+                s.store(b, r.state);
+                self.move_pending(b, s.trial);
+                b.mov_to(self.phase, PHASE_SEARCH);
+            },
+            |b| {
+                self.move_pending(b, a0);
+                b.mov_to(self.phase, PHASE_STEP);
+            },
+        );
+        b.bra(request);
+    }
+
+    /// `pending = pose + a · dir`.
+    pub(super) fn move_pending(&self, b: &mut KernelBuilder, a: Reg<F64>) {
+        for k in 0..6 {
+            let s = b.mul(a, self.dir[k]);
+            let p = b.add(self.pose[k], s);
+            b.mov_to(self.pending[k], p);
+        }
+    }
+}
