@@ -2,7 +2,8 @@
 //! (`ptxflow::sim`, no GPU needed) against the host solver fed by the interpreted
 //! `ndt_derivatives_dense_small` (the launch-per-round path's kernel, same grid, so the same
 //! sums): a synthetic scene of noisy planes, with and without the line search, every search
-//! mode, an iteration cap, no overlap and a Hessian that needs the eigen path (handed back).
+//! mode, an iteration cap and no overlap. (Hessians that need the eigen path are answered by
+//! the host during the kernel, which the interpreter cannot do: `tests/ndt_gpu_solve.rs`.)
 //! Equal iterations, evaluations and stop reasons; poses equal up to the request's sines and
 //! cosines (the kernel's own, within an ulp of `f64::sin_cos`).
 
@@ -14,7 +15,8 @@ use ptxflow::kernels::ndt::derivatives::{
     BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, VALUES,
 };
 use ptxflow::kernels::ndt::solve::{
-    DONE, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP, OUT_WORDS, STATE_WORDS, STOP_HOST,
+    DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
+    OUT_WORDS, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -148,7 +150,7 @@ fn device(
     let answers = mem.upload("answers", &[0u64; OUT_WORDS]);
     let mut args = s.args(&mut mem, &pose, answers);
     let ls = p.line_search.unwrap_or_default();
-    args.push(mem.upload("mailbox", &[0u64; 16]));
+    args.push(mem.upload("mailbox", &[0u64; MAILBOX_WORDS]));
     args.push(mem.upload("grid_sync", &[0u32; GRID_SYNC_WORDS]));
     args.push(Arg::U64(u64::MAX));
     args.push(Arg::U32(7));
@@ -168,6 +170,7 @@ fn device(
     prog.run(s.grid(), &args, &mut mem).unwrap();
     let out = mem.download::<u64>("answers").unwrap();
     assert_eq!(out[RESULT_SEQ_WORD], DONE | 7, "done word");
+    assert_eq!(out[OUT_ASSISTS], 0, "no eigen-path request");
     assert_eq!(
         mem.download::<u32>("counters").unwrap(),
         vec![0],
@@ -270,38 +273,5 @@ fn interpreted_device_solve_equals_the_host_solver() {
             let n = compare(&solve, &small, &s, &far, &base, "no overlap").expect("solved");
             assert_eq!(n.stop, StopReason::NoCorrespondences);
         }
-    }
-}
-
-#[test]
-fn interpreted_device_solve_hands_indefinite_hessians_back() {
-    let (solve, small) = programs();
-    // One plane: the Hessian is singular along the plane, the eigen path decides.
-    let target = scene(2000, 3, 1);
-    let map = VoxelMap::build(&target, 1.0).unwrap();
-    let source = scene(200, 4, 1);
-    let s = Setup {
-        map: &map,
-        cells: DenseCells::build(&map).unwrap(),
-        source: &source,
-        search: NeighbourSearch::Direct7,
-        gauss: GaussConstants::new(1.0, 0.55).unwrap(),
-        blocks: 2,
-    };
-    let init = pose_to_isometry(&Pose6::new(0.1, 0.1, 0.05, 0.0, 0.0, 0.02));
-    let p = SolverParams::default();
-    let mut rounds = SimRounds {
-        s: &s,
-        prog: small.clone(),
-    };
-    let host = align(&mut rounds, 0, &init, &p).unwrap();
-    let (_, _, evaluations, code) = device(&solve, &s, &init, &p);
-    eprintln!(
-        "one plane: host {:?} after {}, device code {code} after {evaluations}",
-        host.stop, host.evaluations
-    );
-    if code != STOP_HOST {
-        // Every Hessian on the way was positive definite after all: then it must agree.
-        assert_eq!(code, host.stop as u32);
     }
 }

@@ -244,8 +244,11 @@ impl ServerRegs {
             b.bar_sync();
             let relay = b.add(self.grid_sync, 8 * RELAY_WORD as u64);
             let (seq, results) = (self.seq, self.results);
+            let (mailbox, idle_ns) = (self.mailbox, self.idle_ns);
             let token = b.ld_param(&self.first_seq_param);
-            b.if_then(is0, |b| sv.step(b, relay, seq, results, token));
+            b.if_then(is0, |b| {
+                sv.step(b, relay, seq, results, mailbox, idle_ns, token)
+            });
             return;
         }
         // The barrier puts the sums before thread 0's fence, which (cumulative) puts them

@@ -76,6 +76,8 @@ const S_LS_EVALS: usize = 36;
 /// Nanoseconds spent in solver steps so far, and the kernel's start (`%globaltimer`).
 const S_SOLVE_NS: usize = 37;
 const S_START_NS: usize = 38;
+/// Eigen-path requests to the host so far (u32).
+const S_ASSISTS: usize = 39;
 /// The line search's best-end sums ([`VALUES`] f64).
 const S_LO_SUMS: usize = 40;
 /// u64 words of the state buffer the host allocates.
@@ -93,8 +95,20 @@ pub const OUT_STOP: usize = 48;
 pub const OUT_SOLVE_NS: usize = 49;
 /// Nanoseconds from the kernel's start to the result.
 pub const OUT_TOTAL_NS: usize = 50;
+/// Eigen-path requests the kernel made (u32).
+pub const OUT_ASSISTS: usize = 51;
+/// An eigen-path request to the host: the Hessian's upper triangle (21 f64, in result order).
+pub const ASSIST_HESSIAN: usize = 52;
+/// ... and the gradient (6 f64).
+pub const ASSIST_GRADIENT: usize = 73;
+/// ... and its word, `first_seq | k << 32` for the launch's k-th request (1, 2, ...), stored
+/// after a system fence. The host answers in the mailbox: `Δ` in words 1..7, flags in word 7
+/// (bit 0: an increment exists, bit 1: positive definite), then the same word in word 0.
+pub const ASSIST_WORD: usize = 79;
 /// u64 words of the mapped results the host allocates.
-pub const OUT_WORDS: usize = 52;
+pub const OUT_WORDS: usize = 80;
+/// u64 words of the mapped mailbox the host allocates.
+pub const MAILBOX_WORDS: usize = 8;
 /// The done word ([`RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 
@@ -182,6 +196,12 @@ pub(super) struct Solver<'a> {
     kind: Reg<U32>,
     stepv: [Reg<F64>; 6],
     stop: Reg<U32>,
+    /// The mapped results, the mailbox, the idle timeout and the launch's token (for the
+    /// eigen-path requests to the host).
+    out: Reg<U64>,
+    mailbox: Reg<U64>,
+    idle_ns: Reg<U64>,
+    token: Reg<U32>,
 }
 
 pub(super) fn ld_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize) -> Reg<F64> {
@@ -238,7 +258,7 @@ impl SolveCtx {
             let v = b.ld_param(p);
             st_f64(b, st, S_POSE + k, v);
         }
-        for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS] {
+        for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS, S_ASSISTS] {
             b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
         }
         let now = b.globaltimer();
@@ -285,13 +305,17 @@ impl SolveCtx {
 
     /// Thread 0 of the block that reduced last, with the sums in [`SolveCtx::sums`]: one solver
     /// step, then the next request (`seq + 1`) or the result and the stop command. `out` is
-    /// the mapped results, `token` the launch's `first_seq`.
+    /// the mapped results, `mailbox` the mapped host-to-device words, `token` the launch's
+    /// `first_seq`.
+    #[allow(clippy::too_many_arguments)]
     pub fn step(
         &self,
         b: &mut KernelBuilder,
         relay: Reg<U64>,
         seq: Reg<U32>,
         out: Reg<U64>,
+        mailbox: Reg<U64>,
+        idle_ns: Reg<U64>,
         token: Reg<U32>,
     ) {
         b.comment("device solve: one step of the host's Newton / More-Thuente solver");
@@ -309,6 +333,10 @@ impl SolveCtx {
             kind: b.mov(0u32),
             stepv: [(); 6].map(|_| b.mov(0.0f64)),
             stop: b.mov(STOP_HOST),
+            out,
+            mailbox,
+            idle_ns,
+            token,
         };
         let e = b.add(s.evals, 1u32);
         b.mov_to(s.evals, e);
@@ -432,6 +460,8 @@ impl SolveCtx {
         st_u32(b, out, OUT_ITERATIONS, s.iters);
         st_u32(b, out, OUT_EVALUATIONS, s.evals);
         st_u32(b, out, OUT_STOP, s.stop);
+        let n = ld_u32(b, st, S_ASSISTS);
+        st_u32(b, out, OUT_ASSISTS, n);
         let spent = elapsed(b, t0);
         let ns = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64));
         let ns = b.add(ns, spent);

@@ -4,11 +4,14 @@
 //! The host takes the Cholesky solve when the shifted matrix `−H − τ I` (`τ = 1e-9 ‖−H‖_∞`) and
 //! `−H` both have Cholesky factors, and the symmetric eigen-decomposition otherwise. The device
 //! does the first (nalgebra's left-looking factorisation and triangular solves, same order of
-//! operations) and, for a zero Hessian, the eigen path's answer (singular); anything else that
-//! would need the eigen-decomposition ends the kernel with [`super::STOP_HOST`], and the host
-//! runs the alignment itself.
+//! operations) and, for a zero Hessian, the eigen path's answer (singular); for anything else
+//! it asks the host, which is spinning on the result anyway ([`Solver::assist`]: the Hessian
+//! and gradient out, the host's `newton_increment` back, one PCIe round trip and a host
+//! eigen-decomposition, so the increment is the host path's bit for bit). A host that does not
+//! answer within the idle timeout ends the kernel with [`super::STOP_HOST`].
 
-use super::{Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED, STOP_HOST};
+use super::{ld_u32, st_f64, st_u32, Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED};
+use super::{ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, STOP_HOST, S_ASSISTS};
 use super::{STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES, STOP_SINGULAR, STOP_STALLED};
 use crate::kernels::ndt::derivatives::{hessian_index, COUNT_INDEX, GRADIENT_INDEX, SCORE_INDEX};
 use crate::kernels::ndt::solve::more_thuente::Search;
@@ -169,9 +172,18 @@ impl Solver<'_> {
         let nf = finite(b, norm);
         let ok = b.and(ok1, ok2);
         let ok = b.and(ok, nf);
-        let eigen = b.not(ok);
-        stop_with(b, eigen, STOP_HOST);
-        let delta = solve(b, &l, &grad);
+        let delta: [Reg<F64>; 6] = [(); 6].map(|_| b.reg::<F64>());
+        let pd = b.mov(r.yes);
+        b.if_else(
+            ok,
+            |b| {
+                let d = solve(b, &l, &grad);
+                for k in 0..6 {
+                    b.mov_to(delta[k], d[k]);
+                }
+            },
+            |b| self.assist(b, &h, &grad, &delta, pd, finish),
+        );
         let dt = norm3(b, &delta[..3]);
         let dr = norm3(b, &delta[3..]);
         // Stalled: no decrease (kind 1), or a step below the epsilons (kind 2).
@@ -190,6 +202,7 @@ impl Solver<'_> {
         let ct = b.setp(Cmp::Lt, dt, tt);
         let cr = b.setp(Cmp::Lt, dr, tr);
         let converged = b.and(ct, cr);
+        let converged = b.and(converged, pd);
         stop_with(b, converged, STOP_CONVERGED);
         stop_with(b, stalled, STOP_STALLED);
         let capped = b.setp(Cmp::Ge, self.iters, r.max_iterations);
@@ -228,6 +241,74 @@ impl Solver<'_> {
             },
         );
         b.bra(request);
+    }
+
+    /// The host's `newton_increment(H, g)` for a Hessian the Cholesky path cannot take: `h`
+    /// (upper triangle at `hessian_index`) and `grad` into the mapped results, a system fence,
+    /// the request word `token | k << 32` (k counts the launch's requests); then thread 0
+    /// polls the mailbox's word 0 until the host releases the same word after `Δ` (words 1..7)
+    /// and its flags (word 7: bit 0 an increment exists, bit 1 positive definite). Without an
+    /// increment the solver stops as singular (the host's answer); without an answer within
+    /// the idle timeout the kernel hands the alignment back.
+    fn assist(
+        &self,
+        b: &mut KernelBuilder,
+        h: &[Reg<F64>],
+        grad: &[Reg<F64>; 6],
+        delta: &[Reg<F64>; 6],
+        pd: Reg<Pred>,
+        finish: &Label,
+    ) {
+        let r = self.r;
+        let out = self.out;
+        b.comment("device solve: the eigen path on the host (a PCIe round trip)");
+        for i in 0..6 {
+            for j in i..6 {
+                let k = hessian_index(i, j);
+                st_f64(b, out, ASSIST_HESSIAN + k - 7, h[k]);
+            }
+            st_f64(b, out, ASSIST_GRADIENT + i, grad[i]);
+        }
+        let n = ld_u32(b, r.state, S_ASSISTS);
+        let n = b.add(n, 1u32);
+        st_u32(b, r.state, S_ASSISTS, n);
+        let t = b.cvt::<U64, U32>(self.token);
+        let k = b.cvt::<U64, U32>(n);
+        let k = b.shl(k, 32u32);
+        let word = b.or(t, k);
+        b.fence_acq_rel(Scope::Sys);
+        b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * ASSIST_WORD as i64), word);
+        let start = b.globaltimer();
+        let mb = self.mailbox;
+        let idle = self.idle_ns;
+        b.loop_forever(|b, got, _| {
+            let w = b.ld_relaxed_sys::<U64>(mb);
+            let seen = b.setp(Cmp::Eq, w, word);
+            b.bra_if(seen, got);
+            let now = b.globaltimer();
+            let waited = b.sub(now, start);
+            let late = b.setp(Cmp::Gt, waited, idle);
+            b.if_then(late, |b| {
+                b.mov_to(self.stop, STOP_HOST);
+                b.bra(finish);
+            });
+        });
+        b.fence_acq_rel(Scope::Sys);
+        let mba = Addr::from(mb);
+        for k in 0..6 {
+            let v = b.ld::<F64>(Space::Global, mba.off(8 * (1 + k as i64)));
+            b.mov_to(delta[k], v);
+        }
+        let flags = b.ld::<U32>(Space::Global, mba.off(56));
+        let some = b.and(flags, 1u32);
+        let none = b.setp(Cmp::Eq, some, 0u32);
+        b.if_then(none, |b| {
+            b.mov_to(self.stop, STOP_SINGULAR);
+            b.bra(finish);
+        });
+        let p = b.and(flags, 2u32);
+        let p = b.setp(Cmp::Ne, p, 0u32);
+        b.mov_to(pd, p);
     }
 
     /// `pending = pose + a · dir`.

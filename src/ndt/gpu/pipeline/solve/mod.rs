@@ -47,8 +47,11 @@ pub struct DeviceSolveStats {
     pub evaluations: usize,
     /// Nanoseconds from the kernel's start (block 0, before the start barrier) to the result.
     pub total_ns: u64,
-    /// Nanoseconds of solver steps (thread 0 of the block that reduced last), summed.
+    /// Nanoseconds of solver steps (thread 0 of the block that reduced last), summed; they
+    /// include the eigen-path round trips to the host.
     pub solve_ns: u64,
+    /// Newton steps whose increment the host computed (the eigen path).
+    pub assists: usize,
     /// The server's `%globaltimer` stamps of the last evaluation (see
     /// [`GpuDerivativePipeline::server_stamps`]; the poll stamps stay 0).
     pub stamps: [u64; STAMPS],
@@ -73,6 +76,8 @@ pub(in crate::ndt::gpu) struct SolveState {
 struct Buffers {
     stream: Arc<CudaStream>,
     answers: MappedBuffer<u64>,
+    /// The host's answers to eigen-path requests (`kernels::ndt::solve::ASSIST_WORD`).
+    mailbox: MappedBuffer<u64>,
     grid_sync: DeviceBuffer<u32>,
     state: DeviceBuffer<u64>,
 }
@@ -218,10 +223,15 @@ impl GpuDerivativePipeline {
         let r0f: [f64; 9] = std::array::from_fn(|k| f64::from_bits(r0[k]));
         let b = self.solve.buffers.as_mut().expect("allocated by prepare");
         b.answers.as_mut_slice()?.fill(0);
+        b.mailbox.as_mut_slice()?.fill(0);
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let s = b.stream.clone();
         let answers = b
             .answers
+            .device_ptr()
+            .expect("a mapped buffer has a device address");
+        let mailbox = b
+            .mailbox
             .device_ptr()
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
@@ -272,7 +282,7 @@ impl GpuDerivativePipeline {
         }
         lb.arg(&first).arg(&count);
         cells.push(&mut lb);
-        lb.arg(&answers).arg(&grid_sync).arg(&idle_ns).arg(&token);
+        lb.arg(&mailbox).arg(&grid_sync).arg(&idle_ns).arg(&token);
         lb.arg(&state);
         for v in &init6 {
             lb.arg(v);
@@ -291,10 +301,11 @@ impl GpuDerivativePipeline {
         // SAFETY: the arguments are the server's (`server/mod.rs`: points, voxels, hash and
         // dense table uploaded and consistent; `first + count` within the uploaded points; a
         // grid of `blocks` ≤ the partial slots and co-resident, which the cooperative launch
-        // checks and the start barrier's status reports) with `mailbox` never read (no block
-        // polls the host in this build), then `state` (STATE_WORDS u64 of device memory) and
-        // plain values. The kernel writes `answers` (OUT_WORDS mapped words), which the host
-        // reads only through volatile or atomic loads until the done word; `grid_sync` holds
+        // checks and the start barrier's status reports) with `mailbox` the MAILBOX_WORDS
+        // mapped words of the host's eigen-path answers (read by the kernel only after it saw
+        // their word 0, which the host releases last), then `state` (STATE_WORDS u64 of device
+        // memory) and plain values. The kernel writes `answers` (OUT_WORDS mapped words), which
+        // the host reads only through volatile or atomic loads until the done word; `grid_sync` holds
         // GRID_SYNC_WORDS u32, zero at the start barrier's words (cleared after a failed
         // launch). The buffers outlive the kernel: `Buffers` waits for the stream when dropped,
         // and the kernel ends by itself (idle timeout) if the host goes away.

@@ -3,24 +3,28 @@
 
 use super::super::GpuDerivativePipeline;
 use super::{stop_reason, Buffers, DeviceSolveStats};
+use crate::kernels::ndt::derivatives::hessian_index;
 use crate::kernels::ndt::derivatives::server::{
     EXIT_WORD, GRID_SYNC_WORDS, RESULT_SEQ_WORD, STAMPS, STAMP_WORD, STATUS_IDLE,
     STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::BLOCK;
 use crate::kernels::ndt::solve::{
-    DONE, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS,
-    OUT_WORDS, STATE_WORDS,
+    ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, DONE, MAILBOX_WORDS, OUT_ASSISTS,
+    OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS, OUT_WORDS,
+    STATE_WORDS,
 };
 use crate::kernels::KernelId;
 use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::gpu::mapped::MappedBuffer;
 use crate::ndt::gpu::records::{decode_result, VALUES};
+use crate::ndt::newton_step::newton_increment;
 use crate::ndt::pose::{pose_to_isometry, Pose6};
 use crate::ndt::result::NdtResult;
 use crate::runtime::DeviceBuffer;
 use crate::{Error, Result};
 use cudarc::driver::sys;
+use nalgebra::{Matrix6, Vector6};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -53,11 +57,12 @@ impl GpuDerivativePipeline {
                 .map_err(Error::driver("cuStreamCreate (NDT device solver)"))?;
             self.solve.buffers = Some(Buffers {
                 answers: MappedBuffer::new(&self.gpu, OUT_WORDS, true)?,
+                mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
                 state: DeviceBuffer::zeros(&s, STATE_WORDS, "NDT device solver state")?,
                 stream: s,
             });
-            self.counters.allocations += 3;
+            self.counters.allocations += 4;
         }
         if self.solve.dirty {
             let b = self.solve.buffers.as_mut().expect("allocated above");
@@ -71,26 +76,79 @@ impl GpuDerivativePipeline {
         Ok(())
     }
 
-    /// After a failed wait: the kernel is stopped by its own timeouts at the latest; the
-    /// stream is synchronized and the words are cleared before the next launch.
+    /// After a failed wait: the kernel is stopped by its own timeouts at the latest; once the
+    /// stream is idle, the barrier words and the request counter (which the ordinary rounds
+    /// share) are cleared. Anything that fails here is left for the next launch (`dirty`).
     pub(super) fn abandon_device_solve(&mut self) {
         self.solve.dirty = true;
-        if let Some(b) = self.solve.buffers.as_ref() {
-            let _ = b.stream.synchronize();
+        let Some(b) = self.solve.buffers.as_mut() else {
+            return;
+        };
+        if b.stream.synchronize().is_err() {
+            return;
         }
+        let cleared = b
+            .grid_sync
+            .upload(&b.stream, &[0u32; GRID_SYNC_WORDS])
+            .is_ok()
+            && {
+                let mut c = self.counters_dev.slice_mut().slice_mut(0..1);
+                b.stream.memcpy_htod(&[0u32], &mut c).is_ok()
+            }
+            && b.stream.synchronize().is_ok();
+        self.solve.dirty = !cleared;
     }
 
-    /// Spins until the done word holds `DONE | token`.
+    /// Spins until the done word holds `DONE | token`, answering the kernel's eigen-path
+    /// requests meanwhile.
     pub(super) fn wait_device_solve(&self, token: u32) -> Result<()> {
-        self.spin_device(RESULT_SEQ_WORD, DONE | u64::from(token))
+        self.spin_device(RESULT_SEQ_WORD, DONE | u64::from(token), true)
     }
 
     /// Spins until the exit word says every block has left.
     pub(super) fn wait_device_exit(&self, token: u32) -> Result<()> {
-        self.spin_device(EXIT_WORD, u64::from(token) | 1 << 32)
+        self.spin_device(EXIT_WORD, u64::from(token) | 1 << 32, false)
     }
 
-    fn spin_device(&self, word: usize, want: u64) -> Result<()> {
+    /// Answers an eigen-path request (see `kernels::ndt::solve::ASSIST_WORD`): the host
+    /// solver's `newton_increment` of the Hessian and gradient the kernel wrote.
+    fn answer_assist(&self, word: u64) -> Result<()> {
+        let b = self
+            .solve
+            .buffers
+            .as_ref()
+            .expect("a launched device solve has buffers");
+        let a = b.answers.as_slice()?.as_ptr();
+        // SAFETY: words < OUT_WORDS of the answers (alive with `self`); the kernel wrote them
+        // before its system fence and the request word, which the caller acquired.
+        let f = |k: usize| f64::from_bits(unsafe { std::ptr::read_volatile(a.add(k)) });
+        let mut hessian = Matrix6::zeros();
+        for i in 0..6 {
+            for j in i..6 {
+                let v = f(ASSIST_HESSIAN + hessian_index(i, j) - 7);
+                hessian[(i, j)] = v;
+                hessian[(j, i)] = v;
+            }
+        }
+        let gradient = Vector6::from_fn(|i, _| f(ASSIST_GRADIENT + i));
+        let (delta, flags) = match newton_increment(&hessian, &gradient) {
+            Some((d, pd)) => (d, 1 | u64::from(pd) << 1),
+            None => (Vector6::zeros(), 0),
+        };
+        let m = b.mailbox.as_slice()?.as_ptr().cast_mut();
+        // SAFETY: the mailbox's MAILBOX_WORDS words, alive with `self`; the kernel reads them
+        // only after it sees word 0 equal to `word`, which is released after the payload.
+        unsafe {
+            for k in 0..6 {
+                std::ptr::write_volatile(m.add(1 + k), delta[k].to_bits());
+            }
+            std::ptr::write_volatile(m.add(7), flags);
+            AtomicU64::from_ptr(m).store(word, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn spin_device(&self, word: usize, want: u64, assist: bool) -> Result<()> {
         let b = self
             .solve
             .buffers
@@ -99,12 +157,14 @@ impl GpuDerivativePipeline {
         let a = b.answers.as_slice()?.as_ptr().cast_mut();
         // SAFETY: aligned u64 words of the answers (alive with `self`), read atomically (the
         // status is the u32 the kernel stores in the low half; little-endian).
-        let (got, status) = unsafe {
+        let (got, status, asked) = unsafe {
             (
                 AtomicU64::from_ptr(a.add(word)),
                 AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()),
+                AtomicU64::from_ptr(a.add(ASSIST_WORD)),
             )
         };
+        let mut answered = 0u64;
         let timeouts = self.server_timeouts();
         // The whole alignment: the answer timeout per evaluation the host would wait, at most.
         let limit = timeouts.answer.saturating_mul(4);
@@ -114,6 +174,14 @@ impl GpuDerivativePipeline {
         loop {
             if got.load(Ordering::Acquire) == want {
                 return Ok(());
+            }
+            if assist {
+                let w = asked.load(Ordering::Acquire);
+                if w != answered && w != 0 {
+                    self.answer_assist(w)?;
+                    answered = w;
+                    continue;
+                }
             }
             spins = spins.wrapping_add(1);
             if !spins.is_multiple_of(256) {
@@ -190,6 +258,7 @@ impl GpuDerivativePipeline {
             evaluations,
             total_ns: word(OUT_TOTAL_NS),
             solve_ns: word(OUT_SOLVE_NS),
+            assists: word(OUT_ASSISTS) as u32 as usize,
             stamps,
         });
         self.counters.requests += evaluations as u64;
