@@ -309,6 +309,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 s.stamp_last(b, is0);
             }
             b.fence_acq_rel(Scope::Gpu);
+            if let Some(s) = srv {
+                s.stage_solver(b, tid);
+            }
             let sums: Vec<Reg<F64>> = (0..VALUES).map(|_| b.mov(0.0f64)).collect();
             let base = b.mul(req, nblk);
             b.for_range(tid, nblk, BLOCK, |b, j, _| {

@@ -184,6 +184,14 @@ impl ServerRegs {
         }
     }
 
+    /// In the block that reduces last (every thread): the device solver's state into shared
+    /// memory ([`SolveCtx::stage`]); nothing for the server.
+    pub(super) fn stage_solver(&self, b: &mut KernelBuilder, tid: Reg<U32>) {
+        if let Some((sv, _)) = &self.solve {
+            sv.stage(b, tid);
+        }
+    }
+
     /// The shared array the last block leaves the sums in for the device solver (`None`: the
     /// server, which writes them to `results`).
     pub(super) fn solve_sums(&self) -> Option<&SharedArray<F64>> {

@@ -162,11 +162,12 @@ pub struct SolveCtx {
     r0_first: Param<U32>,
     r0_count: Param<U32>,
     sums: SharedArray<F64>,
+    staged: SharedArray<U64>,
 }
 
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
 pub(super) struct Regs {
-    state: Reg<U64>,
+    state: State,
     max_iterations: Reg<U32>,
     step_max: Reg<F64>,
     eps_t: Reg<F64>,
@@ -204,19 +205,51 @@ pub(super) struct Solver<'a> {
     token: Reg<U32>,
 }
 
-pub(super) fn ld_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize) -> Reg<F64> {
-    b.ld::<F64>(Space::Global, Addr::from(base).off(8 * w as i64))
+/// The solver state: kept in device memory between evaluations, staged into shared memory by
+/// the block that reduces last while it reduces ([`SolveCtx::stage`]); thread 0 reads the
+/// staged copy and writes both.
+#[derive(Clone)]
+pub(super) struct State {
+    global: Reg<U64>,
+    staged: SharedArray<U64>,
 }
 
-pub(super) fn ld_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize) -> Reg<U32> {
-    b.ld::<U32>(Space::Global, Addr::from(base).off(8 * w as i64))
+impl State {
+    pub(super) fn ld_f64(&self, b: &mut KernelBuilder, w: usize) -> Reg<F64> {
+        b.ld::<F64>(Space::Shared, self.staged.at(w as u32))
+    }
+
+    pub(super) fn ld_u32(&self, b: &mut KernelBuilder, w: usize) -> Reg<U32> {
+        b.ld::<U32>(Space::Shared, self.staged.at(w as u32))
+    }
+
+    pub(super) fn st_f64(&self, b: &mut KernelBuilder, w: usize, v: Reg<F64>) {
+        put_f64(b, self.global, w, v);
+        b.st(Space::Shared, self.staged.at(w as u32), v);
+    }
+
+    pub(super) fn st_u32(&self, b: &mut KernelBuilder, w: usize, v: Reg<U32>) {
+        put_u32(b, self.global, w, v);
+        b.st(Space::Shared, self.staged.at(w as u32), v);
+    }
+
+    fn ld_u64(&self, b: &mut KernelBuilder, w: usize) -> Reg<U64> {
+        b.ld::<U64>(Space::Shared, self.staged.at(w as u32))
+    }
+
+    fn st_u64(&self, b: &mut KernelBuilder, w: usize, v: Reg<U64>) {
+        b.st(Space::Global, Addr::from(self.global).off(8 * w as i64), v);
+        b.st(Space::Shared, self.staged.at(w as u32), v);
+    }
 }
 
-pub(super) fn st_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<F64>) {
+/// Word `w` of global memory at `base` = `v` (the mapped results, the state's first write).
+pub(super) fn put_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<F64>) {
     b.st(Space::Global, Addr::from(base).off(8 * w as i64), v);
 }
 
-pub(super) fn st_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<U32>) {
+/// The u32 `v` into the low half of word `w` at `base`.
+pub(super) fn put_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<U32>) {
     b.st(Space::Global, Addr::from(base).off(8 * w as i64), v);
 }
 
@@ -235,7 +268,23 @@ impl SolveCtx {
             r0_first: r0_first.clone(),
             r0_count: r0_count.clone(),
             sums: b.shared_array::<F64>("solve_sums", 32),
+            staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
         }
+    }
+
+    /// In the block that reduces last, every thread, before the final reduction: threads
+    /// `t < STATE_WORDS` copy state word `t` into shared memory (visible to thread 0 after the
+    /// reduction's barriers), so the solver step reads no device memory.
+    pub fn stage(&self, b: &mut KernelBuilder, tid: Reg<U32>) {
+        let st = b.global_ptr(&self.p.state);
+        let mine = b.setp(Cmp::Lt, tid, STATE_WORDS as u32);
+        let staged = self.staged.clone();
+        b.if_then(mine, |b| {
+            let a = b.index_addr(st, tid, 8);
+            let v = b.ld::<U64>(Space::Global, a);
+            let s = b.shared_index(&staged, tid);
+            b.st(Space::Shared, s, v);
+        });
     }
 
     /// Where the block that reduces last leaves the [`VALUES`] sums for the solver.
@@ -256,7 +305,7 @@ impl SolveCtx {
         let st = b.global_ptr(&self.p.state);
         for (k, p) in self.p.init.iter().enumerate() {
             let v = b.ld_param(p);
-            st_f64(b, st, S_POSE + k, v);
+            put_f64(b, st, S_POSE + k, v);
         }
         for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS, S_ASSISTS] {
             b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
@@ -285,7 +334,10 @@ impl SolveCtx {
         let ls = b.ld_param(&p.line_search);
         let yes = b.setp(Cmp::Eq, ls, ls);
         Regs {
-            state: b.global_ptr(&p.state),
+            state: State {
+                global: b.global_ptr(&p.state),
+                staged: self.staged.clone(),
+            },
             max_iterations: b.ld_param(&p.max_iterations),
             step_max: b.ld_param(&p.step_max),
             eps_t: b.ld_param(&p.eps_t),
@@ -321,15 +373,15 @@ impl SolveCtx {
         b.comment("device solve: one step of the host's Newton / More-Thuente solver");
         let t0 = b.globaltimer();
         let r = self.regs(b);
-        let st = r.state;
+        let st = r.state.clone();
         let s = Solver {
             r: &r,
-            pose: std::array::from_fn(|k| ld_f64(b, st, S_POSE + k)),
-            dir: std::array::from_fn(|k| ld_f64(b, st, S_DIR + k)),
-            pending: std::array::from_fn(|k| ld_f64(b, st, S_PENDING + k)),
-            phase: ld_u32(b, st, S_PHASE),
-            iters: ld_u32(b, st, S_ITERS),
-            evals: ld_u32(b, st, S_EVALS),
+            pose: std::array::from_fn(|k| st.ld_f64(b, S_POSE + k)),
+            dir: std::array::from_fn(|k| st.ld_f64(b, S_DIR + k)),
+            pending: std::array::from_fn(|k| st.ld_f64(b, S_PENDING + k)),
+            phase: st.ld_u32(b, S_PHASE),
+            iters: st.ld_u32(b, S_ITERS),
+            evals: st.ld_u32(b, S_EVALS),
             kind: b.mov(0u32),
             stepv: [(); 6].map(|_| b.mov(0.0f64)),
             stop: b.mov(STOP_HOST),
@@ -405,12 +457,12 @@ impl SolveCtx {
         b.comment("device solve: the next request record through the relay");
         for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
             for k in 0..6 {
-                st_f64(b, st, w + k, v[k]);
+                put_f64(b, st.global, w + k, v[k]);
             }
         }
-        st_u32(b, st, S_PHASE, s.phase);
-        st_u32(b, st, S_ITERS, s.iters);
-        st_u32(b, st, S_EVALS, s.evals);
+        put_u32(b, st.global, S_PHASE, s.phase);
+        put_u32(b, st.global, S_ITERS, s.iters);
+        put_u32(b, st.global, S_EVALS, s.evals);
         let mut in_range: Option<Reg<Pred>> = None;
         let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
         for k in 3..6 {
@@ -442,9 +494,9 @@ impl SolveCtx {
             );
         }
         let spent = elapsed(b, t0);
-        let ns = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64));
+        let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
-        b.st(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64), ns);
+        st.st_u64(b, S_SOLVE_NS, ns);
         relay_command(b, relay, seq, CMD_EVALUATE);
         b.bra(&end);
 
@@ -452,25 +504,25 @@ impl SolveCtx {
         b.comment("device solve: the result into mapped memory, then the stop command");
         for k in 0..VALUES {
             let v = s.sum(b, k);
-            st_f64(b, out, k, v);
+            put_f64(b, out, k, v);
         }
         for k in 0..6 {
-            st_f64(b, out, OUT_POSE + k, s.pose[k]);
+            put_f64(b, out, OUT_POSE + k, s.pose[k]);
         }
-        st_u32(b, out, OUT_ITERATIONS, s.iters);
-        st_u32(b, out, OUT_EVALUATIONS, s.evals);
-        st_u32(b, out, OUT_STOP, s.stop);
-        let n = ld_u32(b, st, S_ASSISTS);
-        st_u32(b, out, OUT_ASSISTS, n);
+        put_u32(b, out, OUT_ITERATIONS, s.iters);
+        put_u32(b, out, OUT_EVALUATIONS, s.evals);
+        put_u32(b, out, OUT_STOP, s.stop);
+        let n = st.ld_u32(b, S_ASSISTS);
+        put_u32(b, out, OUT_ASSISTS, n);
         let spent = elapsed(b, t0);
-        let ns = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_SOLVE_NS as i64));
+        let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
         b.st(
             Space::Global,
             Addr::from(out).off(8 * OUT_SOLVE_NS as i64),
             ns,
         );
-        let began = b.ld::<U64>(Space::Global, Addr::from(st).off(8 * S_START_NS as i64));
+        let began = st.ld_u64(b, S_START_NS);
         let total = elapsed(b, began);
         b.st(
             Space::Global,
@@ -510,14 +562,14 @@ impl Solver<'_> {
     fn copy_sums_to_lo(&self, b: &mut KernelBuilder) {
         for k in 0..VALUES {
             let v = self.sum(b, k);
-            st_f64(b, self.r.state, S_LO_SUMS + k, v);
+            self.r.state.st_f64(b, S_LO_SUMS + k, v);
         }
     }
 
     /// The best-end payload into the shared sums (it becomes the accepted linearization).
     fn copy_lo_to_sums(&self, b: &mut KernelBuilder) {
         for k in 0..VALUES {
-            let v = ld_f64(b, self.r.state, S_LO_SUMS + k);
+            let v = self.r.state.ld_f64(b, S_LO_SUMS + k);
             b.st(Space::Shared, self.r.sums.at(k as u32), v);
         }
     }

@@ -4,7 +4,7 @@
 //! which the caller copies when the search says so.
 
 use super::interpolate::{clamp, step, End};
-use super::{ld_f64, ld_u32, st_f64, st_u32, Regs, Solver};
+use super::{Regs, Solver, State};
 use super::{
     S_BRACKETED, S_F0, S_G0, S_HI_A, S_LO_A, S_LS_EVALS, S_STAGE1, S_STEP_MAX, S_STEP_MIN, S_TRIAL,
     S_WIDTH, S_WIDTH1,
@@ -36,10 +36,10 @@ pub(super) struct Done {
 }
 
 impl Search {
-    fn load(b: &mut KernelBuilder, st: Reg<U64>) -> Search {
-        let f = |b: &mut KernelBuilder, w: usize| ld_f64(b, st, w);
+    fn load(b: &mut KernelBuilder, st: &State) -> Search {
+        let f = |b: &mut KernelBuilder, w: usize| st.ld_f64(b, w);
         let flag = |b: &mut KernelBuilder, w: usize| {
-            let v = ld_u32(b, st, w);
+            let v = st.ld_u32(b, w);
             b.setp(Cmp::Ne, v, 0u32)
         };
         Search {
@@ -62,11 +62,11 @@ impl Search {
             step_min: f(b, S_STEP_MIN),
             step_max: f(b, S_STEP_MAX),
             trial: f(b, S_TRIAL),
-            evals: ld_u32(b, st, S_LS_EVALS),
+            evals: st.ld_u32(b, S_LS_EVALS),
         }
     }
 
-    pub(super) fn store(&self, b: &mut KernelBuilder, st: Reg<U64>) {
+    pub(super) fn store(&self, b: &mut KernelBuilder, st: &State) {
         let vals = [
             (S_F0, self.f0),
             (S_G0, self.g0),
@@ -83,13 +83,13 @@ impl Search {
             (S_TRIAL, self.trial),
         ];
         for (w, v) in vals {
-            st_f64(b, st, w, v);
+            st.st_f64(b, w, v);
         }
         let br = b.selp(1u32, 0u32, self.bracketed);
-        st_u32(b, st, S_BRACKETED, br);
+        st.st_u32(b, S_BRACKETED, br);
         let s1 = b.selp(1u32, 0u32, self.stage1);
-        st_u32(b, st, S_STAGE1, s1);
-        st_u32(b, st, S_LS_EVALS, self.evals);
+        st.st_u32(b, S_STAGE1, s1);
+        st.st_u32(b, S_LS_EVALS, self.evals);
     }
 
     /// `MoreThuente::start(f0, g0, _, a_init, a_max, p)`: the state, with the first trial in
@@ -147,7 +147,7 @@ impl Solver<'_> {
         moved_lo: impl FnOnce(&mut KernelBuilder),
     ) -> Reg<F64> {
         let r = self.r;
-        let st = r.state;
+        let st = &r.state;
         let s = Search::load(b, st);
         let ev = b.add(s.evals, 1u32);
         b.mov_to(s.evals, ev);

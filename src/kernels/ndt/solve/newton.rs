@@ -10,7 +10,7 @@
 //! eigen-decomposition, so the increment is the host path's bit for bit). A host that does not
 //! answer within the idle timeout ends the kernel with [`super::STOP_HOST`].
 
-use super::{ld_u32, st_f64, st_u32, Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED};
+use super::{put_f64, Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED};
 use super::{ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, STOP_HOST, S_ASSISTS};
 use super::{STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES, STOP_SINGULAR, STOP_STALLED};
 use crate::kernels::ndt::derivatives::{hessian_index, COUNT_INDEX, GRADIENT_INDEX, SCORE_INDEX};
@@ -231,7 +231,7 @@ impl Solver<'_> {
                 let f0 = b.neg(score);
                 self.copy_sums_to_lo(b);
                 let s = Search::start(b, r, f0, g0, a0);
-                s.store(b, r.state);
+                s.store(b, &r.state);
                 self.move_pending(b, s.trial);
                 b.mov_to(self.phase, PHASE_SEARCH);
             },
@@ -265,13 +265,13 @@ impl Solver<'_> {
         for i in 0..6 {
             for j in i..6 {
                 let k = hessian_index(i, j);
-                st_f64(b, out, ASSIST_HESSIAN + k - 7, h[k]);
+                put_f64(b, out, ASSIST_HESSIAN + k - 7, h[k]);
             }
-            st_f64(b, out, ASSIST_GRADIENT + i, grad[i]);
+            put_f64(b, out, ASSIST_GRADIENT + i, grad[i]);
         }
-        let n = ld_u32(b, r.state, S_ASSISTS);
+        let n = r.state.ld_u32(b, S_ASSISTS);
         let n = b.add(n, 1u32);
-        st_u32(b, r.state, S_ASSISTS, n);
+        r.state.st_u32(b, S_ASSISTS, n);
         let t = b.cvt::<U64, U32>(self.token);
         let k = b.cvt::<U64, U32>(n);
         let k = b.shl(k, 32u32);
