@@ -248,13 +248,15 @@ impl ServerRegs {
     /// thread 0 fences at system scope and stores the request's `seq`.
     pub(super) fn publish(&self, b: &mut KernelBuilder, is0: Reg<Pred>) {
         if let Some((sv, _)) = &self.solve {
-            // The sums in shared memory for thread 0, which runs the solver step.
+            // The sums in shared memory for warp 0, which runs the solver step.
             b.bar_sync();
             let relay = b.add(self.grid_sync, 8 * RELAY_WORD as u64);
             let (seq, results) = (self.seq, self.results);
             let (mailbox, idle_ns) = (self.mailbox, self.idle_ns);
             let token = b.ld_param(&self.first_seq_param);
-            b.if_then(is0, |b| {
+            let tid = b.special(Special::TidX);
+            let warp0 = b.setp(Cmp::Lt, tid, 32u32);
+            b.if_then(warp0, |b| {
                 sv.step(b, relay, seq, results, mailbox, idle_ns, token)
             });
             return;

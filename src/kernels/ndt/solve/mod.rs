@@ -168,6 +168,10 @@ pub struct SolveCtx {
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
 pub(super) struct Regs {
     state: State,
+    /// The solver warp's lane, and lane 0 (which stores; the other lanes compute the same
+    /// values and share the vector work of the Newton step, `newton.rs`).
+    lane: Reg<U32>,
+    lane0: Reg<Pred>,
     max_iterations: Reg<U32>,
     step_max: Reg<F64>,
     eps_t: Reg<F64>,
@@ -212,6 +216,8 @@ pub(super) struct Solver<'a> {
 pub(super) struct State {
     global: Reg<U64>,
     staged: SharedArray<U64>,
+    /// Lane 0 of the solver warp: the one that stores.
+    lane0: Reg<Pred>,
 }
 
 impl State {
@@ -224,13 +230,19 @@ impl State {
     }
 
     pub(super) fn st_f64(&self, b: &mut KernelBuilder, w: usize, v: Reg<F64>) {
-        put_f64(b, self.global, w, v);
-        b.st(Space::Shared, self.staged.at(w as u32), v);
+        let a = self.staged.at(w as u32);
+        b.when(self.lane0, |b| {
+            put_f64(b, self.global, w, v);
+            b.st(Space::Shared, a, v);
+        });
     }
 
     pub(super) fn st_u32(&self, b: &mut KernelBuilder, w: usize, v: Reg<U32>) {
-        put_u32(b, self.global, w, v);
-        b.st(Space::Shared, self.staged.at(w as u32), v);
+        let a = self.staged.at(w as u32);
+        b.when(self.lane0, |b| {
+            put_u32(b, self.global, w, v);
+            b.st(Space::Shared, a, v);
+        });
     }
 
     fn ld_u64(&self, b: &mut KernelBuilder, w: usize) -> Reg<U64> {
@@ -238,8 +250,14 @@ impl State {
     }
 
     fn st_u64(&self, b: &mut KernelBuilder, w: usize, v: Reg<U64>) {
-        b.st(Space::Global, Addr::from(self.global).off(8 * w as i64), v);
-        b.st(Space::Shared, self.staged.at(w as u32), v);
+        let (g, a) = (
+            Addr::from(self.global).off(8 * w as i64),
+            self.staged.at(w as u32),
+        );
+        b.when(self.lane0, |b| {
+            b.st(Space::Global, g, v);
+            b.st(Space::Shared, a, v);
+        });
     }
 }
 
@@ -333,11 +351,17 @@ impl SolveCtx {
         let p = &self.p;
         let ls = b.ld_param(&p.line_search);
         let yes = b.setp(Cmp::Eq, ls, ls);
+        let tid = b.special(Special::TidX);
+        let lane = b.and(tid, 31u32);
+        let lane0 = b.setp(Cmp::Eq, lane, 0u32);
         Regs {
             state: State {
                 global: b.global_ptr(&p.state),
                 staged: self.staged.clone(),
+                lane0,
             },
+            lane,
+            lane0,
             max_iterations: b.ld_param(&p.max_iterations),
             step_max: b.ld_param(&p.step_max),
             eps_t: b.ld_param(&p.eps_t),
@@ -355,8 +379,8 @@ impl SolveCtx {
         }
     }
 
-    /// Thread 0 of the block that reduced last, with the sums in [`SolveCtx::sums`]: one solver
-    /// step, then the next request (`seq + 1`) or the result and the stop command. `out` is
+    /// Warp 0 of the block that reduced last, with the sums in [`SolveCtx::sums`]: one solver
+    /// step (every lane computes it, lane 0 stores), then the next request (`seq + 1`) or the result and the stop command. `out` is
     /// the mapped results, `mailbox` the mapped host-to-device words, `token` the launch's
     /// `first_seq`.
     #[allow(clippy::too_many_arguments)]
@@ -455,14 +479,17 @@ impl SolveCtx {
 
         b.place(&request);
         b.comment("device solve: the next request record through the relay");
-        for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
-            for k in 0..6 {
-                put_f64(b, st.global, w + k, v[k]);
+        let lane0 = r.lane0;
+        b.when(lane0, |b| {
+            for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
+                for k in 0..6 {
+                    put_f64(b, st.global, w + k, v[k]);
+                }
             }
-        }
-        put_u32(b, st.global, S_PHASE, s.phase);
-        put_u32(b, st.global, S_ITERS, s.iters);
-        put_u32(b, st.global, S_EVALS, s.evals);
+            put_u32(b, st.global, S_PHASE, s.phase);
+            put_u32(b, st.global, S_ITERS, s.iters);
+            put_u32(b, st.global, S_EVALS, s.evals);
+        });
         let mut in_range: Option<Reg<Pred>> = None;
         let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
         for k in 3..6 {
@@ -486,54 +513,60 @@ impl SolveCtx {
         }
         rec.push(self.points_word(b));
         let to = Addr::from(relay).off(16);
-        for k in 0..5 {
-            b.st_v2::<U64>(
-                Space::Global,
-                to.off(16 * k as i64),
-                [rec[2 * k], rec[2 * k + 1]],
-            );
-        }
+        b.when(lane0, |b| {
+            for k in 0..5 {
+                b.st_v2::<U64>(
+                    Space::Global,
+                    to.off(16 * k as i64),
+                    [rec[2 * k], rec[2 * k + 1]],
+                );
+            }
+        });
         let spent = elapsed(b, t0);
         let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
         st.st_u64(b, S_SOLVE_NS, ns);
-        relay_command(b, relay, seq, CMD_EVALUATE);
+        relay_command(b, lane0, relay, seq, CMD_EVALUATE);
         b.bra(&end);
 
         b.place(&finish);
         b.comment("device solve: the result into mapped memory, then the stop command");
-        for k in 0..VALUES {
-            let v = s.sum(b, k);
-            put_f64(b, out, k, v);
-        }
-        for k in 0..6 {
-            put_f64(b, out, OUT_POSE + k, s.pose[k]);
-        }
-        put_u32(b, out, OUT_ITERATIONS, s.iters);
-        put_u32(b, out, OUT_EVALUATIONS, s.evals);
-        put_u32(b, out, OUT_STOP, s.stop);
+        let vals: Vec<Reg<F64>> = (0..VALUES).map(|k| s.sum(b, k)).collect();
         let n = st.ld_u32(b, S_ASSISTS);
-        put_u32(b, out, OUT_ASSISTS, n);
         let spent = elapsed(b, t0);
         let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
-        b.st(
-            Space::Global,
-            Addr::from(out).off(8 * OUT_SOLVE_NS as i64),
-            ns,
-        );
         let began = st.ld_u64(b, S_START_NS);
         let total = elapsed(b, began);
-        b.st(
-            Space::Global,
-            Addr::from(out).off(8 * OUT_TOTAL_NS as i64),
-            total,
-        );
-        b.fence_acq_rel(Scope::Sys);
         let t = b.cvt::<U64, U32>(token);
         let t = b.or(t, DONE);
-        b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * RESULT_SEQ_WORD as i64), t);
-        relay_command(b, relay, seq, CMD_STOP);
+        b.when(lane0, |b| {
+            for (k, v) in vals.iter().enumerate() {
+                put_f64(b, out, k, *v);
+            }
+            for k in 0..6 {
+                put_f64(b, out, OUT_POSE + k, s.pose[k]);
+            }
+            put_u32(b, out, OUT_ITERATIONS, s.iters);
+            put_u32(b, out, OUT_EVALUATIONS, s.evals);
+            put_u32(b, out, OUT_STOP, s.stop);
+            put_u32(b, out, OUT_ASSISTS, n);
+            b.st(
+                Space::Global,
+                Addr::from(out).off(8 * OUT_SOLVE_NS as i64),
+                ns,
+            );
+            b.st(
+                Space::Global,
+                Addr::from(out).off(8 * OUT_TOTAL_NS as i64),
+                total,
+            );
+        });
+        b.fence_acq_rel(Scope::Sys);
+        b.when(lane0, |b| {
+            b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * RESULT_SEQ_WORD as i64), t)
+        });
+        relay_command(b, lane0, relay, seq, CMD_STOP);
         b.place(&end);
     }
 }
@@ -545,11 +578,17 @@ fn elapsed(b: &mut KernelBuilder, since: Reg<U64>) -> Reg<U64> {
 }
 
 /// Releases `(seq + 1) | cmd << 32` into the relay word.
-fn relay_command(b: &mut KernelBuilder, relay: Reg<U64>, seq: Reg<U32>, cmd: u32) {
+fn relay_command(
+    b: &mut KernelBuilder,
+    lane0: Reg<Pred>,
+    relay: Reg<U64>,
+    seq: Reg<U32>,
+    cmd: u32,
+) {
     let s1 = b.add(seq, 1u32);
     let w = b.cvt::<U64, U32>(s1);
     let w = b.or(w, u64::from(cmd) << 32);
-    b.st_release_gpu::<U64>(relay, w);
+    b.when(lane0, |b| b.st_release_gpu::<U64>(relay, w));
 }
 
 impl Solver<'_> {
@@ -570,7 +609,10 @@ impl Solver<'_> {
     fn copy_lo_to_sums(&self, b: &mut KernelBuilder) {
         for k in 0..VALUES {
             let v = self.r.state.ld_f64(b, S_LO_SUMS + k);
-            b.st(Space::Shared, self.r.sums.at(k as u32), v);
+            let a = self.r.sums.at(k as u32);
+            b.when(self.r.lane0, |b| b.st(Space::Shared, a, v));
         }
+        // The other lanes read them next.
+        b.warp_sync(u32::MAX);
     }
 }

@@ -29,26 +29,70 @@ fn at(m: &Lower, i: usize, j: usize) -> Reg<F64> {
     m[i][j].expect("lower-triangle entry present")
 }
 
-/// nalgebra's `Cholesky::new` in place on `m`: returns whether every pivot was positive.
-fn cholesky(b: &mut KernelBuilder, m: &mut Lower, yes: Reg<Pred>) -> Reg<Pred> {
+/// nalgebra's `Cholesky::new` of `a − τ I` (lanes 0..6: row `i` in lane `i`) and of `a`
+/// (lanes 8..14), both at once, over the solver warp: column by column, lane `j`'s pivot is
+/// broadcast, its square root taken, rows below divided, and the columns to its right updated
+/// in every row at once (right-looking). Each entry sees the same subtractions in the same
+/// order (`k` ascending) with the same products as nalgebra's left-looking loop, so the
+/// factors are equal bit for bit. Returns the factor of `a` (in every lane) and whether each
+/// factorisation had only positive pivots.
+fn cholesky_pair(
+    b: &mut KernelBuilder,
+    a: &Lower,
+    tau: Reg<F64>,
+    lane: Reg<U32>,
+    yes: Reg<Pred>,
+) -> (Lower, Reg<Pred>, Reg<Pred>) {
+    let li = b.and(lane, 7u32);
+    let base = b.and(lane, 24u32);
+    let shifted = b.setp(Cmp::Lt, lane, 8u32);
+    let is: [Reg<Pred>; 6] = std::array::from_fn(|i| b.setp(Cmp::Eq, li, i as u32));
+    let row: [Reg<F64>; 6] = [(); 6].map(|_| b.mov(0.0f64));
+    for i in 0..6 {
+        for c in 0..=i {
+            let v = if c == i {
+                let sh = b.sub(at(a, i, i), tau);
+                b.selp(sh, at(a, i, i), shifted)
+            } else {
+                at(a, i, c)
+            };
+            b.when(is[i], |b| b.mov_to(row[c], v));
+        }
+    }
     let mut ok = yes;
     for j in 0..6 {
-        for k in 0..j {
-            for i in j..6 {
-                let p = b.mul(at(m, j, k), at(m, i, k));
-                m[i][j] = Some(b.sub(at(m, i, j), p));
-            }
-        }
-        let d = at(m, j, j);
+        let src = b.add(base, j as u32);
+        let d = b.shfl(Shfl::Idx, row[j], src);
         let pos = b.setp(Cmp::Gt, d, 0.0f64);
         ok = b.and(ok, pos);
         let r = b.sqrt(d);
-        m[j][j] = Some(r);
-        for i in j + 1..6 {
-            m[i][j] = Some(b.div(at(m, i, j), r));
+        let q = b.div(row[j], r);
+        let below = b.setp(Cmp::Gt, li, j as u32);
+        let v = b.selp(q, row[j], below);
+        let v = b.selp(r, v, is[j]);
+        b.mov_to(row[j], v);
+        for c in j + 1..6 {
+            let src = b.add(base, c as u32);
+            let lcj = b.shfl(Shfl::Idx, row[j], src);
+            let p = b.mul(lcj, row[j]);
+            let nv = b.sub(row[c], p);
+            let upd = b.setp(Cmp::Ge, li, c as u32);
+            let v = b.selp(nv, row[c], upd);
+            b.mov_to(row[c], v);
         }
     }
-    ok
+    let okw = b.selp(1u32, 0u32, ok);
+    let ok1 = b.shfl(Shfl::Idx, okw, 0u32);
+    let ok2 = b.shfl(Shfl::Idx, okw, 8u32);
+    let ok1 = b.setp(Cmp::Ne, ok1, 0u32);
+    let ok2 = b.setp(Cmp::Ne, ok2, 0u32);
+    let mut l: Lower = [[None; 6]; 6];
+    for i in 0..6 {
+        for c in 0..=i {
+            l[i][c] = Some(b.shfl(Shfl::Idx, row[c], 8 + i as u32));
+        }
+    }
+    (l, ok1, ok2)
 }
 
 /// `Cholesky::solve`: `L y = g` forward, then `Lᵀ x = y` backward.
@@ -162,13 +206,7 @@ impl Solver<'_> {
         let zero = b.setp(Cmp::Eq, norm, 0.0f64);
         stop_with(b, zero, STOP_SINGULAR);
         let tau = b.mul(EIGEN_FLOOR, norm);
-        let mut shifted = a;
-        for i in 0..6 {
-            shifted[i][i] = Some(b.sub(at(&a, i, i), tau));
-        }
-        let ok1 = cholesky(b, &mut shifted, r.yes);
-        let mut l = a;
-        let ok2 = cholesky(b, &mut l, r.yes);
+        let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes);
         let nf = finite(b, norm);
         let ok = b.and(ok1, ok2);
         let ok = b.and(ok, nf);
@@ -218,8 +256,16 @@ impl Solver<'_> {
         let good = b.and(pos, lf);
         let bad = b.not(good);
         stop_with(b, bad, STOP_STALLED);
+        // dir = Δ / |Δ|: lane k divides entry k, then every lane takes all six.
+        let li = b.and(r.lane, 7u32);
+        let mine = b.mov(0.0f64);
+        for (k, d) in delta.iter().enumerate() {
+            let is = b.setp(Cmp::Eq, li, k as u32);
+            b.when(is, |b| b.mov_to(mine, *d));
+        }
+        let q = b.div(mine, len);
         for k in 0..6 {
-            let d = b.div(delta[k], len);
+            let d = b.shfl(Shfl::Idx, q, k as u32);
             b.mov_to(self.dir[k], d);
         }
         let a0 = b.min(len, r.step_max);
@@ -262,13 +308,6 @@ impl Solver<'_> {
         let r = self.r;
         let out = self.out;
         b.comment("device solve: the eigen path on the host (a PCIe round trip)");
-        for i in 0..6 {
-            for j in i..6 {
-                let k = hessian_index(i, j);
-                put_f64(b, out, ASSIST_HESSIAN + k - 7, h[k]);
-            }
-            put_f64(b, out, ASSIST_GRADIENT + i, grad[i]);
-        }
         let n = r.state.ld_u32(b, S_ASSISTS);
         let n = b.add(n, 1u32);
         r.state.st_u32(b, S_ASSISTS, n);
@@ -276,8 +315,19 @@ impl Solver<'_> {
         let k = b.cvt::<U64, U32>(n);
         let k = b.shl(k, 32u32);
         let word = b.or(t, k);
+        b.when(r.lane0, |b| {
+            for i in 0..6 {
+                for j in i..6 {
+                    let k = hessian_index(i, j);
+                    put_f64(b, out, ASSIST_HESSIAN + k - 7, h[k]);
+                }
+                put_f64(b, out, ASSIST_GRADIENT + i, grad[i]);
+            }
+        });
         b.fence_acq_rel(Scope::Sys);
-        b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * ASSIST_WORD as i64), word);
+        b.when(r.lane0, |b| {
+            b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * ASSIST_WORD as i64), word)
+        });
         let start = b.globaltimer();
         let mb = self.mailbox;
         let idle = self.idle_ns;

@@ -67,6 +67,9 @@ pub(in crate::ndt::gpu) struct SolveState {
     token: u32,
     /// A launch ended abnormally: its words need clearing.
     dirty: bool,
+    /// The token of a launch whose result was read but whose exit word was not waited for
+    /// (the blocks leave a microsecond or two after the result): the next launch waits for it.
+    exiting: Option<u32>,
     stats: Option<DeviceSolveStats>,
     /// Why the last alignment fell back to the host solver (`None`: it did not).
     fallback: Option<String>,
@@ -98,6 +101,7 @@ impl SolveState {
             buffers: None,
             token: 1,
             dirty: false,
+            exiting: None,
             stats: None,
             fallback: None,
         }
@@ -317,9 +321,10 @@ impl GpuDerivativePipeline {
             return Err(e);
         }
         let out = self.read_device_solve(count as usize, t.gauss)?;
-        if self.wait_device_exit(token).is_err() {
-            self.abandon_device_solve();
-        }
+        // The blocks are leaving; the next launch (stream-ordered after this one anyway) checks
+        // their exit word before it reuses the mapped words. No pipeline buffer is touched any
+        // more: the last evaluation's counter was reset before the result.
+        self.solve.exiting = Some(token);
         Ok(out)
     }
 }

@@ -64,6 +64,11 @@ impl GpuDerivativePipeline {
             });
             self.counters.allocations += 4;
         }
+        if let Some(token) = self.solve.exiting.take() {
+            if self.wait_device_exit(token).is_err() {
+                self.abandon_device_solve();
+            }
+        }
         if self.solve.dirty {
             let b = self.solve.buffers.as_mut().expect("allocated above");
             b.grid_sync.upload(&b.stream, &[0u32; GRID_SYNC_WORDS])?;
