@@ -109,9 +109,14 @@ fn both(
         st.solve_ns as f64 * 1e-3,
         st.assists
     );
-    // Again on the same pipeline: the same result.
+    // Again on the same pipeline: the same result; also with the server's rule for the
+    // reducing block (the block that counts itself last): the same sums, the same result.
     let again = align(&mut dev_p, 0, init, params).unwrap();
     assert_eq!(again, dev, "{what}: second device alignment");
+    dev_p.set_device_solve_last_block(true);
+    let last = align(&mut dev_p, 0, init, params).unwrap();
+    assert_eq!(last, dev, "{what}: the last block reducing");
+    assert_eq!(dev_p.device_solve_fallback(), None);
     (dev, host)
 }
 

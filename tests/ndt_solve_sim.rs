@@ -16,7 +16,7 @@ use ptxflow::kernels::ndt::derivatives::{
 };
 use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
-    OUT_WORDS, STATE_WORDS, STOP_HOST,
+    OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -144,6 +144,7 @@ fn device(
     s: &Setup,
     init: &Isometry3<f64>,
     p: &SolverParams,
+    reducer: u32,
 ) -> (Pose6, usize, usize, u32) {
     let pose = isometry_to_pose(init);
     let mut mem = Memory::new();
@@ -167,6 +168,7 @@ fn device(
     args.push(Arg::F64(ls.x_tolerance));
     args.push(Arg::F64(-s.gauss.d1));
     args.push(Arg::F64(s.gauss.d1 * s.gauss.d2));
+    args.push(Arg::U32(reducer));
     prog.run(s.grid(), &args, &mut mem).unwrap();
     let out = mem.download::<u64>("answers").unwrap();
     assert_eq!(out[RESULT_SEQ_WORD], DONE | 7, "done word");
@@ -212,7 +214,13 @@ fn compare(
         prog: small.clone(),
     };
     let host = align(&mut rounds, 0, init, p).unwrap();
-    let (pose, iterations, evaluations, code) = device(solve, s, init, p);
+    let (pose, iterations, evaluations, code) = device(solve, s, init, p, REDUCER_BLOCK0);
+    // The server's rule (the last block reduces) gives the same result.
+    assert_eq!(
+        device(solve, s, init, p, REDUCER_LAST),
+        (pose, iterations, evaluations, code),
+        "{what}: last-block reducer"
+    );
     if code == STOP_HOST {
         // Allowed only where the host needed its eigen path (its iterations then differ).
         eprintln!(

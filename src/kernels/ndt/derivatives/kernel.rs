@@ -296,11 +296,17 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             b.fence_acq_rel(Scope::Gpu);
             let last_index = b.sub(nblk, 1u32);
             let last = b.setp(Cmp::Eq, before, last_index);
-            let flag = b.selp(1u32, 0u32, last);
+            let flag = match srv.filter(|s| s.solves()) {
+                // The device solver: block 0 reduces (and solves) every time, once all blocks
+                // have counted themselves (its instruction cache stays warm).
+                Some(s) => s.block0_waits_for_all(b, c, last, nblk),
+                None => b.selp(1u32, 0u32, last),
+            };
             b.st(Space::Shared, info.at(2), flag);
         });
         b.bar_sync();
         b.comment("3c. the last block of the request sums all partials in block order");
+        // (The device solver: block 0, after every block has counted itself.)
         let flag = b.ld::<U32>(Space::Shared, info.at(2));
         let is_last = b.setp(Cmp::Ne, flag, 0u32);
         // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.

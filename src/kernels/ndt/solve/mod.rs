@@ -109,6 +109,12 @@ pub const ASSIST_WORD: usize = 79;
 pub const OUT_WORDS: usize = 80;
 /// u64 words of the mapped mailbox the host allocates.
 pub const MAILBOX_WORDS: usize = 8;
+/// `reducer`: block 0 reduces and solves every evaluation, once every block has counted
+/// itself (its SM keeps the solver's code in its instruction cache).
+pub const REDUCER_BLOCK0: u32 = 0;
+/// `reducer`: the block that counts itself last reduces and solves (the server's rule; the
+/// solver's code then runs on a cold SM most of the time).
+pub const REDUCER_LAST: u32 = 1;
 /// The done word ([`RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 
@@ -128,13 +134,15 @@ pub struct SolveParams {
     x_tol: Param<F64>,
     neg_d1: Param<F64>,
     scale: Param<F64>,
+    reducer: Param<U32>,
 }
 
 impl SolveParams {
     /// Declares `state` ([`STATE_WORDS`] u64 of device memory), the initial pose
     /// `init_0..init_5`, the solver settings (`max_iterations, step_max, eps_t, eps_r,
-    /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`) and the decoding factors `neg_d1`
-    /// (`−d1`) and `scale` (`d1 · d2`).
+    /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`), the decoding factors `neg_d1`
+    /// (`−d1`) and `scale` (`d1 · d2`), and `reducer`: [`REDUCER_BLOCK0`] or
+    /// [`REDUCER_LAST`].
     pub fn declare(b: &mut KernelBuilder) -> SolveParams {
         SolveParams {
             state: b.param::<U64>("state"),
@@ -150,6 +158,7 @@ impl SolveParams {
             x_tol: b.param::<F64>("x_tol"),
             neg_d1: b.param::<F64>("neg_d1"),
             scale: b.param::<F64>("scale"),
+            reducer: b.param::<U32>("reducer"),
         }
     }
 }
@@ -303,6 +312,12 @@ impl SolveCtx {
             let s = b.shared_index(&staged, tid);
             b.st(Space::Shared, s, v);
         });
+    }
+
+    /// Whether the `reducer` parameter asks for the last block to reduce ([`REDUCER_LAST`]).
+    pub fn last_block_reduces(&self, b: &mut KernelBuilder) -> Reg<Pred> {
+        let m = b.ld_param(&self.p.reducer);
+        b.setp(Cmp::Eq, m, REDUCER_LAST)
     }
 
     /// Where the block that reduces last leaves the [`VALUES`] sums for the solver.

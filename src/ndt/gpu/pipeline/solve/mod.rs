@@ -22,7 +22,8 @@ use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::STAMPS;
 use crate::kernels::ndt::derivatives::{Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7};
 use crate::kernels::ndt::solve::{
-    STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES, STOP_SINGULAR, STOP_STALLED,
+    REDUCER_BLOCK0, REDUCER_LAST, STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES,
+    STOP_SINGULAR, STOP_STALLED,
 };
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
 use crate::ndt::gpu::records::pack_request;
@@ -73,6 +74,9 @@ pub(in crate::ndt::gpu) struct SolveState {
     stats: Option<DeviceSolveStats>,
     /// Why the last alignment fell back to the host solver (`None`: it did not).
     fallback: Option<String>,
+    /// Which block reduces and solves (`kernels::ndt::solve::REDUCER_*`):
+    /// `PTXFLOW_NDT_DEVICE_REDUCER=last` for the block that counts itself last, else block 0.
+    reducer: u32,
 }
 
 /// The kernel's own stream and words; dropping them waits for the stream first.
@@ -104,6 +108,10 @@ impl SolveState {
             exiting: None,
             stats: None,
             fallback: None,
+            reducer: match std::env::var("PTXFLOW_NDT_DEVICE_REDUCER").as_deref() {
+                Ok("last") => REDUCER_LAST,
+                _ => REDUCER_BLOCK0,
+            },
         }
     }
 }
@@ -143,6 +151,12 @@ impl GpuDerivativePipeline {
     /// Phase figures of the last device solve (`None` before the first).
     pub fn device_solve_stats(&self) -> Option<DeviceSolveStats> {
         self.solve.stats
+    }
+
+    /// Which block reduces and solves each evaluation: block 0 (`false`, the default) or the
+    /// block that counts itself last (`true`, the evaluation server's rule), for comparisons.
+    pub fn set_device_solve_last_block(&mut self, last: bool) {
+        self.solve.reducer = if last { REDUCER_LAST } else { REDUCER_BLOCK0 };
     }
 
     /// Why the last alignment offered to the device solver went to the host solver instead
@@ -301,7 +315,8 @@ impl GpuDerivativePipeline {
             .arg(&ls_max)
             .arg(&ls.x_tolerance)
             .arg(&neg_d1)
-            .arg(&scale);
+            .arg(&scale)
+            .arg(&self.solve.reducer);
         // SAFETY: the arguments are the server's (`server/mod.rs`: points, voxels, hash and
         // dense table uploaded and consistent; `first + count` within the uploaded points; a
         // grid of `blocks` ≤ the partial slots and co-resident, which the cooperative launch
