@@ -110,8 +110,8 @@ fn signum(b: &mut KernelBuilder, x: Reg<F64>) -> Reg<F64> {
 
 /// Trial-step selection and interval update (`lo` the best end, `hi` the other, `t` the new
 /// trial; `lo`, `hi` and `bracketed` are updated in place; `yes` is a predicate that holds).
-/// Returns the next trial and whether
-/// `lo` moved to `t`.
+/// Returns the next trial and whether `lo` moved to `t`.
+#[allow(clippy::too_many_arguments)] // the host's `step` arguments, the builder and `yes`
 pub(super) fn step(
     b: &mut KernelBuilder,
     lo: End,

@@ -136,6 +136,7 @@ impl Search {
 impl Solver<'_> {
     /// `MoreThuente::feed(f, g, _)` on the state in `st`: branches to `trial_l` with the next
     /// trial in the returned register (state stored), or to `done_l` with `done` filled. `moved_lo` runs where the best end moved to the fed step (its payload changes).
+    #[allow(clippy::too_many_arguments)] // the fed values, the exits and the payload hook
     pub(super) fn feed(
         &self,
         b: &mut KernelBuilder,

@@ -36,6 +36,7 @@ fn at(m: &Lower, i: usize, j: usize) -> Reg<F64> {
 /// order (`k` ascending) with the same products as nalgebra's left-looking loop, so the
 /// factors are equal bit for bit. Returns the factor of `a` (in every lane) and whether each
 /// factorisation had only positive pivots.
+#[allow(clippy::needless_range_loop)] // i, c index the matrix, the lane predicates and the rows
 fn cholesky_pair(
     b: &mut KernelBuilder,
     a: &Lower,
@@ -96,6 +97,7 @@ fn cholesky_pair(
 }
 
 /// `Cholesky::solve`: `L y = g` forward, then `Lᵀ x = y` backward.
+#[allow(clippy::needless_range_loop)] // i, r index the factor and the vector together
 fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6]) -> [Reg<F64>; 6] {
     let mut x = *g;
     for i in 0..6 {
@@ -296,6 +298,7 @@ impl Solver<'_> {
     /// and its flags (word 7: bit 0 an increment exists, bit 1 positive definite). Without an
     /// increment the solver stops as singular (the host's answer); without an answer within
     /// the idle timeout the kernel hands the alignment back.
+    #[allow(clippy::needless_range_loop)] // k indexes the Hessian layout and the outputs
     fn assist(
         &self,
         b: &mut KernelBuilder,
