@@ -16,10 +16,12 @@
 //!   lockstep batches as the command line does; 16 on the CPU, one after another), each from the
 //!   identity, against a prebuilt map; `gpu/ndt/sequence_serial/velodyne_x200` aligns them one at
 //!   a time (the cost of `--chain`, which cannot batch), source upload included;
-//! - `gpu/ndt/align_{launch,server}[_no_upload]/velodyne[_2]`: the Velodyne alignment with the
-//!   evaluation server off and on (`GpuDerivativePipeline::set_server`), alternating, with and
-//!   without the source upload; `PTXFLOW_NDT_SERVER_SUMMARY=1` prints only their alternating
-//!   wall medians as one SUMMARY line (also part of the full summary);
+//! - `gpu/ndt/align_{launch,server,device}[_no_upload]/velodyne[_2]`: the Velodyne alignment
+//!   with the evaluation server off and on (`GpuDerivativePipeline::set_server`) and on the
+//!   device solver (`set_device_solve`), alternating, with and without the source upload;
+//!   `PTXFLOW_NDT_SERVER_SUMMARY=1` prints only the first two's alternating wall medians as one
+//!   SUMMARY line (also part of the full summary), `PTXFLOW_NDT_DEVICE_SUMMARY=1` all three's
+//!   (`PTXFLOW_NDT_DEVICE_RUNS` runs each, default 60) with the device solver's own figures;
 //! - `gpu/ndt/iteration/{mapped,copy}_1pt`: the per-iteration floor (1-point source) with zero-copy
 //!   requests/results and with explicit copies;
 //! - `cpu/ndt/align_clouds/velodyne` (map build + solve), `cpu/ndt/voxel_map/69k`,
@@ -280,15 +282,16 @@ fn gpu_benches(c: &mut Criterion, d: &Data, gpu: &std::sync::Arc<ptxflow::runtim
     // The evaluation server off and on, alternating (whatever PTXFLOW_NDT_SERVER says), with
     // and without the source upload that `align/velodyne` includes.
     let p = &d.velodyne;
-    let mut pipes = [false, true].map(|on| {
+    let mut pipes = [(false, false), (true, false), (true, true)].map(|(on, device)| {
         let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
         pipe.set_server(on).expect("server switch");
+        pipe.set_device_solve(device).expect("device solver switch");
         pipe.upload_source(&p.source).expect("source");
         pipe
     });
     g.throughput(Throughput::Elements(p.source.len() as u64));
     for round in ["", "_2"] {
-        for (pipe, kind) in pipes.iter_mut().zip(["launch", "server"]) {
+        for (pipe, kind) in pipes.iter_mut().zip(["launch", "server", "device"]) {
             g.bench_function(format!("align_{kind}/velodyne{round}"), |b| {
                 b.iter(|| gpu_align(pipe, p))
             });
@@ -499,6 +502,98 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     }
 }
 
+/// The Velodyne alignment (no upload) launching per round, on the evaluation server and on the
+/// device solver, alternating run by run in one process: wall medians, and the device solver's
+/// own figures (kernel start to result, solver steps, eigen steps answered by the host).
+fn device_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    let p = &d.velodyne;
+    let solver = NdtParams::default().solver;
+    // Launch per round, server, device solver (block 0 reduces), device solver (the block that
+    // counts itself last reduces, the server's rule).
+    let kinds = [
+        (false, false, false),
+        (true, false, false),
+        (true, true, false),
+        (true, true, true),
+    ];
+    let mut pipes = kinds.map(|(on, device, last)| {
+        let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
+        pipe.set_server(on).expect("server switch");
+        pipe.set_device_solve(device).expect("device solver switch");
+        pipe.set_device_solve_last_block(last);
+        pipe.upload_source(&p.source).expect("source");
+        pipe
+    });
+    let results: Vec<NdtResult> = pipes
+        .iter_mut()
+        .map(|pipe| align(pipe, 0, &p.init, &solver).expect("align"))
+        .collect();
+    let runs: usize = std::env::var("PTXFLOW_NDT_DEVICE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let mut times = [(); 4].map(|_| Vec::new());
+    let mut total = [Vec::new(), Vec::new()];
+    let mut solve = [Vec::new(), Vec::new()];
+    let mut fallbacks = 0;
+    for _ in 0..runs {
+        for (k, pipe) in pipes.iter_mut().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(align(pipe, 0, &p.init, &solver).expect("align"));
+            times[k].push(t.elapsed().as_secs_f64() * 1e6);
+            if k >= 2 {
+                fallbacks += usize::from(pipe.device_solve_fallback().is_some());
+                let st = pipe.device_solve_stats().expect("stats");
+                total[k - 2].push(st.total_ns as f64 * 1e-3);
+                solve[k - 2].push(st.solve_ns as f64 * 1e-3);
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let st = pipes[2].device_solve_stats().expect("stats");
+    let dev = &results[2];
+    let (dt, dr) = pose_error(&dev.t_target_source, &results[1].t_target_source);
+    println!(
+        "SUMMARY ndt device solve velodyne ({} evaluations, {} eigen steps on the host, {runs} \
+         alternating runs, {}): without upload: launch per round {:.1} us, server {:.1} us, \
+         device solve {:.1} us (kernel start to result {:.1} us, solver steps {:.1} us), \
+         device solve with the last block reducing {:.1} us ({:.1} us, {:.1} us); {fallbacks} \
+         fallbacks; device vs server: {:?} / {:?}, iterations {} / {}, pose {:.1e} m {:.1e} \
+         deg, equal {}, last-block variant equal {}; target 120 us",
+        dev.evaluations,
+        st.assists,
+        gpu.facts().name,
+        median(&mut times[0]),
+        median(&mut times[1]),
+        median(&mut times[2]),
+        median(&mut total[0]),
+        median(&mut solve[0]),
+        median(&mut times[3]),
+        median(&mut total[1]),
+        median(&mut solve[1]),
+        dev.stop,
+        results[1].stop,
+        dev.iterations,
+        results[1].iterations,
+        dt,
+        dr,
+        *dev == results[1],
+        results[3] == *dev,
+    );
+    let s = st.stamps;
+    let ns = |a: usize, b: usize| s[b].wrapping_sub(s[a]) as i64 as f64 * 1e-3;
+    println!(
+        "SUMMARY ndt device solve last evaluation stamps (us): block 0 saw -> terms {:.2}, \
+         terms -> points {:.2}, points -> reduction starts {:.2}",
+        ns(0, 1),
+        ns(1, 2),
+        ns(2, 3),
+    );
+}
+
 /// Medians of the server kernel's phase stamps over 200 evaluations at `pose`, against the
 /// host's wall time of each.
 fn server_stamps(pipe: &mut GpuDerivativePipeline, pose: &Pose6) {
@@ -623,6 +718,13 @@ fn benches(c: &mut Criterion) {
         match common::gpu_or_skip() {
             Some(g) => phases(&d, &g, &mode),
             None => eprintln!("PTXFLOW_NDT_PHASES: no GPU"),
+        }
+        return;
+    }
+    if std::env::var_os("PTXFLOW_NDT_DEVICE_SUMMARY").is_some() {
+        match common::gpu_or_skip() {
+            Some(g) => device_summary(&d, &g),
+            None => eprintln!("PTXFLOW_NDT_DEVICE_SUMMARY: no GPU"),
         }
         return;
     }

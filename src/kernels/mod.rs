@@ -90,6 +90,8 @@ kernel_table! {
     NdtDerivativesDenseSmall => ndt::derivatives::build_dense_small, "ndt_derivatives_dense_small", [Sm75];
     /// `ndt_derivatives_dense_small` as a persistent cooperative kernel serving one alignment's evaluations.
     NdtDerivativesServer => ndt::derivatives::build_server, "ndt_derivatives_server", [Sm75];
+    /// `ndt_derivatives_server` running one alignment's whole Newton solve on the device.
+    NdtAlignDevice => ndt::derivatives::build_align_device, "ndt_align_device", [Sm75];
     /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
     Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
     /// LZ4 page decompression, two pages per warp (one per half-warp), every access bounds-checked.

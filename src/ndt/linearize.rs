@@ -72,6 +72,19 @@ pub trait Linearize {
     fn finish_alignment(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Asked by [`crate::ndt::align_batch`] for a single alignment (source and settings
+    /// already checked) before it runs the solver: an implementation that can run the whole
+    /// solve itself (the GPU pipeline's device solver) returns the result the solver would
+    /// give; `None` (the default) lets the solver run as usual.
+    fn align_whole(
+        &mut self,
+        _source: usize,
+        _init: &nalgebra::Isometry3<f64>,
+        _params: &crate::ndt::params::SolverParams,
+    ) -> Result<Option<crate::ndt::result::NdtResult>> {
+        Ok(None)
+    }
 }
 
 /// An evaluator that keeps two groups' rounds in flight, so that the host updates one group's

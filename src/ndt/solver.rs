@@ -293,6 +293,11 @@ pub fn align_batch<L: Linearize + ?Sized>(
         }
         states.push(Newton::new(&job.init, lin.source_len(job.source), *params));
     }
+    if let [job] = jobs {
+        if let Some(r) = lin.align_whole(job.source, &job.init, params)? {
+            return Ok(vec![r]);
+        }
+    }
     let split = if jobs.len() >= SPLIT_MIN {
         lin.split(jobs.len())
     } else {

@@ -54,7 +54,7 @@ impl Symbols {
         Ok(match tok {
             "%laneid" => V::Sp(Sp::LaneId),
             "%warpid" => V::Sp(Sp::WarpId),
-            "%clock" | "%clock64" => V::Sp(Sp::Clock),
+            "%clock" | "%clock64" | "%globaltimer" => V::Sp(Sp::Clock),
             t2 if t2.starts_with('%') => V::R(self.reg(t2, ln, t)?),
             t2 if self.syms.contains_key(t2) => V::I(self.syms[t2]),
             t2 if t2.starts_with("0f") && t2.len() == 10 => {
@@ -278,11 +278,12 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             ins.d = vec![sy.reg(op(0)?, line, t)?];
         }
         "ld" | "st" => {
-            // `.relaxed.gpu` and `.acquire.gpu` accesses are plain ones here: the interpreter is
-            // sequentially consistent and runs each instruction's access whole.
+            // `.relaxed`, `.acquire` and `.release` accesses (`.gpu` or `.sys` scope) are plain
+            // ones here: the interpreter is sequentially consistent and runs each instruction's
+            // access whole (mapped host memory is just another buffer).
             let space = match parts[1..]
                 .iter()
-                .find(|p| !matches!(**p, "relaxed" | "acquire" | "gpu"))
+                .find(|p| !matches!(**p, "relaxed" | "acquire" | "release" | "gpu" | "sys"))
             {
                 Some(&"global") => Space::Global,
                 Some(&"shared") => Space::Shared,

@@ -17,8 +17,8 @@
 //! (buffers added to [`Memory`]); static and dynamic (`.extern`) shared arrays addressed by
 //! symbol. Instructions:
 //! - `mov` (registers, immediates, symbols, `%tid`/`%ntid`/`%ctaid`/`%nctaid` `.x/.y/.z`,
-//!   `%laneid`, `%warpid`, `%clock`/`%clock64` (always 0: no time passes, so a spin loop's
-//!   time-out never fires), and `mov.b64` packing/unpacking `{lo, hi}`), `cvta.to.global`
+//!   `%laneid`, `%warpid`, `%clock`/`%clock64`/`%globaltimer` (always 0: no time passes, so a
+//!   spin loop's time-out never fires), and `mov.b64` packing/unpacking `{lo, hi}`), `cvta.to.global`
 //! - integer `add sub mul.lo mul.hi mul.wide mad.lo mad.wide div rem min max neg abs`
 //! - float (f32, f64) `add sub mul fma mad div min max neg abs rcp sqrt rsqrt ex2 lg2 sin cos`;
 //!   the `.approx` forms are computed in full precision (within PTX's stated error bounds)
@@ -27,8 +27,9 @@
 //! - `setp` with every comparison (no combining forms), `selp`, `cvt` between integer and float
 //!   types with the `.rn/.rz/.rm/.rp` and `.rni/.rzi/.rmi/.rpi` roundings
 //! - `ld`/`st` `.global`, `.global.nc`, `.shared`, `.param` (loads), scalar and `.v2`/`.v4`,
-//!   8/16-bit forms (sign-extending for `.s8`/`.s16`); `.relaxed.gpu` and `.acquire.gpu` forms
-//!   as plain accesses (the interpreter is sequentially consistent); `prefetch` (a no-op)
+//!   8/16-bit forms (sign-extending for `.s8`/`.s16`); `.relaxed`, `.acquire` and `.release`
+//!   forms (`.gpu` or `.sys`) as plain accesses (the interpreter is sequentially consistent);
+//!   `prefetch` (a no-op)
 //! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64), `atom.or`/`atom.and`
 //!   (b32, b64)
 //! - `shfl.sync` (`idx`, `bfly`, `down`, `up`; full warp), `vote.sync` (`ballot`, `any`,

@@ -8,6 +8,7 @@ pub mod derivatives;
 pub mod fp64;
 pub mod reduce;
 pub mod rotation;
+pub mod solve;
 
 /// The index pairs `(i, j)`, `i ≤ j < 3`, of a symmetric 3×3 matrix's upper triangle, row-major:
 /// the order of the stored inverse covariances, of the pairs of angles of the second derivatives

@@ -26,9 +26,11 @@ use std::sync::Arc;
 
 mod round;
 mod server;
+mod solve;
 mod split;
 
 pub use server::ServerTimeouts;
+pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT};
 
 /// What a round needs to know of the uploaded target.
 #[derive(Clone, Copy)]
@@ -41,6 +43,8 @@ struct TargetInfo {
 
 /// The GPU implementation of [`Linearize`]; see the module docs.
 pub struct GpuDerivativePipeline {
+    /// The device solver (`solve/`; first, so it waits for its kernel before the buffers go).
+    solve: solve::SolveState,
     gpu: Arc<Gpu>,
     func: LoadedKernel,
     search: NeighbourSearch,
@@ -155,6 +159,7 @@ impl GpuDerivativePipeline {
             split_partials: split,
             groups: [None, None],
             server: server::ServerState::from_env(),
+            solve: solve::SolveState::from_env(),
             gpu,
         };
         if !can_map {
@@ -399,6 +404,16 @@ impl Linearize for GpuDerivativePipeline {
 
     fn finish_alignment(&mut self) -> Result<()> {
         self.stop_server_quick()
+    }
+
+    /// The device solver (`solve/`), when it is on and can take this alignment.
+    fn align_whole(
+        &mut self,
+        source: usize,
+        init: &nalgebra::Isometry3<f64>,
+        params: &crate::ndt::params::SolverParams,
+    ) -> Result<Option<crate::ndt::result::NdtResult>> {
+        self.align_device(source, init, params)
     }
 
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {

@@ -77,6 +77,7 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
         // The hash path keeps the table's register build unless asked (not measured otherwise).
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
         server: false,
+        solve: false,
         split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
     }
 }

@@ -28,6 +28,11 @@ pub fn build_server(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_server", Variant::SERVER)
 }
 
+/// Builds `ndt_align_device` ([`Variant::SOLVE`]).
+pub fn build_align_device(target: Target) -> Module {
+    build_entry(target, "ndt_align_device", Variant::SOLVE)
+}
+
 /// Builds `ndt_derivatives_dense_small` ([`Variant::DENSE_SMALL`]).
 pub fn build_dense_small(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_small", Variant::DENSE_SMALL)
@@ -95,13 +100,15 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             .linear
             .then(|| b.shared_array::<S32>("linear", PROBES.len() as u32)),
     });
-    let server = variant.server.then(|| ServerParams::declare(&mut b));
+    let server = variant
+        .server
+        .then(|| ServerParams::declare(&mut b, variant.solve));
 
     // Steps 1 to 3 for one request row; the server variant runs them once per request it
     // takes from the mailbox (`server.rs`).
     let serving = server
         .as_ref()
-        .map(|p| ServerRegs::new(&mut b, p, &p_results));
+        .map(|p| ServerRegs::new(&mut b, p, &p_results, (&p_r0, &p_r0_first, &p_r0_count)));
     let srv = serving.as_ref();
     let steps = |b: &mut KernelBuilder| {
         // 1. The request's terms, once per block.
@@ -289,11 +296,17 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             b.fence_acq_rel(Scope::Gpu);
             let last_index = b.sub(nblk, 1u32);
             let last = b.setp(Cmp::Eq, before, last_index);
-            let flag = b.selp(1u32, 0u32, last);
+            let flag = match srv.filter(|s| s.solves()) {
+                // The device solver: block 0 reduces (and solves) every time, once all blocks
+                // have counted themselves (its instruction cache stays warm).
+                Some(s) => s.block0_waits_for_all(b, c, last, nblk),
+                None => b.selp(1u32, 0u32, last),
+            };
             b.st(Space::Shared, info.at(2), flag);
         });
         b.bar_sync();
         b.comment("3c. the last block of the request sums all partials in block order");
+        // (The device solver: block 0, after every block has counted itself.)
         let flag = b.ld::<U32>(Space::Shared, info.at(2));
         let is_last = b.setp(Cmp::Ne, flag, 0u32);
         // `is_last` is the same for the whole block, so the barrier inside block_reduce is safe.
@@ -302,6 +315,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 s.stamp_last(b, is0);
             }
             b.fence_acq_rel(Scope::Gpu);
+            if let Some(s) = srv {
+                s.stage_solver(b, tid);
+            }
             let sums: Vec<Reg<F64>> = (0..VALUES).map(|_| b.mov(0.0f64)).collect();
             let base = b.mul(req, nblk);
             b.for_range(tid, nblk, BLOCK, |b, j, _| {
@@ -317,10 +333,18 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             vals[..VALUES].copy_from_slice(&sums);
             let grand = block_reduce(b, &vals, tid, WARPS, &part);
             let writes = b.setp(Cmp::Lt, tid, VALUES as u32);
-            b.if_then(writes, |b| {
-                let k = b.mad(req, VALUES as u32, tid);
-                let a = b.index_addr(results, k, 8);
-                b.st(Space::Global, a, grand);
+            let solver_sums = srv.and_then(|s| s.solve_sums());
+            b.if_then(writes, |b| match solver_sums {
+                // The device solver reads them from shared memory (`ndt::solve`).
+                Some(sums) => {
+                    let at = b.shared_index(sums, tid);
+                    b.st(Space::Shared, at, grand);
+                }
+                None => {
+                    let k = b.mad(req, VALUES as u32, tid);
+                    let a = b.index_addr(results, k, 8);
+                    b.st(Space::Global, a, grand);
+                }
             });
             b.if_then(is0, |b| {
                 let c = b.index_addr(counters, req, 4);

@@ -53,7 +53,9 @@ mod point;
 pub mod server;
 mod split;
 
-pub use kernel::{build, build_dense, build_dense_small, build_server, build_variant};
+pub use kernel::{
+    build, build_align_device, build_dense, build_dense_small, build_server, build_variant,
+};
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -242,6 +244,9 @@ pub struct Variant {
     /// sums are added in another order, so records differ from the other variants' in the last
     /// bits (within the CPU tolerances).
     pub split_point: bool,
+    /// With `server`: the whole Newton solve of one alignment on the device
+    /// (`crate::kernels::ndt::solve`); the request comes from the solver, not the host.
+    pub solve: bool,
 }
 
 impl Variant {
@@ -256,6 +261,7 @@ impl Variant {
         shared_acc: true,
         server: false,
         split_point: false,
+        solve: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
@@ -267,5 +273,10 @@ impl Variant {
     pub const SERVER: Variant = Variant {
         server: true,
         ..Variant::DENSE_SMALL
+    };
+    /// [`Variant::SERVER`] running the Newton solve itself (`ndt_align_device`).
+    pub const SOLVE: Variant = Variant {
+        solve: true,
+        ..Variant::SERVER
     };
 }

@@ -42,8 +42,11 @@
 //!    exit word, so the host can reuse the mailbox without synchronizing the stream.
 
 use super::VALUES;
+use crate::kernels::ndt::solve::{SolveCtx, SolveParams};
 use crate::kernels::rnn::barrier::GridBarrier;
 use crate::ptx::*;
+
+mod solve_hooks;
 
 /// `cmd`: evaluate the request record.
 pub const CMD_EVALUATE: u32 = 0;
@@ -105,18 +108,22 @@ pub(super) struct ServerParams {
     grid_sync: Param<U64>,
     idle_ns: Param<U64>,
     first_seq: Param<U32>,
+    /// The device solver's parameters ([`super::Variant::solve`]).
+    solve: Option<SolveParams>,
 }
 
 impl ServerParams {
     /// Declares `mailbox` (mapped host address), `grid_sync` (4 u32 in device memory, zero
     /// before the first launch: the start barrier's `arrive, exit, status`), `idle_ns` and
-    /// `first_seq` (the mailbox's `seq` at launch, already served).
-    pub(super) fn declare(b: &mut KernelBuilder) -> ServerParams {
+    /// `first_seq` (the mailbox's `seq` at launch, already served); with `solve`, the device
+    /// solver's after them ([`SolveParams::declare`]).
+    pub(super) fn declare(b: &mut KernelBuilder, solve: bool) -> ServerParams {
         ServerParams {
             mailbox: b.param::<U64>("mailbox"),
             grid_sync: b.param::<U64>("grid_sync"),
             idle_ns: b.param::<U64>("idle_ns"),
             first_seq: b.param::<U32>("first_seq"),
+            solve: solve.then(|| SolveParams::declare(b)),
         }
     }
 }
@@ -137,11 +144,20 @@ pub(super) struct ServerRegs {
     first_seq_param: Param<U32>,
     /// Thread 0: when this block saw the request it serves (`%globaltimer`).
     seen_at: Reg<U64>,
+    /// The device solver ([`super::Variant::solve`]) and a predicate that never holds (no
+    /// block polls the host then).
+    solve: Option<(SolveCtx, Reg<Pred>)>,
 }
 
 impl ServerRegs {
-    /// Loads the parameters; `results` is the kernel's `results` parameter.
-    pub(super) fn new(b: &mut KernelBuilder, p: &ServerParams, results: &Param<U64>) -> Self {
+    /// Loads the parameters; `results` is the kernel's `results` parameter, `r0` its first
+    /// request record (the device solver's initial request).
+    pub(super) fn new(
+        b: &mut KernelBuilder,
+        p: &ServerParams,
+        results: &Param<U64>,
+        r0: (&[Param<F64>], &Param<U32>, &Param<U32>),
+    ) -> Self {
         let mailbox = b.global_ptr(&p.mailbox);
         let grid_sync = b.global_ptr(&p.grid_sync);
         let idle_ns = b.ld_param(&p.idle_ns);
@@ -163,6 +179,10 @@ impl ServerRegs {
             blk0,
             first_seq_param: p.first_seq.clone(),
             seen_at: b.mov(0u64),
+            solve: p.solve.clone().map(|sp| {
+                let never = b.setp(Cmp::Ne, tid, tid);
+                (SolveCtx::new(b, sp, r0.0, r0.1, r0.2), never)
+            }),
         }
     }
 
@@ -215,6 +235,20 @@ impl ServerRegs {
     /// In the block that reduced last, after its threads stored the sums: a barrier, then
     /// thread 0 fences at system scope and stores the request's `seq`.
     pub(super) fn publish(&self, b: &mut KernelBuilder, is0: Reg<Pred>) {
+        if let Some((sv, _)) = &self.solve {
+            // The sums in shared memory for warp 0, which runs the solver step.
+            b.bar_sync();
+            let relay = b.add(self.grid_sync, 8 * RELAY_WORD as u64);
+            let (seq, results) = (self.seq, self.results);
+            let (mailbox, idle_ns) = (self.mailbox, self.idle_ns);
+            let token = b.ld_param(&self.first_seq_param);
+            let tid = b.special(Special::TidX);
+            let warp0 = b.setp(Cmp::Lt, tid, 32u32);
+            b.if_then(warp0, |b| {
+                sv.step(b, relay, seq, results, mailbox, idle_ns, token)
+            });
+            return;
+        }
         // The barrier puts the sums before thread 0's fence, which (cumulative) puts them
         // before the seq for every observer: one system-scope fence on the path.
         b.bar_sync();
@@ -246,10 +280,15 @@ impl ServerRegs {
         let bar = GridBarrier::new(b, arrive, exit, bar_status, nblk);
         let relay = b.add(g, 8 * RELAY_WORD as u64);
         let (first_thread, seq0) = (self.first_thread, self.seq);
-        b.if_then(first_thread, |b| {
-            // The relay starts at the launch's seq (the barrier publishes it).
-            let w = b.cvt::<U64, U32>(seq0);
-            b.st_relaxed_gpu::<U64>(relay, w);
+        let solve = self.solve.as_ref();
+        b.if_then(first_thread, |b| match solve {
+            // The device solver: the first request is in the relay from the start.
+            Some((sv, _)) => sv.start(b, relay, seq0),
+            None => {
+                // The relay starts at the launch's seq (the barrier publishes it).
+                let w = b.cvt::<U64, U32>(seq0);
+                b.st_relaxed_gpu::<U64>(relay, w);
+            }
         });
         bar.sync(b);
         b.if_then(is0, |b| {
@@ -279,7 +318,7 @@ impl ServerRegs {
                 // the host's memory sees as one reader instead of one per block.
                 // The others wait twice as long, so block 0's timeout comes first and ends
                 // them all together.
-                let host = blk0;
+                let host = solve.map_or(blk0, |(_, never)| *never);
                 let src = b.selp(mailbox, relay, host);
                 let twice = b.add(idle_ns, idle_ns);
                 let limit = b.selp(idle_ns, twice, host);

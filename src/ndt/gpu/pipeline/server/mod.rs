@@ -148,6 +148,11 @@ impl GpuDerivativePipeline {
         self.server.timeouts = t;
     }
 
+    /// The timeouts in use (see [`ServerTimeouts`]; the device solver uses them too).
+    pub fn server_timeouts(&self) -> ServerTimeouts {
+        self.server.timeouts
+    }
+
     /// Whether a server kernel is running now (between `start_alignment` and the stop).
     pub fn server_running(&self) -> bool {
         self.server.running

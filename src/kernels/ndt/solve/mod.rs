@@ -1,0 +1,322 @@
+//! The whole Newton solve of one alignment on the device (`ndt_align_device`,
+//! [`crate::kernels::ndt::derivatives::Variant::solve`]): the evaluation server's kernel
+//! (`derivatives/server.rs`) with the host's part moved into the kernel.
+//!
+//! # What happens per evaluation
+//! Every block takes the request record from the relay in device memory (as the server's
+//! blocks other than block 0 do), computes its points' sums, reduces them over the block,
+//! writes its partial and counts itself. Block 0 then waits until every block has counted
+//! ([`REDUCER_BLOCK0`]; or, with the `reducer` parameter at [`REDUCER_LAST`], the block that
+//! counts itself last takes over, as in the server), stages the solver state into shared
+//! memory while it sums the partials in block order (the server's two levels, so the sums
+//! equal the launch-per-round path's bit for bit for the same grid) and keeps them in shared
+//! memory. Its warp 0 then runs one step of the host's solver (`ndt::solver::Newton::feed`
+//! with `ndt::line_search::MoreThuente` and `ndt::newton_step`) in the host's operation order,
+//! so a step fed the same sums gives the same numbers: every lane computes the scalar work,
+//! the two Cholesky factorisations run across the lanes (`newton.rs`), lane 0 stores. The state
+//! between evaluations lives in the `state` words (`state.rs`). It writes the next request
+//! record (the sines and cosines from [`sincos`], within an ulp of the host's `sin_cos`) and
+//! releases it through the relay word, or, once the solver stops, writes the result into mapped
+//! host memory ([`OUT_POSE`] .. and the accepted sums in words `0..VALUES`), fences at system
+//! scope, stores the done word and relays the stop command.
+//!
+//! # What the host still does
+//! A Newton step whose Hessian the Cholesky path cannot take (not positive definite after the
+//! shift, but not zero) asks the host for `newton_increment` during the kernel (`newton.rs`,
+//! [`ASSIST_WORD`]: one PCIe round trip and the host's eigen-decomposition, so the increment is
+//! the host path's bit for bit). A pose angle beyond [`sincos::SINCOS_MAX_ARG`], or a host that
+//! does not answer, ends the kernel with [`STOP_HOST`]; the host then runs the whole alignment
+//! itself. Timeouts and the status word are the server's.
+//!
+//! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations, session 9)
+//! Kernel start to result 194.8 us: about 10.1 us per evaluation outside the solver (relay,
+//! terms 0.83, points 3.14, stragglers and block reductions 2.69, final reduction and hand-over)
+//! and 83.7 us of solver steps: 4 eigen-path round trips of about 11.7 us and Cholesky-path
+//! steps of about 5.5 us (one warp's dependent f64 divisions and square roots). With the
+//! launch, 206.5 us against 193.2 us on the evaluation server in the same process, so the
+//! pipeline keeps it opt-in (`ndt::gpu::pipeline::solve`).
+
+mod interpolate;
+mod more_thuente;
+mod newton;
+pub mod sincos;
+mod state;
+use state::*;
+mod step;
+
+use crate::kernels::ndt::derivatives::server::CMD_EVALUATE;
+use crate::kernels::ndt::derivatives::VALUES;
+use crate::ptx::*;
+
+/// Phase: waiting for the evaluation at the initial pose.
+pub const PHASE_START: u32 = 0;
+/// Phase: a line search along `dir` is under way.
+pub const PHASE_SEARCH: u32 = 1;
+/// Phase: a plain capped step (no line search) is being evaluated.
+pub const PHASE_STEP: u32 = 2;
+
+/// Stop codes in [`OUT_STOP`] (`ndt::StopReason` in declaration order), and [`STOP_HOST`].
+pub const STOP_CONVERGED: u32 = 0;
+/// `StopReason::MaxIterations`.
+pub const STOP_MAX_ITERATIONS: u32 = 1;
+/// `StopReason::NoCorrespondences`.
+pub const STOP_NO_CORRESPONDENCES: u32 = 2;
+/// `StopReason::SingularHessian`.
+pub const STOP_SINGULAR: u32 = 3;
+/// `StopReason::Stalled`.
+pub const STOP_STALLED: u32 = 4;
+/// The device cannot go on (eigen path or angle range): the host solves the alignment.
+pub const STOP_HOST: u32 = 255;
+
+/// u64 words of the state buffer the host allocates.
+pub const STATE_WORDS: usize = 72;
+
+/// Output words in the mapped results (after the server's words): the final pose (6 f64).
+pub const OUT_POSE: usize = 40;
+/// Iterations (u32).
+pub const OUT_ITERATIONS: usize = 46;
+/// Evaluations (u32).
+pub const OUT_EVALUATIONS: usize = 47;
+/// Stop code (u32, [`STOP_CONVERGED`] ..).
+pub const OUT_STOP: usize = 48;
+/// Nanoseconds of solver steps (thread 0 of the last block, summed over the evaluations).
+pub const OUT_SOLVE_NS: usize = 49;
+/// Nanoseconds from the kernel's start to the result.
+pub const OUT_TOTAL_NS: usize = 50;
+/// Eigen-path requests the kernel made (u32).
+pub const OUT_ASSISTS: usize = 51;
+/// An eigen-path request to the host: the Hessian's upper triangle (21 f64, in result order).
+pub const ASSIST_HESSIAN: usize = 52;
+/// ... and the gradient (6 f64).
+pub const ASSIST_GRADIENT: usize = 73;
+/// ... and its word, `first_seq | k << 32` for the launch's k-th request (1, 2, ...), stored
+/// after a system fence. The host answers in the mailbox: `Δ` in words 1..7, flags in word 7
+/// (bit 0: an increment exists, bit 1: positive definite), then the same word in word 0.
+pub const ASSIST_WORD: usize = 79;
+/// u64 words of the mapped results the host allocates.
+pub const OUT_WORDS: usize = 80;
+/// u64 words of the mapped mailbox the host allocates.
+pub const MAILBOX_WORDS: usize = 8;
+/// `reducer`: block 0 reduces and solves every evaluation, once every block has counted
+/// itself (its SM keeps the solver's code in its instruction cache).
+pub const REDUCER_BLOCK0: u32 = 0;
+/// `reducer`: the block that counts itself last reduces and solves (the server's rule; the
+/// solver's code then runs on a cold SM most of the time).
+pub const REDUCER_LAST: u32 = 1;
+/// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
+pub const DONE: u64 = 1 << 32;
+
+/// The solver's kernel parameters (after the server's).
+#[derive(Clone)]
+pub struct SolveParams {
+    state: Param<U64>,
+    init: [Param<F64>; 6],
+    max_iterations: Param<U32>,
+    step_max: Param<F64>,
+    eps_t: Param<F64>,
+    eps_r: Param<F64>,
+    line_search: Param<U32>,
+    mu: Param<F64>,
+    eta: Param<F64>,
+    ls_max_evals: Param<U32>,
+    x_tol: Param<F64>,
+    neg_d1: Param<F64>,
+    scale: Param<F64>,
+    reducer: Param<U32>,
+}
+
+impl SolveParams {
+    /// Declares `state` ([`STATE_WORDS`] u64 of device memory), the initial pose
+    /// `init_0..init_5`, the solver settings (`max_iterations, step_max, eps_t, eps_r,
+    /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`), the decoding factors `neg_d1`
+    /// (`−d1`) and `scale` (`d1 · d2`), and `reducer`: [`REDUCER_BLOCK0`] or
+    /// [`REDUCER_LAST`].
+    pub fn declare(b: &mut KernelBuilder) -> SolveParams {
+        SolveParams {
+            state: b.param::<U64>("state"),
+            init: std::array::from_fn(|k| b.param::<F64>(&format!("init_{k}"))),
+            max_iterations: b.param::<U32>("max_iterations"),
+            step_max: b.param::<F64>("step_max"),
+            eps_t: b.param::<F64>("eps_t"),
+            eps_r: b.param::<F64>("eps_r"),
+            line_search: b.param::<U32>("line_search"),
+            mu: b.param::<F64>("mu"),
+            eta: b.param::<F64>("eta"),
+            ls_max_evals: b.param::<U32>("ls_max_evals"),
+            x_tol: b.param::<F64>("x_tol"),
+            neg_d1: b.param::<F64>("neg_d1"),
+            scale: b.param::<F64>("scale"),
+            reducer: b.param::<U32>("reducer"),
+        }
+    }
+}
+
+/// What the serving loop hands the solver: its parameters, the kernel's first request record
+/// (`r0_*`: the host packs the initial pose there) and the shared sums.
+pub struct SolveCtx {
+    p: SolveParams,
+    r0: Vec<Param<F64>>,
+    r0_first: Param<U32>,
+    r0_count: Param<U32>,
+    sums: SharedArray<F64>,
+    staged: SharedArray<U64>,
+}
+
+/// The solver's registers in thread 0 (parameters loaded, pointers converted).
+pub(super) struct Regs {
+    state: State,
+    /// The solver warp's lane, and lane 0 (which stores; the other lanes compute the same
+    /// values and share the vector work of the Newton step, `newton.rs`).
+    lane: Reg<U32>,
+    lane0: Reg<Pred>,
+    max_iterations: Reg<U32>,
+    step_max: Reg<F64>,
+    eps_t: Reg<F64>,
+    eps_r: Reg<F64>,
+    line_search: Reg<Pred>,
+    mu: Reg<F64>,
+    eta: Reg<F64>,
+    ls_max_evals: Reg<U32>,
+    x_tol: Reg<F64>,
+    neg_d1: Reg<F64>,
+    scale: Reg<F64>,
+    yes: Reg<Pred>,
+    no: Reg<Pred>,
+    sums: SharedArray<F64>,
+}
+
+/// One solver step's registers.
+pub(super) struct Solver<'a> {
+    r: &'a Regs,
+    pose: [Reg<F64>; 6],
+    dir: [Reg<F64>; 6],
+    pending: [Reg<F64>; 6],
+    phase: Reg<U32>,
+    iters: Reg<U32>,
+    evals: Reg<U32>,
+    /// Progress for the stall test: 0 start, 1 no decrease, 2 moved by `stepv`.
+    kind: Reg<U32>,
+    stepv: [Reg<F64>; 6],
+    stop: Reg<U32>,
+    /// The mapped results, the mailbox, the idle timeout and the launch's token (for the
+    /// eigen-path requests to the host).
+    out: Reg<U64>,
+    mailbox: Reg<U64>,
+    idle_ns: Reg<U64>,
+    token: Reg<U32>,
+}
+
+impl SolveCtx {
+    /// The context (declares the shared sums array).
+    pub fn new(
+        b: &mut KernelBuilder,
+        p: SolveParams,
+        r0: &[Param<F64>],
+        r0_first: &Param<U32>,
+        r0_count: &Param<U32>,
+    ) -> SolveCtx {
+        SolveCtx {
+            p,
+            r0: r0.to_vec(),
+            r0_first: r0_first.clone(),
+            r0_count: r0_count.clone(),
+            sums: b.shared_array::<F64>("solve_sums", 32),
+            staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
+        }
+    }
+
+    /// In the block that reduces last, every thread, before the final reduction: threads
+    /// `t < STATE_WORDS` copy state word `t` into shared memory (visible to thread 0 after the
+    /// reduction's barriers), so the solver step reads no device memory.
+    pub fn stage(&self, b: &mut KernelBuilder, tid: Reg<U32>) {
+        let st = b.global_ptr(&self.p.state);
+        let mine = b.setp(Cmp::Lt, tid, STATE_WORDS as u32);
+        let staged = self.staged.clone();
+        b.if_then(mine, |b| {
+            let a = b.index_addr(st, tid, 8);
+            let v = b.ld::<U64>(Space::Global, a);
+            let s = b.shared_index(&staged, tid);
+            b.st(Space::Shared, s, v);
+        });
+    }
+
+    /// Whether the `reducer` parameter asks for the last block to reduce ([`REDUCER_LAST`]).
+    pub fn last_block_reduces(&self, b: &mut KernelBuilder) -> Reg<Pred> {
+        let m = b.ld_param(&self.p.reducer);
+        b.setp(Cmp::Eq, m, REDUCER_LAST)
+    }
+
+    /// Where the block that reduces last leaves the [`VALUES`] sums for the solver.
+    pub fn sums(&self) -> &SharedArray<F64> {
+        &self.sums
+    }
+
+    /// `first_point | count << 32`, word 9 of every request record.
+    fn points_word(&self, b: &mut KernelBuilder) -> Reg<U64> {
+        let f = b.ld_param(&self.r0_first);
+        let c = b.ld_param(&self.r0_count);
+        b.pack64::<U64>(f, c)
+    }
+
+    /// Thread 0 of block 0, before the start barrier: the state at the initial pose and the
+    /// first request (the host's record of the initial pose) in the relay, `seq0 + 1`.
+    pub fn start(&self, b: &mut KernelBuilder, relay: Reg<U64>, seq0: Reg<U32>) {
+        let st = b.global_ptr(&self.p.state);
+        for (k, p) in self.p.init.iter().enumerate() {
+            let v = b.ld_param(p);
+            put_f64(b, st, S_POSE + k, v);
+        }
+        for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS, S_ASSISTS] {
+            b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+        }
+        let now = b.globaltimer();
+        b.st(
+            Space::Global,
+            Addr::from(st).off(8 * S_START_NS as i64),
+            now,
+        );
+        let rec = Addr::from(relay).off(16);
+        for (k, p) in self.r0.iter().enumerate() {
+            let v = b.ld_param(p);
+            b.st(Space::Global, rec.off(8 * k as i64), v);
+        }
+        let w = self.points_word(b);
+        b.st(Space::Global, rec.off(72), w);
+        let s1 = b.add(seq0, 1u32);
+        let word = b.cvt::<U64, U32>(s1);
+        let word = b.or(word, u64::from(CMD_EVALUATE) << 32);
+        b.st_relaxed_gpu::<U64>(relay, word);
+    }
+
+    fn regs(&self, b: &mut KernelBuilder) -> Regs {
+        let p = &self.p;
+        let ls = b.ld_param(&p.line_search);
+        let yes = b.setp(Cmp::Eq, ls, ls);
+        let tid = b.special(Special::TidX);
+        let lane = b.and(tid, 31u32);
+        let lane0 = b.setp(Cmp::Eq, lane, 0u32);
+        Regs {
+            state: State {
+                global: b.global_ptr(&p.state),
+                staged: self.staged.clone(),
+                lane0,
+            },
+            lane,
+            lane0,
+            max_iterations: b.ld_param(&p.max_iterations),
+            step_max: b.ld_param(&p.step_max),
+            eps_t: b.ld_param(&p.eps_t),
+            eps_r: b.ld_param(&p.eps_r),
+            line_search: b.setp(Cmp::Ne, ls, 0u32),
+            mu: b.ld_param(&p.mu),
+            eta: b.ld_param(&p.eta),
+            ls_max_evals: b.ld_param(&p.ls_max_evals),
+            x_tol: b.ld_param(&p.x_tol),
+            neg_d1: b.ld_param(&p.neg_d1),
+            scale: b.ld_param(&p.scale),
+            yes,
+            no: b.not(yes),
+            sums: self.sums.clone(),
+        }
+    }
+}

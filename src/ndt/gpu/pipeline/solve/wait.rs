@@ -1,0 +1,295 @@
+//! The device solver's set-up, its waits (the result, the kernel's exit) with every way out,
+//! and reading the result (see the parent module's docs).
+
+use super::super::GpuDerivativePipeline;
+use super::{stop_reason, Buffers, DeviceSolveStats};
+use crate::kernels::ndt::derivatives::hessian_index;
+use crate::kernels::ndt::derivatives::server::{
+    EXIT_WORD, GRID_SYNC_WORDS, RESULT_SEQ_WORD, STAMPS, STAMP_WORD, STATUS_IDLE,
+    STATUS_NOT_RESIDENT, STATUS_WORD,
+};
+use crate::kernels::ndt::derivatives::BLOCK;
+use crate::kernels::ndt::solve::{
+    ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, DONE, MAILBOX_WORDS, OUT_ASSISTS,
+    OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS, OUT_WORDS,
+    STATE_WORDS,
+};
+use crate::kernels::KernelId;
+use crate::ndt::derivatives::GaussConstants;
+use crate::ndt::gpu::mapped::MappedBuffer;
+use crate::ndt::gpu::records::{decode_result, VALUES};
+use crate::ndt::newton_step::newton_increment;
+use crate::ndt::pose::{pose_to_isometry, Pose6};
+use crate::ndt::result::NdtResult;
+use crate::runtime::DeviceBuffer;
+use crate::{Error, Result};
+use cudarc::driver::sys;
+use nalgebra::{Matrix6, Vector6};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// An [`Error::Kernel`] of the device solver.
+fn solve_error(code: u32, detail: String) -> Error {
+    Error::Kernel {
+        kernel: "ndt_align_device",
+        code,
+        detail,
+    }
+}
+
+impl GpuDerivativePipeline {
+    /// Loads the kernel and allocates the buffers once; clears the words of a failed launch.
+    pub(super) fn prepare_device_solve(&mut self) -> Result<()> {
+        if self.solve.kernel.is_none() {
+            let f = self.gpu.kernel(KernelId::NdtAlignDevice)?;
+            let per_sm = f
+                .function()
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+                .map_err(Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+                as usize;
+            self.solve.kernel = Some((f, per_sm));
+        }
+        if self.solve.buffers.is_none() {
+            let s = self
+                .gpu
+                .ctx()
+                .new_stream()
+                .map_err(Error::driver("cuStreamCreate (NDT device solver)"))?;
+            self.solve.buffers = Some(Buffers {
+                answers: MappedBuffer::new(&self.gpu, OUT_WORDS, true)?,
+                mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
+                grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
+                state: DeviceBuffer::zeros(&s, STATE_WORDS, "NDT device solver state")?,
+                stream: s,
+            });
+            self.counters.allocations += 4;
+        }
+        if let Some(token) = self.solve.exiting.take() {
+            if self.wait_device_exit(token).is_err() {
+                self.abandon_device_solve();
+            }
+        }
+        if self.solve.dirty {
+            let b = self.solve.buffers.as_mut().expect("allocated above");
+            b.grid_sync.upload(&b.stream, &[0u32; GRID_SYNC_WORDS])?;
+            let mut c = self.counters_dev.slice_mut().slice_mut(0..1);
+            b.stream
+                .memcpy_htod(&[0u32], &mut c)
+                .map_err(Error::driver("zeroing the NDT request counter"))?;
+            self.solve.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// After a failed wait: the kernel is stopped by its own timeouts at the latest; once the
+    /// stream is idle, the barrier words and the request counter (which the ordinary rounds
+    /// share) are cleared. Anything that fails here is left for the next launch (`dirty`).
+    pub(super) fn abandon_device_solve(&mut self) {
+        self.solve.dirty = true;
+        let Some(b) = self.solve.buffers.as_mut() else {
+            return;
+        };
+        if b.stream.synchronize().is_err() {
+            return;
+        }
+        let cleared = b
+            .grid_sync
+            .upload(&b.stream, &[0u32; GRID_SYNC_WORDS])
+            .is_ok()
+            && {
+                let mut c = self.counters_dev.slice_mut().slice_mut(0..1);
+                b.stream.memcpy_htod(&[0u32], &mut c).is_ok()
+            }
+            && b.stream.synchronize().is_ok();
+        self.solve.dirty = !cleared;
+    }
+
+    /// Spins until the done word holds `DONE | token`, answering the kernel's eigen-path
+    /// requests meanwhile.
+    pub(super) fn wait_device_solve(&self, token: u32) -> Result<()> {
+        self.spin_device(RESULT_SEQ_WORD, DONE | u64::from(token), true)
+    }
+
+    /// Spins until the exit word says every block has left.
+    pub(super) fn wait_device_exit(&self, token: u32) -> Result<()> {
+        self.spin_device(EXIT_WORD, u64::from(token) | 1 << 32, false)
+    }
+
+    /// Answers an eigen-path request (see `kernels::ndt::solve::ASSIST_WORD`): the host
+    /// solver's `newton_increment` of the Hessian and gradient the kernel wrote.
+    fn answer_assist(&self, word: u64) -> Result<()> {
+        let b = self
+            .solve
+            .buffers
+            .as_ref()
+            .expect("a launched device solve has buffers");
+        let a = b.answers.as_slice()?.as_ptr();
+        // SAFETY: words < OUT_WORDS of the answers (alive with `self`); the kernel wrote them
+        // before its system fence and the request word, which the caller acquired.
+        let f = |k: usize| f64::from_bits(unsafe { std::ptr::read_volatile(a.add(k)) });
+        let mut hessian = Matrix6::zeros();
+        for i in 0..6 {
+            for j in i..6 {
+                let v = f(ASSIST_HESSIAN + hessian_index(i, j) - 7);
+                hessian[(i, j)] = v;
+                hessian[(j, i)] = v;
+            }
+        }
+        let gradient = Vector6::from_fn(|i, _| f(ASSIST_GRADIENT + i));
+        let (delta, flags) = match newton_increment(&hessian, &gradient) {
+            Some((d, pd)) => (d, 1 | u64::from(pd) << 1),
+            None => (Vector6::zeros(), 0),
+        };
+        let m = b.mailbox.as_slice()?.as_ptr().cast_mut();
+        // SAFETY: the mailbox's MAILBOX_WORDS words, alive with `self`; the kernel reads them
+        // only after it sees word 0 equal to `word`, which is released after the payload.
+        unsafe {
+            for k in 0..6 {
+                std::ptr::write_volatile(m.add(1 + k), delta[k].to_bits());
+            }
+            std::ptr::write_volatile(m.add(7), flags);
+            AtomicU64::from_ptr(m).store(word, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn spin_device(&self, word: usize, want: u64, assist: bool) -> Result<()> {
+        let b = self
+            .solve
+            .buffers
+            .as_ref()
+            .expect("a launched device solve has buffers");
+        let a = b.answers.as_slice()?.as_ptr().cast_mut();
+        // SAFETY: aligned u64 words of the answers (alive with `self`), read atomically (the
+        // status is the u32 the kernel stores in the low half; little-endian).
+        let (got, status, asked) = unsafe {
+            (
+                AtomicU64::from_ptr(a.add(word)),
+                AtomicU32::from_ptr(a.add(STATUS_WORD).cast::<u32>()),
+                AtomicU64::from_ptr(a.add(ASSIST_WORD)),
+            )
+        };
+        let mut answered = 0u64;
+        let timeouts = self.server_timeouts();
+        // The whole alignment: the answer timeout per evaluation the host would wait, at most.
+        let limit = timeouts.answer.saturating_mul(4);
+        let start = Instant::now();
+        let mut next_check = Duration::from_millis(1);
+        let mut spins = 0u32;
+        loop {
+            if got.load(Ordering::Acquire) == want {
+                return Ok(());
+            }
+            if assist {
+                let w = asked.load(Ordering::Acquire);
+                if w != answered && w != 0 {
+                    self.answer_assist(w)?;
+                    answered = w;
+                    continue;
+                }
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(256) {
+                std::hint::spin_loop();
+                continue;
+            }
+            match status.load(Ordering::Acquire) {
+                0 => {}
+                STATUS_IDLE => {
+                    return Err(solve_error(
+                        2,
+                        "the device solver's blocks waited longer than the idle timeout".into(),
+                    ))
+                }
+                STATUS_NOT_RESIDENT => {
+                    return Err(solve_error(
+                        3,
+                        "the device solver's grid was not co-resident".into(),
+                    ))
+                }
+                other => return Err(solve_error(other, "unknown device solver status".into())),
+            }
+            let waited = start.elapsed();
+            if waited >= next_check {
+                next_check = waited + Duration::from_millis(1);
+                if self.solve_stream_idle()? && got.load(Ordering::Acquire) != want {
+                    return Err(solve_error(
+                        4,
+                        "the device solver ended without its result".into(),
+                    ));
+                }
+            }
+            if waited > limit {
+                return Err(solve_error(
+                    5,
+                    format!("no device solver result within {limit:?}"),
+                ));
+            }
+        }
+    }
+
+    fn solve_stream_idle(&self) -> Result<bool> {
+        let Some(b) = self.solve.buffers.as_ref() else {
+            return Ok(true);
+        };
+        // SAFETY: the solver's stream handle is alive with `self`.
+        match unsafe { sys::cuStreamQuery(b.stream.cu_stream()) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(Error::driver("cuStreamQuery (NDT device solver)")(
+                cudarc::driver::DriverError(e),
+            )),
+        }
+    }
+
+    /// The result after the done word: `Err(why)` when the kernel handed the alignment back.
+    pub(super) fn read_device_solve(
+        &mut self,
+        source_points: usize,
+        gauss: GaussConstants,
+    ) -> Result<std::result::Result<NdtResult, String>> {
+        let b = self
+            .solve
+            .buffers
+            .as_ref()
+            .expect("a launched device solve has buffers");
+        let a = b.answers.as_slice()?.as_ptr();
+        // SAFETY: words < OUT_WORDS of the answers (alive with `self`); the kernel wrote them
+        // before the done word, which the wait acquired, and writes none of them again.
+        let word = |k: usize| unsafe { std::ptr::read_volatile(a.add(k)) };
+        let stamps: [u64; STAMPS] = std::array::from_fn(|k| word(STAMP_WORD + k));
+        let evaluations = word(OUT_EVALUATIONS) as u32 as usize;
+        self.solve.stats = Some(DeviceSolveStats {
+            evaluations,
+            total_ns: word(OUT_TOTAL_NS),
+            solve_ns: word(OUT_SOLVE_NS),
+            assists: word(OUT_ASSISTS) as u32 as usize,
+            stamps,
+        });
+        self.counters.requests += evaluations as u64;
+        let code = word(OUT_STOP) as u32;
+        let Some(stop) = stop_reason(code) else {
+            return Ok(Err(format!(
+                "the device solver handed the alignment back (code {code}) after {evaluations} \
+                 evaluations"
+            )));
+        };
+        let rec: [f64; VALUES] = std::array::from_fn(|k| f64::from_bits(word(k)));
+        let lin = decode_result(&rec, gauss, source_points)?;
+        let pose = Pose6::from_fn(|k, _| f64::from_bits(word(OUT_POSE + k)));
+        let n = source_points;
+        Ok(Ok(NdtResult {
+            t_target_source: pose_to_isometry(&pose),
+            pose,
+            iterations: word(OUT_ITERATIONS) as u32 as usize,
+            evaluations,
+            stop,
+            score: lin.score,
+            likelihood_per_point: if n > 0 { lin.score / n as f64 } else { 0.0 },
+            correspondences: lin.correspondences,
+            source_points: n,
+            gradient: lin.gradient,
+            hessian: lin.hessian,
+        }))
+    }
+}

@@ -1,0 +1,285 @@
+//! `ndt_align_device` (the whole Newton solve in one kernel) run by the PTX interpreter
+//! (`ptxflow::sim`, no GPU needed) against the host solver fed by the interpreted
+//! `ndt_derivatives_dense_small` (the launch-per-round path's kernel, same grid, so the same
+//! sums): a synthetic scene of noisy planes, with and without the line search, every search
+//! mode, an iteration cap and no overlap. (Hessians that need the eigen path are answered by
+//! the host during the kernel, which the interpreter cannot do: `tests/ndt_gpu_solve.rs`.)
+//! Equal iterations, evaluations and stop reasons; poses equal up to the request's sines and
+//! cosines (the kernel's own, within an ulp of `f64::sin_cos`).
+
+mod ndt_support;
+
+use nalgebra::Isometry3;
+use ptxflow::kernels::ndt::derivatives::server::{GRID_SYNC_WORDS, RESULT_SEQ_WORD};
+use ptxflow::kernels::ndt::derivatives::{
+    BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, VALUES,
+};
+use ptxflow::kernels::ndt::solve::{
+    DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
+    OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
+};
+use ptxflow::kernels::KernelId;
+use ptxflow::ndt::derivatives::GaussConstants;
+use ptxflow::ndt::gpu::records::{decode_result, pack_request, pack_voxels};
+use ptxflow::ndt::gpu::DenseCells;
+use ptxflow::ndt::*;
+use ptxflow::ptx::Target;
+use ptxflow::rng::Rng;
+use ptxflow::sim::{Arg, Grid, Memory, Program};
+
+/// Points on up to three noisy planes in a 6 m box at (2, 2, 2) m (positive coordinates: see
+/// `tests/ndt_sim.rs`).
+fn scene(n: usize, seed: u64, planes: usize) -> Vec<[f32; 3]> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let (u, v) = (rng.range(0.0, 6.0), rng.range(0.0, 3.0));
+            let w = 0.03 * rng.normal();
+            match i % planes {
+                0 => [u, 2.0 * v, w + 1.0],
+                1 => [u, w + 1.0, v],
+                _ => [w + 1.0, 2.0 * v, v],
+            }
+            .map(|c| (c + 2.0) as f32)
+        })
+        .collect()
+}
+
+struct Setup<'a> {
+    map: &'a VoxelMap,
+    cells: DenseCells,
+    source: &'a [[f32; 3]],
+    search: NeighbourSearch,
+    gauss: GaussConstants,
+    blocks: u32,
+}
+
+impl Setup<'_> {
+    /// Buffers and the ordinary kernel's arguments with request 0 = `pose`.
+    fn args(&self, mem: &mut Memory, pose: &Pose6, results: Arg) -> Vec<Arg> {
+        let points = mem.upload("points", self.source.as_flattened());
+        let mut vox = Vec::new();
+        pack_voxels(self.map, &mut vox);
+        let voxels = mem.upload("voxels", &vox);
+        let slots = mem.upload("slots", self.map.hash().slots_flat());
+        let requests = mem.upload("requests", &[0u64; 20]);
+        let partials = mem.upload(
+            "partials",
+            &vec![f64::NAN; SLOT_VALUES * self.blocks as usize],
+        );
+        let counters = mem.upload("counters", &[0u32; 1]);
+        let r = self.map.resolution_m();
+        let (start, count, radius) = match self.search {
+            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
+            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
+            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
+            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
+        };
+        let req = pack_request(pose, 0, self.source.len() as u32);
+        let mut args = vec![
+            points,
+            voxels,
+            slots,
+            Arg::U32((self.map.hash().capacity() - 1) as u32),
+            requests,
+            partials,
+            counters,
+            results,
+            Arg::F64(1.0 / r),
+            Arg::F64(r * r),
+            Arg::F64(-0.5 * self.gauss.d2),
+            Arg::F64(-self.gauss.d2),
+            Arg::U32(start),
+            Arg::U32(count),
+            Arg::U32(radius),
+        ];
+        args.extend(req[..9].iter().map(|w| Arg::F64(f64::from_bits(*w))));
+        args.push(Arg::U32(req[9] as u32));
+        args.push(Arg::U32((req[9] >> 32) as u32));
+        args.push(mem.upload("cells", &self.cells.table));
+        args.extend(self.cells.origin.iter().map(|&o| Arg::S32(o)));
+        args.extend(self.cells.dims.iter().map(|&v| Arg::U32(v)));
+        args
+    }
+
+    fn grid(&self) -> Grid {
+        Grid {
+            blocks: (self.blocks, 1, 1),
+            threads: (BLOCK, 1, 1),
+            dyn_shared_bytes: 0,
+        }
+    }
+}
+
+/// The launch-per-round path in the interpreter: `ndt_derivatives_dense_small`, one request.
+struct SimRounds<'a> {
+    s: &'a Setup<'a>,
+    prog: Program,
+}
+
+impl Linearize for SimRounds<'_> {
+    fn source_count(&self) -> usize {
+        1
+    }
+    fn source_len(&self, _: usize) -> usize {
+        self.s.source.len()
+    }
+    fn linearize(&mut self, reqs: &[LinearizeRequest]) -> ptxflow::Result<Vec<Linearization>> {
+        reqs.iter()
+            .map(|r| {
+                let mut mem = Memory::new();
+                let results = mem.upload("results", &[f64::NAN; VALUES]);
+                let args = self.s.args(&mut mem, &r.pose, results);
+                self.prog.run(self.s.grid(), &args, &mut mem).unwrap();
+                let rec = mem.download::<f64>("results").unwrap();
+                decode_result(&rec, self.s.gauss, self.s.source.len())
+            })
+            .collect()
+    }
+}
+
+/// The device solver in the interpreter: (pose, iterations, evaluations, stop code).
+fn device(
+    prog: &Program,
+    s: &Setup,
+    init: &Isometry3<f64>,
+    p: &SolverParams,
+    reducer: u32,
+) -> (Pose6, usize, usize, u32) {
+    let pose = isometry_to_pose(init);
+    let mut mem = Memory::new();
+    let answers = mem.upload("answers", &[0u64; OUT_WORDS]);
+    let mut args = s.args(&mut mem, &pose, answers);
+    let ls = p.line_search.unwrap_or_default();
+    args.push(mem.upload("mailbox", &[0u64; MAILBOX_WORDS]));
+    args.push(mem.upload("grid_sync", &[0u32; GRID_SYNC_WORDS]));
+    args.push(Arg::U64(u64::MAX));
+    args.push(Arg::U32(7));
+    args.push(mem.upload("state", &[0u64; STATE_WORDS]));
+    args.extend((0..6).map(|k| Arg::F64(pose[k])));
+    args.push(Arg::U32(p.max_iterations as u32));
+    args.push(Arg::F64(p.step_max));
+    args.push(Arg::F64(p.translation_epsilon_m));
+    args.push(Arg::F64(p.rotation_epsilon_rad));
+    args.push(Arg::U32(u32::from(p.line_search.is_some())));
+    args.push(Arg::F64(ls.mu));
+    args.push(Arg::F64(ls.eta));
+    args.push(Arg::U32(ls.max_evaluations as u32));
+    args.push(Arg::F64(ls.x_tolerance));
+    args.push(Arg::F64(-s.gauss.d1));
+    args.push(Arg::F64(s.gauss.d1 * s.gauss.d2));
+    args.push(Arg::U32(reducer));
+    prog.run(s.grid(), &args, &mut mem).unwrap();
+    let out = mem.download::<u64>("answers").unwrap();
+    assert_eq!(out[RESULT_SEQ_WORD], DONE | 7, "done word");
+    assert_eq!(out[OUT_ASSISTS], 0, "no eigen-path request");
+    assert_eq!(
+        mem.download::<u32>("counters").unwrap(),
+        vec![0],
+        "counter reset"
+    );
+    let g = mem.download::<u32>("grid_sync").unwrap();
+    assert_eq!(&g[..4], &[0, 0, 0, 0], "barrier and exit counters reset");
+    (
+        Pose6::from_fn(|k, _| f64::from_bits(out[OUT_POSE + k])),
+        out[OUT_ITERATIONS] as u32 as usize,
+        out[OUT_EVALUATIONS] as u32 as usize,
+        out[OUT_STOP] as u32,
+    )
+}
+
+fn programs() -> (Program, Program) {
+    let solve = KernelId::NdtAlignDevice.build(Target::Sm75).emit().unwrap();
+    let small = KernelId::NdtDerivativesDenseSmall
+        .build(Target::Sm75)
+        .emit()
+        .unwrap();
+    (
+        Program::parse(&solve).unwrap(),
+        Program::parse(&small).unwrap(),
+    )
+}
+
+/// Device and host runs of one case; returns the host result.
+fn compare(
+    solve: &Program,
+    small: &Program,
+    s: &Setup,
+    init: &Isometry3<f64>,
+    p: &SolverParams,
+    what: &str,
+) -> Option<NdtResult> {
+    let mut rounds = SimRounds {
+        s,
+        prog: small.clone(),
+    };
+    let host = align(&mut rounds, 0, init, p).unwrap();
+    let (pose, iterations, evaluations, code) = device(solve, s, init, p, REDUCER_BLOCK0);
+    // The server's rule (the last block reduces) gives the same result.
+    assert_eq!(
+        device(solve, s, init, p, REDUCER_LAST),
+        (pose, iterations, evaluations, code),
+        "{what}: last-block reducer"
+    );
+    if code == STOP_HOST {
+        // Allowed only where the host needed its eigen path (its iterations then differ).
+        eprintln!(
+            "{what}: handed back after {evaluations} evaluations (host: {:?} after {})",
+            host.stop, host.evaluations
+        );
+        return None;
+    }
+    assert_eq!(
+        (iterations, evaluations, code),
+        (host.iterations, host.evaluations, host.stop as u32),
+        "{what}: iterations, evaluations, stop"
+    );
+    let d = (pose - host.pose).abs().max();
+    assert!(d <= 1e-9, "{what}: pose differs by {d:e}");
+    eprintln!(
+        "{what}: {:?} after {} evaluations, pose within {d:.1e}",
+        host.stop, host.evaluations
+    );
+    Some(host)
+}
+
+#[test]
+fn interpreted_device_solve_equals_the_host_solver() {
+    let (solve, small) = programs();
+    let target = scene(3000, 1, 3);
+    let map = VoxelMap::build(&target, 1.0).unwrap();
+    let source = scene(300, 2, 3);
+    // A start from which every Newton step takes the Cholesky path (the eigen path needs the
+    // host: see `tests/ndt_gpu_solve.rs`).
+    let init = pose_to_isometry(&Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01));
+    let base = SolverParams::default();
+    for search in NeighbourSearch::ALL {
+        let s = Setup {
+            map: &map,
+            cells: DenseCells::build(&map).unwrap(),
+            source: &source,
+            search,
+            gauss: GaussConstants::new(1.0, 0.55).unwrap(),
+            blocks: 3,
+        };
+        let r = compare(&solve, &small, &s, &init, &base, &format!("{search:?}"));
+        if search == NeighbourSearch::Direct7 {
+            let r = r.expect("Direct7: solved on the device");
+            assert!(r.evaluations > 3, "a real search");
+            let plain = SolverParams {
+                line_search: None,
+                ..base
+            };
+            compare(&solve, &small, &s, &init, &plain, "no line search").expect("solved");
+            let capped = SolverParams {
+                max_iterations: 2,
+                ..base
+            };
+            let c = compare(&solve, &small, &s, &init, &capped, "two iterations").expect("solved");
+            assert_eq!(c.stop, StopReason::MaxIterations);
+            let far = pose_to_isometry(&Pose6::new(50.0, 0.0, 0.0, 0.0, 0.0, 0.0));
+            let n = compare(&solve, &small, &s, &far, &base, "no overlap").expect("solved");
+            assert_eq!(n.stop, StopReason::NoCorrespondences);
+        }
+    }
+}
