@@ -33,7 +33,9 @@ pub(super) const S_ASSISTS: usize = 39;
 pub(super) const S_LO_SUMS: usize = 40;
 /// The solver state: kept in device memory between evaluations, staged into shared memory by
 /// the block that reduces last while it reduces ([`SolveCtx::stage`]); thread 0 reads the
-/// staged copy and writes both.
+/// staged copy and writes both. Every store is fenced for the solver warp with `bar.warp.sync`
+/// before (the other lanes' earlier reads of the word) and after (their later reads), so the
+/// staged words are race-free within the warp (the solver warp runs the step uniformly).
 #[derive(Clone)]
 pub(crate) struct State {
     pub(super) global: Reg<U64>,
@@ -53,7 +55,7 @@ impl State {
 
     pub(crate) fn st_f64(&self, b: &mut KernelBuilder, w: usize, v: Reg<F64>) {
         let a = self.staged.at(w as u32);
-        b.when(self.lane0, |b| {
+        self.lane0_store(b, |b| {
             put_f64(b, self.global, w, v);
             b.st(Space::Shared, a, v);
         });
@@ -61,7 +63,7 @@ impl State {
 
     pub(crate) fn st_u32(&self, b: &mut KernelBuilder, w: usize, v: Reg<U32>) {
         let a = self.staged.at(w as u32);
-        b.when(self.lane0, |b| {
+        self.lane0_store(b, |b| {
             put_u32(b, self.global, w, v);
             b.st(Space::Shared, a, v);
         });
@@ -76,10 +78,17 @@ impl State {
             Addr::from(self.global).off(8 * w as i64),
             self.staged.at(w as u32),
         );
-        b.when(self.lane0, |b| {
+        self.lane0_store(b, |b| {
             b.st(Space::Global, g, v);
             b.st(Space::Shared, a, v);
         });
+    }
+
+    /// `store` on lane 0 between two `bar.warp.sync` of the whole solver warp.
+    fn lane0_store(&self, b: &mut KernelBuilder, store: impl FnOnce(&mut KernelBuilder)) {
+        b.warp_sync(u32::MAX);
+        b.when(self.lane0, store);
+        b.warp_sync(u32::MAX);
     }
 }
 
