@@ -17,6 +17,9 @@
 //!   session 8, H200, Velodyne alignment 256 us against 241 us without it, criterion, same
 //!   run; ncu at locked clocks 15.9 us for 250 blocks against 13.8 us for 125 — the points are
 //!   not what bounds a one-pair round, the two-level reduction is);
+//! - `PTXFLOW_NDT_MIXED`: rounds of more than one block per SM (batches) run the mixed-precision
+//!   build (`Variant::mixed`: per-pair and per-point maths in f32, transform, `x' − μ` and sums
+//!   in f64; not bit-identical, off by default);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -47,6 +50,8 @@ const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT_POINTS` (small rounds of the dense table only).
 const SPLIT_POINTS: bool = false;
+/// Default of `PTXFLOW_NDT_MIXED` (rounds of more than one block per SM: batches).
+const MIXED: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -62,7 +67,15 @@ pub(super) fn env_switch(name: &str, default: bool) -> bool {
 /// The variant for the dense table (`dense`) or the hash, for any round or (`small`) for rounds
 /// of at most one block per SM.
 pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
+    variant_with(dense, small, None)
+}
+
+/// [`variant_from_env`] with `PTXFLOW_NDT_MIXED` overridden by `mixed` when it is given.
+pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Variant {
+    // The mixed-precision build replaces the per-point code of the other switches.
+    let mixed = dense && !small && mixed.unwrap_or_else(|| env_switch("PTXFLOW_NDT_MIXED", MIXED));
     let prefetch = dense
+        && !mixed
         && (env_switch("PTXFLOW_NDT_PREFETCH", PREFETCH)
             || (small && env_switch("PTXFLOW_NDT_SMALL_PREFETCH", SMALL_PREFETCH)));
     Variant {
@@ -71,13 +84,14 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|n| (1..=16).contains(n)),
-        compact: prefetch || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
+        compact: prefetch || mixed || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
         prefetch,
-        linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
+        linear: dense && !mixed && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         // The hash path keeps the table's register build unless asked (not measured otherwise).
         shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
         server: false,
         split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
+        mixed,
     }
 }
 

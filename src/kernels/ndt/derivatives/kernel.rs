@@ -2,6 +2,7 @@
 //! the per-point loop of step 2 (see [`super::point`]) and the reductions of step 3 (see the
 //! module docs of [`super`]).
 
+use super::mixed::{self, Mixed};
 use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
 use super::split::point_split;
@@ -96,6 +97,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             .then(|| b.shared_array::<S32>("linear", PROBES.len() as u32)),
     });
     let server = variant.server.then(|| ServerParams::declare(&mut b));
+    let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b));
 
     // Steps 1 to 3 for one request row; the server variant runs them once per request it
     // takes from the mailbox (`server.rs`).
@@ -177,6 +179,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             for k in 0..3 {
                 b.st(Space::Shared, terms.at(TRANSLATION_AT + k as u32), w[6 + k]);
             }
+            if let Some(m) = &mixed {
+                m.store_terms(b, &mats);
+            }
             pattern = Some(pat);
         });
         b.bar_sync();
@@ -245,6 +250,11 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 let valid = b.setp(Cmp::Lt, i, n);
                 point_split(b, &cx, i, valid);
             });
+        } else if let Some(m) = &mixed {
+            let mx = m.regs(b, &cx);
+            let start = b.mad(blk, BLOCK, tid);
+            let stride = b.mul(nblk, BLOCK);
+            b.for_range(start, n, stride, |b, i, _| mixed::point(b, &cx, &mx, i));
         } else {
             let start = b.mad(blk, BLOCK, tid);
             let stride = b.mul(nblk, BLOCK);

@@ -49,6 +49,7 @@
 
 mod dense;
 mod kernel;
+pub mod mixed;
 mod point;
 pub mod server;
 mod split;
@@ -242,6 +243,11 @@ pub struct Variant {
     /// sums are added in another order, so records differ from the other variants' in the last
     /// bits (within the CPU tolerances).
     pub split_point: bool,
+    /// With `dense` (and `compact`): the per-pair and per-point maths in f32 (the transform,
+    /// the voxel cell and `x' − μ` stay in f64, the sums in f64; see `mixed.rs`), reading the
+    /// inverse covariances from an f32 copy (the `cov32` parameter after the dense ones).
+    /// Not bit-identical: records agree with the f64 kernels to about 1e-6 relative.
+    pub mixed: bool,
 }
 
 impl Variant {
@@ -256,6 +262,7 @@ impl Variant {
         shared_acc: true,
         server: false,
         split_point: false,
+        mixed: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

@@ -166,10 +166,11 @@ impl GpuDerivativePipeline {
         let dense = self.cells.active();
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
         let small = n * per_request <= self.gpu.facts().sm_count as usize;
-        let func = match &dense {
-            Some((_, Some(k), _)) if small => k,
-            Some((k, _, _)) => k,
-            None => &self.func,
+        // `large`: the dense kernel for any round (the one that may be the mixed build).
+        let (func, large) = match &dense {
+            Some((_, Some(k), _)) if small => (*k, false),
+            Some((k, _, _)) => (*k, true),
+            None => (&self.func, false),
         };
         // The split variant covers half as many points per block: twice the blocks.
         let per_request = if small && dense.is_some() && self.cells.small_split() {
@@ -209,6 +210,9 @@ impl GpuDerivativePipeline {
         lb.arg(&r0_first).arg(&r0_count);
         if let Some((_, _, cells)) = &dense {
             cells.push(&mut lb);
+        }
+        if let Some(cov32) = self.cells.cov32().filter(|_| large) {
+            lb.arg(cov32);
         }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
