@@ -128,11 +128,30 @@ fn run_mixed(
 
 #[test]
 fn interpreted_mixed_kernel_is_within_2e_6_of_the_cpu() {
-    let variant = Variant {
+    let base = Variant {
         mixed: true,
         ..Variant::DENSE
     };
-    let prog = Program::parse(&build_variant(Target::Sm75, variant).emit().unwrap()).unwrap();
+    let variants = [
+        base,
+        Variant {
+            fast_probes: true,
+            ..base
+        },
+        Variant {
+            fast_probes: true,
+            acc32: true,
+            shared_acc: false,
+            ..base
+        },
+    ];
+    for variant in variants {
+        let prog = Program::parse(&build_variant(Target::Sm75, variant).emit().unwrap()).unwrap();
+        check(&prog, &format!("{variant:?}"));
+    }
+}
+
+fn check(prog: &Program, what: &str) {
     let target = scene(3000, 1);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let cells = DenseCells::build(&map).expect("a small box");
@@ -143,7 +162,7 @@ fn interpreted_mixed_kernel_is_within_2e_6_of_the_cpu() {
     ];
     let gauss = GaussConstants::new(1.0, 0.55).unwrap();
     for search in NeighbourSearch::ALL {
-        let got = run_mixed(&prog, &map, &source, &poses, search, Some(&cells), 2);
+        let got = run_mixed(prog, &map, &source, &poses, search, Some(&cells), 2);
         for (k, pose) in poses.iter().enumerate() {
             let g = decode_result(&got[VALUES * k..VALUES * (k + 1)], gauss, source.len()).unwrap();
             let cpu = linearize_points(&map, &source, pose, search, gauss);
@@ -154,8 +173,10 @@ fn interpreted_mixed_kernel_is_within_2e_6_of_the_cpu() {
                 rel_diff(g.gradient.as_slice(), cpu.gradient.as_slice()),
                 rel_diff(g.hessian.as_slice(), cpu.hessian.as_slice()),
             ];
-            eprintln!("{search:?} {k}: relative differences (score, gradient, Hessian) {e:?}");
-            assert!(e.iter().all(|&x| x <= 2e-6), "{search:?} {k}: {e:?}");
+            eprintln!(
+                "{what} {search:?} {k}: relative differences (score, gradient, Hessian) {e:?}"
+            );
+            assert!(e.iter().all(|&x| x <= 2e-6), "{what} {search:?} {k}: {e:?}");
         }
     }
 }

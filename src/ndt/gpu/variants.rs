@@ -19,7 +19,9 @@
 //!   not what bounds a one-pair round, the two-level reduction is);
 //! - `PTXFLOW_NDT_MIXED`: rounds of more than one block per SM (batches) run the mixed-precision
 //!   build (`Variant::mixed`: per-pair and per-point maths in f32, transform, `x' − μ` and sums
-//!   in f64; not bit-identical, off by default);
+//!   in f64; not bit-identical, off by default), with `PTXFLOW_NDT_ACC32` (its per-thread sums
+//!   in f32 registers, off by default) and `PTXFLOW_NDT_FAST_PROBES` (Direct7 probes of interior
+//!   cells at fixed table offsets, on by default);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -52,6 +54,9 @@ const SMALL_PREFETCH: bool = true;
 const SPLIT_POINTS: bool = false;
 /// Default of `PTXFLOW_NDT_MIXED` (rounds of more than one block per SM: batches).
 const MIXED: bool = false;
+/// Defaults of `PTXFLOW_NDT_ACC32` and `PTXFLOW_NDT_FAST_PROBES` (mixed build only).
+const ACC32: bool = false;
+const FAST_PROBES: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -74,6 +79,7 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
 pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Variant {
     // The mixed-precision build replaces the per-point code of the other switches.
     let mixed = dense && !small && mixed.unwrap_or_else(|| env_switch("PTXFLOW_NDT_MIXED", MIXED));
+    let acc32 = mixed && env_switch("PTXFLOW_NDT_ACC32", ACC32);
     let prefetch = dense
         && !mixed
         && (env_switch("PTXFLOW_NDT_PREFETCH", PREFETCH)
@@ -88,10 +94,12 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         prefetch,
         linear: dense && !mixed && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         // The hash path keeps the table's register build unless asked (not measured otherwise).
-        shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
+        shared_acc: !acc32 && env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
         server: false,
         split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
         mixed,
+        acc32,
+        fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
     }
 }
 

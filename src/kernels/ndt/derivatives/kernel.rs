@@ -97,7 +97,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             .then(|| b.shared_array::<S32>("linear", PROBES.len() as u32)),
     });
     let server = variant.server.then(|| ServerParams::declare(&mut b));
-    let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b));
+    let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b, variant));
 
     // Steps 1 to 3 for one request row; the server variant runs them once per request it
     // takes from the mailbox (`server.rs`).
@@ -180,7 +180,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 b.st(Space::Shared, terms.at(TRANSLATION_AT + k as u32), w[6 + k]);
             }
             if let Some(m) = &mixed {
-                m.store_terms(b, &mats);
+                m.store_terms(b, &w);
             }
             pattern = Some(pat);
         });
@@ -237,6 +237,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }
         }
         let n = b.ld::<U32>(Space::Shared, info.at(1));
+        let mx = mixed.as_ref().map(|m| m.regs(b, &cx));
         if cx.split.is_some() {
             // Lane l of warps 2w and 2w + 1 share point 32 w + l of the block's pass.
             let lane = b.and(tid, 31u32);
@@ -250,11 +251,10 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 let valid = b.setp(Cmp::Lt, i, n);
                 point_split(b, &cx, i, valid);
             });
-        } else if let Some(m) = &mixed {
-            let mx = m.regs(b, &cx);
+        } else if let Some(mx) = &mx {
             let start = b.mad(blk, BLOCK, tid);
             let stride = b.mul(nblk, BLOCK);
-            b.for_range(start, n, stride, |b, i, _| mixed::point(b, &cx, &mx, i));
+            b.for_range(start, n, stride, |b, i, _| mixed::point(b, &cx, mx, i));
         } else {
             let start = b.mad(blk, BLOCK, tid);
             let stride = b.mul(nblk, BLOCK);
@@ -269,13 +269,18 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let count = b.cvt::<F64, U32>(cx.count);
         let zero = b.mov(0.0f64);
         let mut vals = [zero; WIDTH];
-        match cx.acc_shared {
-            Some(col) => {
+        match (cx.acc_shared, mx.as_ref().and_then(|m| m.acc32())) {
+            (_, Some(acc32)) => {
+                for (v, a) in vals[..VALUES - 1].iter_mut().zip(acc32) {
+                    *v = b.cvt::<F64, F32>(*a);
+                }
+            }
+            (Some(col), None) => {
                 for (k, v) in vals[..VALUES - 1].iter_mut().enumerate() {
                     *v = b.ld::<F64>(Space::Shared, Addr::from(col).off(k as i64 * ACC_STRIDE));
                 }
             }
-            None => vals[..VALUES - 1].copy_from_slice(&cx.acc),
+            (None, None) => vals[..VALUES - 1].copy_from_slice(&cx.acc),
         }
         vals[COUNT_INDEX] = count;
         let total = block_reduce(b, &vals, tid, WARPS, &part);

@@ -8,8 +8,23 @@
 //!   error of 2⁻²⁴), the radius test, and all sums across points (the 28 accumulators);
 //! - f32: per pair `C d`, `q = dᵀCd`, `e = 2^(q · (−d2/2) log₂e)` with `ex2.approx.ftz` (pairs
 //!   whose exponent is below −126 or not a number are skipped: `e < 2⁻¹²⁶` there), `E`, `G`,
-//!   `Q`; per paired point the Jacobian and second-derivative columns from f32 copies of the ten
-//!   matrices and the 28 contributions, each widened to f64 before it is added.
+//!   `Q`; per paired point the 28 contributions, each widened to f64 before it is added (or,
+//!   with [`super::Variant::acc32`], summed per thread in f32 and widened for the block
+//!   reduction).
+//!
+//! # Jacobian without the derivative matrices
+//! With `R = Rx(a) Ry(b) Rz(c)` and `r = R x`, each first derivative is a cross product:
+//! `j_a = e_x × r`, `j_b = u_b × r`, `j_c = u_c × r` with `u_b = Rx e_y = (0, cos a, sin a)` and
+//! `u_c = Rx Ry e_z = (sin b, −sin a cos b, cos a cos b)`, and the second derivatives are
+//! `h_kl = u_k × j_l` (k ≤ l in the order a, b, c; `u_a = e_x`), so `h_kl · G = j_l · (G × u_k)`.
+//! Thread 0 stores `u_b`, `u_c` once per request (the CPU's matrices give the same values up to
+//! rounding); a paired point then needs about 90 f32 operations for all 28 contributions.
+//!
+//! # Direct7 probes at fixed offsets ([`super::Variant::fast_probes`])
+//! For the Direct7 table (a uniform test of the launch's probe range) and a cell at least one
+//! cell inside the dense table's box, the seven entries lie at the cell's entry ±1, ±`dims_x`,
+//! ±`dims_x · dims_y`: seven loads at fixed offsets instead of a key, three bounds and an index
+//! per probe. Other cells and search modes take the bounded path. The same entries either way.
 //!
 //! Each contribution carries a relative error of a few 2⁻²⁴ instead of 2⁻⁵³; summed over the
 //! points with random signs this moves score, gradient and Hessian by about 1e-7 of their
@@ -25,7 +40,7 @@ use super::{
     hessian_index, Ctx, DenseCtx, ACC_STRIDE, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX,
     SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
 };
-use crate::kernels::ndt::rotation::{apply_exact, load_matrix, sadd, to_reg, Entry, Pattern, Sym};
+use crate::kernels::ndt::rotation::{apply_exact, load_matrix, sadd, to_reg, Sym};
 use crate::ptx::*;
 
 /// Bytes per voxel of the `cov32` table.
@@ -33,40 +48,69 @@ pub const COV32_BYTES: u32 = 32;
 /// f32 values per voxel of the `cov32` table.
 pub const COV32_VALUES: usize = 8;
 
-/// The mixed variant's parameter and shared array.
+/// Index of `u_b[1]` .. `u_c[2]` in `terms32` (`u_b[0]` is 0).
+const UB1: u32 = 0;
+const UC0: u32 = 2;
+
+/// The mixed variant's parameter, shared array and switches.
 pub(super) struct Mixed {
-    /// The ten matrices' stored entries rounded to f32, at `9 m + e` like `terms`.
+    /// `u_b[1], u_b[2], u_c[0], u_c[1], u_c[2]` in f32.
     terms32: SharedArray<F32>,
     cov32: Param<U64>,
+    acc32: bool,
+    fast_probes: bool,
 }
 
-/// Registers the per-point code reads.
+/// Registers the per-point code reads (set once per request, after the barrier).
 pub(super) struct MixedRegs {
-    terms32: SharedArray<F32>,
     cov: Reg<U64>,
     /// `−d2/2 · log₂e`: `e = 2^(q · arg_scale)`.
     arg_scale: Reg<F32>,
     neg_d2: Reg<F32>,
+    /// `u_b` (first entry 0) and `u_c`.
+    ub: [Reg<F32>; 2],
+    uc: [Reg<F32>; 3],
+    /// [`super::Variant::acc32`]: the thread's 28 sums.
+    acc32: Option<[Reg<F32>; 28]>,
+    /// [`super::Variant::fast_probes`]: the Direct7 launch test and the dense table's
+    /// geometry.
+    fast: Option<Fast>,
+}
+
+/// What the Direct7 fast path needs.
+struct Fast {
+    direct7: Reg<Pred>,
+    cells: Reg<U64>,
+    origin: [Reg<S32>; 3],
+    /// `dims − 2` per axis (interior test: `rel − 1 < dims − 2` unsigned).
+    inner: [Reg<U32>; 3],
+    dims: [Reg<U32>; 3],
+    /// Byte strides of one cell in y and z.
+    sy: Reg<U64>,
+    sz: Reg<U64>,
 }
 
 impl Mixed {
     /// Declares the `cov32` parameter and the f32 terms.
-    pub(super) fn declare(b: &mut KernelBuilder) -> Mixed {
+    pub(super) fn declare(b: &mut KernelBuilder, v: super::Variant) -> Mixed {
         Mixed {
-            terms32: b.shared_array::<F32>("terms32", 90),
+            terms32: b.shared_array::<F32>("terms32", 8),
             cov32: b.param::<U64>("cov32"),
+            acc32: v.acc32,
+            fast_probes: v.fast_probes,
         }
     }
 
-    /// Thread 0: the stored entries of the ten matrices, rounded to f32.
-    pub(super) fn store_terms(&self, b: &mut KernelBuilder, mats: &[[Sym; 9]; 10]) {
-        for (m, mat) in mats.iter().enumerate() {
-            for (e, s) in mat.iter().enumerate() {
-                if let Sym::Reg { r, .. } = s {
-                    let f = b.cvt::<F32, F64>(*r);
-                    b.st(Space::Shared, self.terms32.at((9 * m + e) as u32), f);
-                }
-            }
+    /// Thread 0: `u_b` and `u_c` from the request's sines and cosines `w` (`sin a, cos a,
+    /// sin b, cos b, ...`), rounded to f32.
+    pub(super) fn store_terms(&self, b: &mut KernelBuilder, w: &[Reg<F64>]) {
+        let (sa, ca, sb, cb) = (w[0], w[1], w[2], w[3]);
+        let sacb = b.mul(sa, cb);
+        let uc1 = b.neg(sacb);
+        let uc2 = b.mul(ca, cb);
+        for (k, v) in [ca, sa, sb, uc1, uc2].into_iter().enumerate() {
+            let f = b.cvt::<F32, F64>(v);
+            b.st(Space::Shared, self.terms32.at(UB1 + k as u32), f);
         }
     }
 
@@ -74,12 +118,45 @@ impl Mixed {
     pub(super) fn regs(&self, b: &mut KernelBuilder, cx: &Ctx) -> MixedRegs {
         let cov = b.global_ptr(&self.cov32);
         let s = b.mul(cx.neg_half_d2, std::f64::consts::LOG2_E);
+        let ld = |b: &mut KernelBuilder, k: u32| b.ld::<F32>(Space::Shared, self.terms32.at(k));
+        let ub = [ld(b, UB1), ld(b, UB1 + 1)];
+        let uc = [ld(b, UC0), ld(b, UC0 + 1), ld(b, UC0 + 2)];
+        let fast = match (&cx.dense, self.fast_probes) {
+            (Some(d), true) => {
+                let is0 = b.setp(Cmp::Eq, cx.probe_start, super::PROBES_DIRECT7);
+                let count = b.sub(cx.probe_end, cx.probe_start);
+                let is7 = b.setp(Cmp::Eq, count, 7u32);
+                let cells = b.ld_param(&d.params.cells);
+                let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
+                let dxy = b.mul(dims[0], dims[1]);
+                Some(Fast {
+                    direct7: b.and(is0, is7),
+                    cells: b.to_global(cells),
+                    origin: d.params.origin.clone().map(|p| b.ld_param(&p)),
+                    inner: dims.map(|v| b.sub(v, 2u32)),
+                    dims,
+                    sy: b.mul_wide(dims[0], 4u32),
+                    sz: b.mul_wide(dxy, 4u32),
+                })
+            }
+            _ => None,
+        };
         MixedRegs {
-            terms32: self.terms32.clone(),
             cov,
             arg_scale: b.cvt::<F32, F64>(s),
             neg_d2: b.cvt::<F32, F64>(cx.neg_d2),
+            ub,
+            uc,
+            acc32: self.acc32.then(|| [(); 28].map(|_| b.mov(0.0f32))),
+            fast,
         }
+    }
+}
+
+impl MixedRegs {
+    /// The f32 sums ([`super::Variant::acc32`]), for the block reduction.
+    pub(super) fn acc32(&self) -> Option<&[Reg<F32>; 28]> {
+        self.acc32.as_ref()
     }
 }
 
@@ -97,13 +174,14 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
     b.comment("mixed point: load, x' = R x + t in f64 (CPU order), voxel cell");
     let gi = b.add(cx.first, i);
     let pa: Addr = b.index_addr(cx.points, gi, 12).into();
-    let x32: [Reg<F32>; 3] =
-        std::array::from_fn(|k| b.ld::<F32>(Space::GlobalNc, pa.off(4 * k as i64)));
-    let x: [Reg<F64>; 3] = std::array::from_fn(|k| b.cvt::<F64, F32>(x32[k]));
+    let x: [Reg<F64>; 3] = std::array::from_fn(|k| {
+        let v = b.ld::<F32>(Space::GlobalNc, pa.off(4 * k as i64));
+        b.cvt::<F64, F32>(v)
+    });
     let rot = load_matrix(b, &cx.terms, &cx.pattern, 0);
     let r = apply_exact(b, &rot, x.map(Sym::reg));
     let mut inside: Option<Reg<Pred>> = None;
-    let axes: [(Reg<F64>, Reg<S32>); 3] = std::array::from_fn(|k| {
+    let axes: [(Reg<F64>, Reg<S32>, Reg<F32>); 3] = std::array::from_fn(|k| {
         let t = b.ld::<F64>(Space::Shared, cx.terms.at(TRANSLATION_AT + k as u32));
         let s = sadd(b, r[k], Sym::reg(t));
         let xt = to_reg(b, s);
@@ -116,9 +194,10 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
             None => ok,
             Some(p) => b.and(p, ok),
         });
-        (xt, b.cvt::<S32, F64>(f))
+        let rk = to_reg(b, r[k]);
+        (xt, b.cvt::<S32, F64>(f), b.cvt::<F32, F64>(rk))
     });
-    let (xt, cell) = (axes.map(|a| a.0), axes.map(|a| a.1));
+    let (xt, cell, r32) = (axes.map(|a| a.0), axes.map(|a| a.1), axes.map(|a| a.2));
     let inside = inside.expect("three axes");
     let d = cx
         .dense
@@ -131,14 +210,53 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
             q: [(); 6].map(|_| b.mov(0.0f32)),
             found: b.mov(0u32),
         };
-        probes(b, cx, d, mx, &sums, xt, cell);
+        match &mx.fast {
+            Some(f) => {
+                // Interior: 1 ≤ cell − origin < dims − 1 on every axis (unsigned wrap).
+                let mut ok = f.direct7;
+                let rel: [Reg<U32>; 3] = std::array::from_fn(|a| {
+                    let r = b.sub(cell[a], f.origin[a]);
+                    let r = b.bitcast::<U32, S32>(r);
+                    let m = b.sub(r, 1u32);
+                    let lt = b.setp(Cmp::Lt, m, f.inner[a]);
+                    ok = b.and(ok, lt);
+                    r
+                });
+                b.if_else(
+                    ok,
+                    |b| {
+                        let row = b.mad(rel[2], f.dims[1], rel[1]);
+                        let at = b.mad(row, f.dims[0], rel[0]);
+                        let a0 = b.index_addr(f.cells, at, 4);
+                        let ay = b.add(a0, f.sy);
+                        let ay_ = b.sub(a0, f.sy);
+                        let az = b.add(a0, f.sz);
+                        let az_ = b.sub(a0, f.sz);
+                        // Direct7 order: own cell, +x, −x, +y, −y, +z, −z.
+                        let addrs: [Addr; 7] = [
+                            Addr::from(a0),
+                            Addr::from(a0).off(4),
+                            Addr::from(a0).off(-4),
+                            Addr::from(ay),
+                            Addr::from(ay_),
+                            Addr::from(az),
+                            Addr::from(az_),
+                        ];
+                        let found = addrs.map(|a| b.ld::<S32>(Space::GlobalNc, a));
+                        compact_and_pair(b, cx, d, mx, &sums, xt, &found);
+                    },
+                    |b| probes(b, cx, d, mx, &sums, xt, cell),
+                );
+            }
+            None => probes(b, cx, d, mx, &sums, xt, cell),
+        }
         let paired = b.setp(Cmp::Ne, sums.found, 0u32);
-        b.if_then(paired, |b| add_point(b, cx, mx, x32, &sums));
+        b.if_then(paired, |b| add_point(b, cx, mx, r32, &sums));
     });
 }
 
-/// The dense-table probes in groups of [`DENSE_GROUP`], hits compacted into the thread's
-/// column of `d.group` (as the compact path of `dense.rs`), then the pairs in probe order.
+/// The dense-table probes in groups of [`DENSE_GROUP`], each group's table loads in flight at
+/// once (as the compact path of `dense.rs`), then its hits paired.
 fn probes(
     b: &mut KernelBuilder,
     cx: &Ctx,
@@ -154,8 +272,6 @@ fn probes(
     let origin = d.params.origin.clone().map(|p| b.ld_param(&p));
     let dims = d.params.dims.clone().map(|p| b.ld_param(&p));
     let last = b.sub(cx.probe_end, 1u32);
-    const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
-    let col = b.shared_index(&d.group, d.tid);
     b.for_range(cx.probe_start, cx.probe_end, DENSE_GROUP, |b, first, _| {
         let found: [Reg<S32>; DENSE_GROUP as usize] = std::array::from_fn(|k| {
             let o = b.add(first, k as u32);
@@ -182,20 +298,36 @@ fn probes(
             });
             v
         });
-        let at = b.mov(col);
-        for v in found.iter() {
-            let hit = b.setp(Cmp::Ne, *v, -1i32);
-            b.guarded(hit, false, |b| b.st(Space::Shared, at, *v));
-            let next = b.add(at, COLUMN_STRIDE);
-            let next = b.selp(next, at, hit);
-            b.mov_to(at, next);
-        }
-        let end = b.sub(at, col);
-        b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
-            let slot = b.add(col, off);
-            let v = b.ld::<S32>(Space::Shared, slot);
-            pair(b, cx, mx, sums, xt, v);
-        });
+        compact_and_pair(b, cx, d, mx, sums, xt, &found);
+    });
+}
+
+/// Parks the hits among `found` (−1: none) at the front of the thread's column of `d.group`,
+/// in probe order, then pairs them: the lanes of a warp pair their own hits together.
+fn compact_and_pair(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    d: &DenseCtx,
+    mx: &MixedRegs,
+    sums: &Sums32,
+    xt: [Reg<F64>; 3],
+    found: &[Reg<S32>],
+) {
+    const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
+    let col = b.shared_index(&d.group, d.tid);
+    let at = b.mov(col);
+    for v in found.iter() {
+        let hit = b.setp(Cmp::Ne, *v, -1i32);
+        b.guarded(hit, false, |b| b.st(Space::Shared, at, *v));
+        let next = b.add(at, COLUMN_STRIDE);
+        let next = b.selp(next, at, hit);
+        b.mov_to(at, next);
+    }
+    let end = b.sub(at, col);
+    b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
+        let slot = b.add(col, off);
+        let v = b.ld::<S32>(Space::Shared, slot);
+        pair(b, cx, mx, sums, xt, v);
     });
 }
 
@@ -266,65 +398,58 @@ fn pair(
     b.place(&next);
 }
 
-/// A matrix entry for the f32 maths: zero, a literal or a register.
-#[derive(Clone, Copy)]
-enum E32 {
-    Zero,
-    Lit(f32),
-    Reg(Reg<F32>),
-}
+/// A 3-vector whose entries may be known zero (`None`).
+type V3 = [Option<Reg<F32>>; 3];
 
-/// Matrix `m` of the f32 terms, following `pattern`.
-fn load_matrix32(
-    b: &mut KernelBuilder,
-    terms32: &SharedArray<F32>,
-    pattern: &Pattern,
-    m: usize,
-) -> [E32; 9] {
-    std::array::from_fn(|e| match pattern[m][e] {
-        Entry::Zero => E32::Zero,
-        Entry::Lit(v) => E32::Lit(v as f32),
-        Entry::Stored => E32::Reg(b.ld::<F32>(Space::Shared, terms32.at((9 * m + e) as u32))),
-    })
-}
-
-/// `m · x` with FMAs, skipping known zeros; `None` is a row known to be zero.
-fn apply32(b: &mut KernelBuilder, m: &[E32; 9], x: [Reg<F32>; 3]) -> [Option<Reg<F32>>; 3] {
-    std::array::from_fn(|row| {
-        let mut acc: Option<Reg<F32>> = None;
-        for (k, &xk) in x.iter().enumerate() {
-            acc = match (m[3 * row + k], acc) {
-                (E32::Zero, a) => a,
-                (E32::Lit(v), None) => Some(b.mul(xk, v)),
-                (E32::Lit(v), Some(a)) => Some(b.fma(xk, v, a)),
-                (E32::Reg(r), None) => Some(b.mul(r, xk)),
-                (E32::Reg(r), Some(a)) => Some(b.fma(r, xk, a)),
-            };
-        }
-        acc
-    })
-}
-
-/// `Σ a_k v_k` over the entries of `a` that are not known zero.
-fn dot32(b: &mut KernelBuilder, a: &[Option<Reg<F32>>; 3], v: [Reg<F32>; 3]) -> Option<Reg<F32>> {
+/// `Σ a_k v_k` over the entries known on both sides; `None` when all are zero.
+fn dot(b: &mut KernelBuilder, a: &V3, v: &V3) -> Option<Reg<F32>> {
     let mut s: Option<Reg<F32>> = None;
     for k in 0..3 {
-        if let Some(ak) = a[k] {
+        if let (Some(x), Some(y)) = (a[k], v[k]) {
             s = Some(match s {
-                None => b.mul(ak, v[k]),
-                Some(t) => b.fma(ak, v[k], t),
+                None => b.mul(x, y),
+                Some(t) => b.fma(x, y, t),
             });
         }
     }
     s
 }
 
-/// A paired point's 28 contributions in f32, each widened and added to its f64 accumulator.
-fn add_point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, x: [Reg<F32>; 3], s: &Sums32) {
-    b.comment("mixed paired point: contributions in f32, accumulated in f64");
+/// `u × v` with known zeros skipped.
+fn cross(b: &mut KernelBuilder, u: &V3, v: &V3) -> V3 {
+    let term = |b: &mut KernelBuilder, i: usize, j: usize| -> Option<Reg<F32>> {
+        // u_i v_j − u_j v_i
+        let p = match (u[i], v[j]) {
+            (Some(x), Some(y)) => Some(b.mul(x, y)),
+            _ => None,
+        };
+        match (u[j], v[i], p) {
+            (Some(x), Some(y), Some(p)) => {
+                let ny = b.neg(y);
+                Some(b.fma(x, ny, p))
+            }
+            (Some(x), Some(y), None) => {
+                let m = b.mul(x, y);
+                Some(b.neg(m))
+            }
+            (_, _, p) => p,
+        }
+    };
+    [term(b, 1, 2), term(b, 2, 0), term(b, 0, 1)]
+}
+
+/// A paired point's 28 contributions in f32 (see the module docs), each added to its sum.
+fn add_point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, r: [Reg<F32>; 3], s: &Sums32) {
+    b.comment("mixed paired point: contributions in f32");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
-    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F32>| {
+    let acc = |b: &mut KernelBuilder, idx: usize, v: Option<Reg<F32>>| {
+        let Some(v) = v else { return };
+        if let Some(a) = &mx.acc32 {
+            let sum = b.add(a[idx], v);
+            b.mov_to(a[idx], sum);
+            return;
+        }
         let w = b.cvt::<F64, F32>(v);
         match cx.acc_shared {
             Some(col) => {
@@ -339,53 +464,62 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, x: [Reg<F32>; 3], 
             }
         }
     };
-    let (g, q) = (s.g, s.q);
-    acc(b, SCORE_INDEX, s.e_sum);
-    let ja: [[Option<Reg<F32>>; 3]; 3] = std::array::from_fn(|k| {
-        let m = load_matrix32(b, &mx.terms32, &cx.pattern, 1 + k);
-        apply32(b, &m, x)
-    });
+    let some = |v: [Reg<F32>; 3]| v.map(Some);
+    let (g, q) = (some(s.g), s.q);
+    let rv = some(r);
+    let ub: V3 = [None, Some(mx.ub[0]), Some(mx.ub[1])];
+    let uc: V3 = some(mx.uc);
+    // j_a = e_x × r = (0, −r_z, r_y) without arithmetic.
+    let nrz = b.neg(r[2]);
+    let ja: V3 = [None, Some(nrz), Some(r[1])];
+    let jb = cross(b, &ub, &rv);
+    let jc = cross(b, &uc, &rv);
+    let j = [ja, jb, jc];
+    acc(b, SCORE_INDEX, Some(s.e_sum));
     for k in 0..3 {
         acc(b, GRADIENT_INDEX + k, g[k]);
-        if let Some(v) = dot32(b, &ja[k], g) {
-            acc(b, GRADIENT_INDEX + 3 + k, v);
-        }
     }
-    for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
-        acc(b, hessian_index(i, j), q[m]);
+    for (k, jk) in j.iter().enumerate() {
+        let v = dot(b, jk, &g);
+        acc(b, GRADIENT_INDEX + 3 + k, v);
+    }
+    for (m, (i, jj)) in UPPER_PAIRS.into_iter().enumerate() {
+        acc(b, hessian_index(i, jj), Some(q[m]));
     }
     let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
-    // Q j_k, rows of Q times the entries of j_k that are not known zero.
-    let mut qj = [[None::<Reg<F32>>; 3]; 3];
-    for k in 0..3 {
-        for r in 0..3 {
-            let mut t: Option<Reg<F32>> = None;
-            for c in 0..3 {
-                if let Some(jc) = ja[k][c] {
-                    t = Some(match t {
-                        None => b.mul(qm[3 * r + c], jc),
-                        Some(a) => b.fma(qm[3 * r + c], jc, a),
-                    });
-                }
-            }
-            let v = t.unwrap_or_else(|| b.mov(0.0f32));
-            qj[k][r] = Some(v);
-            acc(b, hessian_index(r, 3 + k), v);
+    // Q j_k: rows of Q times j_k.
+    let qj: [V3; 3] = std::array::from_fn(|k| {
+        std::array::from_fn(|row| {
+            let qr: V3 = [
+                Some(qm[3 * row]),
+                Some(qm[3 * row + 1]),
+                Some(qm[3 * row + 2]),
+            ];
+            dot(b, &qr, &j[k])
+        })
+    });
+    for (k, qjk) in qj.iter().enumerate() {
+        for (row, v) in qjk.iter().enumerate() {
+            let v = v.unwrap_or_else(|| b.mov(0.0f32));
+            acc(b, hessian_index(row, 3 + k), Some(v));
         }
     }
-    let qj: [[Reg<F32>; 3]; 3] =
-        qj.map(|row| row.map(|v| v.expect("every row of Q j_k is set above")));
-    b.comment("mixed angular Hessian block: j_k . (Q j_l) + h_kl . G");
-    for (m, (k, l)) in UPPER_PAIRS.into_iter().enumerate() {
-        let hm = load_matrix32(b, &mx.terms32, &cx.pattern, 4 + m);
-        let h = apply32(b, &hm, x);
-        let a = dot32(b, &ja[k], qj[l]);
-        let c = dot32(b, &h, g);
-        let v = match (a, c) {
-            (Some(a), Some(c)) => b.add(a, c),
-            (Some(v), None) | (None, Some(v)) => v,
-            (None, None) => continue,
+    b.comment("mixed angular Hessian block: j_k . (Q j_l) + j_l . (G x u_k)");
+    // v_k = G × u_k; v_a = G × e_x = (0, G_z, −G_y).
+    let ngy = b.neg(s.g[1]);
+    let v: [V3; 3] = [
+        [None, Some(s.g[2]), Some(ngy)],
+        cross(b, &g, &ub),
+        cross(b, &g, &uc),
+    ];
+    for (k, l) in UPPER_PAIRS {
+        let a = dot(b, &j[k], &qj[l]);
+        let c = dot(b, &j[l], &v[k]);
+        let total = match (a, c) {
+            (Some(a), Some(c)) => Some(b.add(a, c)),
+            (a, c) => a.or(c),
         };
-        acc(b, hessian_index(3 + k, 3 + l), v);
+        let total = total.unwrap_or_else(|| b.mov(0.0f32));
+        acc(b, hessian_index(3 + k, 3 + l), Some(total));
     }
 }

@@ -248,6 +248,12 @@ pub struct Variant {
     /// inverse covariances from an f32 copy (the `cov32` parameter after the dense ones).
     /// Not bit-identical: records agree with the f64 kernels to about 1e-6 relative.
     pub mixed: bool,
+    /// With `mixed`: the 28 per-thread sums in f32 registers (widened to f64 for the block
+    /// reduction) instead of the f64 accumulators.
+    pub acc32: bool,
+    /// With `mixed`: Direct7 probes of a cell at least one cell inside the table's box read
+    /// the seven entries at fixed offsets from the cell's entry (no per-probe key or bounds).
+    pub fast_probes: bool,
 }
 
 impl Variant {
@@ -263,6 +269,8 @@ impl Variant {
         server: false,
         split_point: false,
         mixed: false,
+        acc32: false,
+        fast_probes: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
