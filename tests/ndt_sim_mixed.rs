@@ -144,6 +144,11 @@ fn interpreted_mixed_kernel_is_within_2e_6_of_the_cpu() {
             shared_acc: false,
             ..base
         },
+        Variant {
+            fast_probes: true,
+            hilo: true,
+            ..base
+        },
     ];
     for variant in variants {
         let prog = Program::parse(&build_variant(Target::Sm75, variant).emit().unwrap()).unwrap();

@@ -1,7 +1,8 @@
 //! The f32 copy of the inverse covariances that the mixed-precision derivative kernel reads
 //! (`PTXFLOW_NDT_MIXED`, [`crate::kernels::ndt::derivatives::Variant::mixed`]): per voxel
-//! `C00 C01 C02 C11 C12 C22` rounded to f32 and two zero pads (32 bytes), uploaded beside the
-//! f64 records with the dense cell table.
+//! `C00 C01 C02 C11 C12 C22` rounded to f32, then the mean split into `μ_hi = f32(μ)` and
+//! `μ_lo = f32(μ − μ_hi)` per axis (48 bytes), uploaded beside the f64 records with the dense
+//! cell table.
 
 use crate::kernels::ndt::derivatives::mixed::COV32_VALUES;
 use crate::ndt::voxel_map::VoxelMap;
@@ -14,9 +15,11 @@ use std::sync::Arc;
 pub fn pack_cov32(map: &VoxelMap, out: &mut Vec<f32>) {
     out.clear();
     out.reserve(map.len() * COV32_VALUES);
-    for c in map.inv_covariances() {
+    for (m, c) in map.means().iter().zip(map.inv_covariances()) {
         out.extend([c[0], c[1], c[2], c[4], c[5], c[8]].map(|v| v as f32));
-        out.extend([0.0f32; COV32_VALUES - 6]);
+        let hi = m.map(|v| v as f32);
+        out.extend(hi);
+        out.extend([0, 1, 2].map(|k| (m[k] - f64::from(hi[k])) as f32));
     }
 }
 

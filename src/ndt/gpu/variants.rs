@@ -21,7 +21,8 @@
 //!   build (`Variant::mixed`: per-pair and per-point maths in f32, transform, `x' − μ` and sums
 //!   in f64; not bit-identical, off by default), with `PTXFLOW_NDT_ACC32` (its per-thread sums
 //!   in f32 registers, off by default) and `PTXFLOW_NDT_FAST_PROBES` (Direct7 probes of interior
-//!   cells at fixed table offsets, on by default);
+//!   cells at fixed table offsets, on by default) and `PTXFLOW_NDT_HILO` (`x' − μ` from
+//!   double-f32 splits, no f64 operation per pair, on by default);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -57,6 +58,8 @@ const MIXED: bool = false;
 /// Defaults of `PTXFLOW_NDT_ACC32` and `PTXFLOW_NDT_FAST_PROBES` (mixed build only).
 const ACC32: bool = false;
 const FAST_PROBES: bool = true;
+/// Default of `PTXFLOW_NDT_HILO` (mixed build only).
+const HILO: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -100,6 +103,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         mixed,
         acc32,
         fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
+        hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
     }
 }
 

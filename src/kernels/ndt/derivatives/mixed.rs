@@ -32,8 +32,16 @@
 //! the f64 kernels' bit for bit (tests compare them with tolerances).
 //!
 //! # Memory
-//! `cov32`: per voxel 8 f32, `C00 C01 C02 C11 C12 C22` and two pads (32 bytes: one 16-byte and
-//! one 8-byte load), beside the f64 records whose means are still read.
+//! `cov32`: per voxel 12 f32 (48 bytes, three 16-byte loads): `C00 C01 C02 C11 C12 C22`, then
+//! the mean split as `μ_hi = f32(μ)`, `μ_lo = f32(μ − μ_hi)` per axis (`μx_hi μy_hi μz_hi μx_lo
+//! μy_lo μz_lo`), beside the f64 records (whose means the f64 difference and radius mode read).
+//!
+//! # `x' − μ` from double-f32 splits ([`super::Variant::hilo`])
+//! With `x'_hi = f32(x')`, `x'_lo = f32(x' − x'_hi)` once per point, `d = (x'_hi − μ_hi) +
+//! (x'_lo − μ_lo)`: the first difference is exact when the two lie within a factor of two of
+//! each other (a pair's point and mean are at most a few metres apart) and otherwise both are
+//! small, so `d` carries an absolute error of about one f32 ulp of `|d|` — as good as rounding
+//! the f64 difference — with three f32 subtractions and one addition per axis.
 
 use super::point::probe_key;
 use super::{
@@ -44,9 +52,9 @@ use crate::kernels::ndt::rotation::{apply_exact, load_matrix, sadd, to_reg, Sym}
 use crate::ptx::*;
 
 /// Bytes per voxel of the `cov32` table.
-pub const COV32_BYTES: u32 = 32;
+pub const COV32_BYTES: u32 = 48;
 /// f32 values per voxel of the `cov32` table.
-pub const COV32_VALUES: usize = 8;
+pub const COV32_VALUES: usize = 12;
 
 /// Index of `u_b[1]` .. `u_c[2]` in `terms32` (`u_b[0]` is 0).
 const UB1: u32 = 0;
@@ -59,6 +67,7 @@ pub(super) struct Mixed {
     cov32: Param<U64>,
     acc32: bool,
     fast_probes: bool,
+    hilo: bool,
 }
 
 /// Registers the per-point code reads (set once per request, after the barrier).
@@ -75,6 +84,7 @@ pub(super) struct MixedRegs {
     /// [`super::Variant::fast_probes`]: the Direct7 launch test and the dense table's
     /// geometry.
     fast: Option<Fast>,
+    hilo: bool,
 }
 
 /// What the Direct7 fast path needs.
@@ -98,6 +108,7 @@ impl Mixed {
             cov32: b.param::<U64>("cov32"),
             acc32: v.acc32,
             fast_probes: v.fast_probes,
+            hilo: v.hilo,
         }
     }
 
@@ -149,6 +160,7 @@ impl Mixed {
             uc,
             acc32: self.acc32.then(|| [(); 28].map(|_| b.mov(0.0f32))),
             fast,
+            hilo: self.hilo,
         }
     }
 }
@@ -158,6 +170,13 @@ impl MixedRegs {
     pub(super) fn acc32(&self) -> Option<&[Reg<F32>; 28]> {
         self.acc32.as_ref()
     }
+}
+
+/// What a pair needs of its point: `x'` in f64 and, with [`super::Variant::hilo`], its
+/// double-f32 split per axis.
+struct PointTerms {
+    xt: [Reg<F64>; 3],
+    split: Option<[(Reg<F32>, Reg<F32>); 3]>,
 }
 
 /// The per-point sums over its paired voxels, f32.
@@ -199,6 +218,15 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
     });
     let (xt, cell, r32) = (axes.map(|a| a.0), axes.map(|a| a.1), axes.map(|a| a.2));
     let inside = inside.expect("three axes");
+    let split = mx.hilo.then(|| {
+        xt.map(|v| {
+            let hi = b.cvt::<F32, F64>(v);
+            let back = b.cvt::<F64, F32>(hi);
+            let rest = b.sub(v, back);
+            (hi, b.cvt::<F32, F64>(rest))
+        })
+    });
+    let pt = PointTerms { xt, split };
     let d = cx
         .dense
         .as_ref()
@@ -243,12 +271,12 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
                             Addr::from(az_),
                         ];
                         let found = addrs.map(|a| b.ld::<S32>(Space::GlobalNc, a));
-                        compact_and_pair(b, cx, d, mx, &sums, xt, &found);
+                        compact_and_pair(b, cx, d, mx, &sums, &pt, &found);
                     },
-                    |b| probes(b, cx, d, mx, &sums, xt, cell),
+                    |b| probes(b, cx, d, mx, &sums, &pt, cell),
                 );
             }
-            None => probes(b, cx, d, mx, &sums, xt, cell),
+            None => probes(b, cx, d, mx, &sums, &pt, cell),
         }
         let paired = b.setp(Cmp::Ne, sums.found, 0u32);
         b.if_then(paired, |b| add_point(b, cx, mx, r32, &sums));
@@ -263,7 +291,7 @@ fn probes(
     d: &DenseCtx,
     mx: &MixedRegs,
     sums: &Sums32,
-    xt: [Reg<F64>; 3],
+    pt: &PointTerms,
     cell: [Reg<S32>; 3],
 ) {
     b.comment("dense cell table: a group of probes loads its voxel indices at once");
@@ -298,7 +326,7 @@ fn probes(
             });
             v
         });
-        compact_and_pair(b, cx, d, mx, sums, xt, &found);
+        compact_and_pair(b, cx, d, mx, sums, pt, &found);
     });
 }
 
@@ -310,7 +338,7 @@ fn compact_and_pair(
     d: &DenseCtx,
     mx: &MixedRegs,
     sums: &Sums32,
-    xt: [Reg<F64>; 3],
+    pt: &PointTerms,
     found: &[Reg<S32>],
 ) {
     const COLUMN_STRIDE: u32 = 4 * super::BLOCK;
@@ -327,7 +355,7 @@ fn compact_and_pair(
     b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
         let slot = b.add(col, off);
         let v = b.ld::<S32>(Space::Shared, slot);
-        pair(b, cx, mx, sums, xt, v);
+        pair(b, cx, mx, sums, pt, v);
     });
 }
 
@@ -337,34 +365,60 @@ fn pair(
     cx: &Ctx,
     mx: &MixedRegs,
     sums: &Sums32,
-    xt: [Reg<F64>; 3],
+    pt: &PointTerms,
     v: Reg<S32>,
 ) {
     let next = b.label("mixed_next");
     let vu = b.bitcast::<U32, S32>(v);
     let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-    let mu: [Reg<F64>; 3] =
-        std::array::from_fn(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k as i64)));
     let ca: Addr = b.index_addr(mx.cov, vu, COV32_BYTES).into();
     let c4 = b.ld_v4::<F32>(Space::GlobalNc, ca.clone());
-    let c2 = b.ld_v2::<F32>(Space::GlobalNc, ca.off(16));
-    let d64 = [0, 1, 2].map(|k| b.sub(xt[k], mu[k]));
-    // Radius mode: the CPU's `(p−μ)² summed left to right > r²` test, bit for bit (the branch
-    // is uniform: a launch parameter).
-    let near = b.label("mixed_radius_ok");
-    b.bra_uni_unless(cx.radius, &near);
-    let dd0 = b.mul(d64[0], d64[0]);
-    let dd1 = b.mul(d64[1], d64[1]);
-    let dd2 = b.mul(d64[2], d64[2]);
-    let dd = b.add(dd0, dd1);
-    let dd = b.add(dd, dd2);
-    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
-    b.bra_if(far, &next);
-    b.place(&near);
+    let m4 = b.ld_v4::<F32>(Space::GlobalNc, ca.off(16));
+    // The CPU's `(p−μ)² summed left to right > r²` test, bit for bit.
+    let radius_test = |b: &mut KernelBuilder, d64: &[Reg<F64>; 3]| {
+        let dd0 = b.mul(d64[0], d64[0]);
+        let dd1 = b.mul(d64[1], d64[1]);
+        let dd2 = b.mul(d64[2], d64[2]);
+        let dd = b.add(dd0, dd1);
+        let dd = b.add(dd, dd2);
+        let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
+        b.bra_if(far, &next);
+    };
+    let mu64 = |b: &mut KernelBuilder| -> [Reg<F64>; 3] {
+        std::array::from_fn(|k| {
+            let m = b.ld::<F64>(Space::GlobalNc, va.off(8 * k as i64));
+            b.sub(pt.xt[k], m)
+        })
+    };
+    let d: [Reg<F32>; 3] = match &pt.split {
+        Some(split) => {
+            // Radius mode (a uniform launch parameter) reads the f64 mean for the exact test.
+            let near = b.label("mixed_radius_ok");
+            b.bra_uni_unless(cx.radius, &near);
+            let d64 = mu64(b);
+            radius_test(b, &d64);
+            b.place(&near);
+            let m8 = b.ld_v4::<F32>(Space::GlobalNc, ca.off(32));
+            let mu_hi = [m4[2], m4[3], m8[0]];
+            let mu_lo = [m8[1], m8[2], m8[3]];
+            std::array::from_fn(|k| {
+                let h = b.sub(split[k].0, mu_hi[k]);
+                let l = b.sub(split[k].1, mu_lo[k]);
+                b.add(h, l)
+            })
+        }
+        None => {
+            let d64 = mu64(b);
+            let near = b.label("mixed_radius_ok");
+            b.bra_uni_unless(cx.radius, &near);
+            radius_test(b, &d64);
+            b.place(&near);
+            d64.map(|v| b.cvt::<F32, F64>(v))
+        }
+    };
     b.mov_to(sums.found, 1u32);
-    let d = d64.map(|v| b.cvt::<F32, F64>(v));
     let c = [
-        c4[0], c4[1], c4[2], c4[1], c4[3], c2[0], c4[2], c2[0], c2[1],
+        c4[0], c4[1], c4[2], c4[1], c4[3], m4[0], c4[2], m4[0], m4[1],
     ];
     let cd: [Reg<F32>; 3] = std::array::from_fn(|r| {
         let t = b.mul(c[3 * r], d[0]);

@@ -254,6 +254,10 @@ pub struct Variant {
     /// With `mixed`: Direct7 probes of a cell at least one cell inside the table's box read
     /// the seven entries at fixed offsets from the cell's entry (no per-probe key or bounds).
     pub fast_probes: bool,
+    /// With `mixed`: `x' − μ` as `(x'_hi − μ_hi) + (x'_lo − μ_lo)` in f32 from double-f32
+    /// splits of the point (once per point) and of the mean (in the `cov32` record), so a pair
+    /// needs no f64 operation outside radius mode.
+    pub hilo: bool,
 }
 
 impl Variant {
@@ -271,6 +275,7 @@ impl Variant {
         mixed: false,
         acc32: false,
         fast_probes: false,
+        hilo: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
