@@ -169,7 +169,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 cc: w[5],
             };
             let (mats, pat) = angle_matrices(b, &sc);
-            for (m, mat) in mats.iter().enumerate() {
+            // The mixed per-point code reads R only (its derivatives come from u_b, u_c).
+            let stored = if mixed.is_some() { 1 } else { mats.len() };
+            for (m, mat) in mats.iter().enumerate().take(stored) {
                 for (e, s) in mat.iter().enumerate() {
                     if let Sym::Reg { r, .. } = s {
                         b.st(Space::Shared, terms.at((9 * m + e) as u32), *r);
