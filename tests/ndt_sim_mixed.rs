@@ -149,6 +149,18 @@ fn interpreted_mixed_kernel_is_within_2e_6_of_the_cpu() {
             hilo: true,
             ..base
         },
+        Variant {
+            fast_probes: true,
+            score64: true,
+            ..base
+        },
+        Variant {
+            fast_probes: true,
+            score64: true,
+            acc32: true,
+            shared_acc: false,
+            ..base
+        },
     ];
     for variant in variants {
         let prog = Program::parse(&build_variant(Target::Sm75, variant).emit().unwrap()).unwrap();

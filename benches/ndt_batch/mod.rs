@@ -65,6 +65,19 @@ fn batch(pipe: &mut GpuDerivativePipeline, d: &Data) -> BatchReport {
     align_hypotheses(pipe, 0, &d.hypotheses, &NdtParams::default().solver).expect("batch")
 }
 
+/// [`batch`] under `cfg`'s switches (those the solver reads per batch, such as
+/// `PTXFLOW_NDT_PARALLEL_FEED_MIN`).
+fn batch_with(pipe: &mut GpuDerivativePipeline, d: &Data, cfg: &Config) -> BatchReport {
+    for (k, v) in &cfg.env {
+        std::env::set_var(k, v);
+    }
+    let r = batch(pipe, d);
+    for (k, _) in &cfg.env {
+        std::env::remove_var(k);
+    }
+    r
+}
+
 /// The criterion rows and the SUMMARY line (see the module docs).
 pub fn batch_ab(c: &mut Criterion, d: &Data, gpu: &Arc<ptxflow::runtime::Gpu>) {
     let configs = configs();
@@ -78,7 +91,7 @@ pub fn batch_ab(c: &mut Criterion, d: &Data, gpu: &Arc<ptxflow::runtime::Gpu>) {
     for round in ["", "_2"] {
         for (pipe, cfg) in pipes.iter_mut().zip(&configs) {
             g.bench_function(format!("{}{round}/{HYPOTHESES}", cfg.name), |b| {
-                b.iter(|| batch(pipe, d))
+                b.iter(|| batch_with(pipe, d, cfg))
             });
         }
     }
@@ -86,13 +99,17 @@ pub fn batch_ab(c: &mut Criterion, d: &Data, gpu: &Arc<ptxflow::runtime::Gpu>) {
     let reps = 15;
     let mut times = vec![Vec::new(); pipes.len()];
     for _ in 0..reps {
-        for (k, pipe) in pipes.iter_mut().enumerate() {
+        for (k, (pipe, cfg)) in pipes.iter_mut().zip(&configs).enumerate() {
             let t = Instant::now();
-            std::hint::black_box(batch(pipe, d));
+            std::hint::black_box(batch_with(pipe, d, cfg));
             times[k].push(t.elapsed().as_secs_f64());
         }
     }
-    let reports: Vec<BatchReport> = pipes.iter_mut().map(|p| batch(p, d)).collect();
+    let reports: Vec<BatchReport> = pipes
+        .iter_mut()
+        .zip(&configs)
+        .map(|(p, cfg)| batch_with(p, d, cfg))
+        .collect();
     let base = &reports[0];
     let mut parts = Vec::new();
     for ((cfg, r), t) in configs.iter().zip(&reports).zip(&mut times) {

@@ -39,6 +39,16 @@ const SPLIT_MIN: usize = 2 * PARALLEL_FEED_MIN;
 /// update may solve a 6×6 eigenproblem, about a microsecond; hundreds per round add up).
 const PARALLEL_FEED_MIN: usize = 32;
 
+/// [`PARALLEL_FEED_MIN`], or `PTXFLOW_NDT_PARALLEL_FEED_MIN` when set (an experiment: waking
+/// the thread pool costs tens of microseconds, more than a few dozen sequential updates; read
+/// per round so one process can compare settings). The results do not depend on it.
+fn parallel_feed_min() -> usize {
+    std::env::var("PTXFLOW_NDT_PARALLEL_FEED_MIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PARALLEL_FEED_MIN)
+}
+
 /// How far the solver may be from the model optimum when the score's discontinuities (points
 /// changing voxels) stop the line search, in multiples of the epsilons.
 pub const STALL_FACTOR: f64 = 10.0;
@@ -359,7 +369,7 @@ fn feed_round(states: &mut [Newton], who: Vec<usize>, out: Vec<Linearization>) -
             got: out.len().to_string(),
         });
     }
-    if who.len() >= PARALLEL_FEED_MIN {
+    if who.len() >= parallel_feed_min() {
         // States are independent, so the parallel update gives the same results.
         let mut fed: Vec<Option<Linearization>> = vec![None; states.len()];
         for (k, l) in who.into_iter().zip(out) {

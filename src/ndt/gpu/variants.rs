@@ -22,7 +22,9 @@
 //!   in f64; not bit-identical, off by default), with `PTXFLOW_NDT_ACC32` (its per-thread sums
 //!   in f32 registers, off by default) and `PTXFLOW_NDT_FAST_PROBES` (Direct7 probes of interior
 //!   cells at fixed table offsets, on by default) and `PTXFLOW_NDT_HILO` (`x' − μ` from
-//!   double-f32 splits, no f64 operation per pair, on by default);
+//!   double-f32 splits, no f64 operation per pair, on by default) and `PTXFLOW_NDT_SCORE64` (each
+//!   pair's `x' − μ`, `q`, `e` and the score exactly as the f64 kernels, only gradient and
+//!   Hessian terms in f32; on by default, and then `HILO` does not apply);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -60,6 +62,8 @@ const ACC32: bool = false;
 const FAST_PROBES: bool = true;
 /// Default of `PTXFLOW_NDT_HILO` (mixed build only).
 const HILO: bool = true;
+/// Default of `PTXFLOW_NDT_SCORE64` (mixed build only).
+const SCORE64: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -104,6 +108,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         acc32,
         fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
         hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
+        score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
     }
 }
 

@@ -276,6 +276,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 for (v, a) in vals[..VALUES - 1].iter_mut().zip(acc32) {
                     *v = b.cvt::<F64, F32>(*a);
                 }
+                if let Some(score) = mx.as_ref().and_then(|m| m.score_acc()) {
+                    vals[0] = score;
+                }
             }
             (Some(col), None) => {
                 for (k, v) in vals[..VALUES - 1].iter_mut().enumerate() {

@@ -48,6 +48,7 @@ use super::{
     hessian_index, Ctx, DenseCtx, ACC_STRIDE, DENSE_GROUP, GRADIENT_INDEX, MAX_CELL_INDEX,
     SCORE_INDEX, TRANSLATION_AT, UPPER_PAIRS,
 };
+use crate::kernels::ndt::fp64::{exp_f64, EXP_MAX_ARG, EXP_MIN_ARG};
 use crate::kernels::ndt::rotation::{apply_exact, load_matrix, sadd, to_reg, Sym};
 use crate::ptx::*;
 
@@ -68,6 +69,7 @@ pub(super) struct Mixed {
     acc32: bool,
     fast_probes: bool,
     hilo: bool,
+    score64: bool,
 }
 
 /// Registers the per-point code reads (set once per request, after the barrier).
@@ -85,6 +87,9 @@ pub(super) struct MixedRegs {
     /// geometry.
     fast: Option<Fast>,
     hilo: bool,
+    /// [`super::Variant::score64`] with [`super::Variant::acc32`]: the score's f64 sum.
+    score_acc: Option<Reg<F64>>,
+    score64: bool,
 }
 
 /// What the Direct7 fast path needs.
@@ -108,7 +113,8 @@ impl Mixed {
             cov32: b.param::<U64>("cov32"),
             acc32: v.acc32,
             fast_probes: v.fast_probes,
-            hilo: v.hilo,
+            hilo: v.hilo && !v.score64,
+            score64: v.score64,
         }
     }
 
@@ -161,6 +167,8 @@ impl Mixed {
             acc32: self.acc32.then(|| [(); 28].map(|_| b.mov(0.0f32))),
             fast,
             hilo: self.hilo,
+            score_acc: (self.score64 && self.acc32).then(|| b.mov(0.0f64)),
+            score64: self.score64,
         }
     }
 }
@@ -169,6 +177,12 @@ impl MixedRegs {
     /// The f32 sums ([`super::Variant::acc32`]), for the block reduction.
     pub(super) fn acc32(&self) -> Option<&[Reg<F32>; 28]> {
         self.acc32.as_ref()
+    }
+
+    /// The score's f64 sum when the other sums are f32 ([`super::Variant::score64`] with
+    /// [`super::Variant::acc32`]): it replaces `acc32()[0]` in the block reduction.
+    pub(super) fn score_acc(&self) -> Option<Reg<F64>> {
+        self.score_acc
     }
 }
 
@@ -182,6 +196,8 @@ struct PointTerms {
 /// The per-point sums over its paired voxels, f32.
 struct Sums32 {
     e_sum: Reg<F32>,
+    /// [`super::Variant::score64`]: `E` in f64 (then `e_sum` is unused).
+    e64: Option<Reg<F64>>,
     g: [Reg<F32>; 3],
     /// `Q00 Q01 Q02 Q11 Q12 Q22`.
     q: [Reg<F32>; 6],
@@ -234,6 +250,7 @@ pub(super) fn point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, i: Reg<U32>
     b.if_then(inside, |b| {
         let sums = Sums32 {
             e_sum: b.mov(0.0f32),
+            e64: mx.score64.then(|| b.mov(0.0f64)),
             g: [(); 3].map(|_| b.mov(0.0f32)),
             q: [(); 6].map(|_| b.mov(0.0f32)),
             found: b.mov(0u32),
@@ -390,6 +407,20 @@ fn pair(
             b.sub(pt.xt[k], m)
         })
     };
+    if mx.score64 {
+        pair_score64(
+            b,
+            cx,
+            mx,
+            sums,
+            pt,
+            &va,
+            [c4[0], c4[1], c4[2], c4[3], m4[0], m4[1]],
+            &next,
+        );
+        b.place(&next);
+        return;
+    }
     let d: [Reg<F32>; 3] = match &pt.split {
         Some(split) => {
             // Radius mode (a uniform launch parameter) reads the f64 mean for the exact test.
@@ -450,6 +481,72 @@ fn pair(
         b.mov_to(sums.q[m], s);
     }
     b.place(&next);
+}
+
+/// [`pair`] with the score exact ([`super::Variant::score64`]): `d`, `C d`, `q`, the range
+/// test and `e` as in [`super::point`] (f64 record, `exp_f64`), `E` in f64; `e` and `C d`
+/// rounded to f32 for `G` and `Q` with the f32 inverse covariance `c32` (`C00 C01 C02 C11 C12
+/// C22`). Branches to `next` for a rejected pair.
+#[allow(clippy::too_many_arguments)]
+fn pair_score64(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    mx: &MixedRegs,
+    sums: &Sums32,
+    pt: &PointTerms,
+    va: &Addr,
+    c32: [Reg<F32>; 6],
+    next: &Label,
+) {
+    let w: [Reg<F64>; 9] =
+        std::array::from_fn(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k as i64)));
+    let d = [0, 1, 2].map(|k| b.sub(pt.xt[k], w[k]));
+    let near = b.label("mixed_radius_ok");
+    b.bra_uni_unless(cx.radius, &near);
+    let dd0 = b.mul(d[0], d[0]);
+    let dd1 = b.mul(d[1], d[1]);
+    let dd2 = b.mul(d[2], d[2]);
+    let dd = b.add(dd0, dd1);
+    let dd = b.add(dd, dd2);
+    let far = b.setp(Cmp::Gt, dd, cx.radius_sq);
+    b.bra_if(far, next);
+    b.place(&near);
+    b.mov_to(sums.found, 1u32);
+    let c = [w[3], w[4], w[5], w[4], w[6], w[7], w[5], w[7], w[8]];
+    let cd: [Reg<F64>; 3] = std::array::from_fn(|r| {
+        let t = b.mul(c[3 * r], d[0]);
+        let t = b.fma(c[3 * r + 1], d[1], t);
+        b.fma(c[3 * r + 2], d[2], t)
+    });
+    let qf = b.mul(d[0], cd[0]);
+    let qf = b.fma(d[1], cd[1], qf);
+    let qf = b.fma(d[2], cd[2], qf);
+    let arg = b.mul(cx.neg_half_d2, qf);
+    let lo = b.setp(Cmp::Ge, arg, EXP_MIN_ARG);
+    let hi = b.setp(Cmp::Le, arg, EXP_MAX_ARG);
+    let ok = b.and(lo, hi);
+    b.bra_unless(ok, next);
+    b.comment("mixed pair, exact score: e in f64, then G, Q in f32");
+    let e = exp_f64(b, arg);
+    let e64 = sums.e64.expect("score64 sums carry E in f64");
+    let s = b.add(e64, e);
+    b.mov_to(e64, s);
+    let e = b.cvt::<F32, F64>(e);
+    let cd = cd.map(|v| b.cvt::<F32, F64>(v));
+    let c = [
+        c32[0], c32[1], c32[2], c32[1], c32[3], c32[4], c32[2], c32[4], c32[5],
+    ];
+    let ecd = cd.map(|v| b.mul(e, v));
+    for (gk, ek) in sums.g.iter().zip(ecd) {
+        let s = b.add(*gk, ek);
+        b.mov_to(*gk, s);
+    }
+    let t = ecd.map(|v| b.mul(v, mx.neg_d2));
+    for (m, (i, j)) in UPPER_PAIRS.into_iter().enumerate() {
+        let s = b.fma(e, c[3 * i + j], sums.q[m]);
+        let s = b.fma(t[i], cd[j], s);
+        b.mov_to(sums.q[m], s);
+    }
 }
 
 /// A 3-vector whose entries may be known zero (`None`).
@@ -529,7 +626,25 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, r: [Reg<F32>; 3], 
     let jb = cross(b, &ub, &rv);
     let jc = cross(b, &uc, &rv);
     let j = [ja, jb, jc];
-    acc(b, SCORE_INDEX, Some(s.e_sum));
+    match (s.e64, mx.score_acc) {
+        (Some(e), Some(a)) => {
+            let sum = b.add(a, e);
+            b.mov_to(a, sum);
+        }
+        (Some(e), None) => match cx.acc_shared {
+            Some(col) => {
+                let a = Addr::from(col).off(SCORE_INDEX as i64 * ACC_STRIDE);
+                let old = b.ld::<F64>(Space::Shared, a.clone());
+                let sum = b.add(old, e);
+                b.st(Space::Shared, a, sum);
+            }
+            None => {
+                let sum = b.add(cx.acc[SCORE_INDEX], e);
+                b.mov_to(cx.acc[SCORE_INDEX], sum);
+            }
+        },
+        (None, _) => acc(b, SCORE_INDEX, Some(s.e_sum)),
+    }
     for k in 0..3 {
         acc(b, GRADIENT_INDEX + k, g[k]);
     }

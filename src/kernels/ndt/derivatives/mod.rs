@@ -258,6 +258,10 @@ pub struct Variant {
     /// splits of the point (once per point) and of the mean (in the `cov32` record), so a pair
     /// needs no f64 operation outside radius mode.
     pub hilo: bool,
+    /// With `mixed`: each pair's `x' − μ`, `C d`, `q` and `e` in f64 exactly as the f64 kernels
+    /// compute them, and the score summed in f64, so the score (what the line search compares)
+    /// keeps the f64 kernels' accuracy; only the gradient and Hessian terms are f32.
+    pub score64: bool,
 }
 
 impl Variant {
@@ -276,6 +280,7 @@ impl Variant {
         acc32: false,
         fast_probes: false,
         hilo: false,
+        score64: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
