@@ -29,6 +29,7 @@ use crate::{Error, Result};
 use nalgebra::{Isometry3, Vector6};
 use rayon::prelude::*;
 
+mod pool;
 mod split;
 
 /// Batches with at least this many alignments use two groups in flight when the linearizer
@@ -309,7 +310,9 @@ pub fn align_batch<L: Linearize + ?Sized>(
         None
     };
     match split {
-        Some(s) => split::run(s, &mut states, jobs)?,
+        Some(s) => pool::with_pool(pool::threads_from_env(), |p| {
+            split::run(s, &mut states, jobs, p)
+        })?,
         None => {
             lin.start_alignment(jobs.len())?;
             let run = lockstep(lin, &mut states, jobs);

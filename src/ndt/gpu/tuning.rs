@@ -160,6 +160,9 @@ pub(super) struct DeviceCells {
     cov32: Option<super::mixed::Cov32>,
     /// `PTXFLOW_NDT_MIXED` overridden ([`super::GpuDerivativePipeline::set_mixed`]).
     pub(super) mixed: Option<bool>,
+    /// `kernel` computes in another order than the small-round kernels (the mixed or cross
+    /// build): every round of a batch then runs it (`pipeline/round.rs`).
+    batch_large: bool,
 }
 
 /// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
@@ -194,6 +197,7 @@ impl DeviceCells {
             args: None,
             cov32: None,
             mixed: None,
+            batch_large: false,
         }
     }
 
@@ -222,6 +226,7 @@ impl DeviceCells {
             if large.mixed {
                 self.cov32 = Some(Default::default());
             }
+            self.batch_large = large.mixed || large.cross;
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
                 self.small_split = small.split_point;
@@ -265,6 +270,11 @@ impl DeviceCells {
     /// `SPLIT_POINTS_PER_BLOCK` points per pass instead of `BLOCK`).
     pub(super) fn small_split(&self) -> bool {
         self.small_split && self.small.is_some()
+    }
+
+    /// Whether every round of a batch runs the kernel for any round (see `batch_large`).
+    pub(super) fn batch_large(&self) -> bool {
+        self.batch_large && self.args.is_some()
     }
 
     /// The `cov32` argument of the kernel for any round, when it is the mixed-precision build.

@@ -63,7 +63,9 @@ const FAST_PROBES: bool = true;
 /// Default of `PTXFLOW_NDT_HILO` (mixed build only).
 const HILO: bool = true;
 /// Default of `PTXFLOW_NDT_SCORE64` (mixed build only).
-const SCORE64: bool = true;
+const SCORE64: bool = false;
+/// Default of `PTXFLOW_NDT_CROSS` (rounds of more than one block per SM, not mixed).
+const CROSS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -109,6 +111,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
         hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
+        cross: dense && !small && !mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS),
     }
 }
 

@@ -98,6 +98,8 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     });
     let server = variant.server.then(|| ServerParams::declare(&mut b));
     let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b, variant));
+    let cross = (variant.cross && variant.dense && !variant.mixed && !variant.split_point)
+        .then(|| super::cross::Cross::declare(&mut b));
 
     // Steps 1 to 3 for one request row; the server variant runs them once per request it
     // takes from the mailbox (`server.rs`).
@@ -170,7 +172,11 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             };
             let (mats, pat) = angle_matrices(b, &sc);
             // The mixed per-point code reads R only (its derivatives come from u_b, u_c).
-            let stored = if mixed.is_some() { 1 } else { mats.len() };
+            let stored = if mixed.is_some() || cross.is_some() {
+                1
+            } else {
+                mats.len()
+            };
             for (m, mat) in mats.iter().enumerate().take(stored) {
                 for (e, s) in mat.iter().enumerate() {
                     if let Sym::Reg { r, .. } = s {
@@ -183,6 +189,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }
             if let Some(m) = &mixed {
                 m.store_terms(b, &w);
+            }
+            if let Some(c) = &cross {
+                c.store(b, &w);
             }
             pattern = Some(pat);
         });
@@ -219,6 +228,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }),
             count: b.mov(0u32),
             dense,
+            cross: cross.as_ref().map(|c| c.regs(b)),
             split: variant.split_point.then(|| {
                 let w = b.shr(tid, 5u32);
                 SplitCtx {

@@ -47,6 +47,7 @@
 //!    request's counter. The block that arrives last sums all partials of the request in block
 //!    order (deterministic, f64), writes the result and resets the counter.
 
+mod cross;
 mod dense;
 mod kernel;
 pub mod mixed;
@@ -174,6 +175,8 @@ pub(super) struct Ctx {
     pub(super) dense: Option<DenseCtx>,
     /// [`Variant::split_point`]: each point shared by two warps.
     pub(super) split: Option<SplitCtx>,
+    /// [`Variant::cross`]: `u_b`, `u_c` for the cross-product contributions (`cross.rs`).
+    pub(super) cross: Option<cross::CrossRegs>,
 }
 
 /// What the split variant adds to the context.
@@ -262,6 +265,10 @@ pub struct Variant {
     /// compute them, and the score summed in f64, so the score (what the line search compares)
     /// keeps the f64 kernels' accuracy; only the gradient and Hessian terms are f32.
     pub score64: bool,
+    /// With `dense` (not `mixed`, not `split_point`): the paired-point contributions with the
+    /// angular derivatives as cross products in f64 (`cross.rs`): no derivative matrices per
+    /// point; records differ from the matrix form in the last bits only.
+    pub cross: bool,
 }
 
 impl Variant {
@@ -281,6 +288,7 @@ impl Variant {
         fast_probes: false,
         hilo: false,
         score64: false,
+        cross: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

@@ -133,8 +133,9 @@ impl GpuDerivativePipeline {
 
     /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
     /// its points need, within the block-partial slots and about two waves of the device.
-    /// With the mixed-precision build for any round, every round of a batch (`batch`) runs it,
-    /// small ones too: split and lockstep batches then evaluate each pose with the same build.
+    /// With the mixed-precision or cross-product build for any round, every round of a batch
+    /// (`batch`) runs it, small ones too: split and lockstep batches then evaluate each pose
+    /// with the same build.
     fn launch(
         &self,
         t: &TargetInfo,
@@ -177,7 +178,7 @@ impl GpuDerivativePipeline {
         let dense = self.cells.active();
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
         let small = n * per_request <= self.gpu.facts().sm_count as usize
-            && !(batch && self.cells.cov32().is_some());
+            && !(batch && self.cells.batch_large());
         // `large`: the dense kernel for any round (the one that may be the mixed build).
         let (func, large) = match &dense {
             Some((_, Some(k), _)) if small => (*k, false),
