@@ -178,3 +178,57 @@ pub(super) fn feed_round(
     pool.feed(states, &mut fed);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ndt::params::SolverParams;
+    use crate::rng::Rng;
+    use nalgebra::{Isometry3, Matrix6, Translation3, Vector6};
+
+    /// A linearization with a random negative definite Hessian.
+    fn lin(rng: &mut Rng) -> Linearization {
+        let m = Matrix6::from_fn(|_, _| rng.normal());
+        let h = -(m * m.transpose() + Matrix6::identity());
+        Linearization {
+            score: rng.range(10.0, 20.0),
+            gradient: Vector6::from_fn(|_, _| rng.normal()),
+            hessian: h,
+            correspondences: 100,
+        }
+    }
+
+    #[test]
+    fn pool_updates_equal_sequential_updates() {
+        let params = SolverParams::default();
+        let n = 37;
+        let inits: Vec<Isometry3<f64>> = (0..n)
+            .map(|i| {
+                Isometry3::from_parts(
+                    Translation3::new(i as f64 * 0.01, 0.0, 0.0),
+                    Default::default(),
+                )
+            })
+            .collect();
+        let mut a: Vec<Newton> = inits.iter().map(|i| Newton::new(i, 100, params)).collect();
+        let mut b: Vec<Newton> = inits.iter().map(|i| Newton::new(i, 100, params)).collect();
+        let mut rng = Rng::new(9);
+        with_pool(3, |pool| {
+            let pool = pool.expect("three threads");
+            for round in 0..6 {
+                let lins: Vec<Linearization> = (0..n).map(|_| lin(&mut rng)).collect();
+                // Every other state skips a round (as finished or not asked).
+                let who: Vec<usize> = (0..n).filter(|k| (k + round) % 3 != 0).collect();
+                let out: Vec<Linearization> = who.iter().map(|&k| lins[k].clone()).collect();
+                for (&k, l) in who.iter().zip(out.clone()) {
+                    a[k].feed(l);
+                }
+                feed_round(pool, &mut b, who, out).unwrap();
+                for (x, y) in a.iter().zip(&b) {
+                    assert_eq!(x.wants(), y.wants(), "round {round}");
+                }
+            }
+        });
+        assert!(with_pool(0, |p| p.is_none()));
+    }
+}
