@@ -25,6 +25,10 @@
 //!   double-f32 splits, no f64 operation per pair, on by default) and `PTXFLOW_NDT_SCORE64` (each
 //!   pair's `x' − μ`, `q`, `e` and the score exactly as the f64 kernels, only gradient and
 //!   Hessian terms in f32; on by default, and then `HILO` does not apply);
+//! - `PTXFLOW_NDT_CROSS`: rounds of more than one block per SM (batches) run the f64
+//!   cross-product build (`Variant::cross`: the angular derivatives from two vectors per pose
+//!   instead of nine matrices per point; records differ from the matrix form in the last bits);
+//!   with it, and with `MIXED`, every round of a batch runs that build (`pipeline/round.rs`);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!

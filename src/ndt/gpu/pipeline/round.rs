@@ -235,7 +235,9 @@ impl GpuDerivativePipeline {
         // off + n ≤ request capacity (requests, counters and results of the region) and n ·
         // per_request ≤ the region's partial slots; blocks are exactly BLOCK threads; when the
         // results are the mapped host buffer the host views the region only after its round was
-        // waited for (`fetch_results`, or the group's event in `split.rs`).
+        // waited for (`fetch_results`, or the group's event in `split.rs`); the mixed build's
+        // `cov32` table was uploaded with the dense table and holds one 48-byte record per
+        // uploaded voxel, the indices the dense table gives.
         unsafe { lb.launch() }?;
         Ok(())
     }
