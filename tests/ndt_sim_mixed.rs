@@ -42,6 +42,7 @@ fn scene(n: usize, seed: u64) -> Vec<[f32; 3]> {
 
 /// Runs the kernel on `poses` (one request each, `blocks` blocks per request) and returns the
 /// raw result records.
+#[allow(clippy::too_many_arguments)] // the launch's inputs, as ndt_sim.rs's `run` plus one
 fn run_mixed(
     prog: &Program,
     map: &VoxelMap,

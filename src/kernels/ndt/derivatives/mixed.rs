@@ -645,8 +645,8 @@ fn add_point(b: &mut KernelBuilder, cx: &Ctx, mx: &MixedRegs, r: [Reg<F32>; 3], 
         },
         (None, _) => acc(b, SCORE_INDEX, Some(s.e_sum)),
     }
-    for k in 0..3 {
-        acc(b, GRADIENT_INDEX + k, g[k]);
+    for (k, gk) in g.iter().enumerate() {
+        acc(b, GRADIENT_INDEX + k, *gk);
     }
     for (k, jk) in j.iter().enumerate() {
         let v = dot(b, jk, &g);
