@@ -24,7 +24,7 @@
 //!   cells at fixed table offsets, on by default) and `PTXFLOW_NDT_HILO` (`x' − μ` from
 //!   double-f32 splits, no f64 operation per pair, on by default) and `PTXFLOW_NDT_SCORE64` (each
 //!   pair's `x' − μ`, `q`, `e` and the score exactly as the f64 kernels, only gradient and
-//!   Hessian terms in f32; on by default, and then `HILO` does not apply);
+//!   Hessian terms in f32; off by default, and when on `HILO` does not apply);
 //! - `PTXFLOW_NDT_CROSS`: rounds of more than one block per SM (batches) run the f64
 //!   cross-product build (`Variant::cross`: the angular derivatives from two vectors per pose
 //!   instead of nine matrices per point; records differ from the matrix form in the last bits);
@@ -44,6 +44,18 @@
 //! split 12.36 ms. Velodyne alignment: 229 us off, 229 us with the defaults (246 with linear
 //! probes). Every switch's records equal the hash kernel's bit for bit in the interpreter
 //! (`tests/ndt_sim.rs`); set a switch to `0` or `1` to compare.
+//!
+//! Session 9 (H100, `PTXFLOW_NDT_BATCH_AB=1` bench: medians of 15 alternating batches in one
+//! process, `gpu-results/s9/ndtb-{1,2,3}.log`): the f64 default 8.42 ms; `CROSS` 7.96 ms (16 of
+//! 256 results move beyond 1 mm / 0.01 deg of the default's, the CPU agrees with the GPU as
+//! well as with itself: 19 differ against 21 for the default, 24 for the CPU with its points
+//! reversed); `MIXED` (all-f32 pairs and points) 7.92 ms but 50-62 results beyond the bound,
+//! `MIXED` with `SCORE64` 9.80 ms (against 8.72) and still 60: f32 anywhere in the gradient
+//! moves where the solver stops, so `MIXED` stays off; grid aims of 12 and 16 blocks per SM
+//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms. `CROSS` is not the default only
+//! because it is not a kernel of the table yet and, as the large-round kernel, it would also
+//! serve direct multi-request `linearize` calls, whose records `tests/ndt_gpu.rs` requires to
+//! equal the hash kernel's bit for bit; selecting it for batch rounds only is what is left.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
