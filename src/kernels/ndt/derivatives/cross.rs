@@ -1,7 +1,7 @@
 //! Step 2's paired-point contributions with the angular derivatives as cross products
 //! ([`super::Variant::cross`]), in f64: `j_a = e_x × r`, `j_b = u_b × r`, `j_c = u_c × r` with
 //! `r = x' − t = R x`, `u_b = (0, cos a, sin a)`, `u_c = (sin b, −sin a cos b, cos a cos b)`, and
-//! `h_kl · G = j_l · (G × u_k)` (the identities are derived in `mixed.rs`). Thread 0 stores
+//! `h_kl · G = j_l · (G × u_k)` (the identities are derived in `mixed/mod.rs`). Thread 0 stores
 //! `u_b`, `u_c` instead of the nine derivative matrices, and a paired point needs no matrix
 //! from shared memory. The same quantities as [`super::point`]'s `add_point` in another
 //! operation order: records differ from the matrix form in the last bits only.
