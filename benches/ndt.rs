@@ -30,6 +30,7 @@
 //! Then `SUMMARY` lines: points/s, milliseconds and GPU speedups from medians measured here.
 
 mod common;
+mod ndt_batch;
 mod ndt_phases;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
@@ -680,7 +681,8 @@ fn sequence_summary(d: &Data, gpu: Option<&std::sync::Arc<ptxflow::runtime::Gpu>
 fn phases(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, mode: &str) {
     let solver = NdtParams::default().solver;
     let lookup = VoxelLookup::from_env();
-    if mode != "batch" {
+    // `batch`: the batch once (for ncu); `batch3`: the batch three times, no alignment.
+    if !mode.starts_with("batch") {
         let p = &d.velodyne;
         let mut pipe = gpu_pipeline(gpu, p, p.source.len(), 1);
         for run in 0..3 {
@@ -705,9 +707,18 @@ fn phases(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, mode: &str) {
     pipe.upload_source(&d.velodyne.source).expect("source");
     for run in 0..if mode == "batch" { 1 } else { 3 } {
         let what = format!("batch {HYPOTHESES} ({lookup:?}, run {run})");
-        ndt_phases::report(&what, &mut pipe, |t| {
-            align_hypotheses(t, 0, &d.hypotheses, &solver).expect("batch")
-        });
+        if pipe.split_enabled() {
+            let r = ndt_phases::split::report_split(&what, &mut pipe, |t| {
+                align_hypotheses(t, 0, &d.hypotheses, &solver).expect("batch")
+            });
+            let evaluations: usize = r.results.iter().map(|r| r.evaluations).sum();
+            let converged = r.results.iter().filter(|r| r.stop.converged()).count();
+            println!("PHASES batch result: {evaluations} evaluations, {converged} converged");
+        } else {
+            ndt_phases::report(&what, &mut pipe, |t| {
+                align_hypotheses(t, 0, &d.hypotheses, &solver).expect("batch")
+            });
+        }
     }
 }
 
@@ -725,6 +736,13 @@ fn benches(c: &mut Criterion) {
         match common::gpu_or_skip() {
             Some(g) => device_summary(&d, &g),
             None => eprintln!("PTXFLOW_NDT_DEVICE_SUMMARY: no GPU"),
+        }
+        return;
+    }
+    if std::env::var_os("PTXFLOW_NDT_BATCH_AB").is_some() {
+        match common::gpu_or_skip() {
+            Some(g) => ndt_batch::batch_ab(c, &d, &g),
+            None => eprintln!("PTXFLOW_NDT_BATCH_AB: no GPU"),
         }
         return;
     }

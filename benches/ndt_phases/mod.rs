@@ -7,6 +7,8 @@
 //! `PTXFLOW_NDT_PHASES=batch` runs only the batch (once, for `ncu --launch-count`). With the
 //! evaluation server (`PTXFLOW_NDT_SERVER=1`) an alignment's rounds have wall times only.
 
+pub mod split;
+
 use ptxflow::ndt::*;
 use ptxflow::runtime::GpuTimer;
 use ptxflow::Result;

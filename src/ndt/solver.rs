@@ -29,6 +29,7 @@ use crate::{Error, Result};
 use nalgebra::{Isometry3, Vector6};
 use rayon::prelude::*;
 
+mod pool;
 mod split;
 
 /// Batches with at least this many alignments use two groups in flight when the linearizer
@@ -38,6 +39,16 @@ const SPLIT_MIN: usize = 2 * PARALLEL_FEED_MIN;
 /// Rounds with at least this many linearizations update the solver states in parallel (an
 /// update may solve a 6×6 eigenproblem, about a microsecond; hundreds per round add up).
 const PARALLEL_FEED_MIN: usize = 32;
+
+/// [`PARALLEL_FEED_MIN`], or `PTXFLOW_NDT_PARALLEL_FEED_MIN` when set (an experiment: waking
+/// the thread pool costs tens of microseconds, more than a few dozen sequential updates; read
+/// per round so one process can compare settings). The results do not depend on it.
+fn parallel_feed_min() -> usize {
+    std::env::var("PTXFLOW_NDT_PARALLEL_FEED_MIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PARALLEL_FEED_MIN)
+}
 
 /// How far the solver may be from the model optimum when the score's discontinuities (points
 /// changing voxels) stop the line search, in multiples of the epsilons.
@@ -304,7 +315,9 @@ pub fn align_batch<L: Linearize + ?Sized>(
         None
     };
     match split {
-        Some(s) => split::run(s, &mut states, jobs)?,
+        Some(s) => pool::with_pool(pool::threads_from_env(), |p| {
+            split::run(s, &mut states, jobs, p)
+        })?,
         None => {
             lin.start_alignment(jobs.len())?;
             let run = lockstep(lin, &mut states, jobs);
@@ -364,7 +377,7 @@ fn feed_round(states: &mut [Newton], who: Vec<usize>, out: Vec<Linearization>) -
             got: out.len().to_string(),
         });
     }
-    if who.len() >= PARALLEL_FEED_MIN {
+    if who.len() >= parallel_feed_min() {
         // States are independent, so the parallel update gives the same results.
         let mut fed: Vec<Option<Linearization>> = vec![None; states.len()];
         for (k, l) in who.into_iter().zip(out) {

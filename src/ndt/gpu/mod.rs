@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod mapped;
+pub mod mixed;
 pub mod pipeline;
 pub mod records;
 pub mod tuning;

@@ -77,6 +77,10 @@ pub struct GpuDerivativePipeline {
     groups: [Option<split::GroupRound>; 2],
     /// The persistent evaluation server (`server.rs`).
     server: server::ServerState,
+    /// A lockstep batch of several alignments is running (between `start_alignment` and
+    /// `finish_alignment`): its rounds, like a split batch's, all run the kernel for any round
+    /// (`round.rs`), so a batch evaluates every pose with one build.
+    lockstep_batch: bool,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -160,6 +164,7 @@ impl GpuDerivativePipeline {
             groups: [None, None],
             server: server::ServerState::from_env(),
             solve: solve::SolveState::from_env(),
+            lockstep_batch: false,
             gpu,
         };
         if !can_map {
@@ -396,6 +401,7 @@ impl Linearize for GpuDerivativePipeline {
     /// A server that cannot start (a cooperative launch the device refuses, say) leaves the
     /// alignment to the ordinary rounds.
     fn start_alignment(&mut self, jobs: usize) -> Result<()> {
+        self.lockstep_batch = jobs > 1;
         if jobs == 1 && self.start_server().is_err() {
             self.server_start_failed();
         }
@@ -403,6 +409,7 @@ impl Linearize for GpuDerivativePipeline {
     }
 
     fn finish_alignment(&mut self) -> Result<()> {
+        self.lockstep_batch = false;
         self.stop_server_quick()
     }
 

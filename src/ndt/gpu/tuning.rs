@@ -15,7 +15,7 @@
 //!   default since session 7: batch 13.7 -> 8.5 ms) and the other kernel variants: see
 //!   [`super::variants`].
 
-use super::variants::{derivative_kernel, variant_from_env};
+use super::variants::{derivative_kernel, variant_from_env, variant_with};
 use crate::ndt::voxel_map::VoxelMap;
 use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
 use crate::Result;
@@ -156,6 +156,13 @@ pub(super) struct DeviceCells {
     /// `small` is the split variant (half as many points per block).
     small_split: bool,
     args: Option<CellArgs>,
+    /// The f32 inverse covariances, when `kernel` is the mixed-precision build.
+    cov32: Option<super::mixed::Cov32>,
+    /// `PTXFLOW_NDT_MIXED` overridden ([`super::GpuDerivativePipeline::set_mixed`]).
+    pub(super) mixed: Option<bool>,
+    /// `kernel` computes in another order than the small-round kernels (the mixed or cross
+    /// build): every round of a batch then runs it (`pipeline/round.rs`).
+    batch_large: bool,
 }
 
 /// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
@@ -188,6 +195,9 @@ impl DeviceCells {
             small: None,
             small_split: false,
             args: None,
+            cov32: None,
+            mixed: None,
+            batch_large: false,
         }
     }
 
@@ -210,9 +220,13 @@ impl DeviceCells {
             return Ok(0);
         };
         if self.kernel.is_none() {
-            let large = variant_from_env(true, false);
+            let large = variant_with(true, false, self.mixed);
             let small = variant_from_env(true, true);
             self.kernel = Some(derivative_kernel(gpu, large)?);
+            if large.mixed {
+                self.cov32 = Some(Default::default());
+            }
+            self.batch_large = large.mixed || large.cross;
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
                 self.small_split = small.split_point;
@@ -235,6 +249,9 @@ impl DeviceCells {
         let buf = self.buf.as_mut().expect("allocated above");
         buf.upload(stream, &t.table)?;
         let (ptr, _sync) = buf.slice().device_ptr(stream);
+        if let Some(c) = &mut self.cov32 {
+            allocations += c.upload(stream, map)?;
+        }
         self.args = Some(CellArgs {
             ptr,
             origin: t.origin,
@@ -255,9 +272,20 @@ impl DeviceCells {
         self.small_split && self.small.is_some()
     }
 
+    /// Whether every round of a batch runs the kernel for any round (see `batch_large`).
+    pub(super) fn batch_large(&self) -> bool {
+        self.batch_large && self.args.is_some()
+    }
+
+    /// The `cov32` argument of the kernel for any round, when it is the mixed-precision build.
+    pub(super) fn cov32(&self) -> Option<&u64> {
+        self.cov32.as_ref().map(|c| c.ptr())
+    }
+
     /// Device bytes held.
     pub(super) fn bytes(&self) -> usize {
-        self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
+        self.cov32.as_ref().map_or(0, |c| c.bytes())
+            + self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
     }
 }
 

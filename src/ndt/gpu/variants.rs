@@ -17,6 +17,18 @@
 //!   session 8, H200, Velodyne alignment 256 us against 241 us without it, criterion, same
 //!   run; ncu at locked clocks 15.9 us for 250 blocks against 13.8 us for 125 — the points are
 //!   not what bounds a one-pair round, the two-level reduction is);
+//! - `PTXFLOW_NDT_MIXED`: rounds of more than one block per SM (batches) run the mixed-precision
+//!   build (`Variant::mixed`: per-pair and per-point maths in f32, transform, `x' − μ` and sums
+//!   in f64; not bit-identical, off by default), with `PTXFLOW_NDT_ACC32` (its per-thread sums
+//!   in f32 registers, off by default) and `PTXFLOW_NDT_FAST_PROBES` (Direct7 probes of interior
+//!   cells at fixed table offsets, on by default) and `PTXFLOW_NDT_HILO` (`x' − μ` from
+//!   double-f32 splits, no f64 operation per pair, on by default) and `PTXFLOW_NDT_SCORE64` (each
+//!   pair's `x' − μ`, `q`, `e` and the score exactly as the f64 kernels, only gradient and
+//!   Hessian terms in f32; off by default, and when on `HILO` does not apply);
+//! - `PTXFLOW_NDT_CROSS`: rounds of more than one block per SM (batches) run the f64
+//!   cross-product build (`Variant::cross`: the angular derivatives from two vectors per pose
+//!   instead of nine matrices per point; records differ from the matrix form in the last bits);
+//!   with it, and with `MIXED`, every round of a batch runs that build (`pipeline/round.rs`);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -32,6 +44,18 @@
 //! split 12.36 ms. Velodyne alignment: 229 us off, 229 us with the defaults (246 with linear
 //! probes). Every switch's records equal the hash kernel's bit for bit in the interpreter
 //! (`tests/ndt_sim.rs`); set a switch to `0` or `1` to compare.
+//!
+//! Session 9 (H100, `PTXFLOW_NDT_BATCH_AB=1` bench: medians of 15 alternating batches in one
+//! process, `gpu-results/s9/ndtb-{1,2,3}.log`): the f64 default 8.42 ms; `CROSS` 7.96 ms (16 of
+//! 256 results move beyond 1 mm / 0.01 deg of the default's, the CPU agrees with the GPU as
+//! well as with itself: 19 differ against 21 for the default, 24 for the CPU with its points
+//! reversed); `MIXED` (all-f32 pairs and points) 7.92 ms but 50-62 results beyond the bound,
+//! `MIXED` with `SCORE64` 9.80 ms (against 8.72) and still 60: f32 anywhere in the gradient
+//! moves where the solver stops, so `MIXED` stays off; grid aims of 12 and 16 blocks per SM
+//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms. `CROSS` is not the default only
+//! because it is not a kernel of the table yet and, as the large-round kernel, it would also
+//! serve direct multi-request `linearize` calls, whose records `tests/ndt_gpu.rs` requires to
+//! equal the hash kernel's bit for bit; selecting it for batch rounds only is what is left.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -47,6 +71,17 @@ const LINEAR: bool = false;
 const SMALL_PREFETCH: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT_POINTS` (small rounds of the dense table only).
 const SPLIT_POINTS: bool = false;
+/// Default of `PTXFLOW_NDT_MIXED` (rounds of more than one block per SM: batches).
+const MIXED: bool = false;
+/// Defaults of `PTXFLOW_NDT_ACC32` and `PTXFLOW_NDT_FAST_PROBES` (mixed build only).
+const ACC32: bool = false;
+const FAST_PROBES: bool = true;
+/// Default of `PTXFLOW_NDT_HILO` (mixed build only).
+const HILO: bool = true;
+/// Default of `PTXFLOW_NDT_SCORE64` (mixed build only).
+const SCORE64: bool = false;
+/// Default of `PTXFLOW_NDT_CROSS` (rounds of more than one block per SM, not mixed).
+const CROSS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -62,7 +97,16 @@ pub(super) fn env_switch(name: &str, default: bool) -> bool {
 /// The variant for the dense table (`dense`) or the hash, for any round or (`small`) for rounds
 /// of at most one block per SM.
 pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
+    variant_with(dense, small, None)
+}
+
+/// [`variant_from_env`] with `PTXFLOW_NDT_MIXED` overridden by `mixed` when it is given.
+pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Variant {
+    // The mixed-precision build replaces the per-point code of the other switches.
+    let mixed = dense && !small && mixed.unwrap_or_else(|| env_switch("PTXFLOW_NDT_MIXED", MIXED));
+    let acc32 = mixed && env_switch("PTXFLOW_NDT_ACC32", ACC32);
     let prefetch = dense
+        && !mixed
         && (env_switch("PTXFLOW_NDT_PREFETCH", PREFETCH)
             || (small && env_switch("PTXFLOW_NDT_SMALL_PREFETCH", SMALL_PREFETCH)));
     Variant {
@@ -71,14 +115,20 @@ pub(super) fn variant_from_env(dense: bool, small: bool) -> Variant {
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|n| (1..=16).contains(n)),
-        compact: prefetch || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
+        compact: prefetch || mixed || (dense && env_switch("PTXFLOW_NDT_COMPACT", COMPACT)),
         prefetch,
-        linear: dense && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
+        linear: dense && !mixed && env_switch("PTXFLOW_NDT_LINEAR", LINEAR),
         // The hash path keeps the table's register build unless asked (not measured otherwise).
-        shared_acc: env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
+        shared_acc: !acc32 && env_switch("PTXFLOW_NDT_SHARED_ACC", SHARED_ACC && dense),
         server: false,
         solve: false,
         split_point: dense && small && env_switch("PTXFLOW_NDT_SPLIT_POINTS", SPLIT_POINTS),
+        mixed,
+        acc32,
+        fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
+        hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
+        score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
+        cross: dense && !small && !mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS),
     }
 }
 

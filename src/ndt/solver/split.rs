@@ -4,15 +4,18 @@
 //! the host's Newton updates overlap the device's work instead of following it. Every solver
 //! sees the same linearizations in the same order as in lockstep, so the results are equal.
 
+use super::pool::Pool;
 use super::{feed_round, requests_of, AlignJob, Newton};
 use crate::ndt::linearize::SplitLinearize;
 use crate::Result;
 
-/// Runs every state to completion through `lin`'s two groups.
+/// Runs every state to completion through `lin`'s two groups; the solver updates run on
+/// `pool` when given (`pool.rs`).
 pub(super) fn run(
     lin: &mut dyn SplitLinearize,
     states: &mut [Newton],
     jobs: &[AlignJob],
+    pool: Option<&Pool>,
 ) -> Result<()> {
     let half = states.len().div_ceil(2);
     let (first, second) = states.split_at_mut(half);
@@ -28,7 +31,10 @@ pub(super) fn run(
                 continue;
             };
             let out = lin.complete(g)?;
-            feed_round(st, who, out)?;
+            match pool {
+                Some(p) => super::pool::feed_round(p, st, who, out)?,
+                None => feed_round(st, who, out)?,
+            }
             in_flight[g] = submit(lin, g, st, jb)?;
         }
     }

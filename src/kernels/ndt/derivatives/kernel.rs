@@ -2,6 +2,7 @@
 //! the per-point loop of step 2 (see [`super::point`]) and the reductions of step 3 (see the
 //! module docs of [`super`]).
 
+use super::mixed::{self, Mixed};
 use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
 use super::split::point_split;
@@ -103,6 +104,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     let server = variant
         .server
         .then(|| ServerParams::declare(&mut b, variant.solve));
+    let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b, variant));
+    let cross = (variant.cross && variant.dense && !variant.mixed && !variant.split_point)
+        .then(|| super::cross::Cross::declare(&mut b));
 
     // Steps 1 to 3 for one request row; the server variant runs them once per request it
     // takes from the mailbox (`server.rs`).
@@ -174,7 +178,13 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 cc: w[5],
             };
             let (mats, pat) = angle_matrices(b, &sc);
-            for (m, mat) in mats.iter().enumerate() {
+            // The mixed per-point code reads R only (its derivatives come from u_b, u_c).
+            let stored = if mixed.is_some() || cross.is_some() {
+                1
+            } else {
+                mats.len()
+            };
+            for (m, mat) in mats.iter().enumerate().take(stored) {
                 for (e, s) in mat.iter().enumerate() {
                     if let Sym::Reg { r, .. } = s {
                         b.st(Space::Shared, terms.at((9 * m + e) as u32), *r);
@@ -183,6 +193,12 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }
             for k in 0..3 {
                 b.st(Space::Shared, terms.at(TRANSLATION_AT + k as u32), w[6 + k]);
+            }
+            if let Some(m) = &mixed {
+                m.store_terms(b, &w);
+            }
+            if let Some(c) = &cross {
+                c.store(b, &w);
             }
             pattern = Some(pat);
         });
@@ -219,6 +235,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }),
             count: b.mov(0u32),
             dense,
+            cross: cross.as_ref().map(|c| c.regs(b)),
             split: variant.split_point.then(|| {
                 let w = b.shr(tid, 5u32);
                 SplitCtx {
@@ -239,6 +256,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             }
         }
         let n = b.ld::<U32>(Space::Shared, info.at(1));
+        let mx = mixed.as_ref().map(|m| m.regs(b, &cx));
         if cx.split.is_some() {
             // Lane l of warps 2w and 2w + 1 share point 32 w + l of the block's pass.
             let lane = b.and(tid, 31u32);
@@ -252,6 +270,10 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
                 let valid = b.setp(Cmp::Lt, i, n);
                 point_split(b, &cx, i, valid);
             });
+        } else if let Some(mx) = &mx {
+            let start = b.mad(blk, BLOCK, tid);
+            let stride = b.mul(nblk, BLOCK);
+            b.for_range(start, n, stride, |b, i, _| mixed::point(b, &cx, mx, i));
         } else {
             let start = b.mad(blk, BLOCK, tid);
             let stride = b.mul(nblk, BLOCK);
@@ -266,13 +288,21 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let count = b.cvt::<F64, U32>(cx.count);
         let zero = b.mov(0.0f64);
         let mut vals = [zero; WIDTH];
-        match cx.acc_shared {
-            Some(col) => {
+        match (cx.acc_shared, mx.as_ref().and_then(|m| m.acc32())) {
+            (_, Some(acc32)) => {
+                for (v, a) in vals[..VALUES - 1].iter_mut().zip(acc32) {
+                    *v = b.cvt::<F64, F32>(*a);
+                }
+                if let Some(score) = mx.as_ref().and_then(|m| m.score_acc()) {
+                    vals[0] = score;
+                }
+            }
+            (Some(col), None) => {
                 for (k, v) in vals[..VALUES - 1].iter_mut().enumerate() {
                     *v = b.ld::<F64>(Space::Shared, Addr::from(col).off(k as i64 * ACC_STRIDE));
                 }
             }
-            None => vals[..VALUES - 1].copy_from_slice(&cx.acc),
+            (None, None) => vals[..VALUES - 1].copy_from_slice(&cx.acc),
         }
         vals[COUNT_INDEX] = count;
         let total = block_reduce(b, &vals, tid, WARPS, &part);

@@ -47,8 +47,10 @@
 //!    request's counter. The block that arrives last sums all partials of the request in block
 //!    order (deterministic, f64), writes the result and resets the counter.
 
+mod cross;
 mod dense;
 mod kernel;
+pub mod mixed;
 mod point;
 pub mod server;
 mod split;
@@ -175,6 +177,8 @@ pub(super) struct Ctx {
     pub(super) dense: Option<DenseCtx>,
     /// [`Variant::split_point`]: each point shared by two warps.
     pub(super) split: Option<SplitCtx>,
+    /// [`Variant::cross`]: `u_b`, `u_c` for the cross-product contributions (`cross.rs`).
+    pub(super) cross: Option<cross::CrossRegs>,
 }
 
 /// What the split variant adds to the context.
@@ -247,6 +251,29 @@ pub struct Variant {
     /// With `server`: the whole Newton solve of one alignment on the device
     /// (`crate::kernels::ndt::solve`); the request comes from the solver, not the host.
     pub solve: bool,
+    /// With `dense` (and `compact`): the per-pair and per-point maths in f32 (the transform,
+    /// the voxel cell and `x' − μ` stay in f64, the sums in f64; see `mixed.rs`), reading the
+    /// inverse covariances from an f32 copy (the `cov32` parameter after the dense ones).
+    /// Not bit-identical: records agree with the f64 kernels to about 1e-6 relative.
+    pub mixed: bool,
+    /// With `mixed`: the 28 per-thread sums in f32 registers (widened to f64 for the block
+    /// reduction) instead of the f64 accumulators.
+    pub acc32: bool,
+    /// With `mixed`: Direct7 probes of a cell at least one cell inside the table's box read
+    /// the seven entries at fixed offsets from the cell's entry (no per-probe key or bounds).
+    pub fast_probes: bool,
+    /// With `mixed`: `x' − μ` as `(x'_hi − μ_hi) + (x'_lo − μ_lo)` in f32 from double-f32
+    /// splits of the point (once per point) and of the mean (in the `cov32` record), so a pair
+    /// needs no f64 operation outside radius mode.
+    pub hilo: bool,
+    /// With `mixed`: each pair's `x' − μ`, `C d`, `q` and `e` in f64 exactly as the f64 kernels
+    /// compute them, and the score summed in f64, so the score (what the line search compares)
+    /// keeps the f64 kernels' accuracy; only the gradient and Hessian terms are f32.
+    pub score64: bool,
+    /// With `dense` (not `mixed`, not `split_point`): the paired-point contributions with the
+    /// angular derivatives as cross products in f64 (`cross.rs`): no derivative matrices per
+    /// point; records differ from the matrix form in the last bits only.
+    pub cross: bool,
 }
 
 impl Variant {
@@ -262,6 +289,12 @@ impl Variant {
         server: false,
         split_point: false,
         solve: false,
+        mixed: false,
+        acc32: false,
+        fast_probes: false,
+        hilo: false,
+        score64: false,
+        cross: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

@@ -100,7 +100,17 @@ fn neighbours(
         }
     }
     let paired = b.setp(Cmp::Ne, sums.found, 0u32);
-    b.if_then(paired, |b| add_point(b, cx, x, &sums));
+    b.if_then(paired, |b| match &cx.cross {
+        Some(c) => {
+            // r = x' − t: the rotated point (to rounding), for the cross products.
+            let r = [0, 1, 2].map(|k| {
+                let t = b.ld::<F64>(Space::Shared, cx.terms.at(TRANSLATION_AT + k as u32));
+                b.sub(xt[k], t)
+            });
+            super::cross::add_point(b, cx, c, r, &sums)
+        }
+        None => add_point(b, cx, x, &sums),
+    });
 }
 
 /// The voxel key of probe `o` (an index into the probe table) around `cell`.

@@ -49,22 +49,24 @@ impl GpuDerivativePipeline {
             partial_slots: self.partials.capacity() / SLOT_VALUES,
         };
         let n = reqs.len();
-        self.start_round(&t, reqs, region)?;
+        self.start_round(&t, reqs, region, self.lockstep_batch)?;
         self.fetch_results(n)?;
         self.decode(reqs, &t, region.off, out)
     }
 
-    /// Packs, sends and launches one round in `region` without waiting for it.
+    /// Packs, sends and launches one round in `region` without waiting for it; `batch`: the
+    /// round belongs to a batch of alignments (see `launch`).
     pub(super) fn start_round(
         &mut self,
         t: &TargetInfo,
         reqs: &[LinearizeRequest],
         region: Region,
+        batch: bool,
     ) -> Result<()> {
         let packed = self.pack(reqs, region.off)?;
         let n = reqs.len();
         self.send_requests(region.off, n)?;
-        self.launch(t, &packed, n, region)?;
+        self.launch(t, &packed, n, region, batch)?;
         self.counters.launches += 1;
         self.counters.requests += n as u64;
         self.counters.bytes_up += (REQUEST_BYTES * n) as u64;
@@ -131,7 +133,17 @@ impl GpuDerivativePipeline {
 
     /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
     /// its points need, within the block-partial slots and about two waves of the device.
-    fn launch(&self, t: &TargetInfo, packed: &Packed, n: usize, region: Region) -> Result<()> {
+    /// With the mixed-precision or cross-product build for any round, every round of a batch
+    /// (`batch`) runs it, small ones too: split and lockstep batches then evaluate each pose
+    /// with the same build.
+    fn launch(
+        &self,
+        t: &TargetInfo,
+        packed: &Packed,
+        n: usize,
+        region: Region,
+        batch: bool,
+    ) -> Result<()> {
         let target_blocks = self.gpu.facts().sm_count as usize * self.blocks_per_sm;
         let slots = region.partial_slots;
         let per_request = packed
@@ -165,11 +177,13 @@ impl GpuDerivativePipeline {
         let s = self.gpu.stream();
         let dense = self.cells.active();
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
-        let small = n * per_request <= self.gpu.facts().sm_count as usize;
-        let func = match &dense {
-            Some((_, Some(k), _)) if small => k,
-            Some((k, _, _)) => k,
-            None => &self.func,
+        let small = n * per_request <= self.gpu.facts().sm_count as usize
+            && !(batch && self.cells.batch_large());
+        // `large`: the dense kernel for any round (the one that may be the mixed build).
+        let (func, large) = match &dense {
+            Some((_, Some(k), _)) if small => (*k, false),
+            Some((k, _, _)) => (*k, true),
+            None => (&self.func, false),
         };
         // The split variant covers half as many points per block: twice the blocks.
         let per_request = if small && dense.is_some() && self.cells.small_split() {
@@ -210,6 +224,9 @@ impl GpuDerivativePipeline {
         if let Some((_, _, cells)) = &dense {
             cells.push(&mut lb);
         }
+        if let Some(cov32) = self.cells.cov32().filter(|_| large) {
+            lb.arg(cov32);
+        }
         // SAFETY: (argument types and the .reqntid block are checked against ndt_derivatives'
         // contract) every request names points inside the uploaded sources (first + count ≤ points
         // uploaded) and requests 1..n of the region were copied by `send_requests`; voxel
@@ -218,7 +235,9 @@ impl GpuDerivativePipeline {
         // off + n ≤ request capacity (requests, counters and results of the region) and n ·
         // per_request ≤ the region's partial slots; blocks are exactly BLOCK threads; when the
         // results are the mapped host buffer the host views the region only after its round was
-        // waited for (`fetch_results`, or the group's event in `split.rs`).
+        // waited for (`fetch_results`, or the group's event in `split.rs`); the mixed build's
+        // `cov32` table was uploaded with the dense table and holds one 48-byte record per
+        // uploaded voxel, the indices the dense table gives.
         unsafe { lb.launch() }?;
         Ok(())
     }

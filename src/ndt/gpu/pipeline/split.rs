@@ -91,7 +91,7 @@ impl SplitLinearize for GpuDerivativePipeline {
             .target
             .as_ref()
             .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
-        self.start_round(&t, requests, region)?;
+        self.start_round(&t, requests, region, true)?;
         let done = self
             .gpu
             .stream()

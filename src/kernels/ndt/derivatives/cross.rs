@@ -1,0 +1,168 @@
+//! Step 2's paired-point contributions with the angular derivatives as cross products
+//! ([`super::Variant::cross`]), in f64: `j_a = e_x × r`, `j_b = u_b × r`, `j_c = u_c × r` with
+//! `r = x' − t = R x`, `u_b = (0, cos a, sin a)`, `u_c = (sin b, −sin a cos b, cos a cos b)`, and
+//! `h_kl · G = j_l · (G × u_k)` (the identities are derived in `mixed/mod.rs`). Thread 0 stores
+//! `u_b`, `u_c` instead of the nine derivative matrices, and a paired point needs no matrix
+//! from shared memory. The same quantities as [`super::point`]'s `add_point` in another
+//! operation order: records differ from the matrix form in the last bits only.
+
+use super::point::PairSums;
+use super::{hessian_index, Ctx, ACC_STRIDE, GRADIENT_INDEX, SCORE_INDEX, UPPER_PAIRS};
+use crate::ptx::*;
+
+/// The shared array thread 0 fills: `u_b[1], u_b[2], u_c[0], u_c[1], u_c[2]`.
+pub(super) struct Cross {
+    u: SharedArray<F64>,
+}
+
+/// Per-thread registers, loaded once per request after the barrier.
+pub(crate) struct CrossRegs {
+    ub: [Reg<F64>; 2],
+    uc: [Reg<F64>; 3],
+}
+
+impl Cross {
+    pub(super) fn declare(b: &mut KernelBuilder) -> Cross {
+        Cross {
+            u: b.shared_array::<F64>("cross_u", 5),
+        }
+    }
+
+    /// Thread 0: `u_b`, `u_c` from the request's `sin a, cos a, sin b, cos b, ...` in `w`.
+    pub(super) fn store(&self, b: &mut KernelBuilder, w: &[Reg<F64>]) {
+        let (sa, ca, sb, cb) = (w[0], w[1], w[2], w[3]);
+        let sacb = b.mul(sa, cb);
+        let uc1 = b.neg(sacb);
+        let uc2 = b.mul(ca, cb);
+        for (k, v) in [ca, sa, sb, uc1, uc2].into_iter().enumerate() {
+            b.st(Space::Shared, self.u.at(k as u32), v);
+        }
+    }
+
+    pub(super) fn regs(&self, b: &mut KernelBuilder) -> CrossRegs {
+        let mut ld = |k: u32| b.ld::<F64>(Space::Shared, self.u.at(k));
+        CrossRegs {
+            ub: [ld(0), ld(1)],
+            uc: [ld(2), ld(3), ld(4)],
+        }
+    }
+}
+
+/// A 3-vector whose entries may be known zero (`None`).
+type V3 = [Option<Reg<F64>>; 3];
+
+fn dot(b: &mut KernelBuilder, a: &V3, v: &V3) -> Option<Reg<F64>> {
+    let mut s: Option<Reg<F64>> = None;
+    for k in 0..3 {
+        if let (Some(x), Some(y)) = (a[k], v[k]) {
+            s = Some(match s {
+                None => b.mul(x, y),
+                Some(t) => b.fma(x, y, t),
+            });
+        }
+    }
+    s
+}
+
+/// `u × v` with known zeros skipped.
+fn cross(b: &mut KernelBuilder, u: &V3, v: &V3) -> V3 {
+    let term = |b: &mut KernelBuilder, i: usize, j: usize| -> Option<Reg<F64>> {
+        let p = match (u[i], v[j]) {
+            (Some(x), Some(y)) => Some(b.mul(x, y)),
+            _ => None,
+        };
+        match (u[j], v[i], p) {
+            (Some(x), Some(y), Some(p)) => {
+                let ny = b.neg(y);
+                Some(b.fma(x, ny, p))
+            }
+            (Some(x), Some(y), None) => {
+                let m = b.mul(x, y);
+                Some(b.neg(m))
+            }
+            (_, _, p) => p,
+        }
+    };
+    [term(b, 1, 2), term(b, 2, 0), term(b, 0, 1)]
+}
+
+/// A paired point's score, gradient and Hessian contributions (`E`, `G`, `Q` of its pairs, `r`
+/// the rotated point `x' − t`).
+pub(super) fn add_point(
+    b: &mut KernelBuilder,
+    cx: &Ctx,
+    cr: &CrossRegs,
+    r: [Reg<F64>; 3],
+    sums: &PairSums,
+) {
+    b.comment("paired point (cross products): score, gradient and Hessian contributions");
+    let c1 = b.add(cx.count, 1u32);
+    b.mov_to(cx.count, c1);
+    let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
+        Some(col) => {
+            let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
+            let old = b.ld::<F64>(Space::Shared, a.clone());
+            let s = b.add(old, v);
+            b.st(Space::Shared, a, s);
+        }
+        None => {
+            let s = b.add(cx.acc[idx], v);
+            b.mov_to(cx.acc[idx], s);
+        }
+    };
+    let (g, q) = (sums.g.map(Some), sums.q);
+    let rv: V3 = r.map(Some);
+    let ub: V3 = [None, Some(cr.ub[0]), Some(cr.ub[1])];
+    let uc: V3 = cr.uc.map(Some);
+    let nrz = b.neg(r[2]);
+    let j: [V3; 3] = [
+        [None, Some(nrz), Some(r[1])],
+        cross(b, &ub, &rv),
+        cross(b, &uc, &rv),
+    ];
+    acc(b, SCORE_INDEX, sums.e_sum);
+    for k in 0..3 {
+        acc(b, GRADIENT_INDEX + k, sums.g[k]);
+    }
+    for (k, jk) in j.iter().enumerate() {
+        let v = dot(b, jk, &g).unwrap_or_else(|| b.mov(0.0f64));
+        acc(b, GRADIENT_INDEX + 3 + k, v);
+    }
+    for (m, (i, jj)) in UPPER_PAIRS.into_iter().enumerate() {
+        acc(b, hessian_index(i, jj), q[m]);
+    }
+    let qm = [q[0], q[1], q[2], q[1], q[3], q[4], q[2], q[4], q[5]];
+    let qj: [V3; 3] = std::array::from_fn(|k| {
+        std::array::from_fn(|row| {
+            let qr: V3 = [
+                Some(qm[3 * row]),
+                Some(qm[3 * row + 1]),
+                Some(qm[3 * row + 2]),
+            ];
+            dot(b, &qr, &j[k])
+        })
+    });
+    for (k, qjk) in qj.iter().enumerate() {
+        for (row, v) in qjk.iter().enumerate() {
+            let v = v.unwrap_or_else(|| b.mov(0.0f64));
+            acc(b, hessian_index(row, 3 + k), v);
+        }
+    }
+    b.comment("angular Hessian block (cross products): j_k . (Q j_l) + j_l . (G x u_k)");
+    let ngy = b.neg(sums.g[1]);
+    let v: [V3; 3] = [
+        [None, Some(sums.g[2]), Some(ngy)],
+        cross(b, &g, &ub),
+        cross(b, &g, &uc),
+    ];
+    for (k, l) in UPPER_PAIRS {
+        let a = dot(b, &j[k], &qj[l]);
+        let c = dot(b, &j[l], &v[k]);
+        let total = match (a, c) {
+            (Some(a), Some(c)) => b.add(a, c),
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => b.mov(0.0f64),
+        };
+        acc(b, hessian_index(3 + k, 3 + l), total);
+    }
+}
