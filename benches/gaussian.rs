@@ -20,7 +20,8 @@
 //! f32 also compares its two forward kernels in one process: `SUMMARY ... forward kernels` gives
 //! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
 //! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
-//! + backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`).
+//! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`).
+//!
 //! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
 //! process (see `compare`).
 
