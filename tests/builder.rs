@@ -221,6 +221,15 @@ fn register_bound_is_a_directive_after_the_thread_bound() {
     assert!(ptx.contains(".maxntid 128, 1, 1\n.maxnreg 72\n{"), "{ptx}");
 }
 
+#[test]
+fn a_comment_that_ptxas_would_reject_is_a_build_error() {
+    let mut b = KernelBuilder::new("commented");
+    let _ = b.special(Special::TidX);
+    b.comment("x' \u{2212} mu");
+    let e = emit_err(b);
+    assert!(e.contains("`commented`") && e.contains("ASCII"), "{e}");
+}
+
 fn emit_err(b: KernelBuilder) -> String {
     let e = Module::single(Target::Sm75, b.finish()).emit().unwrap_err();
     assert!(matches!(e, ptxflow::Error::Build(_)), "{e:?}");

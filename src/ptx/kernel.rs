@@ -226,10 +226,18 @@ impl KernelBuilder {
         self.body.push(line);
     }
 
-    /// A comment line in the emitted PTX (kept short; it ends up in snapshots).
+    /// A comment line in the emitted PTX (kept short; it ends up in snapshots): one line of ASCII,
+    /// as ptxas reads nothing else; anything else is a build error.
     pub fn comment(&mut self, text: &str) {
         if text.contains('\n') {
             self.fail(format!("// {text}"), "comments are single lines");
+            return;
+        }
+        if !text.is_ascii() {
+            self.fail(
+                format!("// {}", text.escape_default()),
+                "comments are ASCII (ptxas rejects other bytes anywhere in a module)",
+            );
             return;
         }
         let line = self.resolve(&format!("\t// {text}"));
