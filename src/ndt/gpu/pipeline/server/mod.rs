@@ -24,18 +24,16 @@
 
 mod wait;
 
+use super::launch::{idle_ns, probe_args};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
     CMD_EVALUATE, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS, STAMP_WORD,
 };
-use crate::kernels::ndt::derivatives::{
-    Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
-};
+use crate::kernels::ndt::derivatives::{Variant, BLOCK, SPLIT_POINTS_PER_BLOCK};
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
 use crate::ndt::gpu::records::{decode_result, pack_request, REQUEST_WORDS, VALUES};
 use crate::ndt::gpu::variants::{derivative_kernel, env_switch, variant_from_env};
 use crate::ndt::linearize::{Linearization, LinearizeRequest};
-use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
@@ -274,14 +272,8 @@ impl GpuDerivativePipeline {
             .device_ptr()
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
-        // At most an hour (the kernel doubles it for the blocks that wait on block 0).
-        let idle_ns = self.server.timeouts.idle.as_nanos().min(3_600_000_000_000) as u64;
-        let (probe_start, probe_count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
-        };
+        let idle_ns = idle_ns(&self.server.timeouts);
+        let (probe_start, probe_count, radius) = probe_args(self.search);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
         let zero_f = 0.0f64;
