@@ -24,7 +24,7 @@
 
 mod wait;
 
-use super::launch::{idle_ns, probe_args};
+use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
     CMD_EVALUATE, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS, STAMP_WORD,
@@ -273,9 +273,7 @@ impl GpuDerivativePipeline {
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
         let idle_ns = idle_ns(&self.server.timeouts);
-        let (probe_start, probe_count, radius) = probe_args(self.search);
-        let neg_half_d2 = -0.5 * t.gauss.d2;
-        let neg_d2 = -t.gauss.d2;
+        let head = PersistentHead::new(t, self.search, answers);
         let zero_f = 0.0f64;
         let zero_u = 0u32;
         let cfg = LaunchConfig {
@@ -284,21 +282,7 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let mut lb = func.launch(&s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
-            .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
-            .arg(&answers)
-            .arg(&t.inv_resolution)
-            .arg(&t.radius_sq)
-            .arg(&neg_half_d2)
-            .arg(&neg_d2)
-            .arg(&probe_start)
-            .arg(&probe_count)
-            .arg(&radius);
+        head.push(&mut lb, self);
         for _ in 0..9 {
             lb.arg(&zero_f);
         }

@@ -22,7 +22,7 @@
 
 mod wait;
 
-use super::launch::{idle_ns, probe_args};
+use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::STAMPS;
 use crate::kernels::ndt::derivatives::{Variant, BLOCK};
@@ -263,9 +263,7 @@ impl GpuDerivativePipeline {
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
         let state = b.state.slice().device_ptr(&s).0;
         let idle_ns = idle_ns(&self.server_timeouts());
-        let (probe_start, probe_count, radius) = probe_args(self.search);
-        let neg_half_d2 = -0.5 * t.gauss.d2;
-        let neg_d2 = -t.gauss.d2;
+        let head = PersistentHead::new(t, self.search, answers);
         let neg_d1 = -t.gauss.d1;
         let scale = t.gauss.d1 * t.gauss.d2;
         let ls = params.line_search.unwrap_or_default();
@@ -279,21 +277,7 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let mut lb = func.launch(&s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
-            .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
-            .arg(&answers)
-            .arg(&t.inv_resolution)
-            .arg(&t.radius_sq)
-            .arg(&neg_half_d2)
-            .arg(&neg_d2)
-            .arg(&probe_start)
-            .arg(&probe_count)
-            .arg(&radius);
+        head.push(&mut lb, self);
         for v in &r0f {
             lb.arg(v);
         }
