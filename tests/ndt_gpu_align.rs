@@ -14,33 +14,18 @@ use ptxflow::runtime::Gpu;
 use std::sync::Arc;
 use std::time::Instant;
 
-const SAME_M: f64 = 1e-3;
-const SAME_DEG: f64 = 0.01;
-
 fn gpu_pipeline(
     gpu: &Arc<Gpu>,
     scene: &Scene,
     search: NeighbourSearch,
     requests: usize,
 ) -> GpuDerivativePipeline {
-    let cap = GpuCapacity {
-        points: scene.source.len(),
-        voxels: scene.map.len(),
-        requests,
-    };
-    let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
-    p.upload_target(&scene.map).unwrap();
-    p
+    target_pipeline(gpu, &scene.map, scene.source.len(), search, requests)
 }
 
 /// Asserts the GPU result equals the CPU's within [`SAME_M`] / [`SAME_DEG`] and the same stop.
 fn same(what: &str, g: &NdtResult, c: &NdtResult) {
-    let (dt, dr) = pose_error(&g.t_target_source, &c.t_target_source);
-    assert_eq!(g.stop, c.stop, "{what}: stop reason (GPU {g:?}\nCPU {c:?})");
-    assert!(
-        dt < SAME_M && dr < SAME_DEG,
-        "{what}: GPU and CPU poses differ by {dt} m {dr} deg"
-    );
+    assert_same(what, "GPU", "CPU", g, c);
 }
 
 #[test]

@@ -17,32 +17,9 @@ use ptxflow::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-const SAME_M: f64 = 1e-3;
-const SAME_DEG: f64 = 0.01;
-
 /// The Velodyne scene, its source thinned to every 16th point under the sanitizer.
 fn scene() -> Option<Scene> {
-    let dir = pointclouds_dir()?;
-    let mut s = velodyne_scene(&dir);
-    if sanitizing() {
-        s.source = s.source.iter().step_by(16).copied().collect();
-    }
-    Some(s)
-}
-
-/// Timeouts generous enough for compute-sanitizer's slowdown.
-fn timeouts() -> ServerTimeouts {
-    if sanitizing() {
-        ServerTimeouts {
-            answer: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-        }
-    } else {
-        ServerTimeouts {
-            answer: Duration::from_secs(10),
-            idle: Duration::from_secs(2),
-        }
-    }
+    Some(thinned(velodyne_scene(&pointclouds_dir()?)))
 }
 
 fn pipeline(
@@ -51,16 +28,8 @@ fn pipeline(
     search: NeighbourSearch,
     server: bool,
 ) -> GpuDerivativePipeline {
-    let cap = GpuCapacity {
-        points: scene.source.len(),
-        voxels: scene.map.len(),
-        requests: 1,
-    };
-    let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
-    p.upload_target(&scene.map).unwrap();
-    p.upload_source(&scene.source).unwrap();
+    let mut p = source_pipeline(gpu, &scene.map, &scene.source, search);
     p.set_server(server).unwrap();
-    p.set_server_timeouts(timeouts());
     p
 }
 
@@ -134,11 +103,7 @@ fn server_alignments_equal_the_launch_path_and_the_cpu() {
         .unwrap();
         let cpu_r = align(&mut cpu, 0, &scene.init, &params.solver).unwrap();
         let (dt, dr) = pose_error(&s.t_target_source, &cpu_r.t_target_source);
-        assert_eq!(s.stop, cpu_r.stop, "{search:?}: stop reason");
-        assert!(
-            dt < SAME_M && dr < SAME_DEG,
-            "{search:?}: server and CPU poses differ by {dt} m {dr} deg"
-        );
+        assert_same(&format!("{search:?}"), "server", "CPU", &s, &cpu_r);
         eprintln!(
             "{search:?}: {} evaluations, {:?}, server = launch path bit for bit, CPU within {dt:.2e} m {dr:.2e} deg",
             s.evaluations, s.stop
@@ -197,7 +162,7 @@ fn server_idle_timeout_and_host_timeout_are_clear_errors_and_lose_nothing() {
     // The kernel ends by itself when no request comes in time.
     served.set_server_timeouts(ServerTimeouts {
         idle: Duration::from_millis(1),
-        ..timeouts()
+        ..server_timeouts()
     });
     served.start_alignment(1).unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -222,7 +187,7 @@ fn server_idle_timeout_and_host_timeout_are_clear_errors_and_lose_nothing() {
     // The host gives up at once with a zero answer timeout; the kernel still ends cleanly.
     served.set_server_timeouts(ServerTimeouts {
         answer: Duration::ZERO,
-        ..timeouts()
+        ..server_timeouts()
     });
     served.start_alignment(1).unwrap();
     match served.linearize(&request(p)) {
@@ -239,7 +204,7 @@ fn server_idle_timeout_and_host_timeout_are_clear_errors_and_lose_nothing() {
     assert!(!served.server_running());
 
     // A new server after both (counters cleared) answers exactly again.
-    served.set_server_timeouts(timeouts());
+    served.set_server_timeouts(server_timeouts());
     served.start_alignment(1).unwrap();
     assert_eq!(
         served.linearize(&request(p)).unwrap(),

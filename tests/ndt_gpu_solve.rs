@@ -21,30 +21,6 @@ use ptxflow::runtime::Gpu;
 use std::sync::Arc;
 use std::time::Duration;
 
-const SAME_M: f64 = 1e-3;
-const SAME_DEG: f64 = 0.01;
-
-fn thin(mut s: Scene) -> Scene {
-    if sanitizing() {
-        s.source = s.source.iter().step_by(16).copied().collect();
-    }
-    s
-}
-
-fn timeouts() -> ServerTimeouts {
-    if sanitizing() {
-        ServerTimeouts {
-            answer: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-        }
-    } else {
-        ServerTimeouts {
-            answer: Duration::from_secs(10),
-            idle: Duration::from_secs(2),
-        }
-    }
-}
-
 fn pipeline(
     gpu: &Arc<Gpu>,
     map: &VoxelMap,
@@ -52,15 +28,7 @@ fn pipeline(
     search: NeighbourSearch,
     device: bool,
 ) -> GpuDerivativePipeline {
-    let cap = GpuCapacity {
-        points: source.len(),
-        voxels: map.len(),
-        requests: 1,
-    };
-    let mut p = GpuDerivativePipeline::new(gpu.clone(), cap, search, 0.55).unwrap();
-    p.upload_target(map).unwrap();
-    p.upload_source(source).unwrap();
-    p.set_server_timeouts(timeouts());
+    let mut p = source_pipeline(gpu, map, source, search);
     p.set_device_solve(device).unwrap();
     p
 }
@@ -87,11 +55,7 @@ fn both(
     );
     assert_eq!(dev_p.counters().launches, 1, "{what}: one launch");
     let (dt, dr) = pose_error(&dev.t_target_source, &host.t_target_source);
-    assert_eq!(dev.stop, host.stop, "{what}: stop reason");
-    assert!(
-        dt < SAME_M && dr < SAME_DEG,
-        "{what}: device and host poses differ by {dt} m {dr} deg"
-    );
+    assert_same(what, "device", "host", &dev, &host);
     let st = dev_p.device_solve_stats().expect("stats");
     eprintln!(
         "{what}: {:?}, iterations {} / {} (device / host), evaluations {} / {}, pose diff \
@@ -128,7 +92,7 @@ fn device_solve_equals_the_host_solver_and_the_cpu_on_real_data() {
         return;
     };
     let Some(dir) = pointclouds_dir() else { return };
-    let mut scenes = vec![thin(velodyne_scene(&dir))];
+    let mut scenes = vec![thinned(velodyne_scene(&dir))];
     if !sanitizing() {
         scenes.push(room_scene(&dir));
     }
@@ -153,12 +117,7 @@ fn device_solve_equals_the_host_solver_and_the_cpu_on_real_data() {
             let mut cpu =
                 CpuLinearizer::new(&s.map, vec![&s.source], search, params.outlier_ratio).unwrap();
             let c = align(&mut cpu, 0, &s.init, &params.solver).unwrap();
-            let (dt, dr) = pose_error(&dev.t_target_source, &c.t_target_source);
-            assert_eq!(dev.stop, c.stop, "{what}: stop reason against the CPU");
-            assert!(
-                dt < SAME_M && dr < SAME_DEG,
-                "{what}: device and CPU poses differ by {dt} m {dr} deg"
-            );
+            assert_same(&what, "device", "CPU", &dev, &c);
         }
     }
 }
@@ -169,7 +128,7 @@ fn device_solve_edge_cases_equal_the_host_solver() {
         return;
     };
     let Some(dir) = pointclouds_dir() else { return };
-    let s = thin(velodyne_scene(&dir));
+    let s = thinned(velodyne_scene(&dir));
     let d7 = NeighbourSearch::Direct7;
     let base = SolverParams::default();
     let capped = SolverParams {
@@ -226,7 +185,7 @@ fn device_solve_failures_fall_back_to_the_host_solver() {
         return;
     };
     let Some(dir) = pointclouds_dir() else { return };
-    let s = thin(velodyne_scene(&dir));
+    let s = thinned(velodyne_scene(&dir));
     let d7 = NeighbourSearch::Direct7;
     let params = SolverParams::default();
     let mut host_p = pipeline(&gpu, &s.map, &s.source, d7, false);
@@ -240,7 +199,7 @@ fn device_solve_failures_fall_back_to_the_host_solver() {
     p.set_server(false).unwrap();
     p.set_server_timeouts(ServerTimeouts {
         idle: Duration::ZERO,
-        ..timeouts()
+        ..server_timeouts()
     });
     let r = align(&mut p, 0, &s.init, &params).unwrap();
     let why = p.device_solve_fallback().map(str::to_string);
@@ -249,7 +208,7 @@ fn device_solve_failures_fall_back_to_the_host_solver() {
     assert_eq!(r, want, "the host solver's result after the fallback");
     // Normal timeouts again: back on the device, same result as before.
     p.set_server(true).unwrap();
-    p.set_server_timeouts(timeouts());
+    p.set_server_timeouts(server_timeouts());
     let again = align(&mut p, 0, &s.init, &params).unwrap();
     assert!(p.device_solve_fallback().is_none(), "device again");
     assert_eq!(again, first);

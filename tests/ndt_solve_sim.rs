@@ -10,40 +10,20 @@
 mod ndt_support;
 
 use nalgebra::Isometry3;
+use ndt_support::sim::{noisy_planes, SimLaunch};
 use ptxflow::kernels::ndt::derivatives::server::{GRID_SYNC_WORDS, RESULT_SEQ_WORD};
-use ptxflow::kernels::ndt::derivatives::{
-    BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, VALUES,
-};
+use ptxflow::kernels::ndt::derivatives::{BLOCK, VALUES};
 use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
-use ptxflow::ndt::gpu::records::{decode_result, pack_request, pack_voxels};
+use ptxflow::ndt::gpu::records::{decode_result, pack_request};
 use ptxflow::ndt::gpu::DenseCells;
 use ptxflow::ndt::*;
 use ptxflow::ptx::Target;
-use ptxflow::rng::Rng;
 use ptxflow::sim::{Arg, Grid, Memory, Program};
-
-/// Points on up to three noisy planes in a 6 m box at (2, 2, 2) m (positive coordinates: see
-/// `tests/ndt_sim.rs`).
-fn scene(n: usize, seed: u64, planes: usize) -> Vec<[f32; 3]> {
-    let mut rng = Rng::new(seed);
-    (0..n)
-        .map(|i| {
-            let (u, v) = (rng.range(0.0, 6.0), rng.range(0.0, 3.0));
-            let w = 0.03 * rng.normal();
-            match i % planes {
-                0 => [u, 2.0 * v, w + 1.0],
-                1 => [u, w + 1.0, v],
-                _ => [w + 1.0, 2.0 * v, v],
-            }
-            .map(|c| (c + 2.0) as f32)
-        })
-        .collect()
-}
 
 struct Setup<'a> {
     map: &'a VoxelMap,
@@ -57,49 +37,15 @@ struct Setup<'a> {
 impl Setup<'_> {
     /// Buffers and the ordinary kernel's arguments with request 0 = `pose`.
     fn args(&self, mem: &mut Memory, pose: &Pose6, results: Arg) -> Vec<Arg> {
-        let points = mem.upload("points", self.source.as_flattened());
-        let mut vox = Vec::new();
-        pack_voxels(self.map, &mut vox);
-        let voxels = mem.upload("voxels", &vox);
-        let slots = mem.upload("slots", self.map.hash().slots_flat());
-        let requests = mem.upload("requests", &[0u64; 20]);
-        let partials = mem.upload(
-            "partials",
-            &vec![f64::NAN; SLOT_VALUES * self.blocks as usize],
-        );
-        let counters = mem.upload("counters", &[0u32; 1]);
-        let r = self.map.resolution_m();
-        let (start, count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
+        let launch = SimLaunch {
+            map: self.map,
+            source: self.source,
+            search: self.search,
+            dense: Some(&self.cells),
+            cov32: false,
         };
         let req = pack_request(pose, 0, self.source.len() as u32);
-        let mut args = vec![
-            points,
-            voxels,
-            slots,
-            Arg::U32((self.map.hash().capacity() - 1) as u32),
-            requests,
-            partials,
-            counters,
-            results,
-            Arg::F64(1.0 / r),
-            Arg::F64(r * r),
-            Arg::F64(-0.5 * self.gauss.d2),
-            Arg::F64(-self.gauss.d2),
-            Arg::U32(start),
-            Arg::U32(count),
-            Arg::U32(radius),
-        ];
-        args.extend(req[..9].iter().map(|w| Arg::F64(f64::from_bits(*w))));
-        args.push(Arg::U32(req[9] as u32));
-        args.push(Arg::U32((req[9] >> 32) as u32));
-        args.push(mem.upload("cells", &self.cells.table));
-        args.extend(self.cells.origin.iter().map(|&o| Arg::S32(o)));
-        args.extend(self.cells.dims.iter().map(|&v| Arg::U32(v)));
-        args
+        launch.args(mem, &[0u64; 20], &req, self.blocks as usize, 1, results)
     }
 
     fn grid(&self) -> Grid {
@@ -246,9 +192,9 @@ fn compare(
 #[test]
 fn interpreted_device_solve_equals_the_host_solver() {
     let (solve, small) = programs();
-    let target = scene(3000, 1, 3);
+    let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
-    let source = scene(300, 2, 3);
+    let source = noisy_planes(300, 2, 3, 1.0, 2.0);
     // A start from which every Newton step takes the Cholesky path (the eigen path needs the
     // host: see `tests/ndt_gpu_solve.rs`).
     let init = pose_to_isometry(&Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01));

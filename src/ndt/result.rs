@@ -1,6 +1,7 @@
 //! What an NDT alignment returns, and why it stopped.
 
-use crate::ndt::pose::Pose6;
+use crate::ndt::linearize::Linearization;
+use crate::ndt::pose::{pose_to_isometry, Pose6};
 use nalgebra::{Isometry3, Matrix6, Vector6};
 
 /// Why the Newton iteration stopped. Only [`StopReason::Converged`] means the pose is a
@@ -75,6 +76,32 @@ pub struct NdtResult {
 }
 
 impl NdtResult {
+    /// The result of a solve that stopped at `pose` for `stop`, `lin` being its linearization
+    /// there over the `source_points` points of the source cloud.
+    pub(crate) fn at(
+        pose: Pose6,
+        iterations: usize,
+        evaluations: usize,
+        stop: StopReason,
+        lin: Linearization,
+        source_points: usize,
+    ) -> NdtResult {
+        let n = source_points;
+        NdtResult {
+            t_target_source: pose_to_isometry(&pose),
+            pose,
+            iterations,
+            evaluations,
+            stop,
+            score: lin.score,
+            likelihood_per_point: if n > 0 { lin.score / n as f64 } else { 0.0 },
+            correspondences: lin.correspondences,
+            source_points: n,
+            gradient: lin.gradient,
+            hessian: lin.hessian,
+        }
+    }
+
     /// The final pose as a row-major 4×4 homogeneous matrix.
     pub fn matrix_row_major(&self) -> [[f64; 4]; 4] {
         let m = self.t_target_source.to_homogeneous();

@@ -23,7 +23,7 @@ use crate::ndt::line_search::{LineStep, MoreThuente};
 use crate::ndt::linearize::{Linearization, Linearize, LinearizeRequest};
 use crate::ndt::newton_step::newton_increment;
 use crate::ndt::params::SolverParams;
-use crate::ndt::pose::{isometry_to_pose, pose_to_isometry, Pose6};
+use crate::ndt::pose::{isometry_to_pose, Pose6};
 use crate::ndt::result::{NdtResult, StopReason};
 use crate::{Error, Result};
 use nalgebra::{Isometry3, Vector6};
@@ -228,20 +228,14 @@ impl Newton {
             .lin
             .take()
             .expect("Newton: linearization present when finishing");
-        let n = self.source_points;
-        self.phase = Phase::Done(Box::new(NdtResult {
-            t_target_source: pose_to_isometry(&self.pose),
-            pose: self.pose,
-            iterations: self.iterations,
-            evaluations: self.evaluations,
+        self.phase = Phase::Done(Box::new(NdtResult::at(
+            self.pose,
+            self.iterations,
+            self.evaluations,
             stop,
-            score: lin.score,
-            likelihood_per_point: if n > 0 { lin.score / n as f64 } else { 0.0 },
-            correspondences: lin.correspondences,
-            source_points: n,
-            gradient: lin.gradient,
-            hessian: lin.hessian,
-        }));
+            lin,
+            self.source_points,
+        )));
     }
 }
 

@@ -5,6 +5,12 @@ use nalgebra::{Isometry3, Matrix3, Matrix4, Rotation3, Translation3, UnitQuatern
 use ptxflow::ndt::{read_cloud, voxel_grid_filter, PointCloud};
 use std::path::PathBuf;
 
+pub mod gpu_setup;
+pub mod sim;
+
+#[allow(unused_imports)] // not every test that includes the module uses the GPU set-up
+pub use gpu_setup::*;
+
 /// `$PTXFLOW_DATA_DIR/pointclouds`, or `None` (with a note on stderr) when it is missing.
 pub fn pointclouds_dir() -> Option<PathBuf> {
     let base = std::env::var_os("PTXFLOW_DATA_DIR")

@@ -24,6 +24,7 @@ use crate::runtime::{DeviceBuffer, Gpu, LoadedKernel};
 use crate::{Error, Result};
 use std::sync::Arc;
 
+mod launch;
 mod round;
 mod server;
 mod solve;

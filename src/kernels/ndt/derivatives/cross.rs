@@ -7,6 +7,7 @@
 //! operation order: records differ from the matrix form in the last bits only.
 
 use super::point::PairSums;
+use super::vec3::{self, cross, dot};
 use super::{hessian_index, Ctx, ACC_STRIDE, GRADIENT_INDEX, SCORE_INDEX, UPPER_PAIRS};
 use crate::ptx::*;
 
@@ -48,43 +49,7 @@ impl Cross {
     }
 }
 
-/// A 3-vector whose entries may be known zero (`None`).
-type V3 = [Option<Reg<F64>>; 3];
-
-fn dot(b: &mut KernelBuilder, a: &V3, v: &V3) -> Option<Reg<F64>> {
-    let mut s: Option<Reg<F64>> = None;
-    for k in 0..3 {
-        if let (Some(x), Some(y)) = (a[k], v[k]) {
-            s = Some(match s {
-                None => b.mul(x, y),
-                Some(t) => b.fma(x, y, t),
-            });
-        }
-    }
-    s
-}
-
-/// `u × v` with known zeros skipped.
-fn cross(b: &mut KernelBuilder, u: &V3, v: &V3) -> V3 {
-    let term = |b: &mut KernelBuilder, i: usize, j: usize| -> Option<Reg<F64>> {
-        let p = match (u[i], v[j]) {
-            (Some(x), Some(y)) => Some(b.mul(x, y)),
-            _ => None,
-        };
-        match (u[j], v[i], p) {
-            (Some(x), Some(y), Some(p)) => {
-                let ny = b.neg(y);
-                Some(b.fma(x, ny, p))
-            }
-            (Some(x), Some(y), None) => {
-                let m = b.mul(x, y);
-                Some(b.neg(m))
-            }
-            (_, _, p) => p,
-        }
-    };
-    [term(b, 1, 2), term(b, 2, 0), term(b, 0, 1)]
-}
+type V3 = vec3::V3<F64>;
 
 /// A paired point's score, gradient and Hessian contributions (`E`, `G`, `Q` of its pairs, `r`
 /// the rotated point `x' − t`).

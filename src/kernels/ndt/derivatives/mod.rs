@@ -54,6 +54,7 @@ pub mod mixed;
 mod point;
 pub mod server;
 mod split;
+mod vec3;
 
 pub use kernel::{
     build, build_align_device, build_dense, build_dense_small, build_server, build_variant,

@@ -3,14 +3,12 @@
 //! `ndt_derivatives` once, bring the results back (mapped memory, or one copy), synchronize once,
 //! decode.
 
+use super::launch::probe_args;
 use super::{GpuDerivativePipeline, TargetInfo};
-use crate::kernels::ndt::derivatives::{
-    BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK,
-};
+use crate::kernels::ndt::derivatives::{BLOCK, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK};
 use crate::ndt::gpu::config::Transfer;
 use crate::ndt::gpu::records::*;
 use crate::ndt::linearize::{Linearization, LinearizeRequest};
-use crate::ndt::search::NeighbourSearch;
 use crate::{Error, Result};
 use cudarc::driver::{DevicePtr, LaunchConfig};
 
@@ -152,12 +150,7 @@ impl GpuDerivativePipeline {
             .min(target_blocks / n)
             .min(slots / n)
             .max(1);
-        let (probe_start, probe_count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
-        };
+        let (probe_start, probe_count, radius) = probe_args(self.search);
         let results_ptr = self.results_ptr(region.off)?;
         // The region's records: the kernel indexes them by the launch's request row.
         let requests = self

@@ -1,49 +1,12 @@
 //! The mixed build's paired-point contributions in f32 from the cross products of the parent
 //! module's docs, each added to its sum.
 
+use super::super::vec3::{self, cross, dot};
 use super::super::{hessian_index, Ctx, ACC_STRIDE, GRADIENT_INDEX, SCORE_INDEX, UPPER_PAIRS};
 use super::{MixedRegs, Sums32};
 use crate::ptx::*;
 
-/// A 3-vector whose entries may be known zero (`None`).
-type V3 = [Option<Reg<F32>>; 3];
-
-/// `Σ a_k v_k` over the entries known on both sides; `None` when all are zero.
-fn dot(b: &mut KernelBuilder, a: &V3, v: &V3) -> Option<Reg<F32>> {
-    let mut s: Option<Reg<F32>> = None;
-    for k in 0..3 {
-        if let (Some(x), Some(y)) = (a[k], v[k]) {
-            s = Some(match s {
-                None => b.mul(x, y),
-                Some(t) => b.fma(x, y, t),
-            });
-        }
-    }
-    s
-}
-
-/// `u × v` with known zeros skipped.
-fn cross(b: &mut KernelBuilder, u: &V3, v: &V3) -> V3 {
-    let term = |b: &mut KernelBuilder, i: usize, j: usize| -> Option<Reg<F32>> {
-        // u_i v_j − u_j v_i
-        let p = match (u[i], v[j]) {
-            (Some(x), Some(y)) => Some(b.mul(x, y)),
-            _ => None,
-        };
-        match (u[j], v[i], p) {
-            (Some(x), Some(y), Some(p)) => {
-                let ny = b.neg(y);
-                Some(b.fma(x, ny, p))
-            }
-            (Some(x), Some(y), None) => {
-                let m = b.mul(x, y);
-                Some(b.neg(m))
-            }
-            (_, _, p) => p,
-        }
-    };
-    [term(b, 1, 2), term(b, 2, 0), term(b, 0, 1)]
-}
+type V3 = vec3::V3<F32>;
 
 /// A paired point's 28 contributions in f32 (see the module docs), each added to its sum.
 pub(super) fn add_point(

@@ -28,17 +28,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     b.comment("prologue: shared layout, the lane's place in the mat-vec");
     let zero = b.mov(0u32);
     let lay = layout(b, c);
-    let half = b.shr(c.lane, 4u32);
-    let lane = Lane {
-        slot: b.mad(c.warp, 2u32, half),
-        g: b.and(c.lane, 15u32),
-        warp: c.warp,
-        half,
-    };
-    let at = |b: &mut KernelBuilder, i: u32| {
-        let idx = b.mov(i);
-        stamps.write(b, idx);
-    };
+    let lane = Lane::new(b, c);
+    let at = |b: &mut KernelBuilder, i: u32| stamps.at(b, i);
     at(b, 0);
     let pre = precomputed(b, p);
     b.comment("stage h0");

@@ -85,6 +85,12 @@ impl Stamps {
             b.to_global(base)
         });
     }
+
+    /// [`Self::write`] to the constant index `i`.
+    pub fn at(&self, b: &mut KernelBuilder, i: u32) {
+        let idx = b.mov(i);
+        self.write(b, idx);
+    }
 }
 
 impl Stamps {
@@ -151,6 +157,19 @@ pub(super) struct Lane {
     pub g: Reg<U32>,
     pub warp: Reg<U32>,
     pub half: Reg<U32>,
+}
+
+impl Lane {
+    /// The lane's place: `half = lane >> 4`, `slot = 2 warp + half`, `g = lane & 15`.
+    pub fn new(b: &mut KernelBuilder, c: &Ctx<'_>) -> Lane {
+        let half = b.shr(c.lane, 4u32);
+        Lane {
+            slot: b.mad(c.warp, 2u32, half),
+            g: b.and(c.lane, 15u32),
+            warp: c.warp,
+            half,
+        }
+    }
 }
 
 /// Offsets (floats) of the stationary path's shared regions.

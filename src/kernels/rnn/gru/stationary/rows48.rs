@@ -29,17 +29,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vec");
     let zero = b.mov(0u32);
-    let half = b.shr(c.lane, 4u32);
-    let lane = Lane {
-        slot: b.mad(c.warp, 2u32, half),
-        g: b.and(c.lane, 15u32),
-        warp: c.warp,
-        half,
-    };
-    let at = |b: &mut KernelBuilder, i: u32| {
-        let idx = b.mov(i);
-        stamps.write(b, idx);
-    };
+    let lane = Lane::new(b, c);
+    let at = |b: &mut KernelBuilder, i: u32| stamps.at(b, i);
     at(b, 0);
     b.comment("stage h0");
     let h0_row = |b: &mut KernelBuilder, r| c.h0_row(b, r);

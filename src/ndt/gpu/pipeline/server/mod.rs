@@ -24,18 +24,16 @@
 
 mod wait;
 
+use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
     CMD_EVALUATE, GRID_SYNC_WORDS, REQUEST_WORD, RESULT_SEQ_WORD, RESULT_WORDS, STAMPS, STAMP_WORD,
 };
-use crate::kernels::ndt::derivatives::{
-    Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7, SPLIT_POINTS_PER_BLOCK,
-};
+use crate::kernels::ndt::derivatives::{Variant, BLOCK, SPLIT_POINTS_PER_BLOCK};
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
 use crate::ndt::gpu::records::{decode_result, pack_request, REQUEST_WORDS, VALUES};
 use crate::ndt::gpu::variants::{derivative_kernel, env_switch, variant_from_env};
 use crate::ndt::linearize::{Linearization, LinearizeRequest};
-use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
@@ -274,16 +272,8 @@ impl GpuDerivativePipeline {
             .device_ptr()
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
-        // At most an hour (the kernel doubles it for the blocks that wait on block 0).
-        let idle_ns = self.server.timeouts.idle.as_nanos().min(3_600_000_000_000) as u64;
-        let (probe_start, probe_count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
-        };
-        let neg_half_d2 = -0.5 * t.gauss.d2;
-        let neg_d2 = -t.gauss.d2;
+        let idle_ns = idle_ns(&self.server.timeouts);
+        let head = PersistentHead::new(t, self.search, answers);
         let zero_f = 0.0f64;
         let zero_u = 0u32;
         let cfg = LaunchConfig {
@@ -292,21 +282,7 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let mut lb = func.launch(&s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
-            .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
-            .arg(&answers)
-            .arg(&t.inv_resolution)
-            .arg(&t.radius_sq)
-            .arg(&neg_half_d2)
-            .arg(&neg_d2)
-            .arg(&probe_start)
-            .arg(&probe_count)
-            .arg(&radius);
+        head.push(&mut lb, self);
         for _ in 0..9 {
             lb.arg(&zero_f);
         }

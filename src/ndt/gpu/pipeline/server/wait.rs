@@ -1,12 +1,12 @@
 //! The host's waits for the server (an answer, the kernel's exit) with every way out, and the
 //! stop (see the parent module's docs).
 
+use super::super::launch::stream_idle;
 use super::super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::{
     CMD_STOP, EXIT_WORD, RESULT_SEQ_WORD, STATUS_IDLE, STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::{Error, Result};
-use cudarc::driver::sys;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -92,18 +92,8 @@ impl GpuDerivativePipeline {
     /// Whether the stream has no work left (the server kernel ended); driver errors of the
     /// kernel come back here.
     fn stream_idle(&self) -> Result<bool> {
-        let Some(b) = self.server.buffers.as_ref() else {
-            return Ok(true);
-        };
-        // SAFETY: the server's stream handle is alive with `self`.
-        let r = unsafe { sys::cuStreamQuery(b.stream.cu_stream()) };
-        match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            e => Err(Error::driver("cuStreamQuery (NDT server)")(
-                cudarc::driver::DriverError(e),
-            )),
-        }
+        let stream = self.server.buffers.as_ref().map(|b| &*b.stream);
+        stream_idle(stream, "cuStreamQuery (NDT server)")
     }
 }
 

@@ -22,9 +22,10 @@
 
 mod wait;
 
+use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::STAMPS;
-use crate::kernels::ndt::derivatives::{Variant, BLOCK, PROBES_DIRECT27, PROBES_DIRECT7};
+use crate::kernels::ndt::derivatives::{Variant, BLOCK};
 use crate::kernels::ndt::solve::{
     REDUCER_BLOCK0, REDUCER_LAST, STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES,
     STOP_SINGULAR, STOP_STALLED,
@@ -35,7 +36,6 @@ use crate::ndt::gpu::variants::{env_switch, variant_from_env};
 use crate::ndt::params::SolverParams;
 use crate::ndt::pose::isometry_to_pose;
 use crate::ndt::result::{NdtResult, StopReason};
-use crate::ndt::search::NeighbourSearch;
 use crate::runtime::{DeviceBuffer, LoadedKernel};
 use crate::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
@@ -262,19 +262,8 @@ impl GpuDerivativePipeline {
             .expect("a mapped buffer has a device address");
         let grid_sync = b.grid_sync.slice().device_ptr(&s).0;
         let state = b.state.slice().device_ptr(&s).0;
-        let idle_ns = self
-            .server_timeouts()
-            .idle
-            .as_nanos()
-            .min(3_600_000_000_000) as u64;
-        let (probe_start, probe_count, radius) = match self.search {
-            NeighbourSearch::Direct1 => (PROBES_DIRECT7, 1u32, 0u32),
-            NeighbourSearch::Direct7 => (PROBES_DIRECT7, 7, 0),
-            NeighbourSearch::Direct27 => (PROBES_DIRECT27, 27, 0),
-            NeighbourSearch::Radius => (PROBES_DIRECT27, 27, 1),
-        };
-        let neg_half_d2 = -0.5 * t.gauss.d2;
-        let neg_d2 = -t.gauss.d2;
+        let idle_ns = idle_ns(&self.server_timeouts());
+        let head = PersistentHead::new(t, self.search, answers);
         let neg_d1 = -t.gauss.d1;
         let scale = t.gauss.d1 * t.gauss.d2;
         let ls = params.line_search.unwrap_or_default();
@@ -288,21 +277,7 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let mut lb = func.launch(&s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
-            .arg(&t.slot_mask)
-            .arg(self.requests_dev.slice())
-            .arg(self.partials.slice())
-            .arg(self.counters_dev.slice())
-            .arg(&answers)
-            .arg(&t.inv_resolution)
-            .arg(&t.radius_sq)
-            .arg(&neg_half_d2)
-            .arg(&neg_d2)
-            .arg(&probe_start)
-            .arg(&probe_count)
-            .arg(&radius);
+        head.push(&mut lb, self);
         for v in &r0f {
             lb.arg(v);
         }

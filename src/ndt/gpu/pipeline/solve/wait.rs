@@ -1,6 +1,7 @@
 //! The device solver's set-up, its waits (the result, the kernel's exit) with every way out,
 //! and reading the result (see the parent module's docs).
 
+use super::super::launch::stream_idle;
 use super::super::GpuDerivativePipeline;
 use super::{stop_reason, Buffers, DeviceSolveStats};
 use crate::kernels::ndt::derivatives::hessian_index;
@@ -19,11 +20,10 @@ use crate::ndt::derivatives::GaussConstants;
 use crate::ndt::gpu::mapped::MappedBuffer;
 use crate::ndt::gpu::records::{decode_result, VALUES};
 use crate::ndt::newton_step::newton_increment;
-use crate::ndt::pose::{pose_to_isometry, Pose6};
+use crate::ndt::pose::Pose6;
 use crate::ndt::result::NdtResult;
 use crate::runtime::DeviceBuffer;
 use crate::{Error, Result};
-use cudarc::driver::sys;
 use nalgebra::{Matrix6, Vector6};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -229,17 +229,8 @@ impl GpuDerivativePipeline {
     }
 
     fn solve_stream_idle(&self) -> Result<bool> {
-        let Some(b) = self.solve.buffers.as_ref() else {
-            return Ok(true);
-        };
-        // SAFETY: the solver's stream handle is alive with `self`.
-        match unsafe { sys::cuStreamQuery(b.stream.cu_stream()) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            e => Err(Error::driver("cuStreamQuery (NDT device solver)")(
-                cudarc::driver::DriverError(e),
-            )),
-        }
+        let stream = self.solve.buffers.as_ref().map(|b| &*b.stream);
+        stream_idle(stream, "cuStreamQuery (NDT device solver)")
     }
 
     /// The result after the done word: `Err(why)` when the kernel handed the alignment back.
@@ -277,19 +268,13 @@ impl GpuDerivativePipeline {
         let rec: [f64; VALUES] = std::array::from_fn(|k| f64::from_bits(word(k)));
         let lin = decode_result(&rec, gauss, source_points)?;
         let pose = Pose6::from_fn(|k, _| f64::from_bits(word(OUT_POSE + k)));
-        let n = source_points;
-        Ok(Ok(NdtResult {
-            t_target_source: pose_to_isometry(&pose),
+        Ok(Ok(NdtResult::at(
             pose,
-            iterations: word(OUT_ITERATIONS) as u32 as usize,
+            word(OUT_ITERATIONS) as u32 as usize,
             evaluations,
             stop,
-            score: lin.score,
-            likelihood_per_point: if n > 0 { lin.score / n as f64 } else { 0.0 },
-            correspondences: lin.correspondences,
-            source_points: n,
-            gradient: lin.gradient,
-            hessian: lin.hessian,
-        }))
+            lin,
+            source_points,
+        )))
     }
 }

@@ -23,17 +23,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, mode: &Param<U32
     let p = c.p;
     let smem = c.smem;
     b.comment("prologue: the lane's place in the mat-vec");
-    let half = b.shr(c.lane, 4u32);
-    let lane = Lane {
-        slot: b.mad(c.warp, 2u32, half),
-        g: b.and(c.lane, 15u32),
-        warp: c.warp,
-        half,
-    };
-    let at = |b: &mut KernelBuilder, i: u32| {
-        let idx = b.mov(i);
-        stamps.write(b, idx);
-    };
+    let lane = Lane::new(b, c);
+    let at = |b: &mut KernelBuilder, i: u32| stamps.at(b, i);
     stamps.write_block(b, 0);
     at(b, 0);
     b.comment("thread 0: both mbarriers, fenced to the cluster; arm h_1 (M_1) and h_2 (M_0)");
