@@ -111,6 +111,10 @@ impl<'a> TimedSplit<'a> {
 }
 
 impl SplitLinearize for TimedSplit<'_> {
+    fn merge_tail(&self) -> usize {
+        SplitLinearize::merge_tail(&*self.pipe)
+    }
+
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()> {
         let t = Instant::now();
         let feed_s = self.completed_at[group].map_or(0.0, |c| (t - c).as_secs_f64());

@@ -131,9 +131,9 @@ impl GpuDerivativePipeline {
 
     /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
     /// its points need, within the block-partial slots and about two waves of the device.
-    /// With the mixed-precision or cross-product build for any round, every round of a batch
-    /// (`batch`) runs it, small ones too: split and lockstep batches then evaluate each pose
-    /// with the same build.
+    /// With the mixed-precision build for any round, or a batch kernel (the cross-product
+    /// build), every round of a batch (`batch`) runs it, small ones too: split and lockstep
+    /// batches then evaluate each pose with the same build.
     fn launch(
         &self,
         t: &TargetInfo,
@@ -150,6 +150,13 @@ impl GpuDerivativePipeline {
             .min(target_blocks / n)
             .min(slots / n)
             .max(1);
+        // A batch round's requests may get fewer, fuller blocks (`tail.rs`).
+        let per_request = if batch {
+            self.tail
+                .cap_blocks(per_request, packed.max_points, BLOCK as usize)
+        } else {
+            per_request
+        };
         let (probe_start, probe_count, radius) = probe_args(self.search);
         let results_ptr = self.results_ptr(region.off)?;
         // The region's records: the kernel indexes them by the launch's request row.
@@ -169,14 +176,18 @@ impl GpuDerivativePipeline {
         let neg_d2 = -t.gauss.d2;
         let s = self.gpu.stream();
         let dense = self.cells.active();
+        // Every round of a batch runs the batch kernel when there is one (the cross build).
+        let batch_kernel = self.cells.batch_kernel().filter(|_| batch);
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
         let small = n * per_request <= self.gpu.facts().sm_count as usize
-            && !(batch && self.cells.batch_large());
+            && !(batch && self.cells.batch_large())
+            && batch_kernel.is_none();
         // `large`: the dense kernel for any round (the one that may be the mixed build).
-        let (func, large) = match &dense {
-            Some((_, Some(k), _)) if small => (*k, false),
-            Some((k, _, _)) => (*k, true),
-            None => (&self.func, false),
+        let (func, large) = match (&dense, batch_kernel) {
+            (Some(_), Some(k)) => (k, false),
+            (Some((_, Some(k), _)), None) if small => (*k, false),
+            (Some((k, _, _)), None) => (*k, true),
+            (None, _) => (&self.func, false),
         };
         // The split variant covers half as many points per block: twice the blocks.
         let per_request = if small && dense.is_some() && self.cells.small_split() {

@@ -69,6 +69,10 @@ impl GpuDerivativePipeline {
 }
 
 impl SplitLinearize for GpuDerivativePipeline {
+    fn merge_tail(&self) -> usize {
+        self.tail.merge
+    }
+
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()> {
         if group > 1 || self.groups[group].is_some() {
             return Err(Error::input(format!(
