@@ -376,4 +376,21 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
     let unmerged = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
     assert_eq!(p.counters().launches as usize, rounds(a) + rounds(b));
     assert_eq!(unmerged, lockstep);
+    // Group 1 on a stream of its own (rounds of the two groups overlap on the device): the
+    // groups' records are disjoint, so the results stay equal; then with the tail merged too,
+    // and a plain round after it sees the batch's stream work finished.
+    p.set_two_streams(true);
+    let two = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two, lockstep, "two streams");
+    p.set_merge_tail(n / 2);
+    let two_merged = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two_merged, lockstep, "two streams, merged tail");
+    let req = LinearizeRequest {
+        source: 0,
+        pose: Pose6::zeros(),
+    };
+    let after = p.linearize(&[req]).unwrap();
+    p.set_two_streams(false);
+    p.set_merge_tail(merge_default);
+    assert_eq!(p.linearize(&[req]).unwrap(), after);
 }

@@ -105,6 +105,12 @@ pub trait SplitLinearize {
     fn merge_tail(&self) -> usize {
         0
     }
+
+    /// Called once the solver is done with the batch, finished or failed (the GPU pipeline
+    /// orders its streams here).
+    fn finish_split(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The CPU implementation: borrows the map and the source clouds.

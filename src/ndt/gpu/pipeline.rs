@@ -434,6 +434,7 @@ impl Linearize for GpuDerivativePipeline {
         }
         // A batch that failed part way may have left a round behind; its records are rewritten.
         self.groups = [None, None];
+        self.begin_split().ok()?;
         Some(self)
     }
 }

@@ -14,8 +14,21 @@ use crate::ndt::linearize::SplitLinearize;
 use crate::Result;
 
 /// Runs every state to completion through `lin`'s two groups; the solver updates run on
-/// `pool` when given (`pool.rs`).
+/// `pool` when given (`pool.rs`). Ends with [`SplitLinearize::finish_split`], also on errors.
 pub(super) fn run(
+    lin: &mut dyn SplitLinearize,
+    states: &mut [Newton],
+    jobs: &[AlignJob],
+    pool: Option<&Pool>,
+) -> Result<()> {
+    let run = groups(lin, states, jobs, pool);
+    let finish = lin.finish_split();
+    run?;
+    finish
+}
+
+/// [`run`] up to the finish.
+fn groups(
     lin: &mut dyn SplitLinearize,
     states: &mut [Newton],
     jobs: &[AlignJob],

@@ -14,12 +14,14 @@ use cudarc::driver::{DevicePtr, LaunchConfig};
 
 /// Where a round's records live: requests and results from request slot `off` on, block
 /// partials from slot `partial_off` on (`partial_slots` of them). A plain round uses all of
-/// them; the two groups of a split batch (`split.rs`) each use their half.
+/// them; the two groups of a split batch (`split.rs`) each use their half, and `group` says
+/// which stream the round runs on (`tail.rs`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Region {
     pub(super) off: usize,
     pub(super) partial_off: usize,
     pub(super) partial_slots: usize,
+    pub(super) group: usize,
 }
 
 /// What packing found out about a round.
@@ -45,6 +47,7 @@ impl GpuDerivativePipeline {
             off: 0,
             partial_off: 0,
             partial_slots: self.partials.capacity() / SLOT_VALUES,
+            group: 0,
         };
         let n = reqs.len();
         self.start_round(&t, reqs, region, self.lockstep_batch)?;
@@ -63,7 +66,7 @@ impl GpuDerivativePipeline {
     ) -> Result<()> {
         let packed = self.pack(reqs, region.off)?;
         let n = reqs.len();
-        self.send_requests(region.off, n)?;
+        self.send_requests(&region, n)?;
         self.launch(t, &packed, n, region, batch)?;
         self.counters.launches += 1;
         self.counters.requests += n as u64;
@@ -105,9 +108,10 @@ impl GpuDerivativePipeline {
 
     /// Transfer up: requests 1..n in one asynchronous copy (request 0 travels in the launch's
     /// parameters).
-    fn send_requests(&mut self, off: usize, n: usize) -> Result<()> {
+    fn send_requests(&mut self, region: &Region, n: usize) -> Result<()> {
+        let off = region.off;
         if n > 1 {
-            let s = self.gpu.stream().clone();
+            let s = self.region_stream(region).clone();
             let range = REQUEST_WORDS * (off + 1)..REQUEST_WORDS * (off + n);
             let mut dst = self.requests_dev.slice_mut().slice_mut(range.clone());
             self.requests.upload(&s, range, &mut dst)?;
@@ -174,7 +178,7 @@ impl GpuDerivativePipeline {
         let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
-        let s = self.gpu.stream();
+        let s = self.region_stream(&region);
         let dense = self.cells.active();
         // Every round of a batch runs the batch kernel when there is one (the cross build).
         let batch_kernel = self.cells.batch_kernel().filter(|_| batch);

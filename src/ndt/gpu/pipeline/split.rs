@@ -56,6 +56,7 @@ impl GpuDerivativePipeline {
             off: group * self.capacity.requests.div_ceil(2),
             partial_off: group * half,
             partial_slots: half,
+            group,
         }
     }
 
@@ -71,6 +72,10 @@ impl GpuDerivativePipeline {
 impl SplitLinearize for GpuDerivativePipeline {
     fn merge_tail(&self) -> usize {
         self.tail.merge
+    }
+
+    fn finish_split(&mut self) -> Result<()> {
+        self.end_split()
     }
 
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()> {
@@ -102,7 +107,7 @@ impl SplitLinearize for GpuDerivativePipeline {
             .context()
             .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .map_err(Error::driver("cuEventCreate (NDT split group)"))?;
-        done.record(self.gpu.stream())
+        done.record(self.group_stream(group))
             .map_err(Error::driver("cuEventRecord (NDT split group)"))?;
         self.groups[group] = Some(GroupRound {
             requests: requests.to_vec(),
