@@ -55,10 +55,13 @@
 //! reversed); `MIXED` (all-f32 pairs and points) 7.92 ms but 50-62 results beyond the bound,
 //! `MIXED` with `SCORE64` 9.80 ms (against 8.72) and still 60: f32 anywhere in the gradient
 //! moves where the solver stops, so `MIXED` stays off; grid aims of 12 and 16 blocks per SM
-//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms. `CROSS` is not the default only
-//! because it is not a kernel of the table yet and, as the large-round kernel, it would also
-//! serve direct multi-request `linearize` calls, whose records `tests/ndt_gpu.rs` requires to
-//! equal the hash kernel's bit for bit; selecting it for batch rounds only is what is left.
+//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms.
+//!
+//! Session 10: `CROSS` became a kernel of the table (`ndt_derivatives_dense_cross`) that only
+//! the rounds of a batch run, and the default (H100, `gpu-results/s10/ndtb-1.log`, 15
+//! alternating batches in one process: 8.51 ms against 8.95 for session 9's kernels, criterion
+//! 8.44 / 8.33 against 8.75 / 8.76; GPU vs CPU 19 of 256 beyond 1 mm / 0.01 deg, CPU vs CPU
+//! with its points reversed 24; the NDT GPU tests pass, memcheck and racecheck 0).
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;

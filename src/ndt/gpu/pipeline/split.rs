@@ -101,12 +101,15 @@ impl SplitLinearize for GpuDerivativePipeline {
             .as_ref()
             .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
         self.start_round(&t, requests, region, true)?;
-        let done = self
-            .gpu
-            .stream()
-            .context()
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-            .map_err(Error::driver("cuEventCreate (NDT split group)"))?;
+        let done = match self.tail.events[group].take() {
+            Some(e) => e,
+            None => self
+                .gpu
+                .stream()
+                .context()
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                .map_err(Error::driver("cuEventCreate (NDT split group)"))?,
+        };
         done.record(self.group_stream(group))
             .map_err(Error::driver("cuEventRecord (NDT split group)"))?;
         self.groups[group] = Some(GroupRound {
@@ -130,6 +133,8 @@ impl SplitLinearize for GpuDerivativePipeline {
             .done
             .synchronize()
             .map_err(Error::driver("running ndt_derivatives (split group)"))?;
+        // Waited for: the event may be recorded again for the group's next round.
+        self.tail.events[group] = Some(round.done);
         let t = *self
             .target
             .as_ref()

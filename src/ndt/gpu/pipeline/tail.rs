@@ -23,7 +23,7 @@
 use super::round::Region;
 use super::GpuDerivativePipeline;
 use crate::{Error, Result};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
 
 /// Default of `PTXFLOW_NDT_MERGE_TAIL` (never merge).
@@ -40,6 +40,9 @@ pub(super) struct TailPolicy {
     pub(super) points_per_thread: usize,
     two_streams: bool,
     stream1: Option<Arc<CudaStream>>,
+    /// Each split group's completion event between rounds, kept for its next round (one
+    /// event made per group and pipeline instead of one per round).
+    pub(super) events: [Option<CudaEvent>; 2],
 }
 
 fn env_usize(name: &str, default: usize, max: usize) -> usize {
@@ -61,6 +64,7 @@ impl TailPolicy {
                 TWO_STREAMS,
             ),
             stream1: None,
+            events: [None, None],
         }
     }
 
@@ -157,6 +161,7 @@ mod tests {
             points_per_thread: k,
             two_streams: false,
             stream1: None,
+            events: [None, None],
         };
         let off = policy(0);
         assert_eq!(off.cap_blocks(105, 16_000, 128), 105);
