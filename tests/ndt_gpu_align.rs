@@ -339,6 +339,8 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
     let lockstep = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
     let plain = p.counters();
     p.set_split(true).unwrap();
+    // One stream first (group 1 on a stream of its own, the default, below).
+    p.set_two_streams(false);
     p.reset_counters();
     let split = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
     let c = p.counters();
@@ -390,7 +392,9 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
         pose: Pose6::zeros(),
     };
     let after = p.linearize(&[req]).unwrap();
-    p.set_two_streams(false);
     p.set_merge_tail(merge_default);
+    let two_default = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two_default, lockstep, "two streams, default tail");
+    p.set_two_streams(false);
     assert_eq!(p.linearize(&[req]).unwrap(), after);
 }

@@ -8,17 +8,23 @@
 //! - `PTXFLOW_NDT_TAIL_POINTS=k`: a batch round gives each request at most as many blocks as
 //!   leave every thread `k` points (`0`: as many blocks as the points fill, up to the grid's aim),
 //!   so a small round runs fewer, fuller blocks;
-//! - `PTXFLOW_NDT_TWO_STREAMS=1`: group 1 of a split batch runs on a stream of its own, so the
-//!   two groups' rounds may overlap on the device (the end of one group's grid with the start of
+//! - `PTXFLOW_NDT_TWO_STREAMS` (on by default): group 1 of a split batch runs on a stream of
+//!   its own, so the two groups' rounds may overlap on the device (the end of one group's grid with the start of
 //!   the other's, and two small latency-bound rounds of the tail side by side). The groups'
 //!   records are disjoint (`Region`); the second stream waits for the pipeline's stream when a
 //!   batch starts and the pipeline's stream for the second one when it ends, error or not
 //!   ([`crate::ndt::SplitLinearize::finish_split`]), so uploads and plain rounds stay ordered
 //!   with the batch.
 //!
-//! Both change which blocks sum which points for some evaluations of the tail, so records differ
-//! from those without them in the last bits, as the round size already decides today; the
-//! batch results stay within the CPU's agreement bound (`tests/ndt_gpu_align.rs`).
+//! The first two change which blocks sum which points for some evaluations of the tail, so
+//! records differ from those without them in the last bits, as the round size already decides
+//! today; the batch results stay within the CPU's agreement bound (`tests/ndt_gpu_align.rs`).
+//! Two streams change nothing in the records. Measured (H100, 256 hypotheses,
+//! `gpu-results/s10/ndtb-{1,2}.log`): merging at 16/32/64 and 4 points per thread were no
+//! faster (8.49 / 8.65 / 8.78 and 8.57 ms against 8.51; the tail is bound by the host's
+//! updates and by one evaluation's latency, ncu: a 375-block tail round 16.9 us at 17%
+//! achieved occupancy), so they stay off; two streams with the solver's feed pool 7.23 ms
+//! against 8.59 for one stream without it.
 
 use super::round::Region;
 use super::GpuDerivativePipeline;
@@ -30,8 +36,9 @@ use std::sync::Arc;
 const MERGE_TAIL: usize = 0;
 /// Default of `PTXFLOW_NDT_TAIL_POINTS` (no cap).
 const TAIL_POINTS: usize = 0;
-/// Default of `PTXFLOW_NDT_TWO_STREAMS` (one stream).
-const TWO_STREAMS: bool = false;
+/// Default of `PTXFLOW_NDT_TWO_STREAMS` (H100, `gpu-results/s10/ndtb-2.log`, 15 alternating
+/// batches of 256 hypotheses: with the solver's feed pool 7.23 ms against 8.39 on one stream).
+const TWO_STREAMS: bool = true;
 
 /// The settings above, and group 1's stream once made.
 #[derive(Debug)]
