@@ -11,7 +11,8 @@
 //! Session 10: once the two groups' rounds overlap on the device (`PTXFLOW_NDT_TWO_STREAMS`),
 //! the host's updates are what the batch waits for, and the pool pays: 7.23 ms against 8.45 ms
 //! with two streams and no pool, 8.39 with the pool on one stream, 8.59 with neither (H100,
-//! 16-core host, 15 alternating batches in one process, `gpu-results/s10/ndtb-2.log`).
+//! 16-core host, 15 alternating batches in one process, `gpu-results/s10/ndtb-2.log`; in
+//! `ndtb-3.log` 6.86 against 7.51 without the pool).
 //!
 //! Each state is updated by exactly one thread with the linearization meant for it, and the
 //! states are independent, so the results equal the sequential and rayon updates bit for bit.

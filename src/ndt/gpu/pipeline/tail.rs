@@ -36,8 +36,9 @@ use std::sync::Arc;
 const MERGE_TAIL: usize = 0;
 /// Default of `PTXFLOW_NDT_TAIL_POINTS` (no cap).
 const TAIL_POINTS: usize = 0;
-/// Default of `PTXFLOW_NDT_TWO_STREAMS` (H100, `gpu-results/s10/ndtb-2.log`, 15 alternating
-/// batches of 256 hypotheses: with the solver's feed pool 7.23 ms against 8.39 on one stream).
+/// Default of `PTXFLOW_NDT_TWO_STREAMS` (H100, 15 alternating batches of 256 hypotheses in one
+/// process, with the solver's feed pool: 7.23 ms against 8.39 on one stream in
+/// `gpu-results/s10/ndtb-2.log`, 6.86 against 8.12 in `ndtb-3.log`).
 const TWO_STREAMS: bool = true;
 
 /// The settings above, and group 1's stream once made.
