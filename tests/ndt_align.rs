@@ -167,6 +167,8 @@ struct SplitCpu<'a> {
     pending: [Option<Vec<LinearizeRequest>>; 2],
     jobs: usize,
     completed: usize,
+    /// What [`SplitLinearize::merge_tail`] answers.
+    merge: usize,
 }
 
 impl Linearize for SplitCpu<'_> {
@@ -189,6 +191,10 @@ impl Linearize for SplitCpu<'_> {
 }
 
 impl SplitLinearize for SplitCpu<'_> {
+    fn merge_tail(&self) -> usize {
+        self.merge
+    }
+
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> ptxflow::Result<()> {
         // Group 0 holds the first ceil(jobs / 2) alignments, group 1 the rest.
         let room = if group == 0 {
@@ -232,6 +238,7 @@ fn split_batch_equals_the_lockstep_batch() {
         pending: [None, None],
         jobs: 0,
         completed: 0,
+        merge: 0,
     };
     let r = align_hypotheses(&mut split, 0, &inits, &params.solver).unwrap();
     let rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
@@ -250,9 +257,46 @@ fn split_batch_equals_the_lockstep_batch() {
         pending: [None, None],
         jobs: 0,
         completed: 0,
+        merge: 0,
     };
     align_hypotheses(&mut few, 0, &inits[..63], &params.solver).unwrap();
     assert_eq!((few.jobs, few.completed), (0, 0));
+}
+
+#[test]
+fn split_batch_with_a_merged_tail_equals_the_lockstep_batch() {
+    let Some(v) = velodyne() else { return };
+    let params = NdtParams::default();
+    let map = VoxelMap::build(&v.target.points, params.resolution_m).unwrap();
+    let source: Vec<[f32; 3]> = v.source.points.iter().copied().step_by(8).collect();
+    let lin = || CpuLinearizer::new(&map, vec![&source], params.search, params.outlier_ratio);
+    let inits = hypotheses(&Isometry3::identity(), 65, 1.0, 10.0, 11).unwrap();
+    let lockstep = align_hypotheses(&mut lin().unwrap(), 0, &inits, &params.solver).unwrap();
+    let rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
+    let (a, b) = lockstep.results.split_at(33);
+    // From 20 unfinished on, then (the solver clamps it to group 0's room) from 33 on.
+    let mut launches = Vec::new();
+    for merge in [20, 1000] {
+        let mut split = SplitCpu {
+            cpu: lin().unwrap(),
+            pending: [None, None],
+            jobs: 0,
+            completed: 0,
+            merge,
+        };
+        let r = align_hypotheses(&mut split, 0, &inits, &params.solver).unwrap();
+        assert_eq!(r, lockstep, "merge at {merge}");
+        assert!(split.pending.iter().all(Option::is_none));
+        assert!(
+            rounds(a).max(rounds(b)) <= split.completed && split.completed < rounds(a) + rounds(b),
+            "merge at {merge}: {} rounds for {} + {} group rounds",
+            split.completed,
+            rounds(a),
+            rounds(b)
+        );
+        launches.push(split.completed);
+    }
+    assert!(launches[1] <= launches[0]);
 }
 
 #[test]

@@ -172,11 +172,21 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
         // Two groups in flight (PTXFLOW_NDT_SPLIT=1): one launch per round of each group.
         let group_rounds = |r: &[NdtResult]| r.iter().map(|r| r.evaluations).max().unwrap_or(0);
         let (a, b) = g.results.split_at(n.div_ceil(2));
-        let launches = group_rounds(a) + group_rounds(b);
-        assert_eq!(
-            c_gpu.launches as usize, launches,
-            "one launch per group round"
-        );
+        let (ra, rb) = (group_rounds(a), group_rounds(b));
+        if SplitLinearize::merge_tail(&p) == 0 {
+            assert_eq!(
+                c_gpu.launches as usize,
+                ra + rb,
+                "one launch per group round"
+            );
+        } else {
+            // The tail's rounds of both groups run as one launch (`PTXFLOW_NDT_MERGE_TAIL`).
+            let l = c_gpu.launches as usize;
+            assert!(
+                ra.max(rb) <= l && l <= ra + rb,
+                "{l} launches for {ra} + {rb} group rounds"
+            );
+        }
     } else {
         assert_eq!(c_gpu.launches as usize, rounds, "one launch per round");
     }
@@ -329,6 +339,8 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
     let lockstep = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
     let plain = p.counters();
     p.set_split(true).unwrap();
+    // One stream first (group 1 on a stream of its own, the default, below).
+    p.set_two_streams(false);
     p.reset_counters();
     let split = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
     let c = p.counters();
@@ -341,7 +353,48 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
         rounds(a),
         rounds(b)
     );
-    assert_eq!(c.launches as usize, rounds(a) + rounds(b));
+    let merge_default = SplitLinearize::merge_tail(&p);
+    if merge_default == 0 {
+        assert_eq!(c.launches as usize, rounds(a) + rounds(b));
+    }
     // The same kernels on the same poses in the same order for every alignment: equal results.
     assert_eq!(split, lockstep);
+    // The tail merged into one group from half the batch on: the same grids (the source fills
+    // fewer blocks than any round offers), so the same results, in fewer launches.
+    p.set_merge_tail(n / 2);
+    p.reset_counters();
+    let merged = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    let m = p.counters();
+    eprintln!(
+        "{n} hypotheses, tail merged at {}: {} launches",
+        n / 2,
+        m.launches
+    );
+    assert!(m.launches < c.launches || merge_default >= n / 2);
+    assert!(m.launches as usize >= rounds(a).max(rounds(b)));
+    assert_eq!(merged, lockstep);
+    p.set_merge_tail(0);
+    p.reset_counters();
+    let unmerged = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(p.counters().launches as usize, rounds(a) + rounds(b));
+    assert_eq!(unmerged, lockstep);
+    // Group 1 on a stream of its own (rounds of the two groups overlap on the device): the
+    // groups' records are disjoint, so the results stay equal; then with the tail merged too,
+    // and a plain round after it sees the batch's stream work finished.
+    p.set_two_streams(true);
+    let two = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two, lockstep, "two streams");
+    p.set_merge_tail(n / 2);
+    let two_merged = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two_merged, lockstep, "two streams, merged tail");
+    let req = LinearizeRequest {
+        source: 0,
+        pose: Pose6::zeros(),
+    };
+    let after = p.linearize(&[req]).unwrap();
+    p.set_merge_tail(merge_default);
+    let two_default = align_hypotheses(&mut p, 0, &inits, &params.solver).unwrap();
+    assert_eq!(two_default, lockstep, "two streams, default tail");
+    p.set_two_streams(false);
+    assert_eq!(p.linearize(&[req]).unwrap(), after);
 }

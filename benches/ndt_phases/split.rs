@@ -111,11 +111,19 @@ impl<'a> TimedSplit<'a> {
 }
 
 impl SplitLinearize for TimedSplit<'_> {
+    fn merge_tail(&self) -> usize {
+        SplitLinearize::merge_tail(&*self.pipe)
+    }
+
+    fn finish_split(&mut self) -> Result<()> {
+        SplitLinearize::finish_split(&mut *self.pipe)
+    }
+
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()> {
         let t = Instant::now();
         let feed_s = self.completed_at[group].map_or(0.0, |c| (t - c).as_secs_f64());
         let events = self.pool.pop().expect("event pool large enough");
-        let s = self.pipe.gpu().stream().clone();
+        let s = self.pipe.group_stream(group).clone();
         events.0.record(&s).expect("cuEventRecord");
         SplitLinearize::submit(&mut *self.pipe, group, requests)?;
         events.1.record(&s).expect("cuEventRecord");

@@ -97,6 +97,20 @@ pub trait SplitLinearize {
 
     /// Waits for group `group`'s round and returns one [`Linearization`] per request, in order.
     fn complete(&mut self, group: usize) -> Result<Vec<Linearization>>;
+
+    /// Once at most this many alignments of the batch are unfinished, the solver runs them all
+    /// as group 0, one round at a time (small rounds are bound by latency, so one launch beats
+    /// two); `0` (the default): never. The solver never puts more than group 0's first
+    /// `ceil(jobs / 2)` requests into one round.
+    fn merge_tail(&self) -> usize {
+        0
+    }
+
+    /// Called once the solver is done with the batch, finished or failed (the GPU pipeline
+    /// orders its streams here).
+    fn finish_split(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The CPU implementation: borrows the map and the source clouds.

@@ -29,6 +29,7 @@ mod round;
 mod server;
 mod solve;
 mod split;
+mod tail;
 
 pub use server::ServerTimeouts;
 pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT};
@@ -82,6 +83,8 @@ pub struct GpuDerivativePipeline {
     /// `finish_alignment`): its rounds, like a split batch's, all run the kernel for any round
     /// (`round.rs`), so a batch evaluates every pose with one build.
     lockstep_batch: bool,
+    /// How the tail of a batch runs (`tail.rs`).
+    tail: tail::TailPolicy,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -166,6 +169,7 @@ impl GpuDerivativePipeline {
             server: server::ServerState::from_env(),
             solve: solve::SolveState::from_env(),
             lockstep_batch: false,
+            tail: tail::TailPolicy::from_env(),
             gpu,
         };
         if !can_map {
@@ -430,6 +434,7 @@ impl Linearize for GpuDerivativePipeline {
         }
         // A batch that failed part way may have left a round behind; its records are rewritten.
         self.groups = [None, None];
+        self.begin_split().ok()?;
         Some(self)
     }
 }

@@ -15,7 +15,7 @@
 //!   default since session 7: batch 13.7 -> 8.5 ms) and the other kernel variants: see
 //!   [`super::variants`].
 
-use super::variants::{derivative_kernel, variant_from_env, variant_with};
+use super::variants::{batch_variant, derivative_kernel, variant_from_env, variant_with};
 use crate::ndt::voxel_map::VoxelMap;
 use crate::runtime::{DeviceBuffer, Gpu, Launch, LoadedKernel};
 use crate::Result;
@@ -160,9 +160,12 @@ pub(super) struct DeviceCells {
     cov32: Option<super::mixed::Cov32>,
     /// `PTXFLOW_NDT_MIXED` overridden ([`super::GpuDerivativePipeline::set_mixed`]).
     pub(super) mixed: Option<bool>,
-    /// `kernel` computes in another order than the small-round kernels (the mixed or cross
-    /// build): every round of a batch then runs it (`pipeline/round.rs`).
+    /// `kernel` computes in another order than the small-round kernels (the mixed build):
+    /// every round of a batch then runs it (`pipeline/round.rs`).
     batch_large: bool,
+    /// The kernel of every round of a batch of alignments when it is none of the above (the
+    /// cross-product build, `variants::batch_variant`).
+    batch: Option<LoadedKernel>,
 }
 
 /// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
@@ -198,6 +201,7 @@ impl DeviceCells {
             cov32: None,
             mixed: None,
             batch_large: false,
+            batch: None,
         }
     }
 
@@ -227,6 +231,9 @@ impl DeviceCells {
                 self.cov32 = Some(Default::default());
             }
             self.batch_large = large.mixed || large.cross;
+            if let Some(v) = batch_variant(large) {
+                self.batch = Some(derivative_kernel(gpu, v)?);
+            }
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
                 self.small_split = small.split_point;
@@ -270,6 +277,11 @@ impl DeviceCells {
     /// `SPLIT_POINTS_PER_BLOCK` points per pass instead of `BLOCK`).
     pub(super) fn small_split(&self) -> bool {
         self.small_split && self.small.is_some()
+    }
+
+    /// The kernel of every round of a batch (see `batch`), when the table is on.
+    pub(super) fn batch_kernel(&self) -> Option<&LoadedKernel> {
+        self.args.and(self.batch.as_ref())
     }
 
     /// Whether every round of a batch runs the kernel for any round (see `batch_large`).

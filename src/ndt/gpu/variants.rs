@@ -25,10 +25,13 @@
 //!   double-f32 splits, no f64 operation per pair, on by default) and `PTXFLOW_NDT_SCORE64` (each
 //!   pair's `x' − μ`, `q`, `e` and the score exactly as the f64 kernels, only gradient and
 //!   Hessian terms in f32; off by default, and when on `HILO` does not apply);
-//! - `PTXFLOW_NDT_CROSS`: rounds of more than one block per SM (batches) run the f64
-//!   cross-product build (`Variant::cross`: the angular derivatives from two vectors per pose
-//!   instead of nine matrices per point; records differ from the matrix form in the last bits);
-//!   with it, and with `MIXED`, every round of a batch runs that build (`pipeline/round.rs`);
+//! - `PTXFLOW_NDT_CROSS`: every round of a batch of alignments (both groups of a split batch,
+//!   lockstep batches) runs the f64 cross-product build `ndt_derivatives_dense_cross`
+//!   (`Variant::DENSE_CROSS`: the angular derivatives from two vectors per pose instead of nine
+//!   matrices per point; records differ from the matrix form in the last bits); direct
+//!   `linearize` calls, single alignments, the server and the device solve keep the matrix
+//!   kernels, so their records stay equal to the hash kernel's bit for bit. With `MIXED` every
+//!   round of a batch runs the mixed build instead (`pipeline/round.rs`);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -52,10 +55,13 @@
 //! reversed); `MIXED` (all-f32 pairs and points) 7.92 ms but 50-62 results beyond the bound,
 //! `MIXED` with `SCORE64` 9.80 ms (against 8.72) and still 60: f32 anywhere in the gradient
 //! moves where the solver stops, so `MIXED` stays off; grid aims of 12 and 16 blocks per SM
-//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms. `CROSS` is not the default only
-//! because it is not a kernel of the table yet and, as the large-round kernel, it would also
-//! serve direct multi-request `linearize` calls, whose records `tests/ndt_gpu.rs` requires to
-//! equal the hash kernel's bit for bit; selecting it for batch rounds only is what is left.
+//! 8.52 and 8.59 ms; `MIN_BLOCKS=5` with `CROSS` 8.35 ms.
+//!
+//! Session 10: `CROSS` became a kernel of the table (`ndt_derivatives_dense_cross`) that only
+//! the rounds of a batch run, and the default (H100, `gpu-results/s10/ndtb-1.log`, 15
+//! alternating batches in one process: 8.51 ms against 8.95 for session 9's kernels, criterion
+//! 8.44 / 8.33 against 8.75 / 8.76; GPU vs CPU 19 of 256 beyond 1 mm / 0.01 deg, CPU vs CPU
+//! with its points reversed 24; the NDT GPU tests pass, memcheck and racecheck 0).
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -80,8 +86,8 @@ const FAST_PROBES: bool = true;
 const HILO: bool = true;
 /// Default of `PTXFLOW_NDT_SCORE64` (mixed build only).
 const SCORE64: bool = false;
-/// Default of `PTXFLOW_NDT_CROSS` (rounds of more than one block per SM, not mixed).
-const CROSS: bool = false;
+/// Default of `PTXFLOW_NDT_CROSS` (every round of a batch, dense table, not mixed).
+const CROSS: bool = true;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -128,12 +134,24 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         fast_probes: mixed && env_switch("PTXFLOW_NDT_FAST_PROBES", FAST_PROBES),
         hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
-        cross: dense && !small && !mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS),
+        cross: false,
     }
 }
 
+/// The variant for every round of a batch of alignments when it differs from `large` (the
+/// dense kernel for any round): `large` with cross-product derivatives under
+/// `PTXFLOW_NDT_CROSS`; `None` for the hash, the mixed build (which serves batches itself) or
+/// with the switch off.
+pub(super) fn batch_variant(large: Variant) -> Option<Variant> {
+    let on = large.dense && !large.mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS);
+    on.then_some(Variant {
+        cross: true,
+        ..large
+    })
+}
+
 /// Loads `variant`: a kernel of the table (`ndt_derivatives`, `ndt_derivatives_dense`,
-/// `ndt_derivatives_dense_small`) where it is one, else built at run time.
+/// `ndt_derivatives_dense_small`, `ndt_derivatives_dense_cross`) where it is one, else built at run time.
 pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKernel> {
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)
@@ -141,6 +159,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKer
         gpu.kernel(KernelId::NdtDerivativesDense)
     } else if variant == Variant::DENSE_SMALL {
         gpu.kernel(KernelId::NdtDerivativesDenseSmall)
+    } else if variant == Variant::DENSE_CROSS {
+        gpu.kernel(KernelId::NdtDerivativesDenseCross)
     } else if variant == Variant::SERVER {
         gpu.kernel(KernelId::NdtDerivativesServer)
     } else {

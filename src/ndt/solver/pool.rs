@@ -1,13 +1,18 @@
-//! A spinning worker pool for the solver updates of a split batch (`PTXFLOW_NDT_FEED_POOL=n`,
-//! an experiment, off by default): `n` threads that live for the batch and wait for work by
-//! spinning instead of sleeping, so handing them a round's updates costs about a microsecond
-//! where waking the rayon pool costs tens (the host's share of a GPU batch is mostly these
-//! updates: 6x6 eigen-decompositions of up to 128 solvers per group round).
+//! A spinning worker pool for the solver updates of a split batch (`PTXFLOW_NDT_FEED_POOL=n`;
+//! by default `min(8, cores / 2)` threads on hosts with at least 8 cores, none on smaller
+//! ones): `n` threads that live for the batch and wait for work by spinning (then yielding)
+//! instead of sleeping, so handing them a round's updates costs about a microsecond where
+//! waking the rayon pool costs tens (the host's share of a GPU batch is mostly these updates:
+//! 6x6 eigen-decompositions of up to 128 solvers per group round).
 //!
 //! Measured (session 9, H100 host, 8 threads, split-batch phases of the 256-hypothesis batch):
 //! the host's update time per batch 6.0 -> 2.8 ms (a 128-solver round 100 -> 55 us), but the
-//! batch is bound by the device (8.4 ms busy of 8.8 ms): 8.47 against 8.42 ms without the pool,
-//! so it stays off by default (spinning threads cost cores for no gain today).
+//! batch was bound by the device (8.4 ms busy of 8.8 ms): 8.47 against 8.42 ms without the pool.
+//! Session 10: once the two groups' rounds overlap on the device (`PTXFLOW_NDT_TWO_STREAMS`),
+//! the host's updates are what the batch waits for, and the pool pays: 7.23 ms against 8.45 ms
+//! with two streams and no pool, 8.39 with the pool on one stream, 8.59 with neither (H100,
+//! 16-core host, 15 alternating batches in one process, `gpu-results/s10/ndtb-2.log`; in
+//! `ndtb-3.log` 6.86 against 7.51 without the pool).
 //!
 //! Each state is updated by exactly one thread with the linearization meant for it, and the
 //! states are independent, so the results equal the sequential and rayon updates bit for bit.
@@ -28,12 +33,25 @@ const CHUNK: usize = 4;
 /// Spins before a waiting worker starts yielding its core.
 const SPINS: u32 = 1 << 14;
 
-/// Threads of the pool from `PTXFLOW_NDT_FEED_POOL` (0, the default: no pool).
+/// Threads of the pool: `PTXFLOW_NDT_FEED_POOL` (0: no pool; at most 64), else
+/// [`default_threads`].
 pub(super) fn threads_from_env() -> usize {
     std::env::var("PTXFLOW_NDT_FEED_POOL")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .map_or(0, |n| n.min(64))
+        .map_or_else(default_threads, |n| n.min(64))
+}
+
+/// Half the host's cores, at most 8, on hosts with at least 8 cores (the caller's thread and
+/// the driver keep theirs); no pool on smaller hosts, where spinning threads would take the
+/// cores the caller needs.
+fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if cores >= 8 {
+        (cores / 2).min(8)
+    } else {
+        0
+    }
 }
 
 /// The shared state of the pool (see the module docs).

@@ -39,6 +39,11 @@ pub fn build_dense_small(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_small", Variant::DENSE_SMALL)
 }
 
+/// Builds `ndt_derivatives_dense_cross` ([`Variant::DENSE_CROSS`]), the kernel of batch rounds.
+pub fn build_dense_cross(target: Target) -> Module {
+    build_entry(target, "ndt_derivatives_dense_cross", Variant::DENSE_CROSS)
+}
+
 /// Builds the module of one [`Variant`] (entry `ndt_derivatives`).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
     build_entry(target, "ndt_derivatives", variant)

@@ -57,7 +57,8 @@ mod split;
 mod vec3;
 
 pub use kernel::{
-    build, build_align_device, build_dense, build_dense_small, build_server, build_variant,
+    build, build_align_device, build_dense, build_dense_cross, build_dense_small, build_server,
+    build_variant,
 };
 
 use crate::kernels::ndt::reduce::WIDTH;
@@ -301,6 +302,13 @@ impl Variant {
     /// block per SM (`ndt_derivatives_dense_small`).
     pub const DENSE_SMALL: Variant = Variant {
         prefetch: true,
+        ..Variant::DENSE
+    };
+    /// [`Variant::DENSE`] with the angular derivatives as cross products
+    /// (`ndt_derivatives_dense_cross`): the kernel of every round of a batch of alignments
+    /// (`ndt::gpu::variants`); records differ from [`Variant::DENSE`]'s in the last bits.
+    pub const DENSE_CROSS: Variant = Variant {
+        cross: true,
         ..Variant::DENSE
     };
     /// [`Variant::DENSE_SMALL`] as a persistent evaluation server (`ndt_derivatives_server`).

@@ -14,12 +14,14 @@ use cudarc::driver::{DevicePtr, LaunchConfig};
 
 /// Where a round's records live: requests and results from request slot `off` on, block
 /// partials from slot `partial_off` on (`partial_slots` of them). A plain round uses all of
-/// them; the two groups of a split batch (`split.rs`) each use their half.
+/// them; the two groups of a split batch (`split.rs`) each use their half, and `group` says
+/// which stream the round runs on (`tail.rs`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Region {
     pub(super) off: usize,
     pub(super) partial_off: usize,
     pub(super) partial_slots: usize,
+    pub(super) group: usize,
 }
 
 /// What packing found out about a round.
@@ -45,6 +47,7 @@ impl GpuDerivativePipeline {
             off: 0,
             partial_off: 0,
             partial_slots: self.partials.capacity() / SLOT_VALUES,
+            group: 0,
         };
         let n = reqs.len();
         self.start_round(&t, reqs, region, self.lockstep_batch)?;
@@ -63,7 +66,7 @@ impl GpuDerivativePipeline {
     ) -> Result<()> {
         let packed = self.pack(reqs, region.off)?;
         let n = reqs.len();
-        self.send_requests(region.off, n)?;
+        self.send_requests(&region, n)?;
         self.launch(t, &packed, n, region, batch)?;
         self.counters.launches += 1;
         self.counters.requests += n as u64;
@@ -105,9 +108,10 @@ impl GpuDerivativePipeline {
 
     /// Transfer up: requests 1..n in one asynchronous copy (request 0 travels in the launch's
     /// parameters).
-    fn send_requests(&mut self, off: usize, n: usize) -> Result<()> {
+    fn send_requests(&mut self, region: &Region, n: usize) -> Result<()> {
+        let off = region.off;
         if n > 1 {
-            let s = self.gpu.stream().clone();
+            let s = self.region_stream(region).clone();
             let range = REQUEST_WORDS * (off + 1)..REQUEST_WORDS * (off + n);
             let mut dst = self.requests_dev.slice_mut().slice_mut(range.clone());
             self.requests.upload(&s, range, &mut dst)?;
@@ -131,9 +135,9 @@ impl GpuDerivativePipeline {
 
     /// One `ndt_derivatives` launch for `n` requests: `n` rows of blocks, as many per request as
     /// its points need, within the block-partial slots and about two waves of the device.
-    /// With the mixed-precision or cross-product build for any round, every round of a batch
-    /// (`batch`) runs it, small ones too: split and lockstep batches then evaluate each pose
-    /// with the same build.
+    /// With the mixed-precision build for any round, or a batch kernel (the cross-product
+    /// build), every round of a batch (`batch`) runs it, small ones too: split and lockstep
+    /// batches then evaluate each pose with the same build.
     fn launch(
         &self,
         t: &TargetInfo,
@@ -150,6 +154,13 @@ impl GpuDerivativePipeline {
             .min(target_blocks / n)
             .min(slots / n)
             .max(1);
+        // A batch round's requests may get fewer, fuller blocks (`tail.rs`).
+        let per_request = if batch {
+            self.tail
+                .cap_blocks(per_request, packed.max_points, BLOCK as usize)
+        } else {
+            per_request
+        };
         let (probe_start, probe_count, radius) = probe_args(self.search);
         let results_ptr = self.results_ptr(region.off)?;
         // The region's records: the kernel indexes them by the launch's request row.
@@ -167,16 +178,20 @@ impl GpuDerivativePipeline {
         let (r0_first, r0_count) = (first[9] as u32, (first[9] >> 32) as u32);
         let neg_half_d2 = -0.5 * t.gauss.d2;
         let neg_d2 = -t.gauss.d2;
-        let s = self.gpu.stream();
+        let s = self.region_stream(&region);
         let dense = self.cells.active();
+        // Every round of a batch runs the batch kernel when there is one (the cross build).
+        let batch_kernel = self.cells.batch_kernel().filter(|_| batch);
         // A round of at most one block per SM is bound by one thread's latency, not throughput.
         let small = n * per_request <= self.gpu.facts().sm_count as usize
-            && !(batch && self.cells.batch_large());
+            && !(batch && self.cells.batch_large())
+            && batch_kernel.is_none();
         // `large`: the dense kernel for any round (the one that may be the mixed build).
-        let (func, large) = match &dense {
-            Some((_, Some(k), _)) if small => (*k, false),
-            Some((k, _, _)) => (*k, true),
-            None => (&self.func, false),
+        let (func, large) = match (&dense, batch_kernel) {
+            (Some(_), Some(k)) => (k, false),
+            (Some((_, Some(k), _)), None) if small => (*k, false),
+            (Some((k, _, _)), None) => (*k, true),
+            (None, _) => (&self.func, false),
         };
         // The split variant covers half as many points per block: twice the blocks.
         let per_request = if small && dense.is_some() && self.cells.small_split() {

@@ -56,6 +56,7 @@ impl GpuDerivativePipeline {
             off: group * self.capacity.requests.div_ceil(2),
             partial_off: group * half,
             partial_slots: half,
+            group,
         }
     }
 
@@ -69,6 +70,14 @@ impl GpuDerivativePipeline {
 }
 
 impl SplitLinearize for GpuDerivativePipeline {
+    fn merge_tail(&self) -> usize {
+        self.tail.merge
+    }
+
+    fn finish_split(&mut self) -> Result<()> {
+        self.end_split()
+    }
+
     fn submit(&mut self, group: usize, requests: &[LinearizeRequest]) -> Result<()> {
         if group > 1 || self.groups[group].is_some() {
             return Err(Error::input(format!(
@@ -92,13 +101,16 @@ impl SplitLinearize for GpuDerivativePipeline {
             .as_ref()
             .ok_or_else(|| Error::input("GPU NDT pipeline: upload_target before linearizing"))?;
         self.start_round(&t, requests, region, true)?;
-        let done = self
-            .gpu
-            .stream()
-            .context()
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-            .map_err(Error::driver("cuEventCreate (NDT split group)"))?;
-        done.record(self.gpu.stream())
+        let done = match self.tail.events[group].take() {
+            Some(e) => e,
+            None => self
+                .gpu
+                .stream()
+                .context()
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                .map_err(Error::driver("cuEventCreate (NDT split group)"))?,
+        };
+        done.record(self.group_stream(group))
             .map_err(Error::driver("cuEventRecord (NDT split group)"))?;
         self.groups[group] = Some(GroupRound {
             requests: requests.to_vec(),
@@ -121,6 +133,8 @@ impl SplitLinearize for GpuDerivativePipeline {
             .done
             .synchronize()
             .map_err(Error::driver("running ndt_derivatives (split group)"))?;
+        // Waited for: the event may be recorded again for the group's next round.
+        self.tail.events[group] = Some(round.done);
         let t = *self
             .target
             .as_ref()
