@@ -46,6 +46,11 @@ fn gpu(c: &mut Criterion) {
         gpu.sync().expect("sync");
         return;
     }
+    if std::env::var("PTXFLOW_RSVD_TC_AB").is_ok() {
+        // rSVD only: the default GEMMs and the 3xTF32 tensor-core ones alternating.
+        rsvd_tc_ab(&gpu);
+        return;
+    }
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
@@ -643,6 +648,100 @@ fn gpu(c: &mut Criterion) {
 /// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
 /// when the blocks started and ended relative to the first start, and how many SMs ran more
 /// than one block.
+/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32, the default path (factor route, 8-row FMA GEMMs) and
+/// the tensor-core GEMMs (factor route) in alternating rounds of 10 (40 runs each), then each
+/// one's device times (products, the chain up to B^T's Gram) and its split-K targets.
+fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    use ptxflow::kernels::KernelId;
+    let s = gpu.stream().clone();
+    for id in [
+        KernelId::RnnGemmNnR8,
+        KernelId::RnnGemmTnR8,
+        KernelId::RnnGemmNnTc,
+        KernelId::RnnGemmTnTc,
+    ] {
+        if let Ok(r) = gpu.kernel_resources(id) {
+            println!("SUMMARY gpu/rnn kernel {}: {r:?}", id.name());
+        }
+    }
+    let n = 4096;
+    let a = timing_matrix(3, n, n, 1e-3);
+    let mut r = GpuRsvd::new(gpu.clone(), n, n, RsvdOptions::rank(32)).expect("rsvd");
+    r.upload(&a).expect("upload");
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        1e6 * v[v.len() / 2]
+    };
+    let set = |r: &mut GpuRsvd, tc: bool| {
+        if tc {
+            r.set_gemm_tensor().expect("tensor cores");
+        } else {
+            r.set_gemm_rows(8).expect("rows");
+        }
+    };
+    let mut totals: [Vec<f64>; 2] = Default::default();
+    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 2] = Default::default();
+    let mut svals: [Vec<f64>; 2] = Default::default();
+    for _round in 0..4 {
+        for tc in [false, true] {
+            set(&mut r, tc);
+            svals[usize::from(tc)] = r.run_device().expect("rsvd");
+            gpu.sync().expect("sync");
+            for _ in 0..10 {
+                let t = Instant::now();
+                r.run_device().expect("rsvd");
+                gpu.sync().expect("sync");
+                totals[usize::from(tc)].push(t.elapsed().as_secs_f64());
+                host[usize::from(tc)].push(r.host_times());
+            }
+        }
+    }
+    for tc in [false, true] {
+        let i = usize::from(tc);
+        let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
+            med(host[i].iter().map(f).collect())
+        };
+        println!(
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} GEMMs (factor route, alternating, 40 runs): median {:.1} us; host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, then blocked {:.1} us, small factors {:.1} us",
+            if tc { "3xTF32 tensor-core" } else { "8-row f32" },
+            med(totals[i].clone()),
+            h(|x| x.gram_wait_s),
+            h(|x| x.eigen_s),
+            h(|x| x.sync_wait_s),
+            h(|x| x.factors_s),
+        );
+    }
+    let rel = svals[0]
+        .iter()
+        .zip(&svals[1])
+        .map(|(x, y)| ((x - y) / x).abs())
+        .fold(0.0f64, f64::max);
+    println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, tensor-core vs f32 GEMMs: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", svals[0][0], svals[0][31]);
+    for tc in [false, true] {
+        set(&mut r, tc);
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
+        println!(
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} GEMMs device time: A Omega {:.1} us ({:.0} GB/s of A), A^T Y {:.1} us ({:.0} GB/s), chain up to B^T's Gram {:.1} us",
+            if tc { "3xTF32" } else { "8-row f32" },
+            1e6 * nn,
+            (n * n * 4) as f64 / nn / 1e9,
+            1e6 * tn,
+            (n * n * 4) as f64 / tn / 1e9,
+            1e6 * chain
+        );
+    }
+    for bps in 1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM {
+        r.set_gemm_tensor().expect("tensor cores");
+        r.set_gemm_blocks_per_sm(bps).expect("plan");
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} 3xTF32 GEMMs, split-K target {bps} blocks/SM: A Omega {:.1} us, A^T Y {:.1} us", 1e6 * nn, 1e6 * tn);
+    }
+    r.set_gemm_rows(8).expect("rows");
+}
+
 fn block_spans(st: &[u64], blocks: usize) -> String {
     let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize;
     let b: Vec<(u64, u64, u64)> = (0..blocks)

@@ -22,7 +22,8 @@
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
-pub use super::rsvd_host::HostTimes;
+use super::rsvd_host::plan_tc;
+pub use super::rsvd_host::{HostTimes, GEMM_BLOCKS_PER_SM_TC};
 use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BK, BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
@@ -129,6 +130,8 @@ pub struct GpuRsvd {
     pub(super) gram_route: bool,
     /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
     pub(super) gemm_rows: u32,
+    /// The products run in the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`).
+    pub(super) gemm_tc: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
 }
@@ -207,13 +210,17 @@ impl GpuRsvd {
             host: HostTimes::default(),
             gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
             gemm_rows: 4,
+            gemm_tc: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
             gpu,
         };
         r.sketch()?;
-        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones).
-        if !std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r4") {
-            r.set_gemm_rows(8)?;
+        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones; =tc: the 3xTF32
+        // tensor-core ones).
+        match std::env::var("PTXFLOW_RSVD_GEMM").as_deref() {
+            Ok("r4") => {}
+            Ok("tc") => r.set_gemm_tensor()?,
+            _ => r.set_gemm_rows(8)?,
         }
         Ok(r)
     }
@@ -228,8 +235,13 @@ impl GpuRsvd {
                 "GEMM blocks per SM {blocks_per_sm} must be in 1..={MAX_GEMM_BLOCKS_PER_SM}"
             )));
         }
-        self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
-        self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
+        if self.gemm_tc {
+            self.nn = plan_tc(&self.gpu, self.mp, self.np, blocks_per_sm);
+            self.tn = plan_tc(&self.gpu, self.np, self.mp, blocks_per_sm);
+        } else {
+            self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
+            self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
+        }
         Ok(())
     }
 

@@ -34,6 +34,7 @@
 
 pub mod kernel;
 pub mod slice;
+pub mod tc;
 
 use crate::ptx::*;
 

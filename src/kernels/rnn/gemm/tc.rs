@@ -1,0 +1,391 @@
+//! `rnn_gemm_nn_tc` / `rnn_gemm_tn_tc`: the randomized SVD's tall-skinny products on tensor
+//! cores in split-precision TF32 ("3xTF32"), for sm_80 and later. Same parameters, shapes,
+//! split-K plan semantics and partial/counter protocol as `rnn_gemm_*` (see `gemm`'s module
+//! notes), with `N` = [`BN`] = 48 and the inner split a multiple of [`KC`].
+//!
+//! Precision: every f32 operand x is split as `hi = tf32(x)`, `lo = tf32(x - hi)` (both rounded
+//! to nearest, 11 significant bits each), and each product is summed as
+//! `lo_a hi_b + hi_a lo_b + hi_a hi_b` into f32 accumulators: about 22 bits of each operand
+//! reach the sum (the dropped `lo_a lo_b` is below 2^-21 relative), close to the f32 FMA
+//! kernels' own rounding of a 4096-term sum. Results differ from the FMA kernels' in the last
+//! bits (another summation order); each launch is deterministic.
+//!
+//! Launch: grid `(M / 128, 1, S)`, [`TC_THREADS`] = 128 threads (4 warps). Warp w of block
+//! (x, z) owns 32 output rows `128 x + 32 w ..` and the inner range `[z kps, (z + 1) kps)`.
+//! Per [`KC`]-chunk of that range the block stages the skinny operand W (`K x 48`) transposed
+//! and split, `Wt_hi[n][k]`, `Wt_lo[n][k]` (row stride [`WS`]: the 8 rows a quarter-warp reads
+//! start 16 banks apart), between two barriers; the big operand A goes straight from global
+//! memory into registers, one 16-deep step ahead of the step being multiplied (16 floats per
+//! lane, 16-byte loads). Inside a 16-step, lane (g, t) = (lane / 4, lane % 4) holds inner
+//! indices `4t .. 4t + 3`; the two mma k8 steps s = 0, 1 take `4t + 2s` as the fragment's
+//! column t and `4t + 2s + 1` as its column t + 4 (any pairing of A's and W's inner indices gives
+//! the same sum, and both operands use this one):
+//! - nn (`C = A W`): lane loads rows `g + 8h` (h < 4) of the warp's 32 rows at `k0 + 4t`;
+//!   m-tile i (rows 16 i ..) x n-tile j (columns 8 j ..) = 2 x 6 tiles of `mma.m16n8k8`, with
+//!   A as the row-major operand and `Wt[8j + g][4t ..]` as the column operand;
+//! - tn (`C = A^T W`, computed as `C^T = W^T A`): lane loads rows `k0 + 4t + r` (r < 4) of A at
+//!   columns `32 w + 4g .. + 3`; m-tile i (W's columns 16 i ..) x n-tile j = 3 x 4 tiles, where
+//!   n-tile j's column g is A's column `32 w + 4g + j` (so one 16-byte load feeds four tiles).
+
+use super::{OpA, BM, BN};
+use crate::ptx::*;
+
+/// Threads per block (4 warps of 32 output rows each: [`BM`] rows per block).
+pub const TC_THREADS: u32 = 128;
+/// Inner indices of W staged per chunk (the inner split is a multiple of it).
+pub const KC: u32 = 64;
+/// Row stride (words) of the staged `Wt` chunk: `2 KC + 4` (each inner index holds hi and lo),
+/// so that rows g and g + 1 of a 16-byte quarter-warp read fall in complementary banks.
+pub const WS: u32 = 2 * KC + 4;
+/// Inner indices per register step.
+const STEP: u32 = 16;
+/// Steps per chunk.
+const STEPS: u32 = KC / STEP;
+
+/// `C = A W` on tensor cores (3xTF32).
+pub fn build_nn(target: Target) -> Module {
+    build(target, OpA::Plain)
+}
+
+/// `C = A^T W` on tensor cores (3xTF32).
+pub fn build_tn(target: Target) -> Module {
+    build(target, OpA::Transposed)
+}
+
+/// hi and lo TF32 halves of an f32 value.
+fn split(b: &mut KernelBuilder, x: Reg<F32>) -> (Reg<B32>, Reg<B32>) {
+    let hi = b.cvt_tf32(x);
+    let hf = b.bitcast::<F32, B32>(hi);
+    let r = b.sub(x, hf);
+    (hi, b.cvt_tf32(r))
+}
+
+/// `acc += a b` in 3xTF32: small terms first.
+fn mma3(
+    b: &mut KernelBuilder,
+    acc: [Reg<F32>; 4],
+    a: ([Reg<B32>; 4], [Reg<B32>; 4]),
+    w: ([Reg<B32>; 2], [Reg<B32>; 2]),
+) {
+    b.mma_tf32_m16n8k8(acc, a.1, w.0);
+    b.mma_tf32_m16n8k8(acc, a.0, w.1);
+    b.mma_tf32_m16n8k8(acc, a.0, w.0);
+}
+
+fn build(target: Target, op: OpA) -> Module {
+    let tn = op == OpA::Transposed;
+    let mut b = KernelBuilder::new(if tn {
+        "rnn_gemm_tn_tc"
+    } else {
+        "rnn_gemm_nn_tc"
+    });
+    b.reqntid(TC_THREADS, 1, 1);
+    let pa = b.param::<U64>("a");
+    let pb = b.param::<U64>("b");
+    let pc = b.param::<U64>("c");
+    let pp = b.param::<U64>("partial");
+    let pcnt = b.param::<U64>("counters");
+    let pm = b.param::<U32>("m");
+    let _pn = b.param::<U32>("n");
+    let pk = b.param::<U32>("k");
+    let plda = b.param::<U32>("lda");
+    let pkps = b.param::<U32>("k_per_split");
+    let psplits = b.param::<U32>("splits");
+    let (a, wm, cm) = (b.global_ptr(&pa), b.global_ptr(&pb), b.global_ptr(&pc));
+    let (partial, counters) = (b.global_ptr(&pp), b.global_ptr(&pcnt));
+    let (m, k, lda, kps) = (
+        b.ld_param(&pm),
+        b.ld_param(&pk),
+        b.ld_param(&plda),
+        b.ld_param(&pkps),
+    );
+    let ws = b.shared_array::<B32>("w_split", BN * WS);
+    let flag = b.shared_array::<U32>("last", 1);
+
+    b.comment("setup: lane (g, t), the warp's 32 rows, the block's inner range");
+    let tid = b.special(Special::TidX);
+    let bx = b.special(Special::CtaidX);
+    let bz = b.special(Special::CtaidZ);
+    let lane = b.and(tid, 31u32);
+    let warp = b.shr(tid, 5u32);
+    let g = b.shr(lane, 2u32);
+    let t = b.and(lane, 3u32);
+    let m0 = b.mul(bx, BM);
+    let wbase = b.mad(warp, 32u32, m0);
+    let k_begin = b.mul(bz, kps);
+    let k_end = b.add(k_begin, kps);
+    let k_end = b.min(k_end, k);
+    let t4 = b.shl(t, 2u32);
+    // The lane's four A pointers at step 0 and the per-step advance (bytes).
+    let (ptrs, adv): (Vec<Reg<U64>>, Reg<U64>) = if tn {
+        // Rows k_begin + 4t + r, columns wbase + 4g.
+        let row = b.add(k_begin, t4);
+        let g4 = b.shl(g, 2u32);
+        let col = b.add(wbase, g4);
+        let e0 = b.mad(row, lda, col);
+        let p0 = b.index_addr(a, e0, 4);
+        let lda4 = b.mul(lda, 4u32);
+        let lda4 = b.cvt::<U64, U32>(lda4);
+        let mut ps = vec![p0];
+        for r in 1..4 {
+            let prev = ps[r - 1];
+            ps.push(b.add(prev, lda4));
+        }
+        let adv = b.mul(lda, 4 * STEP);
+        (ps, b.cvt::<U64, U32>(adv))
+    } else {
+        // Rows wbase + g + 8h, columns k_begin + 4t.
+        let row = b.add(wbase, g);
+        let col = b.add(k_begin, t4);
+        let e0 = b.mad(row, lda, col);
+        let p0 = b.index_addr(a, e0, 4);
+        let row8 = b.mul(lda, 32u32);
+        let row8 = b.cvt::<U64, U32>(row8);
+        let mut ps = vec![p0];
+        for h in 1..4 {
+            let prev = ps[h - 1];
+            ps.push(b.add(prev, row8));
+        }
+        (ps, b.mov(u64::from(4 * STEP)))
+    };
+    // Staging: thread copies W rows kc0 + kk (kk = lane + 32 (w & 1)), quads nq0 + 2q (q < 6).
+    let wodd = b.and(warp, 1u32);
+    let kk = b.mad(wodd, 32u32, lane);
+    let nq0 = b.shr(warp, 1u32);
+    let wrow = b.add(k_begin, kk);
+    let nq4 = b.shl(nq0, 2u32);
+    let we = b.mad(wrow, BN, nq4);
+    let wptr = b.index_addr(wm, we, 4);
+    // Inner index kk = 2p + e goes to words 4p + e (hi) and 4p + e + 2 (lo) of its row.
+    let srow = b.mul(nq4, WS);
+    let pe = b.and(kk, 1u32);
+    let p2 = b.shr(kk, 1u32);
+    let pw = b.mad(p2, 4u32, pe);
+    let sidx = b.add(srow, pw);
+    let st_w: Addr = b.shared_index(&ws, sidx).into();
+    // Fragment reads: row g (nn: 8 j + g; tn: 16 i + g (+8)), words 8t .. (pair 2t + s).
+    let t8 = b.shl(t, 3u32);
+    let ridx = b.mad(g, WS, t8);
+    let rd: Addr = b.shared_index(&ws, ridx).into();
+
+    let acc: Vec<[Reg<F32>; 4]> = (0..12).map(|_| [0; 4].map(|_| b.mov(0.0f32))).collect();
+    let load_step = |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| -> Vec<[Reg<F32>; 4]> {
+        (0..4)
+            .map(|h| match pred {
+                None => b.ld_v4::<F32>(Space::GlobalNc, ptrs[h]),
+                Some(p) => {
+                    let v = [0; 4].map(|_| b.reg::<F32>());
+                    b.guarded(p, false, |b| {
+                        let x = b.ld_v4::<F32>(Space::GlobalNc, ptrs[h]);
+                        for q in 0..4 {
+                            b.mov_to(v[q], x[q]);
+                        }
+                    });
+                    v
+                }
+            })
+            .collect()
+    };
+    let advance = |b: &mut KernelBuilder| {
+        for p in &ptrs {
+            let n = b.add(*p, adv);
+            b.mov_to(*p, n);
+        }
+    };
+    // One 16-step of products on the values `u` (4 loads of 4) with the chunk's columns kk0..:
+    // per mma k8 step s, split the 8 values it uses, then one 16-byte read of `Wt` per row
+    // (hi pair, lo pair) and the tiles' mma.
+    let multiply = |b: &mut KernelBuilder, u: &[[Reg<F32>; 4]], kk0: u32| {
+        for s in 0..2usize {
+            // halves[h][e]: load h, value 2s + e (nn: row g + 8h, inner 4t + 2s + e; tn: inner
+            // 4t + h, column 4g + ...; see below).
+            let frag = |b: &mut KernelBuilder, row: u32| {
+                let off = i64::from(4 * (row * WS + 2 * kk0 + 4 * s as u32));
+                let v = b.ld_v4::<B32>(Space::Shared, rd.off(off));
+                ([v[0], v[1]], [v[2], v[3]])
+            };
+            if tn {
+                // Loads 2s and 2s + 1 (inner 4t + 2s, + 1), all four columns j.
+                let halves: Vec<[(Reg<B32>, Reg<B32>); 4]> = u[2 * s..2 * s + 2]
+                    .iter()
+                    .map(|v| v.map(|x| split(b, x)))
+                    .collect();
+                for i in 0..3u32 {
+                    let (xh, xl) = frag(b, 16 * i);
+                    let (yh, yl) = frag(b, 16 * i + 8);
+                    let ah = [xh[0], yh[0], xh[1], yh[1]];
+                    let al = [xl[0], yl[0], xl[1], yl[1]];
+                    for j in 0..4usize {
+                        let wh_ = [halves[0][j].0, halves[1][j].0];
+                        let wl_ = [halves[0][j].1, halves[1][j].1];
+                        mma3(b, acc[i as usize * 4 + j], (ah, al), (wh_, wl_));
+                    }
+                }
+            } else {
+                // Values 2s and 2s + 1 of every load h (rows g + 8h).
+                let halves: Vec<[(Reg<B32>, Reg<B32>); 2]> = u
+                    .iter()
+                    .map(|v| [split(b, v[2 * s]), split(b, v[2 * s + 1])])
+                    .collect();
+                for j in 0..6u32 {
+                    let (bh, bl) = frag(b, 8 * j);
+                    for mt in 0..2usize {
+                        let (r0, r1) = (&halves[2 * mt], &halves[2 * mt + 1]);
+                        let ah = [r0[0].0, r1[0].0, r0[1].0, r1[1].0];
+                        let al = [r0[0].1, r1[0].1, r0[1].1, r1[1].1];
+                        mma3(b, acc[mt * 6 + j as usize], (ah, al), (bh, bl));
+                    }
+                }
+            }
+        }
+    };
+
+    b.comment("main loop: per chunk, stage W (split, transposed), then 4 steps of mma");
+    let has_work = b.setp(Cmp::Lt, k_begin, k_end);
+    b.if_then(has_work, |b| {
+        let span = b.sub(k_end, k_begin);
+        let nchunks = b.shr(span, KC.trailing_zeros());
+        let cur: Vec<[Reg<F32>; 4]> = (0..4).map(|_| [0; 4].map(|_| b.reg::<F32>())).collect();
+        let first = load_step(b, None);
+        for (c, f) in cur.iter().zip(&first) {
+            for q in 0..4 {
+                b.mov_to(c[q], f[q]);
+            }
+        }
+        b.for_range(0u32, nchunks, 1u32, |b, chunk, _| {
+            b.bar_sync();
+            for q in 0..6u32 {
+                let v = b.ld_v4::<F32>(Space::Global, Addr::from(wptr).off(i64::from(32 * q)));
+                for (i, x) in v.into_iter().enumerate() {
+                    let (h, l) = split(b, x);
+                    let off = i64::from(4 * (8 * q + i as u32) * WS);
+                    b.st(Space::Shared, st_w.off(off), h);
+                    b.st(Space::Shared, st_w.off(off + 8), l);
+                }
+            }
+            let wn = b.add(wptr, u64::from(4 * KC * BN));
+            b.mov_to(wptr, wn);
+            b.bar_sync();
+            let c1 = b.add(chunk, 1u32);
+            let more = b.setp(Cmp::Lt, c1, nchunks);
+            let mut u = cur.clone();
+            for s4 in 0..STEPS {
+                advance(b);
+                let last = s4 + 1 == STEPS;
+                let next = load_step(b, last.then_some(more));
+                multiply(b, &u, STEP * s4);
+                if last {
+                    for (c, nv) in cur.iter().zip(&next) {
+                        for q in 0..4 {
+                            b.mov_to(c[q], nv[q]);
+                        }
+                    }
+                } else {
+                    u = next;
+                }
+            }
+        });
+    });
+
+    b.comment("epilogue: the tile to C (one split) or to partial[z]");
+    let write = |b: &mut KernelBuilder, base: Reg<U64>, row_off: Reg<U32>| {
+        let t2 = b.shl(t, 1u32);
+        if tn {
+            // Tile (i, j): C[wbase + 8t + j (+4)][16 i + g (+8)].
+            let r = b.add(wbase, row_off);
+            let r = b.mad(t, 8u32, r);
+            let e = b.mad(r, BN, g);
+            let p = b.index_addr(base, e, 4);
+            let p: Addr = p.into();
+            for i in 0..3u32 {
+                for j in 0..4u32 {
+                    let c = acc[(i * 4 + j) as usize];
+                    let at = |dr: u32, dn: u32| i64::from(4 * ((j + dr) * BN + 16 * i + dn));
+                    b.st(Space::Global, p.off(at(0, 0)), c[0]);
+                    b.st(Space::Global, p.off(at(4, 0)), c[1]);
+                    b.st(Space::Global, p.off(at(0, 8)), c[2]);
+                    b.st(Space::Global, p.off(at(4, 8)), c[3]);
+                }
+            }
+        } else {
+            // Tile (mt, j): C[wbase + 16 mt + g (+8)][8 j + 2t ..].
+            let r = b.add(wbase, row_off);
+            let r = b.add(r, g);
+            let e = b.mad(r, BN, t2);
+            let p = b.index_addr(base, e, 4);
+            let p: Addr = p.into();
+            for mt in 0..2u32 {
+                for j in 0..6u32 {
+                    let c = acc[(mt * 6 + j) as usize];
+                    let at = |dr: u32| i64::from(4 * ((16 * mt + dr) * BN + 8 * j));
+                    b.st_v2(Space::Global, p.off(at(0)), [c[0], c[1]]);
+                    b.st_v2(Space::Global, p.off(at(8)), [c[2], c[3]]);
+                }
+            }
+        }
+    };
+    let splits = b.ld_param(&psplits);
+    let single = b.setp(Cmp::Eq, splits, 1u32);
+    b.if_else(
+        single,
+        |b| {
+            let zero = b.mov(0u32);
+            write(b, cm, zero)
+        },
+        |b| {
+            let prow = b.mul(bz, m);
+            write(b, partial, prow);
+            b.comment("split-K: count the block in; the last block of the tile sums the partials");
+            b.fence_acq_rel(Scope::Gpu);
+            b.bar_sync();
+            let t0 = b.setp(Cmp::Eq, tid, 0u32);
+            let caddr = b.index_addr(counters, bx, 4);
+            b.if_then(t0, |b| {
+                let old = b.atom(Space::Global, AtomOp::Add, caddr, 1u32);
+                let lastv = b.sub(splits, 1u32);
+                let is_last = b.setp(Cmp::Eq, old, lastv);
+                let f = b.selp(1u32, 0u32, is_last);
+                b.st(Space::Shared, flag.at(0), f);
+            });
+            b.bar_sync();
+            let f = b.ld::<U32>(Space::Shared, flag.at(0));
+            let am_last = b.setp(Cmp::Eq, f, 1u32);
+            b.if_then(am_last, |b| {
+                b.fence_acq_rel(Scope::Gpu);
+                // The block's 128 x 48 outputs are contiguous: float4 tid + 128 q (q < 12),
+                // summed over z = 0 .. S in order.
+                let quads = BM * BN / 4 / TC_THREADS;
+                let sums: Vec<[Reg<F32>; 4]> =
+                    (0..quads).map(|_| [0; 4].map(|_| b.mov(0.0f32))).collect();
+                let e0 = b.mad(m0, BN, 0u32);
+                let e0 = b.mad(tid, 4u32, e0);
+                let mbn = b.mul(m, BN);
+                b.for_range(0u32, splits, 1u32, |b, z, _| {
+                    let ez = b.mad(z, mbn, e0);
+                    let p: Addr = b.index_addr(partial, ez, 4).into();
+                    let vs: Vec<[Reg<F32>; 4]> = (0..quads)
+                        .map(|q| {
+                            b.ld_v4::<F32>(Space::Global, p.off(i64::from(16 * TC_THREADS * q)))
+                        })
+                        .collect();
+                    for (s, v) in sums.iter().zip(&vs) {
+                        for q in 0..4 {
+                            let n = b.add(s[q], v[q]);
+                            b.mov_to(s[q], n);
+                        }
+                    }
+                });
+                let pc: Addr = b.index_addr(cm, e0, 4).into();
+                for (q, s) in sums.iter().enumerate() {
+                    b.st_v4(
+                        Space::Global,
+                        pc.off(i64::from(16 * TC_THREADS * q as u32)),
+                        *s,
+                    );
+                }
+                b.if_then(t0, |b| b.st(Space::Global, caddr, 0u32));
+            });
+        },
+    );
+    Module::single(target, b.finish())
+}
