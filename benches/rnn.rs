@@ -648,9 +648,10 @@ fn gpu(c: &mut Criterion) {
 /// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
 /// when the blocks started and ended relative to the first start, and how many SMs ran more
 /// than one block.
-/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32, the default path (factor route, 8-row FMA GEMMs) and
-/// the tensor-core GEMMs (factor route) in alternating rounds of 10 (40 runs each), then each
-/// one's device times (products, the chain up to B^T's Gram) and its split-K targets.
+/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32, the default path (factor route, 8-row FMA GEMMs),
+/// the tensor-core GEMMs and the tensor-core GEMMs with `rnn_orth_adaptive` (factor route) in
+/// alternating rounds of 10 (40 runs each), then each one's device times (products, the chain up
+/// to B^T's Gram) and the tensor-core kernels' split-K targets.
 fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     use ptxflow::kernels::KernelId;
     let s = gpu.stream().clone();
@@ -659,6 +660,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         KernelId::RnnGemmTnR8,
         KernelId::RnnGemmNnTc,
         KernelId::RnnGemmTnTc,
+        KernelId::RnnOrthAdaptive,
     ] {
         if let Ok(r) = gpu.kernel_resources(id) {
             println!("SUMMARY gpu/rnn kernel {}: {r:?}", id.name());
@@ -672,38 +674,45 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         v.sort_by(f64::total_cmp);
         1e6 * v[v.len() / 2]
     };
-    let set = |r: &mut GpuRsvd, tc: bool| {
-        if tc {
+    // Configurations: 0 the default (8-row f32 GEMMs, rnn_orth), 1 tensor-core GEMMs,
+    // 2 tensor-core GEMMs + rnn_orth_adaptive.
+    const NAMES: [&str; 3] = [
+        "8-row f32 GEMMs",
+        "3xTF32 tensor-core GEMMs",
+        "3xTF32 GEMMs + adaptive CholQR",
+    ];
+    let set = |r: &mut GpuRsvd, i: usize| {
+        if i > 0 {
             r.set_gemm_tensor().expect("tensor cores");
         } else {
             r.set_gemm_rows(8).expect("rows");
         }
+        r.set_orth_adaptive(i == 2);
     };
-    let mut totals: [Vec<f64>; 2] = Default::default();
-    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 2] = Default::default();
-    let mut svals: [Vec<f64>; 2] = Default::default();
+    let mut totals: [Vec<f64>; 3] = Default::default();
+    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 3] = Default::default();
+    let mut svals: [Vec<f64>; 3] = Default::default();
     for _round in 0..4 {
-        for tc in [false, true] {
-            set(&mut r, tc);
-            svals[usize::from(tc)] = r.run_device().expect("rsvd");
+        for i in 0..3 {
+            set(&mut r, i);
+            svals[i] = r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
             for _ in 0..10 {
                 let t = Instant::now();
                 r.run_device().expect("rsvd");
                 gpu.sync().expect("sync");
-                totals[usize::from(tc)].push(t.elapsed().as_secs_f64());
-                host[usize::from(tc)].push(r.host_times());
+                totals[i].push(t.elapsed().as_secs_f64());
+                host[i].push(r.host_times());
             }
         }
     }
-    for tc in [false, true] {
-        let i = usize::from(tc);
+    for i in 0..3 {
         let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
             med(host[i].iter().map(f).collect())
         };
         println!(
-            "SUMMARY gpu/rnn rSVD {n}x{n} {} GEMMs (factor route, alternating, 40 runs): median {:.1} us; host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, then blocked {:.1} us, small factors {:.1} us",
-            if tc { "3xTF32 tensor-core" } else { "8-row f32" },
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} (factor route, alternating, 40 runs): median {:.1} us; host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, then blocked {:.1} us, small factors {:.1} us",
+            NAMES[i],
             med(totals[i].clone()),
             h(|x| x.gram_wait_s),
             h(|x| x.eigen_s),
@@ -711,20 +720,22 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             h(|x| x.factors_s),
         );
     }
-    let rel = svals[0]
-        .iter()
-        .zip(&svals[1])
-        .map(|(x, y)| ((x - y) / x).abs())
-        .fold(0.0f64, f64::max);
-    println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, tensor-core vs f32 GEMMs: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", svals[0][0], svals[0][31]);
-    for tc in [false, true] {
-        set(&mut r, tc);
+    for i in 1..3 {
+        let rel = svals[0]
+            .iter()
+            .zip(&svals[i])
+            .map(|(x, y)| ((x - y) / x).abs())
+            .fold(0.0f64, f64::max);
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, {} vs the default: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", NAMES[i], svals[0][0], svals[0][31]);
+    }
+    for i in 0..3 {
+        set(&mut r, i);
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
         println!(
-            "SUMMARY gpu/rnn rSVD {n}x{n} {} GEMMs device time: A Omega {:.1} us ({:.0} GB/s of A), A^T Y {:.1} us ({:.0} GB/s), chain up to B^T's Gram {:.1} us",
-            if tc { "3xTF32" } else { "8-row f32" },
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} device time: A Omega {:.1} us ({:.0} GB/s of A), A^T Y {:.1} us ({:.0} GB/s), chain up to B^T's Gram {:.1} us",
+            NAMES[i],
             1e6 * nn,
             (n * n * 4) as f64 / nn / 1e9,
             1e6 * tn,
@@ -732,6 +743,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             1e6 * chain
         );
     }
+    r.set_orth_adaptive(false);
     for bps in 1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM {
         r.set_gemm_tensor().expect("tensor cores");
         r.set_gemm_blocks_per_sm(bps).expect("plan");

@@ -22,10 +22,11 @@
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
-use super::rsvd_host::plan_tc;
+pub(super) use super::rsvd_host::GemmPlan;
+use super::rsvd_host::{plan, plan_tc};
 pub use super::rsvd_host::{HostTimes, GEMM_BLOCKS_PER_SM_TC};
 use super::{cooperative_capacity, round_up, u32_of, zeros};
-use crate::kernels::rnn::gemm::{BK, BM, BN};
+use crate::kernels::rnn::gemm::{BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::rnn::rsvd::{small_eigen, small_factors};
@@ -54,25 +55,6 @@ pub const GEMM_BLOCKS_PER_SM: u32 = 2;
 pub const GEMM_BLOCKS_PER_SM_R8: (u32, u32) = (3, 4);
 /// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
 pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
-
-/// Split-K of one product: `splits` inner ranges of `k_per_split` (a multiple of BK).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct GemmPlan {
-    pub splits: u32,
-    pub k_per_split: u32,
-}
-
-/// The split-K of an `m x k` by `k x 48` product for `blocks_per_sm` blocks per SM.
-pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
-    let tiles = (m / BM as usize).max(1);
-    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
-    let s = (target / tiles).clamp(1, k / BK as usize);
-    let kps = round_up(k.div_ceil(s), BK as usize);
-    GemmPlan {
-        splits: k.div_ceil(kps) as u32,
-        k_per_split: kps as u32,
-    }
-}
 
 /// One product of the uploaded A with a sketch-width matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +116,9 @@ pub struct GpuRsvd {
     pub(super) gemm_tc: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
+    /// Full CholQR launches use `rnn_orth_adaptive` (unshifted first pass where the pivots
+    /// allow, then the skip check); takes precedence over `orth_skip`.
+    pub(super) orth_adaptive: bool,
 }
 
 impl GpuRsvd {
@@ -168,7 +153,11 @@ impl GpuRsvd {
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
         // Both CholQR kernels launch with the same grid: the smaller co-resident capacity.
         let mut orth_cap = gpu.facts().sm_count;
-        for id in [KernelId::RnnOrth, KernelId::RnnOrthSkip] {
+        for id in [
+            KernelId::RnnOrth,
+            KernelId::RnnOrthSkip,
+            KernelId::RnnOrthAdaptive,
+        ] {
             let kern = gpu.kernel(id)?;
             orth_cap = orth_cap.min(cooperative_capacity(
                 &gpu,
@@ -212,6 +201,7 @@ impl GpuRsvd {
             gemm_rows: 4,
             gemm_tc: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
+            orth_adaptive: std::env::var("PTXFLOW_RSVD_ORTH").is_ok_and(|v| v == "adaptive"),
             gpu,
         };
         r.sketch()?;

@@ -3,11 +3,9 @@
 //! pick the route and the GEMM kernels.
 
 use super::round_up;
-use super::rsvd::{
-    plan, GemmPlan, GpuRsvd, OrthMode, FINAL_PASSES, GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM_R8, WW,
-};
+use super::rsvd::{GpuRsvd, OrthMode, FINAL_PASSES, GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM_R8, WW};
 use crate::kernels::rnn::gemm::tc::KC;
-use crate::kernels::rnn::gemm::BM;
+use crate::kernels::rnn::gemm::{BK, BM};
 use crate::kernels::rnn::orth::WIDTH;
 use crate::rnn::rsvd::{gram_factors, small_eigen, small_factors};
 use crate::runtime::Gpu;
@@ -15,6 +13,25 @@ use crate::{Error, Result};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Split-K of one product: `splits` inner ranges of `k_per_split` (a multiple of BK).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GemmPlan {
+    pub splits: u32,
+    pub k_per_split: u32,
+}
+
+/// The split-K of an `m x k` by `k x 48` product for `blocks_per_sm` blocks per SM.
+pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
+    let tiles = (m / BM as usize).max(1);
+    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
+    let s = (target / tiles).clamp(1, k / BK as usize);
+    let kps = round_up(k.div_ceil(s), BK as usize);
+    GemmPlan {
+        splits: k.div_ceil(kps) as u32,
+        k_per_split: kps as u32,
+    }
+}
 
 /// Default split-K targets (nn, tn) of the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`, 128
 /// threads): the blocks per SM their registers allow on sm_90 (~174 and ~158 per thread).
@@ -176,6 +193,14 @@ impl GpuRsvd {
     /// construction.
     pub fn set_orth_skip(&mut self, on: bool) {
         self.orth_skip = on;
+    }
+
+    /// Full CholQR launches use `rnn_orth_adaptive` (`on`; `PTXFLOW_RSVD_ORTH=adaptive` at
+    /// construction): the first pass factors the unshifted Gram when its pivots allow (see
+    /// `crate::kernels::rnn::orth::ADAPT_PIVOT`), and a later pass is skipped when its Gram is
+    /// the identity to f32 epsilon, as with [`GpuRsvd::set_orth_skip`] (which it overrides).
+    pub fn set_orth_adaptive(&mut self, on: bool) {
+        self.orth_adaptive = on;
     }
 
     /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram (no
