@@ -15,8 +15,9 @@
 //! Per [`KC`]-chunk of that range the block stages the skinny operand W (`K x 48`) transposed
 //! and split, `Wt_hi[n][k]`, `Wt_lo[n][k]` (row stride [`WS`]: the 8 rows a quarter-warp reads
 //! start 16 banks apart), between two barriers; the big operand A goes straight from global
-//! memory into registers, one 16-deep step ahead of the step being multiplied (16 floats per
-//! lane, 16-byte loads). Inside a 16-step, lane (g, t) = (lane / 4, lane % 4) holds inner
+//! memory into registers, two 16-deep steps ahead of the step being multiplied (16 floats per
+//! lane and step, 16-byte loads), and W's global loads for the next chunk are issued right
+//! after a chunk is staged (held in registers until then). Inside a 16-step, lane (g, t) = (lane / 4, lane % 4) holds inner
 //! indices `4t .. 4t + 3`; the two mma k8 steps s = 0, 1 take `4t + 2s` as the fragment's
 //! column t and `4t + 2s + 1` as its column t + 4 (any pairing of A's and W's inner indices gives
 //! the same sum, and both operands use this one):
@@ -240,50 +241,77 @@ fn build(target: Target, op: OpA) -> Module {
         }
     };
 
-    b.comment("main loop: per chunk, stage W (split, transposed), then 4 steps of mma");
+    // W's global loads of one chunk (6 float4 per thread), predicated on `pred` when given.
+    let load_w = |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| -> Vec<[Reg<F32>; 4]> {
+        (0..6u32)
+            .map(|q| {
+                let at = Addr::from(wptr).off(i64::from(32 * q));
+                match pred {
+                    None => b.ld_v4::<F32>(Space::Global, at),
+                    Some(p) => {
+                        let v = [0; 4].map(|_| b.reg::<F32>());
+                        b.guarded(p, false, |b| {
+                            let x = b.ld_v4::<F32>(Space::Global, at);
+                            for i in 0..4 {
+                                b.mov_to(v[i], x[i]);
+                            }
+                        });
+                        v
+                    }
+                }
+            })
+            .collect()
+    };
+    let carry = |b: &mut KernelBuilder, dst: &[[Reg<F32>; 4]], src: &[[Reg<F32>; 4]]| {
+        for (d, s) in dst.iter().zip(src) {
+            for q in 0..4 {
+                b.mov_to(d[q], s[q]);
+            }
+        }
+    };
+    b.comment("main loop: per chunk, stage W (split, transposed; loaded one chunk ahead), then 4 steps of mma (A loaded two steps ahead)");
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
     b.if_then(has_work, |b| {
         let span = b.sub(k_end, k_begin);
         let nchunks = b.shr(span, KC.trailing_zeros());
-        let cur: Vec<[Reg<F32>; 4]> = (0..4).map(|_| [0; 4].map(|_| b.reg::<F32>())).collect();
+        let fresh = |b: &mut KernelBuilder, n: usize| -> Vec<[Reg<F32>; 4]> {
+            (0..n).map(|_| [0; 4].map(|_| b.reg::<F32>())).collect()
+        };
+        let (cur0, cur1) = (fresh(b, 4), fresh(b, 4));
         let first = load_step(b, None);
-        for (c, f) in cur.iter().zip(&first) {
-            for q in 0..4 {
-                b.mov_to(c[q], f[q]);
-            }
-        }
+        carry(b, &cur0, &first);
+        advance(b);
+        let second = load_step(b, None);
+        carry(b, &cur1, &second);
         b.for_range(0u32, nchunks, 1u32, |b, chunk, _| {
             b.bar_sync();
-            for q in 0..6u32 {
-                let v = b.ld_v4::<F32>(Space::Global, Addr::from(wptr).off(i64::from(32 * q)));
-                for (i, x) in v.into_iter().enumerate() {
-                    let (h, l) = split(b, x);
-                    let off = i64::from(4 * (8 * q + i as u32) * WS);
+            let wregs = load_w(b, None);
+            for (q, v) in wregs.iter().enumerate() {
+                for (i, x) in v.iter().enumerate() {
+                    let (h, l) = split(b, *x);
+                    let off = i64::from(4 * (8 * q as u32 + i as u32) * WS);
                     b.st(Space::Shared, st_w.off(off), h);
                     b.st(Space::Shared, st_w.off(off + 8), l);
                 }
             }
-            let wn = b.add(wptr, u64::from(4 * KC * BN));
-            b.mov_to(wptr, wn);
             b.bar_sync();
             let c1 = b.add(chunk, 1u32);
             let more = b.setp(Cmp::Lt, c1, nchunks);
-            let mut u = cur.clone();
+            let wn = b.add(wptr, u64::from(4 * KC * BN));
+            b.mov_to(wptr, wn);
+            // Steps 4c .. 4c + 3 use cur0, cur1 and the loads of steps 4c + 2, 4c + 3 issued
+            // here; the last two of those are the next chunk's first two steps.
+            let mut ring = vec![cur0.clone(), cur1.clone()];
             for s4 in 0..STEPS {
                 advance(b);
-                let last = s4 + 1 == STEPS;
-                let next = load_step(b, last.then_some(more));
+                let pred = (s4 + 2 >= STEPS).then_some(more);
+                let next = load_step(b, pred);
+                let u = ring.remove(0);
                 multiply(b, &u, STEP * s4);
-                if last {
-                    for (c, nv) in cur.iter().zip(&next) {
-                        for q in 0..4 {
-                            b.mov_to(c[q], nv[q]);
-                        }
-                    }
-                } else {
-                    u = next;
-                }
+                ring.push(next);
             }
+            carry(b, &cur0, &ring[0]);
+            carry(b, &cur1, &ring[1]);
         });
     });
 
