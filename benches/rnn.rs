@@ -660,6 +660,8 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         KernelId::RnnGemmTnR8,
         KernelId::RnnGemmNnTc,
         KernelId::RnnGemmTnTc,
+        KernelId::RnnGemmNnTca,
+        KernelId::RnnGemmTnTca,
         KernelId::RnnOrthAdaptive,
     ] {
         if let Ok(r) = gpu.kernel_resources(id) {
@@ -676,24 +678,26 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     };
     // Configurations: 0 the default (8-row f32 GEMMs, rnn_orth), 1 tensor-core GEMMs,
     // 2 tensor-core GEMMs + rnn_orth_adaptive.
-    const NAMES: [&str; 3] = [
+    const NAMES: [&str; 5] = [
         "8-row f32 GEMMs",
         "3xTF32 tensor-core GEMMs",
         "3xTF32 GEMMs + adaptive CholQR",
+        "3xTF32 GEMMs, cp.async ring",
+        "3xTF32 GEMMs, cp.async ring + adaptive CholQR",
     ];
     let set = |r: &mut GpuRsvd, i: usize| {
-        if i > 0 {
-            r.set_gemm_tensor().expect("tensor cores");
-        } else {
-            r.set_gemm_rows(8).expect("rows");
+        match i {
+            0 => r.set_gemm_rows(8).expect("rows"),
+            1 | 2 => r.set_gemm_tensor().expect("tensor cores"),
+            _ => r.set_gemm_tensor_ring().expect("tensor cores"),
         }
-        r.set_orth_adaptive(i == 2);
+        r.set_orth_adaptive(i == 2 || i == 4);
     };
-    let mut totals: [Vec<f64>; 3] = Default::default();
-    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 3] = Default::default();
-    let mut svals: [Vec<f64>; 3] = Default::default();
+    let mut totals: [Vec<f64>; 5] = Default::default();
+    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 5] = Default::default();
+    let mut svals: [Vec<f64>; 5] = Default::default();
     for _round in 0..4 {
-        for i in 0..3 {
+        for i in 0..5 {
             set(&mut r, i);
             svals[i] = r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
@@ -706,7 +710,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             }
         }
     }
-    for i in 0..3 {
+    for i in 0..5 {
         let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
             med(host[i].iter().map(f).collect())
         };
@@ -720,7 +724,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             h(|x| x.factors_s),
         );
     }
-    for i in 1..3 {
+    for i in 1..5 {
         let rel = svals[0]
             .iter()
             .zip(&svals[i])
@@ -728,7 +732,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             .fold(0.0f64, f64::max);
         println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, {} vs the default: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", NAMES[i], svals[0][0], svals[0][31]);
     }
-    for i in 0..3 {
+    for i in 0..5 {
         set(&mut r, i);
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
@@ -744,12 +748,18 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         );
     }
     r.set_orth_adaptive(false);
-    for bps in 1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM {
-        r.set_gemm_tensor().expect("tensor cores");
+    for (ring, bps) in [false, true].into_iter().flat_map(|ring| {
+        (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).map(move |b| (ring, b))
+    }) {
+        if ring {
+            r.set_gemm_tensor_ring().expect("tensor cores");
+        } else {
+            r.set_gemm_tensor().expect("tensor cores");
+        }
         r.set_gemm_blocks_per_sm(bps).expect("plan");
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
-        println!("SUMMARY gpu/rnn rSVD {n}x{n} 3xTF32 GEMMs, split-K target {bps} blocks/SM: A Omega {:.1} us, A^T Y {:.1} us", 1e6 * nn, 1e6 * tn);
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} 3xTF32 GEMMs{}, split-K target {bps} blocks/SM: A Omega {:.1} us, A^T Y {:.1} us", if ring { " (cp.async ring)" } else { "" }, 1e6 * nn, 1e6 * tn);
     }
     r.set_gemm_rows(8).expect("rows");
 }

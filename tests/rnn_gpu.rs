@@ -662,6 +662,14 @@ fn rsvd_case(
             rsvd_check(&a, m, n, k, spec, &lrt, opt, reference, gram_route);
             let again = r.decompose(&a).unwrap();
             same_factors(&lrt, &again, &format!("{spec:?}, tensor-core GEMMs twice"));
+            // A through the cp.async ring: the same products in the same order.
+            r.set_gemm_tensor_ring().unwrap();
+            let ring = r.decompose(&a).unwrap();
+            same_factors(
+                &lrt,
+                &ring,
+                &format!("{spec:?}, tensor-core GEMMs, cp.async ring"),
+            );
             r.set_orth_adaptive(true);
             let lra = r.decompose(&a).unwrap();
             rsvd_check(&a, m, n, k, spec, &lra, opt, reference, gram_route);
@@ -787,6 +795,10 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
             rs.set_gemm_blocks_per_sm(bps).unwrap();
             rs.set_orth_adaptive(bps % 2 == 0);
             let lrt = rs.decompose(&a).unwrap();
+            rs.set_gemm_tensor_ring().unwrap();
+            rs.set_gemm_blocks_per_sm(bps).unwrap();
+            let ring = rs.decompose(&a).unwrap();
+            same_factors(&lrt, &ring, &format!("plan {bps}, cp.async ring"));
             rs.set_orth_adaptive(false);
             let et = reconstruction_error(&a, &lrt).unwrap();
             let (tu, tv) = (

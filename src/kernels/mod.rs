@@ -133,6 +133,10 @@ kernel_table! {
     RnnGemmNnTc => rnn::gemm::tc::build_nn, "rnn_gemm_nn_tc", [Sm80];
     /// `C = A^T B` on tensor cores in split-precision TF32 (3xTF32; randomized SVD, opt-in).
     RnnGemmTnTc => rnn::gemm::tc::build_tn, "rnn_gemm_tn_tc", [Sm80];
+    /// `rnn_gemm_nn_tc` with A streamed through a `cp.async` ring (opt-in).
+    RnnGemmNnTca => rnn::gemm::tca::build_nn, "rnn_gemm_nn_tca", [Sm80];
+    /// `rnn_gemm_tn_tc` with A streamed through a `cp.async` ring (opt-in).
+    RnnGemmTnTca => rnn::gemm::tca::build_tn, "rnn_gemm_tn_tca", [Sm80];
     /// Gaussian sketch matrix from a counter-based hash.
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).

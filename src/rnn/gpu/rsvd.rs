@@ -112,8 +112,10 @@ pub struct GpuRsvd {
     pub(super) gram_route: bool,
     /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
     pub(super) gemm_rows: u32,
-    /// The products run in the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`).
+    /// The products run in the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`, or
+    /// `rnn_gemm_*_tca` with `gemm_ring`).
     pub(super) gemm_tc: bool,
+    pub(super) gemm_ring: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
     /// Full CholQR launches use `rnn_orth_adaptive` (unshifted first pass where the pivots
@@ -200,16 +202,18 @@ impl GpuRsvd {
             gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
             gemm_rows: 4,
             gemm_tc: false,
+            gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
             orth_adaptive: std::env::var("PTXFLOW_RSVD_ORTH").is_ok_and(|v| v == "adaptive"),
             gpu,
         };
         r.sketch()?;
         // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones; =tc: the 3xTF32
-        // tensor-core ones).
+        // tensor-core ones; =tca: those with the cp.async ring).
         match std::env::var("PTXFLOW_RSVD_GEMM").as_deref() {
             Ok("r4") => {}
             Ok("tc") => r.set_gemm_tensor()?,
+            Ok("tca") => r.set_gemm_tensor_ring()?,
             _ => r.set_gemm_rows(8)?,
         }
         Ok(r)

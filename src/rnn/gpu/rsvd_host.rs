@@ -162,6 +162,7 @@ impl GpuRsvd {
         };
         self.gemm_rows = rows;
         self.gemm_tc = false;
+        self.gemm_ring = false;
         self.nn = plan(&self.gpu, self.mp, self.np, nn);
         self.tn = plan(&self.gpu, self.np, self.mp, tn);
         Ok(())
@@ -181,8 +182,18 @@ impl GpuRsvd {
         }
         let (nn, tn) = GEMM_BLOCKS_PER_SM_TC;
         self.gemm_tc = true;
+        self.gemm_ring = false;
         self.nn = plan_tc(&self.gpu, self.mp, self.np, nn);
         self.tn = plan_tc(&self.gpu, self.np, self.mp, tn);
+        Ok(())
+    }
+
+    /// [`GpuRsvd::set_gemm_tensor`] with the kernels that stream A through a `cp.async` ring
+    /// (`rnn_gemm_nn_tca`/`rnn_gemm_tn_tca`; `PTXFLOW_RSVD_GEMM=tca`): the same products, bit for
+    /// bit, with the same plan.
+    pub fn set_gemm_tensor_ring(&mut self) -> Result<()> {
+        self.set_gemm_tensor()?;
+        self.gemm_ring = true;
         Ok(())
     }
 

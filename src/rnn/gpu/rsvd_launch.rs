@@ -58,6 +58,7 @@ impl GpuRsvd {
     pub(super) fn gemm(&self, st: &Arc<CudaStream>, product: Product) -> Result<()> {
         let r8 = self.gemm_rows == 8;
         let (tn, nn) = match (self.gemm_tc, r8) {
+            (true, _) if self.gemm_ring => (KernelId::RnnGemmTnTca, KernelId::RnnGemmNnTca),
             (true, _) => (KernelId::RnnGemmTnTc, KernelId::RnnGemmNnTc),
             (false, true) => (KernelId::RnnGemmTnR8, KernelId::RnnGemmNnR8),
             (false, false) => (KernelId::RnnGemmTn, KernelId::RnnGemmNn),

@@ -35,6 +35,8 @@
 pub mod kernel;
 pub mod slice;
 pub mod tc;
+mod tc_parts;
+pub mod tca;
 
 use crate::ptx::*;
 
