@@ -645,13 +645,11 @@ fn gpu(c: &mut Criterion) {
     );
 }
 
-/// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
-/// when the blocks started and ended relative to the first start, and how many SMs ran more
-/// than one block.
-/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32, the default path (factor route, 8-row FMA GEMMs),
-/// the tensor-core GEMMs and the tensor-core GEMMs with `rnn_orth_adaptive` (factor route) in
-/// alternating rounds of 10 (40 runs each), then each one's device times (products, the chain up
-/// to B^T's Gram) and the tensor-core kernels' split-K targets.
+/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32 (factor route) with the session 9 default (8-row f32
+/// FMA GEMMs), the 3xTF32 tensor-core GEMMs with A through registers (`tc`) and with A through
+/// the `cp.async` ring (`tca`, the default on sm_80+) in alternating rounds of 10 (40 runs
+/// each), then each one's device times (products, the chain up to B^T's Gram) and the
+/// tensor-core kernels' split-K targets.
 fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     use ptxflow::kernels::KernelId;
     let s = gpu.stream().clone();
@@ -662,7 +660,6 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         KernelId::RnnGemmTnTc,
         KernelId::RnnGemmNnTca,
         KernelId::RnnGemmTnTca,
-        KernelId::RnnOrthAdaptive,
     ] {
         if let Ok(r) = gpu.kernel_resources(id) {
             println!("SUMMARY gpu/rnn kernel {}: {r:?}", id.name());
@@ -676,28 +673,23 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         v.sort_by(f64::total_cmp);
         1e6 * v[v.len() / 2]
     };
-    // Configurations: 0 the default (8-row f32 GEMMs, rnn_orth), 1 tensor-core GEMMs,
-    // 2 tensor-core GEMMs + rnn_orth_adaptive.
-    const NAMES: [&str; 5] = [
+    // Configurations: 0 the session 9 default (8-row f32 GEMMs), 1 3xTF32 with A through
+    // registers, 2 3xTF32 with A through the cp.async ring (the default on sm_80+).
+    const NAMES: [&str; 3] = [
         "8-row f32 GEMMs",
         "3xTF32 tensor-core GEMMs",
-        "3xTF32 GEMMs + adaptive CholQR",
         "3xTF32 GEMMs, cp.async ring",
-        "3xTF32 GEMMs, cp.async ring + adaptive CholQR",
     ];
-    let set = |r: &mut GpuRsvd, i: usize| {
-        match i {
-            0 => r.set_gemm_rows(8).expect("rows"),
-            1 | 2 => r.set_gemm_tensor().expect("tensor cores"),
-            _ => r.set_gemm_tensor_ring().expect("tensor cores"),
-        }
-        r.set_orth_adaptive(i == 2 || i == 4);
+    let set = |r: &mut GpuRsvd, i: usize| match i {
+        0 => r.set_gemm_rows(8).expect("rows"),
+        1 => r.set_gemm_tensor().expect("tensor cores"),
+        _ => r.set_gemm_tensor_ring().expect("tensor cores"),
     };
-    let mut totals: [Vec<f64>; 5] = Default::default();
-    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 5] = Default::default();
-    let mut svals: [Vec<f64>; 5] = Default::default();
+    let mut totals: [Vec<f64>; 3] = Default::default();
+    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 3] = Default::default();
+    let mut svals: [Vec<f64>; 3] = Default::default();
     for _round in 0..4 {
-        for i in 0..5 {
+        for i in 0..3 {
             set(&mut r, i);
             svals[i] = r.run_device().expect("rsvd");
             gpu.sync().expect("sync");
@@ -710,7 +702,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             }
         }
     }
-    for i in 0..5 {
+    for i in 0..3 {
         let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
             med(host[i].iter().map(f).collect())
         };
@@ -724,7 +716,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             h(|x| x.factors_s),
         );
     }
-    for i in 1..5 {
+    for i in 1..3 {
         let rel = svals[0]
             .iter()
             .zip(&svals[i])
@@ -732,7 +724,7 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             .fold(0.0f64, f64::max);
         println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, {} vs the default: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", NAMES[i], svals[0][0], svals[0][31]);
     }
-    for i in 0..5 {
+    for i in 0..3 {
         set(&mut r, i);
         let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
@@ -747,7 +739,6 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
             1e6 * chain
         );
     }
-    r.set_orth_adaptive(false);
     for (ring, bps) in [false, true].into_iter().flat_map(|ring| {
         (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).map(move |b| (ring, b))
     }) {
@@ -761,9 +752,12 @@ fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
         println!("SUMMARY gpu/rnn rSVD {n}x{n} 3xTF32 GEMMs{}, split-K target {bps} blocks/SM: A Omega {:.1} us, A^T Y {:.1} us", if ring { " (cp.async ring)" } else { "" }, 1e6 * nn, 1e6 * tn);
     }
-    r.set_gemm_rows(8).expect("rows");
+    r.set_gemm_tensor_ring().expect("tensor cores");
 }
 
+/// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):
+/// when the blocks started and ended relative to the first start, and how many SMs ran more
+/// than one block.
 fn block_spans(st: &[u64], blocks: usize) -> String {
     let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize;
     let b: Vec<(u64, u64, u64)> = (0..blocks)

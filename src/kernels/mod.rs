@@ -143,8 +143,6 @@ kernel_table! {
     RnnOrth => rnn::orth::kernel::build, "rnn_orth", [Sm75];
     /// `rnn_orth` that skips a later pass when its Gram is the identity to f32 epsilon.
     RnnOrthSkip => rnn::orth::kernel::build_skip, "rnn_orth_skip", [Sm75];
-    /// `rnn_orth_skip` with an unshifted first pass where its pivots allow (opt-in).
-    RnnOrthAdaptive => rnn::orth::kernel::build_adaptive, "rnn_orth_adaptive", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
     /// `pred + U S V^T x` without forming the product.

@@ -13,10 +13,13 @@
 //!   behind GPU work, so on the measured H200 host both routes take the same time (medians of 40
 //!   alternating runs within 7-24 us of each other, either way round).
 //!
-//! The products use the 8-row kernels `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` by default
-//! ([`GpuRsvd::set_gemm_rows`]; `PTXFLOW_RSVD_GEMM=r4` for the 4-row ones): on an H200 (4096^2,
-//! rank 32, medians of 40 alternating runs, two runs) 709 / 671 us against 743 / 693 us with the
-//! 4-row ones (factor route).
+//! On sm_80 and later the products use the 3xTF32 tensor-core kernels with A streamed through a
+//! `cp.async` ring, `rnn_gemm_nn_tca`/`rnn_gemm_tn_tca` ([`GpuRsvd::set_gemm_tensor_ring`]):
+//! on an H100 (4096^2, rank 32, medians of 40 alternating runs) 650.9 us against 681.4 us with
+//! the 8-row f32 kernels (A Omega 48.0 against 52.1 us, A^T Y 50.5 against 56.7 us); singular
+//! values within 5.7e-6 (relative) of theirs. Elsewhere, or with `PTXFLOW_RSVD_GEMM=r8`, the
+//! 8-row `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` ([`GpuRsvd::set_gemm_rows`]; `=r4`: the 4-row ones;
+//! H200: 709 / 671 us against 743 / 693 us with the 4-row ones, factor route).
 //!
 //! `U = Q Z_k` and V come from one `rnn_apply_small` launch. A is held zero-padded to multiples
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
@@ -118,9 +121,6 @@ pub struct GpuRsvd {
     pub(super) gemm_ring: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
-    /// Full CholQR launches use `rnn_orth_adaptive` (unshifted first pass where the pivots
-    /// allow, then the skip check); takes precedence over `orth_skip`.
-    pub(super) orth_adaptive: bool,
 }
 
 impl GpuRsvd {
@@ -155,11 +155,7 @@ impl GpuRsvd {
         let tiles = (mp.max(np) / BM as usize) * (w / BN as usize);
         // Both CholQR kernels launch with the same grid: the smaller co-resident capacity.
         let mut orth_cap = gpu.facts().sm_count;
-        for id in [
-            KernelId::RnnOrth,
-            KernelId::RnnOrthSkip,
-            KernelId::RnnOrthAdaptive,
-        ] {
+        for id in [KernelId::RnnOrth, KernelId::RnnOrthSkip] {
             let kern = gpu.kernel(id)?;
             orth_cap = orth_cap.min(cooperative_capacity(
                 &gpu,
@@ -204,16 +200,18 @@ impl GpuRsvd {
             gemm_tc: false,
             gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
-            orth_adaptive: std::env::var("PTXFLOW_RSVD_ORTH").is_ok_and(|v| v == "adaptive"),
             gpu,
         };
         r.sketch()?;
-        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones; =tc: the 3xTF32
-        // tensor-core ones; =tca: those with the cp.async ring).
+        // The 3xTF32 tensor-core GEMMs with the cp.async ring on sm_80 and later, else the
+        // 8-row f32 ones (PTXFLOW_RSVD_GEMM=r8: the 8-row ones, =r4: the 4-row ones, =tc: the
+        // tensor-core ones with A through registers).
+        let tensor = r.gpu.facts().compute_capability.0 >= 8;
         match std::env::var("PTXFLOW_RSVD_GEMM").as_deref() {
             Ok("r4") => {}
+            Ok("r8") => r.set_gemm_rows(8)?,
             Ok("tc") => r.set_gemm_tensor()?,
-            Ok("tca") => r.set_gemm_tensor_ring()?,
+            _ if tensor => r.set_gemm_tensor_ring()?,
             _ => r.set_gemm_rows(8)?,
         }
         Ok(r)

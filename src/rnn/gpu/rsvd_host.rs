@@ -33,9 +33,10 @@ pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPla
     }
 }
 
-/// Default split-K targets (nn, tn) of the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`, 128
-/// threads): the blocks per SM their registers allow on sm_90 (~174 and ~158 per thread).
-pub const GEMM_BLOCKS_PER_SM_TC: (u32, u32) = (2, 3);
+/// Default split-K targets (nn, tn) of the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc` and
+/// `_tca`, 128 threads): two blocks per SM (256 blocks at 4096^2; on an H100 the `_tca` kernels
+/// took 48.1 / 47.7 us at 2, 50.0 / 50.5 at 3 and 63.5 / 57.7 at 4 blocks per SM).
+pub const GEMM_BLOCKS_PER_SM_TC: (u32, u32) = (2, 2);
 
 /// The split-K of an `m x k` by `k x 48` product on the tensor-core kernels: like
 /// [`plan`], with the inner split a multiple of their staged chunk `KC` (k is a multiple of 128).
@@ -204,14 +205,6 @@ impl GpuRsvd {
     /// construction.
     pub fn set_orth_skip(&mut self, on: bool) {
         self.orth_skip = on;
-    }
-
-    /// Full CholQR launches use `rnn_orth_adaptive` (`on`; `PTXFLOW_RSVD_ORTH=adaptive` at
-    /// construction): the first pass factors the unshifted Gram when its pivots allow (see
-    /// `crate::kernels::rnn::orth::ADAPT_PIVOT`), and a later pass is skipped when its Gram is
-    /// the identity to f32 epsilon, as with [`GpuRsvd::set_orth_skip`] (which it overrides).
-    pub fn set_orth_adaptive(&mut self, on: bool) {
-        self.orth_adaptive = on;
     }
 
     /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram (no

@@ -113,10 +113,10 @@ impl GpuRsvd {
         } else {
             (&self.z, self.np)
         };
-        let id = match (mode == OrthMode::Full, self.orth_adaptive, self.orth_skip) {
-            (true, true, _) => KernelId::RnnOrthAdaptive,
-            (true, false, true) => KernelId::RnnOrthSkip,
-            _ => KernelId::RnnOrth,
+        let id = if self.orth_skip && mode == OrthMode::Full {
+            KernelId::RnnOrthSkip
+        } else {
+            KernelId::RnnOrth
         };
         let kern = self.gpu.kernel(id)?;
         let blocks = ((rows / SLAB as usize) as u32).min(self.orth_cap).max(1);

@@ -3,7 +3,7 @@
 use super::elim::Elim;
 use super::skip::skip_check;
 use super::total::{total_r, Factors};
-use super::{stamp, ADAPT_PIVOT, LD, SHIFT_C, SLAB, THREADS, WIDTH, WW, YS};
+use super::{stamp, LD, SHIFT_C, SLAB, THREADS, WIDTH, WW, YS};
 use crate::kernels::rnn::barrier::GridBarrier;
 use crate::kernels::rnn::slab::{stage_slab, SlabCopy};
 use crate::kernels::rnn::stamps::stamping;
@@ -20,23 +20,8 @@ pub fn build_skip(target: Target) -> Module {
     build_with(target, true)
 }
 
-/// Builds `rnn_orth_adaptive`: `rnn_orth_skip` whose first pass factors G unshifted and falls
-/// back to the shifted factorisation only when a live pivot is below
-/// [`super::ADAPT_PIVOT`] times the shift (see the module notes).
-pub fn build_adaptive(target: Target) -> Module {
-    build_variant(target, true, true)
-}
-
 fn build_with(target: Target, skip: bool) -> Module {
-    build_variant(target, skip, false)
-}
-
-fn build_variant(target: Target, skip: bool, adaptive: bool) -> Module {
-    let mut b = KernelBuilder::new(match (skip, adaptive) {
-        (_, true) => "rnn_orth_adaptive",
-        (true, false) => "rnn_orth_skip",
-        (false, false) => "rnn_orth",
-    });
+    let mut b = KernelBuilder::new(if skip { "rnn_orth_skip" } else { "rnn_orth" });
     b.reqntid(THREADS, 1, 1);
     let py = b.param::<U64>("y");
     let prows = b.param::<U32>("rows");
@@ -215,7 +200,7 @@ fn build_variant(target: Target, skip: bool, adaptive: bool) -> Module {
             b.comment("C: load G; shift its diagonal on the first pass");
             let vals = elim.load(b, gram);
             let first_pass = b.setp(Cmp::Eq, pass, 0u32);
-            let shift_c = |b: &mut KernelBuilder| {
+            b.if_then(first_pass, |b| {
                 let mine = b.setp(Cmp::Lt, tid, WIDTH);
                 b.if_then(mine, |b| {
                     let d = b.mul(tid, WIDTH + 1);
@@ -238,57 +223,11 @@ fn build_variant(target: Target, skip: bool, adaptive: bool) -> Module {
                 let cnt = b.add(rl, ll);
                 let cnt = b.cvt::<F64, U32>(cnt);
                 let k = b.mul(cnt, SHIFT_C);
-                b.mul(k, trace)
-            };
-            if adaptive {
-                let shift = b.mov(0.0f64);
-                b.if_then(first_pass, |b| {
-                    let s = shift_c(b);
-                    b.mov_to(shift, s);
-                });
-                b.comment("C: elimination of the unshifted G (adaptive: first pass too)");
-                elim.eliminate(b, &vals, &lcol);
-                b.if_then(first_pass, |b| {
-                    b.comment("C: first pass: pivots below ADAPT_PIVOT * shift redo it shifted");
-                    let cnt = skip_cnt.as_ref().expect("the adaptive variant skips too");
-                    let t0 = b.setp(Cmp::Eq, tid, 0u32);
-                    b.if_then(t0, |b| b.st(Space::Shared, cnt.at(0), 0u32));
-                    b.bar_sync();
-                    let mine = b.setp(Cmp::Lt, tid, l);
-                    let dj = b.mul(tid, LD + 1);
-                    let da = b.shared_index(&lcol, dj);
-                    let floor = b.mul(shift, ADAPT_PIVOT);
-                    b.if_then(mine, |b| {
-                        let d = b.ld::<F64>(Space::Shared, da);
-                        // NaN fails too.
-                        let ok = b.setp(Cmp::Ge, d, floor);
-                        let low = b.not(ok);
-                        b.if_then(low, |b| {
-                            let _ = b.atom(Space::Shared, AtomOp::Add, cnt.at(0), 1u32);
-                        });
-                    });
-                    b.bar_sync();
-                    let n = b.ld::<U32>(Space::Shared, cnt.at(0));
-                    let redo = b.setp(Cmp::Ne, n, 0u32);
-                    b.if_then(redo, |b| {
-                        elim.init_shared(b, tid, &lcol, &erow);
-                        b.bar_sync();
-                        let again = elim.load(b, gram);
-                        for (v, a) in vals.iter().zip(&again) {
-                            b.mov_to(*v, *a);
-                        }
-                        elim.add_shift(b, &vals, shift, l);
-                        elim.eliminate(b, &vals, &lcol);
-                    });
-                });
-            } else {
-                b.if_then(first_pass, |b| {
-                    let shift = shift_c(b);
-                    elim.add_shift(b, &vals, shift, l);
-                });
-                b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
-                elim.eliminate(b, &vals, &lcol);
-            }
+                let shift = b.mul(k, trace);
+                elim.add_shift(b, &vals, shift, l);
+            });
+            b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
+            elim.eliminate(b, &vals, &lcol);
             b.comment("C: column scales 1 / sqrt(d) and R's diagonal");
             let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
             b.if_then(diag_thread, |b| {

@@ -32,13 +32,6 @@
 //! `|Q^T Q - I|` near `shift / sigma_min(Y)^2`, about 1e-2 on the bench's 4096^2 and 1024^2
 //! timing matrices (CPU model), so their second pass is never skipped; a flat spectrum skips it.
 //!
-//! `rnn_orth_adaptive` (the same parameters) is `rnn_orth_skip` whose first pass eliminates the
-//! unshifted G and keeps that factorisation when every live pivot (`d_j`, j < l) is at least
-//! [`ADAPT_PIVOT`] times the shift the first pass would add; otherwise (NaN included) it
-//! re-eliminates G with the shift, as `rnn_orth` does. A well-conditioned input then leaves Q
-//! orthonormal to f32 rounding after one pass, so the a-posteriori check skips the second pass
-//! (CholQR2's second pass runs only where the first could not finish the job).
-//!
 //! With `gram_only` != 0 the kernel stops after B of the first pass: `gram` holds `G = Y^T Y`
 //! (unshifted) and `y` is unchanged (the randomized SVD's eigen route starts from it).
 //!
@@ -68,10 +61,6 @@ pub const THREADS: u32 = 256;
 /// identity's (2^-23, f32's epsilon: the pass would move Q by about half of it, below the f32
 /// rounding of Q itself).
 pub const SKIP_TOL: f64 = f32::EPSILON as f64;
-/// `rnn_orth_adaptive`: the unshifted first-pass factorisation is kept when every live pivot is
-/// at least this multiple of the shifted-CholQR shift (so the factorisation's backward error,
-/// below the shift / 11, perturbs `Q^T Q` by well under 1e-2, which the second pass removes).
-pub const ADAPT_PIVOT: f64 = 16.0;
 /// The shifted-CholQR constant: shift = SHIFT_C * (rows l + l (l + 1)) * trace(G), SHIFT_C =
 /// 11 * 2^-53.
 pub const SHIFT_C: f64 = 11.0 * f64::EPSILON * 0.5;
