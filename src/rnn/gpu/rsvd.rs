@@ -15,9 +15,9 @@
 //!
 //! On sm_80 and later the products use the 3xTF32 tensor-core kernels with A streamed through a
 //! `cp.async` ring, `rnn_gemm_nn_tca`/`rnn_gemm_tn_tca` ([`GpuRsvd::set_gemm_tensor_ring`]):
-//! on an H100 (4096^2, rank 32, medians of 40 alternating runs) 650.9 us against 681.4 us with
-//! the 8-row f32 kernels (A Omega 48.0 against 52.1 us, A^T Y 50.5 against 56.7 us); singular
-//! values within 5.7e-6 (relative) of theirs. Elsewhere, or with `PTXFLOW_RSVD_GEMM=r8`, the
+//! on an H100 (4096^2, rank 32, medians of 40 alternating runs) 635.6 us against 681.4 us with
+//! the 8-row f32 kernels (A Omega 47.8 against 51.7 us, A^T Y 47.4 against 56.9 us); singular
+//! values within 1e-5 (relative) of theirs. Elsewhere, or with `PTXFLOW_RSVD_GEMM=r8`, the
 //! 8-row `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` ([`GpuRsvd::set_gemm_rows`]; `=r4`: the 4-row ones;
 //! H200: 709 / 671 us against 743 / 693 us with the 4-row ones, factor route).
 //!
