@@ -116,7 +116,6 @@ fn check_eig(e: &SmallEigen, l: usize, k: usize) -> Result<()> {
 
 /// Whether `|X^T X - I| <= EIGEN_ORTHO_TOL` everywhere (NaN fails) for the k rows of length l
 /// in `xt` (each row one column of X).
-#[inline(always)]
 fn orthonormal(xt: &[f64], l: usize, k: usize) -> bool {
     (0..k).all(|a| {
         (a..k).all(|b| {
@@ -170,49 +169,6 @@ pub fn small_factors(
     };
     check_eig(e, l, k)?;
     finite_factor(r_total, width, l)?;
-    match w_checked(e, r_total, width, l, k) {
-        Some(wt) => Ok(pack(e, &wt, width, l, k)),
-        None => small_svd(r_total, width, l, k),
-    }
-}
-
-/// `W_k^T` (k rows of l) if orthonormal to [`EIGEN_ORTHO_TOL`] (host critical path: AVX2 where
-/// the CPU has it, the same IEEE operations in the same order, so the same bits).
-fn w_checked(
-    e: &SmallEigen,
-    r_total: &[f64],
-    width: usize,
-    l: usize,
-    k: usize,
-) -> Option<Vec<f64>> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above); the function is otherwise safe.
-        return unsafe { w_checked_avx2(e, r_total, width, l, k) };
-    }
-    w_checked_body(e, r_total, width, l, k)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn w_checked_avx2(
-    e: &SmallEigen,
-    r_total: &[f64],
-    width: usize,
-    l: usize,
-    k: usize,
-) -> Option<Vec<f64>> {
-    w_checked_body(e, r_total, width, l, k)
-}
-
-#[inline(always)]
-fn w_checked_body(
-    e: &SmallEigen,
-    r_total: &[f64],
-    width: usize,
-    l: usize,
-    k: usize,
-) -> Option<Vec<f64>> {
     // w_j = R z_j / sigma_j, R upper triangular: w_j[i] = sum_{c >= i} R_ic z_j[c].
     let mut wt = vec![0.0f64; k * l];
     for j in 0..k {
@@ -223,7 +179,10 @@ fn w_checked_body(
             wt[j * l + i] = dot(row, &z[i..]) * inv;
         }
     }
-    orthonormal(&wt, l, k).then_some(wt)
+    if !orthonormal(&wt, l, k) {
+        return small_svd(r_total, width, l, k);
+    }
+    Ok(pack(e, &wt, width, l, k))
 }
 
 /// The Gram route's factors: with `G` (B^T's Gram, `width x width`) and its eigen route, returns
