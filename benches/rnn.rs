@@ -46,6 +46,11 @@ fn gpu(c: &mut Criterion) {
         gpu.sync().expect("sync");
         return;
     }
+    if std::env::var("PTXFLOW_RSVD_TC_AB").is_ok() {
+        // rSVD only: the default GEMMs and the 3xTF32 tensor-core ones alternating.
+        rsvd_tc_ab(&gpu);
+        return;
+    }
     for id in [
         ptxflow::kernels::KernelId::RnnGruShared,
         ptxflow::kernels::KernelId::RnnGruStationary,
@@ -638,6 +643,116 @@ fn gpu(c: &mut Criterion) {
         old_overlapped * 1e6,
         old_serial / old_overlapped
     );
+}
+
+/// `PTXFLOW_RSVD_TC_AB=1`: 4096^2 rank 32 (factor route) with the session 9 default (8-row f32
+/// FMA GEMMs), the 3xTF32 tensor-core GEMMs with A through registers (`tc`) and with A through
+/// the `cp.async` ring (`tca`, the default on sm_80+) in alternating rounds of 10 (40 runs
+/// each), then each one's device times (products, the chain up to B^T's Gram) and the
+/// tensor-core kernels' split-K targets.
+fn rsvd_tc_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
+    use ptxflow::kernels::KernelId;
+    let s = gpu.stream().clone();
+    for id in [
+        KernelId::RnnGemmNnR8,
+        KernelId::RnnGemmTnR8,
+        KernelId::RnnGemmNnTc,
+        KernelId::RnnGemmTnTc,
+        KernelId::RnnGemmNnTca,
+        KernelId::RnnGemmTnTca,
+    ] {
+        if let Ok(r) = gpu.kernel_resources(id) {
+            println!("SUMMARY gpu/rnn kernel {}: {r:?}", id.name());
+        }
+    }
+    let n = 4096;
+    let a = timing_matrix(3, n, n, 1e-3);
+    let mut r = GpuRsvd::new(gpu.clone(), n, n, RsvdOptions::rank(32)).expect("rsvd");
+    r.upload(&a).expect("upload");
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        1e6 * v[v.len() / 2]
+    };
+    // Configurations: 0 the session 9 default (8-row f32 GEMMs), 1 3xTF32 with A through
+    // registers, 2 3xTF32 with A through the cp.async ring (the default on sm_80+).
+    const NAMES: [&str; 3] = [
+        "8-row f32 GEMMs",
+        "3xTF32 tensor-core GEMMs",
+        "3xTF32 GEMMs, cp.async ring",
+    ];
+    let set = |r: &mut GpuRsvd, i: usize| match i {
+        0 => r.set_gemm_rows(8).expect("rows"),
+        1 => r.set_gemm_tensor().expect("tensor cores"),
+        _ => r.set_gemm_tensor_ring().expect("tensor cores"),
+    };
+    let mut totals: [Vec<f64>; 3] = Default::default();
+    let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 3] = Default::default();
+    let mut svals: [Vec<f64>; 3] = Default::default();
+    for _round in 0..4 {
+        for i in 0..3 {
+            set(&mut r, i);
+            svals[i] = r.run_device().expect("rsvd");
+            gpu.sync().expect("sync");
+            for _ in 0..10 {
+                let t = Instant::now();
+                r.run_device().expect("rsvd");
+                gpu.sync().expect("sync");
+                totals[i].push(t.elapsed().as_secs_f64());
+                host[i].push(r.host_times());
+            }
+        }
+    }
+    for i in 0..3 {
+        let h = |f: fn(&ptxflow::rnn::gpu::rsvd::HostTimes) -> f64| {
+            med(host[i].iter().map(f).collect())
+        };
+        println!(
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} (factor route, alternating, 40 runs): median {:.1} us; host medians: wait for B^T's Gram {:.1} us, eigenproblem {:.1} us, then blocked {:.1} us, small factors {:.1} us",
+            NAMES[i],
+            med(totals[i].clone()),
+            h(|x| x.gram_wait_s),
+            h(|x| x.eigen_s),
+            h(|x| x.sync_wait_s),
+            h(|x| x.factors_s),
+        );
+    }
+    for i in 1..3 {
+        let rel = svals[0]
+            .iter()
+            .zip(&svals[i])
+            .map(|(x, y)| ((x - y) / x).abs())
+            .fold(0.0f64, f64::max);
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, {} vs the 8-row f32 GEMMs: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", NAMES[i], svals[0][0], svals[0][31]);
+    }
+    for (i, name) in NAMES.iter().enumerate() {
+        set(&mut r, i);
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
+        println!(
+            "SUMMARY gpu/rnn rSVD {n}x{n} {} device time: A Omega {:.1} us ({:.0} GB/s of A), A^T Y {:.1} us ({:.0} GB/s), chain up to B^T's Gram {:.1} us",
+            name,
+            1e6 * nn,
+            (n * n * 4) as f64 / nn / 1e9,
+            1e6 * tn,
+            (n * n * 4) as f64 / tn / 1e9,
+            1e6 * chain
+        );
+    }
+    for (ring, bps) in [false, true].into_iter().flat_map(|ring| {
+        (1..=ptxflow::rnn::gpu::rsvd::MAX_GEMM_BLOCKS_PER_SM).map(move |b| (ring, b))
+    }) {
+        if ring {
+            r.set_gemm_tensor_ring().expect("tensor cores");
+        } else {
+            r.set_gemm_tensor().expect("tensor cores");
+        }
+        r.set_gemm_blocks_per_sm(bps).expect("plan");
+        let nn = per_call(&s, 50, || r.enqueue_product(false).expect("gemm"));
+        let tn = per_call(&s, 50, || r.enqueue_product(true).expect("gemm"));
+        println!("SUMMARY gpu/rnn rSVD {n}x{n} 3xTF32 GEMMs{}, split-K target {bps} blocks/SM: A Omega {:.1} us, A^T Y {:.1} us", if ring { " (cp.async ring)" } else { "" }, 1e6 * nn, 1e6 * tn);
+    }
+    r.set_gemm_tensor_ring().expect("tensor cores");
 }
 
 /// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):

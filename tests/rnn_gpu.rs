@@ -655,8 +655,29 @@ fn rsvd_case(
         let lrs = r.decompose(&a).unwrap();
         r.set_orth_skip(false);
         rsvd_check(&a, m, n, k, spec, &lrs, opt, reference, gram_route);
+        // The 3xTF32 tensor-core GEMMs (sm_80 and later), deterministic run to run.
+        if tensor_cores(gpu) {
+            r.set_gemm_tensor().unwrap();
+            let lrt = r.decompose(&a).unwrap();
+            rsvd_check(&a, m, n, k, spec, &lrt, opt, reference, gram_route);
+            let again = r.decompose(&a).unwrap();
+            same_factors(&lrt, &again, &format!("{spec:?}, tensor-core GEMMs twice"));
+            // A through the cp.async ring: the same products in the same order.
+            r.set_gemm_tensor_ring().unwrap();
+            let ring = r.decompose(&a).unwrap();
+            same_factors(
+                &lrt,
+                &ring,
+                &format!("{spec:?}, tensor-core GEMMs, cp.async ring"),
+            );
+            r.set_gemm_rows(8).unwrap();
+        }
     }
     assert!(r.set_gemm_rows(5).is_err());
+}
+
+fn tensor_cores(gpu: &ptxflow::runtime::Gpu) -> bool {
+    gpu.facts().compute_capability.0 >= 8
 }
 
 fn same_factors(a: &ptxflow::rnn::LowRank, b: &ptxflow::rnn::LowRank, what: &str) {
@@ -761,6 +782,27 @@ fn gpu_rsvd_split_plans_reach_the_optimal_error() {
         rs.set_gemm_blocks_per_sm(bps).unwrap();
         let lr = rs.decompose(&a).unwrap();
         same_factors(&lr, &lr8, &format!("plan {bps}, 8-row GEMMs"));
+        if tensor_cores(&gpu) {
+            rs.set_gemm_tensor().unwrap();
+            rs.set_gemm_blocks_per_sm(bps).unwrap();
+            let lrt = rs.decompose(&a).unwrap();
+            rs.set_gemm_tensor_ring().unwrap();
+            rs.set_gemm_blocks_per_sm(bps).unwrap();
+            let ring = rs.decompose(&a).unwrap();
+            same_factors(&lrt, &ring, &format!("plan {bps}, cp.async ring"));
+            let et = reconstruction_error(&a, &lrt).unwrap();
+            let (tu, tv) = (
+                column_orthonormality(lrt.u(), m, k),
+                row_orthonormality(lrt.vt(), k, n),
+            );
+            eprintln!("rSVD {m}x{n} plan {bps}, Gram route {gram_route}, tensor-core GEMMs: {:.5} x optimal; |U^T U - I| {tu:.1e}, |V^T V - I| {tv:.1e}", et / opt);
+            assert!(
+                et <= 1.01 * opt + floor && tu < 1e-5 && tv < 1e-5,
+                "plan {bps}, tensor-core GEMMs: error {et} vs optimal {opt}, orthonormality {tu} {tv}"
+            );
+            rs.set_gemm_rows(4).unwrap();
+            rs.set_gemm_blocks_per_sm(bps).unwrap();
+        }
         rs.set_orth_skip(true);
         let lrs = rs.decompose(&a).unwrap();
         rs.set_orth_skip(false);

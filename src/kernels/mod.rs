@@ -131,6 +131,14 @@ kernel_table! {
     RnnGemmNnR8 => rnn::gemm::kernel::build_nn_r8, "rnn_gemm_nn_r8", [Sm75];
     /// `rnn_gemm_tn` with 128 threads of 8 x 6 (sm_90: `.minnctapersm 4`, 4 blocks per SM).
     RnnGemmTnR8 => rnn::gemm::kernel::build_tn_r8, "rnn_gemm_tn_r8", [Sm75, Sm90];
+    /// `C = A B` on tensor cores in split-precision TF32 (3xTF32; randomized SVD, opt-in).
+    RnnGemmNnTc => rnn::gemm::tc::build_nn, "rnn_gemm_nn_tc", [Sm80];
+    /// `C = A^T B` on tensor cores in split-precision TF32 (3xTF32; randomized SVD, opt-in).
+    RnnGemmTnTc => rnn::gemm::tc::build_tn, "rnn_gemm_tn_tc", [Sm80];
+    /// `rnn_gemm_nn_tc` with A streamed through a `cp.async` ring (opt-in).
+    RnnGemmNnTca => rnn::gemm::tca::build_nn, "rnn_gemm_nn_tca", [Sm80];
+    /// `rnn_gemm_tn_tc` with A streamed through a `cp.async` ring (opt-in).
+    RnnGemmTnTca => rnn::gemm::tca::build_tn, "rnn_gemm_tn_tca", [Sm80];
     /// Gaussian sketch matrix from a counter-based hash.
     RnnGaussian => rnn::gaussian::build, "rnn_gaussian", [Sm75];
     /// CholeskyQR passes of a tall f32 matrix (persistent cooperative kernel).

@@ -52,6 +52,7 @@ mod error;
 mod finish;
 mod kernel;
 mod mem;
+mod mma;
 mod module;
 mod reg;
 mod signature;

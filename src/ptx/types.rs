@@ -54,6 +54,7 @@ ptx_type!(S64, "s64", "b64", "%rsd", 64, 5);
 ptx_type!(F16, "f16", "b16", "%hf", 16, 6);
 ptx_type!(F32, "f32", "b32", "%f", 32, 7);
 ptx_type!(F64, "f64", "b64", "%fd", 64, 8);
+ptx_type!(B32, "b32", "b32", "%b", 32, 9);
 
 /// The type name `ld`/`st`/`mov` take for `T`: `.f16` registers move as `.b16`.
 pub(crate) fn data_name<T: PtxType>() -> &'static str {
@@ -65,7 +66,7 @@ pub(crate) fn data_name<T: PtxType>() -> &'static str {
 }
 
 /// Number of register classes (declaration slots).
-pub const NUM_CLASSES: usize = 9;
+pub const NUM_CLASSES: usize = 10;
 
 /// Declaration type and prefix of each class, in declaration order.
 pub const CLASS_DECLS: [(&str, &str); NUM_CLASSES] = [
@@ -78,6 +79,7 @@ pub const CLASS_DECLS: [(&str, &str); NUM_CLASSES] = [
     ("f16", "%hf"),
     ("f32", "%f"),
     ("f64", "%fd"),
+    ("b32", "%b"),
 ];
 
 impl Int for U16 {

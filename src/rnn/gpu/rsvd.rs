@@ -13,18 +13,23 @@
 //!   behind GPU work, so on the measured H200 host both routes take the same time (medians of 40
 //!   alternating runs within 7-24 us of each other, either way round).
 //!
-//! The products use the 8-row kernels `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` by default
-//! ([`GpuRsvd::set_gemm_rows`]; `PTXFLOW_RSVD_GEMM=r4` for the 4-row ones): on an H200 (4096^2,
-//! rank 32, medians of 40 alternating runs, two runs) 709 / 671 us against 743 / 693 us with the
-//! 4-row ones (factor route).
+//! On sm_80 and later the products use the 3xTF32 tensor-core kernels with A streamed through a
+//! `cp.async` ring, `rnn_gemm_nn_tca`/`rnn_gemm_tn_tca` ([`GpuRsvd::set_gemm_tensor_ring`]):
+//! on an H100 (4096^2, rank 32, medians of 40 alternating runs) 635.6 us against 681.4 us with
+//! the 8-row f32 kernels (A Omega 47.8 against 51.7 us, A^T Y 47.4 against 56.9 us); singular
+//! values within 1e-5 (relative) of theirs. Elsewhere, or with `PTXFLOW_RSVD_GEMM=r8`, the
+//! 8-row `rnn_gemm_nn_r8`/`rnn_gemm_tn_r8` ([`GpuRsvd::set_gemm_rows`]; `=r4`: the 4-row ones;
+//! H200: 709 / 671 us against 743 / 693 us with the 4-row ones, factor route).
 //!
 //! `U = Q Z_k` and V come from one `rnn_apply_small` launch. A is held zero-padded to multiples
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
-pub use super::rsvd_host::HostTimes;
+pub(super) use super::rsvd_host::GemmPlan;
+use super::rsvd_host::{plan, plan_tc};
+pub use super::rsvd_host::{HostTimes, GEMM_BLOCKS_PER_SM_TC};
 use super::{cooperative_capacity, round_up, u32_of, zeros};
-use crate::kernels::rnn::gemm::{BK, BM, BN};
+use crate::kernels::rnn::gemm::{BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
 use crate::rnn::rsvd::{small_eigen, small_factors};
@@ -53,25 +58,6 @@ pub const GEMM_BLOCKS_PER_SM: u32 = 2;
 pub const GEMM_BLOCKS_PER_SM_R8: (u32, u32) = (3, 4);
 /// Largest target [`GpuRsvd::set_gemm_blocks_per_sm`] accepts (the partials are sized for it).
 pub const MAX_GEMM_BLOCKS_PER_SM: u32 = 4;
-
-/// Split-K of one product: `splits` inner ranges of `k_per_split` (a multiple of BK).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct GemmPlan {
-    pub splits: u32,
-    pub k_per_split: u32,
-}
-
-/// The split-K of an `m x k` by `k x 48` product for `blocks_per_sm` blocks per SM.
-pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
-    let tiles = (m / BM as usize).max(1);
-    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
-    let s = (target / tiles).clamp(1, k / BK as usize);
-    let kps = round_up(k.div_ceil(s), BK as usize);
-    GemmPlan {
-        splits: k.div_ceil(kps) as u32,
-        k_per_split: kps as u32,
-    }
-}
 
 /// One product of the uploaded A with a sketch-width matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +115,10 @@ pub struct GpuRsvd {
     pub(super) gram_route: bool,
     /// Rows of C per GEMM thread: 4 (`rnn_gemm_*`) or 8 (`rnn_gemm_*_r8`).
     pub(super) gemm_rows: u32,
+    /// The products run in the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc`, or
+    /// `rnn_gemm_*_tca` with `gemm_ring`).
+    pub(super) gemm_tc: bool,
+    pub(super) gemm_ring: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
 }
@@ -207,13 +197,22 @@ impl GpuRsvd {
             host: HostTimes::default(),
             gram_route: std::env::var("PTXFLOW_RSVD_ROUTE").is_ok_and(|v| v == "gram"),
             gemm_rows: 4,
+            gemm_tc: false,
+            gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
             gpu,
         };
         r.sketch()?;
-        // The 8-row GEMMs by default (PTXFLOW_RSVD_GEMM=r4: the 4-row ones).
-        if !std::env::var("PTXFLOW_RSVD_GEMM").is_ok_and(|v| v == "r4") {
-            r.set_gemm_rows(8)?;
+        // The 3xTF32 tensor-core GEMMs with the cp.async ring on sm_80 and later, else the
+        // 8-row f32 ones (PTXFLOW_RSVD_GEMM=r8: the 8-row ones, =r4: the 4-row ones, =tc: the
+        // tensor-core ones with A through registers).
+        let tensor = r.gpu.facts().compute_capability.0 >= 8;
+        match std::env::var("PTXFLOW_RSVD_GEMM").as_deref() {
+            Ok("r4") => {}
+            Ok("r8") => r.set_gemm_rows(8)?,
+            Ok("tc") => r.set_gemm_tensor()?,
+            _ if tensor => r.set_gemm_tensor_ring()?,
+            _ => r.set_gemm_rows(8)?,
         }
         Ok(r)
     }
@@ -228,8 +227,13 @@ impl GpuRsvd {
                 "GEMM blocks per SM {blocks_per_sm} must be in 1..={MAX_GEMM_BLOCKS_PER_SM}"
             )));
         }
-        self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
-        self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
+        if self.gemm_tc {
+            self.nn = plan_tc(&self.gpu, self.mp, self.np, blocks_per_sm);
+            self.tn = plan_tc(&self.gpu, self.np, self.mp, blocks_per_sm);
+        } else {
+            self.nn = plan(&self.gpu, self.mp, self.np, blocks_per_sm);
+            self.tn = plan(&self.gpu, self.np, self.mp, blocks_per_sm);
+        }
         Ok(())
     }
 

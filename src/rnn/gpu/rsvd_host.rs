@@ -2,15 +2,54 @@
 //! synchronisation it shares with the factor route, the factors' upload, and the switches that
 //! pick the route and the GEMM kernels.
 
-use super::rsvd::{
-    plan, GpuRsvd, OrthMode, FINAL_PASSES, GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM_R8, WW,
-};
+use super::round_up;
+use super::rsvd::{GpuRsvd, OrthMode, FINAL_PASSES, GEMM_BLOCKS_PER_SM, GEMM_BLOCKS_PER_SM_R8, WW};
+use crate::kernels::rnn::gemm::tc::KC;
+use crate::kernels::rnn::gemm::{BK, BM};
 use crate::kernels::rnn::orth::WIDTH;
 use crate::rnn::rsvd::{gram_factors, small_eigen, small_factors};
+use crate::runtime::Gpu;
 use crate::{Error, Result};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Split-K of one product: `splits` inner ranges of `k_per_split` (a multiple of BK).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GemmPlan {
+    pub splits: u32,
+    pub k_per_split: u32,
+}
+
+/// The split-K of an `m x k` by `k x 48` product for `blocks_per_sm` blocks per SM.
+pub(super) fn plan(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
+    let tiles = (m / BM as usize).max(1);
+    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
+    let s = (target / tiles).clamp(1, k / BK as usize);
+    let kps = round_up(k.div_ceil(s), BK as usize);
+    GemmPlan {
+        splits: k.div_ceil(kps) as u32,
+        k_per_split: kps as u32,
+    }
+}
+
+/// Default split-K targets (nn, tn) of the 3xTF32 tensor-core kernels (`rnn_gemm_*_tc` and
+/// `_tca`, 128 threads): two blocks per SM (256 blocks at 4096^2; on an H100 the `_tca` kernels
+/// took 48.1 / 47.7 us at 2, 50.0 / 50.5 at 3 and 63.5 / 57.7 at 4 blocks per SM).
+pub const GEMM_BLOCKS_PER_SM_TC: (u32, u32) = (2, 2);
+
+/// The split-K of an `m x k` by `k x 48` product on the tensor-core kernels: like
+/// [`plan`], with the inner split a multiple of their staged chunk `KC` (k is a multiple of 128).
+pub(super) fn plan_tc(gpu: &Gpu, m: usize, k: usize, blocks_per_sm: u32) -> GemmPlan {
+    let tiles = (m / BM as usize).max(1);
+    let target = (blocks_per_sm * gpu.facts().sm_count) as usize;
+    let s = (target / tiles).clamp(1, k / KC as usize);
+    let kps = round_up(k.div_ceil(s), KC as usize);
+    GemmPlan {
+        splits: k.div_ceil(kps) as u32,
+        k_per_split: kps as u32,
+    }
+}
 
 /// Host-side times of the last [`GpuRsvd::run_device`], in seconds. Factor route: waiting for
 /// B^T's Gram, the eigenproblem (overlapping B^T's CholQR), blocked in the final
@@ -123,8 +162,39 @@ impl GpuRsvd {
             }
         };
         self.gemm_rows = rows;
+        self.gemm_tc = false;
+        self.gemm_ring = false;
         self.nn = plan(&self.gpu, self.mp, self.np, nn);
         self.tn = plan(&self.gpu, self.np, self.mp, tn);
+        Ok(())
+    }
+
+    /// Chooses the 3xTF32 tensor-core GEMMs (`rnn_gemm_nn_tc`/`rnn_gemm_tn_tc`, sm_80 and
+    /// later; `PTXFLOW_RSVD_GEMM=tc` at construction) and plans their split-K for
+    /// [`GEMM_BLOCKS_PER_SM_TC`]; [`GpuRsvd::set_gemm_rows`] goes back to the f32 FMA kernels.
+    /// Their products differ from the FMA kernels' in the last bits (split-precision TF32,
+    /// another summation order).
+    pub fn set_gemm_tensor(&mut self) -> Result<()> {
+        let (major, minor) = self.gpu.facts().compute_capability;
+        if major < 8 {
+            return Err(Error::input(format!(
+                "the tensor-core GEMMs need compute capability 8.0 or later (device {major}.{minor})"
+            )));
+        }
+        let (nn, tn) = GEMM_BLOCKS_PER_SM_TC;
+        self.gemm_tc = true;
+        self.gemm_ring = false;
+        self.nn = plan_tc(&self.gpu, self.mp, self.np, nn);
+        self.tn = plan_tc(&self.gpu, self.np, self.mp, tn);
+        Ok(())
+    }
+
+    /// [`GpuRsvd::set_gemm_tensor`] with the kernels that stream A through a `cp.async` ring
+    /// (`rnn_gemm_nn_tca`/`rnn_gemm_tn_tca`; `PTXFLOW_RSVD_GEMM=tca`): the same products, bit for
+    /// bit, with the same plan.
+    pub fn set_gemm_tensor_ring(&mut self) -> Result<()> {
+        self.set_gemm_tensor()?;
+        self.gemm_ring = true;
         Ok(())
     }
 

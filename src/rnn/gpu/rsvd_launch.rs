@@ -5,6 +5,7 @@
 
 use super::cfg;
 use super::rsvd::{GpuRsvd, OrthMode, Product, WW};
+use crate::kernels::rnn::gemm::tc::TC_THREADS;
 use crate::kernels::rnn::gemm::{BM, BN, SHAPE8, THREADS as GEMM_THREADS};
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
@@ -56,13 +57,21 @@ impl GpuRsvd {
     /// Enqueues `product` (nn: `y = A omega`, `y = A z`; tn: `z = A^T y`).
     pub(super) fn gemm(&self, st: &Arc<CudaStream>, product: Product) -> Result<()> {
         let r8 = self.gemm_rows == 8;
-        let (id, plan, m, k) = match (product, r8) {
-            (Product::CoRange, false) => (KernelId::RnnGemmTn, self.tn, self.np, self.mp),
-            (Product::CoRange, true) => (KernelId::RnnGemmTnR8, self.tn, self.np, self.mp),
-            (_, false) => (KernelId::RnnGemmNn, self.nn, self.mp, self.np),
-            (_, true) => (KernelId::RnnGemmNnR8, self.nn, self.mp, self.np),
+        let (tn, nn) = match (self.gemm_tc, r8) {
+            (true, _) if self.gemm_ring => (KernelId::RnnGemmTnTca, KernelId::RnnGemmNnTca),
+            (true, _) => (KernelId::RnnGemmTnTc, KernelId::RnnGemmNnTc),
+            (false, true) => (KernelId::RnnGemmTnR8, KernelId::RnnGemmNnR8),
+            (false, false) => (KernelId::RnnGemmTn, KernelId::RnnGemmNn),
         };
-        let threads = if r8 { SHAPE8.threads } else { GEMM_THREADS };
+        let (id, plan, m, k) = match product {
+            Product::CoRange => (tn, self.tn, self.np, self.mp),
+            _ => (nn, self.nn, self.mp, self.np),
+        };
+        let threads = match (self.gemm_tc, r8) {
+            (true, _) => TC_THREADS,
+            (false, true) => SHAPE8.threads,
+            (false, false) => GEMM_THREADS,
+        };
         let kern = self.gpu.kernel(id)?;
         let (b, c) = match product {
             Product::CoRange => (&self.y, &self.z),
@@ -85,7 +94,8 @@ impl GpuRsvd {
             .arg(&plan.splits);
         // SAFETY: (argument types and block shape are checked against the kernel's contract)
         // A is mp x np, B is k x 48, C is m x 48 (m, k in {mp, np}, both
-        // multiples of 128 = BM, hence of BK); partial holds splits*m*48 (sized for both plans);
+        // multiples of 128 = BM, hence of BK and of the tc kernels' KC = 64; the tc plans' split
+        // is a multiple of KC); partial holds splits*m*48 (sized for every plan);
         // counters hold m/BM tiles and are zero between launches (the last block resets them).
         unsafe { lb.launch() }?;
         Ok(())

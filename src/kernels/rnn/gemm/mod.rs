@@ -34,6 +34,9 @@
 
 pub mod kernel;
 pub mod slice;
+pub mod tc;
+mod tc_parts;
+pub mod tca;
 
 use crate::ptx::*;
 
