@@ -129,6 +129,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
         cross: dense && !small && !mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS),
+        solve_opts: 0,
     }
 }
 

@@ -34,6 +34,19 @@ pub fn build_align_device(target: Target) -> Module {
     build_entry(target, "ndt_align_device", Variant::SOLVE)
 }
 
+/// Builds `ndt_align_device` with the device solver's build options `opts`
+/// ([`Variant::solve_opts`]; 0 is the table's kernel).
+pub fn build_align_device_opts(target: Target, opts: u32) -> Module {
+    build_entry(
+        target,
+        "ndt_align_device",
+        Variant {
+            solve_opts: opts,
+            ..Variant::SOLVE
+        },
+    )
+}
+
 /// Builds `ndt_derivatives_dense_small` ([`Variant::DENSE_SMALL`]).
 pub fn build_dense_small(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_small", Variant::DENSE_SMALL)
@@ -103,7 +116,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     });
     let server = variant
         .server
-        .then(|| ServerParams::declare(&mut b, variant.solve));
+        .then(|| ServerParams::declare(&mut b, variant.solve, variant.solve_opts));
     let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b, variant));
     let cross = (variant.cross && variant.dense && !variant.mixed && !variant.split_point)
         .then(|| super::cross::Cross::declare(&mut b));

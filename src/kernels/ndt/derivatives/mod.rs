@@ -57,7 +57,8 @@ mod split;
 mod vec3;
 
 pub use kernel::{
-    build, build_align_device, build_dense, build_dense_small, build_server, build_variant,
+    build, build_align_device, build_align_device_opts, build_dense, build_dense_small,
+    build_server, build_variant,
 };
 
 use crate::kernels::ndt::reduce::WIDTH;
@@ -275,6 +276,9 @@ pub struct Variant {
     /// angular derivatives as cross products in f64 (`cross.rs`): no derivative matrices per
     /// point; records differ from the matrix form in the last bits only.
     pub cross: bool,
+    /// With `solve`: the device solver's build options (`crate::kernels::ndt::solve::OPT_*`
+    /// bits; 0 is the table's `ndt_align_device`).
+    pub solve_opts: u32,
 }
 
 impl Variant {
@@ -296,6 +300,7 @@ impl Variant {
         hilo: false,
         score64: false,
         cross: false,
+        solve_opts: 0,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

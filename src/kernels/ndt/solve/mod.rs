@@ -39,6 +39,7 @@
 mod interpolate;
 mod more_thuente;
 mod newton;
+pub mod profile;
 pub mod sincos;
 mod state;
 use state::*;
@@ -123,6 +124,8 @@ pub struct SolveParams {
     neg_d1: Param<F64>,
     scale: Param<F64>,
     reducer: Param<U32>,
+    /// `Variant::solve_opts` (build options, not a kernel parameter).
+    opts: u32,
 }
 
 impl SolveParams {
@@ -130,8 +133,8 @@ impl SolveParams {
     /// `init_0..init_5`, the solver settings (`max_iterations, step_max, eps_t, eps_r,
     /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`), the decoding factors `neg_d1`
     /// (`−d1`) and `scale` (`d1 · d2`), and `reducer`: [`REDUCER_BLOCK0`] or
-    /// [`REDUCER_LAST`].
-    pub fn declare(b: &mut KernelBuilder) -> SolveParams {
+    /// [`REDUCER_LAST`]. `opts`: the build options (`Variant::solve_opts`).
+    pub fn declare(b: &mut KernelBuilder, opts: u32) -> SolveParams {
         SolveParams {
             state: b.param::<U64>("state"),
             init: std::array::from_fn(|k| b.param::<F64>(&format!("init_{k}"))),
@@ -147,6 +150,7 @@ impl SolveParams {
             neg_d1: b.param::<F64>("neg_d1"),
             scale: b.param::<F64>("scale"),
             reducer: b.param::<U32>("reducer"),
+            opts,
         }
     }
 }
@@ -160,6 +164,8 @@ pub struct SolveCtx {
     r0_count: Param<U32>,
     sums: SharedArray<F64>,
     staged: SharedArray<U64>,
+    /// [`profile::OPT_PROFILE`]: the cycle counters.
+    prof: Option<SharedArray<U64>>,
 }
 
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
@@ -183,6 +189,8 @@ pub(super) struct Regs {
     yes: Reg<Pred>,
     no: Reg<Pred>,
     sums: SharedArray<F64>,
+    /// [`profile::OPT_PROFILE`]'s counters.
+    prof: Option<SharedArray<U64>>,
 }
 
 /// One solver step's registers.
@@ -215,6 +223,8 @@ impl SolveCtx {
         r0_first: &Param<U32>,
         r0_count: &Param<U32>,
     ) -> SolveCtx {
+        let prof = (p.opts & profile::OPT_PROFILE != 0)
+            .then(|| b.shared_array::<U64>("solve_prof", profile::PROF_WORDS as u32));
         SolveCtx {
             p,
             r0: r0.to_vec(),
@@ -222,6 +232,7 @@ impl SolveCtx {
             r0_count: r0_count.clone(),
             sums: b.shared_array::<F64>("solve_sums", 32),
             staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
+            prof,
         }
     }
 
@@ -275,6 +286,7 @@ impl SolveCtx {
             Addr::from(st).off(8 * S_START_NS as i64),
             now,
         );
+        self.prof_start(b);
         let rec = Addr::from(relay).off(16);
         for (k, p) in self.r0.iter().enumerate() {
             let v = b.ld_param(p);
@@ -317,6 +329,7 @@ impl SolveCtx {
             yes,
             no: b.not(yes),
             sums: self.sums.clone(),
+            prof: self.prof.clone(),
         }
     }
 }

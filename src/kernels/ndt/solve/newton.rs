@@ -209,6 +209,7 @@ impl Solver<'_> {
         stop_with(b, zero, STOP_SINGULAR);
         let tau = b.mul(EIGEN_FLOOR, norm);
         let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes);
+        super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_CHOL);
         let nf = finite(b, norm);
         let ok = b.and(ok1, ok2);
         let ok = b.and(ok, nf);
@@ -224,6 +225,7 @@ impl Solver<'_> {
             },
             |b| self.assist(b, &h, &grad, &delta, pd, finish),
         );
+        super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_SOLVE);
         let dt = norm3(b, &delta[..3]);
         let dr = norm3(b, &delta[3..]);
         // Stalled: no decrease (kind 1), or a step below the epsilons (kind 2).

@@ -26,6 +26,8 @@ impl SolveCtx {
         b.comment("device solve: one step of the host's Newton / More-Thuente solver");
         let t0 = b.globaltimer();
         let r = self.regs(b);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_REDUCED);
+        profile::count(b, &r.prof, r.lane0, profile::P_EVALS);
         let st = r.state.clone();
         let s = Solver {
             r: &r,
@@ -82,6 +84,8 @@ impl SolveCtx {
         let (trial_l, done_l) = (b.label("solve_trial"), b.label("solve_done"));
         let trial = s.feed(b, f, g, &done, &trial_l, &done_l, |b| s.copy_sums_to_lo(b));
         b.place(&trial_l);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_FEED);
+        profile::count(b, &r.prof, r.lane0, profile::P_TRIALS);
         s.move_pending(b, trial);
         b.bra(&request);
         b.place(&done_l);
@@ -104,9 +108,12 @@ impl SolveCtx {
             },
         );
         b.place(&next);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_FEED);
+        profile::count(b, &r.prof, r.lane0, profile::P_NEWTON);
         s.next_step(b, &finish, &request);
 
         b.place(&request);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_NEXT);
         b.comment("device solve: the next request record through the relay");
         let lane0 = r.lane0;
         b.when(lane0, |b| {
@@ -119,6 +126,7 @@ impl SolveCtx {
             put_u32(b, st.global, S_ITERS, s.iters);
             put_u32(b, st.global, S_EVALS, s.evals);
         });
+        profile::stamp(b, &r.prof, r.lane0, profile::P_STORE);
         let mut in_range: Option<Reg<Pred>> = None;
         let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
         for k in 3..6 {
@@ -156,6 +164,7 @@ impl SolveCtx {
         let ns = b.add(ns, spent);
         st.st_u64(b, S_SOLVE_NS, ns);
         relay_command(b, lane0, relay, seq, CMD_EVALUATE);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_SEND);
         b.bra(&end);
 
         b.place(&finish);
@@ -191,6 +200,7 @@ impl SolveCtx {
                 total,
             );
         });
+        self.prof_dump(b, lane0, st.global);
         b.fence_acq_rel(Scope::Sys);
         b.when(lane0, |b| {
             b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * RESULT_SEQ_WORD as i64), t)

@@ -27,6 +27,8 @@ impl ServerRegs {
         let Some((sv, _)) = &self.solve else {
             return b.selp(1u32, 0u32, last);
         };
+        use crate::kernels::ndt::solve::profile::{P_ALL, P_COUNTED};
+        sv.prof(b, self.first_thread, P_COUNTED);
         let old_rule = sv.last_block_reduces(b);
         let by_count = b.and(old_rule, last);
         let flag = b.selp(1u32, 0u32, by_count);
@@ -52,6 +54,7 @@ impl ServerRegs {
             b.mov_to(flag, 1u32);
             b.place(&give_up);
         });
+        sv.prof(b, self.first_thread, P_ALL);
         flag
     }
 

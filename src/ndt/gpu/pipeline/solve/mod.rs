@@ -26,6 +26,7 @@ use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::STAMPS;
 use crate::kernels::ndt::derivatives::{Variant, BLOCK};
+use crate::kernels::ndt::solve::profile::PROF_WORDS;
 use crate::kernels::ndt::solve::{
     REDUCER_BLOCK0, REDUCER_LAST, STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES,
     STOP_SINGULAR, STOP_STALLED,
@@ -85,6 +86,14 @@ pub(in crate::ndt::gpu) struct SolveState {
     /// Which block reduces and solves (`kernels::ndt::solve::REDUCER_*`):
     /// `PTXFLOW_NDT_DEVICE_REDUCER=last` for the block that counts itself last, else block 0.
     reducer: u32,
+    /// The kernel's build options (`kernels::ndt::solve` `OPT_*` bits, `Variant::solve_opts`):
+    /// `PTXFLOW_NDT_DEVICE_OPTS=n`, default 0 (the table's kernel); others are built and
+    /// loaded at run time.
+    opts: u32,
+    /// The kernels loaded for other options than the current ones.
+    loaded: Vec<(u32, LoadedKernel, usize)>,
+    /// [`crate::kernels::ndt::solve::profile`]'s counters of the last solve (profile builds).
+    profile: Option<[u64; PROF_WORDS]>,
 }
 
 /// The kernel's own stream and words; dropping them waits for the stream first.
@@ -120,6 +129,12 @@ impl SolveState {
                 Ok("last") => REDUCER_LAST,
                 _ => REDUCER_BLOCK0,
             },
+            opts: std::env::var("PTXFLOW_NDT_DEVICE_OPTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            loaded: Vec::new(),
+            profile: None,
         }
     }
 }
@@ -165,6 +180,27 @@ impl GpuDerivativePipeline {
     /// block that counts itself last (`true`, the evaluation server's rule), for comparisons.
     pub fn set_device_solve_last_block(&mut self, last: bool) {
         self.solve.reducer = if last { REDUCER_LAST } else { REDUCER_BLOCK0 };
+    }
+
+    /// The device solver's build options (`kernels::ndt::solve` `OPT_*` bits; 0: the table's
+    /// kernel), for comparisons; the next alignment loads (or builds) that kernel.
+    pub fn set_device_solve_opts(&mut self, opts: u32) {
+        if opts != self.solve.opts {
+            if let Some((f, per_sm)) = self.solve.kernel.take() {
+                self.solve.loaded.push((self.solve.opts, f, per_sm));
+            }
+            if let Some(k) = self.solve.loaded.iter().position(|(o, _, _)| *o == opts) {
+                let (_, f, per_sm) = self.solve.loaded.swap_remove(k);
+                self.solve.kernel = Some((f, per_sm));
+            }
+            self.solve.opts = opts;
+        }
+    }
+
+    /// The profile build's cycle counters of the last device solve
+    /// (`kernels::ndt::solve::profile`; `None` for other builds).
+    pub fn device_solve_profile(&self) -> Option<[u64; PROF_WORDS]> {
+        self.solve.profile
     }
 
     /// Why the last alignment offered to the device solver went to the host solver instead

@@ -4,12 +4,14 @@
 use super::super::launch::stream_idle;
 use super::super::GpuDerivativePipeline;
 use super::{stop_reason, Buffers, DeviceSolveStats};
+use crate::kernels::ndt::derivatives::build_align_device_opts;
 use crate::kernels::ndt::derivatives::hessian_index;
 use crate::kernels::ndt::derivatives::server::{
     EXIT_WORD, GRID_SYNC_WORDS, RESULT_SEQ_WORD, STAMPS, STAMP_WORD, STATUS_IDLE,
     STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::BLOCK;
+use crate::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_WORDS};
 use crate::kernels::ndt::solve::{
     ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, DONE, MAILBOX_WORDS, OUT_ASSISTS,
     OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS, OUT_WORDS,
@@ -22,6 +24,7 @@ use crate::ndt::gpu::records::{decode_result, VALUES};
 use crate::ndt::newton_step::newton_increment;
 use crate::ndt::pose::Pose6;
 use crate::ndt::result::NdtResult;
+use crate::ptx::Target;
 use crate::runtime::DeviceBuffer;
 use crate::{Error, Result};
 use nalgebra::{Matrix6, Vector6};
@@ -41,7 +44,13 @@ impl GpuDerivativePipeline {
     /// Loads the kernel and allocates the buffers once; clears the words of a failed launch.
     pub(super) fn prepare_device_solve(&mut self) -> Result<()> {
         if self.solve.kernel.is_none() {
-            let f = self.gpu.kernel(KernelId::NdtAlignDevice)?;
+            let f = match self.solve.opts {
+                0 => self.gpu.kernel(KernelId::NdtAlignDevice)?,
+                o => self.gpu.load_module(
+                    &build_align_device_opts(Target::Sm75, o),
+                    "ndt_align_device",
+                )?,
+            };
             let per_sm = f
                 .function()
                 .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
@@ -59,7 +68,11 @@ impl GpuDerivativePipeline {
                 answers: MappedBuffer::new(&self.gpu, OUT_WORDS, true)?,
                 mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
-                state: DeviceBuffer::zeros(&s, STATE_WORDS, "NDT device solver state")?,
+                state: DeviceBuffer::zeros(
+                    &s,
+                    STATE_WORDS + PROF_WORDS,
+                    "NDT device solver state",
+                )?,
                 stream: s,
             });
             self.counters.allocations += 4;
@@ -258,6 +271,14 @@ impl GpuDerivativePipeline {
             stamps,
         });
         self.counters.requests += evaluations as u64;
+        self.solve.profile = None;
+        if self.solve.opts & OPT_PROFILE != 0 {
+            // The kernel wrote the counters before the done word (a copy on its stream waits
+            // for the blocks' exit too: profile builds' wall times include it).
+            let b = self.solve.buffers.as_ref().expect("launched");
+            let all = b.state.to_vec(&b.stream)?;
+            self.solve.profile = Some(std::array::from_fn(|k| all[STATE_WORDS + k]));
+        }
         let code = word(OUT_STOP) as u32;
         let Some(stop) = stop_reason(code) else {
             return Ok(Err(format!(
