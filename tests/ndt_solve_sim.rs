@@ -14,7 +14,7 @@ use ndt_support::sim::{noisy_planes, SimLaunch};
 use ptxflow::kernels::ndt::derivatives::build_align_device_opts;
 use ptxflow::kernels::ndt::derivatives::server::{GRID_SYNC_WORDS, RESULT_SEQ_WORD};
 use ptxflow::kernels::ndt::derivatives::{BLOCK, VALUES};
-use ptxflow::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_WORDS};
+use ptxflow::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_STATE_WORDS};
 use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
@@ -104,7 +104,7 @@ fn device(
     args.push(Arg::U64(u64::MAX));
     args.push(Arg::U32(7));
     // Room for the profile build's counters after the state.
-    args.push(mem.upload("state", &[0u64; STATE_WORDS + PROF_WORDS]));
+    args.push(mem.upload("state", &[0u64; STATE_WORDS + PROF_STATE_WORDS]));
     args.extend((0..6).map(|k| Arg::F64(pose[k])));
     args.push(Arg::U32(p.max_iterations as u32));
     args.push(Arg::F64(p.step_max));

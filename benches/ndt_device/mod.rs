@@ -149,12 +149,16 @@ pub fn device_ab(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, spec: &s
                 )
             })
             .collect();
+        let spans = med(P_RELAY_N).max(1.0);
         println!(
             "SUMMARY ndt device profile {name}: {evals:.0} evaluations, {newton:.0} Newton \
              steps, {trials:.0} trial steps, counters {cycles:.0} cycles over {:.1} us = {ghz:.3} \
-             GHz; {}",
+             GHz; {}; release -> a block sees it {:.2} us, -> a block has counted itself {:.2} us \
+             (means over blocks and {spans:.0} evaluations, %globaltimer)",
             median(&total[k]),
-            parts.join("; ")
+            parts.join("; "),
+            med(P_RELAY_NS) / spans / 1e3,
+            med(P_COUNTED_NS) / spans / 1e3,
         );
     }
 }

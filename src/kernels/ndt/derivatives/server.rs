@@ -405,6 +405,7 @@ impl ServerRegs {
             if let Some((sv, _)) = solve {
                 use crate::kernels::ndt::solve::profile::P_SEEN;
                 sv.prof(b, self.first_thread, P_SEEN);
+                sv.prof_seen(b, is0, seen_at);
             }
             b.bar_sync();
             let cmd = b.ld::<U32>(Space::Shared, info.at(3));

@@ -43,8 +43,27 @@ pub const P_NEWTON: usize = 13;
 pub const P_EVALS: usize = 14;
 /// The previous stamp's `%clock64`.
 const P_LAST: usize = 15;
+/// Nanoseconds (`%globaltimer`, summed over the evaluations after the first): from the
+/// solver's release of a request to a block's thread 0 seeing it, the mean over the blocks.
+pub const P_RELAY_NS: usize = 16;
+/// Nanoseconds: from the release to a block counting itself (its partial stored), the mean
+/// over the blocks.
+pub const P_COUNTED_NS: usize = 17;
+/// Evaluations in [`P_RELAY_NS`] and [`P_COUNTED_NS`].
+pub const P_RELAY_N: usize = 18;
+/// The last release's `%globaltimer` (0: the first request, not counted).
+/// (Means over the blocks: `G_*` words below.)
+const P_RELEASED: usize = 19;
 /// Counter words.
-pub const PROF_WORDS: usize = 16;
+pub const PROF_WORDS: usize = 20;
+/// Words of the state buffer after [`STATE_WORDS`] that the profile build uses: the counters,
+/// then three words in device memory to which every block's thread 0 adds the low 32 bits of
+/// its `%globaltimer` when it sees a request and when it counts itself, and 1 (`atom.add`, which
+/// the interpreter models; a wrap of the low bits inside an evaluation spoils that sample).
+pub const PROF_STATE_WORDS: usize = PROF_WORDS + 3;
+const G_SEEN: usize = STATE_WORDS + PROF_WORDS;
+const G_COUNTED: usize = G_SEEN + 1;
+const G_BLOCKS: usize = G_SEEN + 2;
 
 /// With the counters (`arr`): where `who` holds, counter `k` += cycles since the last stamp.
 pub(super) fn stamp(
@@ -100,6 +119,90 @@ impl SolveCtx {
         }
         let now = b.clock64();
         b.st(Space::Shared, arr.at(P_LAST as u32), now);
+        let st = b.global_ptr(&self.p.state);
+        for w in [G_SEEN, G_COUNTED, G_BLOCKS] {
+            b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+        }
+    }
+
+    /// Every block's thread 0 (`who`): `at` (`%globaltimer`) into the seen sum.
+    pub fn prof_seen(&self, b: &mut KernelBuilder, who: Reg<Pred>, at: Reg<U64>) {
+        self.prof_add(b, who, G_SEEN, Some(at));
+    }
+
+    /// Every block's thread 0 (`who`): now into the counted sum, 1 into the blocks.
+    pub fn prof_counted(&self, b: &mut KernelBuilder, who: Reg<Pred>) {
+        self.prof_add(b, who, G_COUNTED, None);
+    }
+
+    fn prof_add(&self, b: &mut KernelBuilder, who: Reg<Pred>, w: usize, at: Option<Reg<U64>>) {
+        if self.prof.is_none() {
+            return;
+        }
+        let st = b.global_ptr(&self.p.state);
+        b.if_then(who, |b| {
+            let v = at.unwrap_or_else(|| b.globaltimer());
+            let v = b.and(v, u64::from(u32::MAX));
+            let a = Addr::from(st).off(8 * w as i64);
+            let _ = b.atom::<U64>(Space::Global, AtomOp::Add, a, v);
+            if w == G_COUNTED {
+                let a = Addr::from(st).off(8 * G_BLOCKS as i64);
+                let _ = b.atom::<U64>(Space::Global, AtomOp::Add, a, 1u64);
+            }
+        });
+    }
+
+    /// Lane 0 of the solver warp (`who`) before it releases a request: the max words zeroed.
+    pub(super) fn prof_before_release(&self, b: &mut KernelBuilder, who: Reg<Pred>) {
+        if self.prof.is_none() {
+            return;
+        }
+        let st = b.global_ptr(&self.p.state);
+        b.if_then(who, |b| {
+            for w in [G_SEEN, G_COUNTED, G_BLOCKS] {
+                b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+            }
+        });
+    }
+
+    /// Lane 0 (`who`) after the release: its `%globaltimer`.
+    pub(super) fn prof_released(&self, b: &mut KernelBuilder, who: Reg<Pred>) {
+        let Some(arr) = self.prof.clone() else {
+            return;
+        };
+        b.if_then(who, |b| {
+            let now = b.globaltimer();
+            b.st(Space::Shared, arr.at(P_RELEASED as u32), now);
+        });
+    }
+
+    /// Lane 0 (`who`) at the start of a step: the last request's relay and count spans added
+    /// (all blocks have counted themselves, so both words are final).
+    pub(super) fn prof_spans(&self, b: &mut KernelBuilder, who: Reg<Pred>) {
+        let Some(arr) = self.prof.clone() else {
+            return;
+        };
+        let st = b.global_ptr(&self.p.state);
+        b.if_then(who, |b| {
+            let rel = b.ld::<U64>(Space::Shared, arr.at(P_RELEASED as u32));
+            let counted = b.setp(Cmp::Ne, rel, 0u64);
+            b.if_then(counted, |b| {
+                let rel32 = b.and(rel, u64::from(u32::MAX));
+                let n = b.ld_relaxed_gpu::<U64>(Addr::from(st).off(8 * G_BLOCKS as i64));
+                let n = b.max(n, 1u64);
+                for (g, k) in [(G_SEEN, P_RELAY_NS), (G_COUNTED, P_COUNTED_NS)] {
+                    let v = b.ld_relaxed_gpu::<U64>(Addr::from(st).off(8 * g as i64));
+                    let mean = b.div(v, n);
+                    let d = b.sub(mean, rel32);
+                    let acc = b.ld::<U64>(Space::Shared, arr.at(k as u32));
+                    let acc = b.add(acc, d);
+                    b.st(Space::Shared, arr.at(k as u32), acc);
+                }
+                let n = b.ld::<U64>(Space::Shared, arr.at(P_RELAY_N as u32));
+                let n = b.add(n, 1u64);
+                b.st(Space::Shared, arr.at(P_RELAY_N as u32), n);
+            });
+        });
     }
 
     /// Where `who` holds: the counters into the state buffer after its [`STATE_WORDS`].

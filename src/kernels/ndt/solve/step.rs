@@ -28,6 +28,7 @@ impl SolveCtx {
         let r = self.regs(b);
         profile::stamp(b, &r.prof, r.lane0, profile::P_REDUCED);
         profile::count(b, &r.prof, r.lane0, profile::P_EVALS);
+        self.prof_spans(b, r.lane0);
         let st = r.state.clone();
         let s = Solver {
             r: &r,
@@ -163,7 +164,9 @@ impl SolveCtx {
         let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
         st.st_u64(b, S_SOLVE_NS, ns);
+        self.prof_before_release(b, lane0);
         relay_command(b, lane0, relay, seq, CMD_EVALUATE);
+        self.prof_released(b, lane0);
         profile::stamp(b, &r.prof, r.lane0, profile::P_SEND);
         b.bra(&end);
 

@@ -29,6 +29,7 @@ impl ServerRegs {
         };
         use crate::kernels::ndt::solve::profile::{P_ALL, P_COUNTED};
         sv.prof(b, self.first_thread, P_COUNTED);
+        sv.prof_counted(b, self.is0);
         let old_rule = sv.last_block_reduces(b);
         let by_count = b.and(old_rule, last);
         let flag = b.selp(1u32, 0u32, by_count);

@@ -11,7 +11,7 @@ use crate::kernels::ndt::derivatives::server::{
     STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::BLOCK;
-use crate::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_WORDS};
+use crate::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_STATE_WORDS};
 use crate::kernels::ndt::solve::{
     ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, DONE, MAILBOX_WORDS, OUT_ASSISTS,
     OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS, OUT_WORDS,
@@ -70,7 +70,7 @@ impl GpuDerivativePipeline {
                 grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
                 state: DeviceBuffer::zeros(
                     &s,
-                    STATE_WORDS + PROF_WORDS,
+                    STATE_WORDS + PROF_STATE_WORDS,
                     "NDT device solver state",
                 )?,
                 stream: s,
