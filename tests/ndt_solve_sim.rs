@@ -19,6 +19,7 @@ use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
+use ptxflow::kernels::ndt::solve::{OPT_RELAXED_COUNT, OPT_SHARED_STATE};
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
 use ptxflow::ndt::gpu::records::{decode_result, pack_request};
@@ -233,8 +234,8 @@ fn interpreted_device_solve_equals_the_host_solver() {
     }
 }
 
-/// The device solver's other builds (`Variant::solve_opts`) solve like the table's kernel:
-/// the profile build exactly (it only adds counters).
+/// The device solver's other builds (`Variant::solve_opts`) solve exactly like the table's
+/// kernel.
 #[test]
 fn interpreted_device_solve_builds_equal_the_table_kernel() {
     let (solve, _) = programs();
@@ -252,13 +253,18 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         blocks: 3,
     };
     let want = device(&solve, &s, &init, &base, REDUCER_BLOCK0);
-    let prof = build_align_device_opts(Target::Sm75, OPT_PROFILE)
-        .emit()
-        .unwrap();
-    let prof = Program::parse(&prof).unwrap();
-    assert_eq!(
-        device(&prof, &s, &init, &base, REDUCER_BLOCK0),
-        want,
-        "profile build"
-    );
+    for opts in [
+        OPT_PROFILE,
+        OPT_RELAXED_COUNT,
+        OPT_SHARED_STATE,
+        OPT_PROFILE | OPT_RELAXED_COUNT | OPT_SHARED_STATE,
+    ] {
+        let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
+        let prog = Program::parse(&prog).unwrap();
+        assert_eq!(
+            device(&prog, &s, &init, &base, REDUCER_BLOCK0),
+            want,
+            "build options {opts}"
+        );
+    }
 }

@@ -104,6 +104,13 @@ pub const REDUCER_BLOCK0: u32 = 0;
 /// `reducer`: the block that counts itself last reduces and solves (the server's rule; the
 /// solver's code then runs on a cold SM most of the time).
 pub const REDUCER_LAST: u32 = 1;
+/// `Variant::solve_opts` bit: block 0 polls the blocks' count with relaxed loads and fences
+/// once it is complete (an acquire load per poll otherwise).
+pub const OPT_RELAXED_COUNT: u32 = 2;
+/// `Variant::solve_opts` bit: the solver state lives in block 0's shared memory only (block 0
+/// always reduces: the `reducer` parameter is ignored), so no step stores it to device memory
+/// and no evaluation stages it back.
+pub const OPT_SHARED_STATE: u32 = 4;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 
@@ -240,6 +247,9 @@ impl SolveCtx {
     /// `t < STATE_WORDS` copy state word `t` into shared memory (visible to thread 0 after the
     /// reduction's barriers), so the solver step reads no device memory.
     pub fn stage(&self, b: &mut KernelBuilder, tid: Reg<U32>) {
+        if self.has(OPT_SHARED_STATE) {
+            return;
+        }
         let st = b.global_ptr(&self.p.state);
         let mine = b.setp(Cmp::Lt, tid, STATE_WORDS as u32);
         let staged = self.staged.clone();
@@ -251,9 +261,17 @@ impl SolveCtx {
         });
     }
 
+    /// Whether the build has option bit `opt` (`Variant::solve_opts`).
+    pub fn has(&self, opt: u32) -> bool {
+        self.p.opts & opt != 0
+    }
+
     /// Whether the `reducer` parameter asks for the last block to reduce ([`REDUCER_LAST`]).
     pub fn last_block_reduces(&self, b: &mut KernelBuilder) -> Reg<Pred> {
         let m = b.ld_param(&self.p.reducer);
+        if self.has(OPT_SHARED_STATE) {
+            return b.setp(Cmp::Ne, m, m);
+        }
         b.setp(Cmp::Eq, m, REDUCER_LAST)
     }
 
@@ -273,12 +291,19 @@ impl SolveCtx {
     /// first request (the host's record of the initial pose) in the relay, `seq0 + 1`.
     pub fn start(&self, b: &mut KernelBuilder, relay: Reg<U64>, seq0: Reg<U32>) {
         let st = b.global_ptr(&self.p.state);
+        let shared = self.has(OPT_SHARED_STATE).then(|| self.staged.clone());
         for (k, p) in self.p.init.iter().enumerate() {
             let v = b.ld_param(p);
             put_f64(b, st, S_POSE + k, v);
+            if let Some(sh) = &shared {
+                b.st(Space::Shared, sh.at((S_POSE + k) as u32), v);
+            }
         }
         for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS, S_ASSISTS] {
             b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+            if let Some(sh) = &shared {
+                b.st(Space::Shared, sh.at(w as u32), 0u64);
+            }
         }
         let now = b.globaltimer();
         b.st(
@@ -286,6 +311,9 @@ impl SolveCtx {
             Addr::from(st).off(8 * S_START_NS as i64),
             now,
         );
+        if let Some(sh) = &shared {
+            b.st(Space::Shared, sh.at(S_START_NS as u32), now);
+        }
         self.prof_start(b);
         let rec = Addr::from(relay).off(16);
         for (k, p) in self.r0.iter().enumerate() {
@@ -312,6 +340,7 @@ impl SolveCtx {
                 global: b.global_ptr(&p.state),
                 staged: self.staged.clone(),
                 lane0,
+                global_too: !self.has(OPT_SHARED_STATE),
             },
             lane,
             lane0,

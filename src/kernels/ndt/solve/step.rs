@@ -117,15 +117,19 @@ impl SolveCtx {
         profile::stamp(b, &r.prof, r.lane0, profile::P_NEXT);
         b.comment("device solve: the next request record through the relay");
         let lane0 = r.lane0;
+        if !st.global_too {
+            // Every lane has read the staged words it needs.
+            b.warp_sync(u32::MAX);
+        }
         b.when(lane0, |b| {
             for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
                 for k in 0..6 {
-                    put_f64(b, st.global, w + k, v[k]);
+                    st.put_next_f64(b, w + k, v[k]);
                 }
             }
-            put_u32(b, st.global, S_PHASE, s.phase);
-            put_u32(b, st.global, S_ITERS, s.iters);
-            put_u32(b, st.global, S_EVALS, s.evals);
+            st.put_next_u32(b, S_PHASE, s.phase);
+            st.put_next_u32(b, S_ITERS, s.iters);
+            st.put_next_u32(b, S_EVALS, s.evals);
         });
         profile::stamp(b, &r.prof, r.lane0, profile::P_STORE);
         let mut in_range: Option<Reg<Pred>> = None;

@@ -2,6 +2,7 @@
 //! which block reduces, the state staging and where the sums go (see `kernels::ndt::solve`).
 
 use super::ServerRegs;
+use crate::kernels::ndt::solve::OPT_RELAXED_COUNT;
 use crate::ptx::*;
 
 impl ServerRegs {
@@ -42,10 +43,22 @@ impl ServerRegs {
             let start = b.globaltimer();
             let limit = b.add(idle, idle);
             let give_up = b.label("count_late");
+            let relaxed = sv.has(OPT_RELAXED_COUNT);
             b.loop_forever(|b, brk, _| {
-                let n = b.ld_acquire_gpu::<U32>(counter);
+                let n = if relaxed {
+                    b.ld_relaxed_gpu::<U32>(counter)
+                } else {
+                    b.ld_acquire_gpu::<U32>(counter)
+                };
                 let all = b.setp(Cmp::Ge, n, nblk);
-                b.bra_if(all, brk);
+                if relaxed {
+                    b.if_then(all, |b| {
+                        b.fence_acq_rel(Scope::Gpu);
+                        b.bra(brk);
+                    });
+                } else {
+                    b.bra_if(all, brk);
+                }
                 let now = b.globaltimer();
                 let waited = b.sub(now, start);
                 let late = b.setp(Cmp::Gt, waited, limit);
