@@ -111,6 +111,11 @@ pub const OPT_RELAXED_COUNT: u32 = 2;
 /// always reduces: the `reducer` parameter is ignored), so no step stores it to device memory
 /// and no evaluation stages it back.
 pub const OPT_SHARED_STATE: u32 = 4;
+/// `Variant::solve_opts` bit: the triangular solves divide by the factor's diagonal through
+/// its correctly rounded reciprocals, computed up front (`q = x y`, `q + (x − L q) y` with
+/// FMAs: the IEEE quotient for operands away from overflow and underflow, Markstein), so the
+/// dependent chain holds three FMAs per division instead of a whole division.
+pub const OPT_FAST_DIV: u32 = 8;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 
@@ -198,6 +203,8 @@ pub(super) struct Regs {
     sums: SharedArray<F64>,
     /// [`profile::OPT_PROFILE`]'s counters.
     prof: Option<SharedArray<U64>>,
+    /// The build options (`Variant::solve_opts`).
+    opts: u32,
 }
 
 /// One solver step's registers.
@@ -359,6 +366,7 @@ impl SolveCtx {
             no: b.not(yes),
             sums: self.sums.clone(),
             prof: self.prof.clone(),
+            opts: p.opts,
         }
     }
 }

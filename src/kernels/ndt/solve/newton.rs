@@ -98,10 +98,28 @@ fn cholesky_pair(
 
 /// `Cholesky::solve`: `L y = g` forward, then `Lᵀ x = y` backward.
 #[allow(clippy::needless_range_loop)] // i, r index the factor and the vector together
-fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6]) -> [Reg<F64>; 6] {
+fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6], fast: bool) -> [Reg<F64>; 6] {
+    // OPT_FAST_DIV: x / d as q = x y, r = x − d q, q + r y with y = 1/d rounded.
+    let recips: Option<Vec<(Reg<F64>, Reg<F64>)>> = fast.then(|| {
+        (0..6)
+            .map(|i| {
+                let d = at(l, i, i);
+                (b.rcp(d), b.neg(d))
+            })
+            .collect()
+    });
+    let quotient = |b: &mut KernelBuilder, x: Reg<F64>, i: usize| match &recips {
+        Some(r) => {
+            let (y, nd) = r[i];
+            let q = b.mul(x, y);
+            let e = b.fma(nd, q, x);
+            b.fma(e, y, q)
+        }
+        None => b.div(x, at(l, i, i)),
+    };
     let mut x = *g;
     for i in 0..6 {
-        let c = b.div(x[i], at(l, i, i));
+        let c = quotient(b, x[i], i);
         x[i] = c;
         for r in i + 1..6 {
             let p = b.mul(c, at(l, r, i));
@@ -115,7 +133,7 @@ fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6]) -> [Reg<F64>; 6] {
             dot = b.add(dot, p);
         }
         let v = b.sub(x[i], dot);
-        x[i] = b.div(v, at(l, i, i));
+        x[i] = quotient(b, v, i);
     }
     x
 }
@@ -218,7 +236,7 @@ impl Solver<'_> {
         b.if_else(
             ok,
             |b| {
-                let d = solve(b, &l, &grad);
+                let d = solve(b, &l, &grad, r.opts & super::OPT_FAST_DIV != 0);
                 for k in 0..6 {
                     b.mov_to(delta[k], d[k]);
                 }

@@ -68,11 +68,13 @@ impl GpuDerivativePipeline {
                 answers: MappedBuffer::new(&self.gpu, OUT_WORDS, true)?,
                 mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
-                state: DeviceBuffer::zeros(
-                    &s,
-                    STATE_WORDS + PROF_STATE_WORDS,
-                    "NDT device solver state",
-                )?,
+                state: {
+                    let n = STATE_WORDS + PROF_STATE_WORDS;
+                    let mut d = DeviceBuffer::zeros(&s, n, "NDT device solver state")?;
+                    // All in use (the kernel's; the profile build's counters are read back).
+                    d.set_len(n)?;
+                    d
+                },
                 stream: s,
             });
             self.counters.allocations += 4;
