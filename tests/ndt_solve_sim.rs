@@ -19,7 +19,9 @@ use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
-use ptxflow::kernels::ndt::solve::{OPT_FAST_DIV, OPT_RELAXED_COUNT, OPT_SHARED_STATE};
+use ptxflow::kernels::ndt::solve::{
+    OPT_FAST_DIV, OPT_RELAXED_COUNT, OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
+};
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
 use ptxflow::ndt::gpu::records::{decode_result, pack_request};
@@ -258,7 +260,8 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         OPT_RELAXED_COUNT,
         OPT_SHARED_STATE,
         OPT_FAST_DIV,
-        OPT_PROFILE | OPT_RELAXED_COUNT | OPT_SHARED_STATE | OPT_FAST_DIV,
+        OPT_XPOSE_PARTIALS,
+        OPT_PROFILE | OPT_RELAXED_COUNT | OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS,
     ] {
         let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
         let prog = Program::parse(&prog).unwrap();

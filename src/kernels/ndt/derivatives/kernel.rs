@@ -12,6 +12,7 @@ use super::{
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
+use crate::kernels::ndt::solve::OPT_XPOSE_PARTIALS;
 use crate::ptx::*;
 
 /// Builds the module (the table's kernel: the default [`Variant`]).
@@ -326,8 +327,14 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let results = b.global_ptr(&p_results);
         let lead = b.setp(Cmp::Lt, tid, WIDTH as u32);
         let slot = b.mad(req, nblk, blk);
+        // The device solver's OPT_XPOSE_PARTIALS: value-major partials (one request).
+        let xpose = srv.is_some_and(|s| s.solve_opt(OPT_XPOSE_PARTIALS));
         b.if_then(lead, |b| {
-            let k = b.mad(slot, SLOT_VALUES as u32, tid);
+            let k = if xpose {
+                b.mad(tid, nblk, slot)
+            } else {
+                b.mad(slot, SLOT_VALUES as u32, tid)
+            };
             let a = b.index_addr(partials, k, 8);
             b.st(Space::Global, a, total);
             b.fence_acq_rel(Scope::Gpu);
@@ -365,6 +372,20 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             let base = b.mul(req, nblk);
             b.for_range(tid, nblk, BLOCK, |b, j, _| {
                 let s = b.add(base, j);
+                if xpose {
+                    // Value k of block j at k · nblk + j (one request: base 0).
+                    let stride = b.mul_wide(nblk, 8u32);
+                    let mut a = b.index_addr(partials, s, 8);
+                    for (k, &acc) in sums.iter().enumerate() {
+                        if k > 0 {
+                            a = b.add(a, stride);
+                        }
+                        let v = b.ld::<F64>(Space::Global, a);
+                        let t = b.add(acc, v);
+                        b.mov_to(acc, t);
+                    }
+                    return;
+                }
                 let a: Addr = b.index_addr(partials, s, (SLOT_VALUES * 8) as u32).into();
                 for (k, &acc) in sums.iter().enumerate() {
                     let v = b.ld::<F64>(Space::Global, a.off(8 * k as i64));

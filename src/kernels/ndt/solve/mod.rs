@@ -116,6 +116,11 @@ pub const OPT_SHARED_STATE: u32 = 4;
 /// FMAs: the IEEE quotient for operands away from overflow and underflow, Markstein), so the
 /// dependent chain holds three FMAs per division instead of a whole division.
 pub const OPT_FAST_DIV: u32 = 8;
+/// `Variant::solve_opts` bit: the blocks store their partial sums value-major (value `k` of
+/// block `j` at `k · blocks + j`), so the reducing block's threads (thread `j` sums block
+/// `j`'s values, the same additions in the same order) read each value of 32 blocks with one
+/// coalesced load instead of 32 scattered ones.
+pub const OPT_XPOSE_PARTIALS: u32 = 16;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 

@@ -6,6 +6,12 @@ use crate::kernels::ndt::solve::OPT_RELAXED_COUNT;
 use crate::ptx::*;
 
 impl ServerRegs {
+    /// Whether this is the device solver's build with option bit `opt`
+    /// (`kernels::ndt::solve::OPT_*`).
+    pub(in crate::kernels::ndt::derivatives) fn solve_opt(&self, opt: u32) -> bool {
+        self.solve.as_ref().is_some_and(|(s, _)| s.has(opt))
+    }
+
     /// Whether this is the device solver's build.
     pub(in crate::kernels::ndt::derivatives) fn solves(&self) -> bool {
         self.solve.is_some()
