@@ -121,6 +121,14 @@ pub const OPT_FAST_DIV: u32 = 8;
 /// `j`'s values, the same additions in the same order) read each value of 32 blocks with one
 /// coalesced load instead of 32 scattered ones.
 pub const OPT_XPOSE_PARTIALS: u32 = 16;
+/// `Variant::solve_opts` bit: the solver warp's lanes whose results nobody reads divide and take
+/// square roots of ordinary numbers (the two Cholesky factorisations' spare lanes mirror the
+/// working ones; lanes not below a pivot and spare lanes divide the pivot by itself; the
+/// direction's spare lanes divide the length by itself) instead of zeros, whose quotients and
+/// roots leave the hardware's fast path for the slow subroutine, which the whole warp waits for
+/// (session 10 profile: decode and factorisations 2.9 us a Newton step). The lanes that are
+/// read compute the same numbers.
+pub const OPT_SAFE_LANES: u32 = 32;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 

@@ -43,10 +43,17 @@ fn cholesky_pair(
     tau: Reg<F64>,
     lane: Reg<U32>,
     yes: Reg<Pred>,
+    safe: bool,
 ) -> (Lower, Reg<Pred>, Reg<Pred>) {
     let li = b.and(lane, 7u32);
-    let base = b.and(lane, 24u32);
-    let shifted = b.setp(Cmp::Lt, lane, 8u32);
+    // OPT_SAFE_LANES: lanes 16..32 mirror lanes 0..16 (else they factor zeros).
+    let (base, shifted) = if safe {
+        let base = b.and(lane, 8u32);
+        (base, b.setp(Cmp::Eq, base, 0u32))
+    } else {
+        (b.and(lane, 24u32), b.setp(Cmp::Lt, lane, 8u32))
+    };
+    let real_row = safe.then(|| b.setp(Cmp::Lt, li, 6u32));
     let is: [Reg<Pred>; 6] = std::array::from_fn(|i| b.setp(Cmp::Eq, li, i as u32));
     let row: [Reg<F64>; 6] = [(); 6].map(|_| b.mov(0.0f64));
     for i in 0..6 {
@@ -67,8 +74,16 @@ fn cholesky_pair(
         let pos = b.setp(Cmp::Gt, d, 0.0f64);
         ok = b.and(ok, pos);
         let r = b.sqrt(d);
-        let q = b.div(row[j], r);
-        let below = b.setp(Cmp::Gt, li, j as u32);
+        let (q, below) = if safe {
+            // Only rows below the pivot use the quotient: the others divide r by itself.
+            let below = b.setp(Cmp::Gt, li, j as u32);
+            let used = b.and(below, real_row.expect("safe"));
+            let num = b.selp(row[j], r, used);
+            (b.div(num, r), below)
+        } else {
+            let q = b.div(row[j], r);
+            (q, b.setp(Cmp::Gt, li, j as u32))
+        };
         let v = b.selp(q, row[j], below);
         let v = b.selp(r, v, is[j]);
         b.mov_to(row[j], v);
@@ -226,7 +241,8 @@ impl Solver<'_> {
         let zero = b.setp(Cmp::Eq, norm, 0.0f64);
         stop_with(b, zero, STOP_SINGULAR);
         let tau = b.mul(EIGEN_FLOOR, norm);
-        let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes);
+        let safe = r.opts & super::OPT_SAFE_LANES != 0;
+        let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes, safe);
         super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_CHOL);
         let nf = finite(b, norm);
         let ok = b.and(ok1, ok2);
@@ -280,7 +296,8 @@ impl Solver<'_> {
         stop_with(b, bad, STOP_STALLED);
         // dir = Δ / |Δ|: lane k divides entry k, then every lane takes all six.
         let li = b.and(r.lane, 7u32);
-        let mine = b.mov(0.0f64);
+        // (OPT_SAFE_LANES: spare lanes divide len by itself.)
+        let mine = if safe { b.mov(len) } else { b.mov(0.0f64) };
         for (k, d) in delta.iter().enumerate() {
             let is = b.setp(Cmp::Eq, li, k as u32);
             b.when(is, |b| b.mov_to(mine, *d));
