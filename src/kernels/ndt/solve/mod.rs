@@ -36,6 +36,7 @@
 //! launch, 206.5 us against 193.2 us on the evaluation server in the same process, so the
 //! pipeline keeps it opt-in (`ndt::gpu::pipeline::solve`).
 
+pub mod assist;
 mod interpolate;
 mod more_thuente;
 mod newton;
@@ -94,10 +95,12 @@ pub const ASSIST_GRADIENT: usize = 73;
 /// after a system fence. The host answers in the mailbox: `Δ` in words 1..7, flags in word 7
 /// (bit 0: an increment exists, bit 1: positive definite), then the same word in word 0.
 pub const ASSIST_WORD: usize = 79;
-/// u64 words of the mapped results the host allocates.
-pub const OUT_WORDS: usize = 80;
-/// u64 words of the mapped mailbox the host allocates.
-pub const MAILBOX_WORDS: usize = 8;
+/// u64 words of the mapped results the host allocates (the last one, [`assist::ASSIST_CHECK`],
+/// for [`OPT_FAST_ASSIST`] builds).
+pub const OUT_WORDS: usize = 81;
+/// u64 words of the mapped mailbox the host allocates (the last one,
+/// [`assist::MAILBOX_CHECK`], for [`OPT_FAST_ASSIST`] builds).
+pub const MAILBOX_WORDS: usize = 9;
 /// `reducer`: block 0 reduces and solves every evaluation, once every block has counted
 /// itself (its SM keeps the solver's code in its instruction cache).
 pub const REDUCER_BLOCK0: u32 = 0;
@@ -129,6 +132,9 @@ pub const OPT_XPOSE_PARTIALS: u32 = 16;
 /// (session 10 profile: decode and factorisations 2.9 us a Newton step). The lanes that are
 /// read compute the same numbers.
 pub const OPT_SAFE_LANES: u32 = 32;
+/// `Variant::solve_opts` bit: the eigen-path round trip without system fences, both payloads
+/// checked ([`assist`]); the host answers in kind.
+pub const OPT_FAST_ASSIST: u32 = 64;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 

@@ -355,6 +355,9 @@ impl Solver<'_> {
         let k = b.cvt::<U64, U32>(n);
         let k = b.shl(k, 32u32);
         let word = b.or(t, k);
+        if r.opts & super::OPT_FAST_ASSIST != 0 {
+            return self.fast_assist(b, h, grad, delta, pd, finish, word);
+        }
         b.when(r.lane0, |b| {
             for i in 0..6 {
                 for j in i..6 {
