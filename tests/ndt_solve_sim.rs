@@ -20,8 +20,8 @@ use ptxflow::kernels::ndt::solve::{
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::ndt::solve::{
-    OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_RELAXED_COUNT, OPT_SAFE_LANES, OPT_SHARED_STATE,
-    OPT_XPOSE_PARTIALS,
+    OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES,
+    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -263,6 +263,7 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         OPT_FAST_DIV,
         OPT_XPOSE_PARTIALS,
         OPT_SAFE_LANES,
+        OPT_LEAN_FINAL,
         OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_FAST_ASSIST,
         OPT_PROFILE
             | OPT_RELAXED_COUNT
@@ -270,7 +271,8 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
             | OPT_FAST_DIV
             | OPT_XPOSE_PARTIALS
             | OPT_SAFE_LANES
-            | OPT_FAST_ASSIST,
+            | OPT_FAST_ASSIST
+            | OPT_LEAN_FINAL,
     ] {
         let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
         let prog = Program::parse(&prog).unwrap();

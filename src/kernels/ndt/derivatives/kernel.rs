@@ -12,7 +12,7 @@ use super::{
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
-use crate::kernels::ndt::solve::OPT_XPOSE_PARTIALS;
+use crate::kernels::ndt::solve::{OPT_LEAN_FINAL, OPT_XPOSE_PARTIALS};
 use crate::ptx::*;
 
 /// Builds the module (the table's kernel: the default [`Variant`]).
@@ -364,7 +364,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             if let Some(s) = srv {
                 s.stamp_last(b, is0);
             }
-            b.fence_acq_rel(Scope::Gpu);
+            if !srv.is_some_and(|s| s.solve_opt(OPT_LEAN_FINAL)) {
+                b.fence_acq_rel(Scope::Gpu);
+            }
             if let Some(s) = srv {
                 s.stage_solver(b, tid);
             }

@@ -135,6 +135,10 @@ pub const OPT_SAFE_LANES: u32 = 32;
 /// `Variant::solve_opts` bit: the eigen-path round trip without system fences, both payloads
 /// checked ([`assist`]); the host answers in kind.
 pub const OPT_FAST_ASSIST: u32 = 64;
+/// `Variant::solve_opts` bit: the reducing block reads the partials without the fence before
+/// the final reduction (its thread 0 already acquired the blocks' count, which the barrier
+/// extends to the block; the fence only waited for the block's own phase-stamp stores).
+pub const OPT_LEAN_FINAL: u32 = 128;
 /// The done word ([`crate::kernels::ndt::derivatives::server::RESULT_SEQ_WORD`]) holds `DONE | first_seq` once the result is written.
 pub const DONE: u64 = 1 << 32;
 
