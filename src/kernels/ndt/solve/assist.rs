@@ -76,7 +76,7 @@ impl Solver<'_> {
     /// The fenceless eigen-path request (see the module docs); the same contract as
     /// `Solver::assist`: `delta` and `pd` set, or a branch to `finish` (singular, or no
     /// answer within the idle timeout).
-    #[allow(clippy::needless_range_loop)] // k indexes the Hessian layout and the outputs
+    #[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // `assist`'s, and the word
     pub(super) fn fast_assist(
         &self,
         b: &mut KernelBuilder,
