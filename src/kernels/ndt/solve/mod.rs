@@ -28,13 +28,29 @@
 //! does not answer, ends the kernel with [`STOP_HOST`]; the host then runs the whole alignment
 //! itself. Timeouts and the status word are the server's.
 //!
-//! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations, session 9)
-//! Kernel start to result 194.8 us: about 10.1 us per evaluation outside the solver (relay,
-//! terms 0.83, points 3.14, stragglers and block reductions 2.69, final reduction and hand-over)
-//! and 83.7 us of solver steps: 4 eigen-path round trips of about 11.7 us and Cholesky-path
-//! steps of about 5.5 us (one warp's dependent f64 divisions and square roots). With the
-//! launch, 206.5 us against 193.2 us on the evaluation server in the same process, so the
-//! pipeline keeps it opt-in (`ndt::gpu::pipeline::solve`).
+//! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations)
+//! Session 9 (the table's build, options 0): kernel start to result 194.8 us, about 10.1 us per
+//! evaluation outside the solver and 83.7 us of solver steps; 206.5 us with the launch against
+//! 193.2 us on the evaluation server in the same process.
+//!
+//! Session 10, the profile build ([`profile`], `%clock64` of block 0's thread 0, medians of 300
+//! runs, `gpu-results/s10/ndts-2.log`): per evaluation, release to block 0 seeing the request
+//! 0.84 us (the other blocks: 0.27 us on average), terms 0.50, points 2.87, block reduction,
+//! partial and count 1.6, waiting for the last block 1.0-1.4, final reduction 2.95 (29 loads per
+//! thread, each from 32 blocks' slots 256 bytes apart); per Newton step, decode and the two
+//! factorisations 2.9 us (the spare lanes divided zeros: the slow `div.rn.f64` / `sqrt.rn.f64`
+//! subroutine for the whole warp), the solve 0.5 us or an eigen-path round trip of about
+//! 6.9 us, stop tests, direction and line-search start 1.7 us; the line-search feed 1.1 us and
+//! the next request 0.7 us per evaluation. The build options below (`Variant::solve_opts`) act
+//! on these; with options 188 ([`OPT_SHARED_STATE`], [`OPT_FAST_DIV`], [`OPT_XPOSE_PARTIALS`],
+//! [`OPT_SAFE_LANES`], [`OPT_LEAN_FINAL`]; `gpu-results/s10/ndts-3.log`, 300 alternating runs,
+//! twice) an alignment takes 175.4 / 173.6 us against 200.1 / 200.9 us on the server and
+//! 211.5 / 209.8 us for options 0 (kernel start to result 162.7 / 161.7 us, solver steps 75 us),
+//! results bit for bit those of options 0. The final reduction is then 0.95 us and an
+//! evaluation about 7.6 us; what remains is the points (2.8 us), the blocks' reductions and
+//! count (1.5 us), the stragglers (1.0 us), the eigen-path round trips (4 x ~6.9 us: a PCIe
+//! round trip, the host's `SymmetricEigen` and the polls) and the Cholesky steps (decode and
+//! factorisations still 2.2 us).
 
 pub mod assist;
 mod interpolate;
@@ -133,7 +149,10 @@ pub const OPT_XPOSE_PARTIALS: u32 = 16;
 /// read compute the same numbers.
 pub const OPT_SAFE_LANES: u32 = 32;
 /// `Variant::solve_opts` bit: the eigen-path round trip without system fences, both payloads
-/// checked ([`assist`]); the host answers in kind.
+/// checked ([`assist`]); the host answers in kind. Measured slower (session 10, H100, same
+/// process: 236.5 us against 211.5 us for options 0, 203.5 / 199.4 us with the other options
+/// against 175.4 / 173.6 us without it; the round trip 6.9 -> ~10 us): polling nine mapped
+/// words per iteration costs more than the fences it saves. Off; kept for the record.
 pub const OPT_FAST_ASSIST: u32 = 64;
 /// `Variant::solve_opts` bit: the reducing block reads the partials without the fence before
 /// the final reduction (its thread 0 already acquired the blocks' count, which the barrier
