@@ -264,6 +264,7 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         OPT_XPOSE_PARTIALS,
         OPT_SAFE_LANES,
         OPT_LEAN_FINAL,
+        ptxflow::ndt::gpu::DEVICE_SOLVE_OPTS_DEFAULT,
         OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_FAST_ASSIST,
         OPT_PROFILE
             | OPT_RELAXED_COUNT

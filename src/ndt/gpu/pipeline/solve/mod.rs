@@ -1,8 +1,11 @@
 //! The device solver: one alignment's whole Newton solve in one cooperative launch of
-//! `ndt_align_device` (`kernels::ndt::solve`), with only the result crossing the bus. Opt-in
-//! (`PTXFLOW_NDT_DEVICE_SOLVE=1` when the pipeline is created, or
-//! [`GpuDerivativePipeline::set_device_solve`]); [`crate::ndt::align`] on the pipeline then asks
-//! it first ([`crate::ndt::Linearize::align_whole`]).
+//! `ndt_align_device` (`kernels::ndt::solve`), with only the result crossing the bus. On by
+//! default since session 10 ([`DEVICE_SOLVE_DEFAULT`]; `PTXFLOW_NDT_DEVICE_SOLVE=0` when the
+//! pipeline is created, or [`GpuDerivativePipeline::set_device_solve`], turns it off: the
+//! evaluation server then serves the host solver); [`crate::ndt::align`] on the pipeline asks
+//! it first ([`crate::ndt::Linearize::align_whole`]). The kernel is the build with
+//! [`DEVICE_SOLVE_OPTS_DEFAULT`] (`PTXFLOW_NDT_DEVICE_OPTS=n` or
+//! [`GpuDerivativePipeline::set_device_solve_opts`] for others, 0 the table's).
 //!
 //! The kernel evaluates with the server's grid and reductions, so its sums equal the
 //! launch-per-round path's for the same pose, and runs the host solver's steps in the host's
@@ -28,6 +31,7 @@ use crate::kernels::ndt::derivatives::server::STAMPS;
 use crate::kernels::ndt::derivatives::{Variant, BLOCK};
 use crate::kernels::ndt::solve::profile::PROF_WORDS;
 use crate::kernels::ndt::solve::{
+    OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_SAFE_LANES, OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
     REDUCER_BLOCK0, REDUCER_LAST, STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES,
     STOP_SINGULAR, STOP_STALLED,
 };
@@ -43,12 +47,22 @@ use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
 use nalgebra::Isometry3;
 use std::sync::Arc;
 
-/// Default of `PTXFLOW_NDT_DEVICE_SOLVE`: off, because it is not faster than the evaluation
-/// server (session 9, H100, Velodyne pair without upload, 100 runs alternating in one process:
-/// launch per round 216.0 us, server 193.2 us, device solver 206.5 us; criterion 220.1 / 196.6 /
-/// 204.5 us). Verified: equal results (bit for bit on the Velodyne pair), compute-sanitizer
-/// memcheck 0 errors, racecheck 0 errors, the NDT GPU tests pass with it on.
-pub const DEVICE_SOLVE_DEFAULT: bool = false;
+/// Default of `PTXFLOW_NDT_DEVICE_SOLVE`: on (session 10), with the build options
+/// [`DEVICE_SOLVE_OPTS_DEFAULT`]: faster than the evaluation server, which stays the fallback
+/// (H100, Velodyne pair without upload, 300 runs alternating in one process, twice,
+/// `gpu-results/s10/ndts-3.log`: device solver 175.4 / 173.6 us, server 200.1 / 200.9 us, the
+/// session 9 build 211.5 / 209.8 us). Verified with those options: results equal to the host
+/// solver's on the server (bit for bit on the Velodyne pair, every search mode), the NDT GPU
+/// tests pass with it on, compute-sanitizer memcheck 0 errors and racecheck 0 hazards
+/// (`tests/ndt_gpu_solve.rs`). Session 9 measured the table's build slower than the server
+/// (206.5 against 193.2 us), which kept it off then.
+pub const DEVICE_SOLVE_DEFAULT: bool = true;
+
+/// Default of `PTXFLOW_NDT_DEVICE_OPTS` (`Variant::solve_opts`, built at run time; 0 is the
+/// table's `ndt_align_device`): state in shared memory, Markstein divisions, value-major
+/// partials, safe lanes, no fence before the final reduction (see `kernels::ndt::solve`).
+pub const DEVICE_SOLVE_OPTS_DEFAULT: u32 =
+    OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_LEAN_FINAL;
 
 /// Where the device's time went in the last device solve (for phase measurements).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,7 +128,7 @@ impl Drop for Buffers {
 }
 
 impl SolveState {
-    /// Off unless `PTXFLOW_NDT_DEVICE_SOLVE=1` (see [`DEVICE_SOLVE_DEFAULT`]).
+    /// On unless `PTXFLOW_NDT_DEVICE_SOLVE=0` (see [`DEVICE_SOLVE_DEFAULT`]).
     pub(in crate::ndt::gpu) fn from_env() -> SolveState {
         SolveState {
             enabled: env_switch("PTXFLOW_NDT_DEVICE_SOLVE", DEVICE_SOLVE_DEFAULT),
@@ -132,7 +146,7 @@ impl SolveState {
             opts: std::env::var("PTXFLOW_NDT_DEVICE_OPTS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
+                .unwrap_or(DEVICE_SOLVE_OPTS_DEFAULT),
             loaded: Vec::new(),
             profile: None,
         }
