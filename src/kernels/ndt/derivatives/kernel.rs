@@ -5,6 +5,7 @@
 use super::mixed::{self, Mixed};
 use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
+use super::solve_partials::{add_partials_xposed, partial_index};
 use super::split::point_split;
 use super::{
     Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
@@ -35,19 +36,6 @@ pub fn build_align_device(target: Target) -> Module {
     build_entry(target, "ndt_align_device", Variant::SOLVE)
 }
 
-/// Builds `ndt_align_device` with the device solver's build options `opts`
-/// ([`Variant::solve_opts`]; 0 is the table's kernel).
-pub fn build_align_device_opts(target: Target, opts: u32) -> Module {
-    build_entry(
-        target,
-        "ndt_align_device",
-        Variant {
-            solve_opts: opts,
-            ..Variant::SOLVE
-        },
-    )
-}
-
 /// Builds `ndt_derivatives_dense_small` ([`Variant::DENSE_SMALL`]).
 pub fn build_dense_small(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_small", Variant::DENSE_SMALL)
@@ -58,7 +46,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     build_entry(target, "ndt_derivatives", variant)
 }
 
-fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
+pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     let mut b = KernelBuilder::new(entry);
     b.reqntid(BLOCK, 1, 1);
     if let Some(n) = variant.min_blocks_per_sm {
@@ -330,11 +318,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         // The device solver's OPT_XPOSE_PARTIALS: value-major partials (one request).
         let xpose = srv.is_some_and(|s| s.solve_opt(OPT_XPOSE_PARTIALS));
         b.if_then(lead, |b| {
-            let k = if xpose {
-                b.mad(tid, nblk, slot)
-            } else {
-                b.mad(slot, SLOT_VALUES as u32, tid)
-            };
+            let k = partial_index(b, xpose, tid, nblk, slot);
             let a = b.index_addr(partials, k, 8);
             b.st(Space::Global, a, total);
             b.fence_acq_rel(Scope::Gpu);
@@ -375,18 +359,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             b.for_range(tid, nblk, BLOCK, |b, j, _| {
                 let s = b.add(base, j);
                 if xpose {
-                    // Value k of block j at k · nblk + j (one request: base 0).
-                    let stride = b.mul_wide(nblk, 8u32);
-                    let mut a = b.index_addr(partials, s, 8);
-                    for (k, &acc) in sums.iter().enumerate() {
-                        if k > 0 {
-                            a = b.add(a, stride);
-                        }
-                        let v = b.ld::<F64>(Space::Global, a);
-                        let t = b.add(acc, v);
-                        b.mov_to(acc, t);
-                    }
-                    return;
+                    return add_partials_xposed(b, partials, s, nblk, &sums);
                 }
                 let a: Addr = b.index_addr(partials, s, (SLOT_VALUES * 8) as u32).into();
                 for (k, &acc) in sums.iter().enumerate() {

@@ -53,13 +53,14 @@ mod kernel;
 pub mod mixed;
 mod point;
 pub mod server;
+mod solve_partials;
 mod split;
 mod vec3;
 
 pub use kernel::{
-    build, build_align_device, build_align_device_opts, build_dense, build_dense_small,
-    build_server, build_variant,
+    build, build_align_device, build_dense, build_dense_small, build_server, build_variant,
 };
+pub use solve_partials::build_align_device_opts;
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;

@@ -207,14 +207,7 @@ impl ServerRegs {
     /// Stamp `k` by thread 0 of block 0.
     pub(super) fn stamp_block0(&self, b: &mut KernelBuilder, k: usize) {
         self.stamp(b, self.first_thread, k);
-        if let Some((sv, _)) = &self.solve {
-            use crate::kernels::ndt::solve::profile::{P_POINTS, P_TERMS};
-            match k {
-                STAMP_TERMS => sv.prof(b, self.first_thread, P_TERMS),
-                STAMP_POINTS => sv.prof(b, self.first_thread, P_POINTS),
-                _ => {}
-            }
-        }
+        self.prof_block0(b, k);
     }
 
     /// Thread 0: the request record from the relay into `w` (nine f64), `first`, `n`.
@@ -402,11 +395,7 @@ impl ServerRegs {
             let a = Addr::from(self.results).off(8 * (STAMP_WORD + STAMP_SEEN) as i64);
             let seen_at = self.seen_at;
             b.if_then(self.first_thread, |b| b.st(Space::Global, a, seen_at));
-            if let Some((sv, _)) = solve {
-                use crate::kernels::ndt::solve::profile::P_SEEN;
-                sv.prof(b, self.first_thread, P_SEEN);
-                sv.prof_seen(b, is0, seen_at);
-            }
+            self.prof_seen(b, is0);
             b.bar_sync();
             let cmd = b.ld::<U32>(Space::Shared, info.at(3));
             let evaluate = b.setp(Cmp::Eq, cmd, CMD_EVALUATE);

@@ -6,6 +6,36 @@ use crate::kernels::ndt::solve::OPT_RELAXED_COUNT;
 use crate::ptx::*;
 
 impl ServerRegs {
+    /// The profile build's counters (`kernels::ndt::solve::profile`) at the server's stamp `k`
+    /// of block 0 ([`super::STAMP_TERMS`], [`super::STAMP_POINTS`]); nothing otherwise.
+    pub(in crate::kernels::ndt::derivatives) fn prof_block0(
+        &self,
+        b: &mut KernelBuilder,
+        k: usize,
+    ) {
+        use crate::kernels::ndt::solve::profile::{P_POINTS, P_TERMS};
+        if let Some((sv, _)) = &self.solve {
+            match k {
+                super::STAMP_TERMS => sv.prof(b, self.first_thread, P_TERMS),
+                super::STAMP_POINTS => sv.prof(b, self.first_thread, P_POINTS),
+                _ => {}
+            }
+        }
+    }
+
+    /// The profile build's counters once a block's thread 0 (`is0`) has seen a request.
+    pub(in crate::kernels::ndt::derivatives) fn prof_seen(
+        &self,
+        b: &mut KernelBuilder,
+        is0: Reg<Pred>,
+    ) {
+        use crate::kernels::ndt::solve::profile::P_SEEN;
+        if let Some((sv, _)) = &self.solve {
+            sv.prof(b, self.first_thread, P_SEEN);
+            sv.prof_seen(b, is0, self.seen_at);
+        }
+    }
+
     /// Whether this is the device solver's build with option bit `opt`
     /// (`kernels::ndt::solve::OPT_*`).
     pub(in crate::kernels::ndt::derivatives) fn solve_opt(&self, opt: u32) -> bool {
