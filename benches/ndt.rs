@@ -31,6 +31,7 @@
 
 mod common;
 mod ndt_batch;
+mod ndt_device;
 mod ndt_phases;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
@@ -736,6 +737,13 @@ fn benches(c: &mut Criterion) {
         match common::gpu_or_skip() {
             Some(g) => device_summary(&d, &g),
             None => eprintln!("PTXFLOW_NDT_DEVICE_SUMMARY: no GPU"),
+        }
+        return;
+    }
+    if let Ok(spec) = std::env::var("PTXFLOW_NDT_DEVICE_AB") {
+        match common::gpu_or_skip() {
+            Some(g) => ndt_device::device_ab(&d, &g, &spec),
+            None => eprintln!("PTXFLOW_NDT_DEVICE_AB: no GPU"),
         }
         return;
     }

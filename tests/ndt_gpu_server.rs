@@ -30,6 +30,8 @@ fn pipeline(
 ) -> GpuDerivativePipeline {
     let mut p = source_pipeline(gpu, &scene.map, &scene.source, search);
     p.set_server(server).unwrap();
+    // The host solver on the server (or launching per round), not the device solver.
+    p.set_device_solve(false).unwrap();
     p
 }
 

@@ -11,11 +11,17 @@ mod ndt_support;
 
 use nalgebra::Isometry3;
 use ndt_support::sim::{noisy_planes, SimLaunch};
+use ptxflow::kernels::ndt::derivatives::build_align_device_opts;
 use ptxflow::kernels::ndt::derivatives::server::{GRID_SYNC_WORDS, RESULT_SEQ_WORD};
 use ptxflow::kernels::ndt::derivatives::{BLOCK, VALUES};
+use ptxflow::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_STATE_WORDS};
 use ptxflow::kernels::ndt::solve::{
     DONE, MAILBOX_WORDS, OUT_ASSISTS, OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_STOP,
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
+};
+use ptxflow::kernels::ndt::solve::{
+    OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES,
+    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -101,7 +107,8 @@ fn device(
     args.push(mem.upload("grid_sync", &[0u32; GRID_SYNC_WORDS]));
     args.push(Arg::U64(u64::MAX));
     args.push(Arg::U32(7));
-    args.push(mem.upload("state", &[0u64; STATE_WORDS]));
+    // Room for the profile build's counters after the state.
+    args.push(mem.upload("state", &[0u64; STATE_WORDS + PROF_STATE_WORDS]));
     args.extend((0..6).map(|k| Arg::F64(pose[k])));
     args.push(Arg::U32(p.max_iterations as u32));
     args.push(Arg::F64(p.step_max));
@@ -227,5 +234,53 @@ fn interpreted_device_solve_equals_the_host_solver() {
             let n = compare(&solve, &small, &s, &far, &base, "no overlap").expect("solved");
             assert_eq!(n.stop, StopReason::NoCorrespondences);
         }
+    }
+}
+
+/// The device solver's other builds (`Variant::solve_opts`) solve exactly like the table's
+/// kernel.
+#[test]
+fn interpreted_device_solve_builds_equal_the_table_kernel() {
+    let (solve, _) = programs();
+    let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
+    let map = VoxelMap::build(&target, 1.0).unwrap();
+    let source = noisy_planes(300, 2, 3, 1.0, 2.0);
+    let init = pose_to_isometry(&Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01));
+    let base = SolverParams::default();
+    let s = Setup {
+        map: &map,
+        cells: DenseCells::build(&map).unwrap(),
+        source: &source,
+        search: NeighbourSearch::Direct7,
+        gauss: GaussConstants::new(1.0, 0.55).unwrap(),
+        blocks: 3,
+    };
+    let want = device(&solve, &s, &init, &base, REDUCER_BLOCK0);
+    for opts in [
+        OPT_PROFILE,
+        OPT_RELAXED_COUNT,
+        OPT_SHARED_STATE,
+        OPT_FAST_DIV,
+        OPT_XPOSE_PARTIALS,
+        OPT_SAFE_LANES,
+        OPT_LEAN_FINAL,
+        ptxflow::ndt::gpu::DEVICE_SOLVE_OPTS_DEFAULT,
+        OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_FAST_ASSIST,
+        OPT_PROFILE
+            | OPT_RELAXED_COUNT
+            | OPT_SHARED_STATE
+            | OPT_FAST_DIV
+            | OPT_XPOSE_PARTIALS
+            | OPT_SAFE_LANES
+            | OPT_FAST_ASSIST
+            | OPT_LEAN_FINAL,
+    ] {
+        let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
+        let prog = Program::parse(&prog).unwrap();
+        assert_eq!(
+            device(&prog, &s, &init, &base, REDUCER_BLOCK0),
+            want,
+            "build options {opts}"
+        );
     }
 }

@@ -20,7 +20,10 @@ pub mod tuning;
 pub mod variants;
 
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
-pub use pipeline::{DeviceSolveStats, GpuDerivativePipeline, ServerTimeouts, DEVICE_SOLVE_DEFAULT};
+pub use pipeline::{
+    DeviceSolveStats, GpuDerivativePipeline, ServerTimeouts, DEVICE_SOLVE_DEFAULT,
+    DEVICE_SOLVE_OPTS_DEFAULT,
+};
 pub use tuning::{DenseCells, VoxelLookup};
 
 use crate::ndt::params::NdtParams;

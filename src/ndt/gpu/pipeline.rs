@@ -32,7 +32,7 @@ mod split;
 mod tail;
 
 pub use server::ServerTimeouts;
-pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT};
+pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT, DEVICE_SOLVE_OPTS_DEFAULT};
 
 /// What a round needs to know of the uploaded target.
 #[derive(Clone, Copy)]

@@ -135,6 +135,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         hilo: mixed && env_switch("PTXFLOW_NDT_HILO", HILO),
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
         cross: false,
+        solve_opts: 0,
     }
 }
 

@@ -5,6 +5,7 @@
 use super::mixed::{self, Mixed};
 use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
+use super::solve_partials::{add_partials_xposed, partial_index};
 use super::split::point_split;
 use super::{
     Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
@@ -12,6 +13,7 @@ use super::{
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
+use crate::kernels::ndt::solve::{OPT_LEAN_FINAL, OPT_XPOSE_PARTIALS};
 use crate::ptx::*;
 
 /// Builds the module (the table's kernel: the default [`Variant`]).
@@ -29,9 +31,10 @@ pub fn build_server(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_server", Variant::SERVER)
 }
 
-/// Builds `ndt_align_device` ([`Variant::SOLVE`]).
+/// Builds `ndt_align_device` ([`Variant::SOLVE`] with the build options
+/// `kernels::ndt::solve::TABLE_OPTS`).
 pub fn build_align_device(target: Target) -> Module {
-    build_entry(target, "ndt_align_device", Variant::SOLVE)
+    super::build_align_device_opts(target, crate::kernels::ndt::solve::TABLE_OPTS)
 }
 
 /// Builds `ndt_derivatives_dense_small` ([`Variant::DENSE_SMALL`]).
@@ -49,7 +52,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     build_entry(target, "ndt_derivatives", variant)
 }
 
-fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
+pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     let mut b = KernelBuilder::new(entry);
     b.reqntid(BLOCK, 1, 1);
     if let Some(n) = variant.min_blocks_per_sm {
@@ -108,7 +111,7 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
     });
     let server = variant
         .server
-        .then(|| ServerParams::declare(&mut b, variant.solve));
+        .then(|| ServerParams::declare(&mut b, variant.solve, variant.solve_opts));
     let mixed = (variant.mixed && variant.dense).then(|| Mixed::declare(&mut b, variant));
     let cross = (variant.cross && variant.dense && !variant.mixed && !variant.split_point)
         .then(|| super::cross::Cross::declare(&mut b));
@@ -318,8 +321,10 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
         let results = b.global_ptr(&p_results);
         let lead = b.setp(Cmp::Lt, tid, WIDTH as u32);
         let slot = b.mad(req, nblk, blk);
+        // The device solver's OPT_XPOSE_PARTIALS: value-major partials (one request).
+        let xpose = srv.is_some_and(|s| s.solve_opt(OPT_XPOSE_PARTIALS));
         b.if_then(lead, |b| {
-            let k = b.mad(slot, SLOT_VALUES as u32, tid);
+            let k = partial_index(b, xpose, tid, nblk, slot);
             let a = b.index_addr(partials, k, 8);
             b.st(Space::Global, a, total);
             b.fence_acq_rel(Scope::Gpu);
@@ -349,7 +354,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             if let Some(s) = srv {
                 s.stamp_last(b, is0);
             }
-            b.fence_acq_rel(Scope::Gpu);
+            if !srv.is_some_and(|s| s.solve_opt(OPT_LEAN_FINAL)) {
+                b.fence_acq_rel(Scope::Gpu);
+            }
             if let Some(s) = srv {
                 s.stage_solver(b, tid);
             }
@@ -357,6 +364,9 @@ fn build_entry(target: Target, entry: &str, variant: Variant) -> Module {
             let base = b.mul(req, nblk);
             b.for_range(tid, nblk, BLOCK, |b, j, _| {
                 let s = b.add(base, j);
+                if xpose {
+                    return add_partials_xposed(b, partials, s, nblk, &sums);
+                }
                 let a: Addr = b.index_addr(partials, s, (SLOT_VALUES * 8) as u32).into();
                 for (k, &acc) in sums.iter().enumerate() {
                     let v = b.ld::<F64>(Space::Global, a.off(8 * k as i64));

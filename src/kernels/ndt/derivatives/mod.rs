@@ -53,6 +53,7 @@ mod kernel;
 pub mod mixed;
 mod point;
 pub mod server;
+mod solve_partials;
 mod split;
 mod vec3;
 
@@ -60,6 +61,7 @@ pub use kernel::{
     build, build_align_device, build_dense, build_dense_cross, build_dense_small, build_server,
     build_variant,
 };
+pub use solve_partials::build_align_device_opts;
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -276,6 +278,9 @@ pub struct Variant {
     /// angular derivatives as cross products in f64 (`cross.rs`): no derivative matrices per
     /// point; records differ from the matrix form in the last bits only.
     pub cross: bool,
+    /// With `solve`: the device solver's build options (`crate::kernels::ndt::solve::OPT_*`
+    /// bits; 0 is the table's `ndt_align_device`).
+    pub solve_opts: u32,
 }
 
 impl Variant {
@@ -297,6 +302,7 @@ impl Variant {
         hilo: false,
         score64: false,
         cross: false,
+        solve_opts: 0,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

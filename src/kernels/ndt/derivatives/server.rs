@@ -117,13 +117,13 @@ impl ServerParams {
     /// before the first launch: the start barrier's `arrive, exit, status`), `idle_ns` and
     /// `first_seq` (the mailbox's `seq` at launch, already served); with `solve`, the device
     /// solver's after them ([`SolveParams::declare`]).
-    pub(super) fn declare(b: &mut KernelBuilder, solve: bool) -> ServerParams {
+    pub(super) fn declare(b: &mut KernelBuilder, solve: bool, opts: u32) -> ServerParams {
         ServerParams {
             mailbox: b.param::<U64>("mailbox"),
             grid_sync: b.param::<U64>("grid_sync"),
             idle_ns: b.param::<U64>("idle_ns"),
             first_seq: b.param::<U32>("first_seq"),
-            solve: solve.then(|| SolveParams::declare(b)),
+            solve: solve.then(|| SolveParams::declare(b, opts)),
         }
     }
 }
@@ -207,6 +207,7 @@ impl ServerRegs {
     /// Stamp `k` by thread 0 of block 0.
     pub(super) fn stamp_block0(&self, b: &mut KernelBuilder, k: usize) {
         self.stamp(b, self.first_thread, k);
+        self.prof_block0(b, k);
     }
 
     /// Thread 0: the request record from the relay into `w` (nine f64), `first`, `n`.
@@ -394,6 +395,7 @@ impl ServerRegs {
             let a = Addr::from(self.results).off(8 * (STAMP_WORD + STAMP_SEEN) as i64);
             let seen_at = self.seen_at;
             b.if_then(self.first_thread, |b| b.st(Space::Global, a, seen_at));
+            self.prof_seen(b, is0);
             b.bar_sync();
             let cmd = b.ld::<U32>(Space::Shared, info.at(3));
             let evaluate = b.setp(Cmp::Eq, cmd, CMD_EVALUATE);

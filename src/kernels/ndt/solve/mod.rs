@@ -28,17 +28,38 @@
 //! does not answer, ends the kernel with [`STOP_HOST`]; the host then runs the whole alignment
 //! itself. Timeouts and the status word are the server's.
 //!
-//! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations, session 9)
-//! Kernel start to result 194.8 us: about 10.1 us per evaluation outside the solver (relay,
-//! terms 0.83, points 3.14, stragglers and block reductions 2.69, final reduction and hand-over)
-//! and 83.7 us of solver steps: 4 eigen-path round trips of about 11.7 us and Cholesky-path
-//! steps of about 5.5 us (one warp's dependent f64 divisions and square roots). With the
-//! launch, 206.5 us against 193.2 us on the evaluation server in the same process, so the
-//! pipeline keeps it opt-in (`ndt::gpu::pipeline::solve`).
+//! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations)
+//! Session 9 (options 0, then the table's build): kernel start to result 194.8 us, about 10.1 us per
+//! evaluation outside the solver and 83.7 us of solver steps; 206.5 us with the launch against
+//! 193.2 us on the evaluation server in the same process.
+//!
+//! Session 10, the profile build ([`profile`], `%clock64` of block 0's thread 0, medians of 300
+//! runs, `gpu-results/s10/ndts-2.log`): per evaluation, release to block 0 seeing the request
+//! 0.84 us (the other blocks: 0.27 us on average), terms 0.50, points 2.87, block reduction,
+//! partial and count 1.6, waiting for the last block 1.0-1.4, final reduction 2.95 (29 loads per
+//! thread, each from 32 blocks' slots 256 bytes apart); per Newton step, decode and the two
+//! factorisations 2.9 us (the spare lanes divided zeros: the slow `div.rn.f64` / `sqrt.rn.f64`
+//! subroutine for the whole warp), the solve 0.5 us or an eigen-path round trip of about
+//! 6.9 us, stop tests, direction and line-search start 1.7 us; the line-search feed 1.1 us and
+//! the next request 0.7 us per evaluation. The build options below (`Variant::solve_opts`) act
+//! on these; with options 188 ([`OPT_SHARED_STATE`], [`OPT_FAST_DIV`], [`OPT_XPOSE_PARTIALS`],
+//! [`OPT_SAFE_LANES`], [`OPT_LEAN_FINAL`]; `gpu-results/s10/ndts-3.log`, 300 alternating runs,
+//! twice) an alignment takes 175.4 / 173.6 us against 200.1 / 200.9 us on the server and
+//! 211.5 / 209.8 us for options 0 (kernel start to result 162.7 / 161.7 us, solver steps 75 us),
+//! results bit for bit those of options 0. The final reduction is then 0.95 us and an
+//! evaluation about 7.6 us; what remains is the points (2.8 us), the blocks' reductions and
+//! count (1.5 us), the stragglers (1.0 us), the eigen-path round trips (4 x ~6.9 us: a PCIe
+//! round trip, the host's `SymmetricEigen` and the polls) and the Cholesky steps (decode and
+//! factorisations still 2.2 us).
 
+pub mod assist;
+mod factor;
 mod interpolate;
+mod opts;
+pub use opts::*;
 mod more_thuente;
 mod newton;
+pub mod profile;
 pub mod sincos;
 mod state;
 use state::*;
@@ -93,10 +114,12 @@ pub const ASSIST_GRADIENT: usize = 73;
 /// after a system fence. The host answers in the mailbox: `Δ` in words 1..7, flags in word 7
 /// (bit 0: an increment exists, bit 1: positive definite), then the same word in word 0.
 pub const ASSIST_WORD: usize = 79;
-/// u64 words of the mapped results the host allocates.
-pub const OUT_WORDS: usize = 80;
-/// u64 words of the mapped mailbox the host allocates.
-pub const MAILBOX_WORDS: usize = 8;
+/// u64 words of the mapped results the host allocates (the last one, [`assist::ASSIST_CHECK`],
+/// for [`OPT_FAST_ASSIST`] builds).
+pub const OUT_WORDS: usize = 81;
+/// u64 words of the mapped mailbox the host allocates (the last one,
+/// [`assist::MAILBOX_CHECK`], for [`OPT_FAST_ASSIST`] builds).
+pub const MAILBOX_WORDS: usize = 9;
 /// `reducer`: block 0 reduces and solves every evaluation, once every block has counted
 /// itself (its SM keeps the solver's code in its instruction cache).
 pub const REDUCER_BLOCK0: u32 = 0;
@@ -123,6 +146,8 @@ pub struct SolveParams {
     neg_d1: Param<F64>,
     scale: Param<F64>,
     reducer: Param<U32>,
+    /// `Variant::solve_opts` (build options, not a kernel parameter).
+    opts: u32,
 }
 
 impl SolveParams {
@@ -130,8 +155,8 @@ impl SolveParams {
     /// `init_0..init_5`, the solver settings (`max_iterations, step_max, eps_t, eps_r,
     /// line_search` (0/1), `mu, eta, ls_max_evals, x_tol`), the decoding factors `neg_d1`
     /// (`−d1`) and `scale` (`d1 · d2`), and `reducer`: [`REDUCER_BLOCK0`] or
-    /// [`REDUCER_LAST`].
-    pub fn declare(b: &mut KernelBuilder) -> SolveParams {
+    /// [`REDUCER_LAST`]. `opts`: the build options (`Variant::solve_opts`).
+    pub fn declare(b: &mut KernelBuilder, opts: u32) -> SolveParams {
         SolveParams {
             state: b.param::<U64>("state"),
             init: std::array::from_fn(|k| b.param::<F64>(&format!("init_{k}"))),
@@ -147,6 +172,7 @@ impl SolveParams {
             neg_d1: b.param::<F64>("neg_d1"),
             scale: b.param::<F64>("scale"),
             reducer: b.param::<U32>("reducer"),
+            opts,
         }
     }
 }
@@ -160,6 +186,8 @@ pub struct SolveCtx {
     r0_count: Param<U32>,
     sums: SharedArray<F64>,
     staged: SharedArray<U64>,
+    /// [`profile::OPT_PROFILE`]: the cycle counters.
+    prof: Option<SharedArray<U64>>,
 }
 
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
@@ -183,6 +211,10 @@ pub(super) struct Regs {
     yes: Reg<Pred>,
     no: Reg<Pred>,
     sums: SharedArray<F64>,
+    /// [`profile::OPT_PROFILE`]'s counters.
+    prof: Option<SharedArray<U64>>,
+    /// The build options (`Variant::solve_opts`).
+    opts: u32,
 }
 
 /// One solver step's registers.
@@ -215,6 +247,8 @@ impl SolveCtx {
         r0_first: &Param<U32>,
         r0_count: &Param<U32>,
     ) -> SolveCtx {
+        let prof = (p.opts & profile::OPT_PROFILE != 0)
+            .then(|| b.shared_array::<U64>("solve_prof", profile::PROF_WORDS as u32));
         SolveCtx {
             p,
             r0: r0.to_vec(),
@@ -222,6 +256,7 @@ impl SolveCtx {
             r0_count: r0_count.clone(),
             sums: b.shared_array::<F64>("solve_sums", 32),
             staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
+            prof,
         }
     }
 
@@ -229,6 +264,9 @@ impl SolveCtx {
     /// `t < STATE_WORDS` copy state word `t` into shared memory (visible to thread 0 after the
     /// reduction's barriers), so the solver step reads no device memory.
     pub fn stage(&self, b: &mut KernelBuilder, tid: Reg<U32>) {
+        if self.has(OPT_SHARED_STATE) {
+            return;
+        }
         let st = b.global_ptr(&self.p.state);
         let mine = b.setp(Cmp::Lt, tid, STATE_WORDS as u32);
         let staged = self.staged.clone();
@@ -240,9 +278,17 @@ impl SolveCtx {
         });
     }
 
+    /// Whether the build has option bit `opt` (`Variant::solve_opts`).
+    pub fn has(&self, opt: u32) -> bool {
+        self.p.opts & opt != 0
+    }
+
     /// Whether the `reducer` parameter asks for the last block to reduce ([`REDUCER_LAST`]).
     pub fn last_block_reduces(&self, b: &mut KernelBuilder) -> Reg<Pred> {
         let m = b.ld_param(&self.p.reducer);
+        if self.has(OPT_SHARED_STATE) {
+            return b.setp(Cmp::Ne, m, m);
+        }
         b.setp(Cmp::Eq, m, REDUCER_LAST)
     }
 
@@ -262,12 +308,19 @@ impl SolveCtx {
     /// first request (the host's record of the initial pose) in the relay, `seq0 + 1`.
     pub fn start(&self, b: &mut KernelBuilder, relay: Reg<U64>, seq0: Reg<U32>) {
         let st = b.global_ptr(&self.p.state);
+        let shared = self.has(OPT_SHARED_STATE).then(|| self.staged.clone());
         for (k, p) in self.p.init.iter().enumerate() {
             let v = b.ld_param(p);
             put_f64(b, st, S_POSE + k, v);
+            if let Some(sh) = &shared {
+                b.st(Space::Shared, sh.at((S_POSE + k) as u32), v);
+            }
         }
         for w in [S_PHASE, S_ITERS, S_EVALS, S_SOLVE_NS, S_ASSISTS] {
             b.st(Space::Global, Addr::from(st).off(8 * w as i64), 0u64);
+            if let Some(sh) = &shared {
+                b.st(Space::Shared, sh.at(w as u32), 0u64);
+            }
         }
         let now = b.globaltimer();
         b.st(
@@ -275,6 +328,10 @@ impl SolveCtx {
             Addr::from(st).off(8 * S_START_NS as i64),
             now,
         );
+        if let Some(sh) = &shared {
+            b.st(Space::Shared, sh.at(S_START_NS as u32), now);
+        }
+        self.prof_start(b);
         let rec = Addr::from(relay).off(16);
         for (k, p) in self.r0.iter().enumerate() {
             let v = b.ld_param(p);
@@ -300,6 +357,7 @@ impl SolveCtx {
                 global: b.global_ptr(&p.state),
                 staged: self.staged.clone(),
                 lane0,
+                global_too: !self.has(OPT_SHARED_STATE),
             },
             lane,
             lane0,
@@ -317,6 +375,8 @@ impl SolveCtx {
             yes,
             no: b.not(yes),
             sums: self.sums.clone(),
+            prof: self.prof.clone(),
+            opts: p.opts,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::{put_f64, Regs, Solver, PHASE_SEARCH, PHASE_STEP, STOP_CONVERGED};
 use super::{ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, STOP_HOST, S_ASSISTS};
 use super::{STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES, STOP_SINGULAR, STOP_STALLED};
 use crate::kernels::ndt::derivatives::{hessian_index, COUNT_INDEX, GRADIENT_INDEX, SCORE_INDEX};
+use crate::kernels::ndt::solve::factor::{at, cholesky_pair, solve, Lower};
 use crate::kernels::ndt::solve::more_thuente::Search;
 use crate::ptx::*;
 
@@ -21,104 +22,6 @@ use crate::ptx::*;
 const EIGEN_FLOOR: f64 = 1e-9;
 /// `STALL_FACTOR` of `ndt::solver`.
 const STALL_FACTOR: f64 = 10.0;
-
-/// The lower triangle of a symmetric 6×6 matrix (`m[i][j]`, `j ≤ i`).
-type Lower = [[Option<Reg<F64>>; 6]; 6];
-
-fn at(m: &Lower, i: usize, j: usize) -> Reg<F64> {
-    m[i][j].expect("lower-triangle entry present")
-}
-
-/// nalgebra's `Cholesky::new` of `a − τ I` (lanes 0..6: row `i` in lane `i`) and of `a`
-/// (lanes 8..14), both at once, over the solver warp: column by column, lane `j`'s pivot is
-/// broadcast, its square root taken, rows below divided, and the columns to its right updated
-/// in every row at once (right-looking). Each entry sees the same subtractions in the same
-/// order (`k` ascending) with the same products as nalgebra's left-looking loop, so the
-/// factors are equal bit for bit. Returns the factor of `a` (in every lane) and whether each
-/// factorisation had only positive pivots.
-#[allow(clippy::needless_range_loop)] // i, c index the matrix, the lane predicates and the rows
-fn cholesky_pair(
-    b: &mut KernelBuilder,
-    a: &Lower,
-    tau: Reg<F64>,
-    lane: Reg<U32>,
-    yes: Reg<Pred>,
-) -> (Lower, Reg<Pred>, Reg<Pred>) {
-    let li = b.and(lane, 7u32);
-    let base = b.and(lane, 24u32);
-    let shifted = b.setp(Cmp::Lt, lane, 8u32);
-    let is: [Reg<Pred>; 6] = std::array::from_fn(|i| b.setp(Cmp::Eq, li, i as u32));
-    let row: [Reg<F64>; 6] = [(); 6].map(|_| b.mov(0.0f64));
-    for i in 0..6 {
-        for c in 0..=i {
-            let v = if c == i {
-                let sh = b.sub(at(a, i, i), tau);
-                b.selp(sh, at(a, i, i), shifted)
-            } else {
-                at(a, i, c)
-            };
-            b.when(is[i], |b| b.mov_to(row[c], v));
-        }
-    }
-    let mut ok = yes;
-    for j in 0..6 {
-        let src = b.add(base, j as u32);
-        let d = b.shfl(Shfl::Idx, row[j], src);
-        let pos = b.setp(Cmp::Gt, d, 0.0f64);
-        ok = b.and(ok, pos);
-        let r = b.sqrt(d);
-        let q = b.div(row[j], r);
-        let below = b.setp(Cmp::Gt, li, j as u32);
-        let v = b.selp(q, row[j], below);
-        let v = b.selp(r, v, is[j]);
-        b.mov_to(row[j], v);
-        for c in j + 1..6 {
-            let src = b.add(base, c as u32);
-            let lcj = b.shfl(Shfl::Idx, row[j], src);
-            let p = b.mul(lcj, row[j]);
-            let nv = b.sub(row[c], p);
-            let upd = b.setp(Cmp::Ge, li, c as u32);
-            let v = b.selp(nv, row[c], upd);
-            b.mov_to(row[c], v);
-        }
-    }
-    let okw = b.selp(1u32, 0u32, ok);
-    let ok1 = b.shfl(Shfl::Idx, okw, 0u32);
-    let ok2 = b.shfl(Shfl::Idx, okw, 8u32);
-    let ok1 = b.setp(Cmp::Ne, ok1, 0u32);
-    let ok2 = b.setp(Cmp::Ne, ok2, 0u32);
-    let mut l: Lower = [[None; 6]; 6];
-    for i in 0..6 {
-        for c in 0..=i {
-            l[i][c] = Some(b.shfl(Shfl::Idx, row[c], 8 + i as u32));
-        }
-    }
-    (l, ok1, ok2)
-}
-
-/// `Cholesky::solve`: `L y = g` forward, then `Lᵀ x = y` backward.
-#[allow(clippy::needless_range_loop)] // i, r index the factor and the vector together
-fn solve(b: &mut KernelBuilder, l: &Lower, g: &[Reg<F64>; 6]) -> [Reg<F64>; 6] {
-    let mut x = *g;
-    for i in 0..6 {
-        let c = b.div(x[i], at(l, i, i));
-        x[i] = c;
-        for r in i + 1..6 {
-            let p = b.mul(c, at(l, r, i));
-            x[r] = b.sub(x[r], p);
-        }
-    }
-    for i in (0..6).rev() {
-        let mut dot = b.mov(0.0f64);
-        for r in i + 1..6 {
-            let p = b.mul(at(l, r, i), x[r]);
-            dot = b.add(dot, p);
-        }
-        let v = b.sub(x[i], dot);
-        x[i] = b.div(v, at(l, i, i));
-    }
-    x
-}
 
 /// `sqrt(x0² + x1² + x2²)` as nalgebra's 3-vector norm adds them.
 fn norm3(b: &mut KernelBuilder, x: &[Reg<F64>]) -> Reg<F64> {
@@ -208,7 +111,9 @@ impl Solver<'_> {
         let zero = b.setp(Cmp::Eq, norm, 0.0f64);
         stop_with(b, zero, STOP_SINGULAR);
         let tau = b.mul(EIGEN_FLOOR, norm);
-        let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes);
+        let safe = r.opts & super::OPT_SAFE_LANES != 0;
+        let (l, ok1, ok2) = cholesky_pair(b, &a, tau, r.lane, r.yes, safe);
+        super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_CHOL);
         let nf = finite(b, norm);
         let ok = b.and(ok1, ok2);
         let ok = b.and(ok, nf);
@@ -217,13 +122,14 @@ impl Solver<'_> {
         b.if_else(
             ok,
             |b| {
-                let d = solve(b, &l, &grad);
+                let d = solve(b, &l, &grad, r.opts & super::OPT_FAST_DIV != 0);
                 for k in 0..6 {
                     b.mov_to(delta[k], d[k]);
                 }
             },
             |b| self.assist(b, &h, &grad, &delta, pd, finish),
         );
+        super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_SOLVE);
         let dt = norm3(b, &delta[..3]);
         let dr = norm3(b, &delta[3..]);
         // Stalled: no decrease (kind 1), or a step below the epsilons (kind 2).
@@ -260,7 +166,8 @@ impl Solver<'_> {
         stop_with(b, bad, STOP_STALLED);
         // dir = Δ / |Δ|: lane k divides entry k, then every lane takes all six.
         let li = b.and(r.lane, 7u32);
-        let mine = b.mov(0.0f64);
+        // (OPT_SAFE_LANES: spare lanes divide len by itself.)
+        let mine = if safe { b.mov(len) } else { b.mov(0.0f64) };
         for (k, d) in delta.iter().enumerate() {
             let is = b.setp(Cmp::Eq, li, k as u32);
             b.when(is, |b| b.mov_to(mine, *d));
@@ -318,6 +225,9 @@ impl Solver<'_> {
         let k = b.cvt::<U64, U32>(n);
         let k = b.shl(k, 32u32);
         let word = b.or(t, k);
+        if r.opts & super::OPT_FAST_ASSIST != 0 {
+            return self.fast_assist(b, h, grad, delta, pd, finish, word);
+        }
         b.when(r.lane0, |b| {
             for i in 0..6 {
                 for j in i..6 {

@@ -42,6 +42,8 @@ pub(crate) struct State {
     pub(super) staged: SharedArray<U64>,
     /// Lane 0 of the solver warp: the one that stores.
     pub(super) lane0: Reg<Pred>,
+    /// Stores go to device memory too (not with `OPT_SHARED_STATE`).
+    pub(super) global_too: bool,
 }
 
 impl State {
@@ -55,16 +57,22 @@ impl State {
 
     pub(crate) fn st_f64(&self, b: &mut KernelBuilder, w: usize, v: Reg<F64>) {
         let a = self.staged.at(w as u32);
+        let g = self.global_too;
         self.lane0_store(b, |b| {
-            put_f64(b, self.global, w, v);
+            if g {
+                put_f64(b, self.global, w, v);
+            }
             b.st(Space::Shared, a, v);
         });
     }
 
     pub(crate) fn st_u32(&self, b: &mut KernelBuilder, w: usize, v: Reg<U32>) {
         let a = self.staged.at(w as u32);
+        let g = self.global_too;
         self.lane0_store(b, |b| {
-            put_u32(b, self.global, w, v);
+            if g {
+                put_u32(b, self.global, w, v);
+            }
             b.st(Space::Shared, a, v);
         });
     }
@@ -78,8 +86,11 @@ impl State {
             Addr::from(self.global).off(8 * w as i64),
             self.staged.at(w as u32),
         );
+        let global_too = self.global_too;
         self.lane0_store(b, |b| {
-            b.st(Space::Global, g, v);
+            if global_too {
+                b.st(Space::Global, g, v);
+            }
             b.st(Space::Shared, a, v);
         });
     }
@@ -100,4 +111,26 @@ pub(crate) fn put_f64(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<F6
 /// The u32 `v` into the low half of word `w` at `base`.
 pub(crate) fn put_u32(b: &mut KernelBuilder, base: Reg<U64>, w: usize, v: Reg<U32>) {
     b.st(Space::Global, Addr::from(base).off(8 * w as i64), v);
+}
+
+impl State {
+    /// Word `w` of the state for the next evaluation, by the caller's lane 0 (no warp
+    /// synchronization: nothing reads it before the next step): device memory, or with
+    /// `OPT_SHARED_STATE` the staged copy.
+    pub(super) fn put_next_f64(&self, b: &mut KernelBuilder, w: usize, v: Reg<F64>) {
+        if self.global_too {
+            put_f64(b, self.global, w, v);
+        } else {
+            b.st(Space::Shared, self.staged.at(w as u32), v);
+        }
+    }
+
+    /// [`State::put_next_f64`] for a u32 (the low half of word `w`).
+    pub(super) fn put_next_u32(&self, b: &mut KernelBuilder, w: usize, v: Reg<U32>) {
+        if self.global_too {
+            put_u32(b, self.global, w, v);
+        } else {
+            b.st(Space::Shared, self.staged.at(w as u32), v);
+        }
+    }
 }

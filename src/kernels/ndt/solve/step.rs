@@ -26,6 +26,9 @@ impl SolveCtx {
         b.comment("device solve: one step of the host's Newton / More-Thuente solver");
         let t0 = b.globaltimer();
         let r = self.regs(b);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_REDUCED);
+        profile::count(b, &r.prof, r.lane0, profile::P_EVALS);
+        self.prof_spans(b, r.lane0);
         let st = r.state.clone();
         let s = Solver {
             r: &r,
@@ -82,6 +85,8 @@ impl SolveCtx {
         let (trial_l, done_l) = (b.label("solve_trial"), b.label("solve_done"));
         let trial = s.feed(b, f, g, &done, &trial_l, &done_l, |b| s.copy_sums_to_lo(b));
         b.place(&trial_l);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_FEED);
+        profile::count(b, &r.prof, r.lane0, profile::P_TRIALS);
         s.move_pending(b, trial);
         b.bra(&request);
         b.place(&done_l);
@@ -104,21 +109,29 @@ impl SolveCtx {
             },
         );
         b.place(&next);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_FEED);
+        profile::count(b, &r.prof, r.lane0, profile::P_NEWTON);
         s.next_step(b, &finish, &request);
 
         b.place(&request);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_NEXT);
         b.comment("device solve: the next request record through the relay");
         let lane0 = r.lane0;
+        if !st.global_too {
+            // Every lane has read the staged words it needs.
+            b.warp_sync(u32::MAX);
+        }
         b.when(lane0, |b| {
             for (w, v) in [(S_POSE, s.pose), (S_DIR, s.dir), (S_PENDING, s.pending)] {
                 for k in 0..6 {
-                    put_f64(b, st.global, w + k, v[k]);
+                    st.put_next_f64(b, w + k, v[k]);
                 }
             }
-            put_u32(b, st.global, S_PHASE, s.phase);
-            put_u32(b, st.global, S_ITERS, s.iters);
-            put_u32(b, st.global, S_EVALS, s.evals);
+            st.put_next_u32(b, S_PHASE, s.phase);
+            st.put_next_u32(b, S_ITERS, s.iters);
+            st.put_next_u32(b, S_EVALS, s.evals);
         });
+        profile::stamp(b, &r.prof, r.lane0, profile::P_STORE);
         let mut in_range: Option<Reg<Pred>> = None;
         let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
         for k in 3..6 {
@@ -155,7 +168,10 @@ impl SolveCtx {
         let ns = st.ld_u64(b, S_SOLVE_NS);
         let ns = b.add(ns, spent);
         st.st_u64(b, S_SOLVE_NS, ns);
+        self.prof_before_release(b, lane0);
         relay_command(b, lane0, relay, seq, CMD_EVALUATE);
+        self.prof_released(b, lane0);
+        profile::stamp(b, &r.prof, r.lane0, profile::P_SEND);
         b.bra(&end);
 
         b.place(&finish);
@@ -191,6 +207,7 @@ impl SolveCtx {
                 total,
             );
         });
+        self.prof_dump(b, lane0, st.global);
         b.fence_acq_rel(Scope::Sys);
         b.when(lane0, |b| {
             b.st_relaxed_sys::<U64>(Addr::from(out).off(8 * RESULT_SEQ_WORD as i64), t)

@@ -2,9 +2,46 @@
 //! which block reduces, the state staging and where the sums go (see `kernels::ndt::solve`).
 
 use super::ServerRegs;
+use crate::kernels::ndt::solve::OPT_RELAXED_COUNT;
 use crate::ptx::*;
 
 impl ServerRegs {
+    /// The profile build's counters (`kernels::ndt::solve::profile`) at the server's stamp `k`
+    /// of block 0 ([`super::STAMP_TERMS`], [`super::STAMP_POINTS`]); nothing otherwise.
+    pub(in crate::kernels::ndt::derivatives) fn prof_block0(
+        &self,
+        b: &mut KernelBuilder,
+        k: usize,
+    ) {
+        use crate::kernels::ndt::solve::profile::{P_POINTS, P_TERMS};
+        if let Some((sv, _)) = &self.solve {
+            match k {
+                super::STAMP_TERMS => sv.prof(b, self.first_thread, P_TERMS),
+                super::STAMP_POINTS => sv.prof(b, self.first_thread, P_POINTS),
+                _ => {}
+            }
+        }
+    }
+
+    /// The profile build's counters once a block's thread 0 (`is0`) has seen a request.
+    pub(in crate::kernels::ndt::derivatives) fn prof_seen(
+        &self,
+        b: &mut KernelBuilder,
+        is0: Reg<Pred>,
+    ) {
+        use crate::kernels::ndt::solve::profile::P_SEEN;
+        if let Some((sv, _)) = &self.solve {
+            sv.prof(b, self.first_thread, P_SEEN);
+            sv.prof_seen(b, is0, self.seen_at);
+        }
+    }
+
+    /// Whether this is the device solver's build with option bit `opt`
+    /// (`kernels::ndt::solve::OPT_*`).
+    pub(in crate::kernels::ndt::derivatives) fn solve_opt(&self, opt: u32) -> bool {
+        self.solve.as_ref().is_some_and(|(s, _)| s.has(opt))
+    }
+
     /// Whether this is the device solver's build.
     pub(in crate::kernels::ndt::derivatives) fn solves(&self) -> bool {
         self.solve.is_some()
@@ -27,6 +64,9 @@ impl ServerRegs {
         let Some((sv, _)) = &self.solve else {
             return b.selp(1u32, 0u32, last);
         };
+        use crate::kernels::ndt::solve::profile::{P_ALL, P_COUNTED};
+        sv.prof(b, self.first_thread, P_COUNTED);
+        sv.prof_counted(b, self.is0);
         let old_rule = sv.last_block_reduces(b);
         let by_count = b.and(old_rule, last);
         let flag = b.selp(1u32, 0u32, by_count);
@@ -39,10 +79,22 @@ impl ServerRegs {
             let start = b.globaltimer();
             let limit = b.add(idle, idle);
             let give_up = b.label("count_late");
+            let relaxed = sv.has(OPT_RELAXED_COUNT);
             b.loop_forever(|b, brk, _| {
-                let n = b.ld_acquire_gpu::<U32>(counter);
+                let n = if relaxed {
+                    b.ld_relaxed_gpu::<U32>(counter)
+                } else {
+                    b.ld_acquire_gpu::<U32>(counter)
+                };
                 let all = b.setp(Cmp::Ge, n, nblk);
-                b.bra_if(all, brk);
+                if relaxed {
+                    b.if_then(all, |b| {
+                        b.fence_acq_rel(Scope::Gpu);
+                        b.bra(brk);
+                    });
+                } else {
+                    b.bra_if(all, brk);
+                }
                 let now = b.globaltimer();
                 let waited = b.sub(now, start);
                 let late = b.setp(Cmp::Gt, waited, limit);
@@ -52,6 +104,7 @@ impl ServerRegs {
             b.mov_to(flag, 1u32);
             b.place(&give_up);
         });
+        sv.prof(b, self.first_thread, P_ALL);
         flag
     }
 

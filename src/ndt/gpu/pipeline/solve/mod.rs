@@ -1,8 +1,11 @@
 //! The device solver: one alignment's whole Newton solve in one cooperative launch of
-//! `ndt_align_device` (`kernels::ndt::solve`), with only the result crossing the bus. Opt-in
-//! (`PTXFLOW_NDT_DEVICE_SOLVE=1` when the pipeline is created, or
-//! [`GpuDerivativePipeline::set_device_solve`]); [`crate::ndt::align`] on the pipeline then asks
-//! it first ([`crate::ndt::Linearize::align_whole`]).
+//! `ndt_align_device` (`kernels::ndt::solve`), with only the result crossing the bus. On by
+//! default since session 10 ([`DEVICE_SOLVE_DEFAULT`]; `PTXFLOW_NDT_DEVICE_SOLVE=0` when the
+//! pipeline is created, or [`GpuDerivativePipeline::set_device_solve`], turns it off: the
+//! evaluation server then serves the host solver); [`crate::ndt::align`] on the pipeline asks
+//! it first ([`crate::ndt::Linearize::align_whole`]). The kernel is the build with
+//! [`DEVICE_SOLVE_OPTS_DEFAULT`] (`PTXFLOW_NDT_DEVICE_OPTS=n` or
+//! [`GpuDerivativePipeline::set_device_solve_opts`] for others, built at run time).
 //!
 //! The kernel evaluates with the server's grid and reductions, so its sums equal the
 //! launch-per-round path's for the same pose, and runs the host solver's steps in the host's
@@ -26,9 +29,10 @@ use super::launch::{idle_ns, PersistentHead};
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::derivatives::server::STAMPS;
 use crate::kernels::ndt::derivatives::{Variant, BLOCK};
+use crate::kernels::ndt::solve::profile::PROF_WORDS;
 use crate::kernels::ndt::solve::{
     REDUCER_BLOCK0, REDUCER_LAST, STOP_CONVERGED, STOP_MAX_ITERATIONS, STOP_NO_CORRESPONDENCES,
-    STOP_SINGULAR, STOP_STALLED,
+    STOP_SINGULAR, STOP_STALLED, TABLE_OPTS,
 };
 use crate::ndt::gpu::mapped::{device_can_map, MappedBuffer};
 use crate::ndt::gpu::records::pack_request;
@@ -42,12 +46,22 @@ use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
 use nalgebra::Isometry3;
 use std::sync::Arc;
 
-/// Default of `PTXFLOW_NDT_DEVICE_SOLVE`: off, because it is not faster than the evaluation
-/// server (session 9, H100, Velodyne pair without upload, 100 runs alternating in one process:
-/// launch per round 216.0 us, server 193.2 us, device solver 206.5 us; criterion 220.1 / 196.6 /
-/// 204.5 us). Verified: equal results (bit for bit on the Velodyne pair), compute-sanitizer
-/// memcheck 0 errors, racecheck 0 errors, the NDT GPU tests pass with it on.
-pub const DEVICE_SOLVE_DEFAULT: bool = false;
+/// Default of `PTXFLOW_NDT_DEVICE_SOLVE`: on (session 10), with the build options
+/// [`DEVICE_SOLVE_OPTS_DEFAULT`]: faster than the evaluation server, which stays the fallback
+/// (H100, Velodyne pair without upload, 300 runs alternating in one process, twice,
+/// `gpu-results/s10/ndts-3.log`: device solver 175.4 / 173.6 us, server 200.1 / 200.9 us, the
+/// session 9 build 211.5 / 209.8 us). Verified with those options: results equal to the host
+/// solver's on the server (bit for bit on the Velodyne pair, every search mode), the NDT GPU
+/// tests pass with it on, compute-sanitizer memcheck 0 errors and racecheck 0 hazards
+/// (`tests/ndt_gpu_solve.rs`). Session 9 measured the table's build slower than the server
+/// (206.5 against 193.2 us), which kept it off then.
+pub const DEVICE_SOLVE_DEFAULT: bool = true;
+
+/// Default of `PTXFLOW_NDT_DEVICE_OPTS` (`Variant::solve_opts`): the table's `ndt_align_device`
+/// (`kernels::ndt::solve::TABLE_OPTS`: state in shared memory, Markstein divisions, value-major
+/// partials, safe lanes, no fence before the final reduction); other values (0 is session 9's
+/// build) are built at run time.
+pub const DEVICE_SOLVE_OPTS_DEFAULT: u32 = TABLE_OPTS;
 
 /// Where the device's time went in the last device solve (for phase measurements).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,6 +99,14 @@ pub(in crate::ndt::gpu) struct SolveState {
     /// Which block reduces and solves (`kernels::ndt::solve::REDUCER_*`):
     /// `PTXFLOW_NDT_DEVICE_REDUCER=last` for the block that counts itself last, else block 0.
     reducer: u32,
+    /// The kernel's build options (`kernels::ndt::solve` `OPT_*` bits, `Variant::solve_opts`):
+    /// `PTXFLOW_NDT_DEVICE_OPTS=n`, default `TABLE_OPTS` (the table's kernel); others are built and
+    /// loaded at run time.
+    opts: u32,
+    /// The kernels loaded for other options than the current ones.
+    loaded: Vec<(u32, LoadedKernel, usize)>,
+    /// [`crate::kernels::ndt::solve::profile`]'s counters of the last solve (profile builds).
+    profile: Option<[u64; PROF_WORDS]>,
 }
 
 /// The kernel's own stream and words; dropping them waits for the stream first.
@@ -105,7 +127,7 @@ impl Drop for Buffers {
 }
 
 impl SolveState {
-    /// Off unless `PTXFLOW_NDT_DEVICE_SOLVE=1` (see [`DEVICE_SOLVE_DEFAULT`]).
+    /// On unless `PTXFLOW_NDT_DEVICE_SOLVE=0` (see [`DEVICE_SOLVE_DEFAULT`]).
     pub(in crate::ndt::gpu) fn from_env() -> SolveState {
         SolveState {
             enabled: env_switch("PTXFLOW_NDT_DEVICE_SOLVE", DEVICE_SOLVE_DEFAULT),
@@ -120,6 +142,12 @@ impl SolveState {
                 Ok("last") => REDUCER_LAST,
                 _ => REDUCER_BLOCK0,
             },
+            opts: std::env::var("PTXFLOW_NDT_DEVICE_OPTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEVICE_SOLVE_OPTS_DEFAULT),
+            loaded: Vec::new(),
+            profile: None,
         }
     }
 }
@@ -165,6 +193,27 @@ impl GpuDerivativePipeline {
     /// block that counts itself last (`true`, the evaluation server's rule), for comparisons.
     pub fn set_device_solve_last_block(&mut self, last: bool) {
         self.solve.reducer = if last { REDUCER_LAST } else { REDUCER_BLOCK0 };
+    }
+
+    /// The device solver's build options (`kernels::ndt::solve` `OPT_*` bits; `TABLE_OPTS`: the
+    /// table's kernel, 0: session 9's build), for comparisons; the next alignment loads (or builds) that kernel.
+    pub fn set_device_solve_opts(&mut self, opts: u32) {
+        if opts != self.solve.opts {
+            if let Some((f, per_sm)) = self.solve.kernel.take() {
+                self.solve.loaded.push((self.solve.opts, f, per_sm));
+            }
+            if let Some(k) = self.solve.loaded.iter().position(|(o, _, _)| *o == opts) {
+                let (_, f, per_sm) = self.solve.loaded.swap_remove(k);
+                self.solve.kernel = Some((f, per_sm));
+            }
+            self.solve.opts = opts;
+        }
+    }
+
+    /// The profile build's cycle counters of the last device solve
+    /// (`kernels::ndt::solve::profile`; `None` for other builds).
+    pub fn device_solve_profile(&self) -> Option<[u64; PROF_WORDS]> {
+        self.solve.profile
     }
 
     /// Why the last alignment offered to the device solver went to the host solver instead

@@ -4,16 +4,20 @@
 use super::super::launch::stream_idle;
 use super::super::GpuDerivativePipeline;
 use super::{stop_reason, Buffers, DeviceSolveStats};
+use crate::kernels::ndt::derivatives::build_align_device_opts;
 use crate::kernels::ndt::derivatives::hessian_index;
 use crate::kernels::ndt::derivatives::server::{
     EXIT_WORD, GRID_SYNC_WORDS, RESULT_SEQ_WORD, STAMPS, STAMP_WORD, STATUS_IDLE,
     STATUS_NOT_RESIDENT, STATUS_WORD,
 };
 use crate::kernels::ndt::derivatives::BLOCK;
+use crate::kernels::ndt::solve::assist::{assist_check, ASSIST_CHECK, MAILBOX_CHECK};
+use crate::kernels::ndt::solve::profile::{OPT_PROFILE, PROF_STATE_WORDS};
+use crate::kernels::ndt::solve::OPT_FAST_ASSIST;
 use crate::kernels::ndt::solve::{
     ASSIST_GRADIENT, ASSIST_HESSIAN, ASSIST_WORD, DONE, MAILBOX_WORDS, OUT_ASSISTS,
     OUT_EVALUATIONS, OUT_ITERATIONS, OUT_POSE, OUT_SOLVE_NS, OUT_STOP, OUT_TOTAL_NS, OUT_WORDS,
-    STATE_WORDS,
+    STATE_WORDS, TABLE_OPTS,
 };
 use crate::kernels::KernelId;
 use crate::ndt::derivatives::GaussConstants;
@@ -22,6 +26,7 @@ use crate::ndt::gpu::records::{decode_result, VALUES};
 use crate::ndt::newton_step::newton_increment;
 use crate::ndt::pose::Pose6;
 use crate::ndt::result::NdtResult;
+use crate::ptx::Target;
 use crate::runtime::DeviceBuffer;
 use crate::{Error, Result};
 use nalgebra::{Matrix6, Vector6};
@@ -41,7 +46,13 @@ impl GpuDerivativePipeline {
     /// Loads the kernel and allocates the buffers once; clears the words of a failed launch.
     pub(super) fn prepare_device_solve(&mut self) -> Result<()> {
         if self.solve.kernel.is_none() {
-            let f = self.gpu.kernel(KernelId::NdtAlignDevice)?;
+            let f = match self.solve.opts {
+                TABLE_OPTS => self.gpu.kernel(KernelId::NdtAlignDevice)?,
+                o => self.gpu.load_module(
+                    &build_align_device_opts(Target::Sm75, o),
+                    "ndt_align_device",
+                )?,
+            };
             let per_sm = f
                 .function()
                 .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
@@ -59,7 +70,13 @@ impl GpuDerivativePipeline {
                 answers: MappedBuffer::new(&self.gpu, OUT_WORDS, true)?,
                 mailbox: MappedBuffer::new(&self.gpu, MAILBOX_WORDS, true)?,
                 grid_sync: DeviceBuffer::zeros(&s, GRID_SYNC_WORDS, "NDT device solver sync")?,
-                state: DeviceBuffer::zeros(&s, STATE_WORDS, "NDT device solver state")?,
+                state: {
+                    let n = STATE_WORDS + PROF_STATE_WORDS;
+                    let mut d = DeviceBuffer::zeros(&s, n, "NDT device solver state")?;
+                    // All in use (the kernel's; the profile build's counters are read back).
+                    d.set_len(n)?;
+                    d
+                },
                 stream: s,
             });
             self.counters.allocations += 4;
@@ -117,16 +134,25 @@ impl GpuDerivativePipeline {
 
     /// Answers an eigen-path request (see `kernels::ndt::solve::ASSIST_WORD`): the host
     /// solver's `newton_increment` of the Hessian and gradient the kernel wrote.
-    fn answer_assist(&self, word: u64) -> Result<()> {
+    /// With `OPT_FAST_ASSIST` (fenceless, checked payloads: `kernels::ndt::solve::assist`)
+    /// returns `false` while the request's payload does not match its check yet (read again).
+    fn answer_assist(&self, word: u64) -> Result<bool> {
         let b = self
             .solve
             .buffers
             .as_ref()
             .expect("a launched device solve has buffers");
+        let fast = self.solve.opts & OPT_FAST_ASSIST != 0;
         let a = b.answers.as_slice()?.as_ptr();
         // SAFETY: words < OUT_WORDS of the answers (alive with `self`); the kernel wrote them
-        // before its system fence and the request word, which the caller acquired.
-        let f = |k: usize| f64::from_bits(unsafe { std::ptr::read_volatile(a.add(k)) });
+        // before its system fence and the request word, which the caller acquired (or, fast,
+        // they are accepted only when they match the check word).
+        let raw = |k: usize| unsafe { std::ptr::read_volatile(a.add(k)) };
+        let payload: Vec<u64> = (ASSIST_HESSIAN..ASSIST_WORD).map(raw).collect();
+        if fast && assist_check(word, &payload) != raw(ASSIST_CHECK) {
+            return Ok(false);
+        }
+        let f = |k: usize| f64::from_bits(payload[k - ASSIST_HESSIAN]);
         let mut hessian = Matrix6::zeros();
         for i in 0..6 {
             for j in i..6 {
@@ -143,14 +169,16 @@ impl GpuDerivativePipeline {
         let m = b.mailbox.as_slice()?.as_ptr().cast_mut();
         // SAFETY: the mailbox's MAILBOX_WORDS words, alive with `self`; the kernel reads them
         // only after it sees word 0 equal to `word`, which is released after the payload.
+        let answer: [u64; 7] =
+            std::array::from_fn(|k| if k < 6 { delta[k].to_bits() } else { flags });
         unsafe {
-            for k in 0..6 {
-                std::ptr::write_volatile(m.add(1 + k), delta[k].to_bits());
+            for (k, v) in answer.iter().enumerate() {
+                std::ptr::write_volatile(m.add(1 + k), *v);
             }
-            std::ptr::write_volatile(m.add(7), flags);
+            std::ptr::write_volatile(m.add(MAILBOX_CHECK), assist_check(word, &answer));
             AtomicU64::from_ptr(m).store(word, Ordering::Release);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn spin_device(&self, word: usize, want: u64, assist: bool) -> Result<()> {
@@ -182,8 +210,7 @@ impl GpuDerivativePipeline {
             }
             if assist {
                 let w = asked.load(Ordering::Acquire);
-                if w != answered && w != 0 {
-                    self.answer_assist(w)?;
+                if w != answered && w != 0 && self.answer_assist(w)? {
                     answered = w;
                     continue;
                 }
@@ -258,6 +285,14 @@ impl GpuDerivativePipeline {
             stamps,
         });
         self.counters.requests += evaluations as u64;
+        self.solve.profile = None;
+        if self.solve.opts & OPT_PROFILE != 0 {
+            // The kernel wrote the counters before the done word (a copy on its stream waits
+            // for the blocks' exit too: profile builds' wall times include it).
+            let b = self.solve.buffers.as_ref().expect("launched");
+            let all = b.state.to_vec(&b.stream)?;
+            self.solve.profile = Some(std::array::from_fn(|k| all[STATE_WORDS + k]));
+        }
         let code = word(OUT_STOP) as u32;
         let Some(stop) = stop_reason(code) else {
             return Ok(Err(format!(
