@@ -43,6 +43,7 @@
 mod emit;
 mod extend;
 mod kernel;
+mod lane_ext;
 mod page_io;
 mod parse;
 mod parse_masks;
@@ -92,6 +93,10 @@ pub struct Variant {
     /// The next lookup emitted beside each sequence's emission (with `masks`), so the two
     /// share a basic block and their latencies overlap.
     pub pipe: bool,
+    /// Solo windows (with `masks,bits,f4e,solo`) with at least this many candidates (0: none):
+    /// each lane's forward and backward runs of its entry's candidate computed once per window,
+    /// so a match takes them with one shuffle (`lane_ext`).
+    pub lanes: u32,
 }
 
 impl Variant {
@@ -110,6 +115,7 @@ impl Variant {
         trim: true,
         probe: false,
         pipe: true,
+        lanes: 0,
     };
 }
 

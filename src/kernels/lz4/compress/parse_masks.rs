@@ -21,6 +21,7 @@
 
 use super::emit::{emit_sequence, emit_sequence_then};
 use super::extend::{extend, extend_bits};
+use super::lane_ext::{extend_lanes, lane_runs};
 use super::{Match, Page, HASH_MULTIPLIER};
 use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
 use crate::ptx::*;
@@ -59,17 +60,18 @@ fn match_step(
     known: Reg<U32>,
     dist: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
     next_lookup: Option<&mut dyn FnMut(&mut KernelBuilder)>,
+    lanes: Option<Reg<U32>>,
 ) {
     b.comment("match at the first matching lane: extend, mark inserts, emit");
     let first = lowest_bit(b, matched);
-    let dist = dist(b);
-    let match_dist = bcast(b, dist, first);
-    let match_pos = b.add(w.base, first);
-    let (end, back) = if pc.variant.bits {
-        extend_bits(b, pc, match_pos, match_dist, w.anchor, w.limit)
+    let (match_dist, match_pos, end, back) = if let Some(packed) = lanes {
+        extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit)
     } else {
-        let match_cand = b.sub(match_pos, match_dist);
-        extend(b, pc, match_pos, match_cand, w.anchor, w.limit)
+        let dist = dist(b);
+        let match_dist = bcast(b, dist, first);
+        let match_pos = b.add(w.base, first);
+        let (end, back) = byte_extend(b, pc, w, match_pos, match_dist);
+        (match_dist, match_pos, end, back)
     };
     let seq_start = b.sub(match_pos, back);
     let lit = b.sub(seq_start, w.anchor);
@@ -107,6 +109,22 @@ fn match_step(
     b.bra_uni_if(outside, &w.window_end);
     let next_live = b.shl(u32::MAX, rel);
     b.mov_to(w.live, next_live);
+}
+
+/// The 32-lane extension of the match at `match_pos` (distance `match_dist`): `(end, back)`.
+fn byte_extend(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    w: &Window,
+    match_pos: Reg<U32>,
+    match_dist: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    if pc.variant.bits {
+        extend_bits(b, pc, match_pos, match_dist, w.anchor, w.limit)
+    } else {
+        let match_cand = b.sub(match_pos, match_dist);
+        extend(b, pc, match_pos, match_cand, w.anchor, w.limit)
+    }
 }
 
 /// With [`Variant::probe`](super::Variant): `group` (this lane alone on entry) becomes the
@@ -278,6 +296,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     known,
                     |b| peer_dist(b, z_reg, p_reg),
                     Some(&mut next),
+                    None,
                 );
             });
         } else {
@@ -293,6 +312,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     known,
                     |b| peer_dist(b, z, has_peer),
                     None,
+                    None,
                 );
             });
         }
@@ -303,27 +323,53 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let same = b.setp(Cmp::Eq, table_word, word);
             let valid = b.ballot(same);
             let valid = b.and(valid, active_mask);
-            if pc.variant.pipe {
-                let m0 = b.and(valid, live);
-                let m_reg = b.mov(m0);
-                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                    let found = b.setp(Cmp::Ne, m_reg, 0u32);
-                    b.bra_uni_unless(found, no_match);
-                    let known = b.or(inserted, live);
-                    let mut next = |b: &mut KernelBuilder| {
-                        let m = b.and(valid, live);
-                        b.mov_to(m_reg, m);
-                    };
-                    match_step(b, pc, &w, m_reg, known, |_| table_dist, Some(&mut next));
-                });
-            } else {
-                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                    let matched = b.and(valid, live);
-                    let found = b.setp(Cmp::Ne, matched, 0u32);
-                    b.bra_uni_unless(found, no_match);
-                    let known = b.or(inserted, live);
-                    match_step(b, pc, &w, matched, known, |_| table_dist, None);
-                });
+            let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
+                if pc.variant.pipe {
+                    let m0 = b.and(valid, live);
+                    let m_reg = b.mov(m0);
+                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                        let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                        b.bra_uni_unless(found, no_match);
+                        let known = b.or(inserted, live);
+                        let mut next = |b: &mut KernelBuilder| {
+                            let m = b.and(valid, live);
+                            b.mov_to(m_reg, m);
+                        };
+                        match_step(
+                            b,
+                            pc,
+                            &w,
+                            m_reg,
+                            known,
+                            |_| table_dist,
+                            Some(&mut next),
+                            runs,
+                        );
+                    });
+                } else {
+                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                        let matched = b.and(valid, live);
+                        let found = b.setp(Cmp::Ne, matched, 0u32);
+                        b.bra_uni_unless(found, no_match);
+                        let known = b.or(inserted, live);
+                        match_step(b, pc, &w, matched, known, |_| table_dist, None, runs);
+                    });
+                }
+            };
+            match pc.variant.lanes {
+                0 => solo_loop(b, None),
+                lanes => {
+                    // Windows with few candidates keep the 32-lane extension per match.
+                    let plain = b.label("solo_plain");
+                    let n_valid = b.popc(valid);
+                    let few = b.setp(Cmp::Lt, n_valid, lanes);
+                    b.bra_uni_if(few, &plain);
+                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                    solo_loop(b, Some(runs));
+                    b.bra_uni(no_more);
+                    b.place(&plain);
+                    solo_loop(b, None);
+                }
             }
             b.place(no_more);
         }

@@ -96,6 +96,8 @@ impl KernelVariants {
     /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
     /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
     /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
+    /// `lanes` / `lanes=N` (with `masks,bits,f4e,solo`: a solo window's runs per lane, once,
+    /// where it has at least N candidates),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
@@ -113,13 +115,22 @@ impl KernelVariants {
                 "trim" => v.trim = true,
                 "probe" => v.probe = true,
                 "pipe" => v.pipe = true,
+                "lanes" => v.lanes = 1,
+                _ if part.starts_with("lanes=") => match part["lanes=".len()..].parse::<u32>() {
+                    Ok(n) if (1..=32).contains(&n) => v.lanes = n,
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!("PTXFLOW_LZ4_COMPRESS: `{part}`: lanes=1..=32"),
+                        })
+                    }
+                },
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, regs=24..=255)"
                             ),
                         })
                     }
