@@ -139,8 +139,13 @@ fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<
     // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
     let off_rel = b.sub(pc.lane_m1, lit);
     let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
-    let off_shift = b.shl(off_rel, 3u32);
-    let off_byte = b.shr(offset, off_shift);
+    let off_byte = if pc.variant.tight {
+        // Selector nibble 0 or 1: byte 0 or 1 of the offset (other lanes do not use it).
+        b.prmt(offset, 0u32, off_rel)
+    } else {
+        let off_shift = b.shl(off_rel, 3u32);
+        b.shr(offset, off_shift)
+    };
     let byte_or_off = b.selp(off_byte, byte, is_off);
     let seq_len = b.add(lit, 3u32);
     let in_seq = b.setp(Cmp::Lt, pc.ln.lane, seq_len);

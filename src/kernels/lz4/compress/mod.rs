@@ -97,6 +97,11 @@ pub struct Variant {
     /// each lane's forward and backward runs of its entry's candidate computed once per window,
     /// so a match takes them with one shuffle (`lane_ext`).
     pub lanes: u32,
+    /// Fewer uniform instructions per match (with `masks,bits,lean`): the lowest matching lane
+    /// by `popc(~m & (m - 1))`, the extension's "longer than 16" test on the masks themselves
+    /// (so ptxas folds `31 - flo` into the additions), the next live mask as `-4 << (end - 2)`,
+    /// offset bytes by `prmt`.
+    pub tight: bool,
 }
 
 impl Variant {
@@ -116,6 +121,7 @@ impl Variant {
         probe: false,
         pipe: true,
         lanes: 0,
+        tight: false,
     };
 }
 

@@ -20,7 +20,7 @@
 //! instructions per window).
 
 use super::emit::{emit_sequence, emit_sequence_then};
-use super::extend::{extend, extend_bits};
+use super::extend::{extend, extend_bits, extend_tight};
 use super::lane_ext::{extend_lanes, lane_runs};
 use super::{Match, Page, HASH_MULTIPLIER};
 use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
@@ -63,23 +63,42 @@ fn match_step(
     lanes: Option<Reg<U32>>,
 ) {
     b.comment("match at the first matching lane: extend, mark inserts, emit");
-    let first = lowest_bit(b, matched);
+    let (first, below) = if pc.variant.tight {
+        let below = b.sub(matched, 1u32);
+        let not_m = b.not(matched);
+        let under = b.and(not_m, below);
+        (b.popc(under), Some(below))
+    } else {
+        (lowest_bit(b, matched), None)
+    };
     let (match_dist, match_pos, end, back) = if let Some(packed) = lanes {
-        extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit)
+        let (d, p, end, back) = extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit);
+        (d, p, end, Start::Back(back))
     } else {
         let dist = dist(b);
         let match_dist = bcast(b, dist, first);
         let match_pos = b.add(w.base, first);
-        let (end, back) = byte_extend(b, pc, w, match_pos, match_dist);
-        (match_dist, match_pos, end, back)
+        if pc.variant.tight {
+            let (end, seq_start) = extend_tight(b, pc, match_pos, match_dist, w.anchor, w.limit);
+            (match_dist, match_pos, end, Start::At(seq_start))
+        } else {
+            let (end, back) = byte_extend(b, pc, w, match_pos, match_dist);
+            (match_dist, match_pos, end, Start::Back(back))
+        }
     };
-    let seq_start = b.sub(match_pos, back);
+    let seq_start = match back {
+        Start::At(s) => s,
+        Start::Back(back) => b.sub(match_pos, back),
+    };
     let lit = b.sub(seq_start, w.anchor);
     let ml = b.sub(end, seq_start);
     // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
     // lowest) and the lane `end - 2` (none when it lies past the window: shl by 32 or more
     // gives 0) are in the table from here on.
-    let below = b.sub(matched, 1u32);
+    let below = match below {
+        Some(below) => below,
+        None => b.sub(matched, 1u32),
+    };
     let upto = b.xor(matched, below);
     let tested = b.and(known, upto);
     let rel = b.sub(end, w.base);
@@ -94,7 +113,12 @@ fn match_step(
     if let Some(next_lookup) = next_lookup {
         // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
         // lookup, emitted beside the sequence, finds nothing and the loop ends there.
-        let next_live = b.shl(u32::MAX, rel);
+        let next_live = if pc.variant.tight {
+            // -(1 << rel) = !0 << rel (0 from rel = 32 on, as bit_m2 * 4 wraps to 0).
+            b.mul(bit_m2, 0xffff_fffcu32)
+        } else {
+            b.shl(u32::MAX, rel)
+        };
         b.mov_to(w.live, next_live);
         let outside = b.setp(Cmp::Ge, rel, 32u32);
         b.when(outside, |b| b.mov_to(w.next_base, end));
@@ -109,6 +133,12 @@ fn match_step(
     b.bra_uni_if(outside, &w.window_end);
     let next_live = b.shl(u32::MAX, rel);
     b.mov_to(w.live, next_live);
+}
+
+/// Where a match's sequence starts: given, or `back` bytes before the match position.
+enum Start {
+    At(Reg<U32>),
+    Back(Reg<U32>),
 }
 
 /// The 32-lane extension of the match at `match_pos` (distance `match_dist`): `(end, back)`.

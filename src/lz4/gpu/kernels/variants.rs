@@ -97,7 +97,8 @@ impl KernelVariants {
     /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
     /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
     /// `lanes` / `lanes=N` (with `masks,bits,f4e,solo`: a solo window's runs per lane, once,
-    /// where it has at least N candidates),
+    /// where it has at least N candidates), `tight` (with `masks,bits,lean`: fewer uniform
+    /// instructions per match),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
@@ -116,6 +117,7 @@ impl KernelVariants {
                 "probe" => v.probe = true,
                 "pipe" => v.pipe = true,
                 "lanes" => v.lanes = 1,
+                "tight" => v.tight = true,
                 _ if part.starts_with("lanes=") => match part["lanes=".len()..].parse::<u32>() {
                     Ok(n) if (1..=32).contains(&n) => v.lanes = n,
                     _ => {
@@ -130,7 +132,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, regs=24..=255)"
                             ),
                         })
                     }
