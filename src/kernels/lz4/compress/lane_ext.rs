@@ -13,7 +13,7 @@
 //! is bounded by the anchor and by `c` at the match, and a forward run of 4 takes the checked
 //! path, so such bytes never count.
 
-use super::extend::extend_bits;
+use super::extend::{extend_bits, extend_tight};
 use super::Page;
 use crate::kernels::lz4::warp::bcast;
 use crate::ptx::*;
@@ -65,7 +65,8 @@ pub(super) fn lane_runs(
 }
 
 /// The match at window lane `first` from the lanes' packed runs: `(distance, position, end,
-/// back)`, the last two as [`extend_bits`] gives them (which runs when the lane's flag is set).
+/// sequence start)`, the last two as [`extend_bits`] (or with `tight` [`extend_tight`]) gives
+/// them, which runs when the lane's flag is set.
 pub(super) fn extend_lanes(
     b: &mut KernelBuilder,
     pc: &Page,
@@ -88,12 +89,18 @@ pub(super) fn extend_lanes(
     let c0 = b.sub(p0, dist);
     let max_back = b.min(room, c0);
     let back = b.min(bwd, max_back);
+    let seq_start = b.sub(p0, back);
     let long = b.setp(Cmp::Ge, v, 0x8000_0000u32);
     let done = b.label("lanes_done");
     b.bra_uni_unless(long, &done);
-    let (end_slow, back_slow) = extend_bits(b, pc, p0, dist, anchor, limit);
+    let (end_slow, start_slow) = if pc.variant.tight {
+        extend_tight(b, pc, p0, dist, anchor, limit)
+    } else {
+        let (end_slow, back_slow) = extend_bits(b, pc, p0, dist, anchor, limit);
+        (end_slow, b.sub(p0, back_slow))
+    };
     b.mov_to(end, end_slow);
-    b.mov_to(back, back_slow);
+    b.mov_to(seq_start, start_slow);
     b.place(&done);
-    (dist, p0, end, back)
+    (dist, p0, end, seq_start)
 }

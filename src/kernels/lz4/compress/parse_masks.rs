@@ -72,8 +72,8 @@ fn match_step(
         (lowest_bit(b, matched), None)
     };
     let (match_dist, match_pos, end, back) = if let Some(packed) = lanes {
-        let (d, p, end, back) = extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit);
-        (d, p, end, Start::Back(back))
+        let (d, p, end, start) = extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit);
+        (d, p, end, Start::At(start))
     } else {
         let dist = dist(b);
         let match_dist = bcast(b, dist, first);
@@ -388,6 +388,10 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             };
             match pc.variant.lanes {
                 0 => solo_loop(b, None),
+                1 => {
+                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                    solo_loop(b, Some(runs));
+                }
                 lanes => {
                     // Windows with few candidates keep the 32-lane extension per match.
                     let plain = b.label("solo_plain");
