@@ -6,9 +6,9 @@
 //! Per lane (position `p`, candidate `c`, distance `d = p - c`): `fwd` = equal bytes of
 //! `page[p+4..p+8]` and `page[c+4..c+8]` from the first on (0..=4, the trailing-zero bytes of
 //! the XOR of the two words), `bwd` = equal bytes of `page[p-4..p]` and `page[c-4..c]` from the
-//! last down (0..=4, the leading-zero bytes). The lane packs `d | (lane + 4 + fwd) << 16 | bwd <<
-//! 24`, with bit 31 set when either run reached 4 bytes (the match may go on: such a match takes
-//! the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
+//! last down (0..=4, the leading-zero bytes). The lane packs `d | (lane + 4 + fwd + 64 * long) <<
+//! 16 | bwd << 29`, `long` when either run reached 4 bytes (the match may go on: such a match
+//! takes the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
 //! (in the warp's table) and bytes after `p + 8` past it (in the stage's slack): the backward run
 //! is bounded by the anchor and by `c` at the match, and a forward run of 4 takes the checked
 //! path, so such bytes never count.
@@ -52,16 +52,17 @@ pub(super) fn lane_runs(
     let fwd = b.shr(fwd_bits, 3u32);
     let bwd_bits = b.clz(xb);
     let bwd = b.shr(bwd_bits, 3u32);
-    let end_rel = b.add(pc.ln.lane, fwd);
-    let end_rel = b.add(end_rel, 4u32);
-    let packed = b.mad(end_rel, 1u32 << 16, dist);
-    let packed = b.mad(bwd, 1u32 << 24, packed);
-    // Either run of 4: the match may be longer, so it takes the checked extension.
+    // Either run of 4: the match may be longer, so it takes the checked extension (64 added
+    // to the end, at most 39 otherwise, flags it).
     let f_all = b.setp(Cmp::Eq, xf, 0u32);
     let b_all = b.setp(Cmp::Eq, xb, 0u32);
     let long = b.or(f_all, b_all);
-    let flag = b.selp(0x8000_0000u32, 0u32, long);
-    b.or(packed, flag)
+    let flag = b.selp(64u32, 0u32, long);
+    let end_rel = b.add(pc.ln.lane, fwd);
+    let end_rel = b.add(end_rel, flag);
+    let end_rel = b.add(end_rel, 4u32);
+    let packed = b.mad(end_rel, 1u32 << 16, dist);
+    b.mad(bwd, 1u32 << 29, packed)
 }
 
 /// The match at window lane `first` from the lanes' packed runs: `(distance, position, end,
@@ -81,16 +82,15 @@ pub(super) fn extend_lanes(
     let p0 = b.add(base, first);
     let dist = b.and(v, 0xffffu32);
     let rel = b.shr(v, 16u32);
-    let rel = b.and(rel, 0xffu32);
+    let rel = b.and(rel, 0x7fu32);
     let end = b.add(base, rel);
-    let bwd = b.shr(v, 24u32);
-    let bwd = b.and(bwd, 7u32);
+    let bwd = b.shr(v, 29u32);
     let room = b.sub(p0, anchor);
     let c0 = b.sub(p0, dist);
     let max_back = b.min(room, c0);
     let back = b.min(bwd, max_back);
     let seq_start = b.sub(p0, back);
-    let long = b.setp(Cmp::Ge, v, 0x8000_0000u32);
+    let long = b.setp(Cmp::Ge, rel, 64u32);
     let done = b.label("lanes_done");
     b.bra_uni_unless(long, &done);
     let (end_slow, start_slow) = if pc.variant.tight {
