@@ -102,6 +102,9 @@ pub struct Variant {
     /// (so ptxas folds `31 - flo` into the additions), the next live mask as `-4 << (end - 2)`,
     /// offset bytes by `prmt`.
     pub tight: bool,
+    /// Sequences of 15..=269 literals and a match shorter than 19 bytes (with `lean`) take a
+    /// path of their own (one literal length byte) instead of the general one.
+    pub medium: bool,
 }
 
 impl Variant {
@@ -122,6 +125,7 @@ impl Variant {
         pipe: true,
         lanes: 0,
         tight: false,
+        medium: false,
     };
 }
 

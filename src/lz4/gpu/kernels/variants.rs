@@ -98,7 +98,8 @@ impl KernelVariants {
     /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
     /// `lanes` / `lanes=N` (with `masks,bits,f4e,solo`: a solo window's runs per lane, once,
     /// where it has at least N candidates), `tight` (with `masks,bits,lean`: fewer uniform
-    /// instructions per match),
+    /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
+    /// short match by a path of their own),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
@@ -118,6 +119,7 @@ impl KernelVariants {
                 "pipe" => v.pipe = true,
                 "lanes" => v.lanes = 1,
                 "tight" => v.tight = true,
+                "medium" => v.medium = true,
                 _ if part.starts_with("lanes=") => match part["lanes=".len()..].parse::<u32>() {
                     Ok(n) if (1..=32).contains(&n) => v.lanes = n,
                     _ => {
@@ -132,7 +134,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, regs=24..=255)"
                             ),
                         })
                     }
