@@ -26,7 +26,10 @@
 //! (session 9, H100, same bench, medians of 15 (11 for the last five) alternating rounds, three
 //! runs): session 8's kernel (`reread`) 59.6 / 59.6 / 59.7 GB/s; `masks` 68.6; `masks,bits,lean`
 //! 69.3 / 70.6; `masks,bits,lean,f4e` 70.7 / 70.7; `...,solo,trim` 74.5; `...,solo,trim,probe`
-//! 73.1; `...,solo,trim,pipe` (the default) 76.5; `...,solo,trim,probe,pipe` 74.6.
+//! 73.1; `...,solo,trim,pipe` (session 9's default) 76.5; `...,solo,trim,probe,pipe` 74.6.
+//! Session 10 (H100, medians of 11 alternating rounds, one run): session 9's default 77.0,
+//! `...,pipe,tight` 78.9, `...,tight,lanes` 80.3, `...,pipe,lanes` 77.3, `...,tight,medium` 81.0,
+//! `...,tight,lanes,medium` (the default) 83.3.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
