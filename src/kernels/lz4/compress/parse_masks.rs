@@ -52,6 +52,7 @@ struct Window {
 /// the match reaches past the window, else falls through with `live` from its end. With
 /// `next_lookup` ([`Variant::pipe`](super::Variant)) the next lookup is emitted beside the
 /// sequence and a match past the window leaves through it (finding nothing).
+#[allow(clippy::too_many_arguments)]
 fn match_step(
     b: &mut KernelBuilder,
     pc: &Page,
