@@ -40,7 +40,8 @@
 //! every match) stays as [`Variant`] `reread` for comparisons.
 //!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
-//! `parse_masks` and `parse` (the window loops), `extend` and `lane_ext` (match extension),
+//! `parse_masks` and `parse` (the window loops), `window` (a match of `parse_masks`), `extend`
+//! and `lane_ext` (match extension),
 //! `emit` (sequence writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
@@ -51,6 +52,7 @@ mod lane_ext;
 mod page_io;
 mod parse;
 mod parse_masks;
+mod window;
 
 pub use kernel::{build, build_variant};
 
