@@ -75,10 +75,33 @@ pub(super) fn emit_sequence_then(
         } else {
             short
         };
-        b.bra_uni_unless(short, &general);
-        emit_short(b, pc, anchor, lit, m);
-        then(b);
-        b.bra_uni(&done);
+        if pc.variant.medium {
+            let medium = b.label("emit_medium");
+            b.bra_uni_unless(short, &medium);
+            emit_short(b, pc, anchor, lit, m);
+            then(b);
+            b.bra_uni(&done);
+            b.place(&medium);
+            // 15..=269 literals (one length byte), a match shorter than 19, room for the
+            // lit + 4 bytes and the 6 after them: else the general way (which checks).
+            let lit_rest = b.sub(lit, 15u32);
+            let one_byte = b.setp(Cmp::Lt, lit_rest, 255u32);
+            let short_m = b.setp(Cmp::Lt, m.len, 19u32);
+            let need = b.add(pc.out, lit);
+            let need = b.add(need, 10u32);
+            let room = b.setp(Cmp::Lt, need, pc.p_len);
+            let ok = b.and(one_byte, short_m);
+            let ok = b.and(ok, room);
+            b.bra_uni_unless(ok, &general);
+            emit_medium(b, pc, anchor, lit, m);
+            then(b);
+            b.bra_uni(&done);
+        } else {
+            b.bra_uni_unless(short, &general);
+            emit_short(b, pc, anchor, lit, m);
+            then(b);
+            b.bra_uni(&done);
+        }
     }
     b.place(&general);
     emit_general(b, pc, anchor, lit, matched);
@@ -139,14 +162,57 @@ fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<
     // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
     let off_rel = b.sub(pc.lane_m1, lit);
     let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
-    let off_shift = b.shl(off_rel, 3u32);
-    let off_byte = b.shr(offset, off_shift);
+    let off_byte = if pc.variant.tight {
+        // Selector nibble 0 or 1: byte 0 or 1 of the offset (other lanes do not use it).
+        b.prmt(offset, 0u32, off_rel)
+    } else {
+        let off_shift = b.shl(off_rel, 3u32);
+        b.shr(offset, off_shift)
+    };
     let byte_or_off = b.selp(off_byte, byte, is_off);
     let seq_len = b.add(lit, 3u32);
     let in_seq = b.setp(Cmp::Lt, pc.ln.lane, seq_len);
     let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
     b.when(in_seq, |b| {
         b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)
+    });
+    let out_end = b.add(pc.out, seq_len);
+    b.mov_to(pc.out, out_end);
+}
+
+/// A sequence of 15..=269 literals (one length byte) and a match shorter than 19 bytes
+/// ([`Variant::medium`](super::Variant)), 32 bytes a step: the token, `lit - 15`, the literals,
+/// the offset (no raw check: `emit_sequence` sends only sequences that leave room).
+fn emit_medium(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
+    let Match { offset, len: ml } = m;
+    // 0xf0 | (ml - 4) with ml - 4 < 15.
+    let token = b.add(ml, 0xecu32);
+    let lit_rest = b.sub(lit, 15u32);
+    let seq_len = b.add(lit, 4u32);
+    let lit_src = b.add(pc.spage_lane_m1, anchor);
+    let lit_src = b.sub(lit_src, 1u32);
+    let lit_end = b.add(lit, 2u32);
+    let dst = b.index_addr(pc.scratch_lane, pc.out, 1);
+    let lane = pc.ln.lane;
+    b.for_range_with(LoopBranch::Uniform, 0u32, seq_len, 32u32, |b, base, _| {
+        let j = b.add(base, lane);
+        let first = b.setp(Cmp::Eq, j, 0u32);
+        let byte = b.selp(token, lit_rest, first);
+        let lit_rel = b.sub(j, 2u32);
+        let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
+        let src = b.add(lit_src, base);
+        b.when(in_lit, |b| {
+            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(byte, lit_byte);
+        });
+        let off_rel = b.sub(j, lit_end);
+        let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
+        // Selector nibble 0 or 1: byte 0 or 1 of the offset.
+        let off_byte = b.prmt(offset, 0u32, off_rel);
+        let byte = b.selp(off_byte, byte, is_off);
+        let in_seq = b.setp(Cmp::Lt, j, seq_len);
+        let d = b.index_addr(dst, base, 1);
+        b.when(in_seq, |b| b.st_narrow(Space::Global, Narrow::U8, d, byte));
     });
     let out_end = b.add(pc.out, seq_len);
     b.mov_to(pc.out, out_end);

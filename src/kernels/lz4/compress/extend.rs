@@ -120,6 +120,78 @@ pub(super) fn extend_bits(
     (end, back)
 }
 
+/// [`extend_bits`] with fewer uniform instructions ([`Variant::tight`](super::Variant)):
+/// returns `(end, seq_start)` (`seq_start = p0 - back`), and the "longer than 16" test looks at
+/// the masks, so the fast way uses each leading-zero count in one addition only (ptxas folds
+/// `31 - flo` into it). The slow way counts again (`| 1` keeps the counts apart from the fast
+/// way's).
+pub(super) fn extend_tight(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    dist: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    b.comment("extend (tight): 16 bytes forward and 16 backward in one 32-lane step");
+    let c0 = b.sub(p0, dist);
+    let pos_addr = b.add(pc.spage, p0);
+    let here = b.add(pos_addr, pc.ext_step);
+    let there = b.sub(here, dist);
+    let here_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
+    let there_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
+    let differ = b.setp(Cmp::Ne, here_byte, there_byte);
+    let mismatch = b.ballot(differ);
+    let fwd_lanes = b.sub(limit, p0);
+    let fwd_lanes = b.sub(fwd_lanes, 4u32);
+    let fwd_stop = b.shr(0x8000_0000u32, fwd_lanes);
+    let fwd_mask = b.shl(mismatch, 16u32);
+    let fwd_mask = b.or(fwd_mask, fwd_stop);
+    let fwd_mask = b.or(fwd_mask, 0x8000u32);
+    let room = b.sub(p0, anchor);
+    let max_back = b.min(room, c0);
+    let bwd_stop = b.shr(0x8000_0000u32, max_back);
+    let bwd_mask = b.and(mismatch, 0xffff_0000u32);
+    let bwd_mask = b.or(bwd_mask, bwd_stop);
+    let bwd_mask = b.or(bwd_mask, 0x8000u32);
+    let fwd_n = b.clz(fwd_mask);
+    let end = b.add(p0, 4u32);
+    let end = b.add(end, fwd_n);
+    let back = b.clz(bwd_mask);
+    let seq_start = b.sub(p0, back);
+    // A run of 16 either way leaves its mask below bit 16 (the stop bit 15).
+    let low = b.min(fwd_mask, bwd_mask);
+    let more = b.setp(Cmp::Lt, low, 0x1_0000u32);
+    let ext_done = b.label("ext_done");
+    b.bra_uni_unless(more, &ext_done);
+    let fwd_more = b.setp(Cmp::Lt, fwd_mask, 0x1_0000u32);
+    let bwd_more = b.setp(Cmp::Lt, bwd_mask, 0x1_0000u32);
+    let f1 = b.or(fwd_mask, 1u32);
+    let fwd_n = b.clz(f1);
+    let slow_end = b.add(p0, 4u32);
+    let slow_end = b.add(slow_end, fwd_n);
+    let b1 = b.or(bwd_mask, 1u32);
+    let slow_back = b.clz(b1);
+    let cand_addr = b.sub(pos_addr, dist);
+    let run = Run {
+        pos_addr,
+        cand_addr,
+        dist,
+        max_back,
+        limit,
+    };
+    let slow_done = b.label("slow_done");
+    extend_more(
+        b, pc, run, slow_end, slow_back, fwd_more, bwd_more, &slow_done,
+    );
+    b.place(&slow_done);
+    b.mov_to(end, slow_end);
+    let slow_start = b.sub(p0, slow_back);
+    b.mov_to(seq_start, slow_start);
+    b.place(&ext_done);
+    (end, seq_start)
+}
+
 /// A match whose first step found no end in one direction.
 #[derive(Clone, Copy)]
 struct Run {

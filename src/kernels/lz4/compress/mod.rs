@@ -25,10 +25,14 @@
 //! earlier peer in that mask (its 4 bytes one shuffle away) or else the entry; a ballot of valid
 //! lanes picks the first (in a window where no lane has an earlier peer, one ballot of the
 //! entries serves every match). The next lookup is emitted beside each sequence's emission, so
-//! the scheduler overlaps the two. The extension compares 16 bytes forward and 16 backward in one step
-//! (byte loads, bounds as stop bits in the ballot, both runs leading-zero counts), longer runs 32
-//! bytes a step; lanes write each sequence cooperatively, 32 bytes per step, into the warp's
-//! global scratch. At the window's end the highest inserted lane of each hash group writes its
+//! the scheduler overlaps the two. In a window without peers each lane first compares 4 bytes
+//! after and 4 before its own candidate (`lane_ext`), so a match there takes its end and
+//! backward run with one shuffle; elsewhere, and for runs of 4 or more, the extension compares 16
+//! bytes forward and 16 backward in one step (byte loads, bounds as stop bits in the ballot, both
+//! runs leading-zero counts), longer runs 32 bytes a step. Lanes write each sequence
+//! cooperatively into the warp's global scratch: short sequences (< 15 literals, match < 19) in
+//! one step, those of 15..=269 literals 32 bytes a step with their one length byte, others by
+//! the general path. At the window's end the highest inserted lane of each hash group writes its
 //! entry (no atomics). Once the bytes written plus those that must follow reach `P`, the page is
 //! stored raw. Finally lane 0 reserves the stored size (rounded up to 16) in `packed` with one
 //! atomic, and the warp copies the block (or the raw page) there with 16-byte stores.
@@ -36,16 +40,19 @@
 //! every match) stays as [`Variant`] `reread` for comparisons.
 //!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
-//! `parse_masks` and `parse` (the window loops), `extend` (match extension), `emit` (sequence
-//! writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
+//! `parse_masks` and `parse` (the window loops), `window` (a match of `parse_masks`), `extend`
+//! and `lane_ext` (match extension),
+//! `emit` (sequence writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
 mod emit;
 mod extend;
 mod kernel;
+mod lane_ext;
 mod page_io;
 mod parse;
 mod parse_masks;
+mod window;
 
 pub use kernel::{build, build_variant};
 
@@ -92,14 +99,29 @@ pub struct Variant {
     /// The next lookup emitted beside each sequence's emission (with `masks`), so the two
     /// share a basic block and their latencies overlap.
     pub pipe: bool,
+    /// Solo windows (with `masks,bits,f4e,solo`) with at least this many candidates (0: none):
+    /// each lane's forward and backward runs of its entry's candidate computed once per window,
+    /// so a match takes them with one shuffle (`lane_ext`).
+    pub lanes: u32,
+    /// Fewer uniform instructions per match (with `masks,bits,lean`): the lowest matching lane
+    /// by `popc(~m & (m - 1))`, the extension's "longer than 16" test on the masks themselves
+    /// (so ptxas folds `31 - flo` into the additions), the next live mask as `-4 << (end - 2)`,
+    /// offset bytes by `prmt`.
+    pub tight: bool,
+    /// Sequences of 15..=269 literals and a match shorter than 19 bytes (with `lean`) take a
+    /// path of their own (one literal length byte) instead of the general one.
+    pub medium: bool,
 }
 
 impl Variant {
-    /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe` (issue 17,
-    /// session 9: dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one process,
-    /// medians of 11 alternating rounds: 76.5 GB/s against 59.7 for session 8's kernel
+    /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
+    /// medium` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one
+    /// process, medians of 11 alternating rounds). Session 10: 83.3 GB/s against 77.0 for
+    /// session 9's build (`masks,bits,lean,f4e,solo,trim,pipe`), 78.9 with `tight` alone, 80.3
+    /// with `tight,lanes`, 81.0 with `tight,medium`, 77.3 with `lanes` alone; ncu: 2.70 G warp
+    /// instructions against 2.88 G. Session 9: 76.5 GB/s against 59.7 for session 8's kernel
     /// (`PTXFLOW_LZ4_COMPRESS=reread`), 70.7 without `solo,trim,pipe`, 74.5 without `pipe`, 74.6
-    /// with `probe` too; ncu: 2.88 G warp instructions against 3.98 G).
+    /// with `probe` too; ncu: 2.88 G warp instructions against 3.98 G.
     pub const TABLE: Variant = Variant {
         masks: true,
         max_regs: None,
@@ -110,6 +132,9 @@ impl Variant {
         trim: true,
         probe: false,
         pipe: true,
+        lanes: 1,
+        tight: true,
+        medium: true,
     };
 }
 

@@ -19,10 +19,11 @@
 //! less on `match.any` but executes more instructions, and measured slower), `trim` (fewer
 //! instructions per window).
 
-use super::emit::{emit_sequence, emit_sequence_then};
-use super::extend::{extend, extend_bits};
-use super::{Match, Page, HASH_MULTIPLIER};
-use crate::kernels::lz4::warp::{bcast, ld_shared_u32_f4e, ld_shared_u32_unaligned, lowest_bit};
+use super::emit::emit_sequence;
+use super::lane_ext::lane_runs;
+use super::window::{match_step, Window};
+use super::{Page, HASH_MULTIPLIER};
+use crate::kernels::lz4::warp::{ld_shared_u32_f4e, ld_shared_u32_unaligned};
 use crate::ptx::*;
 
 /// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `word`.
@@ -30,83 +31,6 @@ fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) ->
     let product = b.mul(word, HASH_MULTIPLIER);
     let hash = b.shr(product, hash_shift);
     b.shl(hash, 1u32)
-}
-
-/// The window's uniform state the match steps update.
-struct Window {
-    base: Reg<U32>,
-    anchor: Reg<U32>,
-    limit: Reg<U32>,
-    /// Lanes in the table by now (below the live ones).
-    inserted: Reg<U32>,
-    /// Lanes from the last match's end on (tested in order from there).
-    live: Reg<U32>,
-    /// Where the next window starts (the end of a match reaching past this one).
-    next_base: Reg<U32>,
-    window_end: Label,
-}
-
-/// One match at the lowest lane of `matched` (`known` = `inserted | live`; `dist` gives each
-/// lane's candidate distance): extend, mark the inserts, emit; leaves for the window's end when
-/// the match reaches past the window, else falls through with `live` from its end. With
-/// `next_lookup` ([`Variant::pipe`](super::Variant)) the next lookup is emitted beside the
-/// sequence and a match past the window leaves through it (finding nothing).
-fn match_step(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    w: &Window,
-    matched: Reg<U32>,
-    known: Reg<U32>,
-    dist: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
-    next_lookup: Option<&mut dyn FnMut(&mut KernelBuilder)>,
-) {
-    b.comment("match at the first matching lane: extend, mark inserts, emit");
-    let first = lowest_bit(b, matched);
-    let dist = dist(b);
-    let match_dist = bcast(b, dist, first);
-    let match_pos = b.add(w.base, first);
-    let (end, back) = if pc.variant.bits {
-        extend_bits(b, pc, match_pos, match_dist, w.anchor, w.limit)
-    } else {
-        let match_cand = b.sub(match_pos, match_dist);
-        extend(b, pc, match_pos, match_cand, w.anchor, w.limit)
-    };
-    let seq_start = b.sub(match_pos, back);
-    let lit = b.sub(seq_start, w.anchor);
-    let ml = b.sub(end, seq_start);
-    // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
-    // lowest) and the lane `end - 2` (none when it lies past the window: shl by 32 or more
-    // gives 0) are in the table from here on.
-    let below = b.sub(matched, 1u32);
-    let upto = b.xor(matched, below);
-    let tested = b.and(known, upto);
-    let rel = b.sub(end, w.base);
-    let rel_m2 = b.sub(rel, 2u32);
-    let bit_m2 = b.shl(1u32, rel_m2);
-    let ins = b.or(tested, bit_m2);
-    b.mov_to(w.inserted, ins);
-    let m = Match {
-        offset: match_dist,
-        len: ml,
-    };
-    if let Some(next_lookup) = next_lookup {
-        // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
-        // lookup, emitted beside the sequence, finds nothing and the loop ends there.
-        let next_live = b.shl(u32::MAX, rel);
-        b.mov_to(w.live, next_live);
-        let outside = b.setp(Cmp::Ge, rel, 32u32);
-        b.when(outside, |b| b.mov_to(w.next_base, end));
-        emit_sequence_then(b, pc, w.anchor, lit, Some(m), next_lookup);
-        b.mov_to(w.anchor, end);
-        return;
-    }
-    emit_sequence(b, pc, w.anchor, lit, Some(m));
-    b.mov_to(w.anchor, end);
-    let outside = b.setp(Cmp::Ge, rel, 32u32);
-    b.when(outside, |b| b.mov_to(w.next_base, end));
-    b.bra_uni_if(outside, &w.window_end);
-    let next_live = b.shl(u32::MAX, rel);
-    b.mov_to(w.live, next_live);
 }
 
 /// With [`Variant::probe`](super::Variant): `group` (this lane alone on entry) becomes the
@@ -278,6 +202,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     known,
                     |b| peer_dist(b, z_reg, p_reg),
                     Some(&mut next),
+                    None,
                 );
             });
         } else {
@@ -293,6 +218,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     known,
                     |b| peer_dist(b, z, has_peer),
                     None,
+                    None,
                 );
             });
         }
@@ -303,27 +229,57 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let same = b.setp(Cmp::Eq, table_word, word);
             let valid = b.ballot(same);
             let valid = b.and(valid, active_mask);
-            if pc.variant.pipe {
-                let m0 = b.and(valid, live);
-                let m_reg = b.mov(m0);
-                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                    let found = b.setp(Cmp::Ne, m_reg, 0u32);
-                    b.bra_uni_unless(found, no_match);
-                    let known = b.or(inserted, live);
-                    let mut next = |b: &mut KernelBuilder| {
-                        let m = b.and(valid, live);
-                        b.mov_to(m_reg, m);
-                    };
-                    match_step(b, pc, &w, m_reg, known, |_| table_dist, Some(&mut next));
-                });
-            } else {
-                b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                    let matched = b.and(valid, live);
-                    let found = b.setp(Cmp::Ne, matched, 0u32);
-                    b.bra_uni_unless(found, no_match);
-                    let known = b.or(inserted, live);
-                    match_step(b, pc, &w, matched, known, |_| table_dist, None);
-                });
+            let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
+                if pc.variant.pipe {
+                    let m0 = b.and(valid, live);
+                    let m_reg = b.mov(m0);
+                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                        let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                        b.bra_uni_unless(found, no_match);
+                        let known = b.or(inserted, live);
+                        let mut next = |b: &mut KernelBuilder| {
+                            let m = b.and(valid, live);
+                            b.mov_to(m_reg, m);
+                        };
+                        match_step(
+                            b,
+                            pc,
+                            &w,
+                            m_reg,
+                            known,
+                            |_| table_dist,
+                            Some(&mut next),
+                            runs,
+                        );
+                    });
+                } else {
+                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                        let matched = b.and(valid, live);
+                        let found = b.setp(Cmp::Ne, matched, 0u32);
+                        b.bra_uni_unless(found, no_match);
+                        let known = b.or(inserted, live);
+                        match_step(b, pc, &w, matched, known, |_| table_dist, None, runs);
+                    });
+                }
+            };
+            match pc.variant.lanes {
+                0 => solo_loop(b, None),
+                1 => {
+                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                    solo_loop(b, Some(runs));
+                }
+                lanes => {
+                    // Windows with few candidates keep the 32-lane extension per match.
+                    let plain = b.label("solo_plain");
+                    let n_valid = b.popc(valid);
+                    let few = b.setp(Cmp::Lt, n_valid, lanes);
+                    b.bra_uni_if(few, &plain);
+                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                    solo_loop(b, Some(runs));
+                    b.bra_uni(no_more);
+                    b.place(&plain);
+                    solo_loop(b, None);
+                }
             }
             b.place(no_more);
         }

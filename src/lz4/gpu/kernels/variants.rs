@@ -26,7 +26,10 @@
 //! (session 9, H100, same bench, medians of 15 (11 for the last five) alternating rounds, three
 //! runs): session 8's kernel (`reread`) 59.6 / 59.6 / 59.7 GB/s; `masks` 68.6; `masks,bits,lean`
 //! 69.3 / 70.6; `masks,bits,lean,f4e` 70.7 / 70.7; `...,solo,trim` 74.5; `...,solo,trim,probe`
-//! 73.1; `...,solo,trim,pipe` (the default) 76.5; `...,solo,trim,probe,pipe` 74.6.
+//! 73.1; `...,solo,trim,pipe` (session 9's default) 76.5; `...,solo,trim,probe,pipe` 74.6.
+//! Session 10 (H100, medians of 11 alternating rounds, one run): session 9's default 77.0,
+//! `...,pipe,tight` 78.9, `...,tight,lanes` 80.3, `...,pipe,lanes` 77.3, `...,tight,medium` 81.0,
+//! `...,tight,lanes,medium` (the default) 83.3.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
@@ -96,6 +99,10 @@ impl KernelVariants {
     /// `prmt.f4e`), `solo` (with `masks`: a peerless window's matches from one ballot), `trim` (with
     /// `masks`: fewer instructions per window), `probe` (with `masks`: `match.any` only where two
     /// lanes share a bucket), `pipe` (with `masks`: the next lookup beside each emission),
+    /// `lanes` / `lanes=N` (with `masks,bits,f4e,solo`: a solo window's runs per lane, once,
+    /// where it has at least N candidates), `tight` (with `masks,bits,lean`: fewer uniform
+    /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
+    /// short match by a path of their own),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
@@ -113,13 +120,24 @@ impl KernelVariants {
                 "trim" => v.trim = true,
                 "probe" => v.probe = true,
                 "pipe" => v.pipe = true,
+                "lanes" => v.lanes = 1,
+                "tight" => v.tight = true,
+                "medium" => v.medium = true,
+                _ if part.starts_with("lanes=") => match part["lanes=".len()..].parse::<u32>() {
+                    Ok(n) if (1..=32).contains(&n) => v.lanes = n,
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!("PTXFLOW_LZ4_COMPRESS: `{part}`: lanes=1..=32"),
+                        })
+                    }
+                },
                 _ => match part.strip_prefix("regs=").map(str::parse::<u32>) {
                     Some(Ok(n)) if (24..=255).contains(&n) => v.max_regs = Some(n),
                     _ => {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, regs=24..=255)"
                             ),
                         })
                     }
