@@ -128,6 +128,7 @@ fn gpu(c: &mut Criterion) {
         exchange: Some(GruExchange::Global),
         staging: None,
         held: Some(false),
+        split: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -149,15 +150,25 @@ fn gpu(c: &mut Criterion) {
         ..GruLaunch::default()
     };
     // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
-    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default.
+    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default;
+    // `_split`: `rnn_gru_held48s` (W_ih in the upper warps only).
     let held = |on| GruLaunch {
         held: Some(on),
+        split: Some(false),
         ..global
     };
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_held", vec![single.clone()], held(true)),
+        (
+            "gru_rollout_split",
+            vec![single.clone()],
+            GruLaunch {
+                split: Some(true),
+                ..held(true)
+            },
+        ),
         ("gru_ensemble5_held", ens.clone(), held(true)),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
@@ -310,6 +321,7 @@ fn gpu(c: &mut Criterion) {
         if name == "gru_rollout"
             || name == "gru_ensemble5"
             || name.ends_with("_held")
+            || name.ends_with("_split")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")

@@ -140,6 +140,7 @@ fn gru_held_case(
         exchange: Some(GruExchange::Global),
         staging: None,
         held: Some(held),
+        split: Some(false),
     };
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(true)).unwrap();
     let mut twin = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(false)).unwrap();
@@ -163,6 +164,31 @@ fn gru_held_case(
         g.kernel_name(),
         twin.kernel_name()
     );
+    // Blocks of 16 units and at most 128 cells: also `rnn_gru_held48s` (the upper warps hold
+    // W_ih), bit for bit.
+    let units = 2 * 128u32.div_ceil(slices);
+    if units <= 16 && rows * units <= 128 {
+        let split = GruLaunch {
+            split: Some(true),
+            ..launch(true)
+        };
+        let mut s = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, split).unwrap();
+        assert_eq!(s.kernel_name(), "rnn_gru_held48s");
+        let got_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+        let again_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+        assert!(same(&got_s, &again_s), "rnn_gru_held48s: not reproducible");
+        assert!(
+            same(&got_s, &got),
+            "rnn_gru_held48s differs from {}",
+            g.kernel_name()
+        );
+        eprintln!(
+            "GRU held I={input} T={} B={} E={members}: rnn_gru_held48s bit-identical to {}",
+            shape.steps,
+            shape.batch,
+            g.kernel_name()
+        );
+    }
     let e = rel_inf(&got, &want);
     eprintln!(
         "GRU held I={input} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units, {} (bit-identical to {}), rel error {e:.2e}",
@@ -239,14 +265,19 @@ fn gpu_gru_held_kernels_match_f64_reference_and_their_twins() {
     if sanitize() {
         return;
     }
-    // Chosen shapes (`held: Some(true)`): the rollout and the ensemble of 5 of the benchmarks.
-    for members in [1, 5] {
+    // Chosen shapes (`held: Some(true)`): the rollout and the ensemble of 5 of the benchmarks,
+    // and the rollout on `rnn_gru_held48s`.
+    for (members, split) in [(1, None), (5, None), (1, Some(true))] {
         let launch = GruLaunch {
             held: Some(true),
+            split,
             ..GruLaunch::default()
         };
         let e = gru_case(&gpu, 128, 256, long, members, false, None, launch);
-        assert!(e < 1e-5, "held GRU, chosen shape, E={members}: {e:e}");
+        assert!(
+            e < 1e-5,
+            "held GRU, chosen shape, E={members}, split {split:?}: {e:e}"
+        );
     }
 }
 
@@ -354,6 +385,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             exchange: None,
             staging: None,
             held: None,
+            split: None,
         };
         let e = gru_case(
             &gpu,
@@ -399,6 +431,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -408,6 +441,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -429,6 +463,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
     };
     let old_cases = [
         (

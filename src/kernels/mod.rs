@@ -115,6 +115,9 @@ kernel_table! {
     RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
+    /// `rnn_gru_held48` with W_ih held by the upper four warps only: they take the partials of
+    /// `W_ih x_{t+2}` while the lower four take the cells, gi sums and gather (bit-identical).
+    RnnGruHeld48s => rnn::gru::stationary::held::build48s, "rnn_gru_held48s", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -16,6 +16,20 @@ fn held_from_env() -> bool {
     }
 }
 
+/// Whether [`GruLaunch::split`] `None` asks for `rnn_gru_held48s`: `PTXFLOW_GRU_SPLIT` = `1`
+/// (on) or `0` (off); unset or other: [`SPLIT_DEFAULT`].
+fn split_from_env() -> bool {
+    match std::env::var("PTXFLOW_GRU_SPLIT").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => SPLIT_DEFAULT,
+    }
+}
+
+/// Whether `rnn_gru_held48s` replaces `rnn_gru_held48` where it can when neither the launch nor
+/// the environment says.
+const SPLIT_DEFAULT: bool = false;
+
 /// Whether the held kernels run where they can when neither the launch nor the environment
 /// says (H100, alternating in one process: rollout T=10 B=32 20.0 against 23.5 us for the
 /// weight-stationary kernel, ensemble of 5 49.1 against 56.8 us).
@@ -40,11 +54,12 @@ pub(super) fn choose_held(
         return Ok(None);
     }
     let unavailable = || -> Result<Option<Shape>> {
-        if launch.held == Some(true) {
+        if launch.held == Some(true) || launch.split == Some(true) {
             Err(Error::input(
                 "the held-weights GRU kernels need sm_80 or later, hidden 256, an input of at \
                  most 128, the global exchange, no projection mode, at most 21 units a block \
-                 and one block per SM with x of every step in shared memory",
+                 (16 and at most 128 cells for the split roles) and one block per SM with x of \
+                 every step in shared memory",
             ))
         } else {
             Ok(None)
@@ -85,7 +100,13 @@ pub(super) fn choose_held(
             49..=64 => true,
             _ => continue,
         };
-        let path = Path::Held { rows64 };
+        // The split roles leave the cells, gi sums and gather to 128 threads: blocks of at most
+        // 48 gate rows and 128 cells.
+        let split = !rows64 && r * units <= 128 && launch.split.unwrap_or_else(split_from_env);
+        if launch.split == Some(true) && !split {
+            continue;
+        }
+        let path = Path::Held { rows64, split };
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
         };

@@ -40,8 +40,9 @@ pub(super) enum Path {
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
     /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
-    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`).
-    Held { rows64: bool },
+    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `split`:
+    /// `rnn_gru_held48s` (3J <= 48, W_ih in the upper four warps only).
+    Held { rows64: bool, split: bool },
 }
 
 impl Path {
@@ -53,8 +54,15 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
-            Path::Held { rows64: false } => KernelId::RnnGruHeld48,
-            Path::Held { rows64: true } => KernelId::RnnGruHeld64,
+            Path::Held {
+                rows64: false,
+                split: true,
+            } => KernelId::RnnGruHeld48s,
+            Path::Held {
+                rows64: false,
+                split: false,
+            } => KernelId::RnnGruHeld48,
+            Path::Held { rows64: true, .. } => KernelId::RnnGruHeld64,
         }
     }
 }

@@ -44,11 +44,13 @@
 //! [`kernel`] the kernel: prologue and step loop.
 
 pub mod cluster;
+mod count;
 pub mod held;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
 pub mod rows48;
+pub mod wide;
 
 use super::{Ctx, P};
 use crate::kernels::rnn::stamps::{stamping, write_clock};
