@@ -169,6 +169,8 @@ fn gpu(c: &mut Criterion) {
                 ..held(true)
             },
         ),
+        // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
+        ("gru_rollout_held_plain", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
@@ -229,6 +231,7 @@ fn gpu(c: &mut Criterion) {
             ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
             ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
             ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
+            ("_plain", "PTXFLOW_GRU_PLAIN_LAUNCH", "1"),
         ] {
             if name.ends_with(suffix) {
                 std::env::set_var(var, value);
@@ -322,6 +325,7 @@ fn gpu(c: &mut Criterion) {
             || name == "gru_ensemble5"
             || name.ends_with("_held")
             || name.ends_with("_split")
+            || name.ends_with("_plain")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")

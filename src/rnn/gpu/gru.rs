@@ -190,6 +190,7 @@ impl GpuGru {
             layer_norm,
             ln_eps,
             shape,
+            plain_launch: std::env::var("PTXFLOW_GRU_PLAIN_LAUNCH").is_ok_and(|v| v == "1"),
         };
         let weights = Weights {
             w_ih: DeviceBuffer::from_host(&s, &packed.w_ih, "GRU w_ih")?,
