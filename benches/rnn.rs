@@ -305,6 +305,21 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
+            if gg.kernel_name() == "rnn_gru_held48s" {
+                // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
+                // done, after the step's mat-vec barrier (stamp 4 + 3 t).
+                let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize - 16;
+                let upper: Vec<String> = (0..SHAPE.steps)
+                    .map(|t| {
+                        let d = st[base + t].wrapping_sub(st[4 + 3 * t]) as i64;
+                        format!("{:.2}", d as f64 / mhz)
+                    })
+                    .collect();
+                println!(
+                    "SUMMARY gpu/rnn {name} upper warps' partials of W_ih x_(t+2) after the mat-vec barrier (us): [{}]",
+                    upper.join(" ")
+                );
+            }
             if gg.exchange() != GruExchange::Global {
                 println!(
                     "SUMMARY gpu/rnn {name} blocks: {}",

@@ -36,13 +36,14 @@
 //! ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and x_0, x_1, h0 issued, `[2]` W_hh and the
 //! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
 //! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
-//! `W_ih x_{t+2}` and the exchange (and transform).
+//! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
+//! (thread 128): the upper warps' partials of `W_ih x_{t+2}` done.
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
 use super::matvec::{hold_rows, partials, sum, Held, Sources};
 use super::wide::{self, Upper};
-use super::{scratch_floats, Lane, Stamps};
+use super::{scratch_floats, Lane, Stamps, STAMPS};
 use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
 use crate::kernels::rnn::gru::exchange::{gather_by, transform, Gather};
 use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
@@ -350,6 +351,10 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
                     let t2 = b.add(t, 2u32);
                     let more2 = b.setp(Cmp::Lt, t2, p.steps);
                     b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
+                    // Thread 128's stamp at `STAMPS - 16 + t` (t < 16): the upper warps' end.
+                    let t128 = b.sub(c.tid, THREADS / 2);
+                    let idx = b.add(t, STAMPS - 16);
+                    stamps.write_for(b, idx, t128);
                 },
                 state,
             ),
