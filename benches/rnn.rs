@@ -151,7 +151,7 @@ fn gpu(c: &mut Criterion) {
     };
     // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
     // is not; `_stationary`: the weight-stationary kernels where the held ones are the default;
-    // `_split`: `rnn_gru_held48s` (W_ih in the upper warps only).
+    // `_split`: `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper warps only).
     let held = |on| GruLaunch {
         held: Some(on),
         split: Some(false),
@@ -164,6 +164,14 @@ fn gpu(c: &mut Criterion) {
         (
             "gru_rollout_split",
             vec![single.clone()],
+            GruLaunch {
+                split: Some(true),
+                ..held(true)
+            },
+        ),
+        (
+            "gru_ensemble5_split",
+            ens.clone(),
             GruLaunch {
                 split: Some(true),
                 ..held(true)
@@ -305,7 +313,7 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
-            if gg.kernel_name() == "rnn_gru_held48s" {
+            if gg.kernel_name().ends_with('s') && gg.kernel_name().starts_with("rnn_gru_held") {
                 // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
                 // done, after the step's mat-vec barrier (stamp 4 + 3 t).
                 let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize - 16;

@@ -164,26 +164,33 @@ fn gru_held_case(
         g.kernel_name(),
         twin.kernel_name()
     );
-    // Blocks of 16 units and at most 128 cells: also `rnn_gru_held48s` (the upper warps hold
-    // W_ih), bit for bit.
+    // The split roles (the upper warps hold W_ih): `rnn_gru_held64s` for blocks of more than
+    // 16 units, `rnn_gru_held48s` for 16 units and at most 128 cells; bit for bit.
     let units = 2 * 128u32.div_ceil(slices);
-    if units <= 16 && rows * units <= 128 {
+    let split_kernel = if units > 16 {
+        Some("rnn_gru_held64s")
+    } else if rows * units <= 128 {
+        Some("rnn_gru_held48s")
+    } else {
+        None
+    };
+    if let Some(name) = split_kernel {
         let split = GruLaunch {
             split: Some(true),
             ..launch(true)
         };
         let mut s = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, split).unwrap();
-        assert_eq!(s.kernel_name(), "rnn_gru_held48s");
+        assert_eq!(s.kernel_name(), name);
         let got_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
         let again_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
-        assert!(same(&got_s, &again_s), "rnn_gru_held48s: not reproducible");
+        assert!(same(&got_s, &again_s), "{name}: not reproducible");
         assert!(
             same(&got_s, &got),
-            "rnn_gru_held48s differs from {}",
+            "{name} differs from {}",
             g.kernel_name()
         );
         eprintln!(
-            "GRU held I={input} T={} B={} E={members}: rnn_gru_held48s bit-identical to {}",
+            "GRU held I={input} T={} B={} E={members}: {name} bit-identical to {}",
             shape.steps,
             shape.batch,
             g.kernel_name()
@@ -266,8 +273,8 @@ fn gpu_gru_held_kernels_match_f64_reference_and_their_twins() {
         return;
     }
     // Chosen shapes (`held: Some(true)`): the rollout and the ensemble of 5 of the benchmarks,
-    // and the rollout on `rnn_gru_held48s`.
-    for (members, split) in [(1, None), (5, None), (1, Some(true))] {
+    // and both on the split roles (`rnn_gru_held48s`, `rnn_gru_held64s`).
+    for (members, split) in [(1, None), (5, None), (1, Some(true)), (5, Some(true))] {
         let launch = GruLaunch {
             held: Some(true),
             split,

@@ -2,8 +2,8 @@
 //! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
 //! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48`,
-//! `rnn_gru_held48` and `rnn_gru_held48s`, and with 13 on `rnn_gru_held64` (W_ih held too, gi
-//! step by step): one GRU with and without layer norm, an ensemble of 2 with dropout. The
+//! `rnn_gru_held48` and `rnn_gru_held48s`, and with 13 on `rnn_gru_held64` and `rnn_gru_held64s`
+//! (W_ih held too, gi step by step): one GRU with and without layer norm, an ensemble of 2 with dropout. The
 //! interpreter runs the whole grid interleaved (the blocks poll each other as on a device);
 //! its `%clock64` is 0, so a late block is never given up on.
 
@@ -93,7 +93,10 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
         shared::smem_floats(batch, 128, 256, units, chunk)
     } else if matches!(
         id,
-        KernelId::RnnGruHeld48 | KernelId::RnnGruHeld48s | KernelId::RnnGruHeld64
+        KernelId::RnnGruHeld48
+            | KernelId::RnnGruHeld48s
+            | KernelId::RnnGruHeld64
+            | KernelId::RnnGruHeld64s
     ) {
         args.push(Arg::U64(0));
         held::smem_floats(batch, 128, 256, chunk)
@@ -182,13 +185,19 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 SLICES,
                 "W_ih held too, 64 gate rows",
             ),
+            (
+                KernelId::RnnGruHeld64s,
+                STEPS as u32,
+                SLICES,
+                "W_ih held by the upper warps, 64 gate rows",
+            ),
         ] {
             let got = run_sliced(id, &case, chunk, slices);
             // The held kernels sum the same partials in the same order as the precompute mode
             // of the kernel with the same lane rows: bit-identical states.
             let twin = match id {
                 KernelId::RnnGruHeld48 | KernelId::RnnGruHeld48s => Some("rnn_gru_stationary48"),
-                KernelId::RnnGruHeld64 => Some("rnn_gru_stationary"),
+                KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };
             if let Some(twin) = twin {

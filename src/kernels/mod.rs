@@ -118,6 +118,10 @@ kernel_table! {
     /// `rnn_gru_held48` with W_ih held by the upper four warps only: they take the partials of
     /// `W_ih x_{t+2}` while the lower four take the cells, gi sums and gather (bit-identical).
     RnnGruHeld48s => rnn::gru::stationary::held::build48s, "rnn_gru_held48s", [Sm80];
+    /// `rnn_gru_held64` with W_ih held by the upper four warps only: they take the gi sums of
+    /// step t + 1 and the partials of `W_ih x_{t+2}` while the lower four take the cells and the
+    /// gather (bit-identical).
+    RnnGruHeld64s => rnn::gru::stationary::held::build64s, "rnn_gru_held64s", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -52,9 +52,9 @@ pub struct GruLaunch {
     /// x of `max_steps` steps in shared memory). `None`: wherever it can run, unless
     /// `PTXFLOW_GRU_HELD=0`; `Some(true)` fails with `Input` where it cannot run.
     pub held: Option<bool>,
-    /// On the held path, `rnn_gru_held48s` (W_ih in the upper four warps, which take the
-    /// partials of `W_ih x` while the lower four take the cells and the gather; bit-identical
-    /// states) where a block owns at most 48 gate rows and 128 cells. `None`: as
+    /// On the held path, `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper four warps,
+    /// which take the partials of `W_ih x` while the lower four take the cells and the gather;
+    /// bit-identical states; `rnn_gru_held48s` where a block owns at most 128 cells). `None`: as
     /// `PTXFLOW_GRU_SPLIT` says (`1` on, `0` off; default off); `Some(true)` fails with `Input`
     /// where it cannot run.
     pub split: Option<bool>,

@@ -16,8 +16,8 @@ fn held_from_env() -> bool {
     }
 }
 
-/// Whether [`GruLaunch::split`] `None` asks for `rnn_gru_held48s`: `PTXFLOW_GRU_SPLIT` = `1`
-/// (on) or `0` (off); unset or other: [`SPLIT_DEFAULT`].
+/// Whether [`GruLaunch::split`] `None` asks for `rnn_gru_held48s` / `rnn_gru_held64s`:
+/// `PTXFLOW_GRU_SPLIT` = `1` (on) or `0` (off); unset or other: [`SPLIT_DEFAULT`].
 fn split_from_env() -> bool {
     match std::env::var("PTXFLOW_GRU_SPLIT").as_deref() {
         Ok("1") => true,
@@ -26,8 +26,8 @@ fn split_from_env() -> bool {
     }
 }
 
-/// Whether `rnn_gru_held48s` replaces `rnn_gru_held48` where it can when neither the launch nor
-/// the environment says.
+/// Whether `rnn_gru_held48s` / `rnn_gru_held64s` replace `rnn_gru_held48` / `rnn_gru_held64`
+/// where they can when neither the launch nor the environment says.
 const SPLIT_DEFAULT: bool = false;
 
 /// Whether the held kernels run where they can when neither the launch nor the environment
@@ -58,7 +58,7 @@ pub(super) fn choose_held(
             Err(Error::input(
                 "the held-weights GRU kernels need sm_80 or later, hidden 256, an input of at \
                  most 128, the global exchange, no projection mode, at most 21 units a block \
-                 (16 and at most 128 cells for the split roles) and one block per SM with x of \
+                 (at most 128 cells for rnn_gru_held48s) and one block per SM with x of \
                  every step in shared memory",
             ))
         } else {
@@ -100,9 +100,9 @@ pub(super) fn choose_held(
             49..=64 => true,
             _ => continue,
         };
-        // The split roles leave the cells, gi sums and gather to 128 threads: blocks of at most
-        // 48 gate rows and 128 cells.
-        let split = !rows64 && r * units <= 128 && launch.split.unwrap_or_else(split_from_env);
+        // The split roles leave the cells and the gather to 128 threads (`rnn_gru_held48s` also
+        // the gi sums: there, at most 128 cells).
+        let split = (rows64 || r * units <= 128) && launch.split.unwrap_or_else(split_from_env);
         if launch.split == Some(true) && !split {
             continue;
         }

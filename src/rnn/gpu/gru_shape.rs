@@ -41,7 +41,7 @@ pub(super) enum Path {
     Cluster(ClusterExchange, Staging, Tuning),
     /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
     /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `split`:
-    /// `rnn_gru_held48s` (3J <= 48, W_ih in the upper four warps only).
+    /// `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper four warps only).
     Held { rows64: bool, split: bool },
 }
 
@@ -62,7 +62,14 @@ impl Path {
                 rows64: false,
                 split: false,
             } => KernelId::RnnGruHeld48,
-            Path::Held { rows64: true, .. } => KernelId::RnnGruHeld64,
+            Path::Held {
+                rows64: true,
+                split: true,
+            } => KernelId::RnnGruHeld64s,
+            Path::Held {
+                rows64: true,
+                split: false,
+            } => KernelId::RnnGruHeld64,
         }
     }
 }

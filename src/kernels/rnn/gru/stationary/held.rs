@@ -59,16 +59,31 @@ pub fn build64(target: Target) -> Module {
     build(target, "rnn_gru_held64", 4)
 }
 
-/// Builds `rnn_gru_held48s` (lane rows q < 3, roles split between the warps: `wide`).
+/// Builds `rnn_gru_held48s` (lane rows q < 3, roles split between the warps: `wide`; the lower
+/// warps take the gi sums).
 pub fn build48s(target: Target) -> Module {
-    build_with(target, "rnn_gru_held48s", 3, true)
+    build_with(target, "rnn_gru_held48s", 3, Some(GiBy::Lower))
+}
+
+/// Builds `rnn_gru_held64s` (lane rows q < 4, roles split between the warps: `wide`; the upper
+/// warps take the gi sums).
+pub fn build64s(target: Target) -> Module {
+    build_with(target, "rnn_gru_held64s", 4, Some(GiBy::Upper))
+}
+
+/// With the roles split: which warps take the gi sums (the lower four, with the cells and the
+/// gather, or the upper four, after their partials of `W_ih x`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GiBy {
+    Lower,
+    Upper,
 }
 
 fn build(target: Target, name: &str, qs: u32) -> Module {
-    build_with(target, name, qs, false)
+    build_with(target, name, qs, None)
 }
 
-fn build_with(target: Target, name: &str, qs: u32, split: bool) -> Module {
+fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
@@ -155,8 +170,8 @@ fn x_partials_wide(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, up: &Upper, s
 /// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
 /// inside). Threads take the values from the last thread down, so that the threads without
 /// cells (the last ones) take them first. `threads`: the first `threads` of the block take part
-/// (the calling thread must be one of them).
-fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, threads: u32) {
+/// (`tid`: the calling thread's index among them).
+fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, threads: u32, tid: Reg<U32>) {
     let smem = c.smem;
     let lay = layout(b, c);
     let par = b.and(s, 1u32);
@@ -164,7 +179,7 @@ fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, threads: u32) {
     let outs = b.mul(c.rows, c.r3);
     let gbuf = b.mul(outs, par);
     let gbuf = b.add(gbuf, lay.gi);
-    let first = b.sub(threads - 1, c.tid);
+    let first = b.sub(threads - 1, tid);
     // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 32 x 64).
     let magic = reciprocal(b, c.r3, 20);
     b.for_range(first, outs, threads, |b, idx, _| {
@@ -184,8 +199,10 @@ fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, threads: u32) {
 }
 
 /// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
-/// roles (the module notes).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: bool) {
+/// and `rnn_gru_held64s`'s roles (the module notes).
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: Option<GiBy>) {
+    let gi_upper = split == Some(GiBy::Upper);
+    let split = split.is_some();
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vecs");
     let zero = b.mov(0u32);
@@ -261,10 +278,18 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
     b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
     xp(b, zero);
     b.bar_sync();
-    let lower = split.then(|| b.setp(Cmp::Lt, c.tid, threads));
-    match lower {
-        None => gi_sums(b, c, zero, threads),
-        Some(lo) => b.if_then(lo, |b| gi_sums(b, c, zero, threads)),
+    // The upper warps' index among themselves (gi sums by the upper warps).
+    let upper_tid = |b: &mut KernelBuilder| b.sub(c.tid, THREADS / 2);
+    match &up {
+        None => gi_sums(b, c, zero, threads, c.tid),
+        Some(u) if gi_upper => b.if_then(u.on, |b| {
+            let ut = upper_tid(b);
+            gi_sums(b, c, zero, threads, ut)
+        }),
+        Some(_) => {
+            let lo = b.setp(Cmp::Lt, c.tid, threads);
+            b.if_then(lo, |b| gi_sums(b, c, zero, threads, c.tid))
+        }
     }
     let one = b.mov(1u32);
     let two_plus = b.setp(Cmp::Gt, p.steps, 1u32);
@@ -312,14 +337,18 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
             });
             let stamp_at = b.mad(t, 3u32, 5u32);
             stamps.write(b, stamp_at);
-            b.comment(if split {
+            b.comment(if gi_upper {
+                "step t: (gi of step t + 1 by the upper warps)"
+            } else if split {
                 "step t: gi of step t + 1 (threads without cells first)"
             } else {
                 "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}"
             });
             let t1 = b.add(t, 1u32);
-            let more = b.setp(Cmp::Lt, t1, p.steps);
-            b.if_then(more, |b| gi_sums(b, c, t1, threads));
+            if !gi_upper {
+                let more = b.setp(Cmp::Lt, t1, p.steps);
+                b.if_then(more, |b| gi_sums(b, c, t1, threads, c.tid));
+            }
             if !split {
                 let t2 = b.add(t, 2u32);
                 let more2 = b.setp(Cmp::Lt, t2, p.steps);
@@ -334,7 +363,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
             let need = b.setp(Cmp::Lt, t1, gather_until);
             let how = Gather {
                 // One round of polls for Bg = 4 (held48; held48s: 4 of 128 threads' pairs) and
-                // Bg = 16 (held64) at 256 threads.
+                // Bg = 16 (held64) at 256 threads (held64s: two rounds).
                 in_flight: if qs == 3 { 4 } else { 8 },
                 skip_own: true,
                 half_h: Some(128),
@@ -347,6 +376,13 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
             Some(u) => b.if_else(
                 u.on,
                 |b| {
+                    if gi_upper {
+                        b.comment("step t, 2-3 (upper warps): gi of step t + 1");
+                        let t1 = b.add(t, 1u32);
+                        let more = b.setp(Cmp::Lt, t1, p.steps);
+                        let ut = upper_tid(b);
+                        b.if_then(more, |b| gi_sums(b, c, t1, threads, ut));
+                    }
                     b.comment("step t, 2-3 (upper warps): partials of W_ih x_{t+2}");
                     let t2 = b.add(t, 2u32);
                     let more2 = b.setp(Cmp::Lt, t2, p.steps);
