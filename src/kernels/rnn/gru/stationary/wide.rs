@@ -95,8 +95,8 @@ pub(super) fn partials(
         let si = b.mad(r0, ROW_STRIDE, s0);
         let sa: Addr = b.shared_index(smem, si).into();
         for bb in 0..4usize {
-            for q in 0..qs {
-                let v = b.add(acc[bb][q], acc[4 + bb][q]);
+            for (q, (&lo, &hi)) in acc[bb].iter().zip(&acc[4 + bb]).enumerate() {
+                let v = b.add(lo, hi);
                 let off = 4 * (bb as i64 * i64::from(ROW_STRIDE) + 16 * q as i64);
                 b.st(Space::Shared, sa.off(off), v);
             }
