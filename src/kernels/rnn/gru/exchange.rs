@@ -32,16 +32,17 @@ pub(super) struct Gather {
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
 /// round trip after the last producer's store, not one per pair.
 pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &Gather) {
-    gather_by(b, ex, t, g, THREADS);
+    gather_by(b, ex, t, g, THREADS, ex.tid);
 }
 
-/// [`gather`] by the block's first `threads` threads (the calling thread must be one of them).
+/// [`gather`] by `threads` threads of the block (`tid`: the calling thread's index among them).
 pub(super) fn gather_by(
     b: &mut KernelBuilder,
     ex: &Exchange<'_>,
     t: Reg<U32>,
     g: &Gather,
     threads: u32,
+    tid: Reg<U32>,
 ) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
@@ -61,7 +62,7 @@ pub(super) fn gather_by(
     let status = b.add(p.state, state_bytes);
     let status = b.add(status, 8u64);
     let start = b.clock64();
-    b.for_range(ex.tid, pairs, threads * g.in_flight, |b, base, _| {
+    b.for_range(tid, pairs, threads * g.in_flight, |b, base, _| {
         // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
         // pair base + threads u sits 2 threads u further (constant address offsets).
         let off = b.shl(base, 1u32);

@@ -19,13 +19,15 @@
 //! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
 //! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
 //!
-//! `rnn_gru_held48s` splits the roles between the warps (same steps, same partial sums, so
-//! bit-identical states): W_ih is held by the upper four warps only (`wide`: a K-block of 16 per
-//! half-warp), which take the partials of `W_ih x_{t+2}` right after the mat-vec barrier, while
-//! the lower four (128 threads) take the cells, the gi sums of step t + 1 and the gather. In
-//! `rnn_gru_held48` every warp takes all three in turn, so the gather starts only after the
-//! partials: measured on an H100, gi sums + partials + exchange took 0.89 us a step against
-//! 0.42-0.53 us of exchange for `rnn_gru_stationary48` (gi of every step first).
+//! `rnn_gru_held48s` / `rnn_gru_held64s` split the roles between the warps (same steps, same
+//! partial sums, so bit-identical states): W_ih is held by four "upper" warps only (`wide`: a
+//! K-block of 16 per half-warp), which take the partials of `W_ih x_{t+2}` (and, in
+//! `rnn_gru_held64s`, the gi sums of step t + 1) right after the mat-vec barrier, while the four
+//! "lower" warps (128 threads) take the cells, the gather (and in `rnn_gru_held48s` the gi sums).
+//! The upper warps are 2, 3, 6 and 7, so the two groups issue from different schedulers (warp w
+//! from scheduler w % 4): with warps 4..8 as the upper group, the cells shared their schedulers
+//! with the partials' FMAs and took 0.44 instead of 0.28 us a step (H100). In `rnn_gru_held48`
+//! every warp takes all of it in turn, so the gather starts only after the partials.
 //!
 //! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
 //! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
@@ -37,7 +39,7 @@
 //! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
 //! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
 //! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
-//! (thread 128): the upper warps' partials of `W_ih x_{t+2}` done.
+//! (thread 64): the upper warps' partials of `W_ih x_{t+2}` done.
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
@@ -230,8 +232,10 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
         None => x_partials(b, c, &wih, &lane, s),
         Some(u) => b.if_then(u.on, |b| x_partials_wide(b, c, &wih, u, s)),
     };
-    // The threads that take the cells, the gi sums and the gather: all, or the lower warps.
+    // The threads that take the cells, the gi sums and the gather: all, or the lower warps
+    // (`tid` then the index among them).
     let threads = if split { THREADS / 2 } else { THREADS };
+    let tid = up.as_ref().map_or(c.tid, |u| u.local);
     copy_h0_async(b, c);
     b.cp_async_commit_group();
     // b_ih of gate row tid (tid < 3J), loaded here and stored after W_hh's loads are issued
@@ -278,17 +282,12 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
     b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
     xp(b, zero);
     b.bar_sync();
-    // The upper warps' index among themselves (gi sums by the upper warps).
-    let upper_tid = |b: &mut KernelBuilder| b.sub(c.tid, THREADS / 2);
     match &up {
         None => gi_sums(b, c, zero, threads, c.tid),
-        Some(u) if gi_upper => b.if_then(u.on, |b| {
-            let ut = upper_tid(b);
-            gi_sums(b, c, zero, threads, ut)
-        }),
-        Some(_) => {
-            let lo = b.setp(Cmp::Lt, c.tid, threads);
-            b.if_then(lo, |b| gi_sums(b, c, zero, threads, c.tid))
+        Some(u) if gi_upper => b.if_then(u.on, |b| gi_sums(b, c, zero, threads, tid)),
+        Some(u) => {
+            let lo = b.not(u.on);
+            b.if_then(lo, |b| gi_sums(b, c, zero, threads, tid))
         }
     }
     let one = b.mov(1u32);
@@ -319,7 +318,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
         let state = |b: &mut KernelBuilder| {
             b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
             let cells = b.mul(c.rows, c.j);
-            b.for_range(c.tid, cells, threads, |b, idx, _| {
+            b.for_range(tid, cells, threads, |b, idx, _| {
                 let row = b.mul(idx, magic);
                 let row = b.shr(row, 16u32);
                 let jj = b.mul(row, c.j);
@@ -347,7 +346,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
             let t1 = b.add(t, 1u32);
             if !gi_upper {
                 let more = b.setp(Cmp::Lt, t1, p.steps);
-                b.if_then(more, |b| gi_sums(b, c, t1, threads, c.tid));
+                b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
             }
             if !split {
                 let t2 = b.add(t, 2u32);
@@ -369,7 +368,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
                 half_h: Some(128),
                 on: Some(need),
             };
-            gather_by(b, &ex, t, &how, threads);
+            gather_by(b, &ex, t, &how, threads, tid);
         };
         match &up {
             None => state(b),
@@ -380,17 +379,16 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
                         b.comment("step t, 2-3 (upper warps): gi of step t + 1");
                         let t1 = b.add(t, 1u32);
                         let more = b.setp(Cmp::Lt, t1, p.steps);
-                        let ut = upper_tid(b);
-                        b.if_then(more, |b| gi_sums(b, c, t1, threads, ut));
+                        b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
                     }
                     b.comment("step t, 2-3 (upper warps): partials of W_ih x_{t+2}");
                     let t2 = b.add(t, 2u32);
                     let more2 = b.setp(Cmp::Lt, t2, p.steps);
                     b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
-                    // Thread 128's stamp at `STAMPS - 16 + t` (t < 16): the upper warps' end.
-                    let t128 = b.sub(c.tid, THREADS / 2);
+                    // Thread 64's stamp (the first upper thread) at `STAMPS - 16 + t` (t < 16):
+                    // the upper warps' end.
                     let idx = b.add(t, STAMPS - 16);
-                    stamps.write_for(b, idx, t128);
+                    stamps.write_for(b, idx, tid);
                 },
                 state,
             ),

@@ -1,6 +1,10 @@
-//! W_ih held by the upper four warps only (`rnn_gru_held48s`, see `held`'s notes): half-warp
-//! `hw = 2 (warp - 4) + half` holds rows `g + 16 q` (g = lane % 16, q < `qs`) over the K-block
-//! `16 hw .. + 16` of the padded input (Ip = 128: 8 blocks), four float4 per row.
+//! W_ih held by four of the eight warps only (`rnn_gru_held48s`, see `held`'s notes): the
+//! "upper" warps 2, 3, 6, 7 (`warp & 2`), which share two of the SM's four schedulers (warp w
+//! issues from scheduler w % 4), so that the "lower" warps 0, 1, 4, 5 (cells, gather) have the
+//! other two to themselves. A warp's index in its group is `u = 2 (warp >> 2) + (warp & 1)`,
+//! a thread's `32 u + lane`. Upper half-warp `hw = 2 u + half` holds rows `g + 16 q`
+//! (g = lane % 16, q < `qs`) over the K-block `16 hw .. + 16` of the padded input (Ip = 128:
+//! 8 blocks), four float4 per row.
 //!
 //! [`partials`] writes the same scratch values as `matvec::partials` with W_ih held by all eight
 //! warps (KS = 8): there, warp w's two half-warps sum k `16 w .. + 8` and `16 w + 8 .. + 16`
@@ -16,24 +20,30 @@ use crate::ptx::*;
 /// Floats of a K-block (one half-warp's slice of the input).
 const KB: u32 = 16;
 
-/// The upper warps' place: `warp >= 4` and the lane's K-block (as a [`Lane`] whose `slot` is
-/// `hw` and whose `warp` is `warp - 4`).
+/// A thread's role: upper (`warp & 2`) or lower, its index `32 u + lane` in its group, and (upper
+/// warps) the lane's K-block (as a [`Lane`] whose `slot` is `hw` and whose `warp` is `u`).
 pub(super) struct Upper {
     pub on: Reg<Pred>,
+    pub local: Reg<U32>,
     pub lane: Lane,
 }
 
 impl Upper {
     pub fn new(b: &mut KernelBuilder, c: &Ctx<'_>, lane: &Lane) -> Upper {
-        let on = b.setp(Cmp::Ge, c.warp, 4u32);
-        let slot = b.sub(lane.slot, 8u32);
-        let warp = b.sub(c.warp, 4u32);
+        let bit = b.and(c.warp, 2u32);
+        let on = b.setp(Cmp::Ne, bit, 0u32);
+        let hi = b.shr(c.warp, 2u32);
+        let odd = b.and(c.warp, 1u32);
+        let u = b.mad(hi, 2u32, odd);
+        let local = b.mad(u, 32u32, c.lane);
+        let slot = b.mad(u, 2u32, lane.half);
         Upper {
             on,
+            local,
             lane: Lane {
                 slot,
                 g: lane.g,
-                warp,
+                warp: u,
                 half: lane.half,
             },
         }
