@@ -129,6 +129,7 @@ fn gpu(c: &mut Criterion) {
         staging: None,
         held: Some(false),
         split: None,
+        staged: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -155,6 +156,7 @@ fn gpu(c: &mut Criterion) {
     let held = |on| GruLaunch {
         held: Some(on),
         split: Some(false),
+        staged: None,
         ..global
     };
     let mut configs = vec![
@@ -174,6 +176,25 @@ fn gpu(c: &mut Criterion) {
             ens.clone(),
             GruLaunch {
                 split: Some(true),
+                ..held(true)
+            },
+        ),
+        // `_staged`: the weights staged through shared memory (`rnn_gru_held48w`, with the split
+        // roles `rnn_gru_held48sw`).
+        (
+            "gru_rollout_staged",
+            vec![single.clone()],
+            GruLaunch {
+                staged: Some(true),
+                ..held(true)
+            },
+        ),
+        (
+            "gru_rollout_split_staged",
+            vec![single.clone()],
+            GruLaunch {
+                split: Some(true),
+                staged: Some(true),
                 ..held(true)
             },
         ),
@@ -313,7 +334,8 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
-            if gg.kernel_name().ends_with('s') && gg.kernel_name().starts_with("rnn_gru_held") {
+            let split = ["rnn_gru_held48s", "rnn_gru_held64s", "rnn_gru_held48sw"];
+            if split.contains(&gg.kernel_name()) {
                 // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
                 // done, after the step's mat-vec barrier (stamp 4 + 3 t).
                 let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize - 16;
@@ -349,6 +371,7 @@ fn gpu(c: &mut Criterion) {
             || name.ends_with("_held")
             || name.ends_with("_split")
             || name.ends_with("_plain")
+            || name.ends_with("_staged")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")

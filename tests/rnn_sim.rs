@@ -2,10 +2,11 @@
 //! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
 //! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48`,
-//! `rnn_gru_held48` and `rnn_gru_held48s`, and with 13 on `rnn_gru_held64` and `rnn_gru_held64s`
-//! (W_ih held too, gi step by step): one GRU with and without layer norm, an ensemble of 2 with dropout. The
-//! interpreter runs the whole grid interleaved (the blocks poll each other as on a device);
-//! its `%clock64` is 0, so a late block is never given up on.
+//! `rnn_gru_held48`, `rnn_gru_held48s`, `rnn_gru_held48w` and `rnn_gru_held48sw`, and with 13 on
+//! `rnn_gru_held64` and `rnn_gru_held64s` (W_ih held too, gi step by step): one GRU with and
+//! without layer norm, an ensemble of 2 with dropout. The interpreter runs the whole grid
+//! interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a late block
+//! is never given up on.
 
 use ptxflow::kernels::rnn::gru::stationary::held;
 use ptxflow::kernels::rnn::gru::{shared, stationary};
@@ -100,6 +101,9 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     ) {
         args.push(Arg::U64(0));
         held::smem_floats(batch, 128, 256, chunk)
+    } else if matches!(id, KernelId::RnnGruHeld48w | KernelId::RnnGruHeld48sw) {
+        args.push(Arg::U64(0));
+        held::smem_floats_staged(batch, 128, 256, chunk, 3)
     } else {
         args.push(Arg::U64(0));
         stationary::smem_floats(batch, 128, 256, units, chunk)
@@ -180,6 +184,18 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "W_ih held by the upper warps, 48 gate rows, 16 slices",
             ),
             (
+                KernelId::RnnGruHeld48w,
+                STEPS as u32,
+                16,
+                "W_ih held too, weights staged, 48 gate rows, 16 slices",
+            ),
+            (
+                KernelId::RnnGruHeld48sw,
+                STEPS as u32,
+                16,
+                "split roles, weights staged, 48 gate rows, 16 slices",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
@@ -196,7 +212,10 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
             // The held kernels sum the same partials in the same order as the precompute mode
             // of the kernel with the same lane rows: bit-identical states.
             let twin = match id {
-                KernelId::RnnGruHeld48 | KernelId::RnnGruHeld48s => Some("rnn_gru_stationary48"),
+                KernelId::RnnGruHeld48
+                | KernelId::RnnGruHeld48s
+                | KernelId::RnnGruHeld48w
+                | KernelId::RnnGruHeld48sw => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };

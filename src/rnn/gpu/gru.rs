@@ -58,6 +58,11 @@ pub struct GruLaunch {
     /// `PTXFLOW_GRU_SPLIT` says (`1` on, `0` off; default off); `Some(true)` fails with `Input`
     /// where it cannot run.
     pub split: Option<bool>,
+    /// On the held path with blocks of at most 16 units, the weights staged through shared
+    /// memory by coalesced copies (`rnn_gru_held48w`, or `rnn_gru_held48sw` with `split`;
+    /// bit-identical states). `None`: as `PTXFLOW_GRU_STAGED` says (`1` on, `0` off; default
+    /// off); `Some(true)` fails with `Input` where it cannot run.
+    pub staged: Option<bool>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

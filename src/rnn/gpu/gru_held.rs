@@ -26,6 +26,20 @@ fn split_from_env() -> bool {
     }
 }
 
+/// Whether [`GruLaunch::staged`] `None` asks for `rnn_gru_held48w` / `rnn_gru_held48sw`:
+/// `PTXFLOW_GRU_STAGED` = `1` (on) or `0` (off); unset or other: [`STAGED_DEFAULT`].
+fn staged_from_env() -> bool {
+    match std::env::var("PTXFLOW_GRU_STAGED").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => STAGED_DEFAULT,
+    }
+}
+
+/// Whether the 48-row held kernels stage their weights through shared memory where the layout
+/// fits when neither the launch nor the environment says.
+const STAGED_DEFAULT: bool = false;
+
 /// Whether `rnn_gru_held48s` / `rnn_gru_held64s` replace `rnn_gru_held48` / `rnn_gru_held64`
 /// where they can when neither the launch nor the environment says.
 const SPLIT_DEFAULT: bool = false;
@@ -54,11 +68,12 @@ pub(super) fn choose_held(
         return Ok(None);
     }
     let unavailable = || -> Result<Option<Shape>> {
-        if launch.held == Some(true) || launch.split == Some(true) {
+        if launch.held == Some(true) || launch.split == Some(true) || launch.staged == Some(true) {
             Err(Error::input(
                 "the held-weights GRU kernels need sm_80 or later, hidden 256, an input of at \
                  most 128, the global exchange, no projection mode, at most 21 units a block \
-                 (at most 128 cells for rnn_gru_held48s) and one block per SM with x of \
+                 (at most 128 cells for rnn_gru_held48s, 16 units for the staged weights) and \
+                 one block per SM with x of \
                  every step in shared memory",
             ))
         } else {
@@ -106,7 +121,15 @@ pub(super) fn choose_held(
         if launch.split == Some(true) && !split {
             continue;
         }
-        let path = Path::Held { rows64, split };
+        let staged = !rows64 && launch.staged.unwrap_or_else(staged_from_env);
+        if launch.staged == Some(true) && !staged {
+            continue;
+        }
+        let path = Path::Held {
+            rows64,
+            split,
+            staged,
+        };
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
         };

@@ -29,6 +29,12 @@
 //! with the partials' FMAs and took 0.44 instead of 0.28 us a step (H100). In `rnn_gru_held48`
 //! every warp takes all of it in turn, so the gather starts only after the partials.
 //!
+//! `rnn_gru_held48w` / `rnn_gru_held48sw` (`rnn_gru_held48` / `rnn_gru_held48s` otherwise) stage
+//! the weights through shared memory (`staged`): W_ih's rows with `x_0`, `x_1` and h0 (group 1),
+//! W_hh's rows (group 2); the lanes read their W_ih after the prologue's barrier and their W_hh
+//! after a second wait and barrier that follow the partials of `W_ih x_1` (stamp `[3]` then
+//! includes W_hh's landing).
+//!
 //! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
 //! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
 //! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
@@ -43,9 +49,11 @@
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
-use super::matvec::{hold_rows, partials, sum, Held, Sources};
+use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
+pub use super::held_gi::{smem_floats, smem_floats_staged};
+use super::matvec::{hold_rows, partials, sum, Sources};
 use super::wide::{self, Upper};
-use super::{scratch_floats, Lane, Stamps, STAMPS};
+use super::{staged, Lane, Stamps, STAMPS};
 use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
 use crate::kernels::rnn::gru::exchange::{gather_by, transform, Gather};
 use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
@@ -73,6 +81,16 @@ pub fn build64s(target: Target) -> Module {
     build_with(target, "rnn_gru_held64s", 4, Some(GiBy::Upper))
 }
 
+/// Builds `rnn_gru_held48w` (`rnn_gru_held48` with the weights staged: `staged`).
+pub fn build48w(target: Target) -> Module {
+    build_staged(target, "rnn_gru_held48w", 3, None)
+}
+
+/// Builds `rnn_gru_held48sw` (`rnn_gru_held48s` with the weights staged: `staged`).
+pub fn build48sw(target: Target) -> Module {
+    build_staged(target, "rnn_gru_held48sw", 3, Some(GiBy::Lower))
+}
+
 /// With the roles split: which warps take the gi sums (the lower four, with the cells and the
 /// gather, or the upper four, after their partials of `W_ih x`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -86,123 +104,31 @@ fn build(target: Target, name: &str, qs: u32) -> Module {
 }
 
 fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
+    build_any(target, name, qs, split, false)
+}
+
+fn build_staged(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
+    build_any(target, name, qs, split, true)
+}
+
+fn build_any(target: Target, name: &str, qs: u32, split: Option<GiBy>, staging: bool) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs, split)
+        rollout(b, c, &stamps, qs, split, staging)
     })
-}
-
-/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch follows.
-const BIAS_FLOATS: u32 = 64;
-
-/// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
-pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
-    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + 2 * bg * GI_STRIDE + BIAS_FLOATS + 4
-}
-
-/// Floats reserved per row of a gi buffer (rows of 3J <= 64 floats).
-const GI_STRIDE: u32 = 64;
-
-/// Offsets (floats) of the shared regions.
-struct HeldLayout {
-    x: Reg<U32>,
-    /// Floats of one step of x (`rows x Ip`).
-    xbuf: Reg<U32>,
-    /// The W_hh mat-vec's scratch.
-    sh: Reg<U32>,
-    /// The W_ih scratch of parity 0 (parity 1 follows it).
-    sx: Reg<U32>,
-    /// Floats of one scratch (`8 rows x 72`).
-    sbuf: Reg<U32>,
-    /// gi of parity 0 (`rows x 3J`; parity 1 at `gi + rows 3J`).
-    gi: Reg<U32>,
-    bias: Reg<U32>,
-}
-
-/// The layout (recomputed where used: the step loop keeps no registers for it).
-fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
-    let p = c.p;
-    let x = b.mul(p.group_rows, p.h);
-    let nb = b.max(p.chunk, 1u32);
-    let nbg = b.mul(nb, p.group_rows);
-    let sh = b.mad(nbg, p.ip, x);
-    let sbuf = b.mul(p.group_rows, scratch_floats(1));
-    let sx = b.add(sh, sbuf);
-    let gi = b.mad(sbuf, 2u32, sx);
-    let gis = b.mul(p.group_rows, 2 * GI_STRIDE);
-    let bias = b.add(gi, gis);
-    let xbuf = b.mul(c.rows, p.ip);
-    HeldLayout {
-        x,
-        xbuf,
-        sh,
-        sx,
-        sbuf,
-        gi,
-        bias,
-    }
-}
-
-/// Partials of `W_ih x_s` into the W_ih scratch of parity `s % 2` (no barrier inside).
-fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Reg<U32>) {
-    let lay = layout(b, c);
-    let src = b.mad(s, lay.xbuf, lay.x);
-    let par = b.and(s, 1u32);
-    let scratch = b.mad(par, lay.sbuf, lay.sx);
-    let from = Sources {
-        src,
-        k: c.p.ip,
-        rows: c.rows,
-        scratch,
-    };
-    partials(b, c.smem, wih, lane, &from);
-}
-
-/// [`x_partials`] by the upper warps with their W_ih (`wide`; the same scratch values).
-fn x_partials_wide(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, up: &Upper, s: Reg<U32>) {
-    let lay = layout(b, c);
-    let src = b.mad(s, lay.xbuf, lay.x);
-    let par = b.and(s, 1u32);
-    let scratch = b.mad(par, lay.sbuf, lay.sx);
-    wide::partials(b, c.smem, wih, up, src, c.rows, scratch);
-}
-
-/// gi of step `s` into the gi buffer of parity `s % 2`: row q, gate row lr = the 8 slots of the
-/// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
-/// inside). Threads take the values from the last thread down, so that the threads without
-/// cells (the last ones) take them first. `threads`: the first `threads` of the block take part
-/// (`tid`: the calling thread's index among them).
-fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>, threads: u32, tid: Reg<U32>) {
-    let smem = c.smem;
-    let lay = layout(b, c);
-    let par = b.and(s, 1u32);
-    let sx = b.mad(par, lay.sbuf, lay.sx);
-    let outs = b.mul(c.rows, c.r3);
-    let gbuf = b.mul(outs, par);
-    let gbuf = b.add(gbuf, lay.gi);
-    let first = b.sub(threads - 1, tid);
-    // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 32 x 64).
-    let magic = reciprocal(b, c.r3, 20);
-    b.for_range(first, outs, threads, |b, idx, _| {
-        let q = b.mul(idx, magic);
-        let q = b.shr(q, 20u32);
-        let lr = b.mul(q, c.r3);
-        let lr = b.sub(idx, lr);
-        let v = sum(b, smem, sx, c.rows, q, lr);
-        let bi = b.add(lay.bias, lr);
-        let ba = b.shared_index(smem, bi);
-        let bias = b.ld::<F32>(Space::Shared, ba);
-        let g = b.add(v, bias);
-        let gi = b.add(gbuf, idx);
-        let ga = b.shared_index(smem, gi);
-        b.st(Space::Shared, ga, g);
-    });
 }
 
 /// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
 /// and `rnn_gru_held64s`'s roles (the module notes).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: Option<GiBy>) {
+fn rollout(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    stamps: &Stamps,
+    qs: u32,
+    split: Option<GiBy>,
+    staging: bool,
+) {
     let gi_upper = split == Some(GiBy::Upper);
     let split = split.is_some();
     let (p, smem) = (c.p, c.smem);
@@ -223,14 +149,23 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
         let first = b.min(p.steps, 2u32);
         copy_x_async(b, c, zero, first, lay.x);
     }
-    let wih = match &up {
-        None => hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr)),
-        Some(u) => wide::hold(b, c, u, qs),
+    // Staged weights: W_ih's rows at `wi`, W_hh's at `wh` (after the epoch's slot).
+    let (wi, wh) = if staging {
+        let lay = layout(b, c);
+        let wi = b.add(lay.bias, BIAS_FLOATS + 4);
+        (wi, b.add(wi, 16 * qs * staged::WIH_STRIDE))
+    } else {
+        (zero, zero)
     };
-    // Partials of W_ih x_s: every warp, or the upper warps only.
-    let xp = |b: &mut KernelBuilder, s: Reg<U32>| match &up {
-        None => x_partials(b, c, &wih, &lane, s),
-        Some(u) => b.if_then(u.on, |b| x_partials_wide(b, c, &wih, u, s)),
+    let w_ih_row = |b: &mut KernelBuilder, lr| c.w_ih_row(b, lr);
+    let wih = match &up {
+        _ if staging => {
+            let ip = staged::WIH_STRIDE - 4;
+            staged::stage(b, c, wi, staged::WIH_STRIDE, ip, p.w_ih, &w_ih_row);
+            None
+        }
+        None => Some(hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &w_ih_row)),
+        Some(u) => Some(wide::hold(b, c, u, qs)),
     };
     // The threads that take the cells, the gi sums and the gather: all, or the lower warps
     // (`tid` then the index among them).
@@ -249,7 +184,15 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
     let bias = bias.expect("the guarded closure runs");
     at(b, 1);
     b.comment("W_hh into registers (held throughout)");
-    let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    let w_hh_row = |b: &mut KernelBuilder, lr| c.w_hh_row(b, lr);
+    let whh = if staging {
+        let h = staged::WHH_STRIDE - 4;
+        staged::stage(b, c, wh, staged::WHH_STRIDE, h, p.w_hh, &w_hh_row);
+        b.cp_async_commit_group();
+        None
+    } else {
+        Some(hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &w_hh_row))
+    };
     {
         let lay = layout(b, c);
         let first = b.min(p.steps, 2u32);
@@ -269,7 +212,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
         b.add(lay.bias, BIAS_FLOATS)
     };
     count.publish(b, c, t0, epoch_slot);
-    b.cp_async_wait_group(1);
+    b.cp_async_wait_group(if staging { 2 } else { 1 });
     b.bar_sync();
     let epoch = {
         let sa = b.shared_index(smem, epoch_slot);
@@ -278,6 +221,22 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
     count.close(b, c, t0);
     // The block's registers with this launch's epoch (tags of the exchange words).
     let c = &Ctx { epoch, ..*c };
+    let wih = match (wih, &up) {
+        (Some(w), _) => w,
+        (None, None) => staged::hold(b, c, 8, qs, &lane, wi, staged::WIH_STRIDE),
+        (None, Some(u)) => {
+            let mut held = None;
+            b.if_then(u.on, |b| {
+                held = Some(staged::hold(b, c, 16, qs, &u.lane, wi, staged::WIH_STRIDE));
+            });
+            held.expect("the if_then closure runs")
+        }
+    };
+    // Partials of W_ih x_s: every warp, or the upper warps only.
+    let xp = |b: &mut KernelBuilder, s: Reg<U32>| match &up {
+        None => x_partials(b, c, &wih, &lane, s),
+        Some(u) => b.if_then(u.on, |b| x_partials_wide(b, c, &wih, u, s)),
+    };
     at(b, 2);
     b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
     xp(b, zero);
@@ -293,6 +252,15 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32, split: 
     let one = b.mov(1u32);
     let two_plus = b.setp(Cmp::Gt, p.steps, 1u32);
     b.if_then(two_plus, |b| xp(b, one));
+    let whh = match whh {
+        Some(w) => w,
+        None => {
+            b.comment("W_hh's staged rows landed (every thread's copies): into registers");
+            b.cp_async_wait_group(1);
+            b.bar_sync();
+            staged::hold(b, c, 16, qs, &lane, wh, staged::WHH_STRIDE)
+        }
+    };
     at(b, 3);
     let ex = Exchange { c, o_h: zero };
     // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).

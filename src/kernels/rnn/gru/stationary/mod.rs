@@ -46,10 +46,12 @@
 pub mod cluster;
 mod count;
 pub mod held;
+mod held_gi;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
 pub mod rows48;
+pub mod staged;
 pub mod wide;
 
 use super::{Ctx, P};
