@@ -150,13 +150,13 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
-    // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
-    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default;
-    // `_split`: `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper warps only).
+    // `_held`: `rnn_gru_held48` / `rnn_gru_held64` (W_ih held too, gi step by step; no split
+    // roles, no staging); `_stationary`: the weight-stationary kernels where the held ones are
+    // the default; `_split`: `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in four warps only).
     let held = |on| GruLaunch {
         held: Some(on),
         split: Some(false),
-        staged: None,
+        staged: Some(false),
         ..global
     };
     let mut configs = vec![

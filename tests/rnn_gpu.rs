@@ -141,7 +141,7 @@ fn gru_held_case(
         staging: None,
         held: Some(held),
         split: Some(false),
-        staged: None,
+        staged: Some(false),
     };
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(true)).unwrap();
     let mut twin = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(false)).unwrap();
