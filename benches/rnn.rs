@@ -133,6 +133,8 @@ fn gpu(c: &mut Criterion) {
         exchange: Some(GruExchange::Global),
         staging: None,
         held: Some(false),
+        split: None,
+        staged: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -153,16 +155,56 @@ fn gpu(c: &mut Criterion) {
         stationary: Some(false),
         ..GruLaunch::default()
     };
-    // W_ih held too, gi step by step (`rnn_gru_held48` / `rnn_gru_held64`), where the default
-    // is not; `_stationary`: the weight-stationary kernels where the held ones are the default.
+    // `_held`: `rnn_gru_held48` / `rnn_gru_held64` (W_ih held too, gi step by step; no split
+    // roles, no staging); `_stationary`: the weight-stationary kernels where the held ones are
+    // the default; `_split`: `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in four warps only).
     let held = |on| GruLaunch {
         held: Some(on),
+        split: Some(false),
+        staged: Some(false),
         ..global
     };
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
         ("gru_rollout_held", vec![single.clone()], held(true)),
+        (
+            "gru_rollout_split",
+            vec![single.clone()],
+            GruLaunch {
+                split: Some(true),
+                ..held(true)
+            },
+        ),
+        (
+            "gru_ensemble5_split",
+            ens.clone(),
+            GruLaunch {
+                split: Some(true),
+                ..held(true)
+            },
+        ),
+        // `_staged`: the weights staged through shared memory (`rnn_gru_held48w`, with the split
+        // roles `rnn_gru_held48sw`).
+        (
+            "gru_rollout_staged",
+            vec![single.clone()],
+            GruLaunch {
+                staged: Some(true),
+                ..held(true)
+            },
+        ),
+        (
+            "gru_rollout_split_staged",
+            vec![single.clone()],
+            GruLaunch {
+                split: Some(true),
+                staged: Some(true),
+                ..held(true)
+            },
+        ),
+        // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
+        ("gru_rollout_held_plain", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
@@ -223,6 +265,7 @@ fn gpu(c: &mut Criterion) {
             ("_spread_sends", "PTXFLOW_GRU_SENDS", "spread"),
             ("_spread_policy", "PTXFLOW_GRU_CLUSTER_POLICY", "spread"),
             ("_rows64", "PTXFLOW_GRU_ROWS48", "0"),
+            ("_plain", "PTXFLOW_GRU_PLAIN_LAUNCH", "1"),
         ] {
             if name.ends_with(suffix) {
                 std::env::set_var(var, value);
@@ -296,6 +339,22 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
+            let split = ["rnn_gru_held48s", "rnn_gru_held64s", "rnn_gru_held48sw"];
+            if split.contains(&gg.kernel_name()) {
+                // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
+                // done, after the step's mat-vec barrier (stamp 4 + 3 t).
+                let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize - 16;
+                let upper: Vec<String> = (0..SHAPE.steps)
+                    .map(|t| {
+                        let d = st[base + t].wrapping_sub(st[4 + 3 * t]) as i64;
+                        format!("{:.2}", d as f64 / mhz)
+                    })
+                    .collect();
+                println!(
+                    "SUMMARY gpu/rnn {name} upper warps' partials of W_ih x_(t+2) after the mat-vec barrier (us): [{}]",
+                    upper.join(" ")
+                );
+            }
             if gg.exchange() != GruExchange::Global {
                 println!(
                     "SUMMARY gpu/rnn {name} blocks: {}",
@@ -315,6 +374,9 @@ fn gpu(c: &mut Criterion) {
         if name == "gru_rollout"
             || name == "gru_ensemble5"
             || name.ends_with("_held")
+            || name.ends_with("_split")
+            || name.ends_with("_plain")
+            || name.ends_with("_staged")
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")

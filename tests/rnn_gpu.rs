@@ -140,6 +140,8 @@ fn gru_held_case(
         exchange: Some(GruExchange::Global),
         staging: None,
         held: Some(held),
+        split: Some(false),
+        staged: Some(false),
     };
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(true)).unwrap();
     let mut twin = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(false)).unwrap();
@@ -163,6 +165,41 @@ fn gru_held_case(
         g.kernel_name(),
         twin.kernel_name()
     );
+    // The split roles (the upper warps hold W_ih): `rnn_gru_held64s` for blocks of more than
+    // 16 units, `rnn_gru_held48s` for 16 units and at most 128 cells; the weights staged
+    // through shared memory (16 units): `rnn_gru_held48w`, and `rnn_gru_held48sw` with the split
+    // roles; all bit for bit.
+    let units = 2 * 128u32.div_ceil(slices);
+    let small = units <= 16 && rows * units <= 128;
+    let variants = [
+        (units > 16, Some(true), None, "rnn_gru_held64s"),
+        (small, Some(true), Some(false), "rnn_gru_held48s"),
+        (units <= 16, Some(false), Some(true), "rnn_gru_held48w"),
+        (small, Some(true), Some(true), "rnn_gru_held48sw"),
+    ];
+    for (_, split, staged, name) in variants.into_iter().filter(|v| v.0) {
+        let l = GruLaunch {
+            split,
+            staged,
+            ..launch(true)
+        };
+        let mut s = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, l).unwrap();
+        assert_eq!(s.kernel_name(), name);
+        let got_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+        let again_s = s.rollout(&x, &h0, shape, dropout.as_ref()).unwrap();
+        assert!(same(&got_s, &again_s), "{name}: not reproducible");
+        assert!(
+            same(&got_s, &got),
+            "{name} differs from {}",
+            g.kernel_name()
+        );
+        eprintln!(
+            "GRU held I={input} T={} B={} E={members}: {name} bit-identical to {}",
+            shape.steps,
+            shape.batch,
+            g.kernel_name()
+        );
+    }
     let e = rel_inf(&got, &want);
     eprintln!(
         "GRU held I={input} T={} B={} E={members} ln={ln} dropout={:?}: {} blocks of {} rows x {} units, {} (bit-identical to {}), rel error {e:.2e}",
@@ -239,14 +276,28 @@ fn gpu_gru_held_kernels_match_f64_reference_and_their_twins() {
     if sanitize() {
         return;
     }
-    // Chosen shapes (`held: Some(true)`): the rollout and the ensemble of 5 of the benchmarks.
-    for members in [1, 5] {
+    // Chosen shapes (`held: Some(true)`): the rollout and the ensemble of 5 of the benchmarks,
+    // both on the split roles (`rnn_gru_held48s`, `rnn_gru_held64s`), the rollout with the
+    // weights staged (`rnn_gru_held48w`, `rnn_gru_held48sw`).
+    for (members, split, staged) in [
+        (1, None, None),
+        (5, None, None),
+        (1, Some(true), None),
+        (5, Some(true), None),
+        (1, Some(false), Some(true)),
+        (1, Some(true), Some(true)),
+    ] {
         let launch = GruLaunch {
             held: Some(true),
+            split,
+            staged,
             ..GruLaunch::default()
         };
         let e = gru_case(&gpu, 128, 256, long, members, false, None, launch);
-        assert!(e < 1e-5, "held GRU, chosen shape, E={members}: {e:e}");
+        assert!(
+            e < 1e-5,
+            "held GRU, chosen shape, E={members}, split {split:?}, staged {staged:?}: {e:e}"
+        );
     }
 }
 
@@ -354,6 +405,8 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             exchange: None,
             staging: None,
             held: None,
+            split: None,
+            staged: None,
         };
         let e = gru_case(
             &gpu,
@@ -399,6 +452,8 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
+        staged: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -408,6 +463,8 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
+        staged: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -429,6 +486,8 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         exchange: None,
         staging: None,
         held: None,
+        split: None,
+        staged: None,
     };
     let old_cases = [
         (

@@ -1,11 +1,12 @@
 //! The GRU rollout kernels run by the PTX interpreter (`ptxflow::sim`, no GPU needed) against the
 //! f64 reference: a small rollout (H = 256, input 100 padded to 128, batch 4, 3 steps, 13 unit
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
-//! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48` and
-//! `rnn_gru_held48`, and with 13 on `rnn_gru_held64` (W_ih held too, gi step by step): one
-//! GRU with and without layer norm, an ensemble of 2 with dropout. The interpreter runs the
-//! whole grid interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a
-//! late block is never given up on.
+//! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48`,
+//! `rnn_gru_held48`, `rnn_gru_held48s`, `rnn_gru_held48w` and `rnn_gru_held48sw`, and with 13 on
+//! `rnn_gru_held64` and `rnn_gru_held64s` (W_ih held too, gi step by step): one GRU with and
+//! without layer norm, an ensemble of 2 with dropout. The interpreter runs the whole grid
+//! interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a late block
+//! is never given up on.
 
 use ptxflow::kernels::rnn::gru::stationary::held;
 use ptxflow::kernels::rnn::gru::{shared, stationary};
@@ -91,9 +92,18 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     args.extend([Arg::F32(ln.map_or(1e-5, |l| l.eps)), Arg::F32(scale)]);
     let floats = if id == KernelId::RnnGruShared {
         shared::smem_floats(batch, 128, 256, units, chunk)
-    } else if matches!(id, KernelId::RnnGruHeld48 | KernelId::RnnGruHeld64) {
+    } else if matches!(
+        id,
+        KernelId::RnnGruHeld48
+            | KernelId::RnnGruHeld48s
+            | KernelId::RnnGruHeld64
+            | KernelId::RnnGruHeld64s
+    ) {
         args.push(Arg::U64(0));
         held::smem_floats(batch, 128, 256, chunk)
+    } else if matches!(id, KernelId::RnnGruHeld48w | KernelId::RnnGruHeld48sw) {
+        args.push(Arg::U64(0));
+        held::smem_floats_staged(batch, 128, 256, chunk, 3)
     } else {
         args.push(Arg::U64(0));
         stationary::smem_floats(batch, 128, 256, units, chunk)
@@ -168,18 +178,45 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "W_ih held too, 48 gate rows, 16 slices",
             ),
             (
+                KernelId::RnnGruHeld48s,
+                STEPS as u32,
+                16,
+                "W_ih held by the upper warps, 48 gate rows, 16 slices",
+            ),
+            (
+                KernelId::RnnGruHeld48w,
+                STEPS as u32,
+                16,
+                "W_ih held too, weights staged, 48 gate rows, 16 slices",
+            ),
+            (
+                KernelId::RnnGruHeld48sw,
+                STEPS as u32,
+                16,
+                "split roles, weights staged, 48 gate rows, 16 slices",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
                 "W_ih held too, 64 gate rows",
+            ),
+            (
+                KernelId::RnnGruHeld64s,
+                STEPS as u32,
+                SLICES,
+                "W_ih held by the upper warps, 64 gate rows",
             ),
         ] {
             let got = run_sliced(id, &case, chunk, slices);
             // The held kernels sum the same partials in the same order as the precompute mode
             // of the kernel with the same lane rows: bit-identical states.
             let twin = match id {
-                KernelId::RnnGruHeld48 => Some("rnn_gru_stationary48"),
-                KernelId::RnnGruHeld64 => Some("rnn_gru_stationary"),
+                KernelId::RnnGruHeld48
+                | KernelId::RnnGruHeld48s
+                | KernelId::RnnGruHeld48w
+                | KernelId::RnnGruHeld48sw => Some("rnn_gru_stationary48"),
+                KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };
             if let Some(twin) = twin {

@@ -117,6 +117,18 @@ kernel_table! {
     RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
+    /// `rnn_gru_held48` with W_ih held by the upper four warps only: they take the partials of
+    /// `W_ih x_{t+2}` while the lower four take the cells, gi sums and gather (bit-identical).
+    RnnGruHeld48s => rnn::gru::stationary::held::build48s, "rnn_gru_held48s", [Sm80];
+    /// `rnn_gru_held64` with W_ih held by the upper four warps only: they take the gi sums of
+    /// step t + 1 and the partials of `W_ih x_{t+2}` while the lower four take the cells and the
+    /// gather (bit-identical).
+    RnnGruHeld64s => rnn::gru::stationary::held::build64s, "rnn_gru_held64s", [Sm80];
+    /// `rnn_gru_held48` with the weights staged through shared memory by coalesced `cp.async`
+    /// (bit-identical).
+    RnnGruHeld48w => rnn::gru::stationary::held::build48w, "rnn_gru_held48w", [Sm80];
+    /// `rnn_gru_held48s` with the weights staged as in `rnn_gru_held48w` (bit-identical).
+    RnnGruHeld48sw => rnn::gru::stationary::held::build48sw, "rnn_gru_held48sw", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

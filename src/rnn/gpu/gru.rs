@@ -6,8 +6,11 @@
 //! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
 //! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
 //! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
-//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`). Opt-in: the
-//! sm_90 cluster kernels ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
+//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
+//! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48sw` there (split roles
+//! and weights staged through shared memory; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
+//! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn each off). Opt-in: the sm_90 cluster
+//! kernels ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -52,6 +55,18 @@ pub struct GruLaunch {
     /// x of `max_steps` steps in shared memory). `None`: wherever it can run, unless
     /// `PTXFLOW_GRU_HELD=0`; `Some(true)` fails with `Input` where it cannot run.
     pub held: Option<bool>,
+    /// On the held path, `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in four of the warps,
+    /// which take the partials of `W_ih x` while the other four take the cells and the gather;
+    /// bit-identical states; `rnn_gru_held48s` where a block owns at most 128 cells). `None`: as
+    /// `PTXFLOW_GRU_SPLIT` says (`1` on, `0` off; default: on for the 48-row kernels, off for the
+    /// 64-row ones); `Some(true)` fails with `Input` where it cannot run.
+    pub split: Option<bool>,
+    /// On the held path with blocks of at most 16 units, the weights staged through shared
+    /// memory by coalesced copies (`rnn_gru_held48w`, or `rnn_gru_held48sw` with `split`;
+    /// bit-identical states). `None`: as `PTXFLOW_GRU_STAGED` says (`1` on, `0` off; default on
+    /// where the staged rows fit in shared memory); `Some(true)` fails with `Input` where it
+    /// cannot run.
+    pub staged: Option<bool>,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -184,6 +199,7 @@ impl GpuGru {
             layer_norm,
             ln_eps,
             shape,
+            plain_launch: std::env::var("PTXFLOW_GRU_PLAIN_LAUNCH").is_ok_and(|v| v == "1"),
         };
         let weights = Weights {
             w_ih: DeviceBuffer::from_host(&s, &packed.w_ih, "GRU w_ih")?,

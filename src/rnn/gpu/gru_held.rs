@@ -1,5 +1,8 @@
 //! Block shapes of the held-weights GRU kernels (`rnn_gru_held48` / `rnn_gru_held64`: W_ih and
-//! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`).
+//! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`), and their
+//! variants: split roles (`rnn_gru_held48s` / `rnn_gru_held64s`), weights staged through shared
+//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`, the default for blocks of at most 16
+//! units and 128 cells, e.g. the T=10 B=32 rollout).
 
 use super::gru::{GruExchange, GruLaunch};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
@@ -15,6 +18,27 @@ fn held_from_env() -> bool {
         _ => DEFAULT,
     }
 }
+
+/// `Some(true)` / `Some(false)` when the variable `name` is `1` / `0`, else `None`.
+fn switch_from_env(name: &str) -> Option<bool> {
+    match std::env::var(name).as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
+/// on for the 48-row kernels (`rnn_gru_held48s`; H100, alternating in one process, T=10 B=32:
+/// 19.67 against 20.27 us, with the staged weights 18.96), off for the 64-row ones
+/// (`rnn_gru_held64s`: ensemble of 5 52.1 against 49.5 us; its upper warps' partials and gi sums,
+/// 2.2 us a step, outlast the cells and the gather).
+const SPLIT_DEFAULT: [bool; 2] = [true, false];
+
+/// Whether the 48-row held kernels stage their weights through shared memory where the layout
+/// fits and neither [`GruLaunch::staged`] nor `PTXFLOW_GRU_STAGED` says (H100, alternating in
+/// one process, T=10 B=32: 19.56 against 20.27 us; prologue 2.0 against 2.9 us to the barrier).
+const STAGED_DEFAULT: bool = true;
 
 /// Whether the held kernels run where they can when neither the launch nor the environment
 /// says (H100, alternating in one process: rollout T=10 B=32 20.0 against 23.5 us for the
@@ -40,11 +64,13 @@ pub(super) fn choose_held(
         return Ok(None);
     }
     let unavailable = || -> Result<Option<Shape>> {
-        if launch.held == Some(true) {
+        if launch.held == Some(true) || launch.split == Some(true) || launch.staged == Some(true) {
             Err(Error::input(
                 "the held-weights GRU kernels need sm_80 or later, hidden 256, an input of at \
                  most 128, the global exchange, no projection mode, at most 21 units a block \
-                 and one block per SM with x of every step in shared memory",
+                 (at most 128 cells for rnn_gru_held48s, 16 units for the staged weights) and \
+                 one block per SM with x of \
+                 every step in shared memory",
             ))
         } else {
             Ok(None)
@@ -85,12 +111,39 @@ pub(super) fn choose_held(
             49..=64 => true,
             _ => continue,
         };
-        let path = Path::Held { rows64 };
+        // The split roles leave the cells and the gather to 128 threads (`rnn_gru_held48s` also
+        // the gi sums: there, at most 128 cells).
+        let split_asked = launch
+            .split
+            .or_else(|| switch_from_env("PTXFLOW_GRU_SPLIT"));
+        let split_wanted = split_asked.unwrap_or(SPLIT_DEFAULT[usize::from(rows64)]);
+        let split = (rows64 || r * units <= 128) && split_wanted;
+        if launch.split == Some(true) && !split {
+            continue;
+        }
+        let staged_asked = launch
+            .staged
+            .or_else(|| switch_from_env("PTXFLOW_GRU_STAGED"));
+        let mut staged = !rows64 && staged_asked.unwrap_or(STAGED_DEFAULT);
+        if launch.staged == Some(true) && !staged {
+            continue;
+        }
         let Ok(blocks) = u32::try_from(e * groups * sl as usize) else {
             continue;
         };
         let chunk = max_steps as u32;
-        let bytes = smem_bytes(path, ip, h, r, units, chunk);
+        let path_of = |staged| Path::Held {
+            rows64,
+            split,
+            staged,
+        };
+        let mut bytes = smem_bytes(path_of(staged), ip, h, r, units, chunk);
+        // Staged by default only: without the staging where its rows do not fit.
+        if bytes > optin && staged && launch.staged != Some(true) {
+            staged = false;
+            bytes = smem_bytes(path_of(false), ip, h, r, units, chunk);
+        }
+        let path = path_of(staged);
         if bytes > optin {
             continue;
         }

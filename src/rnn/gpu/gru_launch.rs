@@ -23,6 +23,10 @@ pub(super) struct Dims {
     pub layer_norm: bool,
     pub ln_eps: f32,
     pub shape: Shape,
+    /// Held kernels only, measurements only: an ordinary launch instead of the cooperative one
+    /// (`PTXFLOW_GRU_PLAIN_LAUNCH=1` when the GRU is built; co-residency is then not guaranteed,
+    /// and a grid that is not co-resident fails with the barrier timeout's error).
+    pub plain_launch: bool,
 }
 
 impl Dims {
@@ -202,6 +206,9 @@ impl Rollout {
             // only blocks that communicate, and a cluster's blocks are always co-scheduled.
             Path::Cluster(.., tu) => unsafe { lb.launch_cluster(sh.slices, tu.spread_policy) }?,
             // SAFETY: as above.
+            // SAFETY: as above; the spinning blocks give up after the barrier timeout when the
+            // grid is not co-resident (`plain_launch`: measurements only).
+            Path::Held { .. } if d.plain_launch => unsafe { lb.launch() }?,
             Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => {
                 unsafe { lb.launch_cooperative() }?
             }

@@ -40,8 +40,15 @@ pub(super) enum Path {
     /// the kernel's `exchange` parameter).
     Cluster(ClusterExchange, Staging, Tuning),
     /// W_ih and W_hh in registers, gi step by step, one block per SM (`gru_held`):
-    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`).
-    Held { rows64: bool },
+    /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `split`:
+    /// `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper four warps only); `staged`
+    /// (3J <= 48 only): `rnn_gru_held48w` / `rnn_gru_held48sw` (weights staged through shared
+    /// memory by coalesced copies).
+    Held {
+        rows64: bool,
+        split: bool,
+        staged: bool,
+    },
 }
 
 impl Path {
@@ -53,8 +60,26 @@ impl Path {
             Path::Stationary48 => KernelId::RnnGruStationary48,
             Path::Cluster(_, Staging::Streamed, _) => KernelId::RnnGruClusterStreamed,
             Path::Cluster(..) => KernelId::RnnGruCluster,
-            Path::Held { rows64: false } => KernelId::RnnGruHeld48,
-            Path::Held { rows64: true } => KernelId::RnnGruHeld64,
+            Path::Held {
+                rows64: false,
+                split,
+                staged,
+            } => match (split, staged) {
+                (false, false) => KernelId::RnnGruHeld48,
+                (true, false) => KernelId::RnnGruHeld48s,
+                (false, true) => KernelId::RnnGruHeld48w,
+                (true, true) => KernelId::RnnGruHeld48sw,
+            },
+            Path::Held {
+                rows64: true,
+                split: true,
+                ..
+            } => KernelId::RnnGruHeld64s,
+            Path::Held {
+                rows64: true,
+                split: false,
+                ..
+            } => KernelId::RnnGruHeld64,
         }
     }
 }
@@ -111,6 +136,11 @@ pub(super) fn smem_bytes(
         Path::Cluster(_, st, _) => {
             gru_stationary::cluster::smem_floats(st.variant(), rows, ip, h, units, chunk)
         }
+        Path::Held {
+            rows64: false,
+            staged: true,
+            ..
+        } => gru_stationary::held::smem_floats_staged(rows, ip, h, chunk, 3),
         Path::Held { .. } => gru_stationary::held::smem_floats(rows, ip, h, chunk),
     }
 }

@@ -32,6 +32,18 @@ pub(super) struct Gather {
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
 /// round trip after the last producer's store, not one per pair.
 pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &Gather) {
+    gather_by(b, ex, t, g, THREADS, ex.tid);
+}
+
+/// [`gather`] by `threads` threads of the block (`tid`: the calling thread's index among them).
+pub(super) fn gather_by(
+    b: &mut KernelBuilder,
+    ex: &Exchange<'_>,
+    t: Reg<U32>,
+    g: &Gather,
+    threads: u32,
+    tid: Reg<U32>,
+) {
     let p = ex.p;
     let tag = b.add(ex.epoch, t);
     let tag = b.add(tag, 1u32);
@@ -50,9 +62,9 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
     let status = b.add(p.state, state_bytes);
     let status = b.add(status, 8u64);
     let start = b.clock64();
-    b.for_range(ex.tid, pairs, THREADS * g.in_flight, |b, base, _| {
+    b.for_range(tid, pairs, threads * g.in_flight, |b, base, _| {
         // Rows are contiguous in both hx and the shared h: pair i starts at word/float 2 i, and
-        // pair base + THREADS u sits 2 THREADS u further (constant address offsets).
+        // pair base + threads u sits 2 threads u further (constant address offsets).
         let off = b.shl(base, 1u32);
         let wi = b.add(base_w, off);
         let addr: Addr = b.index_addr(p.hx, wi, 8).into();
@@ -60,7 +72,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
         let saddr: Addr = b.shared_index(ex.smem, si).into();
         let mut pend = Vec::with_capacity(g.in_flight as usize);
         for u in 0..g.in_flight {
-            let idx = b.add(base, THREADS * u);
+            let idx = b.add(base, threads * u);
             let live = b.setp(Cmp::Lt, idx, pairs);
             let live = if g.skip_own {
                 let u = match g.half_h {
@@ -75,7 +87,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
             } else {
                 live
             };
-            let a = addr.off(i64::from(16 * THREADS * u));
+            let a = addr.off(i64::from(16 * threads * u));
             // Loaded straight into the pair's registers (0 when not live): a copy through fresh
             // registers would leave them alive across the loop (on the stationary kernel, a spill).
             let w = [b.mov(0u64), b.mov(0u64)];
@@ -111,7 +123,7 @@ pub(super) fn gather(b: &mut KernelBuilder, ex: &Exchange<'_>, t: Reg<U32>, g: &
                 let (v1, _) = b.unpack64(w[1]);
                 b.st_v2::<U32>(
                     Space::Shared,
-                    saddr.off(8 * i64::from(THREADS) * u as i64),
+                    saddr.off(8 * i64::from(threads) * u as i64),
                     [v0, v1],
                 );
             });

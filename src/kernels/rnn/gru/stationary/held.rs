@@ -19,6 +19,22 @@
 //! The launch's epoch (tags of the exchange words) comes from one relaxed 64-bit atomic of
 //! thread 0 that also counts the block in (`Count`), waited for only at the prologue's barrier.
 //!
+//! `rnn_gru_held48s` / `rnn_gru_held64s` split the roles between the warps (same steps, same
+//! partial sums, so bit-identical states): W_ih is held by four "upper" warps only (`wide`: a
+//! K-block of 16 per half-warp), which take the partials of `W_ih x_{t+2}` (and, in
+//! `rnn_gru_held64s`, the gi sums of step t + 1) right after the mat-vec barrier, while the four
+//! "lower" warps (128 threads) take the cells, the gather (and in `rnn_gru_held48s` the gi sums).
+//! The upper warps are 2, 3, 6 and 7, so the two groups issue from different schedulers (warp w
+//! from scheduler w % 4): with warps 4..8 as the upper group, the cells shared their schedulers
+//! with the partials' FMAs and took 0.44 instead of 0.28 us a step (H100). In `rnn_gru_held48`
+//! every warp takes all of it in turn, so the gather starts only after the partials.
+//!
+//! `rnn_gru_held48w` / `rnn_gru_held48sw` (`rnn_gru_held48` / `rnn_gru_held48s` otherwise) stage
+//! the weights through shared memory (`staged`): W_ih's rows with `x_0`, `x_1` and h0 (group 1),
+//! W_hh's rows (group 2); the lanes read their W_ih after the prologue's barrier and their W_hh
+//! after a second wait and barrier that follow the partials of `W_ih x_1` (stamp `[3]` then
+//! includes W_hh's landing).
+//!
 //! Shared layout (floats): h `Bg x H` | x `nb Bg x Ip` (every step, nb = max(chunk, 1) >=
 //! steps) | W_hh scratch | two W_ih scratches (step parity) | two gi buffers (`Bg x 64` each,
 //! rows of 3J) | b_ih `3J` (64 floats) | the epoch (4 floats). The W_ih scratch of parity s % 2
@@ -28,13 +44,18 @@
 //! ([`super::STAMPS`]): `[0]` start, `[1]` W_ih and x_0, x_1, h0 issued, `[2]` W_hh and the
 //! later steps' x issued, x_0, x_1 and h0 landed (barrier), `[3]` gi of step 0 and partials of
 //! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
-//! `W_ih x_{t+2}` and the exchange (and transform).
+//! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
+//! (thread 64): the upper warps' partials of `W_ih x_{t+2}` done.
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
-use super::matvec::{hold_rows, partials, sum, Held, Sources};
-use super::{scratch_floats, Lane, Stamps};
+use super::count::Count;
+use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
+pub use super::held_gi::{smem_floats, smem_floats_staged};
+use super::matvec::{hold_rows, partials, sum, Sources};
+use super::wide::{self, Upper};
+use super::{staged, Lane, Stamps, STAMPS};
 use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
-use crate::kernels::rnn::gru::exchange::{gather, transform, Gather};
+use crate::kernels::rnn::gru::exchange::{gather_by, transform, Gather};
 use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
 use crate::ptx::*;
 
@@ -48,177 +69,73 @@ pub fn build64(target: Target) -> Module {
     build(target, "rnn_gru_held64", 4)
 }
 
+/// Builds `rnn_gru_held48s` (lane rows q < 3, roles split between the warps: `wide`; the lower
+/// warps take the gi sums).
+pub fn build48s(target: Target) -> Module {
+    build_with(target, "rnn_gru_held48s", 3, Some(GiBy::Lower))
+}
+
+/// Builds `rnn_gru_held64s` (lane rows q < 4, roles split between the warps: `wide`; the upper
+/// warps take the gi sums).
+pub fn build64s(target: Target) -> Module {
+    build_with(target, "rnn_gru_held64s", 4, Some(GiBy::Upper))
+}
+
+/// Builds `rnn_gru_held48w` (`rnn_gru_held48` with the weights staged: `staged`).
+pub fn build48w(target: Target) -> Module {
+    build_staged(target, "rnn_gru_held48w", 3, None)
+}
+
+/// Builds `rnn_gru_held48sw` (`rnn_gru_held48s` with the weights staged: `staged`).
+pub fn build48sw(target: Target) -> Module {
+    build_staged(target, "rnn_gru_held48sw", 3, Some(GiBy::Lower))
+}
+
+/// With the roles split: which warps take the gi sums (the lower four, with the cells and the
+/// gather, or the upper four, after their partials of `W_ih x`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GiBy {
+    Lower,
+    Upper,
+}
+
 fn build(target: Target, name: &str, qs: u32) -> Module {
+    build_with(target, name, qs, None)
+}
+
+fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
+    build_any(target, name, qs, split, false)
+}
+
+fn build_staged(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
+    build_any(target, name, qs, split, true)
+}
+
+fn build_any(target: Target, name: &str, qs: u32, split: Option<GiBy>, staging: bool) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs)
+        rollout(b, c, &stamps, qs, split, staging)
     })
 }
 
-/// Floats reserved for b_ih of the block's gate rows (3J <= 64); the launch's epoch follows.
-const BIAS_FLOATS: u32 = 64;
-
-/// Shared floats for `bg` rows and x of `c` steps (`c` >= the launch's steps).
-pub fn smem_floats(bg: u32, ip: u32, h: u32, c: u32) -> u32 {
-    bg * h + c.max(1) * bg * ip + 3 * scratch_floats(bg) + 2 * bg * GI_STRIDE + BIAS_FLOATS + 4
-}
-
-/// Floats reserved per row of a gi buffer (rows of 3J <= 64 floats).
-const GI_STRIDE: u32 = 64;
-
-/// The launch's epoch and the block's count-in (`gru`'s `epoch, count` words, as one u64):
-/// thread 0 adds `1 << 32` to the member's u64 `count << 32 | epoch` with one relaxed atomic,
-/// whose old value gives the epoch and the blocks counted in before; the block that finds
-/// `blocks - 1` stores `epoch + T` with a zero count (every block's atomic precedes it, and the
-/// next launch is stream-ordered after this one). One atomic and no fence or read to order
-/// (`gru::block_context` reads the epoch, then fences and counts in, stalling warp 0 for a round
-/// trip at the start): its value is only used after the prologue's barrier (thread 0 publishes
-/// the epoch in shared memory).
-struct Count {
-    old: Reg<U64>,
-    word: Reg<U64>,
-}
-
-impl Count {
-    /// Thread 0: the atomic (its result is not waited for here).
-    fn issue(b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) -> Self {
-        let state_bytes = b.mul_wide(c.e, 16u32);
-        let word = b.add(c.p.state, state_bytes);
-        // Defined in thread 0 only (its every use is thread 0's): written straight by the
-        // atomic, so nothing waits for it until the epoch is published.
-        let mut old = None;
-        b.guarded(t0, false, |b| {
-            old = Some(b.atom::<U64>(Space::Global, AtomOp::Add, word, 1u64 << 32));
-        });
-        Count {
-            old: old.expect("the guarded closure runs"),
-            word,
-        }
-    }
-
-    /// Thread 0: the epoch into shared float `slot` (before the prologue's barrier).
-    fn publish(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>, slot: Reg<U32>) {
-        b.guarded(t0, false, |b| {
-            let (epoch, _) = b.unpack64(self.old);
-            let sa = b.shared_index(c.smem, slot);
-            b.st(Space::Shared, sa, epoch);
-        });
-    }
-
-    /// Thread 0 of the member's last block: `epoch + T`, count 0.
-    fn close(&self, b: &mut KernelBuilder, c: &Ctx<'_>, t0: Reg<Pred>) {
-        let p = c.p;
-        let rows_less_one = b.sub(p.group_rows, 1u32);
-        let groups = b.add(p.batch_pad, rows_less_one);
-        let groups = b.div(groups, p.group_rows);
-        let blocks = b.mul(groups, p.slices);
-        let last = b.sub(blocks, 1u32);
-        b.if_then(t0, |b| {
-            let (epoch, before) = b.unpack64(self.old);
-            let is_last = b.setp(Cmp::Eq, before, last);
-            b.if_then(is_last, |b| {
-                let next = b.add(epoch, p.steps);
-                let zero = b.mov(0u32);
-                let w = b.pack64::<U64>(next, zero);
-                b.st(Space::Global, self.word, w);
-            });
-        });
-    }
-}
-
-/// Offsets (floats) of the shared regions.
-struct HeldLayout {
-    x: Reg<U32>,
-    /// Floats of one step of x (`rows x Ip`).
-    xbuf: Reg<U32>,
-    /// The W_hh mat-vec's scratch.
-    sh: Reg<U32>,
-    /// The W_ih scratch of parity 0 (parity 1 follows it).
-    sx: Reg<U32>,
-    /// Floats of one scratch (`8 rows x 72`).
-    sbuf: Reg<U32>,
-    /// gi of parity 0 (`rows x 3J`; parity 1 at `gi + rows 3J`).
-    gi: Reg<U32>,
-    bias: Reg<U32>,
-}
-
-/// The layout (recomputed where used: the step loop keeps no registers for it).
-fn layout(b: &mut KernelBuilder, c: &Ctx<'_>) -> HeldLayout {
-    let p = c.p;
-    let x = b.mul(p.group_rows, p.h);
-    let nb = b.max(p.chunk, 1u32);
-    let nbg = b.mul(nb, p.group_rows);
-    let sh = b.mad(nbg, p.ip, x);
-    let sbuf = b.mul(p.group_rows, scratch_floats(1));
-    let sx = b.add(sh, sbuf);
-    let gi = b.mad(sbuf, 2u32, sx);
-    let gis = b.mul(p.group_rows, 2 * GI_STRIDE);
-    let bias = b.add(gi, gis);
-    let xbuf = b.mul(c.rows, p.ip);
-    HeldLayout {
-        x,
-        xbuf,
-        sh,
-        sx,
-        sbuf,
-        gi,
-        bias,
-    }
-}
-
-/// Partials of `W_ih x_s` into the W_ih scratch of parity `s % 2` (no barrier inside).
-fn x_partials(b: &mut KernelBuilder, c: &Ctx<'_>, wih: &Held, lane: &Lane, s: Reg<U32>) {
-    let lay = layout(b, c);
-    let src = b.mad(s, lay.xbuf, lay.x);
-    let par = b.and(s, 1u32);
-    let scratch = b.mad(par, lay.sbuf, lay.sx);
-    let from = Sources {
-        src,
-        k: c.p.ip,
-        rows: c.rows,
-        scratch,
-    };
-    partials(b, c.smem, wih, lane, &from);
-}
-
-/// gi of step `s` into the gi buffer of parity `s % 2`: row q, gate row lr = the 8 slots of the
-/// W_ih scratch of parity `s % 2` in order plus b_ih (`precompute_sums`' sums; no barrier
-/// inside). Threads take the values from the last thread down, so that the threads without
-/// cells (the last ones) take them first.
-fn gi_sums(b: &mut KernelBuilder, c: &Ctx<'_>, s: Reg<U32>) {
-    let smem = c.smem;
-    let lay = layout(b, c);
-    let par = b.and(s, 1u32);
-    let sx = b.mad(par, lay.sbuf, lay.sx);
-    let outs = b.mul(c.rows, c.r3);
-    let gbuf = b.mul(outs, par);
-    let gbuf = b.add(gbuf, lay.gi);
-    let first = b.sub(THREADS - 1, c.tid);
-    // idx / 3J by `gru::reciprocal`: idx 3J < 2^20 (idx < 32 x 64).
-    let magic = reciprocal(b, c.r3, 20);
-    b.for_range(first, outs, THREADS, |b, idx, _| {
-        let q = b.mul(idx, magic);
-        let q = b.shr(q, 20u32);
-        let lr = b.mul(q, c.r3);
-        let lr = b.sub(idx, lr);
-        let v = sum(b, smem, sx, c.rows, q, lr);
-        let bi = b.add(lay.bias, lr);
-        let ba = b.shared_index(smem, bi);
-        let bias = b.ld::<F32>(Space::Shared, ba);
-        let g = b.add(v, bias);
-        let gi = b.add(gbuf, idx);
-        let ga = b.shared_index(smem, gi);
-        b.st(Space::Shared, ga, g);
-    });
-}
-
-/// The whole rollout (all threads; after `gru::block_context`).
-fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
+/// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
+/// and `rnn_gru_held64s`'s roles (the module notes).
+fn rollout(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    stamps: &Stamps,
+    qs: u32,
+    split: Option<GiBy>,
+    staging: bool,
+) {
+    let gi_upper = split == Some(GiBy::Upper);
+    let split = split.is_some();
     let (p, smem) = (c.p, c.smem);
     b.comment("prologue: the lane's place in the mat-vecs");
     let zero = b.mov(0u32);
     let lane = Lane::new(b, c);
+    let up = split.then(|| Upper::new(b, c, &lane));
     let at = |b: &mut KernelBuilder, i: u32| stamps.at(b, i);
     at(b, 0);
     b.comment("count the block in (thread 0; the epoch is used after the prologue's barrier)");
@@ -232,7 +149,28 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
         let first = b.min(p.steps, 2u32);
         copy_x_async(b, c, zero, first, lay.x);
     }
-    let wih = hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &|b, lr| c.w_ih_row(b, lr));
+    // Staged weights: W_ih's rows at `wi`, W_hh's at `wh` (after the epoch's slot).
+    let (wi, wh) = if staging {
+        let lay = layout(b, c);
+        let wi = b.add(lay.bias, BIAS_FLOATS + 4);
+        (wi, b.add(wi, 16 * qs * staged::WIH_STRIDE))
+    } else {
+        (zero, zero)
+    };
+    let w_ih_row = |b: &mut KernelBuilder, lr| c.w_ih_row(b, lr);
+    let wih = match &up {
+        _ if staging => {
+            let ip = staged::WIH_STRIDE - 4;
+            staged::stage(b, c, wi, staged::WIH_STRIDE, ip, p.w_ih, &w_ih_row);
+            None
+        }
+        None => Some(hold_rows(b, 8, qs, &lane, p.w_ih, c.r3, &w_ih_row)),
+        Some(u) => Some(wide::hold(b, c, u, qs)),
+    };
+    // The threads that take the cells, the gi sums and the gather: all, or the lower warps
+    // (`tid` then the index among them).
+    let threads = if split { THREADS / 2 } else { THREADS };
+    let tid = up.as_ref().map_or(c.tid, |u| u.local);
     copy_h0_async(b, c);
     b.cp_async_commit_group();
     // b_ih of gate row tid (tid < 3J), loaded here and stored after W_hh's loads are issued
@@ -246,7 +184,15 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
     let bias = bias.expect("the guarded closure runs");
     at(b, 1);
     b.comment("W_hh into registers (held throughout)");
-    let whh = hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &|b, lr| c.w_hh_row(b, lr));
+    let w_hh_row = |b: &mut KernelBuilder, lr| c.w_hh_row(b, lr);
+    let whh = if staging {
+        let h = staged::WHH_STRIDE - 4;
+        staged::stage(b, c, wh, staged::WHH_STRIDE, h, p.w_hh, &w_hh_row);
+        b.cp_async_commit_group();
+        None
+    } else {
+        Some(hold_rows(b, 16, qs, &lane, p.w_hh, c.r3, &w_hh_row))
+    };
     {
         let lay = layout(b, c);
         let first = b.min(p.steps, 2u32);
@@ -266,7 +212,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
         b.add(lay.bias, BIAS_FLOATS)
     };
     count.publish(b, c, t0, epoch_slot);
-    b.cp_async_wait_group(1);
+    b.cp_async_wait_group(if staging { 2 } else { 1 });
     b.bar_sync();
     let epoch = {
         let sa = b.shared_index(smem, epoch_slot);
@@ -275,14 +221,46 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
     count.close(b, c, t0);
     // The block's registers with this launch's epoch (tags of the exchange words).
     let c = &Ctx { epoch, ..*c };
+    let wih = match (wih, &up) {
+        (Some(w), _) => w,
+        (None, None) => staged::hold(b, c, 8, qs, &lane, wi, staged::WIH_STRIDE),
+        (None, Some(u)) => {
+            let mut held = None;
+            b.if_then(u.on, |b| {
+                held = Some(staged::hold(b, c, 16, qs, &u.lane, wi, staged::WIH_STRIDE));
+            });
+            held.expect("the if_then closure runs")
+        }
+    };
+    // Partials of W_ih x_s: every warp, or the upper warps only.
+    let xp = |b: &mut KernelBuilder, s: Reg<U32>| match &up {
+        None => x_partials(b, c, &wih, &lane, s),
+        Some(u) => b.if_then(u.on, |b| x_partials_wide(b, c, &wih, u, s)),
+    };
     at(b, 2);
     b.comment("gi of step 0; partials of W_ih x_1 (the step loop's first barrier publishes both)");
-    x_partials(b, c, &wih, &lane, zero);
+    xp(b, zero);
     b.bar_sync();
-    gi_sums(b, c, zero);
+    match &up {
+        None => gi_sums(b, c, zero, threads, c.tid),
+        Some(u) if gi_upper => b.if_then(u.on, |b| gi_sums(b, c, zero, threads, tid)),
+        Some(u) => {
+            let lo = b.not(u.on);
+            b.if_then(lo, |b| gi_sums(b, c, zero, threads, tid))
+        }
+    }
     let one = b.mov(1u32);
     let two_plus = b.setp(Cmp::Gt, p.steps, 1u32);
-    b.if_then(two_plus, |b| x_partials(b, c, &wih, &lane, one));
+    b.if_then(two_plus, |b| xp(b, one));
+    let whh = match whh {
+        Some(w) => w,
+        None => {
+            b.comment("W_hh's staged rows landed (every thread's copies): into registers");
+            b.cp_async_wait_group(1);
+            b.bar_sync();
+            staged::hold(b, c, 16, qs, &lane, wh, staged::WHH_STRIDE)
+        }
+    };
     at(b, 3);
     let ex = Exchange { c, o_h: zero };
     // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
@@ -303,49 +281,86 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, qs: u32) {
         b.bar_sync();
         let stamp_at = b.mad(t, 3u32, 4u32);
         stamps.write(b, stamp_at);
-        b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
-        let cells = b.mul(c.rows, c.j);
-        b.for_range(c.tid, cells, THREADS, |b, idx, _| {
-            let row = b.mul(idx, magic);
-            let row = b.shr(row, 16u32);
-            let jj = b.mul(row, c.j);
-            let jj = b.sub(idx, jj);
-            let lay = layout(b, c);
-            let gh = |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
-            let at = CellAt {
-                t,
-                gi_step: b.and(t, 1u32),
-                row,
-                jj,
+        // Cells, gi of step t + 1 and the gather (all threads, or the lower warps while the
+        // upper ones take the partials of W_ih x_{t+2}).
+        let state = |b: &mut KernelBuilder| {
+            b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
+            let cells = b.mul(c.rows, c.j);
+            b.for_range(tid, cells, threads, |b, idx, _| {
+                let row = b.mul(idx, magic);
+                let row = b.shr(row, 16u32);
+                let jj = b.mul(row, c.j);
+                let jj = b.sub(idx, jj);
+                let lay = layout(b, c);
+                let gh =
+                    |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
+                let at = CellAt {
+                    t,
+                    gi_step: b.and(t, 1u32),
+                    row,
+                    jj,
+                };
+                cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
+            });
+            let stamp_at = b.mad(t, 3u32, 5u32);
+            stamps.write(b, stamp_at);
+            b.comment(if gi_upper {
+                "step t: (gi of step t + 1 by the upper warps)"
+            } else if split {
+                "step t: gi of step t + 1 (threads without cells first)"
+            } else {
+                "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}"
+            });
+            let t1 = b.add(t, 1u32);
+            if !gi_upper {
+                let more = b.setp(Cmp::Lt, t1, p.steps);
+                b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
+            }
+            if !split {
+                let t2 = b.add(t, 2u32);
+                let more2 = b.setp(Cmp::Lt, t2, p.steps);
+                b.if_then(more2, |b| xp(b, t2));
+            }
+            b.comment("step t, 3: gather the other blocks' h' (tagged words)");
+            let gather_until = {
+                let transformed = b.or(p.ln, p.drop);
+                let extra = b.selp(1u32, 0u32, transformed);
+                b.add(p.steps, extra)
             };
-            cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
-        });
-        let stamp_at = b.mad(t, 3u32, 5u32);
-        stamps.write(b, stamp_at);
-        b.comment(
-            "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}",
-        );
-        let t1 = b.add(t, 1u32);
-        let more = b.setp(Cmp::Lt, t1, p.steps);
-        b.if_then(more, |b| gi_sums(b, c, t1));
-        let t2 = b.add(t, 2u32);
-        let more2 = b.setp(Cmp::Lt, t2, p.steps);
-        b.if_then(more2, |b| x_partials(b, c, &wih, &lane, t2));
-        b.comment("step t, 3: gather the other blocks' h' (tagged words)");
-        let gather_until = {
-            let transformed = b.or(p.ln, p.drop);
-            let extra = b.selp(1u32, 0u32, transformed);
-            b.add(p.steps, extra)
+            let need = b.setp(Cmp::Lt, t1, gather_until);
+            let how = Gather {
+                // One round of polls for Bg = 4 (held48; held48s: 4 of 128 threads' pairs) and
+                // Bg = 16 (held64) at 256 threads (held64s: two rounds).
+                in_flight: if qs == 3 { 4 } else { 8 },
+                skip_own: true,
+                half_h: Some(128),
+                on: Some(need),
+            };
+            gather_by(b, &ex, t, &how, threads, tid);
         };
-        let need = b.setp(Cmp::Lt, t1, gather_until);
-        let how = Gather {
-            // One round of polls for Bg = 4 (held48) and Bg = 16 (held64) at 256 threads.
-            in_flight: if qs == 3 { 4 } else { 8 },
-            skip_own: true,
-            half_h: Some(128),
-            on: Some(need),
-        };
-        gather(b, &ex, t, &how);
+        match &up {
+            None => state(b),
+            Some(u) => b.if_else(
+                u.on,
+                |b| {
+                    if gi_upper {
+                        b.comment("step t, 2-3 (upper warps): gi of step t + 1");
+                        let t1 = b.add(t, 1u32);
+                        let more = b.setp(Cmp::Lt, t1, p.steps);
+                        b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
+                    }
+                    b.comment("step t, 2-3 (upper warps): partials of W_ih x_{t+2}");
+                    let t2 = b.add(t, 2u32);
+                    let more2 = b.setp(Cmp::Lt, t2, p.steps);
+                    b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
+                    // Thread 64's stamp (the first upper thread) at `STAMPS - 16 + t` (t < 16):
+                    // the upper warps' end.
+                    let idx = b.add(t, STAMPS - 16);
+                    stamps.write_for(b, idx, tid);
+                },
+                state,
+            ),
+        }
         b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
         b.comment("step t, 4: layer norm and dropout");

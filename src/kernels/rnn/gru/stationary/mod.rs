@@ -44,11 +44,15 @@
 //! [`kernel`] the kernel: prologue and step loop.
 
 pub mod cluster;
+mod count;
 pub mod held;
+mod held_gi;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
 pub mod rows48;
+pub mod staged;
+pub mod wide;
 
 use super::{Ctx, P};
 use crate::kernels::rnn::stamps::{stamping, write_clock};
@@ -78,8 +82,13 @@ impl Stamps {
     /// Writes `%clock64` to `stamps[idx]` when stamping (idx < [`STAMPS`]; others are dropped).
     /// The base is reloaded each time: the step loop has no register to keep it in.
     pub fn write(&self, b: &mut KernelBuilder, idx: Reg<U32>) {
+        self.write_for(b, idx, self.tid);
+    }
+
+    /// [`Self::write`] by the thread whose `tid` is 0 (e.g. `tid - 128`: thread 128).
+    pub fn write_for(&self, b: &mut KernelBuilder, idx: Reg<U32>, tid: Reg<U32>) {
         let base = b.ld_param(&self.param);
-        let on = stamping(b, base, self.tid, |b| b.special(Special::CtaidX));
+        let on = stamping(b, base, tid, |b| b.special(Special::CtaidX));
         write_clock(b, on, idx, STAMPS, &|b| {
             let base = b.ld_param(&self.param);
             b.to_global(base)
