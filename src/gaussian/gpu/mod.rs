@@ -28,6 +28,7 @@ use crate::kernels::KernelId;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 pub mod fast;
+pub mod fast_backward;
 pub mod field;
 pub mod launch;
 mod ops;
@@ -37,6 +38,7 @@ mod raw_prepare;
 mod slot;
 
 pub use fast::ForwardKind;
+pub use fast_backward::BackwardKind;
 pub use field::GpuGaussianField;
 pub use ops::stage_prepared;
 
@@ -50,6 +52,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const FORWARD_FAST: Option<KernelId>;
     /// Fused backward kernel.
     const BACKWARD: KernelId;
+    /// Fused backward with the expanded solve (`fast_backward`), where the type has one.
+    const BACKWARD_FAST: Option<KernelId>;
     /// Ordered row sums.
     const REDUCE_ROWS: KernelId;
     /// Per-Gaussian gradient finish.
@@ -69,6 +73,7 @@ impl GpuReal for f32 {
     const FORWARD: KernelId = KernelId::GaussianForwardF32;
     const FORWARD_FAST: Option<KernelId> = Some(KernelId::GaussianForwardFastF32);
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
+    const BACKWARD_FAST: Option<KernelId> = Some(KernelId::GaussianBackwardFastF32);
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
     const PREPARE: KernelId = KernelId::GaussianPrepareF32;
@@ -84,6 +89,7 @@ impl GpuReal for f64 {
     const FORWARD: KernelId = KernelId::GaussianForwardF64;
     const FORWARD_FAST: Option<KernelId> = None;
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
+    const BACKWARD_FAST: Option<KernelId> = None;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;
     const PREPARE: KernelId = KernelId::GaussianPrepareF64;

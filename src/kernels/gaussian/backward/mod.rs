@@ -50,10 +50,13 @@ use super::exp_f64::{Exp2, ExpF64};
 use super::unit::BackConsts;
 use crate::ptx::*;
 
+mod fast;
+mod fast_pairs;
 mod kernel;
 mod pairs;
 mod smem;
 
+pub use fast::{build_fast, build_fast_f32, fast_variant_options, FastOptions, FAST_OPTIONS};
 pub use kernel::build;
 
 /// Threads per block (required): one warp.
