@@ -284,7 +284,7 @@ fn interpreted_expanded_backward_matches_cpu_f64() {
 
 #[test]
 fn interpreted_expanded_backward_variants_match_cpu_f64() {
-    for name in ["q8", "q8-n0", "n0"] {
+    for name in ["q8", "q8-n0", "n0", "p2", "q8-p2"] {
         let o = backward::fast_variant_options(name).unwrap();
         check_interpreted(o, &[far_points(37, 95, 27), badly_conditioned(50, 120, 25)]);
     }

@@ -46,6 +46,8 @@ pub struct FastOptions {
     pub use_n: bool,
     /// `.maxnreg`, or none.
     pub max_registers: Option<u32>,
+    /// Two points per iteration of the unguarded point loop (the last odd point alone).
+    pub two_points: bool,
 }
 
 /// The built-in kernel's options (4 Gaussians per thread: 174 registers on sm_90, 11 one-warp
@@ -54,6 +56,7 @@ pub const FAST_OPTIONS: FastOptions = FastOptions {
     q: 4,
     use_n: true,
     max_registers: None,
+    two_points: false,
 };
 
 /// The built-in module.
@@ -62,8 +65,9 @@ pub fn build_fast_f32(target: Target) -> Module {
 }
 
 /// The options of a comparison variant (`PTXFLOW_GAUSS_BWD_FAST`): `q<N>` Gaussians per thread
-/// (4, 8 or 16), `n0` / `n1` without / with N in registers, `r<N>` a register cap, joined by `-`
-/// (`q4-n1`). None for names it does not parse.
+/// (4, 8 or 16), `n0` / `n1` without / with N in registers, `r<N>` a register cap, `p2` / `p1`
+/// two points per iteration or one, joined by `-` (`q4-n1-p2`). None for names it does not
+/// parse.
 pub fn fast_variant_options(name: &str) -> Option<FastOptions> {
     let mut o = FAST_OPTIONS;
     for part in name.split('-') {
@@ -73,6 +77,7 @@ pub fn fast_variant_options(name: &str) -> Option<FastOptions> {
             "q" if [4, 8, 16].contains(&v) => o.q = v,
             "n" if v <= 1 => o.use_n = v == 1,
             "r" => o.max_registers = Some(v),
+            "p" if (1..=2).contains(&v) => o.two_points = v == 2,
             _ => return None,
         }
     }
@@ -133,8 +138,9 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
     let comp = b.global_ptr(&comp);
     let origin = origin.map(|o| b.ld_param(&o));
     let batch = batch_points::<F32>();
-    // Per point: x~ and g', then x (the guarded body's subtract form).
-    let pts = b.shared_array::<F32>("pts", batch * 8);
+    // Per point: x~ and g' (`pts`), x and a pad (`ptsx`, the guarded body's subtract form).
+    let pts = b.shared_array::<F32>("pts", batch * 4);
+    let ptsx = b.shared_array::<F32>("ptsx", batch * 4);
     let psum = b.shared_array::<F32>("psum", BLOCK * psum_row::<F32>());
 
     let tid = b.special(Special::TidX);
@@ -223,6 +229,12 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
     let row = psum_row::<F32>();
     let my_row = b.mul(tid, row);
     let pad = b.mov(zero);
+    // Point k's 16 bytes sit at pts + 16 k, ptsx + 16 k and (this thread's terms) row + 16 k.
+    let pts0 = b.shared_index(&pts, 0u32);
+    let ptsx0 = b.shared_index(&ptsx, 0u32);
+    let row0 = b.shared_index(&psum, my_row);
+    let to_x = b.sub(ptsx0, pts0);
+    let to_row = b.sub(row0, pts0);
     let p_start = b.mul(chunk, chunk_len);
     let p_stop = b.add(p_start, chunk_len);
     let p_end = b.min(p_stop, num_points);
@@ -245,19 +257,20 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
             let g = b.ld::<F32>(Space::GlobalNc, ga);
             let s = sigma();
             let g = F32::scale_const(b, g, 1.0 / (s * s));
-            let slot = b.shl(tid, 3u32);
+            let slot = b.shl(tid, 2u32);
             let dst = b.shared_index(&pts, slot);
             store4::<F32>(b, dst.into(), [xt[0], xt[1], xt[2], g]);
-            store4::<F32>(b, Addr::from(dst).off(16), [x[0], x[1], x[2], pad]);
+            let dst = b.shared_index(&ptsx, slot);
+            store4::<F32>(b, dst.into(), [x[0], x[1], x[2], pad]);
         });
         b.warp_sync(ALL_LANES);
-        let point = |b: &mut KernelBuilder, k: Reg<U32>, guarded: bool| {
-            b.comment("point k: this thread's pairs");
-            let slot = b.shl(k, 3u32);
-            let src = b.shared_index(&pts, slot);
+        // The point at `src` (its pts entry): this thread's pairs, its terms into the row.
+        let point = |b: &mut KernelBuilder, src: Reg<U32>, guarded: bool| {
+            b.comment("one point: this thread's pairs");
             let [x0, x1, x2, g] = load4::<F32>(b, src.into());
             let x = guarded.then(|| {
-                let [a, c, d, _] = load4::<F32>(b, Addr::from(src).off(16));
+                let at = b.add(src, to_x);
+                let [a, c, d, _] = load4::<F32>(b, at.into());
                 [a, c, d]
             });
             let pc = [(); 3].map(|_| b.mov(zero));
@@ -271,11 +284,12 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
                 comp,
             };
             fast_pair_sums(b, &ctx, opts.use_n);
-            b.comment("this thread's terms of point k into its row");
-            let slot = b.mad(k, 4u32, my_row);
-            let dst = b.shared_index(&psum, slot);
-            store4::<F32>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
+            b.comment("this thread's terms of the point into its row (the fourth is unused)");
+            let dst = b.add(src, to_row);
+            store4::<F32>(b, dst.into(), [pc[0], pc[1], pc[2], pc[2]]);
         };
+        let len = b.shl(count, 4u32);
+        let end = b.add(pts0, len);
         b.comment("one body for the whole batch: its largest |x~|_inf against the warp's x_lim");
         let mut m = x_mag;
         for k in [16u32, 8, 4, 2, 1] {
@@ -286,8 +300,23 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
         let ok = b.and(all_plain, fits);
         b.if_else(
             ok,
-            |b| b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, false)),
-            |b| b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, true)),
+            |b| {
+                if opts.two_points {
+                    let even = b.and(count, !1u32);
+                    let even_len = b.shl(even, 4u32);
+                    let even_end = b.add(pts0, even_len);
+                    b.for_range(pts0, even_end, 32u32, |b, a, _| {
+                        point(b, a, false);
+                        let a1 = b.add(a, 16u32);
+                        point(b, a1, false);
+                    });
+                    let odd = b.setp(Cmp::Ne, even, count);
+                    b.if_then(odd, |b| point(b, even_end, false));
+                } else {
+                    b.for_range(pts0, end, 16u32, |b, a, _| point(b, a, false));
+                }
+            },
+            |b| b.for_range(pts0, end, 16u32, |b, a, _| point(b, a, true)),
         );
         b.warp_sync(ALL_LANES);
         b.comment("point tid: add the rows of every lane in order and store");
