@@ -260,7 +260,9 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         }
     }
     g.finish();
-    if T::NAME == "f32" && only.is_none() {
+    // PTXFLOW_GAUSS_BAD=1 runs this row with PTXFLOW_GAUSS_ONLY too.
+    let bad = std::env::var("PTXFLOW_GAUSS_BAD").is_ok_and(|v| v == "1");
+    if T::NAME == "f32" && (only.is_none() || bad) {
         let (n, b) = SIZES[2];
         let (gaussians, points, grad) = badly_conditioned_problem(n, b);
         let mut field =
@@ -278,6 +280,8 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
             "SUMMARY gpu/gaussian f32 {n}x{b} badly-conditioned (compensated backward solves): forward+backward {:.1} us",
             both * 1e6
         ));
+        let label = format!("{n}x{b} badly-conditioned");
+        compare_backward_kernels(&mut field, &stream, &label, summary);
     }
 }
 

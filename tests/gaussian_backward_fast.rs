@@ -329,3 +329,54 @@ fn gpu_expanded_backward_matches_cpu_f64() {
         }
     }
 }
+
+/// Writes the PTX of the variants named in `PTXFLOW_BWD_FAST_DUMP` ("dir:name,name,...") for
+/// inspection with ptxas (not a check; ignored by default).
+#[test]
+#[ignore]
+fn dump_expanded_backward_variants() {
+    let Ok(spec) = std::env::var("PTXFLOW_BWD_FAST_DUMP") else {
+        return;
+    };
+    let (dir, names) = spec.split_once(':').expect("dir:name,...");
+    for name in names.split(',') {
+        let o = backward::fast_variant_options(name).expect("a variant name");
+        let ptx = backward::build_fast(Target::Sm75, o).emit().unwrap();
+        std::fs::write(format!("{dir}/{name}.ptx"), ptx).unwrap();
+    }
+}
+
+/// Prints the fraction of flagged records and compensated Gaussians of the bench's problem
+/// (inspection only; ignored by default).
+#[test]
+#[ignore]
+fn print_flag_fractions() {
+    use ptxflow::gaussian::generate::{random_gaussians, sample_points, GaussianSpec};
+    let mut rng = Rng::new(0x6A55);
+    let g = random_gaussians(&mut rng, 10000, &GaussianSpec::default());
+    let _ = sample_points(&mut rng, &g, 10, 1.5);
+    let g32 = convert::<f32>(&g);
+    let mut prepared = Vec::new();
+    layout::prepare(&g32, true, 0.0f32, &mut prepared).unwrap();
+    let n_pad = prepared.len().div_ceil(512) * 512;
+    let (mut prep, mut comp, mut recs) = (Vec::new(), Vec::new(), Vec::new());
+    stage_prepared(&prepared, n_pad, &mut prep, &mut comp);
+    let o = fast::stage(&prepared, n_pad, f32_exp_scale(), &mut recs);
+    let flagged: Vec<bool> = recs.chunks_exact(12).map(|r| r[10] != 0.0).collect();
+    let comped: Vec<bool> = comp.chunks_exact(8).map(|r| r[3] != 0.0).collect();
+    let nf = flagged.iter().filter(|&&f| f).count();
+    let nc = comped.iter().filter(|&&f| f).count();
+    let warps = |q: usize| {
+        (0..n_pad / (32 * q))
+            .filter(|w| (w * 32 * q..(w + 1) * 32 * q).any(|j| flagged[j] || comped[j]))
+            .count()
+    };
+    eprintln!(
+        "origin {o:?}: flagged {nf}, compensated {nc} of {}; warps with one (q4) {} of {}, (q8) {} of {}",
+        prepared.len(),
+        warps(4),
+        n_pad / 128,
+        warps(8),
+        n_pad / 256
+    );
+}

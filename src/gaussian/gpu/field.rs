@@ -155,10 +155,13 @@ impl<T: GpuReal> GpuGaussianField<T> {
         self.backward_kind = kind;
     }
 
-    /// The expanded backward (loaded on first use), when this type has one and it is chosen.
+    /// The expanded backward (loaded on first use), when this type has one, it is chosen and
+    /// no Gaussian takes the compensated solve (the expanded kernel runs those per pair in a
+    /// slow branch; the unit kernel is the faster one for such sets).
     fn fast_backward(&mut self) -> Result<Option<FastBackward>> {
-        let Some(id) = T::BACKWARD_FAST.filter(|_| self.backward_kind == BackwardKind::Expanded)
-        else {
+        let chosen = self.backward_kind == BackwardKind::Expanded
+            && !self.prepared.iter().any(|g| g.compensated);
+        let Some(id) = T::BACKWARD_FAST.filter(|_| chosen) else {
             return Ok(None);
         };
         if self.fast_backward.is_none() {

@@ -25,7 +25,7 @@
 //! `fast_pairs::fast_pair_sums` (selects; flagged Gaussians in the subtract and compensated
 //! forms).
 
-use super::fast_pairs::{fast_pair_sums, unscale, FastPoint};
+use super::fast_pairs::{fast_pair_sums, unscale, Body, FastPoint};
 use super::smem::{load4, store4};
 use super::{batch_points, psum_row, BLOCK, ROWS_PER_STEP};
 use crate::kernels::gaussian::common::*;
@@ -91,6 +91,8 @@ pub(super) struct FastOwned {
     pub(super) m: [Reg<F32>; 6],
     /// -b.
     pub(super) nb: [Reg<F32>; 3],
+    /// The mean (the subtract body's r = x - mu).
+    pub(super) mu: [Reg<F32>; 3],
     /// w c 2^o.
     pub(super) wn: Reg<F32>,
     /// N = wn M^T: N00 N10 N20 N11 N21 N22 (wn M00, wn M10, ...), when kept.
@@ -152,8 +154,10 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
     b.comment("this thread's Gaussians: expanded records, flags, bounds, sums");
     let first_j = b.mad(gblock, BLOCK * q_count, tid);
     let mut own = Vec::new();
-    let mut plain: Option<Reg<Pred>> = None;
-    let mut x_lim: Option<Reg<F32>> = None;
+    // Per lane: (fast, sub) whether every Gaussian of the lane allows that body, and the
+    // smallest x_lim of each (see the module docs).
+    let mut plain: Option<(Reg<Pred>, Reg<Pred>)> = None;
+    let mut x_lim: Option<(Reg<F32>, Reg<F32>)> = None;
     for q in 0..q_count {
         let j = b.add(first_j, q * BLOCK);
         let src = b.index_addr(fast, j, FAST_STRIDE * 4);
@@ -169,47 +173,61 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
         );
         let comp_on = b.setp(Cmp::Ne, cflag, zero);
         let special = b.or(flagged, comp_on);
+        let psrc = b.index_addr(prep, j, PREP_STRIDE * 4);
+        let [mu0, mu1, mu2, _] = b.ld_v4::<F32>(Space::GlobalNc, Addr::from(psrc));
+        let mu = [mu0, mu1, mu2];
         let [m00, m10, m11, m20, m21, m22] = m;
         let n = if opts.use_n {
             [m00, m10, m20, m11, m21, m22].map(|x| b.mul(wn, x))
         } else {
             m
         };
-        // x_lim = (2^100 - max |b|) / max row sum |M| (inf for a zero record); plain when not
-        // special and x_lim, |N| and |b| are finite and in range.
+        // rows = max row sum |M|; fast: x_lim = (2^100 - max |b|) / rows (inf for a zero
+        // record), sub: 2^100 / rows - max |mu|; each plain when its constants are in range.
         let a = m.map(|x| b.abs(x));
         let row1 = b.add(a[1], a[2]);
         let row2 = b.add(a[3], a[4]);
         let row2 = b.add(row2, a[5]);
         let rows = b.max(a[0], row1);
         let rows = b.max(rows, row2);
-        let nba = nb.map(|x| b.abs(x));
-        let bm = b.max(nba[0], nba[1]);
-        let bm = b.max(bm, nba[2]);
+        let max3 = |b: &mut KernelBuilder, v: [Reg<F32>; 3]| {
+            let v = v.map(|x| b.abs(x));
+            let m = b.max(v[0], v[1]);
+            b.max(m, v[2])
+        };
+        let bm = max3(&mut b, nb);
+        let mm = max3(&mut b, mu);
         let room = b.sub(limit, bm);
-        let lim = b.div(room, rows);
-        let mut big = bm;
+        let lim_fast = b.div(room, rows);
+        let per = b.div(limit, rows);
+        let lim_sub = b.sub(per, mm);
+        let mut big = rows;
         for x in n {
             let ax = b.abs(x);
             big = b.max(big, ax);
         }
-        let big = b.max(big, rows);
-        let sane = b.setp(Cmp::Le, big, limit);
-        let ok = b.not(special);
-        let ok = b.and(ok, sane);
+        let big = b.max(big, mm);
+        let sane_sub = b.setp(Cmp::Le, big, limit);
+        let big = b.max(big, bm);
+        let sane_fast = b.setp(Cmp::Le, big, limit);
+        let not_special = b.not(special);
+        let ok_fast = b.and(not_special, sane_fast);
+        let not_comp = b.not(comp_on);
+        let ok_sub = b.and(not_comp, sane_sub);
         plain = Some(match plain {
-            None => ok,
-            Some(p) => b.and(p, ok),
+            None => (ok_fast, ok_sub),
+            Some((f, s)) => (b.and(f, ok_fast), b.and(s, ok_sub)),
         });
         x_lim = Some(match x_lim {
-            None => lim,
-            Some(l) => b.min(l, lim),
+            None => (lim_fast, lim_sub),
+            Some((f, s)) => (b.min(f, lim_fast), b.min(s, lim_sub)),
         });
         let sums = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
         own.push(FastOwned {
             j,
             m,
             nb,
+            mu,
             wn,
             n,
             special,
@@ -217,14 +235,22 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
             sums,
         });
     }
-    let plain = plain.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
-    let x_lim = x_lim.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
-    let all_plain = b.vote_all(plain);
-    let mut warp_lim = x_lim;
-    for k in [16u32, 8, 4, 2, 1] {
-        let o = b.shfl(Shfl::Xor, warp_lim, k);
-        warp_lim = b.min(warp_lim, o);
-    }
+    let (plain_fast, plain_sub) =
+        plain.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
+    let (lim_fast, lim_sub) =
+        x_lim.unwrap_or_else(|| unreachable!("at least one Gaussian per thread"));
+    let all_fast = b.vote_all(plain_fast);
+    let all_sub = b.vote_all(plain_sub);
+    let warp_min = |b: &mut KernelBuilder, v: Reg<F32>| {
+        let mut m = v;
+        for k in [16u32, 8, 4, 2, 1] {
+            let o = b.shfl(Shfl::Xor, m, k);
+            m = b.min(m, o);
+        }
+        m
+    };
+    let warp_lim_fast = warp_min(&mut b, lim_fast);
+    let warp_lim_sub = warp_min(&mut b, lim_sub);
 
     let row = psum_row::<F32>();
     let my_row = b.mul(tid, row);
@@ -245,6 +271,7 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
         let mine = b.setp(Cmp::Lt, tid, count);
         let i = b.add(batch_start, tid);
         let x_mag = b.mov(zero);
+        let xs_mag = b.mov(zero);
         b.if_then(mine, |b| {
             let a = b.index_addr(points, i, 12);
             let x = [0i64, 1, 2].map(|k| b.ld::<F32>(Space::GlobalNc, Addr::from(a).off(4 * k)));
@@ -253,6 +280,10 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
             let m = b.max(ax[0], ax[1]);
             let m = b.max(m, ax[2]);
             b.mov_to(x_mag, m);
+            let ax = x.map(|v| b.abs(v));
+            let m = b.max(ax[0], ax[1]);
+            let m = b.max(m, ax[2]);
+            b.mov_to(xs_mag, m);
             let ga = b.index_addr(grads, i, 4);
             let g = b.ld::<F32>(Space::GlobalNc, ga);
             let s = sigma();
@@ -265,10 +296,10 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
         });
         b.warp_sync(ALL_LANES);
         // The point at `src` (its pts entry): this thread's pairs, its terms into the row.
-        let point = |b: &mut KernelBuilder, src: Reg<U32>, guarded: bool| {
+        let point = |b: &mut KernelBuilder, src: Reg<U32>, body: Body| {
             b.comment("one point: this thread's pairs");
             let [x0, x1, x2, g] = load4::<F32>(b, src.into());
-            let x = guarded.then(|| {
+            let x = (body != Body::Fast).then(|| {
                 let at = b.add(src, to_x);
                 let [a, c, d, _] = load4::<F32>(b, at.into());
                 [a, c, d]
@@ -283,40 +314,50 @@ pub fn build_fast(target: Target, opts: FastOptions) -> Module {
                 prep,
                 comp,
             };
-            fast_pair_sums(b, &ctx, opts.use_n);
+            fast_pair_sums(b, &ctx, body, opts.use_n);
             b.comment("this thread's terms of the point into its row (the fourth is unused)");
             let dst = b.add(src, to_row);
             store4::<F32>(b, dst.into(), [pc[0], pc[1], pc[2], pc[2]]);
         };
         let len = b.shl(count, 4u32);
         let end = b.add(pts0, len);
-        b.comment("one body for the whole batch: its largest |x~|_inf against the warp's x_lim");
-        let mut m = x_mag;
-        for k in [16u32, 8, 4, 2, 1] {
-            let o = b.shfl(Shfl::Xor, m, k);
-            m = b.max(m, o);
-        }
-        let fits = b.setp(Cmp::Le, m, warp_lim);
-        let ok = b.and(all_plain, fits);
+        b.comment("one body for the whole batch: its largest |x~|_inf and |x|_inf against the warp's limits");
+        let warp_max = |b: &mut KernelBuilder, v: Reg<F32>| {
+            let mut m = v;
+            for k in [16u32, 8, 4, 2, 1] {
+                let o = b.shfl(Shfl::Xor, m, k);
+                m = b.max(m, o);
+            }
+            m
+        };
+        let m = warp_max(b, x_mag);
+        let ms = warp_max(b, xs_mag);
+        let fits = b.setp(Cmp::Le, m, warp_lim_fast);
+        let fast_ok = b.and(all_fast, fits);
+        let fits = b.setp(Cmp::Le, ms, warp_lim_sub);
+        let sub_ok = b.and(all_sub, fits);
+        let walk = |b: &mut KernelBuilder, body: Body| {
+            b.for_range(pts0, end, 16u32, |b, a, _| point(b, a, body))
+        };
         b.if_else(
-            ok,
+            fast_ok,
             |b| {
                 if opts.two_points {
                     let even = b.and(count, !1u32);
                     let even_len = b.shl(even, 4u32);
                     let even_end = b.add(pts0, even_len);
                     b.for_range(pts0, even_end, 32u32, |b, a, _| {
-                        point(b, a, false);
+                        point(b, a, Body::Fast);
                         let a1 = b.add(a, 16u32);
-                        point(b, a1, false);
+                        point(b, a1, Body::Fast);
                     });
                     let odd = b.setp(Cmp::Ne, even, count);
-                    b.if_then(odd, |b| point(b, even_end, false));
+                    b.if_then(odd, |b| point(b, even_end, Body::Fast));
                 } else {
-                    b.for_range(pts0, end, 16u32, |b, a, _| point(b, a, false));
+                    walk(b, Body::Fast);
                 }
             },
-            |b| b.for_range(pts0, end, 16u32, |b, a, _| point(b, a, true)),
+            |b| b.if_else(sub_ok, |b| walk(b, Body::Sub), |b| walk(b, Body::Guarded)),
         );
         b.warp_sync(ALL_LANES);
         b.comment("point tid: add the rows of every lane in order and store");

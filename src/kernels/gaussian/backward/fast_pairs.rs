@@ -21,6 +21,33 @@ pub(super) struct FastPoint<'a> {
     pub(super) comp: Reg<U64>,
 }
 
+/// The per-pair body a batch of points takes (see the module docs of [`super::fast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Body {
+    /// v' = M x~ - b, no selects.
+    Fast,
+    /// v' = M (x - mu), no selects.
+    Sub,
+    /// Selects, and flagged Gaussians in the subtract and compensated forms.
+    Guarded,
+}
+
+/// v' = M (x - mu) and t = o + |v'|^2.
+fn subtract(b: &mut KernelBuilder, o: &FastOwned, x: [Reg<F32>; 3]) -> ([Reg<F32>; 3], Reg<F32>) {
+    let [m00, m10, m11, m20, m21, m22] = o.m;
+    let r = [0, 1, 2].map(|k| b.sub(x[k], o.mu[k]));
+    let v0 = b.mul(m00, r[0]);
+    let s1 = b.mul(m11, r[1]);
+    let v1 = b.fma(m10, r[0], s1);
+    let s2 = b.mul(m22, r[2]);
+    let s2 = b.fma(m21, r[1], s2);
+    let v2 = b.fma(m20, r[0], s2);
+    let t = b.fma(v0, v0, F32::imm(F32::EXP2_OFFSET));
+    let t = b.fma(v1, v1, t);
+    let t = b.fma(v2, v2, t);
+    ([v0, v1, v2], t)
+}
+
 /// v' = M x~ - b (the order of `forward_fast`, so t is the expanded forward's) and t = o +
 /// |v'|^2.
 fn expanded(b: &mut KernelBuilder, o: &FastOwned, xt: [Reg<F32>; 3]) -> ([Reg<F32>; 3], Reg<F32>) {
@@ -54,13 +81,25 @@ fn scaled_consts(b: &mut KernelBuilder, prep: Reg<U64>, j: Reg<U32>) -> PairCons
 /// and t from the subtract form (branch), v' of its live pairs from the compensated solve when
 /// compensated, and its point term from the scaled back substitution; a pair whose e' is not
 /// positive (beyond the cutoff, or NaN from an overflowing v') has e' and v' replaced by 0.
-pub(super) fn fast_pair_sums(b: &mut KernelBuilder, ctx: &FastPoint<'_>, use_n: bool) {
+pub(super) fn fast_pair_sums(b: &mut KernelBuilder, ctx: &FastPoint<'_>, body: Body, use_n: bool) {
     let zero = F32::imm(0.0);
+    let xs = || {
+        ctx.x
+            .unwrap_or_else(|| unreachable!("x is loaded for the Sub and Guarded bodies"))
+    };
     for o in ctx.own {
-        let (v, t) = expanded(b, o, ctx.xt);
-        let (v, e) = match ctx.x {
-            None => (v, F32::exp2_neg(b, t)),
-            Some(x) => {
+        let (v, e) = match body {
+            Body::Fast => {
+                let (v, t) = expanded(b, o, ctx.xt);
+                (v, F32::exp2_neg(b, t))
+            }
+            Body::Sub => {
+                let (v, t) = subtract(b, o, xs());
+                (v, F32::exp2_neg(b, t))
+            }
+            Body::Guarded => {
+                let x = xs();
+                let (v, t) = expanded(b, o, ctx.xt);
                 let t_out = b.mov(t);
                 let v_out = v.map(|c| b.mov(c));
                 b.if_then(o.special, |b| {
@@ -138,9 +177,9 @@ pub(super) fn fast_pair_sums(b: &mut KernelBuilder, ctx: &FastPoint<'_>, use_n: 
                 }
             }
         };
-        match ctx.x {
-            None => plain_term(b),
-            Some(_) => {
+        match body {
+            Body::Fast | Body::Sub => plain_term(b),
+            Body::Guarded => {
                 let prep = ctx.prep;
                 b.if_else(
                     o.special,
