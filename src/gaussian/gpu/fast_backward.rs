@@ -43,12 +43,27 @@ pub fn options() -> FastOptions {
         .unwrap_or(FAST_OPTIONS)
 }
 
+/// Resident waves of blocks the expanded backward's plan aims at: `PTXFLOW_GAUSS_BWD_WAVES` (1
+/// to 16), else [`WAVES`].
+pub fn waves() -> u32 {
+    std::env::var("PTXFLOW_GAUSS_BWD_WAVES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|w| (1..=16).contains(w))
+        .unwrap_or(WAVES)
+}
+
+/// The expanded backward's plan aims at this many resident waves (more, shorter point chunks):
+/// warps that take the subtract or guarded body run longer than the others, and with one wave
+/// their blocks set the kernel's end.
+pub const WAVES: u32 = 1;
+
 /// The loaded expanded backward with its resident-block capacity and Gaussians per thread.
 #[derive(Clone, Debug)]
 pub struct FastBackward {
     /// The kernel.
     pub kernel: LoadedKernel,
-    /// Resident blocks per SM times the SM count.
+    /// Resident blocks per SM times the SM count, times [`waves`] (the plan's capacity).
     pub slots: u32,
     /// Gaussians per thread (the backward plan's `q`).
     pub q: u32,
@@ -82,7 +97,7 @@ impl FastBackward {
             ))?;
         Ok(FastBackward {
             kernel,
-            slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
+            slots: per_sm.max(1) * gpu.facts().sm_count.max(1) * waves(),
             q: o.q,
         })
     }
