@@ -43,7 +43,9 @@
 //! fixed order: results are bit-identical from run to run. No atomics.
 //!
 //! Files: `kernel` builds the kernel, `pairs` the per-pair sums of one point, `smem` the
-//! four-scalar shared-memory accesses; this module holds what they share.
+//! four-scalar shared-memory accesses; this module holds what they share. `fast` and
+//! `fast_pairs` build `gaussian_backward_fast_f32`, the f32 backward with the expanded solve of
+//! `super::forward_fast` (same launch geometry and outputs; see `fast`'s docs).
 
 use super::common::*;
 use super::exp_f64::{Exp2, ExpF64};
