@@ -250,8 +250,8 @@ pub(super) fn unscale(
     // (M^T y)_a = sum_{c >= a} M_ca y_c for a y given per c.
     let mt = |b: &mut KernelBuilder, a: usize, y: &dyn Fn(usize) -> Reg<F64>| {
         let mut acc = b.mul(m[a][a].unwrap_or_else(|| unreachable!("diagonal")), y(a));
-        for c in a + 1..3 {
-            let mc = m[c][a].unwrap_or_else(|| unreachable!("lower triangle"));
+        for (c, row) in m.iter().enumerate().skip(a + 1) {
+            let mc = row[a].unwrap_or_else(|| unreachable!("lower triangle"));
             acc = b.fma(mc, y(c), acc);
         }
         acc
