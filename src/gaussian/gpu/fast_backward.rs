@@ -83,8 +83,9 @@ impl FastBackward {
                 id.name(),
             )?
         };
-        // The largest shared-memory carveout: with the default one the 17.5 KiB per block
-        // cap the kernel at 8 resident blocks per SM while its registers allow 11.
+        // The largest shared-memory carveout, so that the 17.5 KiB per block never set the
+        // resident-block count (H100, 182 registers: the registers do, at 8 one-warp blocks per
+        // SM, two per scheduler's 16 K-register file; ncu, GPU run 2 of session 10).
         kernel
             .function()
             .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
