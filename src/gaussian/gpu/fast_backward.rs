@@ -3,6 +3,13 @@
 //! loading the kernel (built-in or a `PTXFLOW_GAUSS_BWD_FAST` variant) and its launch. It reads
 //! the expanded forward's records (`super::fast::stage`) and writes the same partial sums as
 //! `gaussian_backward_f32`, so the finishing kernels are shared.
+//!
+//! Opt-in (`PTXFLOW_GAUSS_BACKWARD=expanded`): on the H100 it is not faster. 10000 x 100000,
+//! same process (session 10, GPU runs 2 and 3): backward 1693-1749 us against the unit kernel's
+//! 1571-1667 us. ncu: 33.8 instructions per pair (unit kernel 35.1), but 182 registers (2 warps
+//! per scheduler, 8 per SM, as the unit kernel's 255) with 4 Gaussians per thread, issue slots
+//! 66.8% (unit 71.4%); 8 Gaussians per thread (the unit kernel's amortisation of the per-point
+//! work) spill.
 
 use super::launch::{config, BackwardBuffers, BackwardPlan, Problem};
 use crate::kernels::gaussian::backward::{self, FastOptions, FAST_OPTIONS};
