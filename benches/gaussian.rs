@@ -20,7 +20,10 @@
 //! f32 also compares its two forward kernels in one process: `SUMMARY ... forward kernels` gives
 //! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
 //! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
-//! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`).
+//! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`). Likewise
+//! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`) and the
+//! expanded one (`gaussian_backward_fast_f32`, `BackwardKind`; `PTXFLOW_GAUSS_BWD_FAST` names a
+//! variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`).
 //!
 //! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
 //! process (see `compare`).
@@ -29,7 +32,7 @@ mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ptxflow::gaussian::generate::{convert, random_gaussians, sample_points, GaussianSpec};
-use ptxflow::gaussian::gpu::ForwardKind;
+use ptxflow::gaussian::gpu::{BackwardKind, ForwardKind};
 use ptxflow::gaussian::{
     FieldOptions, GaussianField, GaussianFieldOps, GpuGaussianField, GpuReal, Real,
 };
@@ -203,6 +206,9 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         if T::FORWARD_FAST.is_some() {
             compare_forward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
         }
+        if T::BACKWARD_FAST.is_some() {
+            compare_backward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
+        }
         compare::<T>(gpu, (&gaussians, &points, &grad), &label, summary);
         let flop_f = FORWARD_FLOP_PER_PAIR * pairs / fwd;
         let flop_fb = (FORWARD_FLOP_PER_PAIR + BACKWARD_FLOP_PER_PAIR) * pairs / both;
@@ -254,7 +260,9 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         }
     }
     g.finish();
-    if T::NAME == "f32" && only.is_none() {
+    // PTXFLOW_GAUSS_BAD=1 runs this row with PTXFLOW_GAUSS_ONLY too.
+    let bad = std::env::var("PTXFLOW_GAUSS_BAD").is_ok_and(|v| v == "1");
+    if T::NAME == "f32" && (only.is_none() || bad) {
         let (n, b) = SIZES[2];
         let (gaussians, points, grad) = badly_conditioned_problem(n, b);
         let mut field =
@@ -272,6 +280,8 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
             "SUMMARY gpu/gaussian f32 {n}x{b} badly-conditioned (compensated backward solves): forward+backward {:.1} us",
             both * 1e6
         ));
+        let label = format!("{n}x{b} badly-conditioned");
+        compare_backward_kernels(&mut field, &stream, &label, summary);
     }
 }
 
@@ -311,6 +321,48 @@ fn compare_forward_kernels<T: GpuReal>(
         med(&mut sf),
         med(&mut ef),
         med(&mut sfb),
+        med(&mut efb)
+    ));
+}
+
+/// Medians of 30 alternating event-timed runs of each f32 backward kernel (backward alone, and
+/// forward + backward with the field's forward); leaves the field on its default kernel.
+fn compare_backward_kernels<T: GpuReal>(
+    field: &mut GpuGaussianField<T>,
+    stream: &Arc<ptxflow::runtime::CudaStream>,
+    label: &str,
+    summary: &mut Vec<String>,
+) {
+    let kinds = [BackwardKind::Unit, BackwardKind::Expanded];
+    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for round in 0..31 {
+        for (k, kind) in kinds.iter().enumerate() {
+            field.set_backward_kind(*kind);
+            let bw =
+                common::event_timed(stream, 1, || field.backward_resident().expect("backward"));
+            let fb = common::event_timed(stream, 1, || {
+                field.forward_resident().expect("forward");
+                field.backward_resident().expect("backward")
+            });
+            // Round 0 loads the kernels.
+            if round > 0 {
+                times[k][0].push(bw.as_secs_f64());
+                times[k][1].push(fb.as_secs_f64());
+            }
+        }
+    }
+    field.set_backward_kind(BackwardKind::from_env());
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] * 1e6
+    };
+    let [[mut ub, mut ufb], [mut eb, mut efb]] = times;
+    let variant = std::env::var("PTXFLOW_GAUSS_BWD_FAST").unwrap_or_else(|_| "built-in".into());
+    summary.push(format!(
+        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}): backward unit {:.1} us, expanded {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us",
+        med(&mut ub),
+        med(&mut eb),
+        med(&mut ufb),
         med(&mut efb)
     ));
 }

@@ -43,9 +43,11 @@ fn with_field<T: GpuReal, R>(
     match pick(device)? {
         Some(gpu) => {
             let mut field = GpuGaussianField::<T>::new(gpu, opts)?;
-            // The torch op (raw kernels) runs the subtract-form forward; so does this path, so
-            // that both agree bit for bit (python/gpu/gpu_check.py).
+            // The torch op (raw kernels) runs the subtract-form forward and the unit-form
+            // backward; so does this path, so that both agree bit for bit
+            // (python/gpu/gpu_check.py).
             field.set_forward_kind(ptxflow::gaussian::gpu::ForwardKind::Subtract);
+            field.set_backward_kind(ptxflow::gaussian::gpu::BackwardKind::Unit);
             field.set_gaussians(gaussians)?;
             f(&mut field)
         }

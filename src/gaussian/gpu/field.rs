@@ -3,6 +3,7 @@
 //! [`super`]).
 
 use super::fast::{self, ForwardKind};
+use super::fast_backward::{BackwardKind, FastBackward};
 use super::launch::{self, BackwardBuffers, BackwardPlan, ForwardPlan, Launch, Problem, RowSum};
 use super::slot::Slot;
 use super::GpuReal;
@@ -29,6 +30,7 @@ pub struct GpuGaussianField<T: GpuReal> {
     /// The origin of the expanded forward's records (`fast::stage`).
     pub(super) origin: [T; 3],
     pub(super) forward_kind: ForwardKind,
+    pub(super) backward_kind: BackwardKind,
     pub(super) n_pad: usize,
     pub(super) b: usize,
     pub(super) forward_valid: bool,
@@ -51,6 +53,8 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) slots: Option<(u32, u32)>,
     /// The expanded forward, loaded on first use.
     pub(super) fast_kernel: Option<fast::FastKernel>,
+    /// The expanded backward, loaded on first use.
+    pub(super) fast_backward: Option<FastBackward>,
 }
 
 impl<T: GpuReal> GpuGaussianField<T> {
@@ -71,6 +75,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             fast_staging: Vec::new(),
             origin: [T::ZERO; 3],
             forward_kind: ForwardKind::from_env(),
+            backward_kind: BackwardKind::from_env(),
             n_pad: 0,
             b: 0,
             forward_valid: false,
@@ -91,6 +96,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             grad_gaussians: Vec::new(),
             slots: None,
             fast_kernel: None,
+            fast_backward: None,
         })
     }
 
@@ -129,18 +135,39 @@ impl<T: GpuReal> GpuGaussianField<T> {
     ///
     /// Errors: loading a kernel or querying its occupancy failed.
     pub fn plans(&mut self) -> Result<(ForwardPlan, BackwardPlan)> {
-        let (_, bs) = self.slots()?;
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
-        Ok((
-            self.forward_plan()?,
-            launch::backward_plan(n_pad, b, bs, T::GAUSSIANS_PER_THREAD),
-        ))
+        let (bs, q) = match self.fast_backward()? {
+            Some(k) => (k.slots, k.q),
+            None => (self.slots()?.1, T::GAUSSIANS_PER_THREAD),
+        };
+        Ok((self.forward_plan()?, launch::backward_plan(n_pad, b, bs, q)))
     }
 
     /// The f32 forward kernel this field runs (f64 always runs the subtract form). The default
     /// comes from `PTXFLOW_GAUSS_FORWARD` ([`ForwardKind::from_env`]).
     pub fn set_forward_kind(&mut self, kind: ForwardKind) {
         self.forward_kind = kind;
+    }
+
+    /// The f32 backward kernel this field runs (f64 always runs the unit kernel). The default
+    /// comes from `PTXFLOW_GAUSS_BACKWARD` ([`BackwardKind::from_env`]).
+    pub fn set_backward_kind(&mut self, kind: BackwardKind) {
+        self.backward_kind = kind;
+    }
+
+    /// The expanded backward (loaded on first use), when this type has one, it is chosen and
+    /// no Gaussian takes the compensated solve (the expanded kernel runs those per pair in a
+    /// slow branch; the unit kernel is the faster one for such sets).
+    fn fast_backward(&mut self) -> Result<Option<FastBackward>> {
+        let chosen = self.backward_kind == BackwardKind::Expanded
+            && !self.prepared.iter().any(|g| g.compensated);
+        let Some(id) = T::BACKWARD_FAST.filter(|_| chosen) else {
+            return Ok(None);
+        };
+        if self.fast_backward.is_none() {
+            self.fast_backward = Some(FastBackward::load(&self.gpu, id)?);
+        }
+        Ok(self.fast_backward.clone())
     }
 
     /// The expanded kernel (loaded on first use), when this type has one and it is chosen.
@@ -272,12 +299,12 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         let pts3 = self.problem_points()?;
         let (n, n_pad, b) = (self.prepared.len(), self.n_pad, self.b);
-        let plan = launch::backward_plan(
-            n_pad as u32,
-            b as u32,
-            self.slots()?.1,
-            T::GAUSSIANS_PER_THREAD,
-        );
+        let fast_bwd = self.fast_backward()?;
+        let (slots, q) = match &fast_bwd {
+            Some(k) => (k.slots, k.q),
+            None => (self.slots()?.1, T::GAUSSIANS_PER_THREAD),
+        };
+        let plan = launch::backward_plan(n_pad as u32, b as u32, slots, q);
         let stream = self.stream.clone();
         let partial_points = self
             .scratch
@@ -315,7 +342,17 @@ impl<T: GpuReal> GpuGaussianField<T> {
             partial_points: partial_points.slice_mut(),
             partial_gauss: partial_gauss.slice_mut(),
         };
-        launch::backward(at(T::BACKWARD), &p, &plan, bufs)?;
+        match &fast_bwd {
+            Some(k) => k.backward(
+                &stream,
+                &p,
+                self.fast.get()?.slice(),
+                &self.origin,
+                &plan,
+                bufs,
+            )?,
+            None => launch::backward(at(T::BACKWARD), &p, &plan, bufs)?,
+        }
         let sum = RowSum {
             partial: partial_points.slice(),
             rows: plan.gauss_blocks,

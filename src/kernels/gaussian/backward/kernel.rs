@@ -10,6 +10,13 @@ use crate::kernels::gaussian::scaled::sigma;
 use crate::kernels::gaussian::unit::BackConsts;
 use crate::ptx::*;
 
+/// Where a point of the staged batch is: its index, or its address in `pts`.
+#[derive(Clone, Copy)]
+enum At {
+    Index(Reg<U32>),
+    Addr(Reg<U32>),
+}
+
 /// Every lane of the warp.
 const ALL_LANES: u32 = 0xffff_ffff;
 
@@ -21,6 +28,7 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         unit,
         max_registers,
         two_points,
+        walk,
     } = opts;
     let mut b = KernelBuilder::new(&format!("gaussian_backward_{}", T::SUFFIX));
     b.reqntid(BLOCK, 1, 1);
@@ -132,6 +140,16 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
     let row = psum_row::<T>();
     let my_row = b.mul(tid, row);
     let pad = b.mov(zero);
+    // f32 with one point per iteration and `walk`: the point loop walks `pts` by address (16
+    // bytes per point, as a row entry of `psum`), one add per point for both addresses.
+    let walking = walk && T::BYTES == 4 && !two_points;
+    let (walk_from, to_row) = if walking {
+        let pts0 = b.shared_index(&pts, 0u32);
+        let row0 = b.shared_index(&psum, my_row);
+        (Some(pts0), Some(b.sub(row0, pts0)))
+    } else {
+        (None, None)
+    };
 
     let p_start = b.mul(chunk, chunk_len);
     let p_stop = b.add(p_start, chunk_len);
@@ -164,10 +182,16 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
         });
         b.warp_sync(ALL_LANES);
         // `body`: None chooses per point (vote), Some(guarded) takes that body for every point.
-        let point = |b: &mut KernelBuilder, k: Reg<U32>, body: Option<bool>| {
+        // `at`: the point's index k, or (`walk`) its address in `pts`.
+        let point = |b: &mut KernelBuilder, at: At, body: Option<bool>| {
             b.comment("point k: distances and exponentials of this thread's Gaussians");
-            let slot = b.shl(k, 2u32);
-            let src = b.shared_index(&pts, slot);
+            let src = match at {
+                At::Index(k) => {
+                    let slot = b.shl(k, 2u32);
+                    b.shared_index(&pts, slot)
+                }
+                At::Addr(a) => a,
+            };
             let [x0, x1, x2, g] = load4::<T>(b, src.into());
             let x = [x0, x1, x2];
             // Growth, Batch: the pairs are formed inside the chosen body; PairT: all of them
@@ -222,9 +246,20 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
                 Some(true) => guarded(b),
             }
             b.comment("this thread's terms of point k into its row");
-            let slot = b.mad(k, 4u32, my_row);
-            let dst = b.shared_index(&psum, slot);
-            store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
+            match at {
+                At::Index(k) => {
+                    let slot = b.mad(k, 4u32, my_row);
+                    let dst = b.shared_index(&psum, slot);
+                    store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pad]);
+                }
+                At::Addr(a) => {
+                    // (The fourth scalar of a row entry is never read.)
+                    let to_row =
+                        to_row.unwrap_or_else(|| unreachable!("addresses only when walking"));
+                    let dst = b.add(a, to_row);
+                    store4::<T>(b, dst.into(), [pc[0], pc[1], pc[2], pc[2]]);
+                }
+            }
         };
         // (Two points per iteration made ptxas interleave them and spill; `two_points` tries
         // it again: the pairs of two points in flight, the last odd point alone.)
@@ -232,14 +267,18 @@ pub fn build<T: KFloat>(target: Target, q_count: u32, opts: Options) -> Module {
             if two_points {
                 let even = b.and(count, !1u32);
                 b.for_range(0u32, even, 2u32, |b, k, _| {
-                    point(b, k, body);
+                    point(b, At::Index(k), body);
                     let k1 = b.add(k, 1u32);
-                    point(b, k1, body);
+                    point(b, At::Index(k1), body);
                 });
                 let odd = b.setp(Cmp::Ne, even, count);
-                b.if_then(odd, |b| point(b, even, body));
+                b.if_then(odd, |b| point(b, At::Index(even), body));
+            } else if let Some(pts0) = walk_from {
+                let len = b.shl(count, 4u32);
+                let end = b.add(pts0, len);
+                b.for_range(pts0, end, 16u32, |b, a, _| point(b, At::Addr(a), body));
             } else {
-                b.for_range(0u32, count, 1u32, |b, k, _| point(b, k, body));
+                b.for_range(0u32, count, 1u32, |b, k, _| point(b, At::Index(k), body));
             }
         };
         match warp_lim {

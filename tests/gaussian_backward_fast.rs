@@ -1,0 +1,382 @@
+//! The f32 backward with the expanded solve (`gaussian_backward_fast_f32`, records from
+//! `ptxflow::gaussian::gpu::fast`) against the CPU f64 field, with the measure and tolerance of
+//! tests/gaussian_gpu_grad.rs (max |g - g_ref| / sum|terms| <= 1e-4, and within 1e-4 of the CPU
+//! f32 field): in the PTX interpreter (built-in kernel and its variants; random, well- and
+//! badly-conditioned sets, points far beyond every Gaussian, a set far from the origin whose
+//! Gaussians are flagged) and on the GPU (`BackwardKind::Expanded`, outputs poisoned first,
+//! results bit-identical from run to run).
+
+mod common;
+mod gaussian_support;
+
+use gaussian_support::device::{gpu_field, options, random_problem, rounded, sanitizing};
+use gaussian_support::*;
+use ptxflow::gaussian::generate::convert;
+use ptxflow::gaussian::gpu::fast;
+use ptxflow::gaussian::gpu::launch::backward_plan;
+use ptxflow::gaussian::gpu::{stage_prepared, BackwardKind};
+use ptxflow::gaussian::layout::{self, STRIDE};
+use ptxflow::gaussian::{GaussianField, GaussianFieldOps, GpuReal, Real};
+use ptxflow::kernels::gaussian::backward::{self, FastOptions, FAST_OPTIONS};
+use ptxflow::kernels::gaussian::common::{f32_exp_scale, GAUSSIAN_PAD};
+use ptxflow::kernels::gaussian::reduce;
+use ptxflow::ptx::{Module, Target};
+use ptxflow::rng::Rng;
+use ptxflow::sim::{Arg, Grid, Memory, Options, Program};
+
+const TOL: f64 = 1e-4;
+
+fn program(m: &Module) -> Program {
+    Program::parse(&m.emit().unwrap()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(prog: &Program, grid: (u32, u32), threads: u32, args: &[Arg], mem: &mut Memory) {
+    let g = Grid {
+        blocks: (grid.0, grid.1, 1),
+        threads: (threads, 1, 1),
+        dyn_shared_bytes: 0,
+    };
+    prog.run_with(g, args, mem, Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// dLoss/dx and the packed Gaussian gradient from the interpreted expanded backward (`q`
+/// Gaussians per thread) and the finishing kernels, staged as `GpuGaussianField` stages them.
+fn sim_backward(
+    bwd: &Program,
+    q: u32,
+    packed: &[f32],
+    points: &[f32],
+    grad: &[f32],
+    normalised: bool,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut prepared = Vec::new();
+    let eps = options(normalised).diag_eps as f32;
+    layout::prepare(packed, normalised, eps, &mut prepared).unwrap();
+    let pad = GAUSSIAN_PAD as usize;
+    let n_pad = prepared.len().div_ceil(pad) * pad;
+    let (mut prep, mut comp, mut recs) = (Vec::new(), Vec::new(), Vec::new());
+    stage_prepared(&prepared, n_pad, &mut prep, &mut comp);
+    let o = fast::stage(&prepared, n_pad, f32_exp_scale(), &mut recs);
+    let (n, b) = (packed.len() / STRIDE, grad.len());
+    // A small resident capacity: several point chunks.
+    let plan = backward_plan(n_pad as u32, b as u32, 22, q);
+    let nan = f32::NAN;
+    let mut mem = Memory::new();
+    let prep_a = mem.upload("prep", &prep);
+    let fast_a = mem.upload("fast", &recs);
+    let comp_a = mem.upload("comp", &comp);
+    let pts_a = mem.upload("points", points);
+    let grad_a = mem.upload("grad", grad);
+    let pp = mem.upload(
+        "partial_points",
+        &vec![nan; plan.gauss_blocks as usize * 3 * b],
+    );
+    let pg = mem.upload(
+        "partial_gauss",
+        &vec![nan; plan.chunks as usize * n_pad * 10],
+    );
+    let gp = mem.upload("grad_points", &vec![nan; 3 * b]);
+    let gg = mem.upload("grad_gaussians", &vec![nan; n * STRIDE]);
+    run(
+        bwd,
+        (plan.gauss_blocks, plan.chunks),
+        backward::BLOCK,
+        &[
+            prep_a,
+            fast_a,
+            Arg::U32(n_pad as u32),
+            pts_a,
+            grad_a,
+            Arg::U32(b as u32),
+            Arg::U32(plan.chunk_len),
+            pp,
+            pg,
+            comp_a,
+            Arg::F32(o[0]),
+            Arg::F32(o[1]),
+            Arg::F32(o[2]),
+        ],
+        &mut mem,
+    );
+    let pts3 = (3 * b) as u32;
+    run(
+        &program(&f32::REDUCE_ROWS.build(Target::Sm75)),
+        (2, 1),
+        reduce::BLOCK,
+        &[
+            pp,
+            Arg::U32(plan.gauss_blocks),
+            Arg::U32(pts3),
+            Arg::U32(pts3),
+            Arg::F32(-1.0),
+            gp,
+        ],
+        &mut mem,
+    );
+    run(
+        &program(&f32::FINISH.build(Target::Sm75)),
+        (2, 1),
+        reduce::BLOCK,
+        &[
+            pg,
+            Arg::U32(plan.chunks),
+            Arg::U32(n_pad as u32),
+            prep_a,
+            Arg::U32(n as u32),
+            Arg::U32(u32::from(normalised)),
+            gg,
+        ],
+        &mut mem,
+    );
+    let get = |name: &str| -> Vec<f64> {
+        mem.download::<f32>(name)
+            .unwrap()
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect()
+    };
+    (get("grad_points"), get("grad_gaussians"))
+}
+
+/// The gradients of one computation `got` = (points, Gaussians) against the CPU f64 field and
+/// the CPU f32 field: [relative error to sum|terms| (points, Gaussians)] and [gap to CPU f32].
+fn measure(
+    p: &Problem,
+    normalised: bool,
+    got: impl FnOnce(&[f32], &[f32], &[f32]) -> (Vec<f64>, Vec<f64>),
+) -> ([f64; 2], [f64; 2]) {
+    let q = rounded::<f32>(p);
+    let opts = options(normalised);
+    let b = q.points.len() / 3;
+    let mut rng = Rng::new(26);
+    let g: Vec<f64> = (0..b)
+        .map(|_| f64::from(rng.range(-1.0, 1.0) as f32))
+        .collect();
+    let mut cpu = GaussianField::<f64>::with_gaussians(opts, &q.gaussians).unwrap();
+    cpu.forward(&q.points).unwrap();
+    let r = cpu.backward(&g).unwrap();
+    let reference = [r.points.to_vec(), r.gaussians.to_vec()];
+    let (gt, pt, grt) = (
+        convert::<f32>(&q.gaussians),
+        convert::<f32>(&q.points),
+        convert::<f32>(&g),
+    );
+    let (sp, sg) = got(&gt, &pt, &grt);
+    let mut cpu32 = GaussianField::<f32>::with_gaussians(opts, &gt).unwrap();
+    cpu32.forward(&pt).unwrap();
+    let r32 = cpu32.backward(&grt).unwrap();
+    let c32 = [
+        r32.points.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+        r32.gaussians
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect::<Vec<_>>(),
+    ];
+    let abs = backward_abs_terms(
+        &q.gaussians,
+        &q.points,
+        &g,
+        normalised,
+        opts.diag_eps,
+        f32::EXP_CUTOFF_D.to_f64(),
+    );
+    for (i, x) in q.points.chunks_exact(3).enumerate() {
+        if x[0].abs() > 1e30 {
+            assert_eq!(&sp[3 * i..3 * i + 3], &[0.0; 3], "far point {i}");
+        }
+    }
+    let got = [sp, sg];
+    let mut rel = [0.0f64; 2];
+    let mut gap = [0.0f64; 2];
+    for kind in 0..2 {
+        let (s, fl) = if kind == 0 {
+            (&abs.points, &abs.flushed_points)
+        } else {
+            (&abs.gaussians, &abs.flushed_gaussians)
+        };
+        let a = &got[kind];
+        assert_eq!(a.len(), reference[kind].len());
+        assert!(a.iter().all(|v| v.is_finite()), "non-finite gradient");
+        for k in 0..a.len() {
+            if s[k] > 0.0 {
+                let e = ((a[k] - reference[kind][k]).abs() - fl[k]).max(0.0) / s[k];
+                rel[kind] = rel[kind].max(e);
+                gap[kind] = gap[kind].max((a[k] - c32[kind][k]).abs() / s[k]);
+            }
+        }
+    }
+    eprintln!(
+        "{:17} normalised={normalised:5}: worst |g - g_ref| / sum|terms| points {:.2e} Gaussians {:.2e}; vs CPU f32 {:.2e} {:.2e}",
+        p.name, rel[0], rel[1], gap[0], gap[1]
+    );
+    (rel, gap)
+}
+
+/// A random problem whose every fifth point is moved to about 1e37 (its pairs' v' overflow: the
+/// guarded body must add exactly 0).
+fn far_points(n: usize, b: usize, seed: u64) -> Problem {
+    let mut p = random_problem(n, b, seed);
+    for (i, x) in p.points.chunks_exact_mut(3).enumerate() {
+        if i % 5 == 2 {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            x.copy_from_slice(&[sign * 1e37, -sign * 3e36, sign * 2e37]);
+        }
+    }
+    p.name = "far points";
+    p
+}
+
+/// `p` moved far from the origin with one Gaussian left near it (the origin is the means' box
+/// centre, so the far Gaussians' G exceeds the limit: flagged, subtract form; the rest mixed).
+fn far_from_origin(n: usize, b: usize, seed: u64) -> Problem {
+    let mut p = well_conditioned(n, b, seed);
+    for row in p.gaussians.chunks_exact_mut(STRIDE).skip(1) {
+        row[0] += 300.0;
+    }
+    for (i, x) in p.points.chunks_exact_mut(3).enumerate() {
+        if i % 3 != 0 {
+            x[0] += 300.0;
+        }
+    }
+    p.name = "far from origin";
+    p
+}
+
+fn problems() -> Vec<Problem> {
+    let mut v = vec![
+        far_points(37, 95, 27),
+        random_problem(37, 95, 22),
+        random_problem(300, 200, 23),
+        well_conditioned(50, 120, 24),
+        badly_conditioned(50, 120, 25),
+        far_from_origin(40, 90, 29),
+    ];
+    if !sanitizing() {
+        v.push(random_problem(1100, 150, 28));
+    }
+    v
+}
+
+fn check_interpreted(o: FastOptions, sets: &[Problem]) {
+    let prog = program(&backward::build_fast(Target::Sm75, o));
+    let mut bad = Vec::new();
+    for p in sets {
+        for normalised in [false, true] {
+            let (rel, gap) = measure(p, normalised, |g, x, gr| {
+                sim_backward(&prog, o.q, g, x, gr, normalised)
+            });
+            if rel.iter().chain(&gap).any(|&e| e > TOL) {
+                bad.push(format!(
+                    "{} normalised={normalised}: {rel:?} {gap:?}",
+                    p.name
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{o:?} above {TOL:e}: {bad:?}");
+}
+
+#[test]
+fn interpreted_expanded_backward_matches_cpu_f64() {
+    check_interpreted(FAST_OPTIONS, &problems());
+}
+
+#[test]
+fn interpreted_expanded_backward_variants_match_cpu_f64() {
+    for name in ["q8", "q8-n0", "n0", "p2", "q8-p2"] {
+        let o = backward::fast_variant_options(name).unwrap();
+        check_interpreted(o, &[far_points(37, 95, 27), badly_conditioned(50, 120, 25)]);
+    }
+}
+
+#[test]
+fn gpu_expanded_backward_matches_cpu_f64() {
+    let Some(gpu) = common::gpu_or_skip("gpu_expanded_backward_matches_cpu_f64") else {
+        return;
+    };
+    let mut sets = problems();
+    if !sanitizing() {
+        sets.push(random_problem(300, 1000, 23));
+    }
+    for p in &sets {
+        for normalised in [false, true] {
+            let mut field = gpu_field::<f32>(&gpu, normalised);
+            field.set_backward_kind(BackwardKind::Expanded);
+            let mut first: Option<Vec<u32>> = None;
+            for _ in 0..2 {
+                let mut bits = Vec::new();
+                let (rel, gap) = measure(p, normalised, |g, x, gr| {
+                    field.set_gaussians(g).unwrap();
+                    field.poison_device_outputs().unwrap();
+                    field.forward(x).unwrap();
+                    field.poison_device_outputs().unwrap();
+                    let r = field.backward(gr).unwrap();
+                    bits.extend(r.points.iter().chain(r.gaussians).map(|v| v.to_bits()));
+                    let w = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                    (w(r.points), w(r.gaussians))
+                });
+                assert!(
+                    rel.iter().chain(&gap).all(|&e| e <= TOL),
+                    "{} normalised={normalised}: {rel:?} {gap:?}",
+                    p.name
+                );
+                if let Some(f) = &first {
+                    assert_eq!(f, &bits, "{}: not bit-identical across runs", p.name);
+                }
+                first = Some(bits);
+            }
+        }
+    }
+}
+
+/// Writes the PTX of the variants named in `PTXFLOW_BWD_FAST_DUMP` ("dir:name,name,...") for
+/// inspection with ptxas (not a check; ignored by default).
+#[test]
+#[ignore]
+fn dump_expanded_backward_variants() {
+    let Ok(spec) = std::env::var("PTXFLOW_BWD_FAST_DUMP") else {
+        return;
+    };
+    let (dir, names) = spec.split_once(':').expect("dir:name,...");
+    for name in names.split(',') {
+        let o = backward::fast_variant_options(name).expect("a variant name");
+        let ptx = backward::build_fast(Target::Sm75, o).emit().unwrap();
+        std::fs::write(format!("{dir}/{name}.ptx"), ptx).unwrap();
+    }
+}
+
+/// Prints the fraction of flagged records and compensated Gaussians of the bench's problem
+/// (inspection only; ignored by default).
+#[test]
+#[ignore]
+fn print_flag_fractions() {
+    use ptxflow::gaussian::generate::{random_gaussians, sample_points, GaussianSpec};
+    let mut rng = Rng::new(0x6A55);
+    let g = random_gaussians(&mut rng, 10000, &GaussianSpec::default());
+    let _ = sample_points(&mut rng, &g, 10, 1.5);
+    let g32 = convert::<f32>(&g);
+    let mut prepared = Vec::new();
+    layout::prepare(&g32, true, 0.0f32, &mut prepared).unwrap();
+    let n_pad = prepared.len().div_ceil(512) * 512;
+    let (mut prep, mut comp, mut recs) = (Vec::new(), Vec::new(), Vec::new());
+    stage_prepared(&prepared, n_pad, &mut prep, &mut comp);
+    let o = fast::stage(&prepared, n_pad, f32_exp_scale(), &mut recs);
+    let flagged: Vec<bool> = recs.chunks_exact(12).map(|r| r[10] != 0.0).collect();
+    let comped: Vec<bool> = comp.chunks_exact(8).map(|r| r[3] != 0.0).collect();
+    let nf = flagged.iter().filter(|&&f| f).count();
+    let nc = comped.iter().filter(|&&f| f).count();
+    let warps = |q: usize| {
+        (0..n_pad / (32 * q))
+            .filter(|w| (w * 32 * q..(w + 1) * 32 * q).any(|j| flagged[j] || comped[j]))
+            .count()
+    };
+    eprintln!(
+        "origin {o:?}: flagged {nf}, compensated {nc} of {}; warps with one (q4) {} of {}, (q8) {} of {}",
+        prepared.len(),
+        warps(4),
+        n_pad / 128,
+        warps(8),
+        n_pad / 256
+    );
+}
