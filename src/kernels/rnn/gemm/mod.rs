@@ -35,6 +35,7 @@
 pub mod kernel;
 pub mod slice;
 pub mod tc;
+mod tc_frame;
 mod tc_parts;
 pub mod tca;
 

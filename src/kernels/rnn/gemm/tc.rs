@@ -28,11 +28,14 @@
 //!   columns `32 w + 4g .. + 3`; m-tile i (W's columns 16 i ..) x n-tile j = 3 x 4 tiles, where
 //!   n-tile j's column g is A's column `32 w + 4g + j` (so one 16-byte load feeds four tiles).
 
-use super::tc_parts::{epilogue, multiply_step, split, Epilogue};
-use super::{OpA, BM, BN};
+use super::tc_frame::{
+    begin, finish, lanes, ld4, mov_quads, store_w, w_loads, w_stage, zero_acc, WStage,
+};
+use super::tc_parts::multiply_step;
+use super::{OpA, BN};
 use crate::ptx::*;
 
-/// Threads per block (4 warps of 32 output rows each: [`BM`] rows per block).
+/// Threads per block (4 warps of 32 output rows each: [`BM`](super::BM) rows per block).
 pub const TC_THREADS: u32 = 128;
 /// Inner indices of W staged per chunk (the inner split is a multiple of it).
 pub const KC: u32 = 64;
@@ -55,49 +58,13 @@ pub fn build_tn(target: Target) -> Module {
 }
 
 fn build(target: Target, op: OpA) -> Module {
-    let tn = op == OpA::Transposed;
-    let mut b = KernelBuilder::new(if tn {
-        "rnn_gemm_tn_tc"
-    } else {
-        "rnn_gemm_nn_tc"
-    });
-    b.reqntid(TC_THREADS, 1, 1);
-    let pa = b.param::<U64>("a");
-    let pb = b.param::<U64>("b");
-    let pc = b.param::<U64>("c");
-    let pp = b.param::<U64>("partial");
-    let pcnt = b.param::<U64>("counters");
-    let pm = b.param::<U32>("m");
-    let _pn = b.param::<U32>("n");
-    let pk = b.param::<U32>("k");
-    let plda = b.param::<U32>("lda");
-    let pkps = b.param::<U32>("k_per_split");
-    let psplits = b.param::<U32>("splits");
-    let (a, wm, cm) = (b.global_ptr(&pa), b.global_ptr(&pb), b.global_ptr(&pc));
-    let (partial, counters) = (b.global_ptr(&pp), b.global_ptr(&pcnt));
-    let (m, k, lda, kps) = (
-        b.ld_param(&pm),
-        b.ld_param(&pk),
-        b.ld_param(&plda),
-        b.ld_param(&pkps),
-    );
+    let (tn, mut b, p) = begin(op, "tc");
     let ws = b.shared_array::<B32>("w_split", BN * WS);
     let flag = b.shared_array::<U32>("last", 1);
-
-    b.comment("setup: lane (g, t), the warp's 32 rows, the block's inner range");
-    let tid = b.special(Special::TidX);
-    let bx = b.special(Special::CtaidX);
-    let bz = b.special(Special::CtaidZ);
-    let lane = b.and(tid, 31u32);
-    let warp = b.shr(tid, 5u32);
-    let g = b.shr(lane, 2u32);
-    let t = b.and(lane, 3u32);
-    let m0 = b.mul(bx, BM);
-    let wbase = b.mad(warp, 32u32, m0);
-    let k_begin = b.mul(bz, kps);
-    let k_end = b.add(k_begin, kps);
-    let k_end = b.min(k_end, k);
-    let t4 = b.shl(t, 2u32);
+    let l = lanes(&mut b, &p);
+    let (a, lda, k_begin, k_end) = (p.a, p.lda, l.k_begin, l.k_end);
+    let (lane, warp, g, wbase) = (l.lane, l.warp, l.g, l.wbase);
+    let t4 = b.shl(l.t, 2u32);
     // The lane's four A pointers at step 0 and the per-step advance (bytes).
     let (ptrs, adv): (Vec<Reg<U64>>, Reg<U64>) = if tn {
         // Rows k_begin + 4t + r, columns wbase + 4g.
@@ -136,36 +103,16 @@ fn build(target: Target, op: OpA) -> Module {
     let nq0 = b.shr(warp, 1u32);
     let wrow = b.add(k_begin, kk);
     let nq4 = b.shl(nq0, 2u32);
-    let we = b.mad(wrow, BN, nq4);
-    let wptr = b.index_addr(wm, we, 4);
-    // Inner index kk = 2p + e goes to words 4p + e (hi) and 4p + e + 2 (lo) of its row.
-    let srow = b.mul(nq4, WS);
-    let pe = b.and(kk, 1u32);
-    let p2 = b.shr(kk, 1u32);
-    let pw = b.mad(p2, 4u32, pe);
-    let sidx = b.add(srow, pw);
-    let st_w: Addr = b.shared_index(&ws, sidx).into();
-    // Fragment reads: row g (nn: 8 j + g; tn: 16 i + g (+8)), words 8t .. (pair 2t + s).
-    let t8 = b.shl(t, 3u32);
-    let ridx = b.mad(g, WS, t8);
-    let rd: Addr = b.shared_index(&ws, ridx).into();
+    let WStage {
+        ptr: wptr,
+        st: st_w,
+        rd,
+    } = w_stage(&mut b, &p, &l, &ws, WS, (wrow, nq4, kk));
 
-    let acc: Vec<[Reg<F32>; 4]> = (0..12).map(|_| [0; 4].map(|_| b.mov(0.0f32))).collect();
+    let acc = zero_acc(&mut b);
     let load_step = |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| -> Vec<[Reg<F32>; 4]> {
         (0..4)
-            .map(|h| match pred {
-                None => b.ld_v4::<F32>(Space::GlobalNc, ptrs[h]),
-                Some(p) => {
-                    let v = [0; 4].map(|_| b.reg::<F32>());
-                    b.guarded(p, false, |b| {
-                        let x = b.ld_v4::<F32>(Space::GlobalNc, ptrs[h]);
-                        for q in 0..4 {
-                            b.mov_to(v[q], x[q]);
-                        }
-                    });
-                    v
-                }
-            })
+            .map(|h| ld4(b, Space::GlobalNc, ptrs[h], pred))
             .collect()
     };
     let advance = |b: &mut KernelBuilder| {
@@ -179,33 +126,8 @@ fn build(target: Target, op: OpA) -> Module {
     };
 
     // W's global loads of one chunk (6 float4 per thread), predicated on `pred` when given.
-    let load_w = |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| -> Vec<[Reg<F32>; 4]> {
-        (0..6u32)
-            .map(|q| {
-                let at = Addr::from(wptr).off(i64::from(32 * q));
-                match pred {
-                    None => b.ld_v4::<F32>(Space::Global, at),
-                    Some(p) => {
-                        let v = [0; 4].map(|_| b.reg::<F32>());
-                        b.guarded(p, false, |b| {
-                            let x = b.ld_v4::<F32>(Space::Global, at);
-                            for i in 0..4 {
-                                b.mov_to(v[i], x[i]);
-                            }
-                        });
-                        v
-                    }
-                }
-            })
-            .collect()
-    };
-    let carry = |b: &mut KernelBuilder, dst: &[[Reg<F32>; 4]], src: &[[Reg<F32>; 4]]| {
-        for (d, s) in dst.iter().zip(src) {
-            for q in 0..4 {
-                b.mov_to(d[q], s[q]);
-            }
-        }
-    };
+    let load_w =
+        |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| w_loads(b, wptr, (6, 32), pred, false);
     b.comment("main loop: per chunk, stage W (split, transposed; loaded one chunk ahead), then 4 steps of mma (A loaded two steps ahead)");
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
     b.if_then(has_work, |b| {
@@ -216,21 +138,14 @@ fn build(target: Target, op: OpA) -> Module {
         };
         let (cur0, cur1) = (fresh(b, 4), fresh(b, 4));
         let first = load_step(b, None);
-        carry(b, &cur0, &first);
+        mov_quads(b, &cur0, &first);
         advance(b);
         let second = load_step(b, None);
-        carry(b, &cur1, &second);
+        mov_quads(b, &cur1, &second);
         b.for_range(0u32, nchunks, 1u32, |b, chunk, _| {
             b.bar_sync();
             let wregs = load_w(b, None);
-            for (q, v) in wregs.iter().enumerate() {
-                for (i, x) in v.iter().enumerate() {
-                    let (h, l) = split(b, *x);
-                    let off = i64::from(4 * (8 * q as u32 + i as u32) * WS);
-                    b.st(Space::Shared, st_w.off(off), h);
-                    b.st(Space::Shared, st_w.off(off + 8), l);
-                }
-            }
+            store_w(b, &wregs, &st_w, 8, WS);
             b.bar_sync();
             let c1 = b.add(chunk, 1u32);
             let more = b.setp(Cmp::Lt, c1, nchunks);
@@ -247,26 +162,10 @@ fn build(target: Target, op: OpA) -> Module {
                 multiply(b, &u, STEP * s4);
                 ring.push(next);
             }
-            carry(b, &cur0, &ring[0]);
-            carry(b, &cur1, &ring[1]);
+            mov_quads(b, &cur0, &ring[0]);
+            mov_quads(b, &cur1, &ring[1]);
         });
     });
 
-    let epi = Epilogue {
-        tn,
-        t,
-        g,
-        tid,
-        bx,
-        bz,
-        m0,
-        wbase,
-        m,
-        c: cm,
-        partial,
-        counters,
-        flag: &flag,
-    };
-    epilogue(&mut b, &epi, &acc, &psplits);
-    Module::single(target, b.finish())
+    finish(b, target, tn, &p, &l, &flag, &acc)
 }

@@ -1,8 +1,11 @@
 //! Pieces shared by the tensor-core GEMMs (`tc`: A through registers, `tca`: A through a
 //! `cp.async` ring): the split of an f32 into TF32 halves, one 16-deep step of 3xTF32 mma on a
 //! lane's A values and the staged `Wt`, and the epilogue (tile to C, or split-K partials and
-//! the last block's ordered sum). Fragment layouts: see `tc`'s module notes.
+//! the last block's ordered sum). The kernels' frame (parameters, setup, W staging): see
+//! `tc_frame`. Fragment layouts: see `tc`'s module notes.
 
+use super::tc::TC_THREADS;
+use super::tc_frame::{Lanes, Params};
 use super::{BM, BN};
 use crate::ptx::*;
 
@@ -86,33 +89,17 @@ pub(super) fn multiply_step(
     }
 }
 
-/// What the epilogue needs of the kernel.
-pub(super) struct Epilogue<'a> {
-    pub tn: bool,
-    pub t: Reg<U32>,
-    pub g: Reg<U32>,
-    pub tid: Reg<U32>,
-    pub bx: Reg<U32>,
-    pub bz: Reg<U32>,
-    pub m0: Reg<U32>,
-    pub wbase: Reg<U32>,
-    pub m: Reg<U32>,
-    pub c: Reg<U64>,
-    pub partial: Reg<U64>,
-    pub counters: Reg<U64>,
-    pub flag: &'a SharedArray<U32>,
-}
-
 /// The tile to C (one split) or to `partial[z]`, then the split-K count and the last block's
 /// ordered sum.
 pub(super) fn epilogue(
     b: &mut KernelBuilder,
-    e: &Epilogue<'_>,
+    tn: bool,
+    p: &Params,
+    l: &Lanes,
+    flag: &SharedArray<U32>,
     acc: &[[Reg<F32>; 4]],
-    psplits: &Param<U32>,
 ) {
-    let Epilogue {
-        tn,
+    let Lanes {
         t,
         g,
         tid,
@@ -120,13 +107,10 @@ pub(super) fn epilogue(
         bz,
         m0,
         wbase,
-        m,
-        c: cm,
-        partial,
-        counters,
-        flag,
-    } = *e;
-    let threads = super::tc::TC_THREADS;
+        ..
+    } = *l;
+    let (m, cm, partial, counters) = (p.m, p.c, p.partial, p.counters);
+    let threads = TC_THREADS;
     b.comment("epilogue: the tile to C (one split) or to partial[z]");
     let write = |b: &mut KernelBuilder, base: Reg<U64>, row_off: Reg<U32>| {
         let t2 = b.shl(t, 1u32);
@@ -164,7 +148,7 @@ pub(super) fn epilogue(
             }
         }
     };
-    let splits = b.ld_param(psplits);
+    let splits = b.ld_param(&p.splits);
     let single = b.setp(Cmp::Eq, splits, 1u32);
     b.if_else(
         single,

@@ -17,8 +17,10 @@
 //! the copies of step i + 3, and the step's products; a chunk's first step also stores the
 //! chunk's split W (loaded during the previous chunk) between that barrier and a second one.
 
-use super::tc::TC_THREADS;
-use super::tc_parts::{epilogue, multiply_step, split, Epilogue};
+use super::tc_frame::{
+    begin, finish, lanes, mov_quads, store_w, w_loads, w_stage, zero_acc, WStage,
+};
+use super::tc_parts::multiply_step;
 use super::{OpA, BM, BN};
 use crate::ptx::*;
 
@@ -44,49 +46,13 @@ pub fn build_tn(target: Target) -> Module {
 }
 
 fn build(target: Target, op: OpA) -> Module {
-    let tn = op == OpA::Transposed;
-    let mut b = KernelBuilder::new(if tn {
-        "rnn_gemm_tn_tca"
-    } else {
-        "rnn_gemm_nn_tca"
-    });
-    b.reqntid(TC_THREADS, 1, 1);
-    let pa = b.param::<U64>("a");
-    let pb = b.param::<U64>("b");
-    let pc = b.param::<U64>("c");
-    let pp = b.param::<U64>("partial");
-    let pcnt = b.param::<U64>("counters");
-    let pm = b.param::<U32>("m");
-    let _pn = b.param::<U32>("n");
-    let pk = b.param::<U32>("k");
-    let plda = b.param::<U32>("lda");
-    let pkps = b.param::<U32>("k_per_split");
-    let psplits = b.param::<U32>("splits");
-    let (a, wm, cm) = (b.global_ptr(&pa), b.global_ptr(&pb), b.global_ptr(&pc));
-    let (partial, counters) = (b.global_ptr(&pp), b.global_ptr(&pcnt));
-    let (m, k, lda, kps) = (
-        b.ld_param(&pm),
-        b.ld_param(&pk),
-        b.ld_param(&plda),
-        b.ld_param(&pkps),
-    );
+    let (tn, mut b, p) = begin(op, "tca");
     let ring = b.shared_array::<F32>("a_ring", NS * BM * STEP);
     let ws = b.shared_array::<B32>("w_split", BN * WSA);
     let flag = b.shared_array::<U32>("last", 1);
-
-    b.comment("setup: lane (g, t), the warp's 32 rows, the block's inner range");
-    let tid = b.special(Special::TidX);
-    let bx = b.special(Special::CtaidX);
-    let bz = b.special(Special::CtaidZ);
-    let lane = b.and(tid, 31u32);
-    let warp = b.shr(tid, 5u32);
-    let g = b.shr(lane, 2u32);
-    let t = b.and(lane, 3u32);
-    let m0 = b.mul(bx, BM);
-    let wbase = b.mad(warp, 32u32, m0);
-    let k_begin = b.mul(bz, kps);
-    let k_end = b.add(k_begin, kps);
-    let k_end = b.min(k_end, k);
+    let l = lanes(&mut b, &p);
+    let (a, lda, k_begin, k_end) = (p.a, p.lda, l.k_begin, l.k_end);
+    let (tid, lane, warp, g, t, m0) = (l.tid, l.lane, l.warp, l.g, l.t, l.m0);
 
     b.comment("copies: the thread's four 16-byte chunks of each step (source, ring offset)");
     let ring0 = b.shared_base(&ring);
@@ -160,19 +126,13 @@ fn build(target: Target, op: OpA) -> Module {
     // W staging: rows kc0 + lane, quads warp + 4q (q < 3); words 4 (kk / 2) + kk % 2 (+2: lo).
     let wrow = b.add(k_begin, lane);
     let w4 = b.shl(warp, 2u32);
-    let we = b.mad(wrow, BN, w4);
-    let wptr = b.index_addr(wm, we, 4);
-    let srow = b.mul(w4, WSA);
-    let pe = b.and(lane, 1u32);
-    let p2 = b.shr(lane, 1u32);
-    let pw = b.mad(p2, 4u32, pe);
-    let sidx = b.add(srow, pw);
-    let st_w: Addr = b.shared_index(&ws, sidx).into();
-    let t8 = b.shl(t, 3u32);
-    let ridx = b.mad(g, WSA, t8);
-    let rd_w: Addr = b.shared_index(&ws, ridx).into();
+    let WStage {
+        ptr: wptr,
+        st: st_w,
+        rd: rd_w,
+    } = w_stage(&mut b, &p, &l, &ws, WSA, (wrow, w4, lane));
 
-    let acc: Vec<[Reg<F32>; 4]> = (0..12).map(|_| [0; 4].map(|_| b.mov(0.0f32))).collect();
+    let acc = zero_acc(&mut b);
     // Copies of the next step into `slot` (predicated on `pred`), then a commit.
     let issue = |b: &mut KernelBuilder, slot: Reg<U32>, pred: Option<Reg<Pred>>| {
         let off = b.mul(slot, SLOT);
@@ -187,25 +147,8 @@ fn build(target: Target, op: OpA) -> Module {
         }
         b.cp_async_commit_group();
     };
-    let load_w = |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| -> Vec<[Reg<F32>; 4]> {
-        (0..3u32)
-            .map(|q| {
-                let at = Addr::from(wptr).off(i64::from(64 * q));
-                let v = [0; 4].map(|_| b.reg::<F32>());
-                let body = |b: &mut KernelBuilder| {
-                    let x = b.ld_v4::<F32>(Space::Global, at.clone());
-                    for i in 0..4 {
-                        b.mov_to(v[i], x[i]);
-                    }
-                };
-                match pred {
-                    None => body(b),
-                    Some(p) => b.guarded(p, false, body),
-                }
-                v
-            })
-            .collect()
-    };
+    let load_w =
+        |b: &mut KernelBuilder, pred: Option<Reg<Pred>>| w_loads(b, wptr, (3, 64), pred, true);
 
     b.comment("main loop: chunks of 2 steps; A three steps ahead in the ring, W one chunk ahead");
     let has_work = b.setp(Cmp::Lt, k_begin, k_end);
@@ -226,14 +169,7 @@ fn build(target: Target, op: OpA) -> Module {
                 b.cp_async_wait_group(NS - 2);
                 b.bar_sync();
                 if s == 0 {
-                    for (q, v) in wregs.iter().enumerate() {
-                        for (e, x) in v.iter().enumerate() {
-                            let (h, l) = split(b, *x);
-                            let off = i64::from(4 * (16 * q as u32 + e as u32) * WSA);
-                            b.st(Space::Shared, st_w.off(off), h);
-                            b.st(Space::Shared, st_w.off(off + 8), l);
-                        }
-                    }
+                    store_w(b, &wregs, &st_w, 16, WSA);
                 }
                 let ahead = b.add(i, NS - 1);
                 let valid = b.setp(Cmp::Lt, ahead, nsteps);
@@ -243,11 +179,7 @@ fn build(target: Target, op: OpA) -> Module {
                     let wn = b.add(wptr, u64::from(4 * KCA * BN));
                     b.mov_to(wptr, wn);
                     let next = load_w(b, Some(more));
-                    for (d, n) in wregs.iter().zip(&next) {
-                        for e in 0..4 {
-                            b.mov_to(d[e], n[e]);
-                        }
-                    }
+                    mov_quads(b, &wregs, &next);
                     b.bar_sync();
                 }
                 let cur = b.and(i, NS - 1);
@@ -262,21 +194,5 @@ fn build(target: Target, op: OpA) -> Module {
         b.cp_async_wait_all();
     });
 
-    let epi = Epilogue {
-        tn,
-        t,
-        g,
-        tid,
-        bx,
-        bz,
-        m0,
-        wbase,
-        m,
-        c: cm,
-        partial,
-        counters,
-        flag: &flag,
-    };
-    epilogue(&mut b, &epi, &acc, &psplits);
-    Module::single(target, b.finish())
+    finish(b, target, tn, &p, &l, &flag, &acc)
 }
