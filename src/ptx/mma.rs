@@ -18,8 +18,8 @@ impl KernelBuilder {
 
     /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`: `acc += A B` in place for the warp's
     /// 16 x 8 tile (`A` 16 x 8, `B` 8 x 8, f32 accumulation). Fragments (g = lane / 4,
-    /// t = lane % 4): `a` = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]; `b` = B[t][g], B[t+4][g];
-    /// `acc` = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]. Every lane of the warp executes it.
+    /// t = lane % 4): `a` = `A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]`; `b` = `B[t][g], B[t+4][g]`;
+    /// `acc` = `C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]`. Every lane of the warp executes it.
     pub fn mma_tf32_m16n8k8(&mut self, acc: [Reg<F32>; 4], a: [Reg<B32>; 4], b: [Reg<B32>; 2]) {
         self.need(80, 7, 0);
         let [c0, c1, c2, c3] = acc;

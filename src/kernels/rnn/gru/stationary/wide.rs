@@ -6,7 +6,7 @@
 //! (g = lane % 16, q < `qs`) over the K-block `16 hw .. + 16` of the padded input (Ip = 128:
 //! 8 blocks), four float4 per row.
 //!
-//! [`partials`] writes the same scratch values as `matvec::partials` with W_ih held by all eight
+//! `partials` writes the same scratch values as `matvec::partials` with W_ih held by all eight
 //! warps (KS = 8): there, warp w's two half-warps sum k `16 w .. + 8` and `16 w + 8 .. + 16`
 //! (each an fma chain from 0 in ascending k) and one shuffle adds the two; here one lane keeps
 //! both chains and adds them (f32 addition of two values is commutative). Slot `hw` here is
