@@ -54,8 +54,9 @@ pub fn start_gpu(
 
 /// One round on a one-voxel map, so that lazy module loading and the first launch's set-up
 /// happen here rather than in the first real round; then a one-iteration alignment of one point,
-/// so that the evaluation server's one-time set-up (its stream, mapped buffers and kernel, about
-/// 0.75 ms on an H100) also happens here, off the path of the first real alignment.
+/// so that the single-alignment path's one-time set-up (the device solver's, or with
+/// `PTXFLOW_NDT_DEVICE_SOLVE=0` the evaluation server's: its stream, mapped buffers and kernel,
+/// about 0.75 ms on an H100) also happens here, off the path of the first real alignment.
 fn prime(p: &mut GpuDerivativePipeline) -> Result<()> {
     let mut pts = Vec::new();
     for k in 0..27u32 {
