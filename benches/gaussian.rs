@@ -333,8 +333,16 @@ fn compare_backward_kernels<T: GpuReal>(
     label: &str,
     summary: &mut Vec<String>,
 ) {
-    let kinds = [BackwardKind::Unit, BackwardKind::Expanded];
-    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let kinds = [
+        BackwardKind::Unit,
+        BackwardKind::Expanded,
+        BackwardKind::Lanes,
+    ];
+    let mut times = [
+        [Vec::new(), Vec::new()],
+        [Vec::new(), Vec::new()],
+        [Vec::new(), Vec::new()],
+    ];
     for round in 0..31 {
         for (k, kind) in kinds.iter().enumerate() {
             field.set_backward_kind(*kind);
@@ -356,14 +364,18 @@ fn compare_backward_kernels<T: GpuReal>(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] * 1e6
     };
-    let [[mut ub, mut ufb], [mut eb, mut efb]] = times;
+    let [[mut ub, mut ufb], [mut eb, mut efb], [mut lb, mut lfb]] = times;
     let variant = std::env::var("PTXFLOW_GAUSS_BWD_FAST").unwrap_or_else(|_| "built-in".into());
+    let lanes = std::env::var("PTXFLOW_GAUSS_BWD_LANES").unwrap_or_else(|_| "built-in".into());
+    let (_, plan) = field.plans().expect("plans");
     summary.push(format!(
-        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}): backward unit {:.1} us, expanded {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us",
+        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}, lanes {lanes}): backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; default backward plan {plan:?}",
         med(&mut ub),
         med(&mut eb),
+        med(&mut lb),
         med(&mut ufb),
-        med(&mut efb)
+        med(&mut efb),
+        med(&mut lfb)
     ));
 }
 

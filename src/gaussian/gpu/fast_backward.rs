@@ -28,14 +28,18 @@ pub enum BackwardKind {
     /// `gaussian_backward_fast_f32`: the expanded solve with deferred transforms (f32 only; f64
     /// runs the unit kernel).
     Expanded,
+    /// `gaussian_backward_lanes_f32`: the expanded solve with points in lanes and Gaussians
+    /// broadcast (f32 only; see `super::lanes_backward`).
+    Lanes,
 }
 
 impl BackwardKind {
     /// The default: [`BackwardKind::Unit`], or [`BackwardKind::Expanded`] where
-    /// `PTXFLOW_GAUSS_BACKWARD=expanded`.
+    /// `PTXFLOW_GAUSS_BACKWARD=expanded`, [`BackwardKind::Lanes`] where it is `lanes`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_BACKWARD").as_deref() {
             Ok("expanded") => BackwardKind::Expanded,
+            Ok("lanes") => BackwardKind::Lanes,
             _ => BackwardKind::Unit,
         }
     }

@@ -33,6 +33,7 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 pub mod fast;
 pub mod fast_backward;
 pub mod field;
+pub mod lanes_backward;
 pub mod launch;
 mod ops;
 pub mod raw;
@@ -57,6 +58,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const BACKWARD: KernelId;
     /// Fused backward with the expanded solve (`fast_backward`), where the type has one.
     const BACKWARD_FAST: Option<KernelId>;
+    /// Fused backward with points in lanes (`lanes_backward`), where the type has one.
+    const BACKWARD_LANES: Option<KernelId>;
     /// Ordered row sums.
     const REDUCE_ROWS: KernelId;
     /// Per-Gaussian gradient finish.
@@ -77,6 +80,7 @@ impl GpuReal for f32 {
     const FORWARD_FAST: Option<KernelId> = Some(KernelId::GaussianForwardFastF32);
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
     const BACKWARD_FAST: Option<KernelId> = Some(KernelId::GaussianBackwardFastF32);
+    const BACKWARD_LANES: Option<KernelId> = Some(KernelId::GaussianBackwardLanesF32);
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
     const PREPARE: KernelId = KernelId::GaussianPrepareF32;
@@ -93,6 +97,7 @@ impl GpuReal for f64 {
     const FORWARD_FAST: Option<KernelId> = None;
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
     const BACKWARD_FAST: Option<KernelId> = None;
+    const BACKWARD_LANES: Option<KernelId> = None;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;
     const PREPARE: KernelId = KernelId::GaussianPrepareF64;
