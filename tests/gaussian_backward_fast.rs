@@ -17,13 +17,13 @@ use ptxflow::gaussian::gpu::fast;
 use ptxflow::gaussian::gpu::launch::backward_plan;
 use ptxflow::gaussian::gpu::{stage_prepared, BackwardKind};
 use ptxflow::gaussian::layout::{self, STRIDE};
-use ptxflow::gaussian::{GaussianField, GaussianFieldOps, GpuReal, Real};
+use ptxflow::gaussian::{GaussianFieldOps, GpuReal};
 use ptxflow::kernels::gaussian::backward::{self, FastOptions, FAST_OPTIONS};
 use ptxflow::kernels::gaussian::common::{f32_exp_scale, GAUSSIAN_PAD};
 use ptxflow::kernels::gaussian::reduce;
-use ptxflow::ptx::{Module, Target};
+use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
-use ptxflow::sim::{Arg, Grid, Memory, Options, Program};
+use ptxflow::sim::{Arg, Memory, Program};
 
 /// dLoss/dx and the packed Gaussian gradient from the interpreted expanded backward (`q`
 /// Gaussians per thread) and the finishing kernels, staged as `GpuGaussianField` stages them.

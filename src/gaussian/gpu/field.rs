@@ -4,7 +4,6 @@
 
 use super::fast::{self, ForwardKind};
 use super::fast_backward::{BackwardKind, FastBackward};
-use super::lanes_backward::LanesBackward;
 use super::launch::{self, BackwardBuffers, BackwardPlan, ForwardPlan, Launch, Problem, RowSum};
 use super::slot::Slot;
 use super::GpuReal;
@@ -57,7 +56,7 @@ pub struct GpuGaussianField<T: GpuReal> {
     /// The expanded backward, loaded on first use.
     pub(super) fast_backward: Option<FastBackward>,
     /// The points-in-lanes backward, loaded on first use.
-    pub(super) lanes_backward: Option<LanesBackward>,
+    pub(super) lanes_backward: Option<super::lanes_backward::LanesBackward>,
     /// Whether the staged Gaussians allow the points-in-lanes backward
     /// (`lanes_backward::records_fit`, none compensated).
     pub(super) lanes_fit: bool,
@@ -180,19 +179,6 @@ impl<T: GpuReal> GpuGaussianField<T> {
             self.fast_backward = Some(FastBackward::load(&self.gpu, id)?);
         }
         Ok(self.fast_backward.clone())
-    }
-
-    /// The points-in-lanes backward (loaded on first use), when this type has one, it is chosen
-    /// and the staged Gaussians allow it (`lanes_fit`).
-    fn lanes_backward(&mut self) -> Result<Option<LanesBackward>> {
-        let chosen = self.backward_kind == BackwardKind::Lanes && self.lanes_fit;
-        let Some(id) = T::BACKWARD_LANES.filter(|_| chosen) else {
-            return Ok(None);
-        };
-        if self.lanes_backward.is_none() {
-            self.lanes_backward = Some(LanesBackward::load(&self.gpu, id)?);
-        }
-        Ok(self.lanes_backward.clone())
     }
 
     /// The expanded kernel (loaded on first use), when this type has one and it is chosen.

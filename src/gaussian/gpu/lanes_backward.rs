@@ -9,7 +9,9 @@
 //! no Gaussian takes the compensated solve and every record's point-term constants N = (w c 2^o)
 //! M^T are finite ([`records_fit`]); otherwise the unit kernel.
 
+use super::fast_backward::BackwardKind;
 use super::launch::{config, BackwardBuffers, BackwardPlan, Problem};
+use super::{GpuGaussianField, GpuReal};
 use crate::gaussian::Real;
 use crate::kernels::gaussian::backward::{
     self, LanesOptions, LANES_BLOCK, LANES_OPTIONS, LANES_TILE,
@@ -144,6 +146,21 @@ impl LanesBackward {
                 .arg(&origin[2])
                 .launch()
         }
+    }
+}
+
+impl<T: GpuReal> GpuGaussianField<T> {
+    /// The points-in-lanes backward (loaded on first use), when this type has one, it is chosen
+    /// and the staged Gaussians allow it (`lanes_fit`).
+    pub(super) fn lanes_backward(&mut self) -> Result<Option<LanesBackward>> {
+        let chosen = self.backward_kind == BackwardKind::Lanes && self.lanes_fit;
+        let Some(id) = T::BACKWARD_LANES.filter(|_| chosen) else {
+            return Ok(None);
+        };
+        if self.lanes_backward.is_none() {
+            self.lanes_backward = Some(LanesBackward::load(&self.gpu, id)?);
+        }
+        Ok(self.lanes_backward.clone())
     }
 }
 

@@ -58,6 +58,7 @@ mod fast;
 mod fast_pairs;
 mod kernel;
 mod lanes;
+mod lanes_parts;
 mod pairs;
 mod smem;
 
