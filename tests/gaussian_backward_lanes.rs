@@ -164,7 +164,7 @@ fn interpreted_lanes_backward_matches_cpu_f64() {
 
 #[test]
 fn interpreted_lanes_backward_variants_match_cpu_f64() {
-    for name in ["k8", "k3"] {
+    for name in ["k8", "k3", "k5-t64"] {
         let o = backward::lanes_variant_options(name).unwrap();
         check_interpreted(o, &[far_points(37, 95, 27), random_problem(37, 300, 22)]);
     }

@@ -48,8 +48,9 @@ use crate::ptx::*;
 pub const BLOCK: u32 = 128;
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
-/// Gaussians staged per tile (one per thread of warp 0); chunk lengths are multiples of it.
-pub const TILE: u32 = 32;
+/// The most Gaussians staged per tile (one per thread of the first warps); chunk lengths are
+/// multiples of it.
+pub const TILE: u32 = 64;
 /// Gaussians whose lane sums are reduced together (5 SUB lanes busy, [`SUB`] x 5 <= 32).
 pub const SUB: u32 = 4;
 /// Scalars per Gaussian record in shared memory: M (6), -b (3), N (6), a pad.
@@ -73,16 +74,20 @@ pub struct LanesOptions {
     pub k: u32,
     /// `.maxnreg`, or none.
     pub max_registers: Option<u32>,
+    /// Gaussians per tile (32 or 64: one per thread of the first one or two warps).
+    pub tile: u32,
 }
 
 /// The built-in kernel's options.
 pub const LANES_OPTIONS: LanesOptions = LanesOptions {
     k: POINTS_PER_THREAD,
     max_registers: None,
+    tile: 32,
 };
 
 /// The options of a comparison variant (`PTXFLOW_GAUSS_BWD_LANES`): `k<N>` points per thread
-/// (1 to 24), `r<N>` a register cap, joined by `-` (`k12-r168`). None for names it does not
+/// (1 to 24), `r<N>` a register cap, `t32` / `t64` Gaussians per tile, joined by `-`
+/// (`k12-r168`). None for names it does not
 /// parse.
 pub fn lanes_variant_options(name: &str) -> Option<LanesOptions> {
     let mut o = LANES_OPTIONS;
@@ -92,6 +97,7 @@ pub fn lanes_variant_options(name: &str) -> Option<LanesOptions> {
         match key {
             "k" if (1..=24).contains(&v) => o.k = v,
             "r" => o.max_registers = Some(v),
+            "t" if v == 32 || v == TILE => o.tile = v,
             _ => return None,
         }
     }
@@ -135,10 +141,11 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
     let partial_points = b.global_ptr(&partial_points);
     let partial_gauss = b.global_ptr(&partial_gauss);
     let origin = origin.map(|o| b.ld_param(&o));
-    let rec = b.shared_array::<F32>("rec", TILE * REC);
-    let mus = b.shared_array::<F32>("mus", TILE * 4);
+    let tile = opts.tile;
+    let rec = b.shared_array::<F32>("rec", tile * REC);
+    let mus = b.shared_array::<F32>("mus", tile * 4);
     let wbuf = b.shared_array::<F32>("wbuf", WARPS * SUB * GSTRIDE);
-    let bsum = b.shared_array::<F32>("bsum", TILE * WARPS * ROW);
+    let bsum = b.shared_array::<F32>("bsum", tile * WARPS * ROW);
     let wmax = b.shared_array::<F32>("wmax", WARPS);
     let tflag = b.shared_array::<U32>("tflag", 4);
     let zero = F32::imm(0.0);
@@ -209,12 +216,12 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
     let bsum_at = b.shared_index(&bsum, bslot);
     let rec0 = b.shared_index(&rec, 0u32);
     let mus0 = b.shared_index(&mus, 0u32);
-    let staging = b.setp(Cmp::Lt, tid, TILE);
+    let staging = b.setp(Cmp::Lt, tid, tile);
 
     let g_start = b.mul(chunk, chunk_len);
     let g_stop = b.add(g_start, chunk_len);
     let g_end = b.min(g_stop, n_pad);
-    b.for_range(g_start, g_end, TILE, |b, tile_start, _| {
+    b.for_range(g_start, g_end, tile, |b, tile_start, _| {
         b.comment("tile: warp 0 stages TILE Gaussians (records, N, whether fast) and the flag");
         b.bar_sync();
         b.if_then(staging, |b| {
@@ -235,10 +242,14 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
         });
         b.bar_sync();
         let tf = b.shared_index(&tflag, 0u32);
-        let f = b.ld::<U32>(Space::Shared, tf);
+        let mut f = b.ld::<U32>(Space::Shared, tf);
+        for w in 1..tile / 32 {
+            let fw = b.ld::<U32>(Space::Shared, Addr::from(tf).off(i64::from(4 * w)));
+            f = b.or(f, fw);
+        }
         let slow = b.setp(Cmp::Ne, f, 0u32);
         let body = |b: &mut KernelBuilder, slow: bool| {
-            b.for_range(0u32, TILE, SUB, |b, sub, _| {
+            b.for_range(0u32, tile, SUB, |b, sub, _| {
                 b.comment("SUB Gaussians x this thread's points; lane sums into the warp buffer");
                 // One Gaussian per pass (a loop, so that ptxas keeps one Gaussian's constants
                 // and sums live at a time).
@@ -256,7 +267,7 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
                         b.mov_to(mus_at, next);
                         [u0, u1, u2]
                     });
-                    let sums = [(); GRAD_STRIDE as usize].map(|_| b.mov(zero));
+                    let mut sums = None;
                     for p in 0..k_count {
                         let (v, e) = match mu {
                             None => {
@@ -272,8 +283,9 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
                                 (v.map(|x| b.selp(x, zero, live)), b.selp(e, zero, live))
                             }
                         };
-                        pair(b, &c, v, e, gp[p], &sums, &pc[p]);
+                        sums = Some(pair(b, &c, v, e, gp[p], sums, &pc[p]));
                     }
+                    let sums = sums.unwrap_or_else(|| unreachable!("at least one point"));
                     let at = Addr::from(row);
                     b.st_v4(
                         Space::Shared,

@@ -65,8 +65,8 @@ pub(super) struct StageCtx<'a> {
     pub(super) tflag: &'a SharedArray<U32>,
 }
 
-/// Thread `slot` (warp 0) stages Gaussian `j`: its record with N, its mean, and (lane 0) whether
-/// any of the tile's Gaussians needs the subtract form.
+/// Thread `slot` (< the tile) stages Gaussian `j`: its record with N, its mean, and (lane 0 of each
+/// staging warp) whether any of its warp's Gaussians needs the subtract form.
 pub(super) fn stage(b: &mut KernelBuilder, s: &StageCtx<'_>, j: Reg<U32>, slot: Reg<U32>) {
     let zero = F32::imm(0.0);
     let limit = F32::imm(F32::GROWTH_LIMIT);
@@ -122,10 +122,12 @@ pub(super) fn stage(b: &mut KernelBuilder, s: &StageCtx<'_>, j: Reg<U32>, slot: 
     let at = b.mul(slot, 4u32);
     let dst = b.shared_index(s.mus, at);
     b.st_v4(Space::Shared, Addr::from(dst), [mu0, mu1, mu2, z]);
-    let first = b.setp(Cmp::Eq, slot, 0u32);
+    let lane = b.and(slot, 31u32);
+    let first = b.setp(Cmp::Eq, lane, 0u32);
     b.if_then(first, |b| {
         let w = b.selp(1u32, 0u32, any);
-        let dst = b.shared_index(s.tflag, 0u32);
+        let warp = b.shr(slot, 5u32);
+        let dst = b.shared_index(s.tflag, warp);
         b.st(Space::Shared, dst, w);
     });
 }
@@ -172,27 +174,37 @@ pub(super) fn exponent(b: &mut KernelBuilder, v: [Reg<F32>; 3]) -> Reg<F32> {
     b.fma(v[2], v[2], t)
 }
 
-/// One pair's sums: the Gaussian's S0, S1, S2 (`sums`) and the point's P (`pc`).
+/// One pair's sums: returns the Gaussian's S0, S1, S2 with this pair added to `sums` (None: the
+/// first pair of the Gaussian, whose terms start the sums) and adds the point's terms to `pc`.
 pub(super) fn pair(
     b: &mut KernelBuilder,
     c: &Consts,
     v: [Reg<F32>; 3],
     e: Reg<F32>,
     g: Reg<F32>,
-    sums: &[Reg<F32>; GRAD_STRIDE as usize],
+    sums: Option<[Reg<F32>; GRAD_STRIDE as usize]>,
     pc: &[Reg<F32>; 3],
-) {
+) -> [Reg<F32>; GRAD_STRIDE as usize] {
     let ge = b.mul(g, e);
     let gv = v.map(|x| b.mul(ge, x));
-    let t0 = b.add(sums[0], ge);
-    b.mov_to(sums[0], t0);
-    for k in 0..3 {
-        let t = b.add(sums[1 + k], gv[k]);
-        b.mov_to(sums[1 + k], t);
-    }
-    for (slot, (ra, cb)) in S2_SLOTS.into_iter().enumerate() {
-        let t = b.fma(gv[ra], v[cb], sums[4 + slot]);
-        b.mov_to(sums[4 + slot], t);
+    let mut out = Vec::with_capacity(GRAD_STRIDE as usize);
+    match sums {
+        None => {
+            out.push(ge);
+            out.extend(gv);
+            for (ra, cb) in S2_SLOTS {
+                out.push(b.mul(gv[ra], v[cb]));
+            }
+        }
+        Some(s) => {
+            out.push(b.add(s[0], ge));
+            for k in 0..3 {
+                out.push(b.add(s[1 + k], gv[k]));
+            }
+            for (slot, (ra, cb)) in S2_SLOTS.into_iter().enumerate() {
+                out.push(b.fma(gv[ra], v[cb], s[4 + slot]));
+            }
+        }
     }
     // P += N gv, N = (w c 2^o) M^T upper triangular: N00 N01 N02 N11 N12 N22.
     let [n00, n01, n02, n11, n12, n22] = c.n;
@@ -205,4 +217,5 @@ pub(super) fn pair(
     for (d, v) in pc.iter().zip([p0, p1, p2]) {
         b.mov_to(*d, v);
     }
+    out.try_into().unwrap_or_else(|_| unreachable!("10 sums"))
 }
