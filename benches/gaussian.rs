@@ -21,9 +21,11 @@
 //! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
 //! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
 //! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`). Likewise
-//! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`) and the
+//! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`), the
 //! expanded one (`gaussian_backward_fast_f32`, `BackwardKind`; `PTXFLOW_GAUSS_BWD_FAST` names a
-//! variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`).
+//! variant) and the points-in-lanes one (`gaussian_backward_lanes_f32`; `PTXFLOW_GAUSS_BWD_LANES`
+//! names a variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`),
+//! and the default backward's plan.
 //!
 //! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
 //! process (see `compare`).
