@@ -29,18 +29,19 @@ pub enum BackwardKind {
     /// runs the unit kernel).
     Expanded,
     /// `gaussian_backward_lanes_f32`: the expanded solve with points in lanes and Gaussians
-    /// broadcast (f32 only; see `super::lanes_backward`).
+    /// broadcast (f32 only, where the set allows it; see `super::lanes_backward`). The default.
     Lanes,
 }
 
 impl BackwardKind {
-    /// The default: [`BackwardKind::Unit`], or [`BackwardKind::Expanded`] where
-    /// `PTXFLOW_GAUSS_BACKWARD=expanded`, [`BackwardKind::Lanes`] where it is `lanes`.
+    /// The default: [`BackwardKind::Lanes`] (f32 sets that allow it; others run the unit
+    /// kernel), or [`BackwardKind::Unit`] where `PTXFLOW_GAUSS_BACKWARD=unit`,
+    /// [`BackwardKind::Expanded`] where it is `expanded`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_BACKWARD").as_deref() {
             Ok("expanded") => BackwardKind::Expanded,
-            Ok("lanes") => BackwardKind::Lanes,
-            _ => BackwardKind::Unit,
+            Ok("unit") => BackwardKind::Unit,
+            _ => BackwardKind::Lanes,
         }
     }
 }

@@ -9,15 +9,23 @@
 //! v' = M x~ - b (6 multiply-adds), t = o + |v'|^2 (3), e' = 2^-t (1), ge = g' e' (1), gv = ge v'
 //! (3); Gaussian sums S0 += ge, S1 += gv (4 adds), S2_cb += gv_c v'_b for c >= b (6); point sums
 //! P += N gv with N = (w c 2^o) M^T upper triangular (6): 30 instructions. The Gaussian's
-//! constants (16 scalars, four uniform 16-byte loads) are read once per Gaussian for K pairs.
+//! constants (16 scalars, four uniform 16-byte loads) are read once per Gaussian for K pairs;
+//! its sums start at its first pair's terms.
+//!
+//! On the H100 (10000 Gaussians x 100000 points, same process as the unit kernel; session 11,
+//! GPU runs 1 and 2): ncu 33.7 instructions per pair (unit kernel 35.1), 254 registers (2
+//! blocks, 8 warps per SM, as the unit kernel), issue slots 71%; backward 1490-1495 us against
+//! 1585-1596 us. More points per thread (14, 16) or fewer registers (10 points at 168, 3 blocks
+//! per SM; caps that spill) were slower.
 //!
 //! # Sums across lanes and warps
 //! After its K pairs with Gaussian j a lane stores its 10 sums in its row of the warp's buffer
 //! (`wbuf`: [`SUB`] Gaussians x 32 lanes x 12 scalars; three vector stores). After [`SUB`]
 //! Gaussians (a warp sync), lane q < 5 [`SUB`] adds scalar pair (q mod 5) of Gaussian q / 5
 //! over the 32 lanes in lane order (32 two-wide loads) and stores it in the block's buffer
-//! (`bsum`, per Gaussian of the tile and warp). After the tile's [`TILE`] Gaussians (a block
-//! barrier), thread t < [`TILE`] adds Gaussian t's four warp sums in warp order, transforms them
+//! (`bsum`, per Gaussian of the tile and warp). After the tile's Gaussians ([`TILE`] in the
+//! built-in kernel; a block barrier), thread t < tile adds Gaussian t's four warp sums in warp
+//! order, transforms them
 //! to the unit kernel's quantities (`super::fast_pairs::unscale`, f64) and stores
 //! `partial_gauss[(x * n_pad + j) * 10 + k]` for point block x. Each thread stores its points'
 //! sums `partial_points[(c * B + i) * 3 + k]` for Gaussian chunk c at the end. Every sum runs in
@@ -31,7 +39,7 @@
 //! reloaded from memory, with selects: a pair whose e' is not positive (beyond the cutoff, or
 //! NaN from an overflowing v') has e' and v' replaced by 0 and adds exactly 0. The host runs this
 //! kernel only where N is finite and no Gaussian takes the compensated solve
-//! (`crate::gaussian::gpu::lanes`).
+//! (`crate::gaussian::gpu::lanes_backward`).
 //!
 //! # Launch
 //! Blocks of exactly [`BLOCK`] threads; grid (ceil(B / (BLOCK K)), S) with K = the points per
@@ -48,8 +56,9 @@ use crate::ptx::*;
 pub const BLOCK: u32 = 128;
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
-/// The most Gaussians staged per tile (one per thread of the first warps); chunk lengths are
-/// multiples of it.
+/// Gaussians staged per tile of the built-in kernel and the most a variant stages (one per
+/// thread of the first warps); chunk lengths are multiples of it. (H100, GPU run 2: 1490 us
+/// against 1552 us with tiles of 32, one block barrier per tile.)
 pub const TILE: u32 = 64;
 /// Gaussians whose lane sums are reduced together (5 SUB lanes busy, [`SUB`] x 5 <= 32).
 pub const SUB: u32 = 4;
@@ -76,18 +85,22 @@ pub struct LanesOptions {
     pub max_registers: Option<u32>,
     /// Gaussians per tile (32 or 64: one per thread of the first one or two warps).
     pub tile: u32,
+    /// Start each Gaussian's sums at zero rather than at its first pair's terms (one add per
+    /// sum and Gaussian more; for comparisons).
+    pub zero_init: bool,
 }
 
 /// The built-in kernel's options.
 pub const LANES_OPTIONS: LanesOptions = LanesOptions {
     k: POINTS_PER_THREAD,
     max_registers: None,
-    tile: 32,
+    tile: TILE,
+    zero_init: false,
 };
 
 /// The options of a comparison variant (`PTXFLOW_GAUSS_BWD_LANES`): `k<N>` points per thread
-/// (1 to 24), `r<N>` a register cap, `t32` / `t64` Gaussians per tile, joined by `-`
-/// (`k12-r168`). None for names it does not
+/// (1 to 24), `r<N>` a register cap, `t32` / `t64` Gaussians per tile, `z1` / `z0` sums
+/// started at zero or at the first pair, joined by `-` (`k12-t32-z1`). None for names it does not
 /// parse.
 pub fn lanes_variant_options(name: &str) -> Option<LanesOptions> {
     let mut o = LANES_OPTIONS;
@@ -98,6 +111,7 @@ pub fn lanes_variant_options(name: &str) -> Option<LanesOptions> {
             "k" if (1..=24).contains(&v) => o.k = v,
             "r" => o.max_registers = Some(v),
             "t" if v == 32 || v == TILE => o.tile = v,
+            "z" if v <= 1 => o.zero_init = v == 1,
             _ => return None,
         }
     }
@@ -222,7 +236,7 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
     let g_stop = b.add(g_start, chunk_len);
     let g_end = b.min(g_stop, n_pad);
     b.for_range(g_start, g_end, tile, |b, tile_start, _| {
-        b.comment("tile: warp 0 stages TILE Gaussians (records, N, whether fast) and the flag");
+        b.comment("tile: the first warps stage the tile's Gaussians (records, N, whether fast)");
         b.bar_sync();
         b.if_then(staging, |b| {
             let j = b.add(tile_start, tid);
@@ -267,7 +281,9 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
                         b.mov_to(mus_at, next);
                         [u0, u1, u2]
                     });
-                    let mut sums = None;
+                    let mut sums = opts
+                        .zero_init
+                        .then(|| [(); GRAD_STRIDE as usize].map(|_| b.mov(zero)));
                     for p in 0..k_count {
                         let (v, e) = match mu {
                             None => {
@@ -326,7 +342,7 @@ pub fn build_lanes(target: Target, opts: LanesOptions) -> Module {
         };
         b.if_else(slow, |b| body(b, true), |b| body(b, false));
         b.bar_sync();
-        b.comment("thread t < TILE: Gaussian t's warp sums in order, transformed, stored");
+        b.comment("thread t < tile: Gaussian t's warp sums in order, transformed, stored");
         b.if_then(staging, |b| {
             let j = b.add(tile_start, tid);
             let base = b.mul(tid, WARPS * ROW);
