@@ -6,8 +6,8 @@
 //! block), so the finishing kernels are shared.
 //!
 //! The f32 default (`PTXFLOW_GAUSS_BACKWARD=unit` for the unit kernel): on the H100, 10000 x
-//! 100000, same process, backward 1490-1495 us against the unit kernel's 1585-1596 us (session
-//! 11, GPU runs 1 and 2). A field runs it only where no Gaussian takes the compensated solve and
+//! 100000, same process, backward 1484-1494 us against the unit kernel's 1587-1598 us, forward
+//! plus backward 1984-1992 us against 2087-2097 us (session 11, GPU run 3). A field runs it only where no Gaussian takes the compensated solve and
 //! every record's point-term constants N = (w c 2^o) M^T are finite ([`records_fit`]); otherwise
 //! the unit kernel.
 

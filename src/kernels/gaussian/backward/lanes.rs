@@ -12,11 +12,13 @@
 //! constants (16 scalars, four uniform 16-byte loads) are read once per Gaussian for K pairs;
 //! its sums start at its first pair's terms.
 //!
-//! On the H100 (10000 Gaussians x 100000 points, same process as the unit kernel; session 11,
-//! GPU runs 1 and 2): ncu 33.7 instructions per pair (unit kernel 35.1), 254 registers (2
-//! blocks, 8 warps per SM, as the unit kernel), issue slots 71%; backward 1490-1495 us against
-//! 1585-1596 us. More points per thread (14, 16) or fewer registers (10 points at 168, 3 blocks
-//! per SM; caps that spill) were slower.
+//! On the H100 (10000 Gaussians x 100000 points, alternating with the unit kernel in one
+//! process; session 11, GPU runs 1 to 3): backward 1484-1495 us against 1585-1598 us; ncu 33.7
+//! instructions per pair (unit kernel 35.1), 254 registers (2 blocks, 8 warps per SM, as the
+//! unit kernel), issue slots 71% (1.27 eligible warps per scheduler). More points per thread
+//! (13, 14, 16), tiles of 32 (a barrier per 32 Gaussians) and fewer registers (10 points at 168,
+//! 3 blocks per SM; caps that spill) were slower; `.maxnreg 232` was faster once (1447.6 us,
+//! run 3; not verified as the built-in kernel).
 //!
 //! # Sums across lanes and warps
 //! After its K pairs with Gaussian j a lane stores its 10 sums in its row of the warp's buffer
