@@ -21,9 +21,11 @@
 //! the medians of 30 alternating event-timed runs of the subtract form (`gaussian_forward_f32`)
 //! and the expanded solve (`gaussian_forward_fast_f32`, `ForwardKind`), forward alone and forward
 //! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`). Likewise
-//! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`) and the
+//! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`), the
 //! expanded one (`gaussian_backward_fast_f32`, `BackwardKind`; `PTXFLOW_GAUSS_BWD_FAST` names a
-//! variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`).
+//! variant) and the points-in-lanes one (`gaussian_backward_lanes_f32`; `PTXFLOW_GAUSS_BWD_LANES`
+//! names a variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`),
+//! and the default backward's plan.
 //!
 //! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
 //! process (see `compare`).
@@ -333,8 +335,16 @@ fn compare_backward_kernels<T: GpuReal>(
     label: &str,
     summary: &mut Vec<String>,
 ) {
-    let kinds = [BackwardKind::Unit, BackwardKind::Expanded];
-    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let kinds = [
+        BackwardKind::Unit,
+        BackwardKind::Expanded,
+        BackwardKind::Lanes,
+    ];
+    let mut times = [
+        [Vec::new(), Vec::new()],
+        [Vec::new(), Vec::new()],
+        [Vec::new(), Vec::new()],
+    ];
     for round in 0..31 {
         for (k, kind) in kinds.iter().enumerate() {
             field.set_backward_kind(*kind);
@@ -356,14 +366,18 @@ fn compare_backward_kernels<T: GpuReal>(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] * 1e6
     };
-    let [[mut ub, mut ufb], [mut eb, mut efb]] = times;
+    let [[mut ub, mut ufb], [mut eb, mut efb], [mut lb, mut lfb]] = times;
     let variant = std::env::var("PTXFLOW_GAUSS_BWD_FAST").unwrap_or_else(|_| "built-in".into());
+    let lanes = std::env::var("PTXFLOW_GAUSS_BWD_LANES").unwrap_or_else(|_| "built-in".into());
+    let (_, plan) = field.plans().expect("plans");
     summary.push(format!(
-        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}): backward unit {:.1} us, expanded {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us",
+        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}, lanes {lanes}): backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; default backward plan {plan:?}",
         med(&mut ub),
         med(&mut eb),
+        med(&mut lb),
         med(&mut ufb),
-        med(&mut efb)
+        med(&mut efb),
+        med(&mut lfb)
     ));
 }
 

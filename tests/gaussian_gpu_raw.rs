@@ -12,7 +12,7 @@ use cudarc::driver::{CudaStream, DevicePtr};
 use gaussian_support::device::*;
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
-use ptxflow::gaussian::gpu::{stage_prepared, ForwardKind};
+use ptxflow::gaussian::gpu::{stage_prepared, BackwardKind, ForwardKind};
 use ptxflow::gaussian::layout;
 use ptxflow::gaussian::{GaussianFieldOps, GpuReal, RawGaussianKernels, RawSlice};
 use ptxflow::runtime::{DeviceBuffer, Gpu};
@@ -169,9 +169,11 @@ fn same_as_field<T: GpuReal>(gpu: &Arc<Gpu>) {
                 .map(|i| T::from_f64(((i * 7919) % 13) as f64 / 6.5 - 1.0))
                 .collect();
             let mut field = gpu_field::<T>(gpu, normalised);
-            // The raw layer runs the subtract-form forward (`gaussian_forward_<T>`); the field's
-            // f32 default is the expanded solve, so it is pinned to the same kernel here.
+            // The raw layer runs the subtract-form forward (`gaussian_forward_<T>`) and the unit
+            // backward (`gaussian_backward_<T>`); the field's f32 defaults are the expanded
+            // solve and the points-in-lanes backward, so it is pinned to the same kernels here.
             field.set_forward_kind(ForwardKind::Subtract);
+            field.set_backward_kind(BackwardKind::Unit);
             field.set_gaussians(&g).unwrap();
             let values = field.forward(&x).unwrap().to_vec();
             let grads = field.backward(&grad).unwrap();

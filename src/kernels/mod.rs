@@ -72,6 +72,8 @@ kernel_table! {
     GaussianBackwardF64 => gaussian::backward::build_f64, "gaussian_backward_f64", [Sm75];
     /// Gaussian field: fused backward with the expanded per-pair solve and deferred transforms, f32.
     GaussianBackwardFastF32 => gaussian::backward::build_fast_f32, "gaussian_backward_fast_f32", [Sm75];
+    /// Gaussian field: fused backward with points in lanes and Gaussians broadcast (per-Gaussian sums reduced once per warp), f32.
+    GaussianBackwardLanesF32 => gaussian::backward::build_lanes_f32, "gaussian_backward_lanes_f32", [Sm75];
     /// Gaussian field: ordered sum of partial rows, scaled, f32.
     GaussianReduceRowsF32 => gaussian::reduce::build_rows_f32, "gaussian_reduce_rows_f32", [Sm75];
     /// Gaussian field: ordered sum of partial rows, scaled, f64.

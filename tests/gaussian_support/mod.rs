@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod backward_check;
 pub mod device;
 pub mod fd;
 

@@ -28,15 +28,20 @@ pub enum BackwardKind {
     /// `gaussian_backward_fast_f32`: the expanded solve with deferred transforms (f32 only; f64
     /// runs the unit kernel).
     Expanded,
+    /// `gaussian_backward_lanes_f32`: the expanded solve with points in lanes and Gaussians
+    /// broadcast (f32 only, where the set allows it; see `super::lanes_backward`). The default.
+    Lanes,
 }
 
 impl BackwardKind {
-    /// The default: [`BackwardKind::Unit`], or [`BackwardKind::Expanded`] where
-    /// `PTXFLOW_GAUSS_BACKWARD=expanded`.
+    /// The default: [`BackwardKind::Lanes`] (f32 sets that allow it; others run the unit
+    /// kernel), or [`BackwardKind::Unit`] where `PTXFLOW_GAUSS_BACKWARD=unit`,
+    /// [`BackwardKind::Expanded`] where it is `expanded`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_BACKWARD").as_deref() {
             Ok("expanded") => BackwardKind::Expanded,
-            _ => BackwardKind::Unit,
+            Ok("unit") => BackwardKind::Unit,
+            _ => BackwardKind::Lanes,
         }
     }
 }

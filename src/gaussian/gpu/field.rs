@@ -55,6 +55,11 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) fast_kernel: Option<fast::FastKernel>,
     /// The expanded backward, loaded on first use.
     pub(super) fast_backward: Option<FastBackward>,
+    /// The points-in-lanes backward, loaded on first use.
+    pub(super) lanes_backward: Option<super::lanes_backward::LanesBackward>,
+    /// Whether the staged Gaussians allow the points-in-lanes backward
+    /// (`lanes_backward::records_fit`, none compensated).
+    pub(super) lanes_fit: bool,
 }
 
 impl<T: GpuReal> GpuGaussianField<T> {
@@ -97,6 +102,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
             slots: None,
             fast_kernel: None,
             fast_backward: None,
+            lanes_backward: None,
+            lanes_fit: false,
         })
     }
 
@@ -136,11 +143,15 @@ impl<T: GpuReal> GpuGaussianField<T> {
     /// Errors: loading a kernel or querying its occupancy failed.
     pub fn plans(&mut self) -> Result<(ForwardPlan, BackwardPlan)> {
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
+        let fwd = self.forward_plan()?;
+        if let Some(k) = self.lanes_backward()? {
+            return Ok((fwd, k.plan(n_pad, b)));
+        }
         let (bs, q) = match self.fast_backward()? {
             Some(k) => (k.slots, k.q),
             None => (self.slots()?.1, T::GAUSSIANS_PER_THREAD),
         };
-        Ok((self.forward_plan()?, launch::backward_plan(n_pad, b, bs, q)))
+        Ok((fwd, launch::backward_plan(n_pad, b, bs, q)))
     }
 
     /// The f32 forward kernel this field runs (f64 always runs the subtract form). The default
@@ -299,12 +310,16 @@ impl<T: GpuReal> GpuGaussianField<T> {
         }
         let pts3 = self.problem_points()?;
         let (n, n_pad, b) = (self.prepared.len(), self.n_pad, self.b);
+        let lanes_bwd = self.lanes_backward()?;
         let fast_bwd = self.fast_backward()?;
-        let (slots, q) = match &fast_bwd {
-            Some(k) => (k.slots, k.q),
-            None => (self.slots()?.1, T::GAUSSIANS_PER_THREAD),
+        let plan = match (&lanes_bwd, &fast_bwd) {
+            (Some(k), _) => k.plan(n_pad as u32, b as u32),
+            (None, Some(k)) => launch::backward_plan(n_pad as u32, b as u32, k.slots, k.q),
+            (None, None) => {
+                let slots = self.slots()?.1;
+                launch::backward_plan(n_pad as u32, b as u32, slots, T::GAUSSIANS_PER_THREAD)
+            }
         };
-        let plan = launch::backward_plan(n_pad as u32, b as u32, slots, q);
         let stream = self.stream.clone();
         let partial_points = self
             .scratch
@@ -342,8 +357,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
             partial_points: partial_points.slice_mut(),
             partial_gauss: partial_gauss.slice_mut(),
         };
-        match &fast_bwd {
-            Some(k) => k.backward(
+        match (&lanes_bwd, &fast_bwd) {
+            (Some(k), _) => k.backward(
                 &stream,
                 &p,
                 self.fast.get()?.slice(),
@@ -351,7 +366,15 @@ impl<T: GpuReal> GpuGaussianField<T> {
                 &plan,
                 bufs,
             )?,
-            None => launch::backward(at(T::BACKWARD), &p, &plan, bufs)?,
+            (None, Some(k)) => k.backward(
+                &stream,
+                &p,
+                self.fast.get()?.slice(),
+                &self.origin,
+                &plan,
+                bufs,
+            )?,
+            (None, None) => launch::backward(at(T::BACKWARD), &p, &plan, bufs)?,
         }
         let sum = RowSum {
             partial: partial_points.slice(),

@@ -11,15 +11,17 @@
 //! (point block, Gaussian chunk), in f32 `gaussian_forward_f32` or `gaussian_forward_fast_f32`
 //! ([`ForwardKind`], [`GpuGaussianField::set_forward_kind`]), then an ordered sum of the chunk
 //! rows. Backward: fused kernel per (Gaussian block, point chunk), in f32 `gaussian_backward_f32`
-//! or `gaussian_backward_fast_f32` (the expanded solve on the same records; [`BackwardKind`],
-//! [`GpuGaussianField::set_backward_kind`]; sets with compensated Gaussians keep the former), then
+//! or `gaussian_backward_fast_f32` (the expanded solve on the same records), or per (point block,
+//! Gaussian chunk) `gaussian_backward_lanes_f32` (the same maths with points in lanes;
+//! [`BackwardKind`], [`GpuGaussianField::set_backward_kind`]; sets with compensated Gaussians
+//! keep the first), then
 //! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
 //! to the largest problem seen and are reused, so a training loop does not allocate per step.
 //! Results are bit-identical from run to run on a given device (no atomics).
 //!
 //! Files: [`field`] the field and its device-resident enqueueing, `ops` the [`GaussianFieldOps`]
 //! implementation and staging, [`fast`] the expanded forward's records and launch, [`fast_backward`] the expanded backward's
-//! launch, `slot` its growable device buffers, [`launch`] the launch geometry
+//! launch, [`lanes_backward`] the points-in-lanes backward's, `slot` its growable device buffers, [`launch`] the launch geometry
 //! and launches, [`raw`] the same kernels on caller-owned memory and streams (the PyTorch
 //! binding), `raw_prepare` the on-device preparation for it.
 //!
@@ -33,6 +35,7 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 pub mod fast;
 pub mod fast_backward;
 pub mod field;
+pub mod lanes_backward;
 pub mod launch;
 mod ops;
 pub mod raw;
@@ -57,6 +60,8 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits + crate::runtime::ArgElem
     const BACKWARD: KernelId;
     /// Fused backward with the expanded solve (`fast_backward`), where the type has one.
     const BACKWARD_FAST: Option<KernelId>;
+    /// Fused backward with points in lanes (`lanes_backward`), where the type has one.
+    const BACKWARD_LANES: Option<KernelId>;
     /// Ordered row sums.
     const REDUCE_ROWS: KernelId;
     /// Per-Gaussian gradient finish.
@@ -77,6 +82,7 @@ impl GpuReal for f32 {
     const FORWARD_FAST: Option<KernelId> = Some(KernelId::GaussianForwardFastF32);
     const BACKWARD: KernelId = KernelId::GaussianBackwardF32;
     const BACKWARD_FAST: Option<KernelId> = Some(KernelId::GaussianBackwardFastF32);
+    const BACKWARD_LANES: Option<KernelId> = Some(KernelId::GaussianBackwardLanesF32);
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF32;
     const FINISH: KernelId = KernelId::GaussianFinishF32;
     const PREPARE: KernelId = KernelId::GaussianPrepareF32;
@@ -93,6 +99,7 @@ impl GpuReal for f64 {
     const FORWARD_FAST: Option<KernelId> = None;
     const BACKWARD: KernelId = KernelId::GaussianBackwardF64;
     const BACKWARD_FAST: Option<KernelId> = None;
+    const BACKWARD_LANES: Option<KernelId> = None;
     const REDUCE_ROWS: KernelId = KernelId::GaussianReduceRowsF64;
     const FINISH: KernelId = KernelId::GaussianFinishF64;
     const PREPARE: KernelId = KernelId::GaussianPrepareF64;

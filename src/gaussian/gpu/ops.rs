@@ -3,6 +3,7 @@
 
 use super::fast;
 use super::field::GpuGaussianField;
+use super::lanes_backward;
 use super::launch::{self, Launch, Problem};
 use super::GpuReal;
 use crate::gaussian::layout::{self, STRIDE};
@@ -36,6 +37,8 @@ impl<T: GpuReal> GpuGaussianField<T> {
             self.fast
                 .ensure(&stream, self.fast_staging.len())?
                 .upload(&stream, &self.fast_staging)?;
+            self.lanes_fit = lanes_backward::records_fit(&self.fast_staging)
+                && !self.prepared.iter().any(|g| g.compensated);
         }
         Ok(())
     }

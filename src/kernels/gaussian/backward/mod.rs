@@ -45,7 +45,9 @@
 //! Files: `kernel` builds the kernel, `pairs` the per-pair sums of one point, `smem` the
 //! four-scalar shared-memory accesses; this module holds what they share. `fast` and
 //! `fast_pairs` build `gaussian_backward_fast_f32`, the f32 backward with the expanded solve of
-//! `super::forward_fast` (same launch geometry and outputs; see `fast`'s docs).
+//! `super::forward_fast` (same launch geometry and outputs; see `fast`'s docs); `lanes` builds
+//! `gaussian_backward_lanes_f32`, the same per-pair maths with points in lanes and Gaussians
+//! broadcast (its own launch geometry, the same outputs; see `lanes`' docs).
 
 use super::common::*;
 use super::exp_f64::{Exp2, ExpF64};
@@ -55,11 +57,19 @@ use crate::ptx::*;
 mod fast;
 mod fast_pairs;
 mod kernel;
+mod lanes;
+mod lanes_parts;
 mod pairs;
 mod smem;
 
 pub use fast::{build_fast, build_fast_f32, fast_variant_options, FastOptions, FAST_OPTIONS};
 pub use kernel::build;
+pub use lanes::{
+    build_lanes, build_lanes_f32, lanes_variant_options, LanesOptions, LANES_OPTIONS,
+    POINTS_PER_THREAD as LANES_POINTS_PER_THREAD, TILE as LANES_TILE,
+};
+/// Threads per block of `gaussian_backward_lanes_f32`.
+pub const LANES_BLOCK: u32 = lanes::BLOCK;
 
 /// Threads per block (required): one warp.
 pub const BLOCK: u32 = 32;
