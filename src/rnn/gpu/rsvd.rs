@@ -25,6 +25,7 @@
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
+pub use super::rsvd_device::SmallReport;
 pub(super) use super::rsvd_host::GemmPlan;
 use super::rsvd_host::{plan, plan_tc};
 pub use super::rsvd_host::{HostTimes, GEMM_BLOCKS_PER_SM_TC};
@@ -32,6 +33,7 @@ use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
+use crate::rnn::jacobi::OUT_LEN;
 use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
@@ -121,6 +123,11 @@ pub struct GpuRsvd {
     pub(super) gemm_ring: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
+    /// The small step runs on the device (`rnn_small_eig`; see `rsvd_device`).
+    pub(super) small_device: bool,
+    /// `rnn_small_eig`'s `out` (S, status, sweeps, check value) and its pinned copy.
+    pub(super) small_out: DeviceBuffer<f64>,
+    pub(super) small_host: PinnedBuffer<f64>,
 }
 
 impl GpuRsvd {
@@ -200,6 +207,9 @@ impl GpuRsvd {
             gemm_tc: false,
             gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
+            small_device: std::env::var("PTXFLOW_RSVD_SMALL").is_ok_and(|v| v == "device"),
+            small_out: zeros(&st, OUT_LEN, "small-step results")?,
+            small_host: PinnedBuffer::new(&gpu, OUT_LEN, PinnedKind::Download)?,
             gpu,
         };
         r.sketch()?;
@@ -264,6 +274,9 @@ impl GpuRsvd {
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
         self.enqueue_to_gram(&st)?;
+        if self.small_device {
+            return self.finish_on_device(&st);
+        }
         self.gram_host.download(&st, self.gram.slice(), 0)?;
         if self.gram_route {
             return self.finish_gram_route(&st);
@@ -348,38 +361,6 @@ impl GpuRsvd {
             s.iter().map(|&x| x as f32).collect(),
             vt,
         )
-    }
-
-    /// Enqueues one product on the uploaded matrix, for benchmarks: `A Omega` (nn) or `A^T Y`
-    /// (tn), each one pass over A.
-    pub fn enqueue_product(&self, transpose: bool) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        let product = if transpose {
-            Product::CoRange
-        } else {
-            Product::Sketch
-        };
-        self.gemm(&st, product)
-    }
-
-    /// Enqueues one orthonormalisation of the range basis (`passes` CholQR passes), for
-    /// benchmarks.
-    pub fn enqueue_orth(&self, passes: u32) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        self.orth(&st, true, passes, OrthMode::Full)
-    }
-
-    /// Runs one orthonormalisation of the range basis with clock stamps and returns them
-    /// (`rnn_orth`'s [`STAMPS`] `%clock64` values of block 0; see `crate::kernels::rnn::orth`).
-    pub fn orth_stamps(&self, passes: u32) -> Result<Vec<u64>> {
-        let st = self.gpu.stream().clone();
-        self.orth(&st, true, passes, OrthMode::Stamped)?;
-        let mut out = vec![0u64; STAMPS as usize];
-        st.memcpy_dtoh(self.stamps.slice(), &mut out)
-            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.synchronize()
-            .map_err(Error::driver("synchronizing the clock stamps"))?;
-        Ok(out)
     }
 
     /// Host-side times of the last [`GpuRsvd::run_device`].
