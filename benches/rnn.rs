@@ -916,6 +916,24 @@ fn rsvd_small_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         1e6 * gram,
         1e6 * chain
     );
+    // CholQR: one and two passes of the range basis, and block 0's phases (clock stamps).
+    let orth1 = per_call(&s, 50, || r.enqueue_orth(1).expect("orth"));
+    let orth2 = per_call(&s, 50, || r.enqueue_orth(2).expect("orth"));
+    let stamps = r.orth_stamps(2).expect("stamps");
+    let mhz = f64::from(gpu.facts().clock_khz) / 1e3;
+    let names = ["A", "barrier", "B", "barrier", "C", "D"];
+    let phases: Vec<String> = (1..stamps.len())
+        .map(|i| {
+            let us = (stamps[i].wrapping_sub(stamps[i - 1])) as f64 / mhz;
+            format!("p{} {} {us:.1}", (i - 1) / 6, names[(i - 1) % 6])
+        })
+        .collect();
+    println!(
+        "SUMMARY gpu/rnn rSVD {n}x{n} CholQR 1 pass {:.1} us, 2 passes {:.1} us; phases of block 0 (us at {mhz:.0} MHz): {}",
+        1e6 * orth1,
+        1e6 * orth2,
+        phases.join(", ")
+    );
     set(&mut r, 0);
 }
 
