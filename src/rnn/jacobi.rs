@@ -10,7 +10,7 @@
 //!    the `2 x 2` block of rows in pair P and columns in pair Q becomes `J_P^T M J_Q` (rows
 //!    rotated first, then columns); a rotated pair's own diagonal block becomes
 //!    `(a_pp - t a_pq, 0; 0, a_qq + t a_pq)`. `V <- V J` alike.
-//! 2. A pair (p, q) rotates only when `|a_pq| > JACOBI_TOL sqrt(a_pp a_qq)` (the relative
+//! 2. A pair (p, q) rotates only when `|a_pq| > JACOBI_TOL sqrt(a_pp a_qq)` (in squares; the relative
 //!    criterion under which Jacobi keeps the small eigenvalues of a graded positive definite
 //!    matrix, such as the rSVD's Gram, to high relative accuracy); a sweep starts only while
 //!    some pair is above it, at most [`JACOBI_MAX_SWEEPS`] sweeps.
@@ -25,8 +25,8 @@
 use super::rsvd_small::{EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL};
 
 pub use crate::kernels::rnn::small::abi::{
-    JACOBI_MAX_SWEEPS, JACOBI_TOL, SMALL_CHECK, SMALL_NOT_FINITE, SMALL_NO_CONVERGENCE, SMALL_OK,
-    SMALL_RATIO,
+    JACOBI_MAX_SWEEPS, JACOBI_TOL, JACOBI_TOL2, SMALL_CHECK, SMALL_NOT_FINITE,
+    SMALL_NO_CONVERGENCE, SMALL_OK, SMALL_RATIO,
 };
 
 /// Width of the padded small matrices (the GPU path's sketch width).
@@ -68,18 +68,24 @@ pub fn pair(round: usize, k: usize, ne: usize) -> (usize, usize) {
     }
 }
 
-/// Whether pair (p, q) is above the rotation threshold.
+/// Whether pair (p, q) is above the rotation threshold, compared in squares (no square root
+/// on the kernel's critical path): `a_pq^2 > JACOBI_TOL^2 max(a_pp a_qq, 0)`.
 fn big(app: f64, aqq: f64, apq: f64) -> bool {
-    apq.abs() > JACOBI_TOL * (app * aqq).max(0.0).sqrt()
+    apq * apq > JACOBI_TOL2 * (app * aqq).max(0.0)
 }
 
-/// `(c, s, t)` of the rotation that zeroes `a_pq`.
+/// `(c, s, t)` of the rotation that zeroes `a_pq`: with `d = a_qq - a_pp`, `e = 2 a_pq`,
+/// `r = sqrt(d^2 + e^2)` and `w = |d| + r`, `t = sign(d) e / w` (the smaller root of
+/// `t^2 + 2 (d / e) t - 1 = 0`), `c = 1 / sqrt(1 + t^2) = sqrt(w / (2 r))`, `s = t c`: three
+/// long operations in a chain (sqrt, div, sqrt) instead of five.
 fn rotation(app: f64, aqq: f64, apq: f64) -> (f64, f64, f64) {
-    let theta = (aqq - app) / (2.0 * apq);
-    let den = theta.abs() + theta.mul_add(theta, 1.0).sqrt();
-    let tt = 1.0 / den;
-    let t = if theta >= 0.0 { tt } else { -tt };
-    let c = 1.0 / t.mul_add(t, 1.0).sqrt();
+    let d = aqq - app;
+    let e = 2.0 * apq;
+    let r = d.mul_add(d, e * e).sqrt();
+    let w = d.abs() + r;
+    let c = (w / (2.0 * r)).sqrt();
+    let te = e / w;
+    let t = if d >= 0.0 { te } else { -te };
     (c, t * c, t)
 }
 

@@ -40,6 +40,8 @@ pub(super) const FLAGS: u32 = 16;
 pub mod abi {
     /// A pair rotates while `|a_pq| > JACOBI_TOL sqrt(a_pp a_qq)`.
     pub const JACOBI_TOL: f64 = 1e-15;
+    /// `JACOBI_TOL^2`: the test runs in squares, `a_pq^2 > JACOBI_TOL2 a_pp a_qq`.
+    pub const JACOBI_TOL2: f64 = 1e-30;
     /// Sweeps allowed before giving up.
     pub const JACOBI_MAX_SWEEPS: u32 = 30;
     /// `sigma_k >= EIGEN_MIN_RATIO sigma_1` (as `crate::rnn::rsvd_small`).

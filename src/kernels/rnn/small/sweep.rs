@@ -1,17 +1,16 @@
 //! `rnn_small_eig`'s Jacobi sweeps (see the module notes of `super`).
 
-use super::abi::{JACOBI_MAX_SWEEPS, JACOBI_TOL, SMALL_NO_CONVERGENCE};
+use super::abi::{JACOBI_MAX_SWEEPS, JACOBI_TOL2, SMALL_NO_CONVERGENCE};
 use super::{block_any, rot, Ids, Smem, PAIRS, THREADS, W};
 use crate::ptx::*;
 
-/// Whether `|apq| > JACOBI_TOL sqrt(max(app aqq, 0))`.
+/// Whether `apq^2 > JACOBI_TOL2 max(app aqq, 0)` (the mirror's `big`).
 fn big(b: &mut KernelBuilder, app: Reg<F64>, aqq: Reg<F64>, apq: Reg<F64>) -> Reg<Pred> {
     let pr = b.mul(app, aqq);
     let pm = b.max(pr, 0.0f64);
-    let sq = b.sqrt(pm);
-    let th = b.mul(sq, JACOBI_TOL);
-    let ab = b.abs(apq);
-    b.setp(Cmp::Gt, ab, th)
+    let th = b.mul(pm, JACOBI_TOL2);
+    let sq = b.mul(apq, apq);
+    b.setp(Cmp::Gt, sq, th)
 }
 
 /// `a[i][j]`'s shared address.
@@ -90,20 +89,22 @@ fn phase_r(b: &mut KernelBuilder, sm: &Smem, kk: Reg<U32>, round: Reg<U32>, m: R
     let on = big(b, app, aqq, apq);
     let (c, s, t) = (b.mov(1.0f64), b.mov(0.0f64), b.mov(0.0f64));
     b.if_then(on, |b| {
+        // The mirror's `rotation`: r = sqrt(d^2 + e^2), w = |d| + r, c = sqrt(w / 2r),
+        // t = sign(d) e / w, s = t c.
         let d = b.sub(aqq, app);
-        let two = b.mul(apq, 2.0f64);
-        let theta = b.div(d, two);
-        let t2 = b.fma(theta, theta, 1.0f64);
-        let sq = b.sqrt(t2);
-        let ab = b.abs(theta);
-        let den = b.add(ab, sq);
-        let tt = b.rcp(den);
-        let ntt = b.neg(tt);
-        let pos = b.setp(Cmp::Ge, theta, 0.0f64);
-        let tv = b.selp(tt, ntt, pos);
-        let u = b.fma(tv, tv, 1.0f64);
-        let su = b.sqrt(u);
-        let cv = b.rcp(su);
+        let e = b.mul(apq, 2.0f64);
+        let ee = b.mul(e, e);
+        let dd = b.fma(d, d, ee);
+        let r = b.sqrt(dd);
+        let ad = b.abs(d);
+        let w = b.add(ad, r);
+        let r2 = b.mul(r, 2.0f64);
+        let q = b.div(w, r2);
+        let cv = b.sqrt(q);
+        let te = b.div(e, w);
+        let nte = b.neg(te);
+        let pos = b.setp(Cmp::Ge, d, 0.0f64);
+        let tv = b.selp(te, nte, pos);
         let sv = b.mul(tv, cv);
         b.mov_to(c, cv);
         b.mov_to(s, sv);
