@@ -749,6 +749,7 @@ fn rsvd_case(
     assert!(
         dev.status == cpu.status
             && dev.sweeps == cpu.sweeps
+            && dev.rounds == cpu.rounds
             && dev.defect.to_bits() == cpu.defect.to_bits()
             && bits(&dev.s) == bits(&cpu.s)
             && bits(&dev.zk) == bits(&cpu.zk)

@@ -7,8 +7,8 @@ use ptxflow::kernels::rnn::small::THREADS;
 use ptxflow::kernels::KernelId;
 use ptxflow::rng::Rng;
 use ptxflow::rnn::jacobi::{
-    small_step, SmallStep, OUT_DEFECT, OUT_LEN, OUT_STATUS, OUT_SWEEPS, SMALL_NOT_FINITE, SMALL_OK,
-    SMALL_RATIO, SMALL_W,
+    small_step, SmallStep, OUT_DEFECT, OUT_LEN, OUT_ROUNDS, OUT_STATUS, OUT_SWEEPS,
+    SMALL_NOT_FINITE, SMALL_OK, SMALL_RATIO, SMALL_W,
 };
 use ptxflow::sim::{Arg, Grid, Memory, Program};
 
@@ -53,6 +53,7 @@ fn run_kernel(gram: &[f64], l: usize, k: usize) -> SmallStep {
     SmallStep {
         status,
         sweeps: out[OUT_SWEEPS] as u32,
+        rounds: out[OUT_ROUNDS] as u32,
         defect: out[OUT_DEFECT],
         s: keep(&out[..k]),
         zk: keep(&zw[..W * W]),
@@ -62,7 +63,11 @@ fn run_kernel(gram: &[f64], l: usize, k: usize) -> SmallStep {
 
 fn same(a: &SmallStep, b: &SmallStep, what: &str) {
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!((a.status, a.sweeps), (b.status, b.sweeps), "{what}");
+    assert_eq!(
+        (a.status, a.sweeps, a.rounds),
+        (b.status, b.sweeps, b.rounds),
+        "{what}"
+    );
     assert_eq!(a.defect.to_bits(), b.defect.to_bits(), "{what}: defect");
     assert!(bits(&a.s) == bits(&b.s), "{what}: S {:?} vs {:?}", a.s, b.s);
     assert!(bits(&a.zk) == bits(&b.zk), "{what}: Z_k");

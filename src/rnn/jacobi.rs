@@ -37,6 +37,8 @@ pub const OUT_STATUS: usize = crate::kernels::rnn::small::abi::OUT_STATUS as usi
 pub const OUT_SWEEPS: usize = crate::kernels::rnn::small::abi::OUT_SWEEPS as usize;
 /// `out[OUT_DEFECT]`: the check's value (when it ran).
 pub const OUT_DEFECT: usize = crate::kernels::rnn::small::abi::OUT_DEFECT as usize;
+/// `out[OUT_ROUNDS]`: rounds in which some pair rotated.
+pub const OUT_ROUNDS: usize = crate::kernels::rnn::small::abi::OUT_ROUNDS as usize;
 /// Length of `out`.
 pub const OUT_LEN: usize = crate::kernels::rnn::small::abi::OUT_LEN as usize;
 
@@ -48,6 +50,8 @@ pub struct SmallStep {
     pub status: u32,
     /// Jacobi sweeps taken.
     pub sweeps: u32,
+    /// Rounds in which some pair rotated (the others cost the kernel one barrier).
+    pub rounds: u32,
     /// `max |Sigma^-1 Z^T G Z Sigma^-1 - I|` (0 when the check did not run).
     pub defect: f64,
     /// The k singular values, descending (zeros unless the status is [`SMALL_OK`]).
@@ -117,6 +121,7 @@ pub fn small_step(gram: &[f64], l: usize, k: usize) -> SmallStep {
     let mut out = SmallStep {
         status: SMALL_OK,
         sweeps: 0,
+        rounds: 0,
         defect: 0.0,
         s: vec![0.0; k],
         zk: vec![0.0; W * W],
@@ -154,6 +159,7 @@ pub fn small_step(gram: &[f64], l: usize, k: usize) -> SmallStep {
                     }
                 })
                 .collect();
+            out.rounds += u32::from(rots.iter().any(|r| r.5));
             for bp in 0..np {
                 for bq in bp..np {
                     let (p1, q1, c1, s1, t1, on1) = rots[bp];
@@ -223,8 +229,8 @@ pub fn small_step(gram: &[f64], l: usize, k: usize) -> SmallStep {
     let mut defect = 0.0f64;
     let mut nan = false;
     for a_ in 0..k {
-        for b_ in a_..k {
-            let d = (0..l).fold(0.0f64, |acc, i| cm[a_ * l + i].mul_add(z(b_, i), acc)) * inv[b_];
+        for (b_, &inv_b) in inv.iter().enumerate().skip(a_) {
+            let d = (0..l).fold(0.0f64, |acc, i| cm[a_ * l + i].mul_add(z(b_, i), acc)) * inv_b;
             let d = (d - f64::from(u8::from(a_ == b_))).abs();
             nan |= d.is_nan();
             defect = defect.max(d);
@@ -236,9 +242,9 @@ pub fn small_step(gram: &[f64], l: usize, k: usize) -> SmallStep {
         return out;
     }
     for i in 0..l {
-        for j in 0..k {
+        for (j, &inv_j) in inv.iter().enumerate() {
             out.zk[i * W + j] = z(j, i);
-            out.xk[i * W + j] = z(j, i) * inv[j];
+            out.xk[i * W + j] = z(j, i) * inv_j;
         }
     }
     out.s = s;
@@ -311,8 +317,8 @@ mod tests {
                 assert!((a - b).abs() <= 1e-12 * b, "l {l}: {a} vs {b}");
             }
             eprintln!(
-                "l {l} k {k} rate {rate}: {} sweeps, defect {:.1e}",
-                st.sweeps, st.defect
+                "l {l} k {k} rate {rate}: {} sweeps, {} rounds with rotations, defect {:.1e}",
+                st.sweeps, st.rounds, st.defect
             );
         }
     }

@@ -1,5 +1,6 @@
-//! [`GpuRsvd`]'s small step on the device (`PTXFLOW_RSVD_SMALL=device` at construction, or
-//! [`GpuRsvd::set_small_on_device`]): after B^T's Gram, `rnn_small_eig` (one block: Jacobi
+//! [`GpuRsvd`]'s small step on the device (the default; `PTXFLOW_RSVD_SMALL=host` at
+//! construction or [`GpuRsvd::set_gram_route`] choose a host route, and
+//! [`GpuRsvd::set_small_on_device`] comes back): after B^T's Gram, `rnn_small_eig` (one block: Jacobi
 //! eigenproblem, the Gram route's factors and check; CPU mirror `crate::rnn::jacobi`) writes
 //! `Z_k` and `Z_k Sigma_k^-1` where `rnn_apply_small` reads them, and S with a status word; the
 //! host enqueues everything and synchronises once. A status other than OK (G not finite, no
@@ -12,7 +13,7 @@ use super::rsvd_host::HostTimes;
 use crate::kernels::rnn::orth::WIDTH;
 use crate::kernels::rnn::small::THREADS;
 use crate::kernels::KernelId;
-use crate::rnn::jacobi::{SmallStep, OUT_DEFECT, OUT_STATUS, OUT_SWEEPS, SMALL_OK};
+use crate::rnn::jacobi::{SmallStep, OUT_DEFECT, OUT_ROUNDS, OUT_STATUS, OUT_SWEEPS, SMALL_OK};
 use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::{Error, Result};
 use cudarc::driver::CudaStream;
@@ -26,13 +27,16 @@ pub struct SmallReport {
     pub status: u32,
     /// Jacobi sweeps.
     pub sweeps: u32,
+    /// Rounds in which some pair rotated.
+    pub rounds: u32,
     /// `max |Sigma^-1 Z^T G Z Sigma^-1 - I|`.
     pub defect: f64,
 }
 
 impl GpuRsvd {
-    /// Runs the small step on the device (`on`) or on the host (the default unless
-    /// `PTXFLOW_RSVD_SMALL=device` was set at construction).
+    /// Runs the small step on the device (`on`, the default unless `PTXFLOW_RSVD_SMALL=host`
+    /// was set at construction) or on the host by the route last chosen
+    /// ([`GpuRsvd::set_gram_route`]; the factor route unless `PTXFLOW_RSVD_ROUTE=gram`).
     pub fn set_small_on_device(&mut self, on: bool) {
         self.small_device = on;
     }
@@ -49,6 +53,7 @@ impl GpuRsvd {
         Ok(SmallReport {
             status: out[OUT_STATUS] as u32,
             sweeps: out[OUT_SWEEPS] as u32,
+            rounds: out[OUT_ROUNDS] as u32,
             defect: out[OUT_DEFECT],
         })
     }
@@ -133,6 +138,7 @@ impl GpuRsvd {
             SmallStep {
                 status: report.status,
                 sweeps: report.sweeps,
+                rounds: report.rounds,
                 defect: report.defect,
                 s: keep(&out[..k]),
                 zk: keep(&zw[..w * w]),

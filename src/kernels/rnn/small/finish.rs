@@ -2,15 +2,20 @@
 //! packed factors (see the module notes of `super` and `crate::rnn::jacobi`).
 
 use super::abi::{
-    EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL, OUT_DEFECT, OUT_STATUS, OUT_SWEEPS, SMALL_CHECK, SMALL_OK,
-    SMALL_RATIO,
+    EIGEN_MIN_RATIO, EIGEN_ORTHO_TOL, OUT_DEFECT, OUT_ROUNDS, OUT_STATUS, OUT_SWEEPS, SMALL_CHECK,
+    SMALL_OK, SMALL_RATIO,
 };
-use super::{block_any, Ids, Smem, THREADS, W};
+use super::{block_any, Ids, Smem, LDA, THREADS, W};
 use crate::ptx::*;
 
 /// Columns of C per thread (threads `0..5 x 48` hold row t % 48, columns t / 48 + 5 u).
 const CGROUPS: u32 = 5;
 const CPER: u32 = W.div_ceil(CGROUPS);
+
+/// One column of C a thread sums: (column j, in range, `ord[j]`, accumulator).
+type CCol = (Reg<U32>, Reg<Pred>, Reg<U32>, Reg<F64>);
+/// One entry of D a thread sums: (row a, column b, in range, `ord[b]`, accumulator).
+type DItem = (Reg<U32>, Reg<U32>, Reg<Pred>, Reg<U32>, Reg<F64>);
 
 /// The finish's inputs and outputs.
 pub(super) struct Io {
@@ -21,6 +26,7 @@ pub(super) struct Io {
     pub k: Reg<U32>,
     pub status: Reg<U32>,
     pub sweeps: Reg<U32>,
+    pub rounds: Reg<U32>,
 }
 
 fn sh_f64(b: &mut KernelBuilder, arr: &SharedArray<F64>, i: Reg<U32>) -> Reg<F64> {
@@ -44,7 +50,8 @@ fn order_or_zero(b: &mut KernelBuilder, sm: &Smem, j: Reg<U32>, on: Reg<Pred>) -
     o
 }
 
-/// Everything after the sweeps; thread 0 writes status, sweeps and the check's value.
+/// Everything after the sweeps; thread 0 writes status, sweeps, the check's value and the
+/// rounds.
 pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
     let Io {
         gram,
@@ -54,6 +61,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
         k,
         status,
         sweeps,
+        rounds,
     } = io;
     let tid = ids.tid;
     let defect = b.mov(0.0f64);
@@ -62,7 +70,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
         b.comment("eigenvalues, their descending ranks (ties in index order), the ratio test");
         let mine = b.setp(Cmp::Lt, tid, l);
         b.if_then(mine, |b| {
-            let d = b.mul(tid, W + 1);
+            let d = b.mul(tid, LDA + 1);
             let x = sh_f64(b, &sm.a, d);
             let a = b.shared_index(&sm.dv, tid);
             b.st(Space::Shared, a, x);
@@ -122,7 +130,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
         let in_rows = b.setp(Cmp::Lt, tid, CGROUPS * W);
         let il = b.setp(Cmp::Lt, i, l);
         let act = b.and(in_rows, il);
-        let cols: Vec<(Reg<U32>, Reg<Pred>, Reg<U32>, Reg<F64>)> = (0..CPER)
+        let cols: Vec<CCol> = (0..CPER)
             .map(|u| {
                 let j = b.add(g5, CGROUPS * u);
                 let on = b.setp(Cmp::Lt, j, k);
@@ -150,7 +158,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
                 b.if_then(on, |b| {
                     let inv = sh_f64(b, &sm.inv, j);
                     let cv = b.mul(acc, inv);
-                    let e = b.mad(j, W, i);
+                    let e = b.mad(j, LDA, i);
                     let a = b.shared_index(&sm.a, e);
                     b.st(Space::Shared, a, cv);
                 });
@@ -158,8 +166,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
         });
         b.bar_sync();
         b.comment("D = C^T Z Sigma^-1 over a <= b < k; the defect max |D - I|");
-        let items: Vec<(Reg<U32>, Reg<U32>, Reg<Pred>, Reg<U32>, Reg<F64>)> = (0..(W * W)
-            .div_ceil(THREADS))
+        let items: Vec<DItem> = (0..(W * W).div_ceil(THREADS))
             .map(|q| {
                 let e = b.add(tid, THREADS * q);
                 let ra = b.div(e, W);
@@ -174,7 +181,7 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
         b.for_range(0u32, l, 1u32, |b, i, _| {
             let row = b.mul(i, W);
             for &(ra, _, _, o, acc) in &items {
-                let ci = b.mad(ra, W, i);
+                let ci = b.mad(ra, LDA, i);
                 let cv = sh_f64(b, &sm.a, ci);
                 let vi = b.add(row, o);
                 let z = sh_f64(b, &sm.v, vi);
@@ -244,7 +251,13 @@ pub(super) fn finish(b: &mut KernelBuilder, sm: &Smem, ids: &Ids, io: Io) {
     b.if_then(t0, |b| {
         let sf = b.cvt::<F64, U32>(status);
         let wf = b.cvt::<F64, U32>(sweeps);
-        for (slot, v) in [(OUT_STATUS, sf), (OUT_SWEEPS, wf), (OUT_DEFECT, defect)] {
+        let rf = b.cvt::<F64, U32>(rounds);
+        for (slot, v) in [
+            (OUT_STATUS, sf),
+            (OUT_SWEEPS, wf),
+            (OUT_DEFECT, defect),
+            (OUT_ROUNDS, rf),
+        ] {
             let a = b.add(out, u64::from(8 * slot));
             b.st(Space::Global, a, v);
         }

@@ -7,14 +7,15 @@
 //!
 //! Parameters: `gram` (`W x W` f64, lower triangle read), `l`, `k`, `zw` (out: `Z_k` then
 //! `Z_k Sigma_k^-1`, `W x W` f64 each, first k columns, zeros elsewhere), `out` (f64, see
-//! `crate::rnn::jacobi::OUT_LEN`: S in `[0, k)`, then status, sweeps, check value).
+//! `crate::rnn::jacobi::OUT_LEN`: S in `[0, k)`, then status, sweeps, check value, rounds with rotations).
 //!
-//! Launch: one block of [`THREADS`] threads. Shared memory: `a` (the matrix, `W x W` f64, both
-//! triangles), `v` (the eigenvectors, `V[r][c]` = component r of vector c), the round's
+//! Launch: one block of [`THREADS`] threads. Shared memory: `a` (the matrix, `W x W` f64 with
+//! rows [`LDA`] apart, both triangles), `v` (the eigenvectors, `V[r][c]` = component r of vector c), the round's
 //! rotations (per pair: p, q, c, s, t, rotates), 16 flag words, the order and the values.
 //! Per sweep (while some pair is above the threshold, checked by all 256 threads over
 //! `a` and one vote per warp): `ne - 1` rounds of two phases and two barriers each:
 //! - R: lane P < ne / 2 of warp 0 computes pair P's rotation from the round's matrix;
+//!   (a round in which no pair rotates ends there: U and its barrier are skipped);
 //! - U: thread t updates the `2 x 2` blocks t and t + 256 of the upper block triangle
 //!   (numbered row by row; the blocks of rows P and columns Q >= P, written with their
 //!   mirrors), and lane P of warp w rotates columns (p, q) of V in rows w, w + 8, ...
@@ -31,10 +32,17 @@ use crate::ptx::*;
 pub const THREADS: u32 = 256;
 /// Padded width (the rSVD's sketch width).
 pub const W: u32 = 48;
+/// Row stride (f64) of the shared matrix `a`: odd, so that a column's entries (what the
+/// threads of one block row read and write together) fall in different banks; with 48 every
+/// row starts in the same bank and phase U serialised up to 24-way.
+pub const LDA: u32 = W + 1;
 /// Most pairs per round.
 pub(super) const PAIRS: u32 = W / 2;
-/// Flag words: 0..8 the convergence vote, 8..16 the finiteness vote, one per warp.
-pub(super) const FLAGS: u32 = 16;
+/// Flag words: 0..8 the convergence vote, 8..16 the finiteness vote (one per warp), then two
+/// for "some pair of the round rotates" (rounds alternate between them).
+pub(super) const FLAGS: u32 = 18;
+/// The first of the two round flags.
+pub(super) const ROUND_FLAG: u32 = 16;
 
 /// Thresholds and status codes shared with the CPU mirror (`crate::rnn::jacobi`).
 pub mod abi {
@@ -64,6 +72,8 @@ pub mod abi {
     pub const OUT_SWEEPS: u32 = 49;
     /// The check's value.
     pub const OUT_DEFECT: u32 = 50;
+    /// Rounds in which some pair rotated.
+    pub const OUT_ROUNDS: u32 = 51;
     /// Length of `out` (f64).
     pub const OUT_LEN: u32 = 64;
 }
@@ -152,7 +162,7 @@ pub fn build(target: Target) -> Module {
     );
     let (l, k) = (b.ld_param(&pl), b.ld_param(&pk));
     let sm = Smem {
-        a: b.shared_array::<F64>("a", W * W),
+        a: b.shared_array::<F64>("a", W * LDA),
         v: b.shared_array::<F64>("v", W * W),
         rp: b.shared_array::<U32>("rot_p", PAIRS),
         rq: b.shared_array::<U32>("rot_q", PAIRS),
@@ -196,7 +206,8 @@ pub fn build(target: Target) -> Module {
             let nb = b.selp(0u32, 1u32, fin);
             let nb = b.or(bad, nb);
             b.mov_to(bad, nb);
-            let aa = b.shared_index(&sm.a, e);
+            let ae = b.mad(i, LDA, j);
+            let aa = b.shared_index(&sm.a, ae);
             b.st(Space::Shared, aa, g);
             let diag = b.setp(Cmp::Eq, i, j);
             let one = b.selp(1.0f64, 0.0f64, diag);
@@ -208,10 +219,11 @@ pub fn build(target: Target) -> Module {
     let not_finite = block_any(&mut b, badp, &sm, &ids, 8);
     let status = b.selp(abi::SMALL_NOT_FINITE, abi::SMALL_OK, not_finite);
     let sweeps = b.mov(0u32);
+    let rounds = b.mov(0u32);
     b.comment("Jacobi sweeps while some pair is above the threshold");
     let finite = b.not(not_finite);
     b.if_then(finite, |b| {
-        sweep::sweeps(b, &sm, &ids, l, status, sweeps);
+        sweep::sweeps(b, &sm, &ids, l, status, (sweeps, rounds));
     });
     b.comment("finish: ranks, S, the check and the packed factors");
     finish::finish(
@@ -226,6 +238,7 @@ pub fn build(target: Target) -> Module {
             k,
             status,
             sweeps,
+            rounds,
         },
     );
     Module::single(target, b.finish())

@@ -1,7 +1,7 @@
 //! `rnn_small_eig`'s Jacobi sweeps (see the module notes of `super`).
 
 use super::abi::{JACOBI_MAX_SWEEPS, JACOBI_TOL2, SMALL_NO_CONVERGENCE};
-use super::{block_any, rot, Ids, Smem, PAIRS, THREADS, W};
+use super::{block_any, rot, Ids, Smem, LDA, PAIRS, ROUND_FLAG, THREADS, W};
 use crate::ptx::*;
 
 /// Whether `apq^2 > JACOBI_TOL2 max(app aqq, 0)` (the mirror's `big`).
@@ -13,14 +13,20 @@ fn big(b: &mut KernelBuilder, app: Reg<F64>, aqq: Reg<F64>, apq: Reg<F64>) -> Re
     b.setp(Cmp::Gt, sq, th)
 }
 
-/// `a[i][j]`'s shared address.
-fn at(b: &mut KernelBuilder, arr: &SharedArray<F64>, i: Reg<U32>, j: Reg<U32>) -> Reg<U32> {
-    let e = b.mad(i, W, j);
+/// `arr[i][j]`'s shared address, rows `ld` apart (`LDA` for `a`, W for `v`).
+fn at(
+    b: &mut KernelBuilder,
+    arr: &SharedArray<F64>,
+    ld: u32,
+    i: Reg<U32>,
+    j: Reg<U32>,
+) -> Reg<U32> {
+    let e = b.mad(i, ld, j);
     b.shared_index(arr, e)
 }
 
 fn ld_at(b: &mut KernelBuilder, arr: &SharedArray<F64>, i: Reg<U32>, j: Reg<U32>) -> Reg<F64> {
-    let a = at(b, arr, i, j);
+    let a = at(b, arr, LDA, i, j);
     b.ld::<F64>(Space::Shared, a)
 }
 
@@ -70,7 +76,13 @@ fn load_rot(b: &mut KernelBuilder, sm: &Smem, pair: Reg<U32>) -> Rot {
 
 /// Phase R for pair `kk` of round `round`: `(p, q)` by the circle ordering, the rotation (or
 /// the identity) into the shared rotation arrays.
-fn phase_r(b: &mut KernelBuilder, sm: &Smem, kk: Reg<U32>, round: Reg<U32>, m: Reg<U32>) {
+fn phase_r(
+    b: &mut KernelBuilder,
+    sm: &Smem,
+    kk: Reg<U32>,
+    round: Reg<U32>,
+    m: Reg<U32>,
+) -> Reg<Pred> {
     let x = b.add(round, kk);
     let xm = b.sub(x, m);
     let wrap = b.setp(Cmp::Ge, x, m);
@@ -119,6 +131,7 @@ fn phase_r(b: &mut KernelBuilder, sm: &Smem, kk: Reg<U32>, round: Reg<U32>, m: R
         let a = b.shared_index(arr, kk);
         b.st(Space::Shared, a, v);
     }
+    on
 }
 
 /// Phase U for block (P, Q): the diagonal block of a rotated pair, or `J_P^T M J_Q` written
@@ -131,10 +144,10 @@ fn update_block(b: &mut KernelBuilder, sm: &Smem, bp: Reg<U32>, bq: Reg<U32>) {
         |b| {
             b.if_then(r1.on, |b| {
                 let (p, q) = (r1.p, r1.q);
-                let pq = at(b, &sm.a, p, q);
-                let qp = at(b, &sm.a, q, p);
-                let pp = at(b, &sm.a, p, p);
-                let qq = at(b, &sm.a, q, q);
+                let pq = at(b, &sm.a, LDA, p, q);
+                let qp = at(b, &sm.a, LDA, q, p);
+                let pp = at(b, &sm.a, LDA, p, p);
+                let qq = at(b, &sm.a, LDA, q, q);
                 let apq = b.ld::<F64>(Space::Shared, pq);
                 let app = b.ld::<F64>(Space::Shared, pp);
                 let aqq = b.ld::<F64>(Space::Shared, qq);
@@ -152,8 +165,10 @@ fn update_block(b: &mut KernelBuilder, sm: &Smem, bp: Reg<U32>, bq: Reg<U32>) {
             let either = b.or(r1.on, r2.on);
             b.if_then(either, |b| {
                 let idx = [(r1.p, r2.p), (r1.p, r2.q), (r1.q, r2.p), (r1.q, r2.q)];
-                let addr: Vec<Reg<U32>> = idx.iter().map(|&(i, j)| at(b, &sm.a, i, j)).collect();
-                let mirror: Vec<Reg<U32>> = idx.iter().map(|&(i, j)| at(b, &sm.a, j, i)).collect();
+                let addr: Vec<Reg<U32>> =
+                    idx.iter().map(|&(i, j)| at(b, &sm.a, LDA, i, j)).collect();
+                let mirror: Vec<Reg<U32>> =
+                    idx.iter().map(|&(i, j)| at(b, &sm.a, LDA, j, i)).collect();
                 let m: Vec<Reg<F64>> = addr
                     .iter()
                     .map(|&x| b.ld::<F64>(Space::Shared, x))
@@ -172,14 +187,15 @@ fn update_block(b: &mut KernelBuilder, sm: &Smem, bp: Reg<U32>, bq: Reg<U32>) {
 }
 
 /// The sweeps: runs until no pair of the leading `l x l` block is above the threshold, or sets
-/// `status` to [`SMALL_NO_CONVERGENCE`] after [`JACOBI_MAX_SWEEPS`]. Counts sweeps in `sweeps`.
+/// `status` to [`SMALL_NO_CONVERGENCE`] after [`JACOBI_MAX_SWEEPS`]. Counts sweeps in `sweeps` and
+/// the rounds in which some pair rotated in `rounds`.
 pub(super) fn sweeps(
     b: &mut KernelBuilder,
     sm: &Smem,
     ids: &Ids,
     l: Reg<U32>,
     status: Reg<U32>,
-    sweeps: Reg<U32>,
+    (sweeps, rounds): (Reg<U32>, Reg<U32>),
 ) {
     let tid = ids.tid;
     let odd = b.and(l, 1u32);
@@ -228,10 +244,34 @@ pub(super) fn sweeps(
         let ns = b.add(sweeps, 1u32);
         b.mov_to(sweeps, ns);
         b.for_range(0u32, m, 1u32, |b, round, _| {
-            b.comment("R: the round's rotations (warp 0)");
-            let rl = b.setp(Cmp::Lt, tid, np);
-            b.if_then(rl, |b| phase_r(b, sm, tid, round, m));
+            let next = b.label("round_next");
+            b.comment("R: the round's rotations (warp 0), and whether any pair rotates");
+            let w0 = b.setp(Cmp::Eq, ids.warp, 0u32);
+            let parity = b.and(round, 1u32);
+            let slot = b.add(parity, ROUND_FLAG);
+            let flag = b.shared_index(&sm.flags, slot);
+            b.if_then(w0, |b| {
+                let rl = b.setp(Cmp::Lt, tid, np);
+                let on = b.mov(0u32);
+                b.if_then(rl, |b| {
+                    let r = phase_r(b, sm, tid, round, m);
+                    let w = b.selp(1u32, 0u32, r);
+                    b.mov_to(on, w);
+                });
+                let onp = b.setp(Cmp::Ne, on, 0u32);
+                let any = b.vote_any(onp);
+                let word = b.selp(1u32, 0u32, any);
+                let first = b.setp(Cmp::Eq, ids.lane, 0u32);
+                b.guarded(first, false, |b| b.st(Space::Shared, flag, word));
+            });
             b.bar_sync();
+            // A round without rotations skips U and its barrier: nobody reads this round's
+            // rotations, nobody writes `a`, and the flag alternates between two words.
+            let word = b.ld::<U32>(Space::Shared, flag);
+            let go = b.setp(Cmp::Ne, word, 0u32);
+            b.bra_unless(go, &next);
+            let nr = b.add(rounds, 1u32);
+            b.mov_to(rounds, nr);
             b.comment("U: the blocks of A, then the columns of V");
             for &(valid, bp, bq) in &blocks {
                 b.if_then(valid, |b| update_block(b, sm, bp, bq));
@@ -242,8 +282,8 @@ pub(super) fn sweeps(
                 b.if_then(r.on, |b| {
                     for j in 0..W / 8 {
                         let row = b.add(ids.warp, 8 * j);
-                        let pa = at(b, &sm.v, row, r.p);
-                        let qa = at(b, &sm.v, row, r.q);
+                        let pa = at(b, &sm.v, W, row, r.p);
+                        let qa = at(b, &sm.v, W, row, r.q);
                         let x = b.ld::<F64>(Space::Shared, pa);
                         let y = b.ld::<F64>(Space::Shared, qa);
                         let (nx, ny) = rot(b, r.c, r.s, x, y);
@@ -253,6 +293,7 @@ pub(super) fn sweeps(
                 });
             });
             b.bar_sync();
+            b.place(&next);
         });
     });
 }
