@@ -46,10 +46,14 @@ pub(super) const ROUND_FLAG: u32 = 16;
 
 /// Thresholds and status codes shared with the CPU mirror (`crate::rnn::jacobi`).
 pub mod abi {
-    /// A pair rotates while `|a_pq| > JACOBI_TOL sqrt(a_pp a_qq)`.
-    pub const JACOBI_TOL: f64 = 1e-15;
+    /// A pair rotates while `|a_pq| > JACOBI_TOL sqrt(a_pp a_qq)`. Jacobi converges
+    /// quadratically: on graded Grams (`crate::rnn::jacobi`'s tests) the largest relative
+    /// off-diagonal goes 1e-5 -> 1e-11..1e-14 in one sweep, and 1e-15 would cost one more sweep
+    /// (of five) for nothing an f32 result can show: the check's value stays near 1e-14 and S
+    /// moves by the square of what is left.
+    pub const JACOBI_TOL: f64 = 1e-10;
     /// `JACOBI_TOL^2`: the test runs in squares, `a_pq^2 > JACOBI_TOL2 a_pp a_qq`.
-    pub const JACOBI_TOL2: f64 = 1e-30;
+    pub const JACOBI_TOL2: f64 = 1e-20;
     /// Sweeps allowed before giving up.
     pub const JACOBI_MAX_SWEEPS: u32 = 30;
     /// `sigma_k >= EIGEN_MIN_RATIO sigma_1` (as `crate::rnn::rsvd_small`).

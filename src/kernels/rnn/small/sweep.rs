@@ -137,7 +137,9 @@ fn phase_r(
 /// Phase U for block (P, Q): the diagonal block of a rotated pair, or `J_P^T M J_Q` written
 /// with its mirror when either pair rotates.
 fn update_block(b: &mut KernelBuilder, sm: &Smem, bp: Reg<U32>, bq: Reg<U32>) {
+    // Both pairs' rotations load at once (Q's is P's again on the diagonal).
     let r1 = load_rot(b, sm, bp);
+    let r2 = load_rot(b, sm, bq);
     let diag = b.setp(Cmp::Eq, bp, bq);
     b.if_else(
         diag,
@@ -161,7 +163,6 @@ fn update_block(b: &mut KernelBuilder, sm: &Smem, bp: Reg<U32>, bq: Reg<U32>) {
             });
         },
         |b| {
-            let r2 = load_rot(b, sm, bq);
             let either = b.or(r1.on, r2.on);
             b.if_then(either, |b| {
                 let idx = [(r1.p, r2.p), (r1.p, r2.q), (r1.q, r2.p), (r1.q, r2.q)];
