@@ -854,9 +854,10 @@ fn rsvd_small_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         "small step on the host, Gram route",
         "small step on the device",
     ];
+    // set_gram_route chooses a host route (and turns the device step off): it goes first.
     let set = |r: &mut GpuRsvd, i: usize| {
-        r.set_small_on_device(i == 2);
         r.set_gram_route(i == 1);
+        r.set_small_on_device(i == 2);
     };
     let mut totals: [Vec<f64>; 3] = Default::default();
     let mut host: [Vec<ptxflow::rnn::gpu::rsvd::HostTimes>; 3] = Default::default();
@@ -906,15 +907,20 @@ fn rsvd_small_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         println!("SUMMARY gpu/rnn rSVD {n}x{n} singular values, {} vs the host factor route: max relative difference {rel:.2e} (s_1 {:.6e}, s_32 {:.6e})", NAMES[i], svals[0][0], svals[0][31]);
     }
     let small = per_call(&s, 50, || r.enqueue_small_eig().expect("small"));
+    // Rounds per sweep: l rounded up to even, minus one.
+    let l = RsvdOptions::rank(32).width(n, n) as u32;
+    let per_sweep = l + (l & 1) - 1;
     let apply = per_call(&s, 50, || r.enqueue_apply().expect("apply"));
     let gram = per_call(&s, 50, || r.enqueue_gram().expect("gram"));
     let chain = per_call(&s, 20, || r.enqueue_until_gram().expect("chain"));
     println!(
-        "SUMMARY gpu/rnn rSVD {n}x{n} device small step: status {}, {} sweeps, check {:.2e}; device time rnn_small_eig {:.1} us, apply {:.1} us, Gram-only launch {:.1} us, chain up to B^T's Gram {:.1} us",
+        "SUMMARY gpu/rnn rSVD {n}x{n} device small step: status {}, {} sweeps, {} rounds with rotations, check {:.2e}; device time rnn_small_eig {:.1} us ({:.2} us per round of the sweeps), apply {:.1} us, Gram-only launch {:.1} us, chain up to B^T's Gram {:.1} us",
         rep.status,
         rep.sweeps,
+        rep.rounds,
         rep.defect,
         1e6 * small,
+        1e6 * small / f64::from((rep.sweeps * per_sweep).max(1)),
         1e6 * apply,
         1e6 * gram,
         1e6 * chain
