@@ -20,7 +20,7 @@
 //!   (numbered row by row; the blocks of rows P and columns Q >= P, written with their
 //!   mirrors), and lane P of warp w rotates columns (p, q) of V in rows w, w + 8, ...
 //!
-//! Then the finish ([`finish`]): ranks, S, `C = G Z Sigma^-1` (thread t: row t % 48, columns
+//! Then the finish (`finish.rs`): ranks, S, `C = G Z Sigma^-1` (thread t: row t % 48, columns
 //! t / 48 + 5 j), `D = C^T Z Sigma^-1` and its defect, the packed factors.
 
 mod finish;
