@@ -10,10 +10,9 @@
 //! - `erow[j][c] = E_jc` (c < j; final since step j - 1), `erow[j][j] = 1`, zeros above;
 //!
 //! and updates `S_ac -= m_a S_cj` (c > j) and `E_ac -= m_a E_jc` (a > j >= c) with
-//! `m_a = S_aj * (1 / d_j)` (fma; a dead pivot d_j <= 0 gives 1 / d_j = 0). Values in rows at
-//! or above j are final and skipped; the others of rows below j take the same instruction
-//! and either stay unchanged (they read a zero) or were published already (their registers are
-//! dead; see `eliminate`). A value that became
+//! `m_a = S_aj * (1 / d_j)` (fma; a dead pivot d_j <= 0 gives 1 / d_j = 0). The other values
+//! take the same instruction unmasked and either stay unchanged (they read a zero) or were
+//! published already (their registers are dead; see `eliminate`). A value that became
 //! final (column j + 1 of S, row j + 1 of E) is stored to row j + 1 of `lcol` / `erow` by its
 //! owner right after its update, so step j + 1 only waits for one barrier. At the end `lcol`
 //! holds `U = D L^T` row by row (`lcol[i][k] = U_ik`, k >= i) and `erow` holds E.
@@ -272,20 +271,14 @@ impl Elim {
             // register is dead (S values with c <= j, E rows a <= j): shared memory holds its
             // final value and nothing reads the register again.
             for q in 0..PER as usize {
-                // Rows at or above j are final (published, registers dead): skip them.
-                let live = b.setp(Cmp::Gt, self.a[q], j);
-                let v = vals[q];
-                let (ra, rs) = (self.a_addr[q], self.src_addr[q]);
-                b.if_then(live, |b| {
-                    let maa = b.add(ra, off);
-                    let saj = b.ld::<F64>(Space::Shared, maa);
-                    let m = b.mul(saj, inv);
-                    let nm = b.neg(m);
-                    let sa = b.add(rs, off);
-                    let src = b.ld::<F64>(Space::Shared, sa);
-                    let nv = b.fma(nm, src, v);
-                    b.mov_to(v, nv);
-                });
+                let maa = b.add(self.a_addr[q], off);
+                let saj = b.ld::<F64>(Space::Shared, maa);
+                let m = b.mul(saj, inv);
+                let nm = b.neg(m);
+                let sa = b.add(self.src_addr[q], off);
+                let src = b.ld::<F64>(Space::Shared, sa);
+                let nv = b.fma(nm, src, vals[q]);
+                b.mov_to(vals[q], nv);
             }
             let j1 = b.add(j, 1u32);
             self.publish(b, vals, j1);
