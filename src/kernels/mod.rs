@@ -160,7 +160,7 @@ kernel_table! {
     /// `rnn_orth` that skips a later pass when its Gram is the identity to f32 epsilon.
     RnnOrthSkip => rnn::orth::kernel::build_skip, "rnn_orth_skip", [Sm75];
     /// The randomized SVD's small step: Jacobi eigenproblem of B^T's Gram and the checked
-    /// factors, one block.
+    /// factors, one block (opt-in).
     RnnSmallEig => rnn::small::build, "rnn_small_eig", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];

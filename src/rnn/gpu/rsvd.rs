@@ -3,18 +3,20 @@
 //! orthonormalisation in `rnn_orth` (CholeskyQR with f64 Gram and factors: [`MID_PASSES`] after
 //! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step from B^T's Gram
 //! (a Gram-only `rnn_orth` launch) by one of three routes:
-//! - device (the default; `PTXFLOW_RSVD_SMALL=host` or [`GpuRsvd::set_gram_route`] turn it
-//!   off): `rnn_small_eig` solves the eigenproblem by Jacobi and forms the Gram route's factors
-//!   and check on the GPU (see `rsvd_device`); the host enqueues everything and synchronises
-//!   once, and takes the factor route only when the kernel reports a status other than OK;
-//! - host factor route (`set_gram_route(false)`): the GPU factors B^T ([`FINAL_PASSES`] CholQR
-//!   passes) while the CPU solves the eigenproblem (`crate::rnn::rsvd::small_eigen`), then
+//! - host factor route (the default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes)
+//!   while the CPU solves the eigenproblem (`crate::rnn::rsvd::small_eigen`), then
 //!   `small_factors` forms `W_k` from B^T's triangular factor and `V = Q_b W_k`;
-//! - host Gram route (`PTXFLOW_RSVD_ROUTE=gram` with `PTXFLOW_RSVD_SMALL=host`, or
-//!   `set_gram_route(true)`): no CholQR of B^T; `gram_factors` checks
-//!   `Sigma^-1 Z^T G Z Sigma^-1 = I` and `V = B^T Z_k Sigma_k^-1`; only a failed check factors
-//!   B^T. Its eigenproblem is not hidden behind GPU work, so on the measured H200 host both host
-//!   routes take the same time (medians of 40 alternating runs within 7-24 us of each other).
+//! - host Gram route (`PTXFLOW_RSVD_ROUTE=gram` or [`GpuRsvd::set_gram_route`]): no CholQR of
+//!   B^T; `gram_factors` checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and `V = B^T Z_k Sigma_k^-1`;
+//!   only a failed check factors B^T. Its eigenproblem is not hidden behind GPU work, so both
+//!   host routes take about the same time (H200 and H100, medians of 40 alternating runs);
+//! - device (opt-in: `PTXFLOW_RSVD_SMALL=device` or [`GpuRsvd::set_small_on_device`]):
+//!   `rnn_small_eig` solves the eigenproblem by Jacobi and forms the Gram route's factors and
+//!   check on the GPU (see `rsvd_device`); the host enqueues everything, synchronises once and
+//!   takes the factor route only when the kernel reports a status other than OK. Not the
+//!   default: on an H100 (4096^2, rank 32, 40 alternating runs) 844.9 us against 691.6 us for
+//!   the host factor route, its kernel taking 317.9 us (7 sweeps of 41 rounds at 1.11 us,
+//!   shared-memory bound: ncu L1/TEX 49%, 9.1 cycles per issued instruction at 8 warps).
 //!
 //! On sm_80 and later the products use the 3xTF32 tensor-core kernels with A streamed through a
 //! `cp.async` ring, `rnn_gemm_nn_tca`/`rnn_gemm_tn_tca` ([`GpuRsvd::set_gemm_tensor_ring`]):
@@ -210,7 +212,7 @@ impl GpuRsvd {
             gemm_tc: false,
             gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
-            small_device: std::env::var("PTXFLOW_RSVD_SMALL").map_or(true, |v| v != "host"),
+            small_device: std::env::var("PTXFLOW_RSVD_SMALL").is_ok_and(|v| v == "device"),
             small_out: zeros(&st, OUT_LEN, "small-step results")?,
             small_host: PinnedBuffer::new(&gpu, OUT_LEN, PinnedKind::Download)?,
             gpu,

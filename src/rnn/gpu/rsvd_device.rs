@@ -1,6 +1,6 @@
-//! [`GpuRsvd`]'s small step on the device (the default; `PTXFLOW_RSVD_SMALL=host` at
-//! construction or [`GpuRsvd::set_gram_route`] choose a host route, and
-//! [`GpuRsvd::set_small_on_device`] comes back): after B^T's Gram, `rnn_small_eig` (one block: Jacobi
+//! [`GpuRsvd`]'s small step on the device (opt-in: `PTXFLOW_RSVD_SMALL=device` at
+//! construction or [`GpuRsvd::set_small_on_device`]; [`GpuRsvd::set_gram_route`] goes back to
+//! a host route): after B^T's Gram, `rnn_small_eig` (one block: Jacobi
 //! eigenproblem, the Gram route's factors and check; CPU mirror `crate::rnn::jacobi`) writes
 //! `Z_k` and `Z_k Sigma_k^-1` where `rnn_apply_small` reads them, and S with a status word; the
 //! host enqueues everything and synchronises once. A status other than OK (G not finite, no
@@ -34,7 +34,7 @@ pub struct SmallReport {
 }
 
 impl GpuRsvd {
-    /// Runs the small step on the device (`on`, the default unless `PTXFLOW_RSVD_SMALL=host`
+    /// Runs the small step on the device (`on`; off by default unless `PTXFLOW_RSVD_SMALL=device`
     /// was set at construction) or on the host by the route last chosen
     /// ([`GpuRsvd::set_gram_route`]; the factor route unless `PTXFLOW_RSVD_ROUTE=gram`).
     pub fn set_small_on_device(&mut self, on: bool) {
