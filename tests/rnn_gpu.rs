@@ -733,6 +733,31 @@ fn rsvd_case(
         }
     }
     assert!(r.set_gemm_rows(5).is_err());
+    // The small step on the device (rnn_small_eig) with the default GEMMs: the optimal error
+    // (the host's factor route takes over when its status is not OK), and the kernel against
+    // its CPU mirror bit for bit on the same Gram.
+    let mut d = GpuRsvd::new(gpu.clone(), m, n, RsvdOptions::rank(k)).unwrap();
+    d.set_small_on_device(true);
+    let lrd = d.decompose(&a).unwrap();
+    let rep = d.small_report().unwrap();
+    eprintln!("rSVD {m}x{n} {spec:?} device small step: {rep:?}");
+    rsvd_check(&a, m, n, k, spec, &lrd, opt, reference, true);
+    let (g, dev) = d.small_step_device().unwrap();
+    let l = RsvdOptions::rank(k).width(m, n);
+    let cpu = ptxflow::rnn::jacobi::small_step(&g, l, k);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(
+        dev.status == cpu.status
+            && dev.sweeps == cpu.sweeps
+            && dev.rounds == cpu.rounds
+            && dev.defect.to_bits() == cpu.defect.to_bits()
+            && bits(&dev.s) == bits(&cpu.s)
+            && bits(&dev.zk) == bits(&cpu.zk)
+            && bits(&dev.xk) == bits(&cpu.xk),
+        "{spec:?}: rnn_small_eig differs from its CPU mirror: {:?} vs {:?}",
+        (dev.status, dev.sweeps, dev.defect, &dev.s),
+        (cpu.status, cpu.sweeps, cpu.defect, &cpu.s)
+    );
 }
 
 fn tensor_cores(gpu: &ptxflow::runtime::Gpu) -> bool {

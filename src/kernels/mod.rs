@@ -161,6 +161,9 @@ kernel_table! {
     RnnOrth => rnn::orth::kernel::build, "rnn_orth", [Sm75];
     /// `rnn_orth` that skips a later pass when its Gram is the identity to f32 epsilon.
     RnnOrthSkip => rnn::orth::kernel::build_skip, "rnn_orth_skip", [Sm75];
+    /// The randomized SVD's small step: Jacobi eigenproblem of B^T's Gram and the checked
+    /// factors, one block (opt-in).
+    RnnSmallEig => rnn::small::build, "rnn_small_eig", [Sm75];
     /// Tall f32 matrix times a small f64 matrix.
     RnnApplySmall => rnn::apply::build, "rnn_apply_small", [Sm75];
     /// `pred + U S V^T x` without forming the product.

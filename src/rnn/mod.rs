@@ -24,6 +24,7 @@ pub mod cholqr;
 pub mod demo;
 pub mod gpu;
 pub mod half;
+pub mod jacobi;
 pub mod lowrank;
 pub mod mathf;
 pub mod reference;

@@ -11,11 +11,11 @@ use nalgebra::DMatrix;
 
 /// Smallest `sigma_k / sigma_1` for which the eigen route is tried (below it `sigma_k^2` would
 /// sit within a few orders of `eps sigma_1^2`).
-pub const EIGEN_MIN_RATIO: f64 = 1e-6;
+pub const EIGEN_MIN_RATIO: f64 = crate::kernels::rnn::small::abi::EIGEN_MIN_RATIO;
 /// The eigen route's result is kept only when `max |W_k^T W_k - I| <= EIGEN_ORTHO_TOL` (this
 /// also pins each `sigma_j` to `||R z_j||` within half of it); otherwise [`small_svd`] of R.
 /// The bench's 4096 x 4096 matrix (`sigma_32 / sigma_1 = 4.7e-5`) gives 1.8e-9 on the CPU model.
-pub const EIGEN_ORTHO_TOL: f64 = 1e-8;
+pub const EIGEN_ORTHO_TOL: f64 = crate::kernels::rnn::small::abi::EIGEN_ORTHO_TOL;
 
 /// `(S, Z_k, X)`: k singular values and two `width x width` row-major f64 matrices whose first
 /// k columns hold the vectors (`X` is `W_k` or `Z_k Sigma_k^-1`).

@@ -16,4 +16,5 @@ pub mod lowrank;
 pub mod mathf;
 pub mod orth;
 pub mod slab;
+pub mod small;
 pub mod stamps;

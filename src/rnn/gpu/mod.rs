@@ -12,6 +12,7 @@ mod gru_launch;
 mod gru_shape;
 pub mod lowrank;
 pub mod rsvd;
+mod rsvd_device;
 mod rsvd_host;
 mod rsvd_launch;
 

@@ -1,17 +1,22 @@
 //! [`GpuRsvd`]: the randomized truncated SVD on the GPU (algorithm: `crate::rnn::rsvd`). The
 //! products run in `rnn_gemm_nn`/`rnn_gemm_tn` (f32, split-K), the sketch in `rnn_gaussian`, every
 //! orthonormalisation in `rnn_orth` (CholeskyQR with f64 Gram and factors: [`MID_PASSES`] after
-//! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step on the CPU in f64
-//! from B^T's Gram (a Gram-only `rnn_orth` launch; `crate::rnn::rsvd::small_eigen`), by one of two
-//! routes ([`GpuRsvd::set_gram_route`]):
-//! - factor route (default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes) while the CPU
-//!   solves the eigenproblem, then `small_factors` forms `W_k` from B^T's triangular factor and
-//!   `V = Q_b W_k`;
-//! - Gram route (`PTXFLOW_RSVD_ROUTE=gram` or the setter): no CholQR of B^T (64 us less GPU
-//!   work at 4096^2); `gram_factors` checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and
-//!   `V = B^T Z_k Sigma_k^-1`; only a failed check factors B^T. Its eigenproblem is not hidden
-//!   behind GPU work, so on the measured H200 host both routes take the same time (medians of 40
-//!   alternating runs within 7-24 us of each other, either way round).
+//! intermediate products, [`FINAL_PASSES`] for the last Q), and the small step from B^T's Gram
+//! (a Gram-only `rnn_orth` launch) by one of three routes:
+//! - host factor route (the default): the GPU factors B^T ([`FINAL_PASSES`] CholQR passes)
+//!   while the CPU solves the eigenproblem (`crate::rnn::rsvd::small_eigen`), then
+//!   `small_factors` forms `W_k` from B^T's triangular factor and `V = Q_b W_k`;
+//! - host Gram route (`PTXFLOW_RSVD_ROUTE=gram` or [`GpuRsvd::set_gram_route`]): no CholQR of
+//!   B^T; `gram_factors` checks `Sigma^-1 Z^T G Z Sigma^-1 = I` and `V = B^T Z_k Sigma_k^-1`;
+//!   only a failed check factors B^T. Its eigenproblem is not hidden behind GPU work, so both
+//!   host routes take about the same time (H200 and H100, medians of 40 alternating runs);
+//! - device (opt-in: `PTXFLOW_RSVD_SMALL=device` or [`GpuRsvd::set_small_on_device`]):
+//!   `rnn_small_eig` solves the eigenproblem by Jacobi and forms the Gram route's factors and
+//!   check on the GPU (see `rsvd_device`); the host enqueues everything, synchronises once and
+//!   takes the factor route only when the kernel reports a status other than OK. Not the
+//!   default: on an H100 (4096^2, rank 32, 40 alternating runs) 844.9 us against 691.6 us for
+//!   the host factor route, its kernel taking 317.9 us (7 sweeps of 41 rounds at 1.11 us,
+//!   shared-memory bound: ncu L1/TEX 49%, 9.1 cycles per issued instruction at 8 warps).
 //!
 //! On sm_80 and later the products use the 3xTF32 tensor-core kernels with A streamed through a
 //! `cp.async` ring, `rnn_gemm_nn_tca`/`rnn_gemm_tn_tca` ([`GpuRsvd::set_gemm_tensor_ring`]):
@@ -25,6 +30,7 @@
 //! of 128 in both dimensions; the sketch width is padded to 48 (so rank + oversampling <= 48 on
 //! the GPU).
 
+pub use super::rsvd_device::SmallReport;
 pub(super) use super::rsvd_host::GemmPlan;
 use super::rsvd_host::{plan, plan_tc};
 pub use super::rsvd_host::{HostTimes, GEMM_BLOCKS_PER_SM_TC};
@@ -32,6 +38,7 @@ use super::{cooperative_capacity, round_up, u32_of, zeros};
 use crate::kernels::rnn::gemm::{BM, BN};
 use crate::kernels::rnn::orth::{STAMPS, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
+use crate::rnn::jacobi::OUT_LEN;
 use crate::rnn::rsvd::{small_eigen, small_factors};
 use crate::rnn::weights::{check_finite, check_len};
 use crate::rnn::{LowRank, RsvdOptions};
@@ -121,6 +128,11 @@ pub struct GpuRsvd {
     pub(super) gemm_ring: bool,
     /// Full CholQR launches use `rnn_orth_skip` (a-posteriori check on later passes).
     pub(super) orth_skip: bool,
+    /// The small step runs on the device (`rnn_small_eig`; see `rsvd_device`).
+    pub(super) small_device: bool,
+    /// `rnn_small_eig`'s `out` (S, status, sweeps, check value) and its pinned copy.
+    pub(super) small_out: DeviceBuffer<f64>,
+    pub(super) small_host: PinnedBuffer<f64>,
 }
 
 impl GpuRsvd {
@@ -200,6 +212,9 @@ impl GpuRsvd {
             gemm_tc: false,
             gemm_ring: false,
             orth_skip: std::env::var("PTXFLOW_RSVD_ORTH_SKIP").is_ok_and(|v| v == "1"),
+            small_device: std::env::var("PTXFLOW_RSVD_SMALL").is_ok_and(|v| v == "device"),
+            small_out: zeros(&st, OUT_LEN, "small-step results")?,
+            small_host: PinnedBuffer::new(&gpu, OUT_LEN, PinnedKind::Download)?,
             gpu,
         };
         r.sketch()?;
@@ -264,6 +279,9 @@ impl GpuRsvd {
     pub fn run_device(&mut self) -> Result<Vec<f64>> {
         let st = self.gpu.stream().clone();
         self.enqueue_to_gram(&st)?;
+        if self.small_device {
+            return self.finish_on_device(&st);
+        }
         self.gram_host.download(&st, self.gram.slice(), 0)?;
         if self.gram_route {
             return self.finish_gram_route(&st);
@@ -348,38 +366,6 @@ impl GpuRsvd {
             s.iter().map(|&x| x as f32).collect(),
             vt,
         )
-    }
-
-    /// Enqueues one product on the uploaded matrix, for benchmarks: `A Omega` (nn) or `A^T Y`
-    /// (tn), each one pass over A.
-    pub fn enqueue_product(&self, transpose: bool) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        let product = if transpose {
-            Product::CoRange
-        } else {
-            Product::Sketch
-        };
-        self.gemm(&st, product)
-    }
-
-    /// Enqueues one orthonormalisation of the range basis (`passes` CholQR passes), for
-    /// benchmarks.
-    pub fn enqueue_orth(&self, passes: u32) -> Result<()> {
-        let st = self.gpu.stream().clone();
-        self.orth(&st, true, passes, OrthMode::Full)
-    }
-
-    /// Runs one orthonormalisation of the range basis with clock stamps and returns them
-    /// (`rnn_orth`'s [`STAMPS`] `%clock64` values of block 0; see `crate::kernels::rnn::orth`).
-    pub fn orth_stamps(&self, passes: u32) -> Result<Vec<u64>> {
-        let st = self.gpu.stream().clone();
-        self.orth(&st, true, passes, OrthMode::Stamped)?;
-        let mut out = vec![0u64; STAMPS as usize];
-        st.memcpy_dtoh(self.stamps.slice(), &mut out)
-            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
-        st.synchronize()
-            .map_err(Error::driver("synchronizing the clock stamps"))?;
-        Ok(out)
     }
 
     /// Host-side times of the last [`GpuRsvd::run_device`].

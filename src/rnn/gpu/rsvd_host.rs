@@ -207,10 +207,12 @@ impl GpuRsvd {
         self.orth_skip = on;
     }
 
-    /// Chooses the small step's route: `true` takes `V = B^T Z_k Sigma_k^-1` from B^T's Gram (no
-    /// CholQR of B^T unless the check fails), `false` (the default) factors B^T first
-    /// (`V = Q_b W_k`).
+    /// Runs the small step on the host by one of its routes: `true` takes
+    /// `V = B^T Z_k Sigma_k^-1` from B^T's Gram (no CholQR of B^T unless the check fails),
+    /// `false` factors B^T first (`V = Q_b W_k`). Either turns the device small step off
+    /// ([`GpuRsvd::set_small_on_device`] turns it back on).
     pub fn set_gram_route(&mut self, on: bool) {
         self.gram_route = on;
+        self.small_device = false;
     }
 }

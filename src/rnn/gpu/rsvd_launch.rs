@@ -7,8 +7,10 @@ use super::cfg;
 use super::rsvd::{GpuRsvd, OrthMode, Product, WW};
 use crate::kernels::rnn::gemm::tc::TC_THREADS;
 use crate::kernels::rnn::gemm::{BM, BN, SHAPE8, THREADS as GEMM_THREADS};
+use crate::kernels::rnn::orth::STAMPS;
 use crate::kernels::rnn::orth::{SLAB, THREADS as ORTH_THREADS, WIDTH};
 use crate::kernels::KernelId;
+use crate::Error;
 use crate::Result;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
@@ -31,6 +33,38 @@ impl GpuRsvd {
     pub fn enqueue_gram(&self) -> Result<()> {
         let st = self.gpu.stream().clone();
         self.orth(&st, false, 1, OrthMode::GramOnly)
+    }
+
+    /// Enqueues one product on the uploaded matrix, for benchmarks: `A Omega` (nn) or `A^T Y`
+    /// (tn), each one pass over A.
+    pub fn enqueue_product(&self, transpose: bool) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        let product = if transpose {
+            Product::CoRange
+        } else {
+            Product::Sketch
+        };
+        self.gemm(&st, product)
+    }
+
+    /// Enqueues one orthonormalisation of the range basis (`passes` CholQR passes), for
+    /// benchmarks.
+    pub fn enqueue_orth(&self, passes: u32) -> Result<()> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, true, passes, OrthMode::Full)
+    }
+
+    /// Runs one orthonormalisation of the range basis with clock stamps and returns them
+    /// (`rnn_orth`'s [`STAMPS`] `%clock64` values of block 0; see `crate::kernels::rnn::orth`).
+    pub fn orth_stamps(&self, passes: u32) -> Result<Vec<u64>> {
+        let st = self.gpu.stream().clone();
+        self.orth(&st, true, passes, OrthMode::Stamped)?;
+        let mut out = vec![0u64; STAMPS as usize];
+        st.memcpy_dtoh(self.stamps.slice(), &mut out)
+            .map_err(Error::driver("cuMemcpyDtoHAsync"))?;
+        st.synchronize()
+            .map_err(Error::driver("synchronizing the clock stamps"))?;
+        Ok(out)
     }
 
     /// Fills Omega (it depends only on the seed and the shape, so once per instance).

@@ -241,13 +241,21 @@ impl Elim {
         }
     }
 
-    /// The whole elimination: publishes column 0, then W steps with one barrier each. Leaves U
-    /// in `lcol` and E in `erow` (see the module notes); ends with a barrier.
-    pub fn eliminate(&self, b: &mut KernelBuilder, vals: &[Reg<F64>], lcol: &SharedArray<F64>) {
+    /// The whole elimination: publishes column 0, then `steps` (l) steps with one barrier each:
+    /// a step after l would meet only the padding's dead pivots (zero rows and columns, no
+    /// shift) and change nothing, and what it would publish (zeros) is what `init_shared` left
+    /// there. Leaves U in `lcol` and E in `erow` (see the module notes); ends with a barrier.
+    pub fn eliminate(
+        &self,
+        b: &mut KernelBuilder,
+        vals: &[Reg<F64>],
+        lcol: &SharedArray<F64>,
+        steps: Reg<U32>,
+    ) {
         let zero = b.mov(0u32);
         self.publish(b, vals, zero);
         b.bar_sync();
-        b.for_range(0u32, W, 1u32, |b, j, _| {
+        b.for_range(0u32, steps, 1u32, |b, j, _| {
             // Byte offset of row j in lcol / erow.
             let off = b.mul(j, 8 * LD);
             let dj = b.mul(j, LD + 1);

@@ -227,7 +227,7 @@ fn build_with(target: Target, skip: bool) -> Module {
                 elim.add_shift(b, &vals, shift, l);
             });
             b.comment("C: elimination G = L D L^T, E = L^-1 (one barrier per step)");
-            elim.eliminate(b, &vals, &lcol);
+            elim.eliminate(b, &vals, &lcol, l);
             b.comment("C: column scales 1 / sqrt(d) and R's diagonal");
             let diag_thread = b.setp(Cmp::Lt, tid, WIDTH);
             b.if_then(diag_thread, |b| {

@@ -16,7 +16,8 @@
 //!   adds the eight in order (deterministic); grid barrier;
 //! - C (every block, redundantly and identically): loads G's lower triangle into registers,
 //!   adds the shift on the first pass (every thread sums the trace itself, j ascending), then
-//!   eliminates it in 48 register-resident steps of one barrier each ([`elim`]), leaving
+//!   eliminates it in l register-resident steps of one barrier each ([`elim`]; the padding's
+//!   steps would change nothing), leaving
 //!   `U = D L^T` and `E = L^{-1}` in shared memory; finally the per-column scales
 //!   `1 / sqrt(d_c)` and R's diagonal; block 0 writes R on the first pass;
 //! - D: each slab (restaged unless the block has only one) is overwritten by `Q = Y R^{-1}`:
