@@ -161,7 +161,20 @@ fn bench(_c: &mut Criterion) {
         let info = s.clone_dtoh(&b.info).expect("download");
         let got = read_compress_info(&info, &lens).expect("consistent kernel output");
         let got_packed = s.clone_dtoh(&b.packed).expect("download");
-        for (p, q) in pages.iter().zip(&got) {
+        if k.variants().compress.small {
+            // An experiment with a smaller table than the spec's: other (valid) bytes.
+            let got_stored: usize = got.iter().map(|p| p.stored_bytes).sum();
+            eprintln!(
+                "lz4_kernels {name}: experiment (other bytes than the spec's), ratio {:.4} against {:.4}",
+                INPUT_BYTES as f64 / got_stored as f64,
+                INPUT_BYTES as f64 / stored as f64,
+            );
+        }
+        for (p, q) in pages
+            .iter()
+            .zip(&got)
+            .filter(|_| !k.variants().compress.small)
+        {
             assert_eq!(
                 p.stored_bytes, q.stored_bytes,
                 "{name}: stored size differs"

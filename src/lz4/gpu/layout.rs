@@ -4,7 +4,7 @@
 
 use crate::kernels::lz4::compress::{self, INFO_HEADER_WORDS};
 use crate::kernels::lz4::decompress;
-use crate::kernels::lz4::{compress_shared_per_warp, decompress_shared_per_warp, status, RAW_FLAG};
+use crate::kernels::lz4::{decompress_shared_per_warp, status, RAW_FLAG};
 use crate::lz4::{PageEntry, PageKind};
 use crate::{Error, Result};
 
@@ -77,7 +77,26 @@ fn geometry(
     sm_count: u32,
     sm: SmLimits,
 ) -> Geometry {
-    let top = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
+    geometry_capped(
+        per_warp,
+        max_warps,
+        DEFAULT_SHARED_LIMIT,
+        n_pages,
+        sm_count,
+        sm,
+    )
+}
+
+/// [`geometry`] with blocks of at most `cap` shared bytes.
+fn geometry_capped(
+    per_warp: u32,
+    max_warps: u32,
+    cap: u32,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    let top = (cap / per_warp).clamp(1, max_warps);
     let wpb = (1..=top)
         .rev()
         .max_by_key(|&w| (w * blocks_per_sm(per_warp, w, sm), w))
@@ -99,9 +118,28 @@ pub fn compress_geometry(
     sm_count: u32,
     sm: SmLimits,
 ) -> Geometry {
-    geometry(
-        compress_shared_per_warp(page_bytes as u32),
-        compress::MAX_BLOCK / 32,
+    compress_geometry_for(compress::Variant::TABLE, page_bytes, n_pages, sm_count, sm)
+}
+
+/// [`compress_geometry`] of the build `variant`: its shared memory per warp and block bound
+/// ([`Variant::wide`](compress::Variant::wide) blocks may use more than the default 48 KiB).
+pub fn compress_geometry_for(
+    variant: compress::Variant,
+    page_bytes: usize,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    let per_warp = variant.shared_per_warp(page_bytes as u32);
+    let cap = if variant.wide {
+        sm.shared_bytes.saturating_sub(SHARED_RESERVED_PER_BLOCK)
+    } else {
+        DEFAULT_SHARED_LIMIT
+    };
+    geometry_capped(
+        per_warp,
+        variant.max_block() / 32,
+        cap,
         n_pages,
         sm_count,
         sm,

@@ -62,6 +62,8 @@ use crate::ptx::*;
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
 /// cap registers at 80 and spill).
 pub const MAX_BLOCK: u32 = 160;
+/// Most threads per block of [`Variant::wide`] builds (16 warps).
+pub const WIDE_MAX_BLOCK: u32 = 512;
 /// Register bound per thread. For session 8's build ptxas alone takes 88 (sm_90), which lets an
 /// SM quarter hold 5 warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7,
 /// and with the 8 KiB table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
@@ -111,6 +113,16 @@ pub struct Variant {
     /// Sequences of 15..=269 literals and a match shorter than 19 bytes (with `lean`) take a
     /// path of their own (one literal length byte) instead of the general one.
     pub medium: bool,
+    /// Blocks of up to [`WIDE_MAX_BLOCK`] threads, beyond the default 48 KiB of shared memory
+    /// (issue 17, session 11): with 4 KiB pages an SM then holds 2 blocks of 14 warps (28
+    /// warps, the register bound at 72) instead of 9 of 3 (27: the 1 KiB reserved per block).
+    pub wide: bool,
+    /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
+    /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
+    pub small: bool,
+    /// Experiment only (the kernel ignores it): extra shared bytes per warp in the launch, to
+    /// measure the speed at lower occupancy.
+    pub pad: u32,
 }
 
 impl Variant {
@@ -135,7 +147,39 @@ impl Variant {
         lanes: 1,
         tight: true,
         medium: true,
+        wide: false,
+        small: false,
+        pad: 0,
     };
+
+    /// `.maxntid` of the build.
+    pub fn max_block(&self) -> u32 {
+        if self.wide {
+            WIDE_MAX_BLOCK
+        } else {
+            MAX_BLOCK
+        }
+    }
+
+    /// Halvings of the largest table for a page of `page_len` bytes (the spec's, or one more up
+    /// to 2 with [`small`](Self::small)).
+    pub fn table_halvings(&self, page_len: u32) -> u32 {
+        let h = super::table_halvings(page_len);
+        if self.small {
+            (h + 1).min(2)
+        } else {
+            h
+        }
+    }
+
+    /// Dynamic shared memory one warp of this build uses for pages of `page_bytes` (with the
+    /// experiment's [`pad`](Self::pad)).
+    pub fn shared_per_warp(&self, page_bytes: u32) -> u32 {
+        (super::MAX_TABLE_BYTES >> self.table_halvings(page_bytes))
+            + page_bytes
+            + super::STAGE_SLACK_BYTES
+            + self.pad
+    }
 }
 
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.
