@@ -131,19 +131,21 @@ pub fn compress_geometry_for(
     sm: SmLimits,
 ) -> Geometry {
     let per_warp = variant.shared_per_warp(page_bytes as u32);
-    let cap = if variant.wide {
-        sm.shared_bytes.saturating_sub(SHARED_RESERVED_PER_BLOCK)
+    let narrow = geometry(per_warp, compress::MAX_BLOCK / 32, n_pages, sm_count, sm);
+    if !variant.wide {
+        return narrow;
+    }
+    let cap = sm.shared_bytes.saturating_sub(SHARED_RESERVED_PER_BLOCK);
+    let max_warps = variant.max_block() / 32;
+    let wide = geometry_capped(per_warp, max_warps, cap, n_pages, sm_count, sm);
+    // Wide blocks put more pages on each SM: only a launch that fills every SM gains from them
+    // (a small one would crowd its pages onto a few SMs).
+    let full = sm_count.max(1) * blocks_per_sm(per_warp, wide.warps_per_block, sm);
+    if wide.blocks >= full && wide.warps() > narrow.warps() {
+        wide
     } else {
-        DEFAULT_SHARED_LIMIT
-    };
-    geometry_capped(
-        per_warp,
-        variant.max_block() / 32,
-        cap,
-        n_pages,
-        sm_count,
-        sm,
-    )
+        narrow
+    }
 }
 
 /// Launch shape of `lz4_decompress` (warps stride over the pages).

@@ -310,6 +310,9 @@ mod tests {
         let g = compress_geometry_for(wide, 4096, n, 132, sm);
         assert_eq!((g.warps_per_block, g.blocks), (14, 2 * 132));
         assert_eq!(g.shared_bytes, 14 * 8208);
+        // A launch that does not fill the device keeps the narrow blocks.
+        let g = compress_geometry_for(wide, 4096, 2000, 132, sm);
+        assert_eq!(g, compress_geometry_for(table, 4096, 2000, 132, sm));
         let padded = compress::Variant { pad: 1024, ..table };
         assert_eq!(
             compress_geometry_for(padded, 4096, n, 132, sm).warps(),
