@@ -1,7 +1,8 @@
 //! `lz4_compress`: stores pages as LZ4 blocks, one warp per page, by the specification in
 //! `crate::lz4::block_encode` (byte-identical to `compress_page`).
 //!
-//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! Launch: 1-D grid, blocks of 32..=[`WIDE_MAX_BLOCK`] threads (whole warps; the host takes more
+//! than [`MAX_BLOCK`] only for launches that fill every SM, see [`Variant::wide`]), dynamic shared memory
 //! `warps_per_block * compress_shared_per_warp(page_bytes)`. Warps take pages from a counter
 //! (`info[0]`, zeroed by the host with `info[1]` before the launch), so any grid size works.
 //!
@@ -127,8 +128,8 @@ pub struct Variant {
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one
-    /// process, medians of 11 alternating rounds). Session 10: 83.3 GB/s against 77.0 for
+    /// medium,wide` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`,
+    /// one process, medians of 11 alternating rounds). Session 11: `wide` WIDE_FIGURES. Session 10: 83.3 GB/s against 77.0 for
     /// session 9's build (`masks,bits,lean,f4e,solo,trim,pipe`), 78.9 with `tight` alone, 80.3
     /// with `tight,lanes`, 81.0 with `tight,medium`, 77.3 with `lanes` alone; ncu: 2.70 G warp
     /// instructions against 2.88 G. Session 9: 76.5 GB/s against 59.7 for session 8's kernel
@@ -147,7 +148,7 @@ impl Variant {
         lanes: 1,
         tight: true,
         medium: true,
-        wide: false,
+        wide: true,
         small: false,
         pad: 0,
     };
