@@ -118,6 +118,10 @@ pub struct Variant {
     /// (issue 17, session 11): with 4 KiB pages an SM then holds 2 blocks of 14 warps (28
     /// warps, the register bound at 72) instead of 9 of 3 (27: the 1 KiB reserved per block).
     pub wide: bool,
+    /// Windows whose shared buckets are hash collisions (each lane at most one earlier peer,
+    /// holding another word; with `solo`) take the solo loop, each lane masked once its peer is
+    /// in the table (session 11), instead of the lookup per match.
+    pub pairs: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -149,6 +153,7 @@ impl Variant {
         tight: true,
         medium: true,
         wide: true,
+        pairs: false,
         small: false,
         pad: 0,
     };

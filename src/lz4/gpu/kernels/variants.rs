@@ -103,7 +103,8 @@ impl KernelVariants {
     /// where it has at least N candidates), `tight` (with `masks,bits,lean`: fewer uniform
     /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
     /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
-    /// shared memory), experiments only: `small` (a table half the spec's: other bytes) and
+    /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
+    /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
@@ -126,6 +127,7 @@ impl KernelVariants {
                 "tight" => v.tight = true,
                 "medium" => v.medium = true,
                 "wide" => v.wide = true,
+                "pairs" => v.pairs = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
@@ -151,7 +153,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
@@ -300,7 +302,10 @@ mod tests {
             regs_per_thread: 71,
         };
         let n = 1 << 16;
-        let table = compress::Variant::TABLE;
+        let table = compress::Variant {
+            wide: false,
+            ..compress::Variant::TABLE
+        };
         let g = compress_geometry_for(table, 4096, n, 132, sm);
         assert_eq!((g.warps_per_block, g.blocks), (3, 9 * 132));
         let wide = compress::Variant {
