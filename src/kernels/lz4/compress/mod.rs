@@ -122,6 +122,10 @@ pub struct Variant {
     /// holding another word; with `solo`) take the solo loop, each lane masked once its peer is
     /// in the table (session 11), instead of the lookup per match.
     pub pairs: bool,
+    /// With `lanes`: each lane packs its backward run already bounded by its candidate's
+    /// position and its match end in the top bits, so a match unpacks them with fewer
+    /// operations (session 11).
+    pub packmin: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -154,6 +158,7 @@ impl Variant {
         medium: true,
         wide: true,
         pairs: false,
+        packmin: false,
         small: false,
         pad: 0,
     };

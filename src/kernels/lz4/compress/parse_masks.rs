@@ -302,7 +302,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 match pc.variant.lanes {
                     0 => solo_loop(b, None),
                     1 => {
-                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_cand, table_dist);
                         solo_loop(b, Some(runs));
                     }
                     lanes => {
@@ -311,7 +311,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                         let n_valid = b.popc(valid);
                         let few = b.setp(Cmp::Lt, n_valid, lanes);
                         b.bra_uni_if(few, &plain);
-                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
+                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_cand, table_dist);
                         solo_loop(b, Some(runs));
                         b.bra_uni(no_more);
                         b.place(&plain);

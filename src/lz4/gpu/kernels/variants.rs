@@ -104,6 +104,7 @@ impl KernelVariants {
     /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
     /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
     /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
+    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -128,6 +129,7 @@ impl KernelVariants {
                 "medium" => v.medium = true,
                 "wide" => v.wide = true,
                 "pairs" => v.pairs = true,
+                "packmin" => v.packmin = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
@@ -153,7 +155,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
