@@ -120,11 +120,15 @@ pub struct Variant {
     pub wide: bool,
     /// Windows whose shared buckets are hash collisions (each lane at most one earlier peer,
     /// holding another word; with `solo`) take the solo loop, each lane masked once its peer is
-    /// in the table (session 11), instead of the lookup per match.
+    /// in the table (session 11), instead of the lookup per match. H100, dickens: 83.6 GB/s
+    /// against 83.3 with `wide`, 86.8 against 85.7 with `wide,packmin`, but with `packmin` ptxas
+    /// spills 24 bytes at 72 registers, and the PTX interpreter counts 2-6% more instructions
+    /// per byte on nci, xml and x-ray: off by default.
     pub pairs: bool,
     /// With `lanes`: each lane packs its backward run already bounded by its candidate's
     /// position and its match end in the top bits, so a match unpacks them with fewer
-    /// operations (session 11).
+    /// operations (session 11: 3 fewer SASS instructions per solo match; 85.7 GB/s against
+    /// 83.3 with `wide` alone on an H100).
     pub packmin: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
@@ -136,8 +140,12 @@ pub struct Variant {
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium,wide` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`,
-    /// one process, medians of 11 alternating rounds). Session 11: `wide` WIDE_FIGURES. Session 10: 83.3 GB/s against 77.0 for
+    /// medium,wide,packmin` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
+    /// `benches/lz4_kernels.rs`, one process, medians of 11-15 alternating rounds). Session 11:
+    /// 85.7 GB/s against 82.6 for session 10's build (`...,medium`), 83.3 with `wide` alone
+    /// (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8 with
+    /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); ncu: 2.65 G warp
+    /// instructions against 2.70 G, issue slots 82.6% against 80.6%. Session 10: 83.3 GB/s against 77.0 for
     /// session 9's build (`masks,bits,lean,f4e,solo,trim,pipe`), 78.9 with `tight` alone, 80.3
     /// with `tight,lanes`, 81.0 with `tight,medium`, 77.3 with `lanes` alone; ncu: 2.70 G warp
     /// instructions against 2.88 G. Session 9: 76.5 GB/s against 59.7 for session 8's kernel
@@ -158,7 +166,7 @@ impl Variant {
         medium: true,
         wide: true,
         pairs: false,
-        packmin: false,
+        packmin: true,
         small: false,
         pad: 0,
     };
