@@ -7,9 +7,9 @@
 //! `page[p+4..p+8]` and `page[c+4..c+8]` from the first on (0..=4, the trailing-zero bytes of
 //! the XOR of the two words), `bwd` = equal bytes of `page[p-4..p]` and `page[c-4..c]` from the
 //! last down (0..=4, the leading-zero bytes). The lane packs `d | (lane + 4 + fwd + 64 * long) <<
-//! 16 | bwd << 29` (with [`Variant::packmin`](super::Variant): `d | min(bwd, c) << 16 | (lane + 4
-//! + fwd + 64 * long) << 25`), `long` when either run reached 4 bytes (the match may go on: such a match
-//! takes the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
+//! 16 | bwd << 29` (with [`Variant::packmin`](super::Variant): `d | min(bwd, c) << 16 |
+//! (lane + 4 + fwd + 64 * long) << 25`), `long` when either run reached 4 bytes (the match may go
+//! on: such a match takes the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
 //! (in the warp's table) and bytes after `p + 8` past it (in the stage's slack): the backward run
 //! is bounded by the anchor and by `c` at the match, and a forward run of 4 takes the checked
 //! path, so such bytes never count.
