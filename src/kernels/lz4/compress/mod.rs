@@ -142,9 +142,10 @@ impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
     /// medium,wide,packmin` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
     /// `benches/lz4_kernels.rs`, one process, medians of 11-15 alternating rounds). Session 11:
-    /// 85.7 GB/s against 82.6 for session 10's build (`...,medium`), 83.3 with `wide` alone
-    /// (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8 with
-    /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); ncu: 2.65 G warp
+    /// 85.7-86.4 GB/s against 82.6-83.2 for session 10's build (`...,medium`), 83.3-84.0 with
+    /// `wide` alone (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8-87.5 with
+    /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); nci 131.9 against
+    /// 130.5, xml 104.6 against 102.4, canterbury.tar 96.3 against 93.7; ncu: 2.65 G warp
     /// instructions against 2.70 G, issue slots 82.6% against 80.6%. Session 10: 83.3 GB/s against 77.0 for
     /// session 9's build (`masks,bits,lean,f4e,solo,trim,pipe`), 78.9 with `tight` alone, 80.3
     /// with `tight,lanes`, 81.0 with `tight,medium`, 77.3 with `lanes` alone; ncu: 2.70 G warp
