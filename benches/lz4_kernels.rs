@@ -9,7 +9,8 @@
 //! (`base` for the defaults, `warp` for session 7's one-warp kernel), e.g. `warp;base;onestep,grid`,
 //! or compress specs as `PTXFLOW_LZ4_COMPRESS` takes them after `c:` (with the default
 //! decompress build), e.g. `c:reread;c:masks`; ratios are against the first. `PTXFLOW_LZ4_AB_ROUNDS` (default 15) rounds of
-//! `PTXFLOW_LZ4_AB_LAUNCHES` (default 3) launches per variant.
+//! `PTXFLOW_LZ4_AB_LAUNCHES` (default 3) launches per variant. `PTXFLOW_LZ4_AB_INPUT` names another
+//! corpus file than dickens (tiled the same way).
 
 mod common;
 #[path = "../tests/lz4_support/mod.rs"]
@@ -81,7 +82,8 @@ fn bench(_c: &mut Criterion) {
     let Some(gpu) = common::gpu_or_skip() else {
         return;
     };
-    let Some(d) = lz4_support::corpus("dickens", None) else {
+    let input = std::env::var("PTXFLOW_LZ4_AB_INPUT").unwrap_or_else(|_| "dickens".to_string());
+    let Some(d) = lz4_support::corpus(&input, None) else {
         return;
     };
     let data: Vec<u8> = d.iter().copied().cycle().take(INPUT_BYTES).collect();
@@ -161,7 +163,20 @@ fn bench(_c: &mut Criterion) {
         let info = s.clone_dtoh(&b.info).expect("download");
         let got = read_compress_info(&info, &lens).expect("consistent kernel output");
         let got_packed = s.clone_dtoh(&b.packed).expect("download");
-        for (p, q) in pages.iter().zip(&got) {
+        if k.variants().compress.small {
+            // An experiment with a smaller table than the spec's: other (valid) bytes.
+            let got_stored: usize = got.iter().map(|p| p.stored_bytes).sum();
+            eprintln!(
+                "lz4_kernels {name}: experiment (other bytes than the spec's), ratio {:.4} against {:.4}",
+                INPUT_BYTES as f64 / got_stored as f64,
+                INPUT_BYTES as f64 / stored as f64,
+            );
+        }
+        for (p, q) in pages
+            .iter()
+            .zip(&got)
+            .filter(|_| !k.variants().compress.small)
+        {
             assert_eq!(
                 p.stored_bytes, q.stored_bytes,
                 "{name}: stored size differs"
@@ -203,7 +218,7 @@ fn bench(_c: &mut Criterion) {
         println!(
             "SUMMARY lz4_kernels {name} on {}: compress kernel {:.1} GB/s ({:.3}x {}), \
              decompress kernel {:.1} GB/s ({:.3}x {}; rounds {:.1}..{:.1} GB/s); \
-             medians of {rounds} alternating rounds of {launches} launches, 256 MiB dickens, 4 KiB pages",
+             medians of {rounds} alternating rounds of {launches} launches, 256 MiB {input}, 4 KiB pages",
             gpu.facts().name,
             gbs(c),
             c0 / c,

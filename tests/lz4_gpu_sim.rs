@@ -10,7 +10,7 @@ use ptxflow::kernels::lz4::{compress, decompress};
 use ptxflow::kernels::KernelId;
 use ptxflow::lz4::gpu::kernels::{build_geometry, KernelVariants};
 use ptxflow::lz4::gpu::layout::{
-    compress_geometry, decompress_entries, decompress_geometry, info_words, page_lengths,
+    compress_geometry_for, decompress_entries, decompress_geometry, info_words, page_lengths,
     read_compress_info, SmLimits,
 };
 use ptxflow::lz4::{
@@ -93,7 +93,9 @@ fn sim_compress(
 ) -> (Vec<PageEntry>, Vec<u8>, Counts) {
     let lens: Vec<usize> = page_lengths(input.len(), page_bytes).collect();
     let n = lens.len();
-    let mut g = compress_geometry(
+    // The geometry of the build under test (`PTXFLOW_LZ4_COMPRESS`): wide builds get wide blocks.
+    let mut g = compress_geometry_for(
+        KernelVariants::from_env().unwrap().compress,
         page_bytes,
         n,
         1,

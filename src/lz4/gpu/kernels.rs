@@ -5,7 +5,7 @@ mod variants;
 
 pub use variants::{build_geometry, KernelVariants};
 
-use super::layout::{compress_geometry, Geometry, SmLimits};
+use super::layout::{compress_geometry_for, Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress};
 use crate::kernels::KernelId;
 use crate::ptx::Target;
@@ -147,7 +147,13 @@ impl Lz4Kernels {
             shared_bytes: self.sm_shared,
             regs_per_thread: self.compress_regs,
         };
-        compress_geometry(page_bytes, n_pages, self.gpu.facts().sm_count, sm)
+        compress_geometry_for(
+            self.variants.compress,
+            page_bytes,
+            n_pages,
+            self.gpu.facts().sm_count,
+            sm,
+        )
     }
 
     /// Launch shape of a decompress launch over `n_pages` pages.

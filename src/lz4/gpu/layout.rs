@@ -4,7 +4,7 @@
 
 use crate::kernels::lz4::compress::{self, INFO_HEADER_WORDS};
 use crate::kernels::lz4::decompress;
-use crate::kernels::lz4::{compress_shared_per_warp, decompress_shared_per_warp, status, RAW_FLAG};
+use crate::kernels::lz4::{decompress_shared_per_warp, status, RAW_FLAG};
 use crate::lz4::{PageEntry, PageKind};
 use crate::{Error, Result};
 
@@ -77,7 +77,26 @@ fn geometry(
     sm_count: u32,
     sm: SmLimits,
 ) -> Geometry {
-    let top = (DEFAULT_SHARED_LIMIT / per_warp).clamp(1, max_warps);
+    geometry_capped(
+        per_warp,
+        max_warps,
+        DEFAULT_SHARED_LIMIT,
+        n_pages,
+        sm_count,
+        sm,
+    )
+}
+
+/// [`geometry`] with blocks of at most `cap` shared bytes.
+fn geometry_capped(
+    per_warp: u32,
+    max_warps: u32,
+    cap: u32,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    let top = (cap / per_warp).clamp(1, max_warps);
     let wpb = (1..=top)
         .rev()
         .max_by_key(|&w| (w * blocks_per_sm(per_warp, w, sm), w))
@@ -99,13 +118,34 @@ pub fn compress_geometry(
     sm_count: u32,
     sm: SmLimits,
 ) -> Geometry {
-    geometry(
-        compress_shared_per_warp(page_bytes as u32),
-        compress::MAX_BLOCK / 32,
-        n_pages,
-        sm_count,
-        sm,
-    )
+    compress_geometry_for(compress::Variant::TABLE, page_bytes, n_pages, sm_count, sm)
+}
+
+/// [`compress_geometry`] of the build `variant`: its shared memory per warp and block bound
+/// ([`Variant::wide`](compress::Variant::wide) blocks may use more than the default 48 KiB).
+pub fn compress_geometry_for(
+    variant: compress::Variant,
+    page_bytes: usize,
+    n_pages: usize,
+    sm_count: u32,
+    sm: SmLimits,
+) -> Geometry {
+    let per_warp = variant.shared_per_warp(page_bytes as u32);
+    let narrow = geometry(per_warp, compress::MAX_BLOCK / 32, n_pages, sm_count, sm);
+    if !variant.wide {
+        return narrow;
+    }
+    let cap = sm.shared_bytes.saturating_sub(SHARED_RESERVED_PER_BLOCK);
+    let max_warps = variant.max_block() / 32;
+    let wide = geometry_capped(per_warp, max_warps, cap, n_pages, sm_count, sm);
+    // Wide blocks put more pages on each SM: only a launch that fills every SM gains from them
+    // (a small one would crowd its pages onto a few SMs).
+    let full = sm_count.max(1) * blocks_per_sm(per_warp, wide.warps_per_block, sm);
+    if wide.blocks >= full && wide.warps() > narrow.warps() {
+        wide
+    } else {
+        narrow
+    }
 }
 
 /// Launch shape of `lz4_decompress` (warps stride over the pages).

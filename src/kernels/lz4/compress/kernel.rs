@@ -5,7 +5,7 @@ use super::emit::emit_sequence;
 use super::page_io::{finish, stage};
 use super::parse::parse_page;
 use super::parse_masks::parse_page_masks;
-use super::{Match, Page, Stored, Variant, MAX_BLOCK, MAX_REGS};
+use super::{Match, Page, Stored, Variant, MAX_REGS};
 use crate::kernels::lz4::warp::{bcast, Lanes};
 use crate::kernels::lz4::{MAX_TABLE_BYTES, STAGE_SLACK_BYTES};
 use crate::ptx::*;
@@ -18,7 +18,7 @@ pub fn build(target: Target) -> Module {
 /// Builds the module of `variant` (entry `lz4_compress` whatever the variant).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
     let mut b = KernelBuilder::new("lz4_compress");
-    b.maxntid(MAX_BLOCK, 1, 1);
+    b.maxntid(variant.max_block(), 1, 1);
     b.maxnreg(variant.max_regs.unwrap_or(MAX_REGS));
     let input = b.param::<U64>("input");
     let input_bytes = b.param::<U32>("input_bytes");
@@ -47,7 +47,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     let warps = b.shr(ntid, 5u32);
     let cta = b.special(Special::CtaidX);
     let grid_warp = b.mad(cta, warps, warp);
-    let halvings = table_halvings(&mut b, page_bytes);
+    let halvings = table_halvings(&mut b, page_bytes, variant.small);
     let warp_table = b.shr(MAX_TABLE_BYTES, halvings);
     let per_warp = b.add(page_bytes, warp_table);
     let per_warp = b.add(per_warp, STAGE_SLACK_BYTES);
@@ -94,7 +94,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
         b.comment("clear this page's hash table (2, 4 or 8 KiB)");
         // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
-        let halvings = table_halvings(b, p_len);
+        let halvings = table_halvings(b, p_len, variant.small);
         let hash_shift = b.add(halvings, 20u32);
         let table_lane = b.mad(ln.lane, 16u32, table);
         let half4 = b.setp(Cmp::Ne, halvings, 2u32);
@@ -179,11 +179,18 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
     Module::single(target, b.finish())
 }
 
-/// `table_halvings` of a length in a register: `(len <= 4096) + (len <= 2048)`.
-fn table_halvings(b: &mut KernelBuilder, len: Reg<U32>) -> Reg<U32> {
+/// `table_halvings` of a length in a register: `(len <= 4096) + (len <= 2048)` (with `small`,
+/// [`Variant::small`]: one more, at most 2).
+fn table_halvings(b: &mut KernelBuilder, len: Reg<U32>, small: bool) -> Reg<U32> {
     let le4 = b.setp(Cmp::Le, len, 4096u32);
     let le2 = b.setp(Cmp::Le, len, 2048u32);
     let h4 = b.selp(1u32, 0u32, le4);
     let h2 = b.selp(1u32, 0u32, le2);
-    b.add(h4, h2)
+    let h = b.add(h4, h2);
+    if small {
+        let h = b.add(h, 1u32);
+        b.min(h, 2u32)
+    } else {
+        h
+    }
 }

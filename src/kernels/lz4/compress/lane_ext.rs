@@ -7,8 +7,9 @@
 //! `page[p+4..p+8]` and `page[c+4..c+8]` from the first on (0..=4, the trailing-zero bytes of
 //! the XOR of the two words), `bwd` = equal bytes of `page[p-4..p]` and `page[c-4..c]` from the
 //! last down (0..=4, the leading-zero bytes). The lane packs `d | (lane + 4 + fwd + 64 * long) <<
-//! 16 | bwd << 29`, `long` when either run reached 4 bytes (the match may go on: such a match
-//! takes the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
+//! 16 | bwd << 29` (with [`Variant::packmin`](super::Variant): `d | min(bwd, c) << 16 |
+//! (lane + 4 + fwd + 64 * long) << 25`), `long` when either run reached 4 bytes (the match may go
+//! on: such a match takes the 32-lane extension, [`extend_bits`]). Bytes read before `p` or `c` may lie before the page
 //! (in the warp's table) and bytes after `p + 8` past it (in the stage's slack): the backward run
 //! is bounded by the anchor and by `c` at the match, and a forward run of 4 takes the checked
 //! path, so such bytes never count.
@@ -34,12 +35,13 @@ fn next_prev(b: &mut KernelBuilder, addr: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
 }
 
 /// Each lane's packed runs (see the module docs) for its position at shared address `p_addr`,
-/// its candidate at `c_addr` and its distance `dist`.
+/// its candidate at `c_addr` (page position `cand`) and its distance `dist`.
 pub(super) fn lane_runs(
     b: &mut KernelBuilder,
     pc: &Page,
     p_addr: Reg<U32>,
     c_addr: Reg<U32>,
+    cand: Reg<U32>,
     dist: Reg<U32>,
 ) -> Reg<U32> {
     b.comment("lanes: each lane's forward and backward runs (4 bytes each way), packed");
@@ -61,6 +63,13 @@ pub(super) fn lane_runs(
     let end_rel = b.add(pc.ln.lane, fwd);
     let end_rel = b.add(end_rel, flag);
     let end_rel = b.add(end_rel, 4u32);
+    if pc.variant.packmin {
+        // `dist | min(bwd, cand) << 16 | end_rel << 25`: the backward run already bounded by
+        // the candidate's position, the end (and the flag, bit 31) one shift away.
+        let bwd = b.min(bwd, cand);
+        let packed = b.mad(bwd, 1u32 << 16, dist);
+        return b.mad(end_rel, 1u32 << 25, packed);
+    }
     let packed = b.mad(end_rel, 1u32 << 16, dist);
     b.mad(bwd, 1u32 << 29, packed)
 }
@@ -81,15 +90,25 @@ pub(super) fn extend_lanes(
     let v = bcast(b, packed, first);
     let p0 = b.add(base, first);
     let dist = b.and(v, 0xffffu32);
-    let rel = b.shr(v, 16u32);
-    let rel = b.and(rel, 0x7fu32);
-    let end = b.add(base, rel);
-    let bwd = b.shr(v, 29u32);
-    let room = b.sub(p0, anchor);
-    let c0 = b.sub(p0, dist);
-    let max_back = b.min(room, c0);
-    let back = b.min(bwd, max_back);
-    let seq_start = b.sub(p0, back);
+    let (rel, end, seq_start) = if pc.variant.packmin {
+        let rel = b.shr(v, 25u32);
+        let end = b.add(base, rel);
+        let bwd = b.shr(v, 16u32);
+        let bwd = b.and(bwd, 7u32);
+        let room = b.sub(p0, anchor);
+        let back = b.min(bwd, room);
+        (rel, end, b.sub(p0, back))
+    } else {
+        let rel = b.shr(v, 16u32);
+        let rel = b.and(rel, 0x7fu32);
+        let end = b.add(base, rel);
+        let bwd = b.shr(v, 29u32);
+        let room = b.sub(p0, anchor);
+        let c0 = b.sub(p0, dist);
+        let max_back = b.min(room, c0);
+        let back = b.min(bwd, max_back);
+        (rel, end, b.sub(p0, back))
+    };
     let long = b.setp(Cmp::Ge, rel, 64u32);
     let done = b.label("lanes_done");
     b.bra_uni_unless(long, &done);

@@ -1,7 +1,8 @@
 //! `lz4_compress`: stores pages as LZ4 blocks, one warp per page, by the specification in
 //! `crate::lz4::block_encode` (byte-identical to `compress_page`).
 //!
-//! Launch: 1-D grid, blocks of 32..=[`MAX_BLOCK`] threads (whole warps), dynamic shared memory
+//! Launch: 1-D grid, blocks of 32..=[`WIDE_MAX_BLOCK`] threads (whole warps; the host takes more
+//! than [`MAX_BLOCK`] only for launches that fill every SM, see [`Variant::wide`]), dynamic shared memory
 //! `warps_per_block * compress_shared_per_warp(page_bytes)`. Warps take pages from a counter
 //! (`info[0]`, zeroed by the host with `info[1]` before the launch), so any grid size works.
 //!
@@ -62,6 +63,8 @@ use crate::ptx::*;
 /// Most threads per block (5 warps: what 1 KiB pages fit in 48 KiB; a larger bound makes ptxas
 /// cap registers at 80 and spill).
 pub const MAX_BLOCK: u32 = 160;
+/// Most threads per block of [`Variant::wide`] builds (16 warps).
+pub const WIDE_MAX_BLOCK: u32 = 512;
 /// Register bound per thread. For session 8's build ptxas alone takes 88 (sm_90), which lets an
 /// SM quarter hold 5 warps; at 72 (ptxas then uses 70, no spills; 80 or 64 spill) it holds 7,
 /// and with the 8 KiB table of 4 KiB pages shared memory holds 27 warps per SM instead of 20.
@@ -111,12 +114,39 @@ pub struct Variant {
     /// Sequences of 15..=269 literals and a match shorter than 19 bytes (with `lean`) take a
     /// path of their own (one literal length byte) instead of the general one.
     pub medium: bool,
+    /// Blocks of up to [`WIDE_MAX_BLOCK`] threads, beyond the default 48 KiB of shared memory
+    /// (issue 17, session 11): with 4 KiB pages an SM then holds 2 blocks of 14 warps (28
+    /// warps, the register bound at 72) instead of 9 of 3 (27: the 1 KiB reserved per block).
+    pub wide: bool,
+    /// Windows whose shared buckets are hash collisions (each lane at most one earlier peer,
+    /// holding another word; with `solo`) take the solo loop, each lane masked once its peer is
+    /// in the table (session 11), instead of the lookup per match. H100, dickens: 83.6 GB/s
+    /// against 83.3 with `wide`, 86.8 against 85.7 with `wide,packmin`, but with `packmin` ptxas
+    /// spills 24 bytes at 72 registers, and the PTX interpreter counts 2-6% more instructions
+    /// per byte on nci, xml and x-ray: off by default.
+    pub pairs: bool,
+    /// With `lanes`: each lane packs its backward run already bounded by its candidate's
+    /// position and its match end in the top bits, so a match unpacks them with fewer
+    /// operations (session 11: 3 fewer SASS instructions per solo match; 85.7 GB/s against
+    /// 83.3 with `wide` alone on an H100).
+    pub packmin: bool,
+    /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
+    /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
+    pub small: bool,
+    /// Experiment only (the kernel ignores it): extra shared bytes per warp in the launch, to
+    /// measure the speed at lower occupancy.
+    pub pad: u32,
 }
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100, `benches/lz4_kernels.rs`, one
-    /// process, medians of 11 alternating rounds). Session 10: 83.3 GB/s against 77.0 for
+    /// medium,wide,packmin` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
+    /// `benches/lz4_kernels.rs`, one process, medians of 11-15 alternating rounds). Session 11:
+    /// 85.7-86.4 GB/s against 82.6-83.2 for session 10's build (`...,medium`), 83.3-84.0 with
+    /// `wide` alone (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8-87.5 with
+    /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); nci 131.9 against
+    /// 130.5, xml 104.6 against 102.4, canterbury.tar 96.3 against 93.7; ncu: 2.65 G warp
+    /// instructions against 2.70 G, issue slots 82.6% against 80.6%. Session 10: 83.3 GB/s against 77.0 for
     /// session 9's build (`masks,bits,lean,f4e,solo,trim,pipe`), 78.9 with `tight` alone, 80.3
     /// with `tight,lanes`, 81.0 with `tight,medium`, 77.3 with `lanes` alone; ncu: 2.70 G warp
     /// instructions against 2.88 G. Session 9: 76.5 GB/s against 59.7 for session 8's kernel
@@ -135,7 +165,41 @@ impl Variant {
         lanes: 1,
         tight: true,
         medium: true,
+        wide: true,
+        pairs: false,
+        packmin: true,
+        small: false,
+        pad: 0,
     };
+
+    /// `.maxntid` of the build.
+    pub fn max_block(&self) -> u32 {
+        if self.wide {
+            WIDE_MAX_BLOCK
+        } else {
+            MAX_BLOCK
+        }
+    }
+
+    /// Halvings of the largest table for a page of `page_len` bytes (the spec's, or one more up
+    /// to 2 with [`small`](Self::small)).
+    pub fn table_halvings(&self, page_len: u32) -> u32 {
+        let h = super::table_halvings(page_len);
+        if self.small {
+            (h + 1).min(2)
+        } else {
+            h
+        }
+    }
+
+    /// Dynamic shared memory one warp of this build uses for pages of `page_bytes` (with the
+    /// experiment's [`pad`](Self::pad)).
+    pub fn shared_per_warp(&self, page_bytes: u32) -> u32 {
+        (super::MAX_TABLE_BYTES >> self.table_halvings(page_bytes))
+            + page_bytes
+            + super::STAGE_SLACK_BYTES
+            + self.pad
+    }
 }
 
 /// What the per-page code needs: addresses, lane constants and loop-carried registers.

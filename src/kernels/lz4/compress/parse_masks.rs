@@ -155,7 +155,25 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let lonely = b.setp(Cmp::Eq, group_lt, 0u32);
             let all_lonely = b.vote_all(lonely);
             b.bra_uni_if(all_lonely, &solo);
-            (solo, no_more)
+            let pairs = pc.variant.pairs.then(|| {
+                // Every lane's earlier peer (at most one) holds another word: a hash collision,
+                // never a candidate, so the lane's candidate is its entry until the peer is in
+                // the table, and never valid after (the solo loop with those lanes masked).
+                let pairs = b.label("pairs");
+                let z = b.clz(group_lt);
+                let peer = b.sub(31u32, z);
+                let peer_word = b.shfl(Shfl::Idx, word, peer);
+                let other = b.setp(Cmp::Ne, peer_word, word);
+                let below = b.sub(group_lt, 1u32);
+                let two = b.and(group_lt, below);
+                let single = b.setp(Cmp::Eq, two, 0u32);
+                let collision = b.and(single, other);
+                let ok = b.or(collision, lonely);
+                let all_ok = b.vote_all(ok);
+                b.bra_uni_if(all_ok, &pairs);
+                pairs
+            });
+            (solo, no_more, pairs)
         });
         // The lookup: each lane's candidate is its highest earlier peer in the lanes in the
         // table by its turn (`inserted | live`), else its entry; returns the lowest lanes'
@@ -222,63 +240,83 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 );
             });
         }
-        if let Some((solo, no_more)) = &solo {
-            b.bra_uni(no_more);
-            b.place(solo);
-            b.comment("solo window: the entries' ballot, once");
-            let same = b.setp(Cmp::Eq, table_word, word);
-            let valid = b.ballot(same);
-            let valid = b.and(valid, active_mask);
-            let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
-                if pc.variant.pipe {
-                    let m0 = b.and(valid, live);
-                    let m_reg = b.mov(m0);
-                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                        let found = b.setp(Cmp::Ne, m_reg, 0u32);
-                        b.bra_uni_unless(found, no_match);
-                        let known = b.or(inserted, live);
-                        let mut next = |b: &mut KernelBuilder| {
-                            let m = b.and(valid, live);
-                            b.mov_to(m_reg, m);
-                        };
-                        match_step(
-                            b,
-                            pc,
-                            &w,
-                            m_reg,
-                            known,
-                            |_| table_dist,
-                            Some(&mut next),
-                            runs,
-                        );
-                    });
+        if let Some((solo, no_more, pairs)) = &solo {
+            for (label, masked) in [(Some(solo), false), (pairs.as_ref(), true)] {
+                let Some(label) = label else { continue };
+                b.bra_uni(no_more);
+                b.place(label);
+                if masked {
+                    b.comment("pairs window: the entries' ballot, lanes with a known peer masked");
                 } else {
-                    b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
-                        let matched = b.and(valid, live);
-                        let found = b.setp(Cmp::Ne, matched, 0u32);
-                        b.bra_uni_unless(found, no_match);
-                        let known = b.or(inserted, live);
-                        match_step(b, pc, &w, matched, known, |_| table_dist, None, runs);
-                    });
+                    b.comment("solo window: the entries' ballot, once");
                 }
-            };
-            match pc.variant.lanes {
-                0 => solo_loop(b, None),
-                1 => {
-                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
-                    solo_loop(b, Some(runs));
-                }
-                lanes => {
-                    // Windows with few candidates keep the 32-lane extension per match.
-                    let plain = b.label("solo_plain");
-                    let n_valid = b.popc(valid);
-                    let few = b.setp(Cmp::Lt, n_valid, lanes);
-                    b.bra_uni_if(few, &plain);
-                    let runs = lane_runs(b, pc, hash_addr, table_addr, table_dist);
-                    solo_loop(b, Some(runs));
-                    b.bra_uni(no_more);
-                    b.place(&plain);
-                    solo_loop(b, None);
+                let same = b.setp(Cmp::Eq, table_word, word);
+                let valid = b.ballot(same);
+                let valid = b.and(valid, active_mask);
+                // The live lanes with a valid entry (and, masked, no earlier peer in the table).
+                let open = move |b: &mut KernelBuilder| {
+                    let m = b.and(valid, live);
+                    if !masked {
+                        return m;
+                    }
+                    let known = b.or(inserted, live);
+                    let mine = b.and(group_lt, known);
+                    let has = b.setp(Cmp::Ne, mine, 0u32);
+                    let blocked = b.ballot(has);
+                    let free = b.not(blocked);
+                    b.and(m, free)
+                };
+                let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
+                    if pc.variant.pipe {
+                        let m0 = open(b);
+                        let m_reg = b.mov(m0);
+                        b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                            let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                            b.bra_uni_unless(found, no_match);
+                            let known = b.or(inserted, live);
+                            let mut next = |b: &mut KernelBuilder| {
+                                let m = open(b);
+                                b.mov_to(m_reg, m);
+                            };
+                            match_step(
+                                b,
+                                pc,
+                                &w,
+                                m_reg,
+                                known,
+                                |_| table_dist,
+                                Some(&mut next),
+                                runs,
+                            );
+                        });
+                    } else {
+                        b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                            let matched = open(b);
+                            let found = b.setp(Cmp::Ne, matched, 0u32);
+                            b.bra_uni_unless(found, no_match);
+                            let known = b.or(inserted, live);
+                            match_step(b, pc, &w, matched, known, |_| table_dist, None, runs);
+                        });
+                    }
+                };
+                match pc.variant.lanes {
+                    0 => solo_loop(b, None),
+                    1 => {
+                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_cand, table_dist);
+                        solo_loop(b, Some(runs));
+                    }
+                    lanes => {
+                        // Windows with few candidates keep the 32-lane extension per match.
+                        let plain = b.label("solo_plain");
+                        let n_valid = b.popc(valid);
+                        let few = b.setp(Cmp::Lt, n_valid, lanes);
+                        b.bra_uni_if(few, &plain);
+                        let runs = lane_runs(b, pc, hash_addr, table_addr, table_cand, table_dist);
+                        solo_loop(b, Some(runs));
+                        b.bra_uni(no_more);
+                        b.place(&plain);
+                        solo_loop(b, None);
+                    }
                 }
             }
             b.place(no_more);

@@ -102,7 +102,11 @@ impl KernelVariants {
     /// `lanes` / `lanes=N` (with `masks,bits,f4e,solo`: a solo window's runs per lane, once,
     /// where it has at least N candidates), `tight` (with `masks,bits,lean`: fewer uniform
     /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
-    /// short match by a path of their own),
+    /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
+    /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
+    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs),
+    /// experiments only: `small` (a table half the spec's: other bytes) and
+    /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
     pub fn parse_compress(spec: &str) -> Result<compress::Variant> {
         if matches!(spec.trim(), "" | "default") {
@@ -123,6 +127,20 @@ impl KernelVariants {
                 "lanes" => v.lanes = 1,
                 "tight" => v.tight = true,
                 "medium" => v.medium = true,
+                "wide" => v.wide = true,
+                "pairs" => v.pairs = true,
+                "packmin" => v.packmin = true,
+                "small" => v.small = true,
+                _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
+                    Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
+                    _ => {
+                        return Err(Error::Input {
+                            what: format!(
+                                "PTXFLOW_LZ4_COMPRESS: `{part}`: pad=0..=65536, a multiple of 16"
+                            ),
+                        })
+                    }
+                },
                 _ if part.starts_with("lanes=") => match part["lanes=".len()..].parse::<u32>() {
                     Ok(n) if (1..=32).contains(&n) => v.lanes = n,
                     _ => {
@@ -137,7 +155,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
@@ -273,6 +291,40 @@ mod tests {
         assert_eq!(v.max_regs, Some(64));
         assert!(KernelVariants::parse_compress("fast").is_err());
         assert!(KernelVariants::parse_compress("regs=8").is_err());
+        let w = KernelVariants::parse_compress("masks,wide,small,pad=1024").unwrap();
+        assert!(w.masks && w.wide && w.small && w.pad == 1024);
+        assert!(KernelVariants::parse_compress("pad=10").is_err());
+    }
+
+    #[test]
+    fn wide_compress_blocks_hold_one_more_warp_of_4k_pages() {
+        use crate::lz4::gpu::layout::{compress_geometry_for, SmLimits};
+        let sm = SmLimits {
+            shared_bytes: 233_472,
+            regs_per_thread: 71,
+        };
+        let n = 1 << 16;
+        let table = compress::Variant {
+            wide: false,
+            ..compress::Variant::TABLE
+        };
+        let g = compress_geometry_for(table, 4096, n, 132, sm);
+        assert_eq!((g.warps_per_block, g.blocks), (3, 9 * 132));
+        let wide = compress::Variant {
+            wide: true,
+            ..table
+        };
+        let g = compress_geometry_for(wide, 4096, n, 132, sm);
+        assert_eq!((g.warps_per_block, g.blocks), (14, 2 * 132));
+        assert_eq!(g.shared_bytes, 14 * 8208);
+        // A launch that does not fill the device keeps the narrow blocks.
+        let g = compress_geometry_for(wide, 4096, 2000, 132, sm);
+        assert_eq!(g, compress_geometry_for(table, 4096, 2000, 132, sm));
+        let padded = compress::Variant { pad: 1024, ..table };
+        assert_eq!(
+            compress_geometry_for(padded, 4096, n, 132, sm).warps(),
+            8 * 3 * 132
+        );
     }
 
     #[test]
