@@ -12,7 +12,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging, HeldTune};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
 use ptxflow::rnn::gpu::rsvd::{GpuRsvd, GEMM_BLOCKS_PER_SM, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
@@ -142,6 +142,7 @@ fn gru_held_case(
         held: Some(held),
         split: Some(false),
         staged: Some(false),
+        tune: None,
     };
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(true)).unwrap();
     let mut twin = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(false)).unwrap();
@@ -171,16 +172,67 @@ fn gru_held_case(
     // roles; all bit for bit.
     let units = 2 * 128u32.div_ceil(slices);
     let small = units <= 16 && rows * units <= 128;
+    // The opt-in schedules of `rnn_gru_held48sw` (`HeldTune`): `u` the gi sums by the upper
+    // warps, `x` x copied during the steps, bit for bit too.
+    let tune = |gi_upper, lazy_x, probe| {
+        Some(HeldTune {
+            gi_upper,
+            lazy_x,
+            probe,
+        })
+    };
     let variants = [
-        (units > 16, Some(true), None, "rnn_gru_held64s"),
-        (small, Some(true), Some(false), "rnn_gru_held48s"),
-        (units <= 16, Some(false), Some(true), "rnn_gru_held48w"),
-        (small, Some(true), Some(true), "rnn_gru_held48sw"),
+        (units > 16, Some(true), None, None, "rnn_gru_held64s"),
+        (small, Some(true), Some(false), None, "rnn_gru_held48s"),
+        (
+            units <= 16,
+            Some(false),
+            Some(true),
+            None,
+            "rnn_gru_held48w",
+        ),
+        (small, Some(true), Some(true), None, "rnn_gru_held48sw"),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, false, false),
+            "rnn_gru_held48swu",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(false, true, false),
+            "rnn_gru_held48swx",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, true, false),
+            "rnn_gru_held48swux",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(false, false, true),
+            "rnn_gru_held48swp",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, true, true),
+            "rnn_gru_held48swuxp",
+        ),
     ];
-    for (_, split, staged, name) in variants.into_iter().filter(|v| v.0) {
+    for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {
         let l = GruLaunch {
             split,
             staged,
+            tune,
             ..launch(true)
         };
         let mut s = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, l).unwrap();
@@ -407,6 +459,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             held: None,
             split: None,
             staged: None,
+            tune: None,
         };
         let e = gru_case(
             &gpu,
@@ -454,6 +507,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -465,6 +519,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -488,6 +543,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let old_cases = [
         (

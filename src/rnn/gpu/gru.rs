@@ -67,6 +67,24 @@ pub struct GruLaunch {
     /// where the staged rows fit in shared memory); `Some(true)` fails with `Input` where it
     /// cannot run.
     pub staged: Option<bool>,
+    /// Opt-in schedules of `rnn_gru_held48sw` (split roles and staged weights; bit-identical
+    /// states). `None`: as `PTXFLOW_GRU_TUNE` says (`u`, `x` or `ux`, see [`HeldTune`]), else
+    /// none; ignored by the other kernels.
+    pub tune: Option<HeldTune>,
+}
+
+/// Schedules of `rnn_gru_held48sw` (session 11, opt-in until measured on the GPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldTune {
+    /// The gi sums of step t + 1 by the upper warps (after their partials of `W_ih x`), not by
+    /// the lower ones before the gather (`rnn_gru_held48swu`; `u` in `PTXFLOW_GRU_TUNE`).
+    pub gi_upper: bool,
+    /// x of steps 3 .. copied during the steps by the upper warps, not in the prologue
+    /// (`rnn_gru_held48swx`; `x` in `PTXFLOW_GRU_TUNE`).
+    pub lazy_x: bool,
+    /// Thread 0's gather timed in stamped launches (`rnn_gru_held48swp` /
+    /// `rnn_gru_held48swuxp`, `gru::stationary::PROBES`; `p` in `PTXFLOW_GRU_TUNE`).
+    pub probe: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.
@@ -326,7 +344,8 @@ impl GpuGru {
     /// [`GpuGru::rollout_device`] with block 0's clock stamps (weights in registers only; see
     /// `gru::stationary::STAMPS` for their meaning): synchronises `stream` and returns the stamps,
     /// then (cluster kernels; zeros otherwise) per block c at `STAMPS + 4 c`: `%globaltimer` at
-    /// its start and end (ns) and its SM.
+    /// its start and end (ns) and its SM; the probe kernels (`HeldTune::probe`) write thread 0's
+    /// gather there instead (`gru::stationary::PROBES`).
     pub fn rollout_device_stamped(
         &mut self,
         stream: &Arc<CudaStream>,

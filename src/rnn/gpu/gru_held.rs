@@ -4,7 +4,7 @@
 //! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`, the default for blocks of at most 16
 //! units and 128 cells, e.g. the T=10 B=32 rollout).
 
-use super::gru::{GruExchange, GruLaunch};
+use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
@@ -25,6 +25,21 @@ fn switch_from_env(name: &str) -> Option<bool> {
         Ok("1") => Some(true),
         Ok("0") => Some(false),
         _ => None,
+    }
+}
+
+/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: `u` (gi sums by the upper warps), `x` (x copied
+/// during the steps), `ux` (both), `p` / `uxp` (none / both, thread 0's gather timed); unset or
+/// other: none.
+fn tune_from_env() -> HeldTune {
+    let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
+    match v.as_str() {
+        "u" | "x" | "ux" | "p" | "uxp" => HeldTune {
+            gi_upper: v.contains('u'),
+            lazy_x: v.contains('x'),
+            probe: v.contains('p'),
+        },
+        _ => HeldTune::default(),
     }
 }
 
@@ -132,10 +147,17 @@ pub(super) fn choose_held(
             continue;
         };
         let chunk = max_steps as u32;
+        // The tuned schedules exist for the split, staged 48-row kernel only.
+        let tune = launch.tune.unwrap_or_else(tune_from_env);
         let path_of = |staged| Path::Held {
             rows64,
             split,
             staged,
+            tune: if split && staged && !rows64 {
+                tune
+            } else {
+                HeldTune::default()
+            },
         };
         let mut bytes = smem_bytes(path_of(staged), ip, h, r, units, chunk);
         // Staged by default only: without the staging where its rows do not fit.

@@ -2,7 +2,7 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::{GruExchange, GruLaunch};
+use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging, Tuning};
 use super::gru_held::choose_held;
 use super::{allow_dynamic_smem, cooperative_capacity};
@@ -48,6 +48,7 @@ pub(super) enum Path {
         rows64: bool,
         split: bool,
         staged: bool,
+        tune: HeldTune,
     },
 }
 
@@ -64,11 +65,17 @@ impl Path {
                 rows64: false,
                 split,
                 staged,
-            } => match (split, staged) {
-                (false, false) => KernelId::RnnGruHeld48,
-                (true, false) => KernelId::RnnGruHeld48s,
-                (false, true) => KernelId::RnnGruHeld48w,
-                (true, true) => KernelId::RnnGruHeld48sw,
+                tune,
+            } => match (split, staged, tune.gi_upper, tune.lazy_x, tune.probe) {
+                (false, false, ..) => KernelId::RnnGruHeld48,
+                (true, false, ..) => KernelId::RnnGruHeld48s,
+                (false, true, ..) => KernelId::RnnGruHeld48w,
+                (true, true, false, false, false) => KernelId::RnnGruHeld48sw,
+                (true, true, true, false, false) => KernelId::RnnGruHeld48swu,
+                (true, true, false, true, false) => KernelId::RnnGruHeld48swx,
+                (true, true, true, true, false) => KernelId::RnnGruHeld48swux,
+                (true, true, true, true, true) => KernelId::RnnGruHeld48swuxp,
+                (true, true, _, _, true) => KernelId::RnnGruHeld48swp,
             },
             Path::Held {
                 rows64: true,

@@ -186,6 +186,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
                 skip_own: false,
                 half_h: None,
                 on: Some(need),
+                probe: None,
             },
         );
         b.bar_sync();

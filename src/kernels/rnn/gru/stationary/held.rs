@@ -49,7 +49,7 @@
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
-use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
+use super::held_gi::{copy_x_step, gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
 pub use super::held_gi::{smem_floats, smem_floats_staged};
 use super::matvec::{hold_rows, partials, sum, Sources};
 use super::wide::{self, Upper};
@@ -91,6 +91,66 @@ pub fn build48sw(target: Target) -> Module {
     build_staged(target, "rnn_gru_held48sw", 3, Some(GiBy::Lower))
 }
 
+/// Builds `rnn_gru_held48swu` (`rnn_gru_held48sw` with the gi sums taken by the upper warps).
+pub fn build48swu(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swu",
+        3,
+        Some(GiBy::Upper),
+        true,
+        false,
+    )
+}
+
+/// Builds `rnn_gru_held48swx` (`rnn_gru_held48sw` with x of steps 3 .. copied during the steps).
+pub fn build48swx(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swx",
+        3,
+        Some(GiBy::Lower),
+        true,
+        true,
+    )
+}
+
+/// Builds `rnn_gru_held48swux` (both of the above).
+pub fn build48swux(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swux",
+        3,
+        Some(GiBy::Upper),
+        true,
+        true,
+    )
+}
+
+/// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
+pub fn build48swp(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swp",
+        3,
+        Some(GiBy::Lower),
+        true,
+        false,
+    )
+}
+
+/// Builds `rnn_gru_held48swuxp` (`rnn_gru_held48swux` with thread 0's gather timed).
+pub fn build48swuxp(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swuxp",
+        3,
+        Some(GiBy::Upper),
+        true,
+        true,
+    )
+}
+
 /// With the roles split: which warps take the gi sums (the lower four, with the cells and the
 /// gather, or the upper four, after their partials of `W_ih x`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -104,31 +164,56 @@ fn build(target: Target, name: &str, qs: u32) -> Module {
 }
 
 fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, false)
+    build_any(target, name, qs, split, false, false)
 }
 
 fn build_staged(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, true)
+    build_any(target, name, qs, split, true, false)
 }
 
-fn build_any(target: Target, name: &str, qs: u32, split: Option<GiBy>, staging: bool) -> Module {
+/// `lazy_x` (split roles only): the prologue copies x of steps 0 .. 3 only; in step t the upper
+/// warps copy x of step t + 3 (awaited before the mat-vec barrier of step t + 1, ahead of its
+/// first read by the partials of `W_ih x_{t+3}` after that barrier).
+fn build_any(
+    target: Target,
+    name: &str,
+    qs: u32,
+    split: Option<GiBy>,
+    staging: bool,
+    lazy_x: bool,
+) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs, split, staging)
+        // `rnn_gru_held48swp` / `rnn_gru_held48swuxp` carry the gather's probe.
+        let probe = name.ends_with('p');
+        let how = How {
+            qs,
+            split,
+            staging,
+            lazy_x,
+            probe,
+        };
+        rollout(b, c, &stamps, &how)
     })
+}
+
+/// What [`rollout`] builds (see [`build_any`]).
+struct How {
+    qs: u32,
+    split: Option<GiBy>,
+    staging: bool,
+    lazy_x: bool,
+    /// Thread 0's gather timings (`super::PROBES`).
+    probe: bool,
 }
 
 /// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
 /// and `rnn_gru_held64s`'s roles (the module notes).
-fn rollout(
-    b: &mut KernelBuilder,
-    c: &Ctx<'_>,
-    stamps: &Stamps,
-    qs: u32,
-    split: Option<GiBy>,
-    staging: bool,
-) {
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
+    let (qs, split, staging) = (how.qs, how.split, how.staging);
+    let lazy_x = how.lazy_x && split.is_some();
+    let how_probe = how.probe;
     let gi_upper = split == Some(GiBy::Upper);
     let split = split.is_some();
     let (p, smem) = (c.p, c.smem);
@@ -196,7 +281,12 @@ fn rollout(
     {
         let lay = layout(b, c);
         let first = b.min(p.steps, 2u32);
-        let later = b.sub(p.steps, first);
+        let later = if lazy_x {
+            let upto = b.min(p.steps, 3u32);
+            b.sub(upto, first)
+        } else {
+            b.sub(p.steps, first)
+        };
         let dst = b.mad(first, lay.xbuf, lay.x);
         copy_x_async(b, c, first, later, dst);
         b.cp_async_commit_group();
@@ -328,6 +418,17 @@ fn rollout(
                 b.add(p.steps, extra)
             };
             let need = b.setp(Cmp::Lt, t1, gather_until);
+            // The tuned kernels: thread 0's gather timings and rounds (`super::PROBES`).
+            let probe = |b: &mut KernelBuilder, clocks: [Reg<U64>; 3], rounds: Reg<U32>| {
+                let at = b.mad(t, 4u32, STAMPS);
+                for (i, v) in clocks.into_iter().enumerate() {
+                    let idx = b.add(at, i as u32);
+                    stamps.write_value(b, idx, v);
+                }
+                let idx = b.add(at, 3u32);
+                let r = b.cvt::<U64, U32>(rounds);
+                stamps.write_value(b, idx, r);
+            };
             let how = Gather {
                 // One round of polls for Bg = 4 (held48; held48s: 4 of 128 threads' pairs) and
                 // Bg = 16 (held64) at 256 threads (held64s: two rounds).
@@ -335,6 +436,7 @@ fn rollout(
                 skip_own: true,
                 half_h: Some(128),
                 on: Some(need),
+                probe: if how_probe { Some(&probe) } else { None },
             };
             gather_by(b, &ex, t, &how, threads, tid);
         };
@@ -353,6 +455,13 @@ fn rollout(
                     let t2 = b.add(t, 2u32);
                     let more2 = b.setp(Cmp::Lt, t2, p.steps);
                     b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
+                    if lazy_x {
+                        b.comment("step t (upper warps): copy x of step t + 3");
+                        let t3 = b.add(t, 3u32);
+                        let more3 = b.setp(Cmp::Lt, t3, p.steps);
+                        b.if_then(more3, |b| copy_x_step(b, c, t3, THREADS / 2, tid));
+                        b.cp_async_commit_group();
+                    }
                     // Thread 64's stamp (the first upper thread) at `STAMPS - 16 + t` (t < 16):
                     // the upper warps' end.
                     let idx = b.add(t, STAMPS - 16);
