@@ -284,9 +284,19 @@ fn gpu_gru_held_kernels_match_f64_reference_and_their_twins() {
     // (input, shape, members, layer norm, dropout, rows, slices): 16 slices of 16 units take
     // `rnn_gru_held48`, 13 slices (18 or 20 units) `rnn_gru_held64`; B = 9 pads to 12 rows.
     let cases = if sanitize() {
+        // T = 5: `rnn_gru_held48swx` copies x of steps 3 and 4 during the steps.
         vec![
             (100, short, 1, true, drop, 4, 16),
             (128, short, 2, false, drop, 8, 13),
+            (
+                128,
+                RolloutShape { steps: 5, batch: 8 },
+                1,
+                false,
+                None,
+                4,
+                16,
+            ),
         ]
     } else {
         vec![

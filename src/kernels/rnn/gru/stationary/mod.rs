@@ -47,6 +47,7 @@ pub mod cluster;
 mod count;
 pub mod held;
 mod held_gi;
+mod held_step;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
