@@ -170,6 +170,7 @@ fn gpu(c: &mut Criterion) {
             gi_upper,
             lazy_x,
             probe,
+            fused: false,
         }),
         ..global
     };
@@ -228,6 +229,18 @@ fn gpu(c: &mut Criterion) {
             "gru_rollout_tune_ux",
             vec![single.clone()],
             tune(true, true, false),
+        ),
+        (
+            "gru_rollout_tune_xf",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune {
+                    lazy_x: true,
+                    fused: true,
+                    ..HeldTune::default()
+                }),
+                ..global
+            },
         ),
         (
             "gru_rollout_tune_p",
@@ -384,6 +397,7 @@ fn gpu(c: &mut Criterion) {
                 "rnn_gru_held48swux",
                 "rnn_gru_held48swp",
                 "rnn_gru_held48swuxp",
+                "rnn_gru_held48swxf",
             ];
             if gg.kernel_name().ends_with('p') {
                 gather_probe(name, &st, SHAPE.steps, mhz);

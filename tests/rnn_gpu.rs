@@ -179,8 +179,14 @@ fn gru_held_case(
             gi_upper,
             lazy_x,
             probe,
+            fused: false,
         })
     };
+    let fused = Some(HeldTune {
+        lazy_x: true,
+        fused: true,
+        ..HeldTune::default()
+    });
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
@@ -227,6 +233,7 @@ fn gru_held_case(
             tune(true, true, true),
             "rnn_gru_held48swuxp",
         ),
+        (small, Some(true), Some(true), fused, "rnn_gru_held48swxf"),
     ];
     for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {
         let l = GruLaunch {

@@ -137,6 +137,9 @@ kernel_table! {
     RnnGruHeld48swx => rnn::gru::stationary::held::build48swx, "rnn_gru_held48swx", [Sm80];
     /// Both of `rnn_gru_held48swu` and `rnn_gru_held48swx` (opt-in, bit-identical).
     RnnGruHeld48swux => rnn::gru::stationary::held::build48swux, "rnn_gru_held48swux", [Sm80];
+    /// `rnn_gru_held48swx` with each warp gathering its own K slice of the states, no barrier
+    /// after the gather (opt-in, bit-identical).
+    RnnGruHeld48swxf => rnn::gru::stationary::held::build48swxf, "rnn_gru_held48swxf", [Sm80];
     /// `rnn_gru_held48sw` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swp => rnn::gru::stationary::held::build48swp, "rnn_gru_held48swp", [Sm80];
     /// `rnn_gru_held48swux` with thread 0's gather timed (bench instrumentation, opt-in).

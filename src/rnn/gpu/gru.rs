@@ -85,6 +85,11 @@ pub struct HeldTune {
     /// Thread 0's gather timed in stamped launches (`rnn_gru_held48swp` /
     /// `rnn_gru_held48swuxp`, `gru::stationary::PROBES`; `p` in `PTXFLOW_GRU_TUNE`).
     pub probe: bool,
+    /// Each warp gathers its own K slice of the states at the top of the step, no barrier after
+    /// the gather (`rnn_gru_held48swxf`, with `lazy_x` and without `gi_upper` and `probe`;
+    /// without layer norm and dropout: it runs `rnn_gru_held48swx`'s loop with them); `f` in
+    /// `PTXFLOW_GRU_TUNE` (`xf`).
+    pub fused: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -72,6 +72,7 @@ impl Path {
                 (false, true, ..) => KernelId::RnnGruHeld48w,
                 (true, true, false, false, false) => KernelId::RnnGruHeld48sw,
                 (true, true, true, false, false) => KernelId::RnnGruHeld48swu,
+                (true, true, false, true, false) if tune.fused => KernelId::RnnGruHeld48swxf,
                 (true, true, false, true, false) => KernelId::RnnGruHeld48swx,
                 (true, true, true, true, false) => KernelId::RnnGruHeld48swux,
                 (true, true, true, true, true) => KernelId::RnnGruHeld48swuxp,

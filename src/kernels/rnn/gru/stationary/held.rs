@@ -49,6 +49,7 @@
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
+use super::held_fused::fused_steps;
 use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
 pub use super::held_gi::{smem_floats, smem_floats_staged};
 use super::held_step::{steps, Env};
@@ -95,10 +96,11 @@ pub fn build48swu(target: Target) -> Module {
     build_any(
         target,
         "rnn_gru_held48swu",
-        3,
-        Some(GiBy::Upper),
-        true,
-        false,
+        How {
+            lazy_x: false,
+            probe: false,
+            ..How::new(3, Some(GiBy::Upper), true)
+        },
     )
 }
 
@@ -107,10 +109,11 @@ pub fn build48swx(target: Target) -> Module {
     build_any(
         target,
         "rnn_gru_held48swx",
-        3,
-        Some(GiBy::Lower),
-        true,
-        true,
+        How {
+            lazy_x: true,
+            probe: false,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
     )
 }
 
@@ -119,10 +122,25 @@ pub fn build48swux(target: Target) -> Module {
     build_any(
         target,
         "rnn_gru_held48swux",
-        3,
-        Some(GiBy::Upper),
-        true,
-        true,
+        How {
+            lazy_x: true,
+            probe: false,
+            ..How::new(3, Some(GiBy::Upper), true)
+        },
+    )
+}
+
+/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp
+/// gathers its own K slice, no barrier after the gather).
+pub fn build48swxf(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swxf",
+        How {
+            lazy_x: true,
+            fused: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
     )
 }
 
@@ -131,10 +149,11 @@ pub fn build48swp(target: Target) -> Module {
     build_any(
         target,
         "rnn_gru_held48swp",
-        3,
-        Some(GiBy::Lower),
-        true,
-        false,
+        How {
+            lazy_x: false,
+            probe: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
     )
 }
 
@@ -143,10 +162,11 @@ pub fn build48swuxp(target: Target) -> Module {
     build_any(
         target,
         "rnn_gru_held48swuxp",
-        3,
-        Some(GiBy::Upper),
-        true,
-        true,
+        How {
+            lazy_x: true,
+            probe: true,
+            ..How::new(3, Some(GiBy::Upper), true)
+        },
     )
 }
 
@@ -163,48 +183,51 @@ fn build(target: Target, name: &str, qs: u32) -> Module {
 }
 
 fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, false, false)
+    build_any(target, name, How::new(qs, split, false))
 }
 
 fn build_staged(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, true, false)
+    build_any(target, name, How::new(qs, split, true))
 }
 
-/// `lazy_x` (split roles only): the prologue copies x of steps 0 .. 3 only; in step t the upper
-/// warps copy x of step t + 3 (awaited before the mat-vec barrier of step t + 1, ahead of its
-/// first read by the partials of `W_ih x_{t+3}` after that barrier).
-fn build_any(
-    target: Target,
-    name: &str,
-    qs: u32,
-    split: Option<GiBy>,
-    staging: bool,
-    lazy_x: bool,
-) -> Module {
+/// Builds one held kernel as `how` says.
+fn build_any(target: Target, name: &str, how: How) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        // `rnn_gru_held48swp` / `rnn_gru_held48swuxp` carry the gather's probe.
-        let probe = name.ends_with('p');
-        let how = How {
-            qs,
-            split,
-            staging,
-            lazy_x,
-            probe,
-        };
         rollout(b, c, &stamps, &how)
     })
 }
 
 /// What [`rollout`] builds (see [`build_any`]).
 struct How {
+    /// Lane rows q < `qs` (3: 48 gate rows, 4: 64).
     qs: u32,
+    /// Split roles (the upper warps hold W_ih) and who takes the gi sums.
     split: Option<GiBy>,
+    /// Weights staged through shared memory (`staged`).
     staging: bool,
+    /// Split roles only: the prologue copies x of steps 0 .. 3 only; in step t the upper warps
+    /// copy x of step t + 3 (awaited before the mat-vec barrier of step t + 1, ahead of its
+    /// first read by the partials of `W_ih x_{t+3}` after that barrier).
     lazy_x: bool,
     /// Thread 0's gather timings (`super::PROBES`).
     probe: bool,
+    /// Split roles and staging only: `held_fused`'s step loop without layer norm and dropout.
+    fused: bool,
+}
+
+impl How {
+    fn new(qs: u32, split: Option<GiBy>, staging: bool) -> How {
+        How {
+            qs,
+            split,
+            staging,
+            lazy_x: false,
+            probe: false,
+            fused: false,
+        }
+    }
 }
 
 /// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
@@ -366,5 +389,19 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
         probe: how_probe,
         zero,
     };
-    steps(b, &env);
+    if how.fused && split && staging {
+        // The second W_hh scratch over the staged weights (held in registers by now).
+        let second = {
+            let lay = layout(b, c);
+            b.add(lay.bias, BIAS_FLOATS + 4)
+        };
+        let transformed = b.or(p.ln, p.drop);
+        b.if_else(
+            transformed,
+            |b| steps(b, &env),
+            |b| fused_steps(b, &env, second),
+        );
+    } else {
+        steps(b, &env);
+    }
 }

@@ -46,6 +46,7 @@
 pub mod cluster;
 mod count;
 pub mod held;
+mod held_fused;
 mod held_gi;
 mod held_step;
 pub mod kernel;
