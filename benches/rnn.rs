@@ -243,6 +243,19 @@ fn gpu(c: &mut Criterion) {
             },
         ),
         (
+            "gru_rollout_tune_uxf",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune {
+                    gi_upper: true,
+                    lazy_x: true,
+                    fused: true,
+                    ..HeldTune::default()
+                }),
+                ..global
+            },
+        ),
+        (
             "gru_rollout_tune_p",
             vec![single.clone()],
             tune(false, false, true),
@@ -398,6 +411,7 @@ fn gpu(c: &mut Criterion) {
                 "rnn_gru_held48swp",
                 "rnn_gru_held48swuxp",
                 "rnn_gru_held48swxf",
+                "rnn_gru_held48swuxf",
             ];
             if gg.kernel_name().ends_with('p') {
                 gather_probe(name, &st, SHAPE.steps, mhz);

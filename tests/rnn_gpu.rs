@@ -187,6 +187,12 @@ fn gru_held_case(
         fused: true,
         ..HeldTune::default()
     });
+    let fused_u = Some(HeldTune {
+        gi_upper: true,
+        lazy_x: true,
+        fused: true,
+        ..HeldTune::default()
+    });
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
@@ -234,6 +240,13 @@ fn gru_held_case(
             "rnn_gru_held48swuxp",
         ),
         (small, Some(true), Some(true), fused, "rnn_gru_held48swxf"),
+        (
+            small,
+            Some(true),
+            Some(true),
+            fused_u,
+            "rnn_gru_held48swuxf",
+        ),
     ];
     for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {
         let l = GruLaunch {

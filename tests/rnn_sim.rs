@@ -111,6 +111,7 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
             | KernelId::RnnGruHeld48swp
             | KernelId::RnnGruHeld48swuxp
             | KernelId::RnnGruHeld48swxf
+            | KernelId::RnnGruHeld48swuxf
     ) {
         args.push(Arg::U64(0));
         held::smem_floats_staged(batch, 128, 256, chunk, 3)
@@ -230,6 +231,12 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "rnn_gru_held48swx with each warp gathering its K slice",
             ),
             (
+                KernelId::RnnGruHeld48swuxf,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swxf with the gi sums by the upper warps",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
@@ -255,7 +262,8 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 | KernelId::RnnGruHeld48swux
                 | KernelId::RnnGruHeld48swp
                 | KernelId::RnnGruHeld48swuxp
-                | KernelId::RnnGruHeld48swxf => Some("rnn_gru_stationary48"),
+                | KernelId::RnnGruHeld48swxf
+                | KernelId::RnnGruHeld48swuxf => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };

@@ -140,6 +140,8 @@ kernel_table! {
     /// `rnn_gru_held48swx` with each warp gathering its own K slice of the states, no barrier
     /// after the gather (opt-in, bit-identical).
     RnnGruHeld48swxf => rnn::gru::stationary::held::build48swxf, "rnn_gru_held48swxf", [Sm80];
+    /// `rnn_gru_held48swxf` with the gi sums by the upper warps (opt-in, bit-identical).
+    RnnGruHeld48swuxf => rnn::gru::stationary::held::build48swuxf, "rnn_gru_held48swuxf", [Sm80];
     /// `rnn_gru_held48sw` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swp => rnn::gru::stationary::held::build48swp, "rnn_gru_held48swp", [Sm80];
     /// `rnn_gru_held48swux` with thread 0's gather timed (bench instrumentation, opt-in).

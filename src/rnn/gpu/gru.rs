@@ -86,9 +86,9 @@ pub struct HeldTune {
     /// `rnn_gru_held48swuxp`, `gru::stationary::PROBES`; `p` in `PTXFLOW_GRU_TUNE`).
     pub probe: bool,
     /// Each warp gathers its own K slice of the states at the top of the step, no barrier after
-    /// the gather (`rnn_gru_held48swxf`, with `lazy_x` and without `gi_upper` and `probe`;
-    /// without layer norm and dropout: it runs `rnn_gru_held48swx`'s loop with them); `f` in
-    /// `PTXFLOW_GRU_TUNE` (`xf`).
+    /// the gather (`rnn_gru_held48swxf`, with `lazy_x` and without `probe`; `rnn_gru_held48swuxf`
+    /// with `gi_upper` too; with layer norm or dropout they run the loop of the kernel without
+    /// `fused`); `f` in `PTXFLOW_GRU_TUNE` (`xf`, `uxf`).
     pub fused: bool,
 }
 

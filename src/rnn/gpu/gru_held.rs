@@ -30,11 +30,12 @@ fn switch_from_env(name: &str) -> Option<bool> {
 
 /// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: `u` (gi sums by the upper warps), `x` (x copied
 /// during the steps), `ux` (both), `p` / `uxp` (none / both, thread 0's gather timed), `xf` (x
-/// copied during the steps, each warp gathering its own K slice); unset or other: none.
+/// copied during the steps, each warp gathering its own K slice), `uxf` (and the gi sums by the
+/// upper warps); unset or other: none.
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
     match v.as_str() {
-        "u" | "x" | "ux" | "p" | "uxp" | "xf" => HeldTune {
+        "u" | "x" | "ux" | "p" | "uxp" | "xf" | "uxf" => HeldTune {
             gi_upper: v.contains('u'),
             lazy_x: v.contains('x'),
             probe: v.contains('p'),

@@ -74,6 +74,7 @@ impl Path {
                 (true, true, true, false, false) => KernelId::RnnGruHeld48swu,
                 (true, true, false, true, false) if tune.fused => KernelId::RnnGruHeld48swxf,
                 (true, true, false, true, false) => KernelId::RnnGruHeld48swx,
+                (true, true, true, true, false) if tune.fused => KernelId::RnnGruHeld48swuxf,
                 (true, true, true, true, false) => KernelId::RnnGruHeld48swux,
                 (true, true, true, true, true) => KernelId::RnnGruHeld48swuxp,
                 (true, true, _, _, true) => KernelId::RnnGruHeld48swp,

@@ -144,6 +144,19 @@ pub fn build48swxf(target: Target) -> Module {
     )
 }
 
+/// Builds `rnn_gru_held48swuxf` (`rnn_gru_held48swxf` with the gi sums by the upper warps).
+pub fn build48swuxf(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swuxf",
+        How {
+            lazy_x: true,
+            fused: true,
+            ..How::new(3, Some(GiBy::Upper), true)
+        },
+    )
+}
+
 /// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
 pub fn build48swp(target: Target) -> Module {
     build_any(
