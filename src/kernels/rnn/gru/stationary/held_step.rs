@@ -73,7 +73,7 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
             rows: c.rows,
             scratch: lay.sh,
         };
-        partials(b, smem, &whh, &lane, &from);
+        partials(b, smem, whh, lane, &from);
         // x of steps 1 .. (group 2) has landed before this barrier (a no-op after step 0):
         // the barrier publishes it for the partials of W_ih x_{t+1}.
         b.cp_async_wait_all();
@@ -163,7 +163,7 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                     b.comment("step t, 2-3 (upper warps): partials of W_ih x_{t+2}");
                     let t2 = b.add(t, 2u32);
                     let more2 = b.setp(Cmp::Lt, t2, p.steps);
-                    b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
+                    b.if_then(more2, |b| x_partials_wide(b, c, wih, u, t2));
                     if lazy_x {
                         b.comment("step t (upper warps): copy x of step t + 3");
                         let t3 = b.add(t, 3u32);
