@@ -170,7 +170,16 @@ fn gpu(c: &mut Criterion) {
             gi_upper,
             lazy_x,
             probe,
-            fused: false,
+            ..HeldTune::default()
+        }),
+        ..global
+    };
+    let overlap = |lazy_x, probe| GruLaunch {
+        tune: Some(HeldTune {
+            lazy_x,
+            probe,
+            overlap: true,
+            ..HeldTune::default()
         }),
         ..global
     };
@@ -254,6 +263,21 @@ fn gpu(c: &mut Criterion) {
                 }),
                 ..global
             },
+        ),
+        (
+            "gru_rollout_tune_o",
+            vec![single.clone()],
+            overlap(false, false),
+        ),
+        (
+            "gru_rollout_tune_xo",
+            vec![single.clone()],
+            overlap(true, false),
+        ),
+        (
+            "gru_rollout_tune_xop",
+            vec![single.clone()],
+            overlap(true, true),
         ),
         (
             "gru_rollout_tune_p",
@@ -412,6 +436,9 @@ fn gpu(c: &mut Criterion) {
                 "rnn_gru_held48swuxp",
                 "rnn_gru_held48swxf",
                 "rnn_gru_held48swuxf",
+                "rnn_gru_held48swo",
+                "rnn_gru_held48swxo",
+                "rnn_gru_held48swxop",
             ];
             if gg.kernel_name().ends_with('p') {
                 gather_probe(name, &st, SHAPE.steps, mhz);

@@ -179,7 +179,15 @@ fn gru_held_case(
             gi_upper,
             lazy_x,
             probe,
-            fused: false,
+            ..HeldTune::default()
+        })
+    };
+    let overlap = |lazy_x, probe| {
+        Some(HeldTune {
+            lazy_x,
+            probe,
+            overlap: true,
+            ..HeldTune::default()
         })
     };
     let fused = Some(HeldTune {
@@ -193,6 +201,7 @@ fn gru_held_case(
         fused: true,
         ..HeldTune::default()
     });
+    let s = small;
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
@@ -246,6 +255,27 @@ fn gru_held_case(
             Some(true),
             fused_u,
             "rnn_gru_held48swuxf",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(false, false),
+            "rnn_gru_held48swo",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(true, false),
+            "rnn_gru_held48swxo",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(true, true),
+            "rnn_gru_held48swxop",
         ),
     ];
     for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {

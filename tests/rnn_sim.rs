@@ -112,6 +112,9 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
             | KernelId::RnnGruHeld48swuxp
             | KernelId::RnnGruHeld48swxf
             | KernelId::RnnGruHeld48swuxf
+            | KernelId::RnnGruHeld48swo
+            | KernelId::RnnGruHeld48swxo
+            | KernelId::RnnGruHeld48swxop
     ) {
         args.push(Arg::U64(0));
         held::smem_floats_staged(batch, 128, 256, chunk, 3)
@@ -237,6 +240,12 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "rnn_gru_held48swxf with the gi sums by the upper warps",
             ),
             (
+                KernelId::RnnGruHeld48swxo,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swx with the gi sums in the gather's round trip",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
@@ -263,7 +272,10 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 | KernelId::RnnGruHeld48swp
                 | KernelId::RnnGruHeld48swuxp
                 | KernelId::RnnGruHeld48swxf
-                | KernelId::RnnGruHeld48swuxf => Some("rnn_gru_stationary48"),
+                | KernelId::RnnGruHeld48swuxf
+                | KernelId::RnnGruHeld48swo
+                | KernelId::RnnGruHeld48swxo
+                | KernelId::RnnGruHeld48swxop => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };

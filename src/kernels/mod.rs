@@ -142,6 +142,13 @@ kernel_table! {
     RnnGruHeld48swxf => rnn::gru::stationary::held::build48swxf, "rnn_gru_held48swxf", [Sm80];
     /// `rnn_gru_held48swxf` with the gi sums by the upper warps (opt-in, bit-identical).
     RnnGruHeld48swuxf => rnn::gru::stationary::held::build48swuxf, "rnn_gru_held48swuxf", [Sm80];
+    /// `rnn_gru_held48sw` with the lower warps' gi sums in the gather's first round trip
+    /// (opt-in, bit-identical).
+    RnnGruHeld48swo => rnn::gru::stationary::held::build48swo, "rnn_gru_held48swo", [Sm80];
+    /// `rnn_gru_held48swo` with x of steps 3 .. copied during the steps (opt-in, bit-identical).
+    RnnGruHeld48swxo => rnn::gru::stationary::held::build48swxo, "rnn_gru_held48swxo", [Sm80];
+    /// `rnn_gru_held48swxo` with thread 0's gather timed (bench instrumentation, opt-in).
+    RnnGruHeld48swxop => rnn::gru::stationary::held::build48swxop, "rnn_gru_held48swxop", [Sm80];
     /// `rnn_gru_held48sw` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swp => rnn::gru::stationary::held::build48swp, "rnn_gru_held48swp", [Sm80];
     /// `rnn_gru_held48swux` with thread 0's gather timed (bench instrumentation, opt-in).

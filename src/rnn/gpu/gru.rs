@@ -90,6 +90,10 @@ pub struct HeldTune {
     /// with `gi_upper` too; with layer norm or dropout they run the loop of the kernel without
     /// `fused`); `f` in `PTXFLOW_GRU_TUNE` (`xf`, `uxf`).
     pub fused: bool,
+    /// The lower warps' gi sums of step t + 1 between the gather's first poll loads and their
+    /// check, so that the loads' L2 round trip hides them (`rnn_gru_held48swo`, with `lazy_x`
+    /// `rnn_gru_held48swxo`, with `probe` too `rnn_gru_held48swxop`; `o` in `PTXFLOW_GRU_TUNE`).
+    pub overlap: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -28,20 +28,20 @@ fn switch_from_env(name: &str) -> Option<bool> {
     }
 }
 
-/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: `u` (gi sums by the upper warps), `x` (x copied
-/// during the steps), `ux` (both), `p` / `uxp` (none / both, thread 0's gather timed), `xf` (x
-/// copied during the steps, each warp gathering its own K slice), `uxf` (and the gi sums by the
-/// upper warps); unset or other: none.
+/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: letters of [`HeldTune`]'s switches, `u`
+/// (`gi_upper`), `x` (`lazy_x`), `p` (`probe`), `f` (`fused`), `o` (`overlap`), e.g. `xo`
+/// (combinations without a kernel run `rnn_gru_held48sw`); unset, empty or other letters: none.
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
-    match v.as_str() {
-        "u" | "x" | "ux" | "p" | "uxp" | "xf" | "uxf" => HeldTune {
-            gi_upper: v.contains('u'),
-            lazy_x: v.contains('x'),
-            probe: v.contains('p'),
-            fused: v.contains('f'),
-        },
-        _ => HeldTune::default(),
+    if v.is_empty() || !v.chars().all(|c| "uxpfo".contains(c)) {
+        return HeldTune::default();
+    }
+    HeldTune {
+        gi_upper: v.contains('u'),
+        lazy_x: v.contains('x'),
+        probe: v.contains('p'),
+        fused: v.contains('f'),
+        overlap: v.contains('o'),
     }
 }
 

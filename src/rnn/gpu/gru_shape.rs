@@ -66,18 +66,11 @@ impl Path {
                 split,
                 staged,
                 tune,
-            } => match (split, staged, tune.gi_upper, tune.lazy_x, tune.probe) {
-                (false, false, ..) => KernelId::RnnGruHeld48,
-                (true, false, ..) => KernelId::RnnGruHeld48s,
-                (false, true, ..) => KernelId::RnnGruHeld48w,
-                (true, true, false, false, false) => KernelId::RnnGruHeld48sw,
-                (true, true, true, false, false) => KernelId::RnnGruHeld48swu,
-                (true, true, false, true, false) if tune.fused => KernelId::RnnGruHeld48swxf,
-                (true, true, false, true, false) => KernelId::RnnGruHeld48swx,
-                (true, true, true, true, false) if tune.fused => KernelId::RnnGruHeld48swuxf,
-                (true, true, true, true, false) => KernelId::RnnGruHeld48swux,
-                (true, true, true, true, true) => KernelId::RnnGruHeld48swuxp,
-                (true, true, _, _, true) => KernelId::RnnGruHeld48swp,
+            } => match (split, staged) {
+                (false, false) => KernelId::RnnGruHeld48,
+                (true, false) => KernelId::RnnGruHeld48s,
+                (false, true) => KernelId::RnnGruHeld48w,
+                (true, true) => tuned(tune),
             },
             Path::Held {
                 rows64: true,
@@ -90,6 +83,24 @@ impl Path {
                 ..
             } => KernelId::RnnGruHeld64,
         }
+    }
+}
+
+/// The split, staged 48-row kernel with the schedules `t` (combinations without a kernel of
+/// their own: `rnn_gru_held48sw`).
+fn tuned(t: HeldTune) -> KernelId {
+    match (t.gi_upper, t.lazy_x, t.probe, t.fused, t.overlap) {
+        (true, false, false, false, false) => KernelId::RnnGruHeld48swu,
+        (false, true, false, false, false) => KernelId::RnnGruHeld48swx,
+        (true, true, false, false, false) => KernelId::RnnGruHeld48swux,
+        (false, true, false, true, false) => KernelId::RnnGruHeld48swxf,
+        (true, true, false, true, false) => KernelId::RnnGruHeld48swuxf,
+        (false, false, true, false, false) => KernelId::RnnGruHeld48swp,
+        (true, true, true, false, false) => KernelId::RnnGruHeld48swuxp,
+        (false, false, false, false, true) => KernelId::RnnGruHeld48swo,
+        (false, true, false, false, true) => KernelId::RnnGruHeld48swxo,
+        (false, true, true, false, true) => KernelId::RnnGruHeld48swxop,
+        _ => KernelId::RnnGruHeld48sw,
     }
 }
 

@@ -30,6 +30,10 @@ pub(super) struct Gather<'a> {
     /// pass's start, when its first poll round was checked and at its end, and the rounds it
     /// polled (meaningful where a thread makes one pass: `threads x in_flight` >= the pairs).
     pub probe: Option<&'a Probe<'a>>,
+    /// Work done in each thread's first pass between issuing its first poll loads and checking
+    /// them (the loads' round trip hides it). Runs only where the thread makes a pass: every
+    /// thread of the group must have one (`threads` <= the live pairs) unless `on` is false.
+    pub between: Option<&'a dyn Fn(&mut KernelBuilder)>,
 }
 
 /// `probe(b, [start, first round checked, end], rounds)` of [`Gather`].
@@ -104,6 +108,10 @@ pub(super) fn gather_by(
             let w = [b.mov(0u64), b.mov(0u64)];
             b.guarded(live, false, |b| b.ld_relaxed_gpu_v2_to(w, a.clone()));
             pend.push((live, a, w));
+        }
+        if let Some(f) = g.between {
+            let first = b.setp(Cmp::Eq, base, tid);
+            b.if_then(first, f);
         }
         b.loop_forever(|b, brk, _| {
             let mut all = None;

@@ -187,6 +187,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
                 half_h: None,
                 on: Some(need),
                 probe: None,
+                between: None,
             },
         );
         b.bar_sync();

@@ -157,6 +157,46 @@ pub fn build48swuxf(target: Target) -> Module {
     )
 }
 
+/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the
+/// gather's first poll loads and their check).
+pub fn build48swo(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swo",
+        How {
+            overlap: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
+    )
+}
+
+/// Builds `rnn_gru_held48swxo` (`rnn_gru_held48swo` with x copied during the steps).
+pub fn build48swxo(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swxo",
+        How {
+            lazy_x: true,
+            overlap: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
+    )
+}
+
+/// Builds `rnn_gru_held48swxop` (`rnn_gru_held48swxo` with thread 0's gather timed).
+pub fn build48swxop(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swxop",
+        How {
+            lazy_x: true,
+            overlap: true,
+            probe: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
+    )
+}
+
 /// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
 pub fn build48swp(target: Target) -> Module {
     build_any(
@@ -228,6 +268,9 @@ struct How {
     probe: bool,
     /// Split roles and staging only: `held_fused`'s step loop without layer norm and dropout.
     fused: bool,
+    /// The lower warps' gi sums between the gather's first poll loads and their check (split
+    /// roles, gi sums by the lower warps).
+    overlap: bool,
 }
 
 impl How {
@@ -239,6 +282,7 @@ impl How {
             lazy_x: false,
             probe: false,
             fused: false,
+            overlap: false,
         }
     }
 }
@@ -400,6 +444,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
         gi_upper,
         lazy_x,
         probe: how_probe,
+        overlap: how.overlap,
         zero,
     };
     if how.fused && split && staging {

@@ -27,6 +27,8 @@ pub(super) struct Env<'a> {
     pub gi_upper: bool,
     pub lazy_x: bool,
     pub probe: bool,
+    /// The gi sums of the lower warps between the gather's first poll loads and their check.
+    pub overlap: bool,
     /// A register holding 0.
     pub zero: Reg<U32>,
 }
@@ -56,6 +58,7 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
         gi_upper,
         lazy_x,
         probe: how_probe,
+        overlap,
         zero,
     } = *env;
     let (p, smem) = (c.p, c.smem);
@@ -111,9 +114,13 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}"
             });
             let t1 = b.add(t, 1u32);
-            if !gi_upper {
+            // With `overlap`, the gi sums run inside the gather (`between`).
+            let gi_next = |b: &mut KernelBuilder| {
                 let more = b.setp(Cmp::Lt, t1, p.steps);
                 b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
+            };
+            if !gi_upper && !overlap {
+                gi_next(b);
             }
             if !split {
                 let t2 = b.add(t, 2u32);
@@ -146,6 +153,11 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 half_h: Some(128),
                 on: Some(need),
                 probe: if how_probe { Some(&probe) } else { None },
+                between: if overlap && !gi_upper {
+                    Some(&gi_next)
+                } else {
+                    None
+                },
             };
             gather_by(b, &ex, t, &how, threads, tid);
         };

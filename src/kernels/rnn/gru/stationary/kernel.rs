@@ -166,6 +166,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
                 half_h: Some(128),
                 on: Some(need),
                 probe: None,
+                between: None,
             },
         );
         // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by

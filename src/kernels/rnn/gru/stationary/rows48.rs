@@ -109,6 +109,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
                 half_h: Some(128),
                 on: Some(need),
                 probe: None,
+                between: None,
             },
         );
         b.bar_sync();
