@@ -174,6 +174,16 @@ fn gpu(c: &mut Criterion) {
         }),
         ..global
     };
+    let cells = |probe| GruLaunch {
+        tune: Some(HeldTune {
+            lazy_x: true,
+            probe,
+            overlap: true,
+            overlap_cells: true,
+            ..HeldTune::default()
+        }),
+        ..global
+    };
     let overlap = |lazy_x, probe| GruLaunch {
         tune: Some(HeldTune {
             lazy_x,
@@ -186,6 +196,15 @@ fn gpu(c: &mut Criterion) {
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
+        // `_s10`: session 10's default (`rnn_gru_held48sw`, no schedule of `HeldTune`).
+        (
+            "gru_rollout_s10",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune::default()),
+                ..global
+            },
+        ),
         ("gru_rollout_held", vec![single.clone()], held(true)),
         (
             "gru_rollout_split",
@@ -279,6 +298,8 @@ fn gpu(c: &mut Criterion) {
             vec![single.clone()],
             overlap(true, true),
         ),
+        ("gru_rollout_tune_xc", vec![single.clone()], cells(false)),
+        ("gru_rollout_tune_xcp", vec![single.clone()], cells(true)),
         (
             "gru_rollout_tune_p",
             vec![single.clone()],
@@ -439,6 +460,8 @@ fn gpu(c: &mut Criterion) {
                 "rnn_gru_held48swo",
                 "rnn_gru_held48swxo",
                 "rnn_gru_held48swxop",
+                "rnn_gru_held48swxc",
+                "rnn_gru_held48swxcp",
             ];
             if gg.kernel_name().ends_with('p') {
                 gather_probe(name, &st, SHAPE.steps, mhz);
@@ -484,6 +507,7 @@ fn gpu(c: &mut Criterion) {
             || name.contains("_cluster")
             || name.ends_with("_rows64")
             || name.contains("_tune_")
+            || name.ends_with("_s10")
         {
             kept.push((name, gg));
         }

@@ -202,6 +202,16 @@ fn gru_held_case(
         ..HeldTune::default()
     });
     let s = small;
+    let no_tune_var = std::env::var_os("PTXFLOW_GRU_TUNE").is_none();
+    let cells = |probe| {
+        Some(HeldTune {
+            lazy_x: true,
+            probe,
+            overlap: true,
+            overlap_cells: true,
+            ..HeldTune::default()
+        })
+    };
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
@@ -212,7 +222,21 @@ fn gru_held_case(
             None,
             "rnn_gru_held48w",
         ),
-        (small, Some(true), Some(true), None, "rnn_gru_held48sw"),
+        (
+            s,
+            Some(true),
+            Some(true),
+            Some(HeldTune::default()),
+            "rnn_gru_held48sw",
+        ),
+        // The default schedule (unless PTXFLOW_GRU_TUNE says otherwise).
+        (
+            s && no_tune_var,
+            Some(true),
+            Some(true),
+            None,
+            "rnn_gru_held48swx",
+        ),
         (
             small,
             Some(true),
@@ -276,6 +300,20 @@ fn gru_held_case(
             Some(true),
             overlap(true, true),
             "rnn_gru_held48swxop",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            cells(false),
+            "rnn_gru_held48swxc",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            cells(true),
+            "rnn_gru_held48swxcp",
         ),
     ];
     for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {

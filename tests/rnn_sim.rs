@@ -115,6 +115,8 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
             | KernelId::RnnGruHeld48swo
             | KernelId::RnnGruHeld48swxo
             | KernelId::RnnGruHeld48swxop
+            | KernelId::RnnGruHeld48swxc
+            | KernelId::RnnGruHeld48swxcp
     ) {
         args.push(Arg::U64(0));
         held::smem_floats_staged(batch, 128, 256, chunk, 3)
@@ -246,6 +248,12 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "rnn_gru_held48swx with the gi sums in the gather's round trip",
             ),
             (
+                KernelId::RnnGruHeld48swxc,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swxo, the cells' threads only",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
@@ -275,7 +283,9 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 | KernelId::RnnGruHeld48swuxf
                 | KernelId::RnnGruHeld48swo
                 | KernelId::RnnGruHeld48swxo
-                | KernelId::RnnGruHeld48swxop => Some("rnn_gru_stationary48"),
+                | KernelId::RnnGruHeld48swxop
+                | KernelId::RnnGruHeld48swxc
+                | KernelId::RnnGruHeld48swxcp => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };

@@ -149,6 +149,11 @@ kernel_table! {
     RnnGruHeld48swxo => rnn::gru::stationary::held::build48swxo, "rnn_gru_held48swxo", [Sm80];
     /// `rnn_gru_held48swxo` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swxop => rnn::gru::stationary::held::build48swxop, "rnn_gru_held48swxop", [Sm80];
+    /// `rnn_gru_held48swxo` with only the threads with a cell summing in the round trip
+    /// (opt-in, bit-identical).
+    RnnGruHeld48swxc => rnn::gru::stationary::held::build48swxc, "rnn_gru_held48swxc", [Sm80];
+    /// `rnn_gru_held48swxc` with thread 0's gather timed (bench instrumentation, opt-in).
+    RnnGruHeld48swxcp => rnn::gru::stationary::held::build48swxcp, "rnn_gru_held48swxcp", [Sm80];
     /// `rnn_gru_held48sw` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swp => rnn::gru::stationary::held::build48swp, "rnn_gru_held48swp", [Sm80];
     /// `rnn_gru_held48swux` with thread 0's gather timed (bench instrumentation, opt-in).

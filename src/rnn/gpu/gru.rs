@@ -7,10 +7,12 @@
 //! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
 //! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
 //! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
-//! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48sw` there (split roles
-//! and weights staged through shared memory; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
-//! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn each off). Opt-in: the sm_90 cluster
-//! kernels ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`).
+//! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48swx` there (split roles,
+//! weights staged through shared memory, x of steps 3 .. copied during the steps;
+//! [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`, [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0`
+//! turn the first two off, [`GruLaunch::tune`] / `PTXFLOW_GRU_TUNE=none` the third:
+//! `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels ([`GruLaunch::exchange`],
+//! `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the other schedules of [`HeldTune`].
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -67,13 +69,15 @@ pub struct GruLaunch {
     /// where the staged rows fit in shared memory); `Some(true)` fails with `Input` where it
     /// cannot run.
     pub staged: Option<bool>,
-    /// Opt-in schedules of `rnn_gru_held48sw` (split roles and staged weights; bit-identical
-    /// states). `None`: as `PTXFLOW_GRU_TUNE` says (`u`, `x` or `ux`, see [`HeldTune`]), else
-    /// none; ignored by the other kernels.
+    /// Schedules of the split, staged 48-row kernel (bit-identical states). `None`: as
+    /// `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches, e.g. `xoc`; `none`: none of
+    /// them, `rnn_gru_held48sw`), else `lazy_x` only (`rnn_gru_held48swx`); ignored by the other
+    /// kernels.
     pub tune: Option<HeldTune>,
 }
 
-/// Schedules of `rnn_gru_held48sw` (session 11, opt-in until measured on the GPU).
+/// Schedules of `rnn_gru_held48sw` (session 11; `lazy_x` alone is the default, the others are
+/// opt-in: see [`GruLaunch::tune`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
     /// The gi sums of step t + 1 by the upper warps (after their partials of `W_ih x`), not by
@@ -94,6 +98,10 @@ pub struct HeldTune {
     /// check, so that the loads' L2 round trip hides them (`rnn_gru_held48swo`, with `lazy_x`
     /// `rnn_gru_held48swxo`, with `probe` too `rnn_gru_held48swxop`; `o` in `PTXFLOW_GRU_TUNE`).
     pub overlap: bool,
+    /// With `overlap`, only the threads with a cell sum in the round trip (they poll right after
+    /// their cell); the others sum before polling (`rnn_gru_held48swxc` with `lazy_x`,
+    /// `rnn_gru_held48swxcp` with `probe` too; `c` in `PTXFLOW_GRU_TUNE`, e.g. `xoc`).
+    pub overlap_cells: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -1,8 +1,9 @@
 //! Block shapes of the held-weights GRU kernels (`rnn_gru_held48` / `rnn_gru_held64`: W_ih and
 //! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`), and their
 //! variants: split roles (`rnn_gru_held48s` / `rnn_gru_held64s`), weights staged through shared
-//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`, the default for blocks of at most 16
-//! units and 128 cells, e.g. the T=10 B=32 rollout).
+//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedules (`HeldTune`:
+//! `rnn_gru_held48swx`, x copied during the steps, is the default for blocks of at most 16 units
+//! and 128 cells, e.g. the T=10 B=32 rollout).
 
 use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
@@ -29,11 +30,15 @@ fn switch_from_env(name: &str) -> Option<bool> {
 }
 
 /// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: letters of [`HeldTune`]'s switches, `u`
-/// (`gi_upper`), `x` (`lazy_x`), `p` (`probe`), `f` (`fused`), `o` (`overlap`), e.g. `xo`
-/// (combinations without a kernel run `rnn_gru_held48sw`); unset, empty or other letters: none.
+/// (`gi_upper`), `x` (`lazy_x`), `p` (`probe`), `f` (`fused`), `o` (`overlap`), `c`
+/// (`overlap_cells`), e.g. `xoc` (combinations without a kernel run `rnn_gru_held48sw`); unset
+/// or empty: [`TUNE_DEFAULT`]; other letters (e.g. `none`): none of them (`rnn_gru_held48sw`).
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
-    if v.is_empty() || !v.chars().all(|c| "uxpfo".contains(c)) {
+    if v.is_empty() {
+        return TUNE_DEFAULT;
+    }
+    if !v.chars().all(|c| "uxpfoc".contains(c)) {
         return HeldTune::default();
     }
     HeldTune {
@@ -42,8 +47,22 @@ fn tune_from_env() -> HeldTune {
         probe: v.contains('p'),
         fused: v.contains('f'),
         overlap: v.contains('o'),
+        overlap_cells: v.contains('c'),
     }
 }
+
+/// The schedules of `rnn_gru_held48sw` where neither [`GruLaunch::tune`] nor `PTXFLOW_GRU_TUNE`
+/// says: x of steps 3 .. copied during the steps (`rnn_gru_held48swx`; H100, alternating in one
+/// process, T=10 B=32: 18.37 / 18.53 against 18.64-18.69 / 18.80-18.84 us in two runs, criterion
+/// 17.77 / 17.84 against 17.99-18.02 / 18.14 us).
+const TUNE_DEFAULT: HeldTune = HeldTune {
+    gi_upper: false,
+    lazy_x: true,
+    probe: false,
+    fused: false,
+    overlap: false,
+    overlap_cells: false,
+};
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
 /// on for the 48-row kernels (`rnn_gru_held48s`; H100, alternating in one process, T=10 B=32:

@@ -89,6 +89,13 @@ impl Path {
 /// The split, staged 48-row kernel with the schedules `t` (combinations without a kernel of
 /// their own: `rnn_gru_held48sw`).
 fn tuned(t: HeldTune) -> KernelId {
+    if t.overlap && t.overlap_cells && t.lazy_x && !t.gi_upper && !t.fused {
+        return if t.probe {
+            KernelId::RnnGruHeld48swxcp
+        } else {
+            KernelId::RnnGruHeld48swxc
+        };
+    }
     match (t.gi_upper, t.lazy_x, t.probe, t.fused, t.overlap) {
         (true, false, false, false, false) => KernelId::RnnGruHeld48swu,
         (false, true, false, false, false) => KernelId::RnnGruHeld48swx,

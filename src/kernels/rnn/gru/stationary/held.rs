@@ -197,6 +197,37 @@ pub fn build48swxop(target: Target) -> Module {
     )
 }
 
+/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking
+/// their gi sums in the gather's round trip: they poll right after their cell; the others sum
+/// first, as in `rnn_gru_held48sw`, so that their first poll is not too early).
+pub fn build48swxc(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swxc",
+        How {
+            lazy_x: true,
+            overlap: true,
+            overlap_cells: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
+    )
+}
+
+/// Builds `rnn_gru_held48swxcp` (`rnn_gru_held48swxc` with thread 0's gather timed).
+pub fn build48swxcp(target: Target) -> Module {
+    build_any(
+        target,
+        "rnn_gru_held48swxcp",
+        How {
+            lazy_x: true,
+            overlap: true,
+            overlap_cells: true,
+            probe: true,
+            ..How::new(3, Some(GiBy::Lower), true)
+        },
+    )
+}
+
 /// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
 pub fn build48swp(target: Target) -> Module {
     build_any(
@@ -271,6 +302,8 @@ struct How {
     /// The lower warps' gi sums between the gather's first poll loads and their check (split
     /// roles, gi sums by the lower warps).
     overlap: bool,
+    /// With `overlap`, only those of the threads with a cell (`held_step::Env`).
+    overlap_cells: bool,
 }
 
 impl How {
@@ -283,6 +316,7 @@ impl How {
             probe: false,
             fused: false,
             overlap: false,
+            overlap_cells: false,
         }
     }
 }
@@ -445,6 +479,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
         lazy_x,
         probe: how_probe,
         overlap: how.overlap,
+        overlap_cells: how.overlap_cells,
         zero,
     };
     if how.fused && split && staging {
