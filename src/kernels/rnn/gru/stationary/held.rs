@@ -46,6 +46,20 @@
 //! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
 //! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
 //! (thread 64): the upper warps' partials of `W_ih x_{t+2}` done.
+//!
+//! Schedules of `rnn_gru_held48sw` (session 11, `How`; same sums in the same order, so states
+//! bit-identical): `rnn_gru_held48swx` copies x of steps 0 .. 3 in the prologue and x of step
+//! t + 3 in step t (upper warps) instead of every step's x in the prologue: 14 KiB less to land
+//! per block before step 0 (the prologue moves ~96 KiB per SM from L2 at ~6 TB/s for the whole
+//! GPU); the host's default for this shape. Opt-in, measured slower or no faster on an H100:
+//! `rnn_gru_held48swu` / `swux` (gi sums by the upper warps, which then outlast the cells and
+//! the gather), `rnn_gru_held48swxf` / `swuxf` (`held_fused`: each warp polls its own K slice,
+//! no barrier after the gather; the early polls load the L2 and slow the cells down),
+//! `rnn_gru_held48swo` / `swxo` (the lower warps' gi sums between the gather's first poll loads
+//! and their check: the threads without cells then poll before the states exist and pay a
+//! second round trip), `rnn_gru_held48swxc` (only the threads with a cell do so). Bench
+//! instrumentation: `rnn_gru_held48swp`, `swuxp`, `swxop`, `swxcp` time thread 0's gather
+//! (`super::PROBES`).
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
@@ -93,165 +107,82 @@ pub fn build48sw(target: Target) -> Module {
 
 /// Builds `rnn_gru_held48swu` (`rnn_gru_held48sw` with the gi sums taken by the upper warps).
 pub fn build48swu(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swu",
-        How {
-            lazy_x: false,
-            probe: false,
-            ..How::new(3, Some(GiBy::Upper), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swu", "u")
 }
 
 /// Builds `rnn_gru_held48swx` (`rnn_gru_held48sw` with x of steps 3 .. copied during the steps).
 pub fn build48swx(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swx",
-        How {
-            lazy_x: true,
-            probe: false,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swx", "x")
 }
 
 /// Builds `rnn_gru_held48swux` (both of the above).
 pub fn build48swux(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swux",
-        How {
-            lazy_x: true,
-            probe: false,
-            ..How::new(3, Some(GiBy::Upper), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swux", "ux")
 }
 
-/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp
-/// gathers its own K slice, no barrier after the gather).
+/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp gathers its own K slice, no barrier after the gather).
 pub fn build48swxf(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swxf",
-        How {
-            lazy_x: true,
-            fused: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swxf", "xf")
 }
 
 /// Builds `rnn_gru_held48swuxf` (`rnn_gru_held48swxf` with the gi sums by the upper warps).
 pub fn build48swuxf(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swuxf",
-        How {
-            lazy_x: true,
-            fused: true,
-            ..How::new(3, Some(GiBy::Upper), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swuxf", "uxf")
 }
 
-/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the
-/// gather's first poll loads and their check).
+/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the gather's first poll loads and their check).
 pub fn build48swo(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swo",
-        How {
-            overlap: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swo", "o")
 }
 
 /// Builds `rnn_gru_held48swxo` (`rnn_gru_held48swo` with x copied during the steps).
 pub fn build48swxo(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swxo",
-        How {
-            lazy_x: true,
-            overlap: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swxo", "xo")
 }
 
 /// Builds `rnn_gru_held48swxop` (`rnn_gru_held48swxo` with thread 0's gather timed).
 pub fn build48swxop(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swxop",
-        How {
-            lazy_x: true,
-            overlap: true,
-            probe: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swxop", "xop")
 }
 
-/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking
-/// their gi sums in the gather's round trip: they poll right after their cell; the others sum
-/// first, as in `rnn_gru_held48sw`, so that their first poll is not too early).
+/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking their gi sums in the gather's round trip (they poll right after their cell; the others sum first)).
 pub fn build48swxc(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swxc",
-        How {
-            lazy_x: true,
-            overlap: true,
-            overlap_cells: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swxc", "xoc")
 }
 
 /// Builds `rnn_gru_held48swxcp` (`rnn_gru_held48swxc` with thread 0's gather timed).
 pub fn build48swxcp(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swxcp",
-        How {
-            lazy_x: true,
-            overlap: true,
-            overlap_cells: true,
-            probe: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swxcp", "xocp")
 }
 
 /// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
 pub fn build48swp(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swp",
-        How {
-            lazy_x: false,
-            probe: true,
-            ..How::new(3, Some(GiBy::Lower), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swp", "p")
 }
 
 /// Builds `rnn_gru_held48swuxp` (`rnn_gru_held48swux` with thread 0's gather timed).
 pub fn build48swuxp(target: Target) -> Module {
-    build_any(
-        target,
-        "rnn_gru_held48swuxp",
-        How {
-            lazy_x: true,
-            probe: true,
-            ..How::new(3, Some(GiBy::Upper), true)
-        },
-    )
+    tuned(target, "rnn_gru_held48swuxp", "uxp")
+}
+
+/// `rnn_gru_held48sw` with the schedules named by `letters`: `u` gi sums by the upper warps,
+/// `x` x copied during the steps, `f` fused step loop, `o` gi sums in the gather's round trip,
+/// `c` only by the threads with a cell, `p` thread 0's gather timed (see [`How`]).
+fn tuned(target: Target, name: &str, letters: &str) -> Module {
+    let gi = if letters.contains('u') {
+        GiBy::Upper
+    } else {
+        GiBy::Lower
+    };
+    let how = How {
+        lazy_x: letters.contains('x'),
+        fused: letters.contains('f'),
+        overlap: letters.contains('o'),
+        overlap_cells: letters.contains('c'),
+        probe: letters.contains('p'),
+        ..How::new(3, Some(gi), true)
+    };
+    build_any(target, name, how)
 }
 
 /// With the roles split: which warps take the gi sums (the lower four, with the cells and the
