@@ -235,7 +235,7 @@ fn gru_held_case(
             Some(true),
             Some(true),
             None,
-            "rnn_gru_held48swx",
+            "rnn_gru_held48swxc",
         ),
         (
             small,

@@ -7,12 +7,13 @@
 //! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
 //! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
 //! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
-//! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48swx` there (split roles,
-//! weights staged through shared memory, x of steps 3 .. copied during the steps;
-//! [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`, [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0`
-//! turn the first two off, [`GruLaunch::tune`] / `PTXFLOW_GRU_TUNE=none` the third:
-//! `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels ([`GruLaunch::exchange`],
-//! `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the other schedules of [`HeldTune`].
+//! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48swxc` there (split
+//! roles, weights staged through shared memory, x of steps 3 .. copied during the steps, the
+//! cells' gi sums in the gather's round trip; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
+//! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn the first two off, [`GruLaunch::tune`] /
+//! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels
+//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the other schedules of
+//! [`HeldTune`].
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -71,13 +72,13 @@ pub struct GruLaunch {
     pub staged: Option<bool>,
     /// Schedules of the split, staged 48-row kernel (bit-identical states). `None`: as
     /// `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches, e.g. `xoc`; `none`: none of
-    /// them, `rnn_gru_held48sw`), else `lazy_x` only (`rnn_gru_held48swx`); ignored by the other
-    /// kernels.
+    /// them, `rnn_gru_held48sw`), else `lazy_x`, `overlap` and `overlap_cells`
+    /// (`rnn_gru_held48swxc`); ignored by the other kernels.
     pub tune: Option<HeldTune>,
 }
 
-/// Schedules of `rnn_gru_held48sw` (session 11; `lazy_x` alone is the default, the others are
-/// opt-in: see [`GruLaunch::tune`]).
+/// Schedules of `rnn_gru_held48sw` (session 11; `lazy_x` + `overlap` + `overlap_cells` is the
+/// default, the others are opt-in: see [`GruLaunch::tune`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
     /// The gi sums of step t + 1 by the upper warps (after their partials of `W_ih x`), not by

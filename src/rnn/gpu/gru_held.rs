@@ -2,8 +2,9 @@
 //! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`), and their
 //! variants: split roles (`rnn_gru_held48s` / `rnn_gru_held64s`), weights staged through shared
 //! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedules (`HeldTune`:
-//! `rnn_gru_held48swx`, x copied during the steps, is the default for blocks of at most 16 units
-//! and 128 cells, e.g. the T=10 B=32 rollout).
+//! `rnn_gru_held48swxc`, x copied during the steps and the cells' gi sums in the gather's round
+//! trip, is the default for blocks of at most 16 units and 128 cells, e.g. the T=10 B=32
+//! rollout).
 
 use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
@@ -52,16 +53,18 @@ fn tune_from_env() -> HeldTune {
 }
 
 /// The schedules of `rnn_gru_held48sw` where neither [`GruLaunch::tune`] nor `PTXFLOW_GRU_TUNE`
-/// says: x of steps 3 .. copied during the steps (`rnn_gru_held48swx`; H100, alternating in one
-/// process, T=10 B=32: 18.37 / 18.53 against 18.64-18.69 / 18.80-18.84 us in two runs, criterion
-/// 17.77 / 17.84 against 17.99-18.02 / 18.14 us).
+/// says: x of steps 3 .. copied during the steps, and the threads with a cell take their gi sums
+/// inside the gather's first L2 round trip (`rnn_gru_held48swxc`). H100, T=10 B=32, one process:
+/// criterion 17.54 us against 17.86 for `rnn_gru_held48swx` and 18.09 for `rnn_gru_held48sw`,
+/// alternating medians 18.23 against 18.30-18.57 and 18.52 (in-kernel stamps: 14.88 against 15.34
+/// and 15.52 us; exchange 0.52 against 0.57 us a step, prologue 0.22 us shorter).
 const TUNE_DEFAULT: HeldTune = HeldTune {
     gi_upper: false,
     lazy_x: true,
     probe: false,
     fused: false,
-    overlap: false,
-    overlap_cells: false,
+    overlap: true,
+    overlap_cells: true,
 };
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:

@@ -51,13 +51,16 @@
 //! bit-identical): `rnn_gru_held48swx` copies x of steps 0 .. 3 in the prologue and x of step
 //! t + 3 in step t (upper warps) instead of every step's x in the prologue: 14 KiB less to land
 //! per block before step 0 (the prologue moves ~96 KiB per SM from L2 at ~6 TB/s for the whole
-//! GPU); the host's default for this shape. Opt-in, measured slower or no faster on an H100:
+//! GPU). `rnn_gru_held48swxc` (the host's default for this shape) also lets the threads with a
+//! cell issue the gather's first poll loads right after their cell and take their gi sums of
+//! step t + 1 while the loads are out (the others sum first, then poll). Opt-in, measured
+//! slower or no faster on an H100:
 //! `rnn_gru_held48swu` / `swux` (gi sums by the upper warps, which then outlast the cells and
 //! the gather), `rnn_gru_held48swxf` / `swuxf` (`held_fused`: each warp polls its own K slice,
 //! no barrier after the gather; the early polls load the L2 and slow the cells down),
 //! `rnn_gru_held48swo` / `swxo` (the lower warps' gi sums between the gather's first poll loads
 //! and their check: the threads without cells then poll before the states exist and pay a
-//! second round trip), `rnn_gru_held48swxc` (only the threads with a cell do so). Bench
+//! second round trip). Bench
 //! instrumentation: `rnn_gru_held48swp`, `swuxp`, `swxop`, `swxcp` time thread 0's gather
 //! (`super::PROBES`).
 
@@ -120,7 +123,8 @@ pub fn build48swux(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swux", "ux")
 }
 
-/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp gathers its own K slice, no barrier after the gather).
+/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp
+/// gathers its own K slice, no barrier after the gather).
 pub fn build48swxf(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swxf", "xf")
 }
@@ -130,7 +134,8 @@ pub fn build48swuxf(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swuxf", "uxf")
 }
 
-/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the gather's first poll loads and their check).
+/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the
+/// gather's first poll loads and their check).
 pub fn build48swo(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swo", "o")
 }
@@ -145,7 +150,9 @@ pub fn build48swxop(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swxop", "xop")
 }
 
-/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking their gi sums in the gather's round trip (they poll right after their cell; the others sum first)).
+/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking
+/// their gi sums in the gather's round trip: they poll right after their cell, the others sum
+/// first).
 pub fn build48swxc(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swxc", "xoc")
 }
