@@ -11,7 +11,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::GpuChain;
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging, HeldTune};
 use ptxflow::rnn::gpu::rsvd::GpuRsvd;
 use ptxflow::rnn::reference::{dense_relu, gru_ensemble_rollout, gru_rollout};
 use ptxflow::rnn::rsvd::rsvd_cpu;
@@ -140,6 +140,7 @@ fn gpu(c: &mut Criterion) {
         held: Some(false),
         split: None,
         staged: None,
+        tune: None,
     };
     // The rows the issue tracks, exchange pinned (the default may change with the variable).
     let global = GruLaunch {
@@ -169,9 +170,46 @@ fn gpu(c: &mut Criterion) {
         staged: Some(false),
         ..global
     };
+    let tune = |gi_upper, lazy_x, probe| GruLaunch {
+        tune: Some(HeldTune {
+            gi_upper,
+            lazy_x,
+            probe,
+            ..HeldTune::default()
+        }),
+        ..global
+    };
+    let cells = |probe| GruLaunch {
+        tune: Some(HeldTune {
+            lazy_x: true,
+            probe,
+            overlap: true,
+            overlap_cells: true,
+            ..HeldTune::default()
+        }),
+        ..global
+    };
+    let overlap = |lazy_x, probe| GruLaunch {
+        tune: Some(HeldTune {
+            lazy_x,
+            probe,
+            overlap: true,
+            ..HeldTune::default()
+        }),
+        ..global
+    };
     let mut configs = vec![
         ("gru_rollout", vec![single.clone()], global),
         ("gru_ensemble5", ens.clone(), global),
+        // `_s10`: session 10's default (`rnn_gru_held48sw`, no schedule of `HeldTune`).
+        (
+            "gru_rollout_s10",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune::default()),
+                ..global
+            },
+        ),
         ("gru_rollout_held", vec![single.clone()], held(true)),
         (
             "gru_rollout_split",
@@ -207,6 +245,75 @@ fn gpu(c: &mut Criterion) {
                 staged: Some(true),
                 ..held(true)
             },
+        ),
+        // `_tune_*`: the opt-in schedules of `rnn_gru_held48sw` (`HeldTune`): `u` the gi sums
+        // by the upper warps, `x` x copied during the steps, `p` thread 0's gather timed.
+        (
+            "gru_rollout_tune_u",
+            vec![single.clone()],
+            tune(true, false, false),
+        ),
+        (
+            "gru_rollout_tune_x",
+            vec![single.clone()],
+            tune(false, true, false),
+        ),
+        (
+            "gru_rollout_tune_ux",
+            vec![single.clone()],
+            tune(true, true, false),
+        ),
+        (
+            "gru_rollout_tune_xf",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune {
+                    lazy_x: true,
+                    fused: true,
+                    ..HeldTune::default()
+                }),
+                ..global
+            },
+        ),
+        (
+            "gru_rollout_tune_uxf",
+            vec![single.clone()],
+            GruLaunch {
+                tune: Some(HeldTune {
+                    gi_upper: true,
+                    lazy_x: true,
+                    fused: true,
+                    ..HeldTune::default()
+                }),
+                ..global
+            },
+        ),
+        (
+            "gru_rollout_tune_o",
+            vec![single.clone()],
+            overlap(false, false),
+        ),
+        (
+            "gru_rollout_tune_xo",
+            vec![single.clone()],
+            overlap(true, false),
+        ),
+        (
+            "gru_rollout_tune_xop",
+            vec![single.clone()],
+            overlap(true, true),
+        ),
+        ("gru_rollout_tune_xc", vec![single.clone()], cells(false)),
+        ("gru_rollout_tune_xcp", vec![single.clone()], cells(true)),
+        (
+            "gru_rollout_tune_p",
+            vec![single.clone()],
+            tune(false, false, true),
+        ),
+        (
+            "gru_rollout_tune_uxp",
+            vec![single.clone()],
+            tune(true, true, true),
         ),
         // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
         ("gru_rollout_held_plain", vec![single.clone()], held(true)),
@@ -344,7 +451,26 @@ fn gpu(c: &mut Criterion) {
                 tot(0), list(0), tot(1), list(1), tot(2), list(2),
                 st[3 + 3 * SHAPE.steps].wrapping_sub(st[0]) as f64 / mhz
             );
-            let split = ["rnn_gru_held48s", "rnn_gru_held64s", "rnn_gru_held48sw"];
+            let split = [
+                "rnn_gru_held48s",
+                "rnn_gru_held64s",
+                "rnn_gru_held48sw",
+                "rnn_gru_held48swu",
+                "rnn_gru_held48swx",
+                "rnn_gru_held48swux",
+                "rnn_gru_held48swp",
+                "rnn_gru_held48swuxp",
+                "rnn_gru_held48swxf",
+                "rnn_gru_held48swuxf",
+                "rnn_gru_held48swo",
+                "rnn_gru_held48swxo",
+                "rnn_gru_held48swxop",
+                "rnn_gru_held48swxc",
+                "rnn_gru_held48swxcp",
+            ];
+            if gg.kernel_name().ends_with('p') {
+                gather_probe(name, &st, SHAPE.steps, mhz);
+            }
             if split.contains(&gg.kernel_name()) {
                 // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
                 // done, after the step's mat-vec barrier (stamp 4 + 3 t).
@@ -385,6 +511,8 @@ fn gpu(c: &mut Criterion) {
             || name.ends_with("_stationary")
             || name.contains("_cluster")
             || name.ends_with("_rows64")
+            || name.contains("_tune_")
+            || name.ends_with("_s10")
         {
             kept.push((name, gg));
         }
@@ -944,6 +1072,28 @@ fn rsvd_small_ab(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         phases.join(", ")
     );
     set(&mut r, 0);
+}
+
+/// Thread 0's gather in the probe kernels (`rnn_gru_held48swp` / `rnn_gru_held48swuxp`,
+/// `gru::stationary::PROBES`): per step, its start after thread 0's cell, its first poll round
+/// checked, the rest to its end, the end to the step's barrier (us), and the rounds polled.
+fn gather_probe(name: &str, st: &[u64], steps: usize, mhz: f64) {
+    let base = ptxflow::kernels::rnn::gru::stationary::STAMPS as usize;
+    let us = |a: u64, b: u64| b.wrapping_sub(a) as i64 as f64 / mhz;
+    let mut rows: [Vec<String>; 5] = Default::default();
+    for t in 0..steps.min(16).saturating_sub(1) {
+        let p = &st[base + 4 * t..base + 4 * t + 4];
+        let (cell, barrier) = (st[5 + 3 * t], st[6 + 3 * t]);
+        rows[0].push(format!("{:.2}", us(cell, p[0])));
+        rows[1].push(format!("{:.2}", us(p[0], p[1])));
+        rows[2].push(format!("{:.2}", us(p[1], p[2])));
+        rows[3].push(format!("{:.2}", us(p[2], barrier)));
+        rows[4].push(p[3].to_string());
+    }
+    let [a, b, c, d, r] = rows.map(|v| v.join(" "));
+    println!(
+        "SUMMARY gpu/rnn {name} thread 0's gather (us): start after its cell [{a}], first poll round checked [{b}], then to its end [{c}], end to the barrier [{d}]; poll rounds [{r}]"
+    );
 }
 
 /// The per-block `%globaltimer` stamps of a cluster kernel (`STAMPS + 4 c`: start, end, SM):

@@ -12,7 +12,7 @@ use ptxflow::rng::Rng;
 use ptxflow::rnn::chain::chain_cpu;
 use ptxflow::rnn::gpu::chain::{run_concurrently, GpuChain};
 use ptxflow::rnn::gpu::dense::{GpuDense, WeightStorage};
-use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging};
+use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging, HeldTune};
 use ptxflow::rnn::gpu::lowrank::{correct_add, GpuLowRank};
 use ptxflow::rnn::gpu::rsvd::{GpuRsvd, GEMM_BLOCKS_PER_SM, MAX_GEMM_BLOCKS_PER_SM};
 use ptxflow::rnn::half::{f16_bits_to_f32, to_f16_vec};
@@ -142,6 +142,7 @@ fn gru_held_case(
         held: Some(held),
         split: Some(false),
         staged: Some(false),
+        tune: None,
     };
     let mut g = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(true)).unwrap();
     let mut twin = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, launch(false)).unwrap();
@@ -171,16 +172,155 @@ fn gru_held_case(
     // roles; all bit for bit.
     let units = 2 * 128u32.div_ceil(slices);
     let small = units <= 16 && rows * units <= 128;
+    // The opt-in schedules of `rnn_gru_held48sw` (`HeldTune`): `u` the gi sums by the upper
+    // warps, `x` x copied during the steps, bit for bit too.
+    let tune = |gi_upper, lazy_x, probe| {
+        Some(HeldTune {
+            gi_upper,
+            lazy_x,
+            probe,
+            ..HeldTune::default()
+        })
+    };
+    let overlap = |lazy_x, probe| {
+        Some(HeldTune {
+            lazy_x,
+            probe,
+            overlap: true,
+            ..HeldTune::default()
+        })
+    };
+    let fused = Some(HeldTune {
+        lazy_x: true,
+        fused: true,
+        ..HeldTune::default()
+    });
+    let fused_u = Some(HeldTune {
+        gi_upper: true,
+        lazy_x: true,
+        fused: true,
+        ..HeldTune::default()
+    });
+    let s = small;
+    let no_tune_var = std::env::var_os("PTXFLOW_GRU_TUNE").is_none();
+    let cells = |probe| {
+        Some(HeldTune {
+            lazy_x: true,
+            probe,
+            overlap: true,
+            overlap_cells: true,
+            ..HeldTune::default()
+        })
+    };
     let variants = [
-        (units > 16, Some(true), None, "rnn_gru_held64s"),
-        (small, Some(true), Some(false), "rnn_gru_held48s"),
-        (units <= 16, Some(false), Some(true), "rnn_gru_held48w"),
-        (small, Some(true), Some(true), "rnn_gru_held48sw"),
+        (units > 16, Some(true), None, None, "rnn_gru_held64s"),
+        (small, Some(true), Some(false), None, "rnn_gru_held48s"),
+        (
+            units <= 16,
+            Some(false),
+            Some(true),
+            None,
+            "rnn_gru_held48w",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            Some(HeldTune::default()),
+            "rnn_gru_held48sw",
+        ),
+        // The default schedule (unless PTXFLOW_GRU_TUNE says otherwise).
+        (
+            s && no_tune_var,
+            Some(true),
+            Some(true),
+            None,
+            "rnn_gru_held48swxc",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, false, false),
+            "rnn_gru_held48swu",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(false, true, false),
+            "rnn_gru_held48swx",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, true, false),
+            "rnn_gru_held48swux",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(false, false, true),
+            "rnn_gru_held48swp",
+        ),
+        (
+            small,
+            Some(true),
+            Some(true),
+            tune(true, true, true),
+            "rnn_gru_held48swuxp",
+        ),
+        (small, Some(true), Some(true), fused, "rnn_gru_held48swxf"),
+        (
+            small,
+            Some(true),
+            Some(true),
+            fused_u,
+            "rnn_gru_held48swuxf",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(false, false),
+            "rnn_gru_held48swo",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(true, false),
+            "rnn_gru_held48swxo",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            overlap(true, true),
+            "rnn_gru_held48swxop",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            cells(false),
+            "rnn_gru_held48swxc",
+        ),
+        (
+            s,
+            Some(true),
+            Some(true),
+            cells(true),
+            "rnn_gru_held48swxcp",
+        ),
     ];
-    for (_, split, staged, name) in variants.into_iter().filter(|v| v.0) {
+    for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {
         let l = GruLaunch {
             split,
             staged,
+            tune,
             ..launch(true)
         };
         let mut s = GpuGru::new(gpu.clone(), &ws, shape.steps, shape.batch, l).unwrap();
@@ -232,9 +372,19 @@ fn gpu_gru_held_kernels_match_f64_reference_and_their_twins() {
     // (input, shape, members, layer norm, dropout, rows, slices): 16 slices of 16 units take
     // `rnn_gru_held48`, 13 slices (18 or 20 units) `rnn_gru_held64`; B = 9 pads to 12 rows.
     let cases = if sanitize() {
+        // T = 5: `rnn_gru_held48swx` copies x of steps 3 and 4 during the steps.
         vec![
             (100, short, 1, true, drop, 4, 16),
             (128, short, 2, false, drop, 8, 13),
+            (
+                128,
+                RolloutShape { steps: 5, batch: 8 },
+                1,
+                false,
+                None,
+                4,
+                16,
+            ),
         ]
     } else {
         vec![
@@ -407,6 +557,7 @@ fn gpu_gru_step_and_rollout_match_f64_reference() {
             held: None,
             split: None,
             staged: None,
+            tune: None,
         };
         let e = gru_case(
             &gpu,
@@ -454,6 +605,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let shared = GruLaunch {
         unit_slices: Some(26),
@@ -465,6 +617,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let any_held = GruLaunch {
         stationary: Some(true),
@@ -488,6 +641,7 @@ fn gru_sanitizer_cases(gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
         held: None,
         split: None,
         staged: None,
+        tune: None,
     };
     let old_cases = [
         (

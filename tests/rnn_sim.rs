@@ -101,7 +101,23 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
     ) {
         args.push(Arg::U64(0));
         held::smem_floats(batch, 128, 256, chunk)
-    } else if matches!(id, KernelId::RnnGruHeld48w | KernelId::RnnGruHeld48sw) {
+    } else if matches!(
+        id,
+        KernelId::RnnGruHeld48w
+            | KernelId::RnnGruHeld48sw
+            | KernelId::RnnGruHeld48swu
+            | KernelId::RnnGruHeld48swx
+            | KernelId::RnnGruHeld48swux
+            | KernelId::RnnGruHeld48swp
+            | KernelId::RnnGruHeld48swuxp
+            | KernelId::RnnGruHeld48swxf
+            | KernelId::RnnGruHeld48swuxf
+            | KernelId::RnnGruHeld48swo
+            | KernelId::RnnGruHeld48swxo
+            | KernelId::RnnGruHeld48swxop
+            | KernelId::RnnGruHeld48swxc
+            | KernelId::RnnGruHeld48swxcp
+    ) {
         args.push(Arg::U64(0));
         held::smem_floats_staged(batch, 128, 256, chunk, 3)
     } else {
@@ -196,6 +212,48 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "split roles, weights staged, 48 gate rows, 16 slices",
             ),
             (
+                KernelId::RnnGruHeld48swu,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48sw with the gi sums by the upper warps",
+            ),
+            (
+                KernelId::RnnGruHeld48swx,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48sw with x copied during the steps",
+            ),
+            (
+                KernelId::RnnGruHeld48swux,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48sw with both schedules",
+            ),
+            (
+                KernelId::RnnGruHeld48swxf,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swx with each warp gathering its K slice",
+            ),
+            (
+                KernelId::RnnGruHeld48swuxf,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swxf with the gi sums by the upper warps",
+            ),
+            (
+                KernelId::RnnGruHeld48swxo,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swx with the gi sums in the gather's round trip",
+            ),
+            (
+                KernelId::RnnGruHeld48swxc,
+                STEPS as u32,
+                16,
+                "rnn_gru_held48swxo, the cells' threads only",
+            ),
+            (
                 KernelId::RnnGruHeld64,
                 STEPS as u32,
                 SLICES,
@@ -215,7 +273,19 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 KernelId::RnnGruHeld48
                 | KernelId::RnnGruHeld48s
                 | KernelId::RnnGruHeld48w
-                | KernelId::RnnGruHeld48sw => Some("rnn_gru_stationary48"),
+                | KernelId::RnnGruHeld48sw
+                | KernelId::RnnGruHeld48swu
+                | KernelId::RnnGruHeld48swx
+                | KernelId::RnnGruHeld48swux
+                | KernelId::RnnGruHeld48swp
+                | KernelId::RnnGruHeld48swuxp
+                | KernelId::RnnGruHeld48swxf
+                | KernelId::RnnGruHeld48swuxf
+                | KernelId::RnnGruHeld48swo
+                | KernelId::RnnGruHeld48swxo
+                | KernelId::RnnGruHeld48swxop
+                | KernelId::RnnGruHeld48swxc
+                | KernelId::RnnGruHeld48swxcp => Some("rnn_gru_stationary48"),
                 KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
                 _ => None,
             };

@@ -1,10 +1,12 @@
 //! Block shapes of the held-weights GRU kernels (`rnn_gru_held48` / `rnn_gru_held64`: W_ih and
 //! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`), and their
 //! variants: split roles (`rnn_gru_held48s` / `rnn_gru_held64s`), weights staged through shared
-//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`, the default for blocks of at most 16
-//! units and 128 cells, e.g. the T=10 B=32 rollout).
+//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedules (`HeldTune`:
+//! `rnn_gru_held48swxc`, x copied during the steps and the cells' gi sums in the gather's round
+//! trip, is the default for blocks of at most 16 units and 128 cells, e.g. the T=10 B=32
+//! rollout).
 
-use super::gru::{GruExchange, GruLaunch};
+use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
 use crate::runtime::Gpu;
 use crate::{Error, Result};
@@ -27,6 +29,43 @@ fn switch_from_env(name: &str) -> Option<bool> {
         _ => None,
     }
 }
+
+/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: letters of [`HeldTune`]'s switches, `u`
+/// (`gi_upper`), `x` (`lazy_x`), `p` (`probe`), `f` (`fused`), `o` (`overlap`), `c`
+/// (`overlap_cells`), e.g. `xoc` (combinations without a kernel run `rnn_gru_held48sw`); unset
+/// or empty: [`TUNE_DEFAULT`]; other letters (e.g. `none`): none of them (`rnn_gru_held48sw`).
+fn tune_from_env() -> HeldTune {
+    let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
+    if v.is_empty() {
+        return TUNE_DEFAULT;
+    }
+    if !v.chars().all(|c| "uxpfoc".contains(c)) {
+        return HeldTune::default();
+    }
+    HeldTune {
+        gi_upper: v.contains('u'),
+        lazy_x: v.contains('x'),
+        probe: v.contains('p'),
+        fused: v.contains('f'),
+        overlap: v.contains('o'),
+        overlap_cells: v.contains('c'),
+    }
+}
+
+/// The schedules of `rnn_gru_held48sw` where neither [`GruLaunch::tune`] nor `PTXFLOW_GRU_TUNE`
+/// says: x of steps 3 .. copied during the steps, and the threads with a cell take their gi sums
+/// inside the gather's first L2 round trip (`rnn_gru_held48swxc`). H100, T=10 B=32, one process:
+/// criterion 17.54 us against 17.86 for `rnn_gru_held48swx` and 18.09 for `rnn_gru_held48sw`,
+/// alternating medians 18.23 against 18.30-18.57 and 18.52 (in-kernel stamps: 14.88 against 15.34
+/// and 15.52 us; exchange 0.52 against 0.57 us a step, prologue 0.22 us shorter).
+const TUNE_DEFAULT: HeldTune = HeldTune {
+    gi_upper: false,
+    lazy_x: true,
+    probe: false,
+    fused: false,
+    overlap: true,
+    overlap_cells: true,
+};
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
 /// on for the 48-row kernels (`rnn_gru_held48s`; H100, alternating in one process, T=10 B=32:
@@ -132,10 +171,17 @@ pub(super) fn choose_held(
             continue;
         };
         let chunk = max_steps as u32;
+        // The tuned schedules exist for the split, staged 48-row kernel only.
+        let tune = launch.tune.unwrap_or_else(tune_from_env);
         let path_of = |staged| Path::Held {
             rows64,
             split,
             staged,
+            tune: if split && staged && !rows64 {
+                tune
+            } else {
+                HeldTune::default()
+            },
         };
         let mut bytes = smem_bytes(path_of(staged), ip, h, r, units, chunk);
         // Staged by default only: without the staging where its rows do not fit.

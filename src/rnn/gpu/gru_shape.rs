@@ -2,7 +2,7 @@
 //! or shared memory, and how gi is computed, chosen from the co-resident capacity the driver
 //! reports (see [`choose_shape`]).
 
-use super::gru::{GruExchange, GruLaunch};
+use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_cluster::{choose_cluster, exchange_from_env, ClusterExchange, Staging, Tuning};
 use super::gru_held::choose_held;
 use super::{allow_dynamic_smem, cooperative_capacity};
@@ -48,6 +48,7 @@ pub(super) enum Path {
         rows64: bool,
         split: bool,
         staged: bool,
+        tune: HeldTune,
     },
 }
 
@@ -64,11 +65,12 @@ impl Path {
                 rows64: false,
                 split,
                 staged,
+                tune,
             } => match (split, staged) {
                 (false, false) => KernelId::RnnGruHeld48,
                 (true, false) => KernelId::RnnGruHeld48s,
                 (false, true) => KernelId::RnnGruHeld48w,
-                (true, true) => KernelId::RnnGruHeld48sw,
+                (true, true) => tuned(tune),
             },
             Path::Held {
                 rows64: true,
@@ -81,6 +83,31 @@ impl Path {
                 ..
             } => KernelId::RnnGruHeld64,
         }
+    }
+}
+
+/// The split, staged 48-row kernel with the schedules `t` (combinations without a kernel of
+/// their own: `rnn_gru_held48sw`).
+fn tuned(t: HeldTune) -> KernelId {
+    if t.overlap && t.overlap_cells && t.lazy_x && !t.gi_upper && !t.fused {
+        return if t.probe {
+            KernelId::RnnGruHeld48swxcp
+        } else {
+            KernelId::RnnGruHeld48swxc
+        };
+    }
+    match (t.gi_upper, t.lazy_x, t.probe, t.fused, t.overlap) {
+        (true, false, false, false, false) => KernelId::RnnGruHeld48swu,
+        (false, true, false, false, false) => KernelId::RnnGruHeld48swx,
+        (true, true, false, false, false) => KernelId::RnnGruHeld48swux,
+        (false, true, false, true, false) => KernelId::RnnGruHeld48swxf,
+        (true, true, false, true, false) => KernelId::RnnGruHeld48swuxf,
+        (false, false, true, false, false) => KernelId::RnnGruHeld48swp,
+        (true, true, true, false, false) => KernelId::RnnGruHeld48swuxp,
+        (false, false, false, false, true) => KernelId::RnnGruHeld48swo,
+        (false, true, false, false, true) => KernelId::RnnGruHeld48swxo,
+        (false, true, true, false, true) => KernelId::RnnGruHeld48swxop,
+        _ => KernelId::RnnGruHeld48sw,
     }
 }
 

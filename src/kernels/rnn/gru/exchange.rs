@@ -20,13 +20,24 @@ pub const IN_FLIGHT: u32 = 4;
 /// How [`gather`] runs: pairs in flight per thread, whether the block's own units are skipped
 /// (j0 .. j1, even bounds: the cell wrote them), `H / 2` when it is known when the kernel is built
 /// (the unit of a pair is then a mask, not a division), and whether to gather at all.
-pub(super) struct Gather {
+pub(super) struct Gather<'a> {
     pub in_flight: u32,
     pub skip_own: bool,
     pub half_h: Option<u32>,
     /// When given and false, nothing is gathered (no pair is live).
     pub on: Option<Reg<Pred>>,
+    /// Bench instrumentation: called once per pass of the calling thread with `%clock64` at the
+    /// pass's start, when its first poll round was checked and at its end, and the rounds it
+    /// polled (meaningful where a thread makes one pass: `threads x in_flight` >= the pairs).
+    pub probe: Option<&'a Probe<'a>>,
+    /// Work done in each thread's first pass between issuing its first poll loads and checking
+    /// them (the loads' round trip hides it). Runs only where the thread makes a pass: every
+    /// thread of the group must have one (`threads` <= the live pairs) unless `on` is false.
+    pub between: Option<&'a dyn Fn(&mut KernelBuilder)>,
 }
+
+/// `probe(b, [start, first round checked, end], rounds)` of [`Gather`].
+pub(super) type Probe<'a> = dyn Fn(&mut KernelBuilder, [Reg<U64>; 3], Reg<U32>) + 'a;
 
 /// Step 3: the group's rows of `hx[e][t]` into the shared h (all threads; no barrier inside).
 /// Each round re-loads every pair of the thread that is not ready yet, so waiting costs one L2
@@ -70,6 +81,10 @@ pub(super) fn gather_by(
         let addr: Addr = b.index_addr(p.hx, wi, 8).into();
         let si = b.add(ex.o_h, off);
         let saddr: Addr = b.shared_index(ex.smem, si).into();
+        let probe = g.probe.map(|_| {
+            let start = b.clock64();
+            (start, b.mov(0u64), b.mov(0u32))
+        });
         let mut pend = Vec::with_capacity(g.in_flight as usize);
         for u in 0..g.in_flight {
             let idx = b.add(base, threads * u);
@@ -94,6 +109,10 @@ pub(super) fn gather_by(
             b.guarded(live, false, |b| b.ld_relaxed_gpu_v2_to(w, a.clone()));
             pend.push((live, a, w));
         }
+        if let Some(f) = g.between {
+            let first = b.setp(Cmp::Eq, base, tid);
+            b.if_then(first, f);
+        }
         b.loop_forever(|b, brk, _| {
             let mut all = None;
             let mut stale = Vec::with_capacity(pend.len());
@@ -111,12 +130,29 @@ pub(super) fn gather_by(
                 });
                 stale.push(ok);
             }
+            if let Some((_, _, rounds)) = probe {
+                let r = b.add(rounds, 1u32);
+                b.mov_to(rounds, r);
+            }
             b.bra_if(all.expect("in_flight >= 1"), brk);
+            if let Some((_, first, rounds)) = probe {
+                // After the branch on the loaded tags: the clock follows their arrival.
+                let now = b.clock64();
+                let one = b.setp(Cmp::Eq, rounds, 1u32);
+                let f = b.selp(now, first, one);
+                b.mov_to(first, f);
+            }
             give_up_when_late(b, start, status, brk);
             for ((_, a, w), ok) in pend.iter().zip(stale) {
                 b.guarded(ok, true, |b| b.ld_relaxed_gpu_v2_to(*w, a.clone()));
             }
         });
+        if let (Some(f), Some((t0, first, rounds))) = (g.probe, probe) {
+            let end = b.clock64();
+            let one = b.setp(Cmp::Eq, rounds, 1u32);
+            let first = b.selp(end, first, one);
+            f(b, [t0, first, end], rounds);
+        }
         for (u, (live, _, w)) in pend.iter().enumerate() {
             b.guarded(*live, false, |b| {
                 let (v0, _) = b.unpack64(w[0]);

@@ -186,6 +186,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>) {
                 skip_own: false,
                 half_h: None,
                 on: Some(need),
+                probe: None,
+                between: None,
             },
         );
         b.bar_sync();

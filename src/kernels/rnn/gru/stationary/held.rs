@@ -46,17 +46,34 @@
 //! `W_ih x_1`; per step t at `4 + 3 t + i`: i = 0 mat-vec, 1 cell, 2 gi of t + 1, partials of
 //! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
 //! (thread 64): the upper warps' partials of `W_ih x_{t+2}` done.
+//!
+//! Schedules of `rnn_gru_held48sw` (session 11, `How`; same sums in the same order, so states
+//! bit-identical): `rnn_gru_held48swx` copies x of steps 0 .. 3 in the prologue and x of step
+//! t + 3 in step t (upper warps) instead of every step's x in the prologue: 14 KiB less to land
+//! per block before step 0 (the prologue moves ~96 KiB per SM from L2 at ~6 TB/s for the whole
+//! GPU). `rnn_gru_held48swxc` (the host's default for this shape) also lets the threads with a
+//! cell issue the gather's first poll loads right after their cell and take their gi sums of
+//! step t + 1 while the loads are out (the others sum first, then poll). Opt-in, measured
+//! slower or no faster on an H100:
+//! `rnn_gru_held48swu` / `swux` (gi sums by the upper warps, which then outlast the cells and
+//! the gather), `rnn_gru_held48swxf` / `swuxf` (`held_fused`: each warp polls its own K slice,
+//! no barrier after the gather; the early polls load the L2 and slow the cells down),
+//! `rnn_gru_held48swo` / `swxo` (the lower warps' gi sums between the gather's first poll loads
+//! and their check: the threads without cells then poll before the states exist and pay a
+//! second round trip). Bench
+//! instrumentation: `rnn_gru_held48swp`, `swuxp`, `swxop`, `swxcp` time thread 0's gather
+//! (`super::PROBES`).
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
+use super::held_fused::fused_steps;
 use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
 pub use super::held_gi::{smem_floats, smem_floats_staged};
-use super::matvec::{hold_rows, partials, sum, Sources};
+use super::held_step::{steps, Env};
+use super::matvec::hold_rows;
 use super::wide::{self, Upper};
-use super::{staged, Lane, Stamps, STAMPS};
-use crate::kernels::rnn::gru::cell::{cell, CellAt, NewState};
-use crate::kernels::rnn::gru::exchange::{gather_by, transform, Gather};
-use crate::kernels::rnn::gru::{kernel_per_sm, reciprocal, Accounting, Ctx, Exchange, THREADS};
+use super::{staged, Lane, Stamps};
+use crate::kernels::rnn::gru::{kernel_per_sm, Accounting, Ctx, THREADS};
 use crate::ptx::*;
 
 /// Builds `rnn_gru_held48` (lane rows q < 3).
@@ -91,6 +108,90 @@ pub fn build48sw(target: Target) -> Module {
     build_staged(target, "rnn_gru_held48sw", 3, Some(GiBy::Lower))
 }
 
+/// Builds `rnn_gru_held48swu` (`rnn_gru_held48sw` with the gi sums taken by the upper warps).
+pub fn build48swu(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swu", "u")
+}
+
+/// Builds `rnn_gru_held48swx` (`rnn_gru_held48sw` with x of steps 3 .. copied during the steps).
+pub fn build48swx(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swx", "x")
+}
+
+/// Builds `rnn_gru_held48swux` (both of the above).
+pub fn build48swux(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swux", "ux")
+}
+
+/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp
+/// gathers its own K slice, no barrier after the gather).
+pub fn build48swxf(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swxf", "xf")
+}
+
+/// Builds `rnn_gru_held48swuxf` (`rnn_gru_held48swxf` with the gi sums by the upper warps).
+pub fn build48swuxf(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swuxf", "uxf")
+}
+
+/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the
+/// gather's first poll loads and their check).
+pub fn build48swo(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swo", "o")
+}
+
+/// Builds `rnn_gru_held48swxo` (`rnn_gru_held48swo` with x copied during the steps).
+pub fn build48swxo(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swxo", "xo")
+}
+
+/// Builds `rnn_gru_held48swxop` (`rnn_gru_held48swxo` with thread 0's gather timed).
+pub fn build48swxop(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swxop", "xop")
+}
+
+/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking
+/// their gi sums in the gather's round trip: they poll right after their cell, the others sum
+/// first).
+pub fn build48swxc(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swxc", "xoc")
+}
+
+/// Builds `rnn_gru_held48swxcp` (`rnn_gru_held48swxc` with thread 0's gather timed).
+pub fn build48swxcp(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swxcp", "xocp")
+}
+
+/// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
+pub fn build48swp(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swp", "p")
+}
+
+/// Builds `rnn_gru_held48swuxp` (`rnn_gru_held48swux` with thread 0's gather timed).
+pub fn build48swuxp(target: Target) -> Module {
+    tuned(target, "rnn_gru_held48swuxp", "uxp")
+}
+
+/// `rnn_gru_held48sw` with the schedules named by `letters`: `u` gi sums by the upper warps,
+/// `x` x copied during the steps, `f` fused step loop, `o` gi sums in the gather's round trip,
+/// `c` only by the threads with a cell, `p` thread 0's gather timed (see [`How`]).
+fn tuned(target: Target, name: &str, letters: &str) -> Module {
+    let gi = if letters.contains('u') {
+        GiBy::Upper
+    } else {
+        GiBy::Lower
+    };
+    let how = How {
+        lazy_x: letters.contains('x'),
+        fused: letters.contains('f'),
+        overlap: letters.contains('o'),
+        overlap_cells: letters.contains('c'),
+        probe: letters.contains('p'),
+        ..How::new(3, Some(gi), true)
+    };
+    build_any(target, name, how)
+}
+
 /// With the roles split: which warps take the gi sums (the lower four, with the cells and the
 /// gather, or the upper four, after their partials of `W_ih x`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -104,31 +205,66 @@ fn build(target: Target, name: &str, qs: u32) -> Module {
 }
 
 fn build_with(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, false)
+    build_any(target, name, How::new(qs, split, false))
 }
 
 fn build_staged(target: Target, name: &str, qs: u32, split: Option<GiBy>) -> Module {
-    build_any(target, name, qs, split, true)
+    build_any(target, name, How::new(qs, split, true))
 }
 
-fn build_any(target: Target, name: &str, qs: u32, split: Option<GiBy>, staging: bool) -> Module {
+/// Builds one held kernel as `how` says.
+fn build_any(target: Target, name: &str, how: How) -> Module {
     // The epoch is read and the block counted in by `Count` below, off the prologue's path.
     kernel_per_sm(target, name, Accounting::None, 1, |b, c| {
         let stamps = Stamps::declare(b, c);
-        rollout(b, c, &stamps, qs, split, staging)
+        rollout(b, c, &stamps, &how)
     })
+}
+
+/// What [`rollout`] builds (see [`build_any`]).
+struct How {
+    /// Lane rows q < `qs` (3: 48 gate rows, 4: 64).
+    qs: u32,
+    /// Split roles (the upper warps hold W_ih) and who takes the gi sums.
+    split: Option<GiBy>,
+    /// Weights staged through shared memory (`staged`).
+    staging: bool,
+    /// Split roles only: the prologue copies x of steps 0 .. 3 only; in step t the upper warps
+    /// copy x of step t + 3 (awaited before the mat-vec barrier of step t + 1, ahead of its
+    /// first read by the partials of `W_ih x_{t+3}` after that barrier).
+    lazy_x: bool,
+    /// Thread 0's gather timings (`super::PROBES`).
+    probe: bool,
+    /// Split roles and staging only: `held_fused`'s step loop without layer norm and dropout.
+    fused: bool,
+    /// The lower warps' gi sums between the gather's first poll loads and their check (split
+    /// roles, gi sums by the lower warps).
+    overlap: bool,
+    /// With `overlap`, only those of the threads with a cell (`held_step::Env`).
+    overlap_cells: bool,
+}
+
+impl How {
+    fn new(qs: u32, split: Option<GiBy>, staging: bool) -> How {
+        How {
+            qs,
+            split,
+            staging,
+            lazy_x: false,
+            probe: false,
+            fused: false,
+            overlap: false,
+            overlap_cells: false,
+        }
+    }
 }
 
 /// The whole rollout (all threads; after `gru::block_context`). `split`: `rnn_gru_held48s`'s
 /// and `rnn_gru_held64s`'s roles (the module notes).
-fn rollout(
-    b: &mut KernelBuilder,
-    c: &Ctx<'_>,
-    stamps: &Stamps,
-    qs: u32,
-    split: Option<GiBy>,
-    staging: bool,
-) {
+fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
+    let (qs, split, staging) = (how.qs, how.split, how.staging);
+    let lazy_x = how.lazy_x && split.is_some();
+    let how_probe = how.probe;
     let gi_upper = split == Some(GiBy::Upper);
     let split = split.is_some();
     let (p, smem) = (c.p, c.smem);
@@ -196,7 +332,12 @@ fn rollout(
     {
         let lay = layout(b, c);
         let first = b.min(p.steps, 2u32);
-        let later = b.sub(p.steps, first);
+        let later = if lazy_x {
+            let upto = b.min(p.steps, 3u32);
+            b.sub(upto, first)
+        } else {
+            b.sub(p.steps, first)
+        };
         let dst = b.mad(first, lay.xbuf, lay.x);
         copy_x_async(b, c, first, later, dst);
         b.cp_async_commit_group();
@@ -262,113 +403,36 @@ fn rollout(
         }
     };
     at(b, 3);
-    let ex = Exchange { c, o_h: zero };
-    // idx / J by `gru::reciprocal`: idx J < 2^16 (idx < 32 rows x J, J <= 21).
-    let magic = reciprocal(b, c.j, 16);
-    b.for_range(0u32, p.steps, 1u32, |b, t, _| {
-        b.comment("step t, 1: partial sums of W_hh h");
-        let lay = layout(b, c);
-        let from = Sources {
-            src: zero,
-            k: p.h,
-            rows: c.rows,
-            scratch: lay.sh,
+    let env = Env {
+        c,
+        stamps,
+        lane: &lane,
+        up: up.as_ref(),
+        whh: &whh,
+        wih: &wih,
+        qs,
+        threads,
+        tid,
+        gi_upper,
+        lazy_x,
+        probe: how_probe,
+        overlap: how.overlap,
+        overlap_cells: how.overlap_cells,
+        zero,
+    };
+    if how.fused && split && staging {
+        // The second W_hh scratch over the staged weights (held in registers by now).
+        let second = {
+            let lay = layout(b, c);
+            b.add(lay.bias, BIAS_FLOATS + 4)
         };
-        partials(b, smem, &whh, &lane, &from);
-        // x of steps 1 .. (group 2) has landed before this barrier (a no-op after step 0):
-        // the barrier publishes it for the partials of W_ih x_{t+1}.
-        b.cp_async_wait_all();
-        b.bar_sync();
-        let stamp_at = b.mad(t, 3u32, 4u32);
-        stamps.write(b, stamp_at);
-        // Cells, gi of step t + 1 and the gather (all threads, or the lower warps while the
-        // upper ones take the partials of W_ih x_{t+2}).
-        let state = |b: &mut KernelBuilder| {
-            b.comment("step t, 2: cells (gh slot sums, gates, h' to hx and shared h)");
-            let cells = b.mul(c.rows, c.j);
-            b.for_range(tid, cells, threads, |b, idx, _| {
-                let row = b.mul(idx, magic);
-                let row = b.shr(row, 16u32);
-                let jj = b.mul(row, c.j);
-                let jj = b.sub(idx, jj);
-                let lay = layout(b, c);
-                let gh =
-                    |b: &mut KernelBuilder, lr: Reg<U32>| sum(b, smem, lay.sh, c.rows, row, lr);
-                let at = CellAt {
-                    t,
-                    gi_step: b.and(t, 1u32),
-                    row,
-                    jj,
-                };
-                cell(b, &ex, &at, lay.gi, &gh, NewState::AlsoShared);
-            });
-            let stamp_at = b.mad(t, 3u32, 5u32);
-            stamps.write(b, stamp_at);
-            b.comment(if gi_upper {
-                "step t: (gi of step t + 1 by the upper warps)"
-            } else if split {
-                "step t: gi of step t + 1 (threads without cells first)"
-            } else {
-                "step t: gi of step t + 1 (threads without cells first), partials of W_ih x_{t+2}"
-            });
-            let t1 = b.add(t, 1u32);
-            if !gi_upper {
-                let more = b.setp(Cmp::Lt, t1, p.steps);
-                b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
-            }
-            if !split {
-                let t2 = b.add(t, 2u32);
-                let more2 = b.setp(Cmp::Lt, t2, p.steps);
-                b.if_then(more2, |b| xp(b, t2));
-            }
-            b.comment("step t, 3: gather the other blocks' h' (tagged words)");
-            let gather_until = {
-                let transformed = b.or(p.ln, p.drop);
-                let extra = b.selp(1u32, 0u32, transformed);
-                b.add(p.steps, extra)
-            };
-            let need = b.setp(Cmp::Lt, t1, gather_until);
-            let how = Gather {
-                // One round of polls for Bg = 4 (held48; held48s: 4 of 128 threads' pairs) and
-                // Bg = 16 (held64) at 256 threads (held64s: two rounds).
-                in_flight: if qs == 3 { 4 } else { 8 },
-                skip_own: true,
-                half_h: Some(128),
-                on: Some(need),
-            };
-            gather_by(b, &ex, t, &how, threads, tid);
-        };
-        match &up {
-            None => state(b),
-            Some(u) => b.if_else(
-                u.on,
-                |b| {
-                    if gi_upper {
-                        b.comment("step t, 2-3 (upper warps): gi of step t + 1");
-                        let t1 = b.add(t, 1u32);
-                        let more = b.setp(Cmp::Lt, t1, p.steps);
-                        b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
-                    }
-                    b.comment("step t, 2-3 (upper warps): partials of W_ih x_{t+2}");
-                    let t2 = b.add(t, 2u32);
-                    let more2 = b.setp(Cmp::Lt, t2, p.steps);
-                    b.if_then(more2, |b| x_partials_wide(b, c, &wih, u, t2));
-                    // Thread 64's stamp (the first upper thread) at `STAMPS - 16 + t` (t < 16):
-                    // the upper warps' end.
-                    let idx = b.add(t, STAMPS - 16);
-                    stamps.write_for(b, idx, tid);
-                },
-                state,
-            ),
-        }
-        b.bar_sync();
         let transformed = b.or(p.ln, p.drop);
-        b.comment("step t, 4: layer norm and dropout");
-        b.if_then(transformed, |b| {
-            transform(b, &ex, t);
-            b.bar_sync();
-        });
-        let stamp_at = b.mad(t, 3u32, 6u32);
-        stamps.write(b, stamp_at);
-    });
+        b.if_else(
+            transformed,
+            |b| steps(b, &env),
+            |b| fused_steps(b, &env, second),
+        );
+    } else {
+        steps(b, &env);
+    }
 }

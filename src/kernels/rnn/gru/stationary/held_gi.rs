@@ -131,3 +131,33 @@ pub(super) fn gi_sums(
         b.st(Space::Shared, ga, g);
     });
 }
+
+/// `cp.async` of x of step `s` (the block's rows, Ip = 128: 32 chunks of 16 bytes a row) into
+/// its slot of the x region, by `threads` threads (`tid`: the calling thread's index among
+/// them). Not committed or awaited.
+pub(super) fn copy_x_step(
+    b: &mut KernelBuilder,
+    c: &Ctx<'_>,
+    s: Reg<U32>,
+    threads: u32,
+    tid: Reg<U32>,
+) {
+    let p = c.p;
+    let lay = layout(b, c);
+    let dst = b.mad(s, lay.xbuf, lay.x);
+    let n = b.shl(c.rows, 5u32);
+    let xr0 = b.mad(s, p.batch_pad, c.row0);
+    b.for_range(tid, n, threads, |b, i, _| {
+        let r = b.shr(i, 5u32);
+        let c4 = b.and(i, 31u32);
+        let c4 = b.shl(c4, 2u32);
+        let xr = b.add(xr0, r);
+        let e = b.mad(xr, p.ip, c.x_base);
+        let e = b.add(e, c4);
+        let src = b.index_addr(p.x, e, 4);
+        let si = b.mad(r, p.ip, dst);
+        let si = b.add(si, c4);
+        let sa = b.shared_index(c.smem, si);
+        b.cp_async_16(sa, src);
+    });
+}

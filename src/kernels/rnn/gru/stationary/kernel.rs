@@ -165,6 +165,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
                 skip_own: true,
                 half_h: Some(128),
                 on: Some(need),
+                probe: None,
+                between: None,
             },
         );
         // x of step t + 2 (prefetched at the top of the step) into buffer t % 2, last read by

@@ -46,7 +46,9 @@
 pub mod cluster;
 mod count;
 pub mod held;
+mod held_fused;
 mod held_gi;
+mod held_step;
 pub mod kernel;
 pub mod matvec;
 pub mod project;
@@ -102,7 +104,29 @@ impl Stamps {
     }
 }
 
+/// Extra stamps of the tuned held kernels (`held`'s `rnn_gru_held48swu` / `x` / `ux`, bench
+/// instrumentation) after the [`STAMPS`]: per step t < 16 at `STAMPS + 4 t + i`, thread 0's
+/// gather: i = 0 `%clock64` at its start, 1 when its first poll round was checked, 2 at its end,
+/// 3 the poll rounds (a count). The stamp array holds `STAMPS + 4 x blocks` u64 and these
+/// kernels run at least 16 blocks (16 unit slices).
+pub const PROBES: u32 = 4 * 16;
+
 impl Stamps {
+    /// Writes `v` to `stamps[idx]` when stamping (thread 0 of block 0; idx < [`STAMPS`] +
+    /// [`PROBES`], others are dropped).
+    pub fn write_value(&self, b: &mut KernelBuilder, idx: Reg<U32>, v: Reg<U64>) {
+        let base = b.ld_param(&self.param);
+        let on = stamping(b, base, self.tid, |b| b.special(Special::CtaidX));
+        let ok = b.setp(Cmp::Lt, idx, STAMPS + PROBES);
+        let on = b.and(on, ok);
+        b.if_then(on, |b| {
+            let base = b.ld_param(&self.param);
+            let base = b.to_global(base);
+            let a = b.index_addr(base, idx, 8);
+            b.st(Space::Global, a, v);
+        });
+    }
+
     /// Cluster kernels: thread 0 of every block writes `%globaltimer` to
     /// `stamps[STAMPS + 4 block + slot]` when stamping (slot 0 start, 1 end), and at the start
     /// also `%smid` to slot 2 (the host sizes the array: [`STAMPS`] + 4 blocks).

@@ -108,6 +108,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps) {
                 skip_own: true,
                 half_h: Some(128),
                 on: Some(need),
+                probe: None,
+                between: None,
             },
         );
         b.bar_sync();
