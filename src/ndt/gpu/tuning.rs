@@ -166,6 +166,8 @@ pub(super) struct DeviceCells {
     /// The kernel of every round of a batch of alignments when it is none of the above (the
     /// cross-product build, `variants::batch_variant`).
     batch: Option<LoadedKernel>,
+    /// The padded voxel records, when `batch` reads them (`wide.rs`).
+    wide: Option<super::wide::WideRecords>,
 }
 
 /// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
@@ -202,6 +204,7 @@ impl DeviceCells {
             mixed: None,
             batch_large: false,
             batch: None,
+            wide: None,
         }
     }
 
@@ -233,6 +236,7 @@ impl DeviceCells {
             self.batch_large = large.mixed || large.cross;
             if let Some(v) = batch_variant(large) {
                 self.batch = Some(derivative_kernel(gpu, v)?);
+                self.wide = v.wide_records.then(Default::default);
             }
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
@@ -258,6 +262,9 @@ impl DeviceCells {
         let (ptr, _sync) = buf.slice().device_ptr(stream);
         if let Some(c) = &mut self.cov32 {
             allocations += c.upload(stream, map)?;
+        }
+        if let Some(w) = &mut self.wide {
+            allocations += w.upload(stream, map)?;
         }
         self.args = Some(CellArgs {
             ptr,
@@ -294,9 +301,15 @@ impl DeviceCells {
         self.cov32.as_ref().map(|c| c.ptr())
     }
 
+    /// The batch kernel's `voxels` argument when it reads the padded records.
+    pub(super) fn wide_records(&self) -> Option<&cudarc::driver::CudaSlice<f64>> {
+        self.wide.as_ref().and_then(|w| w.slice())
+    }
+
     /// Device bytes held.
     pub(super) fn bytes(&self) -> usize {
-        self.cov32.as_ref().map_or(0, |c| c.bytes())
+        self.wide.as_ref().map_or(0, |w| w.bytes())
+            + self.cov32.as_ref().map_or(0, |c| c.bytes())
             + self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
     }
 }

@@ -32,6 +32,10 @@
 //!   `linearize` calls, single alignments, the server and the device solve keep the matrix
 //!   kernels, so their records stay equal to the hash kernel's bit for bit. With `MIXED` every
 //!   round of a batch runs the mixed build instead (`pipeline/round.rs`);
+//! - `PTXFLOW_NDT_WIDE_RECORDS`, `PTXFLOW_NDT_ACC_PAIRS` (off by default): the batch kernel reads
+//!   padded voxel records with `v2` loads, and its shared accumulators in pairs with `v2`
+//!   accesses (`Variant::wide_records`, `Variant::acc_pairs`; the same arithmetic, records
+//!   bit-identical to `ndt_derivatives_dense_cross`'s; built at run time);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -88,6 +92,9 @@ const HILO: bool = true;
 const SCORE64: bool = false;
 /// Default of `PTXFLOW_NDT_CROSS` (every round of a batch, dense table, not mixed).
 const CROSS: bool = true;
+/// Defaults of `PTXFLOW_NDT_WIDE_RECORDS` and `PTXFLOW_NDT_ACC_PAIRS` (the batch kernel only).
+const WIDE_RECORDS: bool = false;
+const ACC_PAIRS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -136,6 +143,8 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
         cross: false,
         solve_opts: 0,
+        wide_records: false,
+        acc_pairs: false,
     }
 }
 
@@ -147,6 +156,8 @@ pub(super) fn batch_variant(large: Variant) -> Option<Variant> {
     let on = large.dense && !large.mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS);
     on.then_some(Variant {
         cross: true,
+        wide_records: env_switch("PTXFLOW_NDT_WIDE_RECORDS", WIDE_RECORDS),
+        acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", ACC_PAIRS),
         ..large
     })
 }

@@ -63,7 +63,17 @@ pub(super) fn add_point(
     b.comment("paired point (cross products): score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
+    // With `acc_pairs`, values wait for their pair's partner (`wide.rs`).
+    let paired = std::cell::RefCell::new(
+        cx.acc_shared
+            .filter(|_| cx.acc_pairs)
+            .map(super::wide::PairedAcc::new),
+    );
     let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
+        Some(_) if cx.acc_pairs => {
+            let mut p = paired.borrow_mut();
+            p.as_mut().expect("pair layout").add(b, idx, v);
+        }
         Some(col) => {
             let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
             let old = b.ld::<F64>(Space::Shared, a.clone());
@@ -129,5 +139,8 @@ pub(super) fn add_point(
             (None, None) => b.mov(0.0f64),
         };
         acc(b, hessian_index(3 + k, 3 + l), total);
+    }
+    if let Some(p) = paired.into_inner() {
+        p.finish();
     }
 }

@@ -167,6 +167,13 @@ pub(super) fn dense_probes(
 
 /// Loads voxel `v`'s record (mean, inverse covariance) into `w`.
 fn load_voxel_into(b: &mut KernelBuilder, cx: &Ctx, v: Reg<S32>, w: &[Reg<F64>; 9]) {
+    if cx.wide_records {
+        let got = super::wide::load_record(b, cx, v);
+        for (r, g) in w.iter().zip(got) {
+            b.mov_to(*r, g);
+        }
+        return;
+    }
     let vu = b.bitcast::<U32, S32>(v);
     let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
     for (k, r) in w.iter().enumerate() {

@@ -56,12 +56,14 @@ pub mod server;
 mod solve_partials;
 mod split;
 mod vec3;
+mod wide;
 
 pub use kernel::{
     build, build_align_device, build_dense, build_dense_cross, build_dense_small, build_server,
     build_variant,
 };
 pub use solve_partials::build_align_device_opts;
+pub use wide::WIDE_RECORD_VALUES;
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -183,6 +185,10 @@ pub(super) struct Ctx {
     pub(super) split: Option<SplitCtx>,
     /// [`Variant::cross`]: `u_b`, `u_c` for the cross-product contributions (`cross.rs`).
     pub(super) cross: Option<cross::CrossRegs>,
+    /// [`Variant::wide_records`]: `voxels` holds padded records (`wide.rs`).
+    pub(super) wide_records: bool,
+    /// [`Variant::acc_pairs`]: `acc_shared` is the pair layout's column (`wide.rs`).
+    pub(super) acc_pairs: bool,
 }
 
 /// What the split variant adds to the context.
@@ -281,6 +287,13 @@ pub struct Variant {
     /// With `solve`: the device solver's build options (`crate::kernels::ndt::solve::OPT_*`
     /// bits; 0 is the table's `ndt_align_device`).
     pub solve_opts: u32,
+    /// With `dense` and `cross`: the `voxels` argument holds the records padded to
+    /// [`WIDE_RECORD_VALUES`] f64, read with `v2` loads (`wide.rs`); the same values, so
+    /// records stay bit-identical.
+    pub wide_records: bool,
+    /// With `shared_acc` and `cross`: the shared accumulators in pairs, each pair read and
+    /// written with one `v2` access (`wide.rs`); the same additions, records bit-identical.
+    pub acc_pairs: bool,
 }
 
 impl Variant {
@@ -303,6 +316,8 @@ impl Variant {
         score64: false,
         cross: false,
         solve_opts: 0,
+        wide_records: false,
+        acc_pairs: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

@@ -1,0 +1,75 @@
+//! The batch kernel's build options that change only memory accesses (`Variant::wide_records`:
+//! padded voxel records read with `v2` loads; `Variant::acc_pairs`: the shared accumulators in
+//! pairs with `v2` accesses), run by the PTX interpreter: their records must equal the table's
+//! `ndt_derivatives_dense_cross` bit for bit, for every search mode, with and without the
+//! prefetching pair loop, two requests per launch.
+
+mod ndt_support;
+
+use ndt_support::sim::{noisy_planes, SimLaunch};
+use ptxflow::kernels::ndt::derivatives::{build_variant, Variant};
+use ptxflow::ndt::gpu::DenseCells;
+use ptxflow::ndt::{NeighbourSearch, Pose6, VoxelMap};
+use ptxflow::ptx::Target;
+use ptxflow::sim::Program;
+
+#[test]
+fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
+    let prog =
+        |v: Variant| Program::parse(&build_variant(Target::Sm75, v).emit().unwrap()).unwrap();
+    let base = prog(Variant::DENSE_CROSS);
+    let options = [
+        (true, false, false),
+        (false, true, false),
+        (true, true, false),
+        (true, true, true),
+    ];
+    let target = noisy_planes(3000, 1, 3, 0.0, 10.0);
+    let map = VoxelMap::build(&target, 1.0).unwrap();
+    let cells = DenseCells::build(&map).expect("a small box");
+    let source: Vec<[f32; 3]> = noisy_planes(300, 2, 3, 0.0, 10.0);
+    let poses = [
+        Pose6::new(0.1, -0.05, 0.02, 0.01, -0.02, 0.05),
+        Pose6::new(-0.2, 0.1, 0.0, -0.03, 0.01, -0.1),
+    ];
+    let bits = |v: &[f64]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for search in NeighbourSearch::ALL {
+        let launch = SimLaunch {
+            map: &map,
+            source: &source,
+            search,
+            dense: Some(&cells),
+            cov32: false,
+        };
+        let want = launch.run(&base, &poses, 2);
+        launch.assert_matches_cpu(&want, &poses, 1e-9, "cross");
+        for (wide_records, acc_pairs, prefetch) in options {
+            let variant = Variant {
+                wide_records,
+                acc_pairs,
+                prefetch,
+                ..Variant::DENSE_CROSS
+            };
+            // PTXFLOW_DUMP_PTX=dir: the builds' PTX for `ptxas -v` (registers, spills).
+            if let Ok(dir) = std::env::var("PTXFLOW_DUMP_PTX") {
+                let name = format!(
+                    "cross_w{}_p{}_f{}.ptx",
+                    wide_records as u8, acc_pairs as u8, prefetch as u8
+                );
+                let ptx = build_variant(Target::Sm75, variant).emit().unwrap();
+                std::fs::write(std::path::Path::new(&dir).join(name), ptx).unwrap();
+            }
+            let p = prog(variant);
+            let got = if wide_records {
+                launch.run_wide(&p, &poses, 2)
+            } else {
+                launch.run(&p, &poses, 2)
+            };
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}"
+            );
+        }
+    }
+}
