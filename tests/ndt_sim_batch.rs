@@ -1,6 +1,7 @@
 //! The batch kernel's build options that change only memory accesses (`Variant::wide_records`:
 //! padded voxel records read with `v2` loads; `Variant::acc_pairs`: the shared accumulators in
-//! pairs with `v2` accesses), run by the PTX interpreter: their records must equal the table's
+//! pairs with `v2` accesses; `Variant::late_loads`: per-request values read where used), run by
+//! the PTX interpreter: their records must equal the table's
 //! `ndt_derivatives_dense_cross` bit for bit, for every search mode, with and without the
 //! prefetching pair loop, two requests per launch.
 
@@ -18,11 +19,14 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
     let prog =
         |v: Variant| Program::parse(&build_variant(Target::Sm75, v).emit().unwrap()).unwrap();
     let base = prog(Variant::DENSE_CROSS);
+    // (wide records, paired accumulators, prefetch, late loads)
     let options = [
-        (true, false, false),
-        (false, true, false),
-        (true, true, false),
-        (true, true, true),
+        (true, false, false, false),
+        (false, true, false, false),
+        (true, true, false, false),
+        (true, true, true, false),
+        (false, false, false, true),
+        (true, true, false, true),
     ];
     let target = noisy_planes(3000, 1, 3, 0.0, 10.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
@@ -43,18 +47,19 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
         };
         let want = launch.run(&base, &poses, 2);
         launch.assert_matches_cpu(&want, &poses, 1e-9, "cross");
-        for (wide_records, acc_pairs, prefetch) in options {
+        for (wide_records, acc_pairs, prefetch, late_loads) in options {
             let variant = Variant {
                 wide_records,
                 acc_pairs,
                 prefetch,
+                late_loads,
                 ..Variant::DENSE_CROSS
             };
             // PTXFLOW_DUMP_PTX=dir: the builds' PTX for `ptxas -v` (registers, spills).
             if let Ok(dir) = std::env::var("PTXFLOW_DUMP_PTX") {
                 let name = format!(
-                    "cross_w{}_p{}_f{}.ptx",
-                    wide_records as u8, acc_pairs as u8, prefetch as u8
+                    "cross_w{}_p{}_f{}_l{}.ptx",
+                    wide_records as u8, acc_pairs as u8, prefetch as u8, late_loads as u8
                 );
                 let ptx = build_variant(Target::Sm75, variant).emit().unwrap();
                 std::fs::write(std::path::Path::new(&dir).join(name), ptx).unwrap();
@@ -68,7 +73,7 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
             assert_eq!(
                 bits(&got),
                 bits(&want),
-                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}"
+                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}, late {late_loads}"
             );
         }
     }

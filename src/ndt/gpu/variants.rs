@@ -36,6 +36,10 @@
 //!   padded voxel records with `v2` loads, and its shared accumulators in pairs with `v2`
 //!   accesses (`Variant::wide_records`, `Variant::acc_pairs`; the same arithmetic, records
 //!   bit-identical to `ndt_derivatives_dense_cross`'s; built at run time);
+//! - `PTXFLOW_NDT_LATE_LOADS` (off by default): the batch kernel reads the per-request vectors
+//!   `u_b`, `u_c` from shared memory at each paired point instead of holding them in registers
+//!   (`Variant::late_loads`: 96 registers instead of 127, so 5 blocks per SM instead of 4;
+//!   records bit-identical);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -95,6 +99,8 @@ const CROSS: bool = true;
 /// Defaults of `PTXFLOW_NDT_WIDE_RECORDS` and `PTXFLOW_NDT_ACC_PAIRS` (the batch kernel only).
 const WIDE_RECORDS: bool = false;
 const ACC_PAIRS: bool = false;
+/// Default of `PTXFLOW_NDT_LATE_LOADS` (the batch kernel only).
+const LATE_LOADS: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -145,6 +151,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         solve_opts: 0,
         wide_records: false,
         acc_pairs: false,
+        late_loads: false,
     }
 }
 
@@ -158,6 +165,7 @@ pub(super) fn batch_variant(large: Variant) -> Option<Variant> {
         cross: true,
         wide_records: env_switch("PTXFLOW_NDT_WIDE_RECORDS", WIDE_RECORDS),
         acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", ACC_PAIRS),
+        late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", LATE_LOADS),
         ..large
     })
 }

@@ -249,7 +249,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
             }),
             count: b.mov(0u32),
             dense,
-            cross: cross.as_ref().map(|c| c.regs(b)),
+            cross: cross.as_ref().map(|c| c.regs(b, variant.late_loads)),
             wide_records: cross.is_some() && variant.wide_records,
             acc_pairs,
             split: variant.split_point.then(|| {

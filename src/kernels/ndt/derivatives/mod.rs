@@ -294,6 +294,10 @@ pub struct Variant {
     /// With `shared_acc` and `cross`: the shared accumulators in pairs, each pair read and
     /// written with one `v2` access (`wide.rs`); the same additions, records bit-identical.
     pub acc_pairs: bool,
+    /// With `cross`: values that stay the same for the whole request (`u_b`, `u_c`) are read
+    /// from shared memory where they are used instead of held in registers for the whole loop
+    /// (fewer registers per thread; the same values, records bit-identical).
+    pub late_loads: bool,
 }
 
 impl Variant {
@@ -318,6 +322,7 @@ impl Variant {
         solve_opts: 0,
         wide_records: false,
         acc_pairs: false,
+        late_loads: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
