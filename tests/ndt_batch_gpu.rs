@@ -1,7 +1,7 @@
 //! The batch kernel's memory-access build options on the GPU (`PTXFLOW_NDT_WIDE_RECORDS`:
 //! padded voxel records read with `v2` loads; `PTXFLOW_NDT_ACC_PAIRS`: shared accumulators in
-//! pairs; `PTXFLOW_NDT_LATE_LOADS`: per-request vectors read where used): the Velodyne
-//! hypothesis batch must equal the default batch kernel's bit for bit
+//! pairs; `PTXFLOW_NDT_LATE_LOADS`: per-request vectors read where used; `PTXFLOW_NDT_PROBES7`:
+//! Direct7 probes at fixed offsets): the Velodyne hypothesis batch (Direct7) must equal the default batch kernel's bit for bit
 //! (poses, stop reasons, evaluations), since only loads and stores change. Skips without a
 //! GPU; `PTXFLOW_SANITIZE=1` shrinks the batch.
 
@@ -13,14 +13,19 @@ use ndt_support::*;
 use ptxflow::ndt::*;
 
 /// The switches of each configuration, set while its pipeline loads its kernels.
-const CONFIGS: [&[(&str, &str)]; 4] = [
+const CONFIGS: [&[(&str, &str)]; 5] = [
     &[("PTXFLOW_NDT_WIDE_RECORDS", "1")],
     &[("PTXFLOW_NDT_ACC_PAIRS", "1")],
     &[("PTXFLOW_NDT_LATE_LOADS", "1")],
     &[
+        ("PTXFLOW_NDT_LATE_LOADS", "1"),
+        ("PTXFLOW_NDT_PROBES7", "1"),
+    ],
+    &[
         ("PTXFLOW_NDT_WIDE_RECORDS", "1"),
         ("PTXFLOW_NDT_ACC_PAIRS", "1"),
         ("PTXFLOW_NDT_LATE_LOADS", "1"),
+        ("PTXFLOW_NDT_PROBES7", "1"),
     ],
 ];
 

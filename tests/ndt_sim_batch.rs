@@ -19,14 +19,17 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
     let prog =
         |v: Variant| Program::parse(&build_variant(Target::Sm75, v).emit().unwrap()).unwrap();
     let base = prog(Variant::DENSE_CROSS);
-    // (wide records, paired accumulators, prefetch, late loads)
+    // (wide records, paired accumulators, prefetch, late loads, Direct7 fixed offsets)
     let options = [
-        (true, false, false, false),
-        (false, true, false, false),
-        (true, true, false, false),
-        (true, true, true, false),
-        (false, false, false, true),
-        (true, true, false, true),
+        (true, false, false, false, false),
+        (false, true, false, false, false),
+        (true, true, false, false, false),
+        (true, true, true, false, false),
+        (false, false, false, true, false),
+        (true, true, false, true, false),
+        (false, false, false, false, true),
+        (false, false, false, true, true),
+        (true, true, false, true, true),
     ];
     let target = noisy_planes(3000, 1, 3, 0.0, 10.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
@@ -47,22 +50,30 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
         };
         let want = launch.run(&base, &poses, 2);
         launch.assert_matches_cpu(&want, &poses, 1e-9, "cross");
-        for (wide_records, acc_pairs, prefetch, late_loads) in options {
+        for (wide_records, acc_pairs, prefetch, late_loads, probes7) in options {
             let variant = Variant {
                 wide_records,
                 acc_pairs,
                 prefetch,
                 late_loads,
+                probes7,
                 ..Variant::DENSE_CROSS
             };
             // PTXFLOW_DUMP_PTX=dir: the builds' PTX for `ptxas -v` (registers, spills).
             if let Ok(dir) = std::env::var("PTXFLOW_DUMP_PTX") {
                 let name = format!(
-                    "cross_w{}_p{}_f{}_l{}.ptx",
-                    wide_records as u8, acc_pairs as u8, prefetch as u8, late_loads as u8
+                    "cross_w{}_p{}_f{}_l{}_d{}.ptx",
+                    wide_records as u8,
+                    acc_pairs as u8,
+                    prefetch as u8,
+                    late_loads as u8,
+                    probes7 as u8
                 );
                 let ptx = build_variant(Target::Sm75, variant).emit().unwrap();
                 std::fs::write(std::path::Path::new(&dir).join(name), ptx).unwrap();
+            }
+            if probes7 && search != NeighbourSearch::Direct7 {
+                continue; // a Direct7-only build
             }
             let p = prog(variant);
             let got = if wide_records {
@@ -73,7 +84,7 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
             assert_eq!(
                 bits(&got),
                 bits(&want),
-                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}, late {late_loads}"
+                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}, late {late_loads}, probes7 {probes7}"
             );
         }
     }

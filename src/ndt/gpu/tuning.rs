@@ -209,14 +209,16 @@ impl DeviceCells {
     }
 
     /// Builds and uploads `map`'s table when `lookup` asks for it and the box is small enough
-    /// (loading the dense-table kernel the first time); otherwise the table is off. Returns the
-    /// number of device allocations made.
+    /// (loading the dense-table kernel the first time; `direct7`: the pipeline's search, fixed
+    /// for its life, is Direct7); otherwise the table is off. Returns the number of device
+    /// allocations made.
     pub(super) fn upload(
         &mut self,
         gpu: &Gpu,
         stream: &Arc<CudaStream>,
         map: &VoxelMap,
         lookup: VoxelLookup,
+        direct7: bool,
     ) -> Result<u64> {
         self.args = None;
         let table = match lookup {
@@ -234,7 +236,7 @@ impl DeviceCells {
                 self.cov32 = Some(Default::default());
             }
             self.batch_large = large.mixed || large.cross;
-            if let Some(v) = batch_variant(large) {
+            if let Some(v) = batch_variant(large, direct7) {
                 self.batch = Some(derivative_kernel(gpu, v)?);
                 self.wide = v.wide_records.then(Default::default);
             }

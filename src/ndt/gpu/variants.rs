@@ -40,6 +40,9 @@
 //!   `u_b`, `u_c` from shared memory at each paired point instead of holding them in registers
 //!   (`Variant::late_loads`: 96 registers instead of 127, so 5 blocks per SM instead of 4;
 //!   records bit-identical);
+//! - `PTXFLOW_NDT_PROBES7` (off by default): pipelines searching Direct7 run a batch kernel that
+//!   finds the seven probes at fixed offsets from the point's cell entry (`Variant::probes7`, a
+//!   Direct7-only build; records bit-identical);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -101,6 +104,8 @@ const WIDE_RECORDS: bool = false;
 const ACC_PAIRS: bool = false;
 /// Default of `PTXFLOW_NDT_LATE_LOADS` (the batch kernel only).
 const LATE_LOADS: bool = false;
+/// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel only).
+const PROBES7: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -152,20 +157,23 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         wide_records: false,
         acc_pairs: false,
         late_loads: false,
+        probes7: false,
     }
 }
 
 /// The variant for every round of a batch of alignments when it differs from `large` (the
 /// dense kernel for any round): `large` with cross-product derivatives under
 /// `PTXFLOW_NDT_CROSS`; `None` for the hash, the mixed build (which serves batches itself) or
-/// with the switch off.
-pub(super) fn batch_variant(large: Variant) -> Option<Variant> {
+/// with the switch off. `direct7`: the pipeline searches Direct7 (the Direct7-only build
+/// `Variant::probes7` may serve it).
+pub(super) fn batch_variant(large: Variant, direct7: bool) -> Option<Variant> {
     let on = large.dense && !large.mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS);
     on.then_some(Variant {
         cross: true,
         wide_records: env_switch("PTXFLOW_NDT_WIDE_RECORDS", WIDE_RECORDS),
         acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", ACC_PAIRS),
         late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", LATE_LOADS),
+        probes7: direct7 && !large.linear && env_switch("PTXFLOW_NDT_PROBES7", PROBES7),
         ..large
     })
 }

@@ -82,6 +82,8 @@ pub(super) fn dense_probes(
             v
         };
         let found: [Reg<S32>; DENSE_GROUP as usize] = match &linear {
+            // The Direct7-only build: fixed offsets (`probes7.rs`).
+            None if cx.probes7 => super::probes7::direct7(b, cells, origin, dims, cell),
             None => std::array::from_fn(|k| bounded(b, k as u32)),
             Some((interior, base, lin)) => {
                 let found = [(); DENSE_GROUP as usize].map(|_| b.mov(-1i32));

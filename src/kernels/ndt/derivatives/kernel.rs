@@ -252,6 +252,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
             cross: cross.as_ref().map(|c| c.regs(b, variant.late_loads)),
             wide_records: cross.is_some() && variant.wide_records,
             acc_pairs,
+            probes7: variant.dense && !variant.linear && variant.probes7,
             split: variant.split_point.then(|| {
                 let w = b.shr(tid, 5u32);
                 SplitCtx {

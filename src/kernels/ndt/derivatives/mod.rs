@@ -52,6 +52,7 @@ mod dense;
 mod kernel;
 pub mod mixed;
 mod point;
+mod probes7;
 pub mod server;
 mod solve_partials;
 mod split;
@@ -189,6 +190,8 @@ pub(super) struct Ctx {
     pub(super) wide_records: bool,
     /// [`Variant::acc_pairs`]: `acc_shared` is the pair layout's column (`wide.rs`).
     pub(super) acc_pairs: bool,
+    /// [`Variant::probes7`].
+    pub(super) probes7: bool,
 }
 
 /// What the split variant adds to the context.
@@ -298,6 +301,11 @@ pub struct Variant {
     /// from shared memory where they are used instead of held in registers for the whole loop
     /// (fewer registers per thread; the same values, records bit-identical).
     pub late_loads: bool,
+    /// With `dense` (not `linear`): a build for Direct7 launches only (`probe_start` and
+    /// `probe_count` are ignored), which finds a point's seven table entries at fixed offsets
+    /// from its cell's entry (`probes7.rs`); the same entries in the same order as the generic
+    /// probes, records bit-identical.
+    pub probes7: bool,
 }
 
 impl Variant {
@@ -323,6 +331,7 @@ impl Variant {
         wide_records: false,
         acc_pairs: false,
         late_loads: false,
+        probes7: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).

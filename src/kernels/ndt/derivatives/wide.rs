@@ -80,7 +80,11 @@ impl PairedAcc {
         match self.pending[partner].take() {
             Some(other) => {
                 let m = k / 2;
-                let (lo, hi) = if k.is_multiple_of(2) { (v, other) } else { (other, v) };
+                let (lo, hi) = if k.is_multiple_of(2) {
+                    (v, other)
+                } else {
+                    (other, v)
+                };
                 let a = acc_addr(self.col, 2 * m, true);
                 let old = b.ld_v2::<F64>(Space::Shared, a.clone());
                 let s0 = b.add(old[0], lo);
