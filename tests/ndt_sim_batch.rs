@@ -30,6 +30,15 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
         (false, false, false, false, true),
         (false, false, false, true, true),
         (true, true, false, true, true),
+        (false, false, true, true, false),
+        (false, false, true, true, true),
+    ];
+    // Then the two-pairs-per-step loop (`Variant::pair2`) with late loads, with and without
+    // the Direct7 build and the wide accesses.
+    let pair2_options = [
+        (false, false, false, true, false),
+        (false, false, false, true, true),
+        (true, true, false, true, true),
     ];
     let target = noisy_planes(3000, 1, 3, 0.0, 10.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
@@ -50,8 +59,13 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
         };
         let want = launch.run(&base, &poses, 2);
         launch.assert_matches_cpu(&want, &poses, 1e-9, "cross");
-        for (wide_records, acc_pairs, prefetch, late_loads, probes7) in options {
+        let all = options
+            .iter()
+            .map(|&o| (o, false))
+            .chain(pair2_options.iter().map(|&o| (o, true)));
+        for ((wide_records, acc_pairs, prefetch, late_loads, probes7), pair2) in all {
             let variant = Variant {
+                pair2,
                 wide_records,
                 acc_pairs,
                 prefetch,
@@ -62,12 +76,13 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
             // PTXFLOW_DUMP_PTX=dir: the builds' PTX for `ptxas -v` (registers, spills).
             if let Ok(dir) = std::env::var("PTXFLOW_DUMP_PTX") {
                 let name = format!(
-                    "cross_w{}_p{}_f{}_l{}_d{}.ptx",
+                    "cross_w{}_p{}_f{}_l{}_d{}_t{}.ptx",
                     wide_records as u8,
                     acc_pairs as u8,
                     prefetch as u8,
                     late_loads as u8,
-                    probes7 as u8
+                    probes7 as u8,
+                    pair2 as u8
                 );
                 let ptx = build_variant(Target::Sm75, variant).emit().unwrap();
                 std::fs::write(std::path::Path::new(&dir).join(name), ptx).unwrap();
@@ -84,7 +99,7 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
             assert_eq!(
                 bits(&got),
                 bits(&want),
-                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}, late {late_loads}, probes7 {probes7}"
+                "{search:?}: wide {wide_records}, pairs {acc_pairs}, prefetch {prefetch}, late {late_loads}, probes7 {probes7}, pair2 {pair2}"
             );
         }
     }

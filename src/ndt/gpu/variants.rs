@@ -43,6 +43,8 @@
 //! - `PTXFLOW_NDT_PROBES7` (off by default): pipelines searching Direct7 run a batch kernel that
 //!   finds the seven probes at fixed offsets from the point's cell entry (`Variant::probes7`, a
 //!   Direct7-only build; records bit-identical);
+//! - `PTXFLOW_NDT_PAIR2` (off by default): the batch kernel's pair loop takes two hits per step
+//!   (`Variant::pair2`: two independent chains; records bit-identical);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -106,6 +108,8 @@ const ACC_PAIRS: bool = false;
 const LATE_LOADS: bool = false;
 /// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel only).
 const PROBES7: bool = false;
+/// Default of `PTXFLOW_NDT_PAIR2` (the batch kernel only).
+const PAIR2: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -158,6 +162,7 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         acc_pairs: false,
         late_loads: false,
         probes7: false,
+        pair2: false,
     }
 }
 
@@ -174,6 +179,7 @@ pub(super) fn batch_variant(large: Variant, direct7: bool) -> Option<Variant> {
         acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", ACC_PAIRS),
         late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", LATE_LOADS),
         probes7: direct7 && !large.linear && env_switch("PTXFLOW_NDT_PROBES7", PROBES7),
+        pair2: !large.prefetch && env_switch("PTXFLOW_NDT_PAIR2", PAIR2),
         ..large
     })
 }

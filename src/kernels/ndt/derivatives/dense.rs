@@ -157,6 +157,8 @@ pub(super) fn dense_probes(
                 pair_terms(b, cx, sums, xt, &w, &next);
                 b.place(&next);
             });
+        } else if d.compact && cx.pair2 {
+            super::pair2::pairs(b, cx, sums, xt, col, end, COLUMN_STRIDE);
         } else {
             b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
                 let slot = b.add(col, off);

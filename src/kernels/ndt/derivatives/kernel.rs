@@ -253,6 +253,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
             wide_records: cross.is_some() && variant.wide_records,
             acc_pairs,
             probes7: variant.dense && !variant.linear && variant.probes7,
+            pair2: variant.pair2 && !variant.prefetch && !variant.mixed,
             split: variant.split_point.then(|| {
                 let w = b.shr(tid, 5u32);
                 SplitCtx {

@@ -51,6 +51,7 @@ mod cross;
 mod dense;
 mod kernel;
 pub mod mixed;
+mod pair2;
 mod point;
 mod probes7;
 pub mod server;
@@ -192,6 +193,8 @@ pub(super) struct Ctx {
     pub(super) acc_pairs: bool,
     /// [`Variant::probes7`].
     pub(super) probes7: bool,
+    /// [`Variant::pair2`].
+    pub(super) pair2: bool,
 }
 
 /// What the split variant adds to the context.
@@ -306,6 +309,9 @@ pub struct Variant {
     /// from its cell's entry (`probes7.rs`); the same entries in the same order as the generic
     /// probes, records bit-identical.
     pub probes7: bool,
+    /// With `compact` (not `prefetch`): the pair loop takes two hits per step, both pairs'
+    /// terms computed side by side and added in hit order (`pair2.rs`); records bit-identical.
+    pub pair2: bool,
 }
 
 impl Variant {
@@ -332,6 +338,7 @@ impl Variant {
         acc_pairs: false,
         late_loads: false,
         probes7: false,
+        pair2: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
