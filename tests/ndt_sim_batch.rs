@@ -1,9 +1,11 @@
-//! The batch kernel's build options that change only memory accesses (`Variant::wide_records`:
-//! padded voxel records read with `v2` loads; `Variant::acc_pairs`: the shared accumulators in
-//! pairs with `v2` accesses; `Variant::late_loads`: per-request values read where used), run by
-//! the PTX interpreter: their records must equal the table's
-//! `ndt_derivatives_dense_cross` bit for bit, for every search mode, with and without the
-//! prefetching pair loop, two requests per launch.
+//! The batch kernel's build options that change no arithmetic (`Variant::late_loads`: per-request
+//! vectors read where used; `Variant::acc_pairs`: shared accumulators in pairs with `v2`
+//! accesses; `Variant::probes7`: Direct7 probes at fixed offsets; `Variant::wide_records`: padded
+//! voxel records read with `v2` loads; `Variant::pair2`: two pairs per step; and the prefetching
+//! pair loop), run by the PTX interpreter: every combination's records must equal session 10's
+//! batch kernel (the cross-product build alone) bit for bit, for every search mode (Direct7 only
+//! for the Direct7 build), two requests per launch. The table's `ndt_derivatives_dense_cross`
+//! and `ndt_derivatives_dense_cross7` are two of the combinations.
 
 mod ndt_support;
 
@@ -15,10 +17,31 @@ use ptxflow::ptx::Target;
 use ptxflow::sim::Program;
 
 #[test]
-fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
+fn batch_kernel_builds_keep_the_session_10_cross_kernel_bits() {
     let prog =
         |v: Variant| Program::parse(&build_variant(Target::Sm75, v).emit().unwrap()).unwrap();
-    let base = prog(Variant::DENSE_CROSS);
+    // Session 10's batch kernel: the cross-product build alone.
+    let s10 = Variant {
+        cross: true,
+        ..Variant::DENSE
+    };
+    let base = prog(s10);
+    // The table's batch kernels (session 11) are two of the combinations below.
+    assert_eq!(
+        Variant::DENSE_CROSS,
+        Variant {
+            late_loads: true,
+            acc_pairs: true,
+            ..s10
+        }
+    );
+    assert_eq!(
+        Variant::DENSE_CROSS7,
+        Variant {
+            probes7: true,
+            ..Variant::DENSE_CROSS
+        }
+    );
     // (wide records, paired accumulators, prefetch, late loads, Direct7 fixed offsets)
     let options = [
         (true, false, false, false, false),
@@ -32,6 +55,8 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
         (true, true, false, true, true),
         (false, false, true, true, false),
         (false, false, true, true, true),
+        (false, true, false, true, false),
+        (false, true, false, true, true),
     ];
     // Then the two-pairs-per-step loop (`Variant::pair2`) with late loads, with and without
     // the Direct7 build and the wide accesses.
@@ -71,7 +96,7 @@ fn wide_records_and_paired_accumulators_keep_the_cross_kernel_bits() {
                 prefetch,
                 late_loads,
                 probes7,
-                ..Variant::DENSE_CROSS
+                ..s10
             };
             // PTXFLOW_DUMP_PTX=dir: the builds' PTX for `ptxas -v` (registers, spills).
             if let Ok(dir) = std::env::var("PTXFLOW_DUMP_PTX") {

@@ -32,19 +32,20 @@
 //!   `linearize` calls, single alignments, the server and the device solve keep the matrix
 //!   kernels, so their records stay equal to the hash kernel's bit for bit. With `MIXED` every
 //!   round of a batch runs the mixed build instead (`pipeline/round.rs`);
-//! - `PTXFLOW_NDT_WIDE_RECORDS`, `PTXFLOW_NDT_ACC_PAIRS` (off by default): the batch kernel reads
-//!   padded voxel records with `v2` loads, and its shared accumulators in pairs with `v2`
-//!   accesses (`Variant::wide_records`, `Variant::acc_pairs`; the same arithmetic, records
-//!   bit-identical to `ndt_derivatives_dense_cross`'s; built at run time);
-//! - `PTXFLOW_NDT_LATE_LOADS` (off by default): the batch kernel reads the per-request vectors
+//! - `PTXFLOW_NDT_LATE_LOADS` (on by default): the batch kernel reads the per-request vectors
 //!   `u_b`, `u_c` from shared memory at each paired point instead of holding them in registers
-//!   (`Variant::late_loads`: 96 registers instead of 127, so 5 blocks per SM instead of 4;
-//!   records bit-identical);
-//! - `PTXFLOW_NDT_PROBES7` (off by default): pipelines searching Direct7 run a batch kernel that
+//!   (`Variant::late_loads`: 96 registers instead of 127 on sm_90, so 5 blocks per SM instead of
+//!   4; records bit-identical);
+//! - `PTXFLOW_NDT_ACC_PAIRS` (on by default): the batch kernel's shared accumulators in pairs,
+//!   each pair read and written with one `v2` access (`Variant::acc_pairs`; bit-identical);
+//! - `PTXFLOW_NDT_PROBES7` (on by default): pipelines searching Direct7 run a batch kernel that
 //!   finds the seven probes at fixed offsets from the point's cell entry (`Variant::probes7`, a
-//!   Direct7-only build; records bit-identical);
+//!   Direct7-only build, `ndt_derivatives_dense_cross7`; bit-identical);
+//! - `PTXFLOW_NDT_WIDE_RECORDS` (off by default): the batch kernel reads padded 96-byte voxel
+//!   records (uploaded beside the plain ones) with `v2` loads (`Variant::wide_records`;
+//!   bit-identical; within noise, so it stays off);
 //! - `PTXFLOW_NDT_PAIR2` (off by default): the batch kernel's pair loop takes two hits per step
-//!   (`Variant::pair2`: two independent chains; records bit-identical);
+//!   (`Variant::pair2`: two independent chains; bit-identical, but 222-240 registers: slower);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -75,6 +76,14 @@
 //! alternating batches in one process: 8.51 ms against 8.95 for session 9's kernels, criterion
 //! 8.44 / 8.33 against 8.75 / 8.76; GPU vs CPU 19 of 256 beyond 1 mm / 0.01 deg, CPU vs CPU
 //! with its points reversed 24; the NDT GPU tests pass, memcheck and racecheck 0).
+//!
+//! Session 11 (H100, 15 alternating batches in one process, `gpu-results/s11/ndtb-{1,2}.log`;
+//! every build's 256 results equal session 10's bit for bit): session 10's batch kernel 6.82 /
+//! 6.90 ms; late loads 6.80 (run 1); late loads with paired accumulators and wide records 6.60 /
+//! 6.71; late loads with Direct7 probes 6.47, with wide records 6.45, with both 6.41 ms (run 2);
+//! `.minnctapersm 6` on top of late loads (80 registers, 52 bytes of spills) 7.64; late loads
+//! with the prefetching pair loop (166-168 registers) 8.19-8.45; two pairs per step 9.85. The
+//! defaults are late loads, paired accumulators and, for Direct7, the fixed-offset probes.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -103,11 +112,11 @@ const SCORE64: bool = false;
 const CROSS: bool = true;
 /// Defaults of `PTXFLOW_NDT_WIDE_RECORDS` and `PTXFLOW_NDT_ACC_PAIRS` (the batch kernel only).
 const WIDE_RECORDS: bool = false;
-const ACC_PAIRS: bool = false;
+const ACC_PAIRS: bool = true;
 /// Default of `PTXFLOW_NDT_LATE_LOADS` (the batch kernel only).
-const LATE_LOADS: bool = false;
+const LATE_LOADS: bool = true;
 /// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel only).
-const PROBES7: bool = false;
+const PROBES7: bool = true;
 /// Default of `PTXFLOW_NDT_PAIR2` (the batch kernel only).
 const PAIR2: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
@@ -185,7 +194,8 @@ pub(super) fn batch_variant(large: Variant, direct7: bool) -> Option<Variant> {
 }
 
 /// Loads `variant`: a kernel of the table (`ndt_derivatives`, `ndt_derivatives_dense`,
-/// `ndt_derivatives_dense_small`, `ndt_derivatives_dense_cross`) where it is one, else built at run time.
+/// `ndt_derivatives_dense_small`, `ndt_derivatives_dense_cross`, `ndt_derivatives_dense_cross7`)
+/// where it is one, else built at run time.
 pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKernel> {
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)
@@ -195,6 +205,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKer
         gpu.kernel(KernelId::NdtDerivativesDenseSmall)
     } else if variant == Variant::DENSE_CROSS {
         gpu.kernel(KernelId::NdtDerivativesDenseCross)
+    } else if variant == Variant::DENSE_CROSS7 {
+        gpu.kernel(KernelId::NdtDerivativesDenseCross7)
     } else if variant == Variant::SERVER {
         gpu.kernel(KernelId::NdtDerivativesServer)
     } else {

@@ -48,6 +48,16 @@ pub fn build_dense_cross(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_cross", Variant::DENSE_CROSS)
 }
 
+/// Builds `ndt_derivatives_dense_cross7` ([`Variant::DENSE_CROSS7`]), the kernel of batch
+/// rounds of pipelines that search Direct7.
+pub fn build_dense_cross7(target: Target) -> Module {
+    build_entry(
+        target,
+        "ndt_derivatives_dense_cross7",
+        Variant::DENSE_CROSS7,
+    )
+}
+
 /// Builds the module of one [`Variant`] (entry `ndt_derivatives`).
 pub fn build_variant(target: Target, variant: Variant) -> Module {
     build_entry(target, "ndt_derivatives", variant)

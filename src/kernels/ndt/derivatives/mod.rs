@@ -61,8 +61,8 @@ mod vec3;
 mod wide;
 
 pub use kernel::{
-    build, build_align_device, build_dense, build_dense_cross, build_dense_small, build_server,
-    build_variant,
+    build, build_align_device, build_dense, build_dense_cross, build_dense_cross7,
+    build_dense_small, build_server, build_variant,
 };
 pub use solve_partials::build_align_device_opts;
 pub use wide::WIDE_RECORD_VALUES;
@@ -348,10 +348,22 @@ impl Variant {
     };
     /// [`Variant::DENSE`] with the angular derivatives as cross products
     /// (`ndt_derivatives_dense_cross`): the kernel of every round of a batch of alignments
-    /// (`ndt::gpu::variants`); records differ from [`Variant::DENSE`]'s in the last bits.
+    /// (`ndt::gpu::variants`); records differ from [`Variant::DENSE`]'s in the last bits. Since
+    /// session 11 with [`Variant::late_loads`] (96 registers instead of 127 on sm_90: 5 blocks
+    /// per SM) and [`Variant::acc_pairs`], which leave its records bit-identical to session
+    /// 10's build (`cross` alone).
     pub const DENSE_CROSS: Variant = Variant {
         cross: true,
+        late_loads: true,
+        acc_pairs: true,
         ..Variant::DENSE
+    };
+    /// [`Variant::DENSE_CROSS`] for Direct7 launches only, the seven probes at fixed offsets
+    /// ([`Variant::probes7`], `ndt_derivatives_dense_cross7`): the batch kernel of pipelines
+    /// searching Direct7; records bit-identical to [`Variant::DENSE_CROSS`]'s.
+    pub const DENSE_CROSS7: Variant = Variant {
+        probes7: true,
+        ..Variant::DENSE_CROSS
     };
     /// [`Variant::DENSE_SMALL`] as a persistent evaluation server (`ndt_derivatives_server`).
     pub const SERVER: Variant = Variant {
