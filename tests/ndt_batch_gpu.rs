@@ -2,8 +2,8 @@
 //! kernel (`ndt_derivatives_dense_cross7` since session 11: late loads, paired accumulators,
 //! Direct7 probes at fixed offsets) must equal session 10's batch kernel (`PTXFLOW_NDT_LATE_LOADS=0
 //! PTXFLOW_NDT_ACC_PAIRS=0 PTXFLOW_NDT_PROBES7=0`) bit for bit (poses, stop reasons, evaluations),
-//! and so must the generic build (`ndt_derivatives_dense_cross`, `PTXFLOW_NDT_PROBES7=0`) and the
-//! opt-in wide records and two pairs per step: they change no arithmetic. Skips without a GPU;
+//! and so must the opt-in builds (late loads and paired accumulators with the generic probes,
+//! wide records, two pairs per step): they change no arithmetic. Skips without a GPU;
 //! `PTXFLOW_SANITIZE=1` runs 24 hypotheses against the reference only.
 
 mod common;
@@ -21,7 +21,11 @@ const CONFIGS: [&[(&str, &str)]; 4] = [
         ("PTXFLOW_NDT_ACC_PAIRS", "0"),
         ("PTXFLOW_NDT_PROBES7", "0"),
     ],
-    &[("PTXFLOW_NDT_PROBES7", "0")],
+    &[
+        ("PTXFLOW_NDT_PROBES7", "0"),
+        ("PTXFLOW_NDT_LATE_LOADS", "1"),
+        ("PTXFLOW_NDT_ACC_PAIRS", "1"),
+    ],
     &[("PTXFLOW_NDT_WIDE_RECORDS", "1")],
     &[("PTXFLOW_NDT_PAIR2", "1")],
 ];

@@ -32,15 +32,17 @@
 //!   `linearize` calls, single alignments, the server and the device solve keep the matrix
 //!   kernels, so their records stay equal to the hash kernel's bit for bit. With `MIXED` every
 //!   round of a batch runs the mixed build instead (`pipeline/round.rs`);
-//! - `PTXFLOW_NDT_LATE_LOADS` (on by default): the batch kernel reads the per-request vectors
-//!   `u_b`, `u_c` from shared memory at each paired point instead of holding them in registers
-//!   (`Variant::late_loads`: 96 registers instead of 127 on sm_90, so 5 blocks per SM instead of
-//!   4; records bit-identical);
-//! - `PTXFLOW_NDT_ACC_PAIRS` (on by default): the batch kernel's shared accumulators in pairs,
-//!   each pair read and written with one `v2` access (`Variant::acc_pairs`; bit-identical);
-//! - `PTXFLOW_NDT_PROBES7` (on by default): pipelines searching Direct7 run a batch kernel that
-//!   finds the seven probes at fixed offsets from the point's cell entry (`Variant::probes7`, a
-//!   Direct7-only build, `ndt_derivatives_dense_cross7`; bit-identical);
+//! - `PTXFLOW_NDT_PROBES7` (on by default): pipelines searching Direct7 run their batch rounds on
+//!   `ndt_derivatives_dense_cross7` (`Variant::DENSE_CROSS7`, a Direct7-only build): the seven
+//!   probes at fixed offsets from the point's cell entry (`Variant::probes7`), the per-request
+//!   vectors `u_b`, `u_c` read from shared memory at each paired point instead of held in
+//!   registers (`Variant::late_loads`: 96 registers instead of 127 on sm_90, so 5 blocks per SM
+//!   instead of 4) and the shared accumulators in pairs with `v2` accesses
+//!   (`Variant::acc_pairs`); records bit-identical to `ndt_derivatives_dense_cross`'s;
+//! - `PTXFLOW_NDT_LATE_LOADS`, `PTXFLOW_NDT_ACC_PAIRS` (default: on where the Direct7 build runs,
+//!   off elsewhere): those two for any batch kernel (built at run time; other searches keep
+//!   session 10's `ndt_derivatives_dense_cross` by default because only the Direct7 build went
+//!   through the sanitizers on the GPU);
 //! - `PTXFLOW_NDT_WIDE_RECORDS` (off by default): the batch kernel reads padded 96-byte voxel
 //!   records (uploaded beside the plain ones) with `v2` loads (`Variant::wide_records`;
 //!   bit-identical; within noise, so it stays off);
@@ -83,7 +85,9 @@
 //! 6.71; late loads with Direct7 probes 6.47, with wide records 6.45, with both 6.41 ms (run 2);
 //! `.minnctapersm 6` on top of late loads (80 registers, 52 bytes of spills) 7.64; late loads
 //! with the prefetching pair loop (166-168 registers) 8.19-8.45; two pairs per step 9.85. The
-//! defaults are late loads, paired accumulators and, for Direct7, the fixed-offset probes.
+//! default for Direct7 pipelines is the last (`ndt_derivatives_dense_cross7`); final run
+//! (`gpu-results/s11/ndtb-3.log`): 6.357 ms against 6.677 for session 10's kernel, 6.476 for
+//! late loads and paired accumulators without the Direct7 probes.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -110,12 +114,10 @@ const HILO: bool = true;
 const SCORE64: bool = false;
 /// Default of `PTXFLOW_NDT_CROSS` (every round of a batch, dense table, not mixed).
 const CROSS: bool = true;
-/// Defaults of `PTXFLOW_NDT_WIDE_RECORDS` and `PTXFLOW_NDT_ACC_PAIRS` (the batch kernel only).
+/// Default of `PTXFLOW_NDT_WIDE_RECORDS` (the batch kernel only).
 const WIDE_RECORDS: bool = false;
-const ACC_PAIRS: bool = true;
-/// Default of `PTXFLOW_NDT_LATE_LOADS` (the batch kernel only).
-const LATE_LOADS: bool = true;
-/// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel only).
+/// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel of Direct7 pipelines only);
+/// `PTXFLOW_NDT_LATE_LOADS` and `PTXFLOW_NDT_ACC_PAIRS` default to what it decides.
 const PROBES7: bool = true;
 /// Default of `PTXFLOW_NDT_PAIR2` (the batch kernel only).
 const PAIR2: bool = false;
@@ -182,12 +184,15 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
 /// `Variant::probes7` may serve it).
 pub(super) fn batch_variant(large: Variant, direct7: bool) -> Option<Variant> {
     let on = large.dense && !large.mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS);
+    // Direct7 pipelines: session 11's build (`ndt_derivatives_dense_cross7`) unless switched
+    // off; other searches: session 10's (`ndt_derivatives_dense_cross`) unless switched on.
+    let probes7 = direct7 && !large.linear && env_switch("PTXFLOW_NDT_PROBES7", PROBES7);
     on.then_some(Variant {
         cross: true,
         wide_records: env_switch("PTXFLOW_NDT_WIDE_RECORDS", WIDE_RECORDS),
-        acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", ACC_PAIRS),
-        late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", LATE_LOADS),
-        probes7: direct7 && !large.linear && env_switch("PTXFLOW_NDT_PROBES7", PROBES7),
+        acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", probes7),
+        late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", probes7),
+        probes7,
         pair2: !large.prefetch && env_switch("PTXFLOW_NDT_PAIR2", PAIR2),
         ..large
     })

@@ -348,20 +348,19 @@ impl Variant {
     };
     /// [`Variant::DENSE`] with the angular derivatives as cross products
     /// (`ndt_derivatives_dense_cross`): the kernel of every round of a batch of alignments
-    /// (`ndt::gpu::variants`); records differ from [`Variant::DENSE`]'s in the last bits. Since
-    /// session 11 with [`Variant::late_loads`] (96 registers instead of 127 on sm_90: 5 blocks
-    /// per SM) and [`Variant::acc_pairs`], which leave its records bit-identical to session
-    /// 10's build (`cross` alone).
+    /// whose search is not Direct7 (`ndt::gpu::variants`); records differ from
+    /// [`Variant::DENSE`]'s in the last bits.
     pub const DENSE_CROSS: Variant = Variant {
         cross: true,
-        late_loads: true,
-        acc_pairs: true,
         ..Variant::DENSE
     };
-    /// [`Variant::DENSE_CROSS`] for Direct7 launches only, the seven probes at fixed offsets
-    /// ([`Variant::probes7`], `ndt_derivatives_dense_cross7`): the batch kernel of pipelines
-    /// searching Direct7; records bit-identical to [`Variant::DENSE_CROSS`]'s.
+    /// [`Variant::DENSE_CROSS`] for Direct7 launches only (`ndt_derivatives_dense_cross7`, the
+    /// batch kernel of pipelines searching Direct7): [`Variant::late_loads`] (96 registers
+    /// instead of 127 on sm_90: 5 blocks per SM), [`Variant::acc_pairs`] and the seven probes at
+    /// fixed offsets ([`Variant::probes7`]); records bit-identical to [`Variant::DENSE_CROSS`]'s.
     pub const DENSE_CROSS7: Variant = Variant {
+        late_loads: true,
+        acc_pairs: true,
         probes7: true,
         ..Variant::DENSE_CROSS
     };
