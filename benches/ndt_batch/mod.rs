@@ -3,7 +3,8 @@
 //! `mixed` = `PTXFLOW_NDT_MIXED=1`): criterion rows `gpu/ndt/batch_ab/<name>/256` (then
 //! `<name>_2`, alternating), and a SUMMARY line of wall medians of alternating runs with each
 //! configuration's evaluations, converged count, and how many results differ from the first
-//! configuration's (stop reason, or beyond 1 mm / 0.01 deg).
+//! configuration's (stop reason, or beyond 1 mm / 0.01 deg) and how many are not equal to it
+//! bit for bit.
 
 use super::{Data, HYPOTHESES};
 use criterion::{Criterion, Throughput};
@@ -125,12 +126,19 @@ pub fn batch_ab(c: &mut Criterion, d: &Data, gpu: &Arc<ptxflow::runtime::Gpu>) {
                 x.stop != y.stop || dt >= 1e-3 || dr >= 0.01
             })
             .count();
+        // Results not equal bit for bit to the first configuration's (pose, stop, counts).
+        let unequal = r
+            .results
+            .iter()
+            .zip(&base.results)
+            .filter(|(x, y)| x != y)
+            .count();
         let (bt, br) = pose_error(
             &r.best_result().expect("best").t_target_source,
             &base.best_result().expect("best").t_target_source,
         );
         parts.push(format!(
-            "{} {:.3} ms (min {:.3}; {evaluations} evaluations, {converged} converged, {differ} differ from {}, best {bt:.1e} m {br:.1e} deg from its best)",
+            "{} {:.3} ms (min {:.3}; {evaluations} evaluations, {converged} converged, {differ} differ from {}, {unequal} not bit-equal, best {bt:.1e} m {br:.1e} deg from its best)",
             cfg.name,
             t[t.len() / 2] * 1e3,
             t[0] * 1e3,

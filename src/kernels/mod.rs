@@ -94,6 +94,8 @@ kernel_table! {
     NdtDerivativesDenseSmall => ndt::derivatives::build_dense_small, "ndt_derivatives_dense_small", [Sm75];
     /// `ndt_derivatives_dense` with cross-product angular derivatives, for every round of a batch.
     NdtDerivativesDenseCross => ndt::derivatives::build_dense_cross, "ndt_derivatives_dense_cross", [Sm75];
+    /// `ndt_derivatives_dense_cross` for Direct7 launches only, the seven probes at fixed offsets.
+    NdtDerivativesDenseCross7 => ndt::derivatives::build_dense_cross7, "ndt_derivatives_dense_cross7", [Sm75];
     /// `ndt_derivatives_dense_small` as a persistent cooperative kernel serving one alignment's evaluations.
     NdtDerivativesServer => ndt::derivatives::build_server, "ndt_derivatives_server", [Sm75];
     /// `ndt_derivatives_server` running one alignment's whole Newton solve on the device.

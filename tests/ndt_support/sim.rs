@@ -57,7 +57,22 @@ pub struct SimLaunch<'a> {
     pub cov32: bool,
 }
 
+thread_local! {
+    /// [`SimLaunch::run_wide`] is under way: `voxels` gets the padded records.
+    static WIDE_RECORDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl SimLaunch<'_> {
+    /// [`SimLaunch::run`] with the padded voxel records as the `voxels` argument (the
+    /// `Variant::wide_records` builds).
+    #[allow(dead_code)] // not every test binary that shares this module runs the wide builds
+    pub fn run_wide(&self, prog: &Program, poses: &[Pose6], blocks: u32) -> Vec<f64> {
+        WIDE_RECORDS.with(|w| w.set(true));
+        let out = self.run(prog, poses, blocks);
+        WIDE_RECORDS.with(|w| w.set(false));
+        out
+    }
+
     /// Uploads the buffers and returns the kernel's arguments: `requests` in memory, request 0
     /// = `param_request` in the parameters, `partial_slots` slots of NaN partials, `counters`
     /// zeroed counters and the caller's `results`.
@@ -75,6 +90,9 @@ impl SimLaunch<'_> {
         let mut vox = Vec::new();
         pack_voxels(self.map, &mut vox);
         assert_eq!(vox.len(), VOXEL_VALUES * self.map.len());
+        if WIDE_RECORDS.with(|w| w.get()) {
+            ptxflow::ndt::gpu::wide::pack_wide_voxels(self.map, &mut vox);
+        }
         let voxels = mem.upload("voxels", &vox);
         let slots = mem.upload("slots", self.map.hash().slots_flat());
         let requests = mem.upload("requests", requests);

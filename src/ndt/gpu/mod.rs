@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod records;
 pub mod tuning;
 pub mod variants;
+pub mod wide;
 
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::{

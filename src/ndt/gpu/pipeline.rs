@@ -289,7 +289,10 @@ impl GpuDerivativePipeline {
         pack_voxels(map, &mut self.scratch);
         self.voxels.upload(&s, &self.scratch)?;
         self.slots.upload(&s, map.hash().slots_flat())?;
-        self.counters.allocations += self.cells.upload(&self.gpu, &s, map, self.lookup)?;
+        let direct7 = self.search == NeighbourSearch::Direct7;
+        self.counters.allocations += self
+            .cells
+            .upload(&self.gpu, &s, map, self.lookup, direct7)?;
         s.synchronize()
             .map_err(Error::driver("uploading the NDT target"))?;
         self.counters.bytes_up +=

@@ -166,6 +166,8 @@ pub(super) struct DeviceCells {
     /// The kernel of every round of a batch of alignments when it is none of the above (the
     /// cross-product build, `variants::batch_variant`).
     batch: Option<LoadedKernel>,
+    /// The padded voxel records, when `batch` reads them (`wide.rs`).
+    wide: Option<super::wide::WideRecords>,
 }
 
 /// The `cells`, `cell_origin_*` and `cell_dims_*` arguments of the dense-table variant.
@@ -202,18 +204,21 @@ impl DeviceCells {
             mixed: None,
             batch_large: false,
             batch: None,
+            wide: None,
         }
     }
 
     /// Builds and uploads `map`'s table when `lookup` asks for it and the box is small enough
-    /// (loading the dense-table kernel the first time); otherwise the table is off. Returns the
-    /// number of device allocations made.
+    /// (loading the dense-table kernel the first time; `direct7`: the pipeline's search, fixed
+    /// for its life, is Direct7); otherwise the table is off. Returns the number of device
+    /// allocations made.
     pub(super) fn upload(
         &mut self,
         gpu: &Gpu,
         stream: &Arc<CudaStream>,
         map: &VoxelMap,
         lookup: VoxelLookup,
+        direct7: bool,
     ) -> Result<u64> {
         self.args = None;
         let table = match lookup {
@@ -231,8 +236,9 @@ impl DeviceCells {
                 self.cov32 = Some(Default::default());
             }
             self.batch_large = large.mixed || large.cross;
-            if let Some(v) = batch_variant(large) {
+            if let Some(v) = batch_variant(large, direct7) {
                 self.batch = Some(derivative_kernel(gpu, v)?);
+                self.wide = v.wide_records.then(Default::default);
             }
             if small != large {
                 self.small = Some(derivative_kernel(gpu, small)?);
@@ -258,6 +264,9 @@ impl DeviceCells {
         let (ptr, _sync) = buf.slice().device_ptr(stream);
         if let Some(c) = &mut self.cov32 {
             allocations += c.upload(stream, map)?;
+        }
+        if let Some(w) = &mut self.wide {
+            allocations += w.upload(stream, map)?;
         }
         self.args = Some(CellArgs {
             ptr,
@@ -294,9 +303,15 @@ impl DeviceCells {
         self.cov32.as_ref().map(|c| c.ptr())
     }
 
+    /// The batch kernel's `voxels` argument when it reads the padded records.
+    pub(super) fn wide_records(&self) -> Option<&cudarc::driver::CudaSlice<f64>> {
+        self.wide.as_ref().and_then(|w| w.slice())
+    }
+
     /// Device bytes held.
     pub(super) fn bytes(&self) -> usize {
-        self.cov32.as_ref().map_or(0, |c| c.bytes())
+        self.wide.as_ref().map_or(0, |w| w.bytes())
+            + self.cov32.as_ref().map_or(0, |c| c.bytes())
             + self.buf.as_ref().map_or(0, |b| b.allocated_bytes())
     }
 }

@@ -32,6 +32,22 @@
 //!   `linearize` calls, single alignments, the server and the device solve keep the matrix
 //!   kernels, so their records stay equal to the hash kernel's bit for bit. With `MIXED` every
 //!   round of a batch runs the mixed build instead (`pipeline/round.rs`);
+//! - `PTXFLOW_NDT_PROBES7` (on by default): pipelines searching Direct7 run their batch rounds on
+//!   `ndt_derivatives_dense_cross7` (`Variant::DENSE_CROSS7`, a Direct7-only build): the seven
+//!   probes at fixed offsets from the point's cell entry (`Variant::probes7`), the per-request
+//!   vectors `u_b`, `u_c` read from shared memory at each paired point instead of held in
+//!   registers (`Variant::late_loads`: 96 registers instead of 127 on sm_90, so 5 blocks per SM
+//!   instead of 4) and the shared accumulators in pairs with `v2` accesses
+//!   (`Variant::acc_pairs`); records bit-identical to `ndt_derivatives_dense_cross`'s;
+//! - `PTXFLOW_NDT_LATE_LOADS`, `PTXFLOW_NDT_ACC_PAIRS` (default: on where the Direct7 build runs,
+//!   off elsewhere): those two for any batch kernel (built at run time; other searches keep
+//!   session 10's `ndt_derivatives_dense_cross` by default because only the Direct7 build went
+//!   through the sanitizers on the GPU);
+//! - `PTXFLOW_NDT_WIDE_RECORDS` (off by default): the batch kernel reads padded 96-byte voxel
+//!   records (uploaded beside the plain ones) with `v2` loads (`Variant::wide_records`;
+//!   bit-identical; within noise, so it stays off);
+//! - `PTXFLOW_NDT_PAIR2` (off by default): the batch kernel's pair loop takes two hits per step
+//!   (`Variant::pair2`: two independent chains; bit-identical, but 222-240 registers: slower);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!
@@ -62,6 +78,16 @@
 //! alternating batches in one process: 8.51 ms against 8.95 for session 9's kernels, criterion
 //! 8.44 / 8.33 against 8.75 / 8.76; GPU vs CPU 19 of 256 beyond 1 mm / 0.01 deg, CPU vs CPU
 //! with its points reversed 24; the NDT GPU tests pass, memcheck and racecheck 0).
+//!
+//! Session 11 (H100, 15 alternating batches in one process, `gpu-results/s11/ndtb-{1,2}.log`;
+//! every build's 256 results equal session 10's bit for bit): session 10's batch kernel 6.82 /
+//! 6.90 ms; late loads 6.80 (run 1); late loads with paired accumulators and wide records 6.60 /
+//! 6.71; late loads with Direct7 probes 6.47, with wide records 6.45, with both 6.41 ms (run 2);
+//! `.minnctapersm 6` on top of late loads (80 registers, 52 bytes of spills) 7.64; late loads
+//! with the prefetching pair loop (166-168 registers) 8.19-8.45; two pairs per step 9.85. The
+//! default for Direct7 pipelines is the last (`ndt_derivatives_dense_cross7`); final run
+//! (`gpu-results/s11/ndtb-3.log`): 6.357 ms against 6.677 for session 10's kernel, 6.476 for
+//! late loads and paired accumulators without the Direct7 probes.
 
 use crate::kernels::ndt::derivatives::{build_variant, Variant};
 use crate::kernels::KernelId;
@@ -88,6 +114,13 @@ const HILO: bool = true;
 const SCORE64: bool = false;
 /// Default of `PTXFLOW_NDT_CROSS` (every round of a batch, dense table, not mixed).
 const CROSS: bool = true;
+/// Default of `PTXFLOW_NDT_WIDE_RECORDS` (the batch kernel only).
+const WIDE_RECORDS: bool = false;
+/// Default of `PTXFLOW_NDT_PROBES7` (the batch kernel of Direct7 pipelines only);
+/// `PTXFLOW_NDT_LATE_LOADS` and `PTXFLOW_NDT_ACC_PAIRS` default to what it decides.
+const PROBES7: bool = true;
+/// Default of `PTXFLOW_NDT_PAIR2` (the batch kernel only).
+const PAIR2: bool = false;
 /// Default of `PTXFLOW_NDT_SPLIT` (see `pipeline/split.rs`).
 pub(super) const SPLIT: bool = true;
 
@@ -136,23 +169,38 @@ pub(super) fn variant_with(dense: bool, small: bool, mixed: Option<bool>) -> Var
         score64: mixed && env_switch("PTXFLOW_NDT_SCORE64", SCORE64),
         cross: false,
         solve_opts: 0,
+        wide_records: false,
+        acc_pairs: false,
+        late_loads: false,
+        probes7: false,
+        pair2: false,
     }
 }
 
 /// The variant for every round of a batch of alignments when it differs from `large` (the
 /// dense kernel for any round): `large` with cross-product derivatives under
 /// `PTXFLOW_NDT_CROSS`; `None` for the hash, the mixed build (which serves batches itself) or
-/// with the switch off.
-pub(super) fn batch_variant(large: Variant) -> Option<Variant> {
+/// with the switch off. `direct7`: the pipeline searches Direct7 (the Direct7-only build
+/// `Variant::probes7` may serve it).
+pub(super) fn batch_variant(large: Variant, direct7: bool) -> Option<Variant> {
     let on = large.dense && !large.mixed && env_switch("PTXFLOW_NDT_CROSS", CROSS);
+    // Direct7 pipelines: session 11's build (`ndt_derivatives_dense_cross7`) unless switched
+    // off; other searches: session 10's (`ndt_derivatives_dense_cross`) unless switched on.
+    let probes7 = direct7 && !large.linear && env_switch("PTXFLOW_NDT_PROBES7", PROBES7);
     on.then_some(Variant {
         cross: true,
+        wide_records: env_switch("PTXFLOW_NDT_WIDE_RECORDS", WIDE_RECORDS),
+        acc_pairs: large.shared_acc && env_switch("PTXFLOW_NDT_ACC_PAIRS", probes7),
+        late_loads: env_switch("PTXFLOW_NDT_LATE_LOADS", probes7),
+        probes7,
+        pair2: !large.prefetch && env_switch("PTXFLOW_NDT_PAIR2", PAIR2),
         ..large
     })
 }
 
 /// Loads `variant`: a kernel of the table (`ndt_derivatives`, `ndt_derivatives_dense`,
-/// `ndt_derivatives_dense_small`, `ndt_derivatives_dense_cross`) where it is one, else built at run time.
+/// `ndt_derivatives_dense_small`, `ndt_derivatives_dense_cross`, `ndt_derivatives_dense_cross7`)
+/// where it is one, else built at run time.
 pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKernel> {
     if variant == Variant::default() {
         gpu.kernel(KernelId::NdtDerivatives)
@@ -162,6 +210,8 @@ pub(super) fn derivative_kernel(gpu: &Gpu, variant: Variant) -> Result<LoadedKer
         gpu.kernel(KernelId::NdtDerivativesDenseSmall)
     } else if variant == Variant::DENSE_CROSS {
         gpu.kernel(KernelId::NdtDerivativesDenseCross)
+    } else if variant == Variant::DENSE_CROSS7 {
+        gpu.kernel(KernelId::NdtDerivativesDenseCross7)
     } else if variant == Variant::SERVER {
         gpu.kernel(KernelId::NdtDerivativesServer)
     } else {

@@ -16,10 +16,12 @@ pub(super) struct Cross {
     u: SharedArray<F64>,
 }
 
-/// Per-thread registers, loaded once per request after the barrier.
+/// Per-thread registers, loaded once per request after the barrier, or (`late`,
+/// [`super::Variant::late_loads`]) the shared array, read by each paired point.
 pub(crate) struct CrossRegs {
     ub: [Reg<F64>; 2],
     uc: [Reg<F64>; 3],
+    late: Option<SharedArray<F64>>,
 }
 
 impl Cross {
@@ -40,11 +42,34 @@ impl Cross {
         }
     }
 
-    pub(super) fn regs(&self, b: &mut KernelBuilder) -> CrossRegs {
+    pub(super) fn regs(&self, b: &mut KernelBuilder, late: bool) -> CrossRegs {
+        if late {
+            // Placeholders: every paired point loads its own copies (`CrossRegs::get`).
+            let z = b.mov(0.0f64);
+            return CrossRegs {
+                ub: [z; 2],
+                uc: [z; 3],
+                late: Some(self.u.clone()),
+            };
+        }
         let mut ld = |k: u32| b.ld::<F64>(Space::Shared, self.u.at(k));
         CrossRegs {
             ub: [ld(0), ld(1)],
             uc: [ld(2), ld(3), ld(4)],
+            late: None,
+        }
+    }
+}
+
+impl CrossRegs {
+    /// `u_b[1..3]` and `u_c`: the registers, or loads from shared memory when `late`.
+    fn get(&self, b: &mut KernelBuilder) -> ([Reg<F64>; 2], [Reg<F64>; 3]) {
+        match &self.late {
+            None => (self.ub, self.uc),
+            Some(u) => {
+                let mut ld = |k: u32| b.ld::<F64>(Space::Shared, u.at(k));
+                ([ld(0), ld(1)], [ld(2), ld(3), ld(4)])
+            }
         }
     }
 }
@@ -63,7 +88,17 @@ pub(super) fn add_point(
     b.comment("paired point (cross products): score, gradient and Hessian contributions");
     let c1 = b.add(cx.count, 1u32);
     b.mov_to(cx.count, c1);
+    // With `acc_pairs`, values wait for their pair's partner (`wide.rs`).
+    let paired = std::cell::RefCell::new(
+        cx.acc_shared
+            .filter(|_| cx.acc_pairs)
+            .map(super::wide::PairedAcc::new),
+    );
     let acc = |b: &mut KernelBuilder, idx: usize, v: Reg<F64>| match cx.acc_shared {
+        Some(_) if cx.acc_pairs => {
+            let mut p = paired.borrow_mut();
+            p.as_mut().expect("pair layout").add(b, idx, v);
+        }
         Some(col) => {
             let a = Addr::from(col).off(idx as i64 * ACC_STRIDE);
             let old = b.ld::<F64>(Space::Shared, a.clone());
@@ -77,8 +112,9 @@ pub(super) fn add_point(
     };
     let (g, q) = (sums.g.map(Some), sums.q);
     let rv: V3 = r.map(Some);
-    let ub: V3 = [None, Some(cr.ub[0]), Some(cr.ub[1])];
-    let uc: V3 = cr.uc.map(Some);
+    let (cub, cuc) = cr.get(b);
+    let ub: V3 = [None, Some(cub[0]), Some(cub[1])];
+    let uc: V3 = cuc.map(Some);
     let nrz = b.neg(r[2]);
     let j: [V3; 3] = [
         [None, Some(nrz), Some(r[1])],
@@ -129,5 +165,8 @@ pub(super) fn add_point(
             (None, None) => b.mov(0.0f64),
         };
         acc(b, hessian_index(3 + k, 3 + l), total);
+    }
+    if let Some(p) = paired.into_inner() {
+        p.finish();
     }
 }

@@ -82,6 +82,8 @@ pub(super) fn dense_probes(
             v
         };
         let found: [Reg<S32>; DENSE_GROUP as usize] = match &linear {
+            // The Direct7-only build: fixed offsets (`probes7.rs`).
+            None if cx.probes7 => super::probes7::direct7(b, cells, origin, dims, cell),
             None => std::array::from_fn(|k| bounded(b, k as u32)),
             Some((interior, base, lin)) => {
                 let found = [(); DENSE_GROUP as usize].map(|_| b.mov(-1i32));
@@ -155,6 +157,8 @@ pub(super) fn dense_probes(
                 pair_terms(b, cx, sums, xt, &w, &next);
                 b.place(&next);
             });
+        } else if d.compact && cx.pair2 {
+            super::pair2::pairs(b, cx, sums, xt, col, end, COLUMN_STRIDE);
         } else {
             b.for_range(0u32, end, COLUMN_STRIDE, |b, off, _| {
                 let slot = b.add(col, off);
@@ -167,6 +171,13 @@ pub(super) fn dense_probes(
 
 /// Loads voxel `v`'s record (mean, inverse covariance) into `w`.
 fn load_voxel_into(b: &mut KernelBuilder, cx: &Ctx, v: Reg<S32>, w: &[Reg<F64>; 9]) {
+    if cx.wide_records {
+        let got = super::wide::load_record(b, cx, v);
+        for (r, g) in w.iter().zip(got) {
+            b.mov_to(*r, g);
+        }
+        return;
+    }
     let vu = b.bitcast::<U32, S32>(v);
     let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
     for (k, r) in w.iter().enumerate() {

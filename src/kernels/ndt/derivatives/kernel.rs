@@ -7,9 +7,10 @@ use super::point::point;
 use super::server::{ServerParams, ServerRegs, STAMP_POINTS, STAMP_TERMS};
 use super::solve_partials::{add_partials_xposed, partial_index};
 use super::split::point_split;
+use super::wide::acc_addr;
 use super::{
-    Ctx, DenseCtx, DenseParams, SplitCtx, Variant, ACC_STRIDE, BLOCK, COUNT_INDEX, DENSE_GROUP,
-    PROBES, REQUEST_BYTES, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK, TRANSLATION_AT, VALUES, WARPS,
+    Ctx, DenseCtx, DenseParams, SplitCtx, Variant, BLOCK, COUNT_INDEX, DENSE_GROUP, PROBES,
+    REQUEST_BYTES, SLOT_VALUES, SPLIT_POINTS_PER_BLOCK, TRANSLATION_AT, VALUES, WARPS,
 };
 use crate::kernels::ndt::reduce::{block_reduce, WIDTH};
 use crate::kernels::ndt::rotation::*;
@@ -45,6 +46,16 @@ pub fn build_dense_small(target: Target) -> Module {
 /// Builds `ndt_derivatives_dense_cross` ([`Variant::DENSE_CROSS`]), the kernel of batch rounds.
 pub fn build_dense_cross(target: Target) -> Module {
     build_entry(target, "ndt_derivatives_dense_cross", Variant::DENSE_CROSS)
+}
+
+/// Builds `ndt_derivatives_dense_cross7` ([`Variant::DENSE_CROSS7`]), the kernel of batch
+/// rounds of pipelines that search Direct7.
+pub fn build_dense_cross7(target: Target) -> Module {
+    build_entry(
+        target,
+        "ndt_derivatives_dense_cross7",
+        Variant::DENSE_CROSS7,
+    )
 }
 
 /// Builds the module of one [`Variant`] (entry `ndt_derivatives`).
@@ -220,6 +231,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
         let probe_start = b.ld_param(&p_pstart);
         let probe_count = b.ld_param(&p_pcount);
         let radius_mode = b.ld_param(&p_radius);
+        let acc_pairs = cross.is_some() && variant.shared_acc && variant.acc_pairs;
         let cx = Ctx {
             points: b.global_ptr(&p_points),
             voxels: b.global_ptr(&p_voxels),
@@ -239,11 +251,19 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
             acc: [(); VALUES - 1].map(|_| b.mov(0.0f64)),
             acc_shared: variant.shared_acc.then(|| {
                 let arr = b.shared_array::<F64>("acc", (VALUES as u32 - 1) * BLOCK);
-                b.shared_index(&arr, tid)
+                if acc_pairs {
+                    super::wide::pair_column(b, &arr, tid)
+                } else {
+                    b.shared_index(&arr, tid)
+                }
             }),
             count: b.mov(0u32),
             dense,
-            cross: cross.as_ref().map(|c| c.regs(b)),
+            cross: cross.as_ref().map(|c| c.regs(b, variant.late_loads)),
+            wide_records: cross.is_some() && variant.wide_records,
+            acc_pairs,
+            probes7: variant.dense && !variant.linear && variant.probes7,
+            pair2: variant.pair2 && !variant.prefetch && !variant.mixed,
             split: variant.split_point.then(|| {
                 let w = b.shr(tid, 5u32);
                 SplitCtx {
@@ -256,11 +276,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
         };
         if let Some(col) = cx.acc_shared {
             for k in 0..VALUES - 1 {
-                b.st(
-                    Space::Shared,
-                    Addr::from(col).off(k as i64 * ACC_STRIDE),
-                    0.0f64,
-                );
+                b.st(Space::Shared, acc_addr(col, k, cx.acc_pairs), 0.0f64);
             }
         }
         let n = b.ld::<U32>(Space::Shared, info.at(1));
@@ -307,7 +323,7 @@ pub(super) fn build_entry(target: Target, entry: &str, variant: Variant) -> Modu
             }
             (Some(col), None) => {
                 for (k, v) in vals[..VALUES - 1].iter_mut().enumerate() {
-                    *v = b.ld::<F64>(Space::Shared, Addr::from(col).off(k as i64 * ACC_STRIDE));
+                    *v = b.ld::<F64>(Space::Shared, acc_addr(col, k, cx.acc_pairs));
                 }
             }
             (None, None) => vals[..VALUES - 1].copy_from_slice(&cx.acc),

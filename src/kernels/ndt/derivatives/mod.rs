@@ -51,17 +51,21 @@ mod cross;
 mod dense;
 mod kernel;
 pub mod mixed;
+mod pair2;
 mod point;
+mod probes7;
 pub mod server;
 mod solve_partials;
 mod split;
 mod vec3;
+mod wide;
 
 pub use kernel::{
-    build, build_align_device, build_dense, build_dense_cross, build_dense_small, build_server,
-    build_variant,
+    build, build_align_device, build_dense, build_dense_cross, build_dense_cross7,
+    build_dense_small, build_server, build_variant,
 };
 pub use solve_partials::build_align_device_opts;
+pub use wide::WIDE_RECORD_VALUES;
 
 use crate::kernels::ndt::reduce::WIDTH;
 use crate::kernels::ndt::rotation::Pattern;
@@ -183,6 +187,14 @@ pub(super) struct Ctx {
     pub(super) split: Option<SplitCtx>,
     /// [`Variant::cross`]: `u_b`, `u_c` for the cross-product contributions (`cross.rs`).
     pub(super) cross: Option<cross::CrossRegs>,
+    /// [`Variant::wide_records`]: `voxels` holds padded records (`wide.rs`).
+    pub(super) wide_records: bool,
+    /// [`Variant::acc_pairs`]: `acc_shared` is the pair layout's column (`wide.rs`).
+    pub(super) acc_pairs: bool,
+    /// [`Variant::probes7`].
+    pub(super) probes7: bool,
+    /// [`Variant::pair2`].
+    pub(super) pair2: bool,
 }
 
 /// What the split variant adds to the context.
@@ -281,6 +293,25 @@ pub struct Variant {
     /// With `solve`: the device solver's build options (`crate::kernels::ndt::solve::OPT_*`
     /// bits; 0 is the table's `ndt_align_device`).
     pub solve_opts: u32,
+    /// With `dense` and `cross`: the `voxels` argument holds the records padded to
+    /// [`WIDE_RECORD_VALUES`] f64, read with `v2` loads (`wide.rs`); the same values, so
+    /// records stay bit-identical.
+    pub wide_records: bool,
+    /// With `shared_acc` and `cross`: the shared accumulators in pairs, each pair read and
+    /// written with one `v2` access (`wide.rs`); the same additions, records bit-identical.
+    pub acc_pairs: bool,
+    /// With `cross`: values that stay the same for the whole request (`u_b`, `u_c`) are read
+    /// from shared memory where they are used instead of held in registers for the whole loop
+    /// (fewer registers per thread; the same values, records bit-identical).
+    pub late_loads: bool,
+    /// With `dense` (not `linear`): a build for Direct7 launches only (`probe_start` and
+    /// `probe_count` are ignored), which finds a point's seven table entries at fixed offsets
+    /// from its cell's entry (`probes7.rs`); the same entries in the same order as the generic
+    /// probes, records bit-identical.
+    pub probes7: bool,
+    /// With `compact` (not `prefetch`): the pair loop takes two hits per step, both pairs'
+    /// terms computed side by side and added in hit order (`pair2.rs`); records bit-identical.
+    pub pair2: bool,
 }
 
 impl Variant {
@@ -303,6 +334,11 @@ impl Variant {
         score64: false,
         cross: false,
         solve_opts: 0,
+        wide_records: false,
+        acc_pairs: false,
+        late_loads: false,
+        probes7: false,
+        pair2: false,
     };
     /// [`Variant::DENSE`] with the next hit's record loaded ahead, for rounds of at most one
     /// block per SM (`ndt_derivatives_dense_small`).
@@ -312,10 +348,21 @@ impl Variant {
     };
     /// [`Variant::DENSE`] with the angular derivatives as cross products
     /// (`ndt_derivatives_dense_cross`): the kernel of every round of a batch of alignments
-    /// (`ndt::gpu::variants`); records differ from [`Variant::DENSE`]'s in the last bits.
+    /// whose search is not Direct7 (`ndt::gpu::variants`); records differ from
+    /// [`Variant::DENSE`]'s in the last bits.
     pub const DENSE_CROSS: Variant = Variant {
         cross: true,
         ..Variant::DENSE
+    };
+    /// [`Variant::DENSE_CROSS`] for Direct7 launches only (`ndt_derivatives_dense_cross7`, the
+    /// batch kernel of pipelines searching Direct7): [`Variant::late_loads`] (96 registers
+    /// instead of 127 on sm_90: 5 blocks per SM), [`Variant::acc_pairs`] and the seven probes at
+    /// fixed offsets ([`Variant::probes7`]); records bit-identical to [`Variant::DENSE_CROSS`]'s.
+    pub const DENSE_CROSS7: Variant = Variant {
+        late_loads: true,
+        acc_pairs: true,
+        probes7: true,
+        ..Variant::DENSE_CROSS
     };
     /// [`Variant::DENSE_SMALL`] as a persistent evaluation server (`ndt_derivatives_server`).
     pub const SERVER: Variant = Variant {

@@ -148,12 +148,7 @@ pub(super) fn pair(
     let next = b.label("probe_next");
     let miss = b.setp(Cmp::Eq, v, -1i32);
     b.bra_if(miss, &next);
-    let vu = b.bitcast::<U32, S32>(v);
-    let va: Addr = b.index_addr(cx.voxels, vu, 72).into();
-    let w: Vec<Reg<F64>> = (0..9)
-        .map(|k| b.ld::<F64>(Space::GlobalNc, va.off(8 * k)))
-        .collect();
-    let w: [Reg<F64>; 9] = std::array::from_fn(|k| w[k]);
+    let w = super::wide::load_record(b, cx, v);
     pair_terms(b, cx, sums, xt, &w, &next);
     b.place(&next);
 }

@@ -210,9 +210,13 @@ impl GpuDerivativePipeline {
             shared_mem_bytes: 0,
         };
         let mut lb = func.launch(s, cfg);
-        lb.arg(self.points.slice())
-            .arg(self.voxels.slice())
-            .arg(self.slots.slice())
+        lb.arg(self.points.slice());
+        // The batch kernel built with wide records reads the padded copy.
+        match self.cells.wide_records().filter(|_| batch_kernel.is_some()) {
+            Some(wide) => lb.arg(wide),
+            None => lb.arg(self.voxels.slice()),
+        };
+        lb.arg(self.slots.slice())
             .arg(&t.slot_mask)
             .arg(&requests)
             .arg(&partials)
@@ -245,7 +249,8 @@ impl GpuDerivativePipeline {
         // results are the mapped host buffer the host views the region only after its round was
         // waited for (`fetch_results`, or the group's event in `split.rs`); the mixed build's
         // `cov32` table was uploaded with the dense table and holds one 48-byte record per
-        // uploaded voxel, the indices the dense table gives.
+        // uploaded voxel, the indices the dense table gives; so do the padded records (96 bytes
+        // each) that the batch kernel built with wide records reads.
         unsafe { lb.launch() }?;
         Ok(())
     }
