@@ -20,8 +20,8 @@ use ptxflow::kernels::ndt::solve::{
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::ndt::solve::{
-    OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES,
-    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
+    OPT_DEVICE_EIGEN, OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT,
+    OPT_SAFE_LANES, OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -90,7 +90,8 @@ impl Linearize for SimRounds<'_> {
     }
 }
 
-/// The device solver in the interpreter: (pose, iterations, evaluations, stop code).
+/// The device solver in the interpreter: (pose, iterations, evaluations, stop code), for
+/// builds that never ask the host.
 fn device(
     prog: &Program,
     s: &Setup,
@@ -98,6 +99,19 @@ fn device(
     p: &SolverParams,
     reducer: u32,
 ) -> (Pose6, usize, usize, u32) {
+    let (r, assists) = device_counted(prog, s, init, p, reducer);
+    assert_eq!(assists, 0, "no eigen-path request");
+    r
+}
+
+/// [`device`] and the kernel's eigen-path count (`OUT_ASSISTS`).
+fn device_counted(
+    prog: &Program,
+    s: &Setup,
+    init: &Isometry3<f64>,
+    p: &SolverParams,
+    reducer: u32,
+) -> ((Pose6, usize, usize, u32), u64) {
     let pose = isometry_to_pose(init);
     let mut mem = Memory::new();
     let answers = mem.upload("answers", &[0u64; OUT_WORDS]);
@@ -125,7 +139,6 @@ fn device(
     prog.run(s.grid(), &args, &mut mem).unwrap();
     let out = mem.download::<u64>("answers").unwrap();
     assert_eq!(out[RESULT_SEQ_WORD], DONE | 7, "done word");
-    assert_eq!(out[OUT_ASSISTS], 0, "no eigen-path request");
     assert_eq!(
         mem.download::<u32>("counters").unwrap(),
         vec![0],
@@ -134,10 +147,13 @@ fn device(
     let g = mem.download::<u32>("grid_sync").unwrap();
     assert_eq!(&g[..4], &[0, 0, 0, 0], "barrier and exit counters reset");
     (
-        Pose6::from_fn(|k, _| f64::from_bits(out[OUT_POSE + k])),
-        out[OUT_ITERATIONS] as u32 as usize,
-        out[OUT_EVALUATIONS] as u32 as usize,
-        out[OUT_STOP] as u32,
+        (
+            Pose6::from_fn(|k, _| f64::from_bits(out[OUT_POSE + k])),
+            out[OUT_ITERATIONS] as u32 as usize,
+            out[OUT_EVALUATIONS] as u32 as usize,
+            out[OUT_STOP] as u32,
+        ),
+        out[OUT_ASSISTS] as u32 as u64,
     )
 }
 
@@ -283,4 +299,60 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
             "build options {opts}"
         );
     }
+}
+
+/// [`OPT_DEVICE_EIGEN`]: starts whose Newton steps need the eigen path (an indefinite Hessian)
+/// solve on the device with no host round trip, with the host solver's iterations,
+/// evaluations and stop reason, the pose within rounding of the host's (the Jacobi
+/// decomposition's increment equals nalgebra's `SymmetricEigen` one up to rounding only).
+#[test]
+fn interpreted_device_eigen_path_equals_the_host_solver() {
+    let (_, small) = programs();
+    let opts = ptxflow::kernels::ndt::solve::TABLE_OPTS | OPT_DEVICE_EIGEN;
+    let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
+    let prog = Program::parse(&prog).unwrap();
+    let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
+    let map = VoxelMap::build(&target, 1.0).unwrap();
+    let source = noisy_planes(300, 2, 3, 1.0, 2.0);
+    let base = SolverParams::default();
+    let s = Setup {
+        map: &map,
+        cells: DenseCells::build(&map).unwrap(),
+        source: &source,
+        search: NeighbourSearch::Direct7,
+        gauss: GaussConstants::new(1.0, 0.55).unwrap(),
+        blocks: 3,
+    };
+    let mut eigen_steps = 0;
+    for (k, start) in [
+        Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01),
+        Pose6::new(0.6, -0.4, 0.3, 0.05, -0.04, 0.2),
+        Pose6::new(-0.8, 0.5, -0.2, -0.1, 0.08, -0.3),
+        Pose6::new(0.9, 0.9, 0.4, 0.15, 0.1, 0.4),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let init = pose_to_isometry(start);
+        let mut rounds = SimRounds {
+            s: &s,
+            prog: small.clone(),
+        };
+        let host = align(&mut rounds, 0, &init, &base).unwrap();
+        let ((pose, iterations, evaluations, code), assists) =
+            device_counted(&prog, &s, &init, &base, REDUCER_BLOCK0);
+        let d = (pose - host.pose).abs().max();
+        eprintln!(
+            "start {k}: {:?} after {} evaluations, {assists} eigen-path steps on the device, pose within {d:.1e}",
+            host.stop, host.evaluations
+        );
+        assert_eq!(
+            (iterations, evaluations, code),
+            (host.iterations, host.evaluations, host.stop as u32),
+            "start {k}: iterations, evaluations, stop"
+        );
+        assert!(d <= 1e-9, "start {k}: pose differs by {d:e}");
+        eigen_steps += assists;
+    }
+    assert!(eigen_steps > 0, "the eigen path ran");
 }

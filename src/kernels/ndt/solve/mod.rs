@@ -53,6 +53,7 @@
 //! factorisations still 2.2 us).
 
 pub mod assist;
+mod eigen;
 mod factor;
 mod interpolate;
 mod opts;

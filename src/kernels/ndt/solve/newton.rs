@@ -127,7 +127,25 @@ impl Solver<'_> {
                     b.mov_to(delta[k], d[k]);
                 }
             },
-            |b| self.assist(b, &h, &grad, &delta, pd, finish),
+            |b| {
+                if r.opts & super::OPT_DEVICE_EIGEN != 0 {
+                    // S_ASSISTS then counts the eigen-path steps taken on the device.
+                    let n = r.state.ld_u32(b, S_ASSISTS);
+                    let n = b.add(n, 1u32);
+                    r.state.st_u32(b, S_ASSISTS, n);
+                    let e = super::eigen::newton_eigen(b, &a, &grad, r.lane);
+                    b.if_then(e.singular, |b| {
+                        b.mov_to(self.stop, STOP_SINGULAR);
+                        b.bra(finish);
+                    });
+                    for k in 0..6 {
+                        b.mov_to(delta[k], e.delta[k]);
+                    }
+                    b.mov_to(pd, e.pd);
+                } else {
+                    self.assist(b, &h, &grad, &delta, pd, finish)
+                }
+            },
         );
         super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_SOLVE);
         let dt = norm3(b, &delta[..3]);

@@ -39,6 +39,12 @@ pub const OPT_FAST_ASSIST: u32 = 64;
 /// extends to the block; the fence only waited for the block's own phase-stamp stores).
 pub const OPT_LEAN_FINAL: u32 = 128;
 
+/// `Variant::solve_opts` bit: the Newton steps whose Hessian the Cholesky path cannot take
+/// (the host's eigen path) run on the device too (`eigen.rs`: cyclic Jacobi over the solver
+/// warp), instead of asking the host ([`super::assist`]'s round trip): no step leaves the
+/// device. The increment equals the host's up to rounding (not bit for bit).
+pub const OPT_DEVICE_EIGEN: u32 = 256;
+
 /// The build options of the table's `ndt_align_device` (the default single-alignment path since
 /// session 10): state in shared memory, Markstein divisions, value-major partials, safe lanes,
 /// no fence before the final reduction. Other values are built at run time.
