@@ -308,7 +308,10 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
 #[test]
 fn interpreted_device_eigen_path_equals_the_host_solver() {
     let (_, small) = programs();
-    let opts = ptxflow::kernels::ndt::solve::TABLE_OPTS | OPT_DEVICE_EIGEN;
+    let opts: u32 = std::env::var("PTXFLOW_SIM_OPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ptxflow::kernels::ndt::solve::TABLE_OPTS | OPT_DEVICE_EIGEN);
     let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
     let prog = Program::parse(&prog).unwrap();
     let target = noisy_planes(3000, 1, 3, 1.0, 2.0);

@@ -45,6 +45,12 @@ pub const OPT_LEAN_FINAL: u32 = 128;
 /// device. The increment equals the host's up to rounding (not bit for bit).
 pub const OPT_DEVICE_EIGEN: u32 = 256;
 
+/// `Variant::solve_opts` bit: the points' angular derivatives as cross products
+/// (`Variant::cross`, the batch kernel's form: fewer f64 operations per point; sums equal to
+/// the matrix form's up to the last bits, so results equal the host path's within rounding,
+/// not bit for bit).
+pub const OPT_CROSS: u32 = 512;
+
 /// The build options of the table's `ndt_align_device` (the default single-alignment path since
 /// session 10): state in shared memory, Markstein divisions, value-major partials, safe lanes,
 /// no fence before the final reduction. Other values are built at run time.
