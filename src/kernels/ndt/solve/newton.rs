@@ -133,7 +133,13 @@ impl Solver<'_> {
                     let n = r.state.ld_u32(b, S_ASSISTS);
                     let n = b.add(n, 1u32);
                     r.state.st_u32(b, S_ASSISTS, n);
-                    let e = super::eigen::newton_eigen(b, &a, &grad, r.lane);
+                    let e = super::eigen::newton_eigen(
+                        b,
+                        &a,
+                        &grad,
+                        r.lane,
+                        r.opts & super::OPT_EIGEN_ALL_LANES != 0,
+                    );
                     b.if_then(e.singular, |b| {
                         b.mov_to(self.stop, STOP_SINGULAR);
                         b.bra(finish);

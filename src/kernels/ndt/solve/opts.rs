@@ -51,6 +51,11 @@ pub const OPT_DEVICE_EIGEN: u32 = 256;
 /// not bit for bit).
 pub const OPT_CROSS: u32 = 512;
 
+/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: every lane computes each round's three
+/// Jacobi rotations from shuffled entries (no broadcast of the pairs' rotations), and the
+/// off-diagonal test skips the first two sweeps (`eigen.rs`).
+pub const OPT_EIGEN_ALL_LANES: u32 = 1024;
+
 /// The build options of the table's `ndt_align_device` (the default single-alignment path since
 /// session 10): state in shared memory, Markstein divisions, value-major partials, safe lanes,
 /// no fence before the final reduction. Other values are built at run time.

@@ -56,6 +56,9 @@ pub(super) struct Eigen {
     pub pd: Reg<Pred>,
     /// `max |λ|` zero or not finite: the host's `None`.
     pub singular: Reg<Pred>,
+    /// Jacobi sweeps run (the tests read it).
+    #[allow(dead_code)]
+    pub sweeps: Reg<U32>,
 }
 
 fn sym(a: &Lower, i: usize, j: usize) -> Reg<F64> {
@@ -119,12 +122,17 @@ fn rotation(b: &mut KernelBuilder, d: Reg<F64>, e: Reg<F64>) -> (Reg<F64>, Reg<F
 
 /// The eigen path of `newton_increment` for `a = −H` (lower triangle, the same registers in
 /// every lane) and `g`, over the solver warp (`lane`: its lane index). See the module docs.
+/// `all_lanes` ([`super::OPT_EIGEN_ALL_LANES`]): every lane takes the three pairs' entries
+/// by shuffles at the start of a round and computes all three rotations itself (the same
+/// numbers in every lane, no broadcast after them), and the off-diagonal test starts before
+/// the third sweep.
 #[allow(clippy::needless_range_loop)] // k indexes rows, columns and lane predicates together
 pub(super) fn newton_eigen(
     b: &mut KernelBuilder,
     a: &Lower,
     g: &[Reg<F64>; 6],
     lane: Reg<U32>,
+    all_lanes: bool,
 ) -> Eigen {
     b.comment("device solve: the eigen path (cyclic Jacobi over the solver warp)");
     let li = b.and(lane, 7u32);
@@ -147,21 +155,29 @@ pub(super) fn newton_eigen(
     let rounds = rounds();
     b.loop_forever(|b, done, _| {
         // The test: Σ off-diagonal² against Σ diagonal² (NaN never passes: the cap ends it).
-        let mut off = b.mov(0.0f64);
-        for j in 0..6 {
-            let sq = b.mul(arow[j], arow[j]);
-            let sq = b.selp(0.0f64, sq, is_row[j]);
-            off = b.add(off, sq);
+        let test = |b: &mut KernelBuilder| {
+            let mut off = b.mov(0.0f64);
+            for j in 0..6 {
+                let sq = b.mul(arow[j], arow[j]);
+                let sq = b.selp(0.0f64, sq, is_row[j]);
+                off = b.add(off, sq);
+            }
+            let diag = pick(b, &arow, &is_row);
+            let dsq = b.mul(diag, diag);
+            let off = group_sum(b, off, real);
+            let dsq = group_sum(b, dsq, real);
+            let lim = b.mul(dsq, OFF_TOL);
+            let small = b.setp(Cmp::Le, off, lim);
+            let capped = b.setp(Cmp::Ge, sweeps, MAX_SWEEPS);
+            let stop = b.or(small, capped);
+            b.bra_if(stop, done);
+        };
+        if all_lanes {
+            let later = b.setp(Cmp::Ge, sweeps, 2u32);
+            b.if_then(later, test);
+        } else {
+            test(b);
         }
-        let diag = pick(b, &arow, &is_row);
-        let dsq = b.mul(diag, diag);
-        let off = group_sum(b, off, real);
-        let dsq = group_sum(b, dsq, real);
-        let lim = b.mul(dsq, OFF_TOL);
-        let small = b.setp(Cmp::Le, off, lim);
-        let capped = b.setp(Cmp::Ge, sweeps, MAX_SWEEPS);
-        let stop = b.or(small, capped);
-        b.bra_if(stop, done);
         let n = b.add(sweeps, 1u32);
         b.mov_to(sweeps, n);
         for pairs in rounds.iter() {
@@ -175,20 +191,42 @@ pub(super) fn newton_eigen(
                 std::array::from_fn(|k| b.setp(Cmp::Eq, partner, k as u32));
             let src = b.add(base, partner);
             let other: [Reg<F64>; 6] = arow.map(|v| b.shfl(Shfl::Idx, v, src));
-            let mine_d = pick(b, &arow, &is_row);
-            let their_d = pick(b, &other, &is_partner);
-            let off_pq = pick(b, &arow, &is_partner);
-            // Valid in the pair's first lane (p = row), which the others read.
-            let d = b.sub(their_d, mine_d);
-            let e = b.add(off_pq, off_pq);
-            let (c, s) = rotation(b, d, e);
-            let cs: Vec<(Reg<F64>, Reg<F64>)> = pairs
-                .iter()
-                .map(|&(p, _)| {
-                    let from = b.add(base, p as u32);
-                    (b.shfl(Shfl::Idx, c, from), b.shfl(Shfl::Idx, s, from))
-                })
-                .collect();
+            let cs: Vec<(Reg<F64>, Reg<F64>)> = if all_lanes {
+                // Lane p's a_pp and a_pq, lane q's a_qq: the same inputs in every lane.
+                let ins: Vec<(Reg<F64>, Reg<F64>, Reg<F64>)> = pairs
+                    .iter()
+                    .map(|&(p, q)| {
+                        let fp = b.add(base, p as u32);
+                        let fq = b.add(base, q as u32);
+                        let app = b.shfl(Shfl::Idx, arow[p], fp);
+                        let apq = b.shfl(Shfl::Idx, arow[q], fp);
+                        let aqq = b.shfl(Shfl::Idx, arow[q], fq);
+                        (app, apq, aqq)
+                    })
+                    .collect();
+                ins.iter()
+                    .map(|&(app, apq, aqq)| {
+                        let d = b.sub(aqq, app);
+                        let e = b.add(apq, apq);
+                        rotation(b, d, e)
+                    })
+                    .collect()
+            } else {
+                let mine_d = pick(b, &arow, &is_row);
+                let their_d = pick(b, &other, &is_partner);
+                let off_pq = pick(b, &arow, &is_partner);
+                // Valid in the pair's first lane (p = row), which the others read.
+                let d = b.sub(their_d, mine_d);
+                let e = b.add(off_pq, off_pq);
+                let (c, s) = rotation(b, d, e);
+                pairs
+                    .iter()
+                    .map(|&(p, _)| {
+                        let from = b.add(base, p as u32);
+                        (b.shfl(Shfl::Idx, c, from), b.shfl(Shfl::Idx, s, from))
+                    })
+                    .collect()
+            };
             // Jᵀ on the rows: p' = c p − s q, q' = s p + c q.
             let mut my_c = cs[0].0;
             let mut my_s = cs[0].1;
@@ -264,137 +302,9 @@ pub(super) fn newton_eigen(
         delta,
         pd,
         singular,
+        sweeps,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ndt::newton_step::newton_increment;
-    use crate::rng::Rng;
-    use crate::sim::{Grid, Memory, Program};
-    use nalgebra::{Matrix6, Vector6};
-
-    #[test]
-    fn rounds_cover_every_pair_once() {
-        let mut seen = std::collections::BTreeSet::new();
-        for pairs in rounds() {
-            let mut rows: Vec<usize> = pairs.iter().flat_map(|&(p, q)| [p, q]).collect();
-            rows.sort();
-            assert_eq!(rows, vec![0, 1, 2, 3, 4, 5]);
-            for (p, q) in pairs {
-                assert!(p < q && seen.insert((p, q)));
-            }
-        }
-        assert_eq!(seen.len(), 15);
-    }
-
-    /// One warp: `a` (21 lower-triangle f64, row by row) and `g` (6) in, lane 0 stores `Δ`,
-    /// `pd` and `singular` (as 1.0 / 0.0).
-    fn program() -> Program {
-        let mut kb = KernelBuilder::new("eigen_test");
-        let (ap, gp, op) = (
-            kb.global_arg::<F64>("a"),
-            kb.global_arg::<F64>("g"),
-            kb.global_arg::<F64>("out"),
-        );
-        let b = &mut kb;
-        let mut a: Lower = [[None; 6]; 6];
-        let mut k = 0u32;
-        for i in 0..6 {
-            for j in 0..=i {
-                a[i][j] = Some(b.load_at(ap, k));
-                k += 1;
-            }
-        }
-        let g: [Reg<F64>; 6] = std::array::from_fn(|i| b.load_at(gp, i as u32));
-        let lane = b.special(Special::TidX);
-        let e = newton_eigen(b, &a, &g, lane);
-        let lane0 = b.setp(Cmp::Eq, lane, 0u32);
-        b.when(lane0, |b| {
-            for (i, d) in e.delta.iter().enumerate() {
-                b.store_at(op, i as u32, *d);
-            }
-            let pd = b.selp(1.0f64, 0.0f64, e.pd);
-            b.store_at(op, 6u32, pd);
-            let s = b.selp(1.0f64, 0.0f64, e.singular);
-            b.store_at(op, 7u32, s);
-        });
-        let m = Module::single(Target::Sm90, kb.finish());
-        Program::parse(&m.emit().unwrap()).unwrap()
-    }
-
-    fn run(prog: &Program, a: &Matrix6<f64>, g: &Vector6<f64>) -> (Vector6<f64>, bool, bool) {
-        let mut mem = Memory::new();
-        let mut low = Vec::new();
-        for i in 0..6 {
-            for j in 0..=i {
-                low.push(a[(i, j)]);
-            }
-        }
-        let aa = mem.upload("a", &low);
-        let ga = mem.upload("g", g.as_slice());
-        let oa = mem.upload("out", &[f64::NAN; 8]);
-        prog.run(Grid::linear(1, 32), &[aa, ga, oa], &mut mem)
-            .unwrap();
-        let o = mem.download::<f64>("out").unwrap();
-        (
-            Vector6::from_column_slice(&o[..6]),
-            o[6] == 1.0,
-            o[7] == 1.0,
-        )
-    }
-
-    #[test]
-    fn jacobi_matches_the_host_eigen_path() {
-        let prog = program();
-        let mut rng = Rng::new(11);
-        for k in 0..120 {
-            let m = Matrix6::from_fn(|_, _| rng.normal());
-            let q = m.qr().q();
-            let lam = Vector6::from_fn(|i, _| match k % 4 {
-                0 => rng.range(-1.0, 10.0),
-                1 => 10f64.powf(rng.range(-12.0, 3.0)) * if i % 2 == 0 { 1.0 } else { -1.0 },
-                2 => rng.range(-5.0, 5.0) * 1e4,
-                _ => {
-                    if i < 2 {
-                        3.0
-                    } else {
-                        rng.range(-2.0, 2.0)
-                    }
-                }
-            });
-            let a = q * Matrix6::from_diagonal(&lam) * q.transpose();
-            let a = (a + a.transpose()) * 0.5;
-            let g = Vector6::from_fn(|_, _| rng.normal());
-            let (want, pd) = newton_increment(&-a, &g).expect("non-zero spectrum");
-            let (got, gpd, sing) = run(&prog, &a, &g);
-            assert!(!sing, "case {k}");
-            assert_eq!(gpd, pd, "case {k}: {lam:?}");
-            let rel = (got - want).norm() / want.norm();
-            let cond = lam.amax()
-                / lam
-                    .iter()
-                    .map(|l| l.abs())
-                    .fold(f64::INFINITY, f64::min)
-                    .max(1e-9 * lam.amax());
-            assert!(
-                rel <= 1e-14 * cond.max(1.0),
-                "case {k}: rel {rel:e}, cond {cond:e}"
-            );
-        }
-    }
-
-    #[test]
-    fn diagonal_and_zero_matrices() {
-        let prog = program();
-        let g = Vector6::new(1.0, -2.0, 3.0, 0.5, -0.25, 2.0);
-        let a = Matrix6::from_diagonal(&Vector6::new(4.0, -2.0, 1.0, 8.0, -0.5, 3.0));
-        let (want, pd) = newton_increment(&-a, &g).unwrap();
-        let (got, gpd, sing) = run(&prog, &a, &g);
-        assert!(!sing && gpd == pd);
-        assert!((got - want).norm() <= 1e-15 * want.norm(), "{got} {want}");
-        let (_, _, sing) = run(&prog, &Matrix6::zeros(), &g);
-        assert!(sing);
-    }
-}
+mod tests;
