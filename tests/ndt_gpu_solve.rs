@@ -60,7 +60,7 @@ fn both(
     eprintln!(
         "{what}: {:?}, iterations {} / {} (device / host), evaluations {} / {}, pose diff \
          {:.1e} m {:.1e} deg, bit-equal {}; device {:.1} us ({:.1} us in solver steps, {} \
-         eigen steps on the host)",
+         eigen-path steps)",
         dev.stop,
         dev.iterations,
         host.iterations,
@@ -222,4 +222,57 @@ fn device_solve_failures_fall_back_to_the_host_solver() {
     assert_eq!(align(&mut p, 0, &s.init, &params).unwrap(), first);
     // Dropped right after a device solve: no hang, nothing left running.
     drop(p);
+}
+
+/// The eigen path's two builds: on the device (`OPT_DEVICE_EIGEN`, cyclic Jacobi: the host's
+/// increment up to rounding) and answered by the host during the kernel (the build without it,
+/// `PTXFLOW_NDT_DEVICE_OPTS=188`, kept as a switch: the host's increment bit for bit). Both
+/// against the host solver on the same pipeline (the same sums), on the real scan pair whose
+/// Newton steps take the eigen path.
+#[test]
+fn eigen_path_on_the_device_and_on_the_host() {
+    use ptxflow::kernels::ndt::solve::{OPT_DEVICE_EIGEN, TABLE_OPTS};
+    let Some(gpu) = common::gpu_or_skip("eigen_path_on_the_device_and_on_the_host") else {
+        return;
+    };
+    let Some(dir) = pointclouds_dir() else { return };
+    let s = thinned(velodyne_scene(&dir));
+    let d7 = NeighbourSearch::Direct7;
+    let params = SolverParams::default();
+    let mut host_p = pipeline(&gpu, &s.map, &s.source, d7, false);
+    let host = align(&mut host_p, 0, &s.init, &params).unwrap();
+    let mut p = pipeline(&gpu, &s.map, &s.source, d7, true);
+    for (opts, what) in [
+        (TABLE_OPTS | OPT_DEVICE_EIGEN, "eigen path on the device"),
+        (TABLE_OPTS & !OPT_DEVICE_EIGEN, "eigen path on the host"),
+    ] {
+        p.set_device_solve_opts(opts);
+        let dev = align(&mut p, 0, &s.init, &params).unwrap();
+        assert_eq!(
+            p.device_solve_fallback(),
+            None,
+            "{what}: solved on the device"
+        );
+        let st = p.device_solve_stats().expect("stats");
+        let (dt, dr) = pose_error(&dev.t_target_source, &host.t_target_source);
+        eprintln!(
+            "{what} (opts {opts}): {:?}, iterations {}, evaluations {}, {} eigen-path steps, \
+             pose diff {dt:.1e} m {dr:.1e} deg, bit-equal {}",
+            dev.stop,
+            dev.iterations,
+            dev.evaluations,
+            st.assists,
+            dev == host
+        );
+        assert!(st.assists > 0, "{what}: the eigen path ran");
+        assert_same(what, "device", "host", &dev, &host);
+        assert_eq!(
+            (dev.iterations, dev.evaluations),
+            (host.iterations, host.evaluations),
+            "{what}"
+        );
+        if opts & OPT_DEVICE_EIGEN == 0 {
+            assert_eq!(dev, host, "{what}: the host's increments, bit for bit");
+        }
+    }
 }
