@@ -20,13 +20,16 @@
 //! host memory ([`OUT_POSE`] .. and the accepted sums in words `0..VALUES`), fences at system
 //! scope, stores the done word and relays the stop command.
 //!
-//! # What the host still does
+//! # The eigen path
 //! A Newton step whose Hessian the Cholesky path cannot take (not positive definite after the
-//! shift, but not zero) asks the host for `newton_increment` during the kernel (`newton.rs`,
-//! [`ASSIST_WORD`]: one PCIe round trip and the host's eigen-decomposition, so the increment is
-//! the host path's bit for bit). A pose angle beyond [`sincos::SINCOS_MAX_ARG`], or a host that
-//! does not answer, ends the kernel with [`STOP_HOST`]; the host then runs the whole alignment
-//! itself. Timeouts and the status word are the server's.
+//! shift, but not zero) needs `newton_increment`'s eigen-decomposition. With [`OPT_DEVICE_EIGEN`]
+//! (in [`TABLE_OPTS`] since session 11) the solver warp computes it (`eigen/`: cyclic Jacobi,
+//! the host's increment up to rounding), so no step leaves the device. Builds without it ask
+//! the host during the kernel (`newton.rs`, [`ASSIST_WORD`]: one PCIe round trip and the host's
+//! eigen-decomposition, the increment bit for bit the host path's). A pose angle beyond
+//! [`sincos::SINCOS_MAX_ARG`], or a host that does not answer, ends the kernel with
+//! [`STOP_HOST`]; the host then runs the whole alignment itself. Timeouts and the status word
+//! are the server's.
 //!
 //! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations)
 //! Session 9 (options 0, then the table's build): kernel start to result 194.8 us, about 10.1 us per

@@ -4,8 +4,9 @@
 //! The host takes the Cholesky solve when the shifted matrix `−H − τ I` (`τ = 1e-9 ‖−H‖_∞`) and
 //! `−H` both have Cholesky factors, and the symmetric eigen-decomposition otherwise. The device
 //! does the first (nalgebra's left-looking factorisation and triangular solves, same order of
-//! operations) and, for a zero Hessian, the eigen path's answer (singular); for anything else
-//! it asks the host, which is spinning on the result anyway ([`Solver::assist`]: the Hessian
+//! operations) and, for a zero Hessian, the eigen path's answer (singular); anything else takes
+//! the eigen path on the device (`super::OPT_DEVICE_EIGEN`, `eigen/`) or, in builds without it,
+//! asks the host, which is spinning on the result anyway ([`Solver::assist`]: the Hessian
 //! and gradient out, the host's `newton_increment` back, one PCIe round trip and a host
 //! eigen-decomposition, so the increment is the host path's bit for bit). A host that does not
 //! answer within the idle timeout ends the kernel with [`super::STOP_HOST`].
@@ -139,6 +140,7 @@ impl Solver<'_> {
                         &grad,
                         r.lane,
                         r.opts & super::OPT_EIGEN_ALL_LANES != 0,
+                        r.opts & super::OPT_EIGEN_F32_ANGLE != 0,
                     );
                     b.if_then(e.singular, |b| {
                         b.mov_to(self.stop, STOP_SINGULAR);

@@ -56,8 +56,21 @@ pub const OPT_CROSS: u32 = 512;
 /// off-diagonal test skips the first two sweeps (`eigen.rs`).
 pub const OPT_EIGEN_ALL_LANES: u32 = 1024;
 
-/// The build options of the table's `ndt_align_device` (the default single-alignment path since
-/// session 10): state in shared memory, Markstein divisions, value-major partials, safe lanes,
-/// no fence before the final reduction. Other values are built at run time.
-pub const TABLE_OPTS: u32 =
-    OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_LEAN_FINAL;
+/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: each Jacobi rotation's angle from f32
+/// arithmetic (single SFU instructions), its cosine made exact by two f64 Newton steps
+/// (`eigen/mod.rs`).
+pub const OPT_EIGEN_F32_ANGLE: u32 = 2048;
+
+/// The build options of the table's `ndt_align_device` (the default single-alignment path):
+/// session 10's (state in shared memory, Markstein divisions, value-major partials, safe lanes,
+/// no fence before the final reduction: 188) and, since session 11, the eigen path on the device
+/// ([`OPT_DEVICE_EIGEN`]: no host round trip is left) and the cross-product point derivatives
+/// ([`OPT_CROSS`]). `188` (`PTXFLOW_NDT_DEVICE_OPTS=188`) is session 10's build, whose eigen-path
+/// steps the host answers bit for bit. Other values are built at run time.
+pub const TABLE_OPTS: u32 = OPT_SHARED_STATE
+    | OPT_FAST_DIV
+    | OPT_XPOSE_PARTIALS
+    | OPT_SAFE_LANES
+    | OPT_LEAN_FINAL
+    | OPT_DEVICE_EIGEN
+    | OPT_CROSS;

@@ -91,7 +91,18 @@ fn group_sum(b: &mut KernelBuilder, v: Reg<F64>, real: Reg<Pred>) -> Reg<F64> {
 /// `(c, s)` of the rotation that zeroes `a_pq` (`d = a_qq − a_pp`, `e = 2 a_pq`):
 /// `t = sgn(d) e / (|d| + sqrt(d² + e²))` from approximate operations, clamped to `[−1, 1]`
 /// (0 where `e = 0`), then `c = (1 + t²)^(-1/2)` to working precision, `s = t c`.
-fn rotation(b: &mut KernelBuilder, d: Reg<F64>, e: Reg<F64>) -> (Reg<F64>, Reg<F64>) {
+/// With `f32_angle` ([`super::OPT_EIGEN_F32_ANGLE`]) `t` and the seed of `c` come from f32
+/// arithmetic (single SFU instructions; `t` to about 2^-22, which only slows the last sweep's
+/// convergence a little) and two f64 Newton steps make `c` exact to rounding as before.
+fn rotation(
+    b: &mut KernelBuilder,
+    d: Reg<F64>,
+    e: Reg<F64>,
+    f32_angle: bool,
+) -> (Reg<F64>, Reg<F64>) {
+    if f32_angle {
+        return rotation_f32(b, d, e);
+    }
     let ee = b.mul(e, e);
     let x = b.fma(d, d, ee);
     let rx = b.rsqrt(x);
@@ -120,6 +131,39 @@ fn rotation(b: &mut KernelBuilder, d: Reg<F64>, e: Reg<F64>) -> (Reg<F64>, Reg<F
     (c, s)
 }
 
+/// [`rotation`] with the angle from f32 arithmetic.
+fn rotation_f32(b: &mut KernelBuilder, d: Reg<F64>, e: Reg<F64>) -> (Reg<F64>, Reg<F64>) {
+    let d32 = b.cvt::<F32, F64>(d);
+    let e32 = b.cvt::<F32, F64>(e);
+    let ee = b.mul(e32, e32);
+    let x = b.fma(d32, d32, ee);
+    let h = b.sqrt_approx(x);
+    let ad = b.abs(d32);
+    let den = b.add(ad, h);
+    let neg = b.setp(Cmp::Lt, d32, 0.0f32);
+    let ne = b.neg(e32);
+    let num = b.selp(ne, e32, neg);
+    let rden = b.rcp_approx(den);
+    let t32 = b.mul(num, rden);
+    let t32 = b.min(t32, 1.0f32);
+    let t32 = b.max(t32, -1.0f32);
+    let zero = b.setp(Cmp::Eq, e32, 0.0f32);
+    let t32 = b.selp(0.0f32, t32, zero);
+    let y32 = b.fma(t32, t32, 1.0f32);
+    let c32 = b.rsqrt(y32);
+    let t = b.cvt::<F64, F32>(t32);
+    let mut c = b.cvt::<F64, F32>(c32);
+    let y = b.fma(t, t, 1.0f64);
+    for _ in 0..2 {
+        let yc = b.mul(y, c);
+        let r = b.fma(yc, c, -1.0f64);
+        let hc = b.mul(c, -0.5f64);
+        c = b.fma(hc, r, c);
+    }
+    let s = b.mul(t, c);
+    (c, s)
+}
+
 /// The eigen path of `newton_increment` for `a = −H` (lower triangle, the same registers in
 /// every lane) and `g`, over the solver warp (`lane`: its lane index). See the module docs.
 /// `all_lanes` ([`super::OPT_EIGEN_ALL_LANES`]): every lane takes the three pairs' entries
@@ -133,6 +177,7 @@ pub(super) fn newton_eigen(
     g: &[Reg<F64>; 6],
     lane: Reg<U32>,
     all_lanes: bool,
+    f32_angle: bool,
 ) -> Eigen {
     b.comment("device solve: the eigen path (cyclic Jacobi over the solver warp)");
     let li = b.and(lane, 7u32);
@@ -208,7 +253,7 @@ pub(super) fn newton_eigen(
                     .map(|&(app, apq, aqq)| {
                         let d = b.sub(aqq, app);
                         let e = b.add(apq, apq);
-                        rotation(b, d, e)
+                        rotation(b, d, e, f32_angle)
                     })
                     .collect()
             } else {
@@ -218,7 +263,7 @@ pub(super) fn newton_eigen(
                 // Valid in the pair's first lane (p = row), which the others read.
                 let d = b.sub(their_d, mine_d);
                 let e = b.add(off_pq, off_pq);
-                let (c, s) = rotation(b, d, e);
+                let (c, s) = rotation(b, d, e, f32_angle);
                 pairs
                     .iter()
                     .map(|&(p, _)| {

@@ -22,7 +22,7 @@ fn rounds_cover_every_pair_once() {
 
 /// One warp: `a` (21 lower-triangle f64, row by row) and `g` (6) in, lane 0 stores `Δ`,
 /// `pd` and `singular` (as 1.0 / 0.0).
-fn program(all_lanes: bool) -> Program {
+fn program(all_lanes: bool, f32_angle: bool) -> Program {
     let mut kb = KernelBuilder::new("eigen_test");
     let (ap, gp, op) = (
         kb.global_arg::<F64>("a"),
@@ -40,7 +40,7 @@ fn program(all_lanes: bool) -> Program {
     }
     let g: [Reg<F64>; 6] = std::array::from_fn(|i| b.load_at(gp, i as u32));
     let lane = b.special(Special::TidX);
-    let e = newton_eigen(b, &a, &g, lane, all_lanes);
+    let e = newton_eigen(b, &a, &g, lane, all_lanes, f32_angle);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
     b.when(lane0, |b| {
         for (i, d) in e.delta.iter().enumerate() {
@@ -91,8 +91,8 @@ fn run_counted(
 
 #[test]
 fn jacobi_matches_the_host_eigen_path() {
-    for all_lanes in [false, true] {
-        jacobi_matches(&program(all_lanes));
+    for (all_lanes, f32_angle) in [(false, false), (true, false), (false, true)] {
+        jacobi_matches(&program(all_lanes, f32_angle));
     }
 }
 
@@ -140,7 +140,7 @@ fn jacobi_matches(prog: &Program) {
 
 #[test]
 fn diagonal_and_zero_matrices() {
-    let prog = program(true);
+    let prog = program(true, true);
     let g = Vector6::new(1.0, -2.0, 3.0, 0.5, -0.25, 2.0);
     let a = Matrix6::from_diagonal(&Vector6::new(4.0, -2.0, 1.0, 8.0, -0.5, 3.0));
     let (want, pd) = newton_increment(&-a, &g).unwrap();
