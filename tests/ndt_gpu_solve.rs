@@ -16,7 +16,7 @@ mod ndt_support;
 
 use nalgebra::Isometry3;
 use ndt_support::*;
-use ptxflow::kernels::ndt::solve::{OPT_CROSS, OPT_DEVICE_EIGEN, TABLE_OPTS};
+use ptxflow::kernels::ndt::solve::{HOST_EIGEN_OPTS, OPT_DEVICE_EIGEN, TABLE_OPTS};
 use ptxflow::ndt::*;
 use ptxflow::rng::Rng;
 use ptxflow::runtime::Gpu;
@@ -33,6 +33,16 @@ fn pipeline(
     let mut p = source_pipeline(gpu, map, source, search);
     p.set_device_solve(device).unwrap();
     p
+}
+
+/// The device-eigen build under test: `PTXFLOW_NDT_DEVICE_OPTS` when it has the eigen path on
+/// the device, else the table's.
+fn device_eigen_opts() -> u32 {
+    std::env::var("PTXFLOW_NDT_DEVICE_OPTS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|o| o & OPT_DEVICE_EIGEN != 0)
+        .unwrap_or(TABLE_OPTS)
 }
 
 /// Device and host solver on one problem: same stop, poses within the tolerance; returns both.
@@ -174,7 +184,7 @@ fn device_solve_edge_cases_equal_the_host_solver() {
         line_search: None,
         ..base
     };
-    let host_eigen = TABLE_OPTS & !(OPT_DEVICE_EIGEN | OPT_CROSS);
+    let host_eigen = HOST_EIGEN_OPTS;
     let (dev, host) = both_opts(
         &gpu,
         &s.map,
@@ -197,7 +207,7 @@ fn device_solve_edge_cases_equal_the_host_solver() {
         let mut host_p = pipeline(&gpu, &s.map, &s.source, d7, false);
         let host = align(&mut host_p, 0, &s.init, &p).unwrap();
         let mut dev_p = pipeline(&gpu, &s.map, &s.source, d7, true);
-        dev_p.set_device_solve_opts(TABLE_OPTS | OPT_DEVICE_EIGEN);
+        dev_p.set_device_solve_opts(device_eigen_opts());
         let dev = align(&mut dev_p, 0, &s.init, &p).unwrap();
         assert_eq!(dev_p.device_solve_fallback(), None);
         let (dt, dr) = pose_error(&dev.t_target_source, &host.t_target_source);
@@ -301,8 +311,8 @@ fn eigen_path_on_the_device_and_on_the_host() {
     let host = align(&mut host_p, 0, &s.init, &params).unwrap();
     let mut p = pipeline(&gpu, &s.map, &s.source, d7, true);
     for (opts, what) in [
-        (TABLE_OPTS | OPT_DEVICE_EIGEN, "eigen path on the device"),
-        (TABLE_OPTS & !(OPT_DEVICE_EIGEN | OPT_CROSS), "eigen path on the host"),
+        (device_eigen_opts(), "eigen path on the device"),
+        (HOST_EIGEN_OPTS, "eigen path on the host"),
     ] {
         p.set_device_solve_opts(opts);
         let dev = align(&mut p, 0, &s.init, &params).unwrap();

@@ -20,9 +20,9 @@ use ptxflow::kernels::ndt::solve::{
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::ndt::solve::{
-    OPT_CROSS, OPT_DEVICE_EIGEN, OPT_EIGEN_ALL_LANES, OPT_EIGEN_F32_ANGLE, OPT_FAST_ASSIST,
-    OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES, OPT_SHARED_STATE,
-    OPT_XPOSE_PARTIALS, TABLE_OPTS,
+    HOST_EIGEN_OPTS, OPT_CROSS, OPT_DEVICE_EIGEN, OPT_EIGEN_ALL_LANES, OPT_EIGEN_F32_ANGLE,
+    OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES,
+    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS, TABLE_OPTS,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -261,7 +261,7 @@ fn interpreted_device_solve_equals_the_host_solver() {
 #[test]
 fn interpreted_device_solve_builds_equal_the_table_kernel() {
     let (table, _) = programs();
-    let s10 = TABLE_OPTS & !(OPT_DEVICE_EIGEN | OPT_CROSS);
+    let s10 = HOST_EIGEN_OPTS;
     let solve =
         Program::parse(&build_align_device_opts(Target::Sm75, s10).emit().unwrap()).unwrap();
     let target = noisy_planes(3000, 1, 3, 1.0, 2.0);

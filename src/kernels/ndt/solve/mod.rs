@@ -192,6 +192,8 @@ pub struct SolveCtx {
     staged: SharedArray<U64>,
     /// [`profile::OPT_PROFILE`]: the cycle counters.
     prof: Option<SharedArray<U64>>,
+    /// [`OPT_EIGEN_WARM`]: the last eigen-path step's eigenvectors.
+    eigvec: Option<SharedArray<F64>>,
 }
 
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
@@ -217,6 +219,8 @@ pub(super) struct Regs {
     sums: SharedArray<F64>,
     /// [`profile::OPT_PROFILE`]'s counters.
     prof: Option<SharedArray<U64>>,
+    /// [`OPT_EIGEN_WARM`]'s eigenvectors.
+    eigvec: Option<SharedArray<F64>>,
     /// The build options (`Variant::solve_opts`).
     opts: u32,
 }
@@ -253,6 +257,8 @@ impl SolveCtx {
     ) -> SolveCtx {
         let prof = (p.opts & profile::OPT_PROFILE != 0)
             .then(|| b.shared_array::<U64>("solve_prof", profile::PROF_WORDS as u32));
+        let eigvec =
+            (p.opts & OPT_EIGEN_WARM != 0).then(|| b.shared_array::<F64>("solve_eigvec", 36));
         SolveCtx {
             p,
             r0: r0.to_vec(),
@@ -261,6 +267,7 @@ impl SolveCtx {
             sums: b.shared_array::<F64>("solve_sums", 32),
             staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
             prof,
+            eigvec,
         }
     }
 
@@ -380,6 +387,7 @@ impl SolveCtx {
             no: b.not(yes),
             sums: self.sums.clone(),
             prof: self.prof.clone(),
+            eigvec: self.eigvec.clone(),
             opts: p.opts,
         }
     }

@@ -61,16 +61,21 @@ pub const OPT_EIGEN_ALL_LANES: u32 = 1024;
 /// (`eigen/mod.rs`).
 pub const OPT_EIGEN_F32_ANGLE: u32 = 2048;
 
+/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: each eigen-path step after the launch's
+/// first starts from the previous step's eigenvectors `V` (Jacobi on `Vᵀ A V`, kept in shared
+/// memory; `eigen/mod.rs`), so fewer sweeps remain when the Hessian's eigenbasis moves little.
+pub const OPT_EIGEN_WARM: u32 = 4096;
+
 /// The build options of the table's `ndt_align_device` (the default single-alignment path):
 /// session 10's (state in shared memory, Markstein divisions, value-major partials, safe lanes,
 /// no fence before the final reduction: 188) and, since session 11, the eigen path on the device
-/// ([`OPT_DEVICE_EIGEN`]: no host round trip is left) and the cross-product point derivatives
-/// ([`OPT_CROSS`]). `188` (`PTXFLOW_NDT_DEVICE_OPTS=188`) is session 10's build, whose eigen-path
-/// steps the host answers bit for bit. Other values are built at run time.
-pub const TABLE_OPTS: u32 = OPT_SHARED_STATE
-    | OPT_FAST_DIV
-    | OPT_XPOSE_PARTIALS
-    | OPT_SAFE_LANES
-    | OPT_LEAN_FINAL
-    | OPT_DEVICE_EIGEN
-    | OPT_CROSS;
+/// ([`OPT_DEVICE_EIGEN`] with [`OPT_EIGEN_F32_ANGLE`]: no host round trip is left) and the
+/// cross-product point derivatives ([`OPT_CROSS`]): 3004. `188` (`PTXFLOW_NDT_DEVICE_OPTS=188`)
+/// is session 10's build, whose eigen-path steps the host answers bit for bit. Other values are
+/// built at run time.
+pub const TABLE_OPTS: u32 = HOST_EIGEN_OPTS | OPT_DEVICE_EIGEN | OPT_EIGEN_F32_ANGLE | OPT_CROSS;
+
+/// Session 10's table build (188; `PTXFLOW_NDT_DEVICE_OPTS=188`): the eigen-path steps go to the
+/// host (one round trip each, the host's increment bit for bit), the kept fallback switch.
+pub const HOST_EIGEN_OPTS: u32 =
+    OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_LEAN_FINAL;
