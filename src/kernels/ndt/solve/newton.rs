@@ -151,8 +151,8 @@ impl Solver<'_> {
                         b.mov_to(self.stop, STOP_SINGULAR);
                         b.bra(finish);
                     });
-                    for k in 0..6 {
-                        b.mov_to(delta[k], e.delta[k]);
+                    for (d, v) in delta.iter().zip(e.delta.iter()) {
+                        b.mov_to(*d, *v);
                     }
                     b.mov_to(pd, e.pd);
                 } else {
