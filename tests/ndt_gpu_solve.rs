@@ -177,9 +177,12 @@ fn device_solve_edge_cases_equal_the_host_solver() {
     assert_eq!(r.stop, StopReason::MaxIterations);
     // Without the line search this start does not converge: 35 plain Newton steps, 30 of them
     // on the eigen path, end at the iteration cap. The build that asks the host for those steps
-    // follows the host's iterates bit for bit; the device's Jacobi increments equal the host's
-    // to rounding only, and the non-converging iterates drift apart (printed per iteration cap):
-    // the same stop and iterations, the poses compared while the iteration is short.
+    // follows the host's iterates bit for bit. The device's Jacobi increments equal the host's
+    // to rounding only, and this non-converging iteration amplifies the difference about
+    // tenfold per step (H100, gpu-results/s11/ndts-3.log: 2.5e-15 m after 2 steps, 6.6e-14 after
+    // 4, 6.7e-11 after 8, 7.6e-3 after 16; after 35 one run even stopped as converged at the
+    // last step): the same stop, iterations and pose (1 mm / 0.01°) are required up to 8 steps,
+    // the longer caps are printed.
     let plain = SolverParams {
         line_search: None,
         ..base
@@ -216,8 +219,8 @@ fn device_solve_edge_cases_equal_the_host_solver() {
              pose diff {dt:.1e} m {dr:.1e} deg",
             dev.stop, host.stop, dev.iterations, host.iterations
         );
-        assert_eq!((dev.stop, dev.iterations), (host.stop, host.iterations));
-        if cap <= 2 {
+        if cap <= 8 {
+            assert_eq!((dev.stop, dev.iterations), (host.stop, host.iterations));
             assert_same(
                 "no line search, eigen path on the device",
                 "device",

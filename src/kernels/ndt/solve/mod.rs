@@ -54,6 +54,20 @@
 //! count (1.5 us), the stragglers (1.0 us), the eigen-path round trips (4 x ~6.9 us: a PCIe
 //! round trip, the host's `SymmetricEigen` and the polls) and the Cholesky steps (decode and
 //! factorisations still 2.2 us).
+//!
+//! Session 11 (`gpu-results/s11/ndts-{1,2,3}.log`, H100, 150-200 alternating runs): the eigen
+//! path on the device ([`OPT_DEVICE_EIGEN`]). A device eigen-path step costs about 8.7 us with
+//! f64 rotation angles and 7.9 us with f32 ones ([`OPT_EIGEN_F32_ANGLE`]) against 6.6-7.7 us for
+//! the host's round trip: one warp's ~5 Jacobi sweeps (25 dependent rounds of shuffles, a
+//! rotation and two f64 updates, ~600 cycles each) are slower than the host's `SymmetricEigen`
+//! plus PCIe. The build still wins overall: with no host request pending, the stop tests and
+//! direction take 1.07 instead of 1.45 us per Newton step, and the cross-product derivatives
+//! ([`OPT_CROSS`]) cut the points from 2.87 to 2.64 us and the terms from 0.51 to 0.39 us per
+//! evaluation: the table build (3004) 170.5 us against 176.0 us for session 10's (188) in the
+//! same process. Tried and measured slower: every lane computing all three rotations of a round
+//! (13.3 us per eigen step) and starting each eigen step from the previous one's eigenvectors
+//! (the interpreter: 4.9 -> 2.7 sweeps for nearby matrices; Velodyne's eigen-path Hessians
+//! are not near enough: 3.57 against 3.47 us per Newton step).
 
 pub mod assist;
 mod eigen;
@@ -192,8 +206,6 @@ pub struct SolveCtx {
     staged: SharedArray<U64>,
     /// [`profile::OPT_PROFILE`]: the cycle counters.
     prof: Option<SharedArray<U64>>,
-    /// [`OPT_EIGEN_WARM`]: the last eigen-path step's eigenvectors.
-    eigvec: Option<SharedArray<F64>>,
 }
 
 /// The solver's registers in thread 0 (parameters loaded, pointers converted).
@@ -219,8 +231,6 @@ pub(super) struct Regs {
     sums: SharedArray<F64>,
     /// [`profile::OPT_PROFILE`]'s counters.
     prof: Option<SharedArray<U64>>,
-    /// [`OPT_EIGEN_WARM`]'s eigenvectors.
-    eigvec: Option<SharedArray<F64>>,
     /// The build options (`Variant::solve_opts`).
     opts: u32,
 }
@@ -257,8 +267,6 @@ impl SolveCtx {
     ) -> SolveCtx {
         let prof = (p.opts & profile::OPT_PROFILE != 0)
             .then(|| b.shared_array::<U64>("solve_prof", profile::PROF_WORDS as u32));
-        let eigvec =
-            (p.opts & OPT_EIGEN_WARM != 0).then(|| b.shared_array::<F64>("solve_eigvec", 36));
         SolveCtx {
             p,
             r0: r0.to_vec(),
@@ -267,7 +275,6 @@ impl SolveCtx {
             sums: b.shared_array::<F64>("solve_sums", 32),
             staged: b.shared_array::<U64>("solve_state", STATE_WORDS as u32),
             prof,
-            eigvec,
         }
     }
 
@@ -387,7 +394,6 @@ impl SolveCtx {
             no: b.not(yes),
             sums: self.sums.clone(),
             prof: self.prof.clone(),
-            eigvec: self.eigvec.clone(),
             opts: p.opts,
         }
     }

@@ -134,10 +134,6 @@ impl Solver<'_> {
                     let n = r.state.ld_u32(b, S_ASSISTS);
                     let n = b.add(n, 1u32);
                     r.state.st_u32(b, S_ASSISTS, n);
-                    let warm = r.eigvec.clone().map(|vectors| super::eigen::Warm {
-                        vectors,
-                        fresh: b.setp(Cmp::Eq, n, 1u32),
-                    });
                     let e = super::eigen::newton_eigen(
                         b,
                         &a,
@@ -145,7 +141,6 @@ impl Solver<'_> {
                         r.lane,
                         r.opts & super::OPT_EIGEN_ALL_LANES != 0,
                         r.opts & super::OPT_EIGEN_F32_ANGLE != 0,
-                        warm,
                     );
                     b.if_then(e.singular, |b| {
                         b.mov_to(self.stop, STOP_SINGULAR);

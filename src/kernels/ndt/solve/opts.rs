@@ -61,11 +61,6 @@ pub const OPT_EIGEN_ALL_LANES: u32 = 1024;
 /// (`eigen/mod.rs`).
 pub const OPT_EIGEN_F32_ANGLE: u32 = 2048;
 
-/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: each eigen-path step after the launch's
-/// first starts from the previous step's eigenvectors `V` (Jacobi on `Vᵀ A V`, kept in shared
-/// memory; `eigen/mod.rs`), so fewer sweeps remain when the Hessian's eigenbasis moves little.
-pub const OPT_EIGEN_WARM: u32 = 4096;
-
 /// The build options of the table's `ndt_align_device` (the default single-alignment path):
 /// session 10's (state in shared memory, Markstein divisions, value-major partials, safe lanes,
 /// no fence before the final reduction: 188) and, since session 11, the eigen path on the device

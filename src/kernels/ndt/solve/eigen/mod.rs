@@ -61,15 +61,6 @@ pub(super) struct Eigen {
     pub sweeps: Reg<U32>,
 }
 
-/// [`super::OPT_EIGEN_WARM`]: the eigenvectors of the alignment's previous eigen-path step,
-/// the start of the next decomposition.
-pub(super) struct Warm {
-    /// 36 f64, row-major, in the solving block's shared memory.
-    pub vectors: SharedArray<F64>,
-    /// No previous decomposition in this launch: start from the identity.
-    pub fresh: Reg<Pred>,
-}
-
 fn sym(a: &Lower, i: usize, j: usize) -> Reg<F64> {
     if j <= i {
         at(a, i, j)
@@ -178,8 +169,7 @@ fn rotation_f32(b: &mut KernelBuilder, d: Reg<F64>, e: Reg<F64>) -> (Reg<F64>, R
 /// `all_lanes` ([`super::OPT_EIGEN_ALL_LANES`]): every lane takes the three pairs' entries
 /// by shuffles at the start of a round and computes all three rotations itself (the same
 /// numbers in every lane, no broadcast after them), and the off-diagonal test starts before
-/// the third sweep. `warm` ([`super::OPT_EIGEN_WARM`]): start from the previous step's
-/// eigenvectors `V` (Jacobi on `Vᵀ A V`, accumulating onto `V`) and keep the new ones.
+/// the third sweep.
 #[allow(clippy::needless_range_loop)] // k indexes rows, columns and lane predicates together
 pub(super) fn newton_eigen(
     b: &mut KernelBuilder,
@@ -188,7 +178,6 @@ pub(super) fn newton_eigen(
     lane: Reg<U32>,
     all_lanes: bool,
     f32_angle: bool,
-    warm: Option<Warm>,
 ) -> Eigen {
     b.comment("device solve: the eigen path (cyclic Jacobi over the solver warp)");
     let li = b.and(lane, 7u32);
@@ -200,54 +189,12 @@ pub(super) fn newton_eigen(
     let sh4 = b.shl(row, 2u32);
     let arow: [Reg<F64>; 6] = [(); 6].map(|_| b.reg::<F64>());
     let vrow: [Reg<F64>; 6] = [(); 6].map(|_| b.reg::<F64>());
-    let cold = |b: &mut KernelBuilder| {
-        for j in 0..6 {
-            let col: [Reg<F64>; 6] = std::array::from_fn(|i| sym(a, i, j));
-            let v = pick(b, &col, &is_row);
-            b.mov_to(arow[j], v);
-            let one = b.selp(1.0f64, 0.0f64, is_row[j]);
-            b.mov_to(vrow[j], one);
-        }
-    };
-    match &warm {
-        None => cold(b),
-        Some(w) => {
-            // The previous eigen step's V (row-major in shared memory): A' = Vᵀ A V, V kept.
-            let fresh = w.fresh;
-            let vs = w.vectors.clone();
-            b.if_else(fresh, cold, |b| {
-                let mine: [Reg<F64>; 6] = std::array::from_fn(|k| {
-                    let at = b.add(row, (6 * k) as u32);
-                    let s = b.shared_index(&vs, at);
-                    b.ld::<F64>(Space::Shared, s)
-                });
-                let v: Vec<Reg<F64>> = (0..36)
-                    .map(|k| b.ld::<F64>(Space::Shared, vs.at(k as u32)))
-                    .collect();
-                // u = (column `row` of V)ᵀ A, then row `row` of A' = u V.
-                let u: [Reg<F64>; 6] = std::array::from_fn(|j| {
-                    let mut acc = b.mul(mine[0], sym(a, 0, j));
-                    for k in 1..6 {
-                        acc = b.fma(mine[k], sym(a, k, j), acc);
-                    }
-                    acc
-                });
-                for j in 0..6 {
-                    let mut acc = b.mul(u[0], v[j]);
-                    for k in 1..6 {
-                        acc = b.fma(u[k], v[6 * k + j], acc);
-                    }
-                    b.mov_to(arow[j], acc);
-                }
-                let rs = b.mul(row, 6u32);
-                for j in 0..6 {
-                    let at = b.add(rs, j as u32);
-                    let s = b.shared_index(&vs, at);
-                    let x = b.ld::<F64>(Space::Shared, s);
-                    b.mov_to(vrow[j], x);
-                }
-            });
-        }
+    for j in 0..6 {
+        let col: [Reg<F64>; 6] = std::array::from_fn(|i| sym(a, i, j));
+        let v = pick(b, &col, &is_row);
+        b.mov_to(arow[j], v);
+        let one = b.selp(1.0f64, 0.0f64, is_row[j]);
+        b.mov_to(vrow[j], one);
     }
     let sweeps = b.mov(0u32);
     let rounds = rounds();
@@ -396,19 +343,6 @@ pub(super) fn newton_eigen(
         let from = b.add(base, k as u32);
         b.shfl(Shfl::Idx, mine, from)
     });
-    if let Some(w) = &warm {
-        // Lanes 0..6 keep V for the next eigen step (read after the evaluation's barriers).
-        let keeper = b.setp(Cmp::Lt, lane, 6u32);
-        let vs = w.vectors.clone();
-        b.if_then(keeper, |b| {
-            let rs = b.mul(row, 6u32);
-            for j in 0..6 {
-                let at = b.add(rs, j as u32);
-                let s = b.shared_index(&vs, at);
-                b.st(Space::Shared, s, vrow[j]);
-            }
-        });
-    }
     Eigen {
         delta,
         pd,
