@@ -2,8 +2,9 @@
 //! (`ptxflow::sim`, no GPU needed) against the host solver fed by the interpreted
 //! `ndt_derivatives_dense_small` (the launch-per-round path's kernel, same grid, so the same
 //! sums): a synthetic scene of noisy planes, with and without the line search, every search
-//! mode, an iteration cap and no overlap. (Hessians that need the eigen path are answered by
-//! the host during the kernel, which the interpreter cannot do: `tests/ndt_gpu_solve.rs`.)
+//! mode, an iteration cap and no overlap; starts whose Hessians need the eigen path (on the
+//! device in the table build since session 11; builds that ask the host instead cannot run
+//! here: `tests/ndt_gpu_solve.rs`).
 //! Equal iterations, evaluations and stop reasons; poses equal up to the request's sines and
 //! cosines (the kernel's own, within an ulp of `f64::sin_cos`).
 
@@ -219,8 +220,8 @@ fn interpreted_device_solve_equals_the_host_solver() {
     let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let source = noisy_planes(300, 2, 3, 1.0, 2.0);
-    // A start from which every Newton step takes the Cholesky path (the eigen path needs the
-    // host: see `tests/ndt_gpu_solve.rs`).
+    // A start from which every Newton step takes the Cholesky path (the eigen path's starts:
+    // `interpreted_device_eigen_path_equals_the_host_solver`).
     let init = pose_to_isometry(&Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01));
     let base = SolverParams::default();
     for search in NeighbourSearch::ALL {
