@@ -506,7 +506,7 @@ fn server_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
 
 /// The Velodyne alignment (no upload) launching per round, on the evaluation server and on the
 /// device solver, alternating run by run in one process: wall medians, and the device solver's
-/// own figures (kernel start to result, solver steps, eigen steps answered by the host).
+/// own figures (kernel start to result, solver steps, eigen-path steps).
 fn device_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     let p = &d.velodyne;
     let solver = NdtParams::default().solver;
@@ -559,7 +559,7 @@ fn device_summary(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>) {
     let dev = &results[2];
     let (dt, dr) = pose_error(&dev.t_target_source, &results[1].t_target_source);
     println!(
-        "SUMMARY ndt device solve velodyne ({} evaluations, {} eigen steps on the host, {runs} \
+        "SUMMARY ndt device solve velodyne ({} evaluations, {} eigen-path steps, {runs} \
          alternating runs, {}): without upload: launch per round {:.1} us, server {:.1} us, \
          device solve {:.1} us (kernel start to result {:.1} us, solver steps {:.1} us), \
          device solve with the last block reducing {:.1} us ({:.1} us, {:.1} us); {fallbacks} \

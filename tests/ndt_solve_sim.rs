@@ -2,8 +2,9 @@
 //! (`ptxflow::sim`, no GPU needed) against the host solver fed by the interpreted
 //! `ndt_derivatives_dense_small` (the launch-per-round path's kernel, same grid, so the same
 //! sums): a synthetic scene of noisy planes, with and without the line search, every search
-//! mode, an iteration cap and no overlap. (Hessians that need the eigen path are answered by
-//! the host during the kernel, which the interpreter cannot do: `tests/ndt_gpu_solve.rs`.)
+//! mode, an iteration cap and no overlap; starts whose Hessians need the eigen path (on the
+//! device in the table build since session 11; builds that ask the host instead cannot run
+//! here: `tests/ndt_gpu_solve.rs`).
 //! Equal iterations, evaluations and stop reasons; poses equal up to the request's sines and
 //! cosines (the kernel's own, within an ulp of `f64::sin_cos`).
 
@@ -20,8 +21,9 @@ use ptxflow::kernels::ndt::solve::{
     OUT_WORDS, REDUCER_BLOCK0, REDUCER_LAST, STATE_WORDS, STOP_HOST,
 };
 use ptxflow::kernels::ndt::solve::{
+    HOST_EIGEN_OPTS, OPT_CROSS, OPT_DEVICE_EIGEN, OPT_EIGEN_ALL_LANES, OPT_EIGEN_F32_ANGLE,
     OPT_FAST_ASSIST, OPT_FAST_DIV, OPT_LEAN_FINAL, OPT_RELAXED_COUNT, OPT_SAFE_LANES,
-    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS,
+    OPT_SHARED_STATE, OPT_XPOSE_PARTIALS, TABLE_OPTS,
 };
 use ptxflow::kernels::KernelId;
 use ptxflow::ndt::derivatives::GaussConstants;
@@ -90,7 +92,8 @@ impl Linearize for SimRounds<'_> {
     }
 }
 
-/// The device solver in the interpreter: (pose, iterations, evaluations, stop code).
+/// The device solver in the interpreter: (pose, iterations, evaluations, stop code), for
+/// builds that never ask the host.
 fn device(
     prog: &Program,
     s: &Setup,
@@ -98,6 +101,19 @@ fn device(
     p: &SolverParams,
     reducer: u32,
 ) -> (Pose6, usize, usize, u32) {
+    let (r, assists) = device_counted(prog, s, init, p, reducer);
+    assert_eq!(assists, 0, "no eigen-path request");
+    r
+}
+
+/// [`device`] and the kernel's eigen-path count (`OUT_ASSISTS`).
+fn device_counted(
+    prog: &Program,
+    s: &Setup,
+    init: &Isometry3<f64>,
+    p: &SolverParams,
+    reducer: u32,
+) -> ((Pose6, usize, usize, u32), u64) {
     let pose = isometry_to_pose(init);
     let mut mem = Memory::new();
     let answers = mem.upload("answers", &[0u64; OUT_WORDS]);
@@ -125,7 +141,6 @@ fn device(
     prog.run(s.grid(), &args, &mut mem).unwrap();
     let out = mem.download::<u64>("answers").unwrap();
     assert_eq!(out[RESULT_SEQ_WORD], DONE | 7, "done word");
-    assert_eq!(out[OUT_ASSISTS], 0, "no eigen-path request");
     assert_eq!(
         mem.download::<u32>("counters").unwrap(),
         vec![0],
@@ -134,10 +149,13 @@ fn device(
     let g = mem.download::<u32>("grid_sync").unwrap();
     assert_eq!(&g[..4], &[0, 0, 0, 0], "barrier and exit counters reset");
     (
-        Pose6::from_fn(|k, _| f64::from_bits(out[OUT_POSE + k])),
-        out[OUT_ITERATIONS] as u32 as usize,
-        out[OUT_EVALUATIONS] as u32 as usize,
-        out[OUT_STOP] as u32,
+        (
+            Pose6::from_fn(|k, _| f64::from_bits(out[OUT_POSE + k])),
+            out[OUT_ITERATIONS] as u32 as usize,
+            out[OUT_EVALUATIONS] as u32 as usize,
+            out[OUT_STOP] as u32,
+        ),
+        out[OUT_ASSISTS] as u32 as u64,
     )
 }
 
@@ -202,8 +220,8 @@ fn interpreted_device_solve_equals_the_host_solver() {
     let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let source = noisy_planes(300, 2, 3, 1.0, 2.0);
-    // A start from which every Newton step takes the Cholesky path (the eigen path needs the
-    // host: see `tests/ndt_gpu_solve.rs`).
+    // A start from which every Newton step takes the Cholesky path (the eigen path's starts:
+    // `interpreted_device_eigen_path_equals_the_host_solver`).
     let init = pose_to_isometry(&Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01));
     let base = SolverParams::default();
     for search in NeighbourSearch::ALL {
@@ -237,11 +255,16 @@ fn interpreted_device_solve_equals_the_host_solver() {
     }
 }
 
-/// The device solver's other builds (`Variant::solve_opts`) solve exactly like the table's
-/// kernel.
+/// The device solver's other builds (`Variant::solve_opts`) solve exactly like session 10's
+/// table build (188); the builds with the cross-product point derivatives (`OPT_CROSS`, the
+/// table's since session 11) to the last bits of the sums: the same iterations, evaluations
+/// and stop, poses within rounding.
 #[test]
 fn interpreted_device_solve_builds_equal_the_table_kernel() {
-    let (solve, _) = programs();
+    let (table, _) = programs();
+    let s10 = HOST_EIGEN_OPTS;
+    let solve =
+        Program::parse(&build_align_device_opts(Target::Sm75, s10).emit().unwrap()).unwrap();
     let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
     let map = VoxelMap::build(&target, 1.0).unwrap();
     let source = noisy_planes(300, 2, 3, 1.0, 2.0);
@@ -256,6 +279,12 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         blocks: 3,
     };
     let want = device(&solve, &s, &init, &base, REDUCER_BLOCK0);
+    let close = |got: (Pose6, usize, usize, u32), what: &str| {
+        assert_eq!((got.1, got.2, got.3), (want.1, want.2, want.3), "{what}");
+        let d = (got.0 - want.0).abs().max();
+        assert!(d <= 1e-12, "{what}: pose differs by {d:e}");
+    };
+    close(device(&table, &s, &init, &base, REDUCER_BLOCK0), "table");
     for opts in [
         OPT_PROFILE,
         OPT_RELAXED_COUNT,
@@ -265,6 +294,8 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
         OPT_SAFE_LANES,
         OPT_LEAN_FINAL,
         ptxflow::ndt::gpu::DEVICE_SOLVE_OPTS_DEFAULT,
+        s10 | OPT_DEVICE_EIGEN,
+        s10 | OPT_DEVICE_EIGEN | OPT_EIGEN_ALL_LANES | OPT_EIGEN_F32_ANGLE,
         OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_FAST_ASSIST,
         OPT_PROFILE
             | OPT_RELAXED_COUNT
@@ -277,10 +308,70 @@ fn interpreted_device_solve_builds_equal_the_table_kernel() {
     ] {
         let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
         let prog = Program::parse(&prog).unwrap();
-        assert_eq!(
-            device(&prog, &s, &init, &base, REDUCER_BLOCK0),
-            want,
-            "build options {opts}"
-        );
+        let got = device(&prog, &s, &init, &base, REDUCER_BLOCK0);
+        if opts & OPT_CROSS == 0 {
+            assert_eq!(got, want, "build options {opts}");
+        } else {
+            close(got, &format!("build options {opts}"));
+        }
     }
+}
+
+/// [`OPT_DEVICE_EIGEN`]: starts whose Newton steps need the eigen path (an indefinite Hessian)
+/// solve on the device with no host round trip, with the host solver's iterations,
+/// evaluations and stop reason, the pose within rounding of the host's (the Jacobi
+/// decomposition's increment equals nalgebra's `SymmetricEigen` one up to rounding only).
+#[test]
+fn interpreted_device_eigen_path_equals_the_host_solver() {
+    let (_, small) = programs();
+    let opts: u32 = std::env::var("PTXFLOW_SIM_OPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TABLE_OPTS);
+    let prog = build_align_device_opts(Target::Sm75, opts).emit().unwrap();
+    let prog = Program::parse(&prog).unwrap();
+    let target = noisy_planes(3000, 1, 3, 1.0, 2.0);
+    let map = VoxelMap::build(&target, 1.0).unwrap();
+    let source = noisy_planes(300, 2, 3, 1.0, 2.0);
+    let base = SolverParams::default();
+    let s = Setup {
+        map: &map,
+        cells: DenseCells::build(&map).unwrap(),
+        source: &source,
+        search: NeighbourSearch::Direct7,
+        gauss: GaussConstants::new(1.0, 0.55).unwrap(),
+        blocks: 3,
+    };
+    let mut eigen_steps = 0;
+    for (k, start) in [
+        Pose6::new(0.1, -0.05, 0.02, 0.0, 0.0, 0.01),
+        Pose6::new(0.6, -0.4, 0.3, 0.05, -0.04, 0.2),
+        Pose6::new(-0.8, 0.5, -0.2, -0.1, 0.08, -0.3),
+        Pose6::new(0.9, 0.9, 0.4, 0.15, 0.1, 0.4),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let init = pose_to_isometry(start);
+        let mut rounds = SimRounds {
+            s: &s,
+            prog: small.clone(),
+        };
+        let host = align(&mut rounds, 0, &init, &base).unwrap();
+        let ((pose, iterations, evaluations, code), assists) =
+            device_counted(&prog, &s, &init, &base, REDUCER_BLOCK0);
+        let d = (pose - host.pose).abs().max();
+        eprintln!(
+            "start {k}: {:?} after {} evaluations, {assists} eigen-path steps on the device, pose within {d:.1e}",
+            host.stop, host.evaluations
+        );
+        assert_eq!(
+            (iterations, evaluations, code),
+            (host.iterations, host.evaluations, host.stop as u32),
+            "start {k}: iterations, evaluations, stop"
+        );
+        assert!(d <= 1e-9, "start {k}: pose differs by {d:e}");
+        eigen_steps += assists;
+    }
+    assert!(eigen_steps > 0, "the eigen path ran");
 }

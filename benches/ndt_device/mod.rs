@@ -96,7 +96,7 @@ pub fn device_ab(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, spec: &s
         println!(
             "SUMMARY ndt device AB {name} (opts {o}): wall {:.1} us, kernel start to result \
              {:.1} us, solver steps {:.1} us; {:?}, iterations {}, evaluations {}, {} eigen \
-             steps on the host; vs server: stop {:?}, pose {:.1e} m {:.1e} deg, equal {}; vs \
+             path steps; vs server: stop {:?}, pose {:.1e} m {:.1e} deg, equal {}; vs \
              {}: pose {:.1e} m {:.1e} deg, equal {}; {} fallbacks, {} runs changed",
             median(&wall[k]),
             median(&total[k]),

@@ -13,6 +13,7 @@ pub fn build_align_device_opts(target: Target, opts: u32) -> Module {
         "ndt_align_device",
         Variant {
             solve_opts: opts,
+            cross: opts & crate::kernels::ndt::solve::OPT_CROSS != 0,
             ..Variant::SOLVE
         },
     )

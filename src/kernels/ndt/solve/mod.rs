@@ -20,13 +20,16 @@
 //! host memory ([`OUT_POSE`] .. and the accepted sums in words `0..VALUES`), fences at system
 //! scope, stores the done word and relays the stop command.
 //!
-//! # What the host still does
+//! # The eigen path
 //! A Newton step whose Hessian the Cholesky path cannot take (not positive definite after the
-//! shift, but not zero) asks the host for `newton_increment` during the kernel (`newton.rs`,
-//! [`ASSIST_WORD`]: one PCIe round trip and the host's eigen-decomposition, so the increment is
-//! the host path's bit for bit). A pose angle beyond [`sincos::SINCOS_MAX_ARG`], or a host that
-//! does not answer, ends the kernel with [`STOP_HOST`]; the host then runs the whole alignment
-//! itself. Timeouts and the status word are the server's.
+//! shift, but not zero) needs `newton_increment`'s eigen-decomposition. With [`OPT_DEVICE_EIGEN`]
+//! (in [`TABLE_OPTS`] since session 11) the solver warp computes it (`eigen/`: cyclic Jacobi,
+//! the host's increment up to rounding), so no step leaves the device. Builds without it ask
+//! the host during the kernel (`newton.rs`, [`ASSIST_WORD`]: one PCIe round trip and the host's
+//! eigen-decomposition, the increment bit for bit the host path's). A pose angle beyond
+//! [`sincos::SINCOS_MAX_ARG`], or a host that does not answer, ends the kernel with
+//! [`STOP_HOST`]; the host then runs the whole alignment itself. Timeouts and the status word
+//! are the server's.
 //!
 //! # Where the time goes (H100, Velodyne pair, Direct7, 11 evaluations)
 //! Session 9 (options 0, then the table's build): kernel start to result 194.8 us, about 10.1 us per
@@ -51,8 +54,23 @@
 //! count (1.5 us), the stragglers (1.0 us), the eigen-path round trips (4 x ~6.9 us: a PCIe
 //! round trip, the host's `SymmetricEigen` and the polls) and the Cholesky steps (decode and
 //! factorisations still 2.2 us).
+//!
+//! Session 11 (`gpu-results/s11/ndts-{1,2,3}.log`, H100, 150-200 alternating runs): the eigen
+//! path on the device ([`OPT_DEVICE_EIGEN`]). A device eigen-path step costs about 8.7 us with
+//! f64 rotation angles and 7.9 us with f32 ones ([`OPT_EIGEN_F32_ANGLE`]) against 6.6-7.7 us for
+//! the host's round trip: one warp's ~5 Jacobi sweeps (25 dependent rounds of shuffles, a
+//! rotation and two f64 updates, ~600 cycles each) are slower than the host's `SymmetricEigen`
+//! plus PCIe. The build still wins overall: with no host request pending, the stop tests and
+//! direction take 1.07 instead of 1.45 us per Newton step, and the cross-product derivatives
+//! ([`OPT_CROSS`]) cut the points from 2.87 to 2.64 us and the terms from 0.51 to 0.39 us per
+//! evaluation: the table build (3004) 170.5 us against 176.0 us for session 10's (188) in the
+//! same process. Tried and measured slower: every lane computing all three rotations of a round
+//! (13.3 us per eigen step) and starting each eigen step from the previous one's eigenvectors
+//! (the interpreter: 4.9 -> 2.7 sweeps for nearby matrices; Velodyne's eigen-path Hessians
+//! are not near enough: 3.57 against 3.47 us per Newton step).
 
 pub mod assist;
+mod eigen;
 mod factor;
 mod interpolate;
 mod opts;

@@ -4,8 +4,9 @@
 //! The host takes the Cholesky solve when the shifted matrix `−H − τ I` (`τ = 1e-9 ‖−H‖_∞`) and
 //! `−H` both have Cholesky factors, and the symmetric eigen-decomposition otherwise. The device
 //! does the first (nalgebra's left-looking factorisation and triangular solves, same order of
-//! operations) and, for a zero Hessian, the eigen path's answer (singular); for anything else
-//! it asks the host, which is spinning on the result anyway ([`Solver::assist`]: the Hessian
+//! operations) and, for a zero Hessian, the eigen path's answer (singular); anything else takes
+//! the eigen path on the device (`super::OPT_DEVICE_EIGEN`, `eigen/`) or, in builds without it,
+//! asks the host, which is spinning on the result anyway ([`Solver::assist`]: the Hessian
 //! and gradient out, the host's `newton_increment` back, one PCIe round trip and a host
 //! eigen-decomposition, so the increment is the host path's bit for bit). A host that does not
 //! answer within the idle timeout ends the kernel with [`super::STOP_HOST`].
@@ -127,7 +128,32 @@ impl Solver<'_> {
                     b.mov_to(delta[k], d[k]);
                 }
             },
-            |b| self.assist(b, &h, &grad, &delta, pd, finish),
+            |b| {
+                if r.opts & super::OPT_DEVICE_EIGEN != 0 {
+                    // S_ASSISTS then counts the eigen-path steps taken on the device.
+                    let n = r.state.ld_u32(b, S_ASSISTS);
+                    let n = b.add(n, 1u32);
+                    r.state.st_u32(b, S_ASSISTS, n);
+                    let e = super::eigen::newton_eigen(
+                        b,
+                        &a,
+                        &grad,
+                        r.lane,
+                        r.opts & super::OPT_EIGEN_ALL_LANES != 0,
+                        r.opts & super::OPT_EIGEN_F32_ANGLE != 0,
+                    );
+                    b.if_then(e.singular, |b| {
+                        b.mov_to(self.stop, STOP_SINGULAR);
+                        b.bra(finish);
+                    });
+                    for (d, v) in delta.iter().zip(e.delta.iter()) {
+                        b.mov_to(*d, *v);
+                    }
+                    b.mov_to(pd, e.pd);
+                } else {
+                    self.assist(b, &h, &grad, &delta, pd, finish)
+                }
+            },
         );
         super::profile::stamp(b, &r.prof, r.lane0, super::profile::P_SOLVE);
         let dt = norm3(b, &delta[..3]);

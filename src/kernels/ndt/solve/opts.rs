@@ -39,8 +39,38 @@ pub const OPT_FAST_ASSIST: u32 = 64;
 /// extends to the block; the fence only waited for the block's own phase-stamp stores).
 pub const OPT_LEAN_FINAL: u32 = 128;
 
-/// The build options of the table's `ndt_align_device` (the default single-alignment path since
-/// session 10): state in shared memory, Markstein divisions, value-major partials, safe lanes,
-/// no fence before the final reduction. Other values are built at run time.
-pub const TABLE_OPTS: u32 =
+/// `Variant::solve_opts` bit: the Newton steps whose Hessian the Cholesky path cannot take
+/// (the host's eigen path) run on the device too (`eigen.rs`: cyclic Jacobi over the solver
+/// warp), instead of asking the host ([`super::assist`]'s round trip): no step leaves the
+/// device. The increment equals the host's up to rounding (not bit for bit).
+pub const OPT_DEVICE_EIGEN: u32 = 256;
+
+/// `Variant::solve_opts` bit: the points' angular derivatives as cross products
+/// (`Variant::cross`, the batch kernel's form: fewer f64 operations per point; sums equal to
+/// the matrix form's up to the last bits, so results equal the host path's within rounding,
+/// not bit for bit).
+pub const OPT_CROSS: u32 = 512;
+
+/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: every lane computes each round's three
+/// Jacobi rotations from shuffled entries (no broadcast of the pairs' rotations), and the
+/// off-diagonal test skips the first two sweeps (`eigen.rs`).
+pub const OPT_EIGEN_ALL_LANES: u32 = 1024;
+
+/// `Variant::solve_opts` bit, with [`OPT_DEVICE_EIGEN`]: each Jacobi rotation's angle from f32
+/// arithmetic (single SFU instructions), its cosine made exact by two f64 Newton steps
+/// (`eigen/mod.rs`).
+pub const OPT_EIGEN_F32_ANGLE: u32 = 2048;
+
+/// The build options of the table's `ndt_align_device` (the default single-alignment path):
+/// session 10's (state in shared memory, Markstein divisions, value-major partials, safe lanes,
+/// no fence before the final reduction: 188) and, since session 11, the eigen path on the device
+/// ([`OPT_DEVICE_EIGEN`] with [`OPT_EIGEN_F32_ANGLE`]: no host round trip is left) and the
+/// cross-product point derivatives ([`OPT_CROSS`]): 3004. `188` (`PTXFLOW_NDT_DEVICE_OPTS=188`)
+/// is session 10's build, whose eigen-path steps the host answers bit for bit. Other values are
+/// built at run time.
+pub const TABLE_OPTS: u32 = HOST_EIGEN_OPTS | OPT_DEVICE_EIGEN | OPT_EIGEN_F32_ANGLE | OPT_CROSS;
+
+/// Session 10's table build (188; `PTXFLOW_NDT_DEVICE_OPTS=188`): the eigen-path steps go to the
+/// host (one round trip each, the host's increment bit for bit), the kept fallback switch.
+pub const HOST_EIGEN_OPTS: u32 =
     OPT_SHARED_STATE | OPT_FAST_DIV | OPT_XPOSE_PARTIALS | OPT_SAFE_LANES | OPT_LEAN_FINAL;

@@ -7,14 +7,16 @@
 //! [`DEVICE_SOLVE_OPTS_DEFAULT`] (`PTXFLOW_NDT_DEVICE_OPTS=n` or
 //! [`GpuDerivativePipeline::set_device_solve_opts`] for others, built at run time).
 //!
-//! The kernel evaluates with the server's grid and reductions, so its sums equal the
-//! launch-per-round path's for the same pose, and runs the host solver's steps in the host's
-//! operation order; only the request's sines and cosines are its own (within an ulp of
-//! `f64::sin_cos`), so poses, iterations and stop reasons match the host path's to rounding.
+//! The kernel evaluates with the server's grid and reductions and runs the host solver's steps
+//! in the host's operation order; its own are the request's sines and cosines (within an ulp of
+//! `f64::sin_cos`), the table build's cross-product point derivatives (`OPT_CROSS`: sums equal
+//! to the last bits) and the eigen path's Jacobi decomposition (`OPT_DEVICE_EIGEN`: a Hessian
+//! the Cholesky path cannot take; the host's increment up to rounding), so poses, iterations
+//! and stop reasons match the host path's to rounding wherever the iteration converges.
 //!
-//! While it waits for the result the host answers the kernel's eigen-path requests (a Hessian
-//! the Cholesky path cannot take: the host's own `newton_increment`, so the increment is the
-//! host path's bit for bit).
+//! Builds without `OPT_DEVICE_EIGEN` (`PTXFLOW_NDT_DEVICE_OPTS=188`, session 10's) ask the host
+//! for those steps instead: while it waits for the result the host answers with its own
+//! `newton_increment` (one PCIe round trip each; the increment is the host path's bit for bit).
 //!
 //! Never a hang, never a different answer: the host waits for the done word with the server's
 //! timeouts ([`super::ServerTimeouts`]), checks the status word and the stream while waiting,
@@ -58,9 +60,9 @@ use std::sync::Arc;
 pub const DEVICE_SOLVE_DEFAULT: bool = true;
 
 /// Default of `PTXFLOW_NDT_DEVICE_OPTS` (`Variant::solve_opts`): the table's `ndt_align_device`
-/// (`kernels::ndt::solve::TABLE_OPTS`: state in shared memory, Markstein divisions, value-major
-/// partials, safe lanes, no fence before the final reduction); other values (0 is session 9's
-/// build) are built at run time.
+/// (`kernels::ndt::solve::TABLE_OPTS`: session 10's options plus the eigen path on the device
+/// and the cross-product point derivatives); other values (188 is session 10's build, 0
+/// session 9's) are built at run time.
 pub const DEVICE_SOLVE_OPTS_DEFAULT: u32 = TABLE_OPTS;
 
 /// Where the device's time went in the last device solve (for phase measurements).
@@ -71,9 +73,11 @@ pub struct DeviceSolveStats {
     /// Nanoseconds from the kernel's start (block 0, before the start barrier) to the result.
     pub total_ns: u64,
     /// Nanoseconds of solver steps (thread 0 of the block that reduced last), summed; they
-    /// include the eigen-path round trips to the host.
+    /// include the eigen-path steps (round trips to the host in builds without
+    /// `OPT_DEVICE_EIGEN`).
     pub solve_ns: u64,
-    /// Newton steps whose increment the host computed (the eigen path).
+    /// Newton steps that took the eigen path (on the device with `OPT_DEVICE_EIGEN`, else
+    /// computed by the host).
     pub assists: usize,
     /// The server's `%globaltimer` stamps of the last evaluation (see
     /// [`GpuDerivativePipeline::server_stamps`]; the poll stamps stay 0).
