@@ -29,19 +29,26 @@ pub enum BackwardKind {
     /// runs the unit kernel).
     Expanded,
     /// `gaussian_backward_lanes_f32`: the expanded solve with points in lanes and Gaussians
-    /// broadcast (f32 only, where the set allows it; see `super::lanes_backward`). The default.
+    /// broadcast (f32 only, where the set allows it; see `super::lanes_backward`), at any size.
     Lanes,
+    /// The default: [`BackwardKind::Lanes`] from `super::lanes_backward::LANES_MIN_POINTS`
+    /// points up, the unit kernel below (where the lanes kernel's 12 points per thread leave
+    /// most lanes empty: 1000 Gaussians x 500 points took 34.9 us against the unit kernel's 26.3
+    /// on an H100, `gpu-results/s11/F11/F11-bench.log`).
+    Auto,
 }
 
 impl BackwardKind {
-    /// The default: [`BackwardKind::Lanes`] (f32 sets that allow it; others run the unit
-    /// kernel), or [`BackwardKind::Unit`] where `PTXFLOW_GAUSS_BACKWARD=unit`,
-    /// [`BackwardKind::Expanded`] where it is `expanded`.
+    /// The default: [`BackwardKind::Auto`] (f32 sets that allow the lanes kernel and are large
+    /// enough; others run the unit kernel), or [`BackwardKind::Unit`] where
+    /// `PTXFLOW_GAUSS_BACKWARD=unit`, [`BackwardKind::Expanded`] where it is `expanded`,
+    /// [`BackwardKind::Lanes`] where it is `lanes`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_BACKWARD").as_deref() {
             Ok("expanded") => BackwardKind::Expanded,
             Ok("unit") => BackwardKind::Unit,
-            _ => BackwardKind::Lanes,
+            Ok("lanes") => BackwardKind::Lanes,
+            _ => BackwardKind::Auto,
         }
     }
 }

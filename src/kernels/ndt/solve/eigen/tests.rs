@@ -32,9 +32,9 @@ fn program(all_lanes: bool, f32_angle: bool) -> Program {
     let b = &mut kb;
     let mut a: Lower = [[None; 6]; 6];
     let mut k = 0u32;
-    for i in 0..6 {
-        for j in 0..=i {
-            a[i][j] = Some(b.load_at(ap, k));
+    for (i, row) in a.iter_mut().enumerate() {
+        for v in row.iter_mut().take(i + 1) {
+            *v = Some(b.load_at(ap, k));
             k += 1;
         }
     }
