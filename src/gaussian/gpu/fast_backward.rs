@@ -53,6 +53,35 @@ impl BackwardKind {
     }
 }
 
+/// Loads the table's kernel `id`, or `custom` (the same kernel built at run time with other
+/// options), with the largest shared-memory carveout, so that shared memory does not set the
+/// resident-block count before the registers do; returns it with its resident blocks of `block`
+/// threads per SM. Shared by the expanded and the points-in-lanes backward.
+///
+/// Errors: loading the module, setting the carveout or querying the occupancy failed.
+pub(super) fn load_with_carveout(
+    gpu: &Gpu,
+    id: KernelId,
+    custom: Option<crate::ptx::Module>,
+    block: u32,
+) -> Result<(LoadedKernel, u32)> {
+    let kernel = match custom {
+        None => gpu.kernel(id)?,
+        Some(module) => gpu.load_module(&module, id.name())?,
+    };
+    kernel
+        .function()
+        .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+        .map_err(crate::Error::driver("cuFuncSetAttribute(carveout)"))?;
+    let per_sm = kernel
+        .function()
+        .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
+        .map_err(crate::Error::driver(
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        ))?;
+    Ok((kernel, per_sm))
+}
+
 /// The expanded backward's build options: the variant `PTXFLOW_GAUSS_BWD_FAST` names
 /// (`backward::fast_variant_options`), else the built-in ones.
 pub fn options() -> FastOptions {
@@ -94,27 +123,11 @@ impl FastBackward {
     /// Errors: loading the module or querying its occupancy failed.
     pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
         let o = options();
-        let kernel = if o == FAST_OPTIONS {
-            gpu.kernel(id)?
-        } else {
-            gpu.load_module(
-                &backward::build_fast(crate::ptx::Target::Sm75, o),
-                id.name(),
-            )?
-        };
-        // The largest shared-memory carveout, so that the 17.5 KiB per block never set the
-        // resident-block count (H100, 182 registers: the registers do, at 8 one-warp blocks per
-        // SM, two per scheduler's 16 K-register file; ncu, GPU run 2 of session 10).
-        kernel
-            .function()
-            .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
-            .map_err(crate::Error::driver("cuFuncSetAttribute(carveout)"))?;
-        let per_sm = kernel
-            .function()
-            .occupancy_max_active_blocks_per_multiprocessor(backward::BLOCK, 0, None)
-            .map_err(crate::Error::driver(
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            ))?;
+        // The 17.5 KiB of shared memory per block never set the resident-block count (H100, 182
+        // registers: the registers do, at 8 one-warp blocks per SM, two per scheduler's 16
+        // K-register file; ncu, GPU run 2 of session 10).
+        let custom = (o != FAST_OPTIONS).then(|| backward::build_fast(crate::ptx::Target::Sm75, o));
+        let (kernel, per_sm) = load_with_carveout(gpu, id, custom, backward::BLOCK)?;
         Ok(FastBackward {
             kernel,
             slots: per_sm.max(1) * gpu.facts().sm_count.max(1) * waves(),

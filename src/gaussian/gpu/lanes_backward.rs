@@ -11,7 +11,7 @@
 //! every record's point-term constants N = (w c 2^o) M^T are finite ([`records_fit`]); otherwise
 //! the unit kernel.
 
-use super::fast_backward::BackwardKind;
+use super::fast_backward::{load_with_carveout, BackwardKind};
 use super::launch::{config, BackwardBuffers, BackwardPlan, Problem};
 use super::{GpuGaussianField, GpuReal};
 use crate::gaussian::Real;
@@ -22,7 +22,6 @@ use crate::kernels::gaussian::forward_fast::FAST_STRIDE;
 use crate::kernels::KernelId;
 use crate::runtime::{ArgElem, Gpu, LoadedKernel};
 use crate::Result;
-use cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
 
@@ -83,26 +82,11 @@ impl LanesBackward {
     /// Errors: loading the module or querying its occupancy failed.
     pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
         let o = options();
-        let kernel = if o == LANES_OPTIONS {
-            gpu.kernel(id)?
-        } else {
-            gpu.load_module(
-                &backward::build_lanes(crate::ptx::Target::Sm75, o),
-                id.name(),
-            )?
-        };
-        // The largest shared-memory carveout, so that shared memory (34 KB per block) does not
-        // set the resident-block count before the registers do.
-        kernel
-            .function()
-            .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
-            .map_err(crate::Error::driver("cuFuncSetAttribute(carveout)"))?;
-        let per_sm = kernel
-            .function()
-            .occupancy_max_active_blocks_per_multiprocessor(LANES_BLOCK, 0, None)
-            .map_err(crate::Error::driver(
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            ))?;
+        // Shared memory (34 KB per block) must not set the resident-block count before the
+        // registers do: `load_with_carveout` asks for the largest carveout.
+        let custom =
+            (o != LANES_OPTIONS).then(|| backward::build_lanes(crate::ptx::Target::Sm75, o));
+        let (kernel, per_sm) = load_with_carveout(gpu, id, custom, LANES_BLOCK)?;
         Ok(LanesBackward {
             kernel,
             slots: per_sm.max(1) * gpu.facts().sm_count.max(1) * waves(),
