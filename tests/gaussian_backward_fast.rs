@@ -9,7 +9,9 @@
 mod common;
 mod gaussian_support;
 
-use gaussian_support::backward_check::{far_from_origin, far_points, measure, program, run, TOL};
+use gaussian_support::backward_check::{
+    far_from_origin, far_points, measure, program, run, sim_finish, TOL,
+};
 use gaussian_support::device::{gpu_field, options, random_problem, sanitizing};
 use gaussian_support::*;
 use ptxflow::gaussian::generate::convert;
@@ -17,10 +19,9 @@ use ptxflow::gaussian::gpu::fast;
 use ptxflow::gaussian::gpu::launch::backward_plan;
 use ptxflow::gaussian::gpu::{stage_prepared, BackwardKind};
 use ptxflow::gaussian::layout::{self, STRIDE};
-use ptxflow::gaussian::{GaussianFieldOps, GpuReal};
+use ptxflow::gaussian::GaussianFieldOps;
 use ptxflow::kernels::gaussian::backward::{self, FastOptions, FAST_OPTIONS};
 use ptxflow::kernels::gaussian::common::{f32_exp_scale, GAUSSIAN_PAD};
-use ptxflow::kernels::gaussian::reduce;
 use ptxflow::ptx::Target;
 use ptxflow::rng::Rng;
 use ptxflow::sim::{Arg, Memory, Program};
@@ -84,44 +85,16 @@ fn sim_backward(
         ],
         &mut mem,
     );
-    let pts3 = (3 * b) as u32;
-    run(
-        &program(&f32::REDUCE_ROWS.build(Target::Sm75)),
-        (2, 1),
-        reduce::BLOCK,
-        &[
-            pp,
-            Arg::U32(plan.gauss_blocks),
-            Arg::U32(pts3),
-            Arg::U32(pts3),
-            Arg::F32(-1.0),
-            gp,
-        ],
+    sim_finish(
         &mut mem,
-    );
-    run(
-        &program(&f32::FINISH.build(Target::Sm75)),
-        (2, 1),
-        reduce::BLOCK,
-        &[
-            pg,
-            Arg::U32(plan.chunks),
-            Arg::U32(n_pad as u32),
-            prep_a,
-            Arg::U32(n as u32),
-            Arg::U32(u32::from(normalised)),
-            gg,
-        ],
-        &mut mem,
-    );
-    let get = |name: &str| -> Vec<f64> {
-        mem.download::<f32>(name)
-            .unwrap()
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect()
-    };
-    (get("grad_points"), get("grad_gaussians"))
+        [pp, pg, prep_a, gp, gg],
+        plan.gauss_blocks,
+        plan.chunks,
+        n_pad,
+        n,
+        b,
+        normalised,
+    )
 }
 
 fn problems() -> Vec<Problem> {

@@ -29,6 +29,64 @@ pub fn run(prog: &Program, grid: (u32, u32), threads: u32, args: &[Arg], mem: &m
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The finishing kernels on a backward kernel's partial rows, as `GpuGaussianField` runs them:
+/// the `gauss_blocks` rows of per-point partials `pp` summed into `gp` (dLoss/dx), the `chunks`
+/// rows of per-Gaussian partials `pg` finished into `gg` (the packed Gaussian gradient, with the
+/// staged Gaussians `prep`); returns both as f64.
+#[allow(clippy::too_many_arguments)] // the kernels' buffers and sizes
+pub fn sim_finish(
+    mem: &mut Memory,
+    [pp, pg, prep, gp, gg]: [Arg; 5],
+    gauss_blocks: u32,
+    chunks: u32,
+    n_pad: usize,
+    n: usize,
+    b: usize,
+    normalised: bool,
+) -> (Vec<f64>, Vec<f64>) {
+    use ptxflow::gaussian::GpuReal;
+    use ptxflow::kernels::gaussian::reduce;
+    use ptxflow::ptx::Target;
+    let pts3 = (3 * b) as u32;
+    run(
+        &program(&f32::REDUCE_ROWS.build(Target::Sm75)),
+        (2, 1),
+        reduce::BLOCK,
+        &[
+            pp,
+            Arg::U32(gauss_blocks),
+            Arg::U32(pts3),
+            Arg::U32(pts3),
+            Arg::F32(-1.0),
+            gp,
+        ],
+        mem,
+    );
+    run(
+        &program(&f32::FINISH.build(Target::Sm75)),
+        (2, 1),
+        reduce::BLOCK,
+        &[
+            pg,
+            Arg::U32(chunks),
+            Arg::U32(n_pad as u32),
+            prep,
+            Arg::U32(n as u32),
+            Arg::U32(u32::from(normalised)),
+            gg,
+        ],
+        mem,
+    );
+    let get = |name: &str| -> Vec<f64> {
+        mem.download::<f32>(name)
+            .unwrap()
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect()
+    };
+    (get("grad_points"), get("grad_gaussians"))
+}
+
 /// The gradients of one computation `got` = (points, Gaussians) against the CPU f64 field and
 /// the CPU f32 field: [relative error to sum|terms| (points, Gaussians)] and [gap to CPU f32].
 pub fn measure(
