@@ -12,8 +12,8 @@
 //! cells' gi sums in the gather's round trip; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
 //! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn the first two off, [`GruLaunch::tune`] /
 //! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels
-//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the other schedules of
-//! [`HeldTune`].
+//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the default's gather
+//! timed for the bench ([`HeldTune::probe`]).
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -71,38 +71,24 @@ pub struct GruLaunch {
     /// cannot run.
     pub staged: Option<bool>,
     /// Schedules of the split, staged 48-row kernel (bit-identical states). `None`: as
-    /// `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches, e.g. `xoc`; `none`: none of
-    /// them, `rnn_gru_held48sw`), else `lazy_x`, `overlap` and `overlap_cells`
-    /// (`rnn_gru_held48swxc`); ignored by the other kernels.
+    /// `PTXFLOW_GRU_TUNE` says (`xoc`: `overlap`, `xocp`: `overlap` and `probe`, other values
+    /// such as `none`: neither, `rnn_gru_held48sw`), else `overlap` (`rnn_gru_held48swxc`);
+    /// ignored by the other kernels.
     pub tune: Option<HeldTune>,
 }
 
-/// Schedules of `rnn_gru_held48sw` (session 11; `lazy_x` + `overlap` + `overlap_cells` is the
-/// default, the others are opt-in: see [`GruLaunch::tune`]).
+/// Schedules of `rnn_gru_held48sw` (session 11; `overlap` is the default: see
+/// [`GruLaunch::tune`]). Session 11's other schedules measured slower and were removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
-    /// The gi sums of step t + 1 by the upper warps (after their partials of `W_ih x`), not by
-    /// the lower ones before the gather (`rnn_gru_held48swu`; `u` in `PTXFLOW_GRU_TUNE`).
-    pub gi_upper: bool,
-    /// x of steps 3 .. copied during the steps by the upper warps, not in the prologue
-    /// (`rnn_gru_held48swx`; `x` in `PTXFLOW_GRU_TUNE`).
-    pub lazy_x: bool,
-    /// Thread 0's gather timed in stamped launches (`rnn_gru_held48swp` /
-    /// `rnn_gru_held48swuxp`, `gru::stationary::PROBES`; `p` in `PTXFLOW_GRU_TUNE`).
-    pub probe: bool,
-    /// Each warp gathers its own K slice of the states at the top of the step, no barrier after
-    /// the gather (`rnn_gru_held48swxf`, with `lazy_x` and without `probe`; `rnn_gru_held48swuxf`
-    /// with `gi_upper` too; with layer norm or dropout they run the loop of the kernel without
-    /// `fused`); `f` in `PTXFLOW_GRU_TUNE` (`xf`, `uxf`).
-    pub fused: bool,
-    /// The lower warps' gi sums of step t + 1 between the gather's first poll loads and their
-    /// check, so that the loads' L2 round trip hides them (`rnn_gru_held48swo`, with `lazy_x`
-    /// `rnn_gru_held48swxo`, with `probe` too `rnn_gru_held48swxop`; `o` in `PTXFLOW_GRU_TUNE`).
+    /// x of steps 3 .. copied during the steps by the upper warps (not in the prologue), and
+    /// the threads with a cell issue the gather's first poll loads right after their cell and
+    /// take their gi sums of step t + 1 while the loads are out (`rnn_gru_held48swxc`; `xoc` in
+    /// `PTXFLOW_GRU_TUNE`). Off: `rnn_gru_held48sw`.
     pub overlap: bool,
-    /// With `overlap`, only the threads with a cell sum in the round trip (they poll right after
-    /// their cell); the others sum before polling (`rnn_gru_held48swxc` with `lazy_x`,
-    /// `rnn_gru_held48swxcp` with `probe` too; `c` in `PTXFLOW_GRU_TUNE`, e.g. `xoc`).
-    pub overlap_cells: bool,
+    /// With `overlap`: thread 0's gather timed in stamped launches (`rnn_gru_held48swxcp`,
+    /// `gru::stationary::PROBES`; `xocp` in `PTXFLOW_GRU_TUNE`); ignored without `overlap`.
+    pub probe: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

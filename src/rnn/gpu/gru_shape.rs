@@ -86,28 +86,12 @@ impl Path {
     }
 }
 
-/// The split, staged 48-row kernel with the schedules `t` (combinations without a kernel of
-/// their own: `rnn_gru_held48sw`).
+/// The split, staged 48-row kernel with the schedule `t`.
 fn tuned(t: HeldTune) -> KernelId {
-    if t.overlap && t.overlap_cells && t.lazy_x && !t.gi_upper && !t.fused {
-        return if t.probe {
-            KernelId::RnnGruHeld48swxcp
-        } else {
-            KernelId::RnnGruHeld48swxc
-        };
-    }
-    match (t.gi_upper, t.lazy_x, t.probe, t.fused, t.overlap) {
-        (true, false, false, false, false) => KernelId::RnnGruHeld48swu,
-        (false, true, false, false, false) => KernelId::RnnGruHeld48swx,
-        (true, true, false, false, false) => KernelId::RnnGruHeld48swux,
-        (false, true, false, true, false) => KernelId::RnnGruHeld48swxf,
-        (true, true, false, true, false) => KernelId::RnnGruHeld48swuxf,
-        (false, false, true, false, false) => KernelId::RnnGruHeld48swp,
-        (true, true, true, false, false) => KernelId::RnnGruHeld48swuxp,
-        (false, false, false, false, true) => KernelId::RnnGruHeld48swo,
-        (false, true, false, false, true) => KernelId::RnnGruHeld48swxo,
-        (false, true, true, false, true) => KernelId::RnnGruHeld48swxop,
-        _ => KernelId::RnnGruHeld48sw,
+    match (t.overlap, t.probe) {
+        (true, false) => KernelId::RnnGruHeld48swxc,
+        (true, true) => KernelId::RnnGruHeld48swxcp,
+        (false, _) => KernelId::RnnGruHeld48sw,
     }
 }
 
