@@ -28,6 +28,10 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
     let h0 = s
         .clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5))
         .expect("upload");
+    if std::env::var("PTXFLOW_GRU_SWEEP").is_ok_and(|v| v == "1") {
+        steps_sweep(gpu, &[single.clone()], &xs, &h0);
+        steps_sweep(gpu, &ens, &xs, &h0);
+    }
     let mut gru_us: Vec<GruRow> = Vec::new();
     // Explicit shapes of the weight-stationary or shared-memory kernels (not the held ones).
     let launch = |rows, slices, held| GruLaunch {
@@ -291,4 +295,49 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
     );
     }
     gru_us
+}
+
+/// `PTXFLOW_GRU_SWEEP=1`: device time per call of the default kernel for `members` at T = 1 ..
+/// 10 (B = 32), the step counts alternating in 7 rounds of 100 back-to-back calls (medians): the
+/// intercept is what a rollout costs besides its steps (launch, prologue, tail).
+fn steps_sweep(
+    gpu: &Arc<Gpu>,
+    members: &[GruWeights],
+    xs: &cudarc::driver::CudaSlice<f32>,
+    h0: &cudarc::driver::CudaSlice<f32>,
+) {
+    let s = gpu.stream().clone();
+    let mut gg = GpuGru::new(gpu.clone(), members, 10, 32, GruLaunch::default()).expect("gru");
+    let ts = [1usize, 2, 3, 4, 6, 8, 10];
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); ts.len()];
+    for _ in 0..7 {
+        for (&t, r) in ts.iter().zip(rounds.iter_mut()) {
+            let shape = RolloutShape {
+                steps: t,
+                batch: 32,
+            };
+            r.push(
+                1e6 * per_call(&s, 100, || {
+                    gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), shape, None)
+                        .expect("rollout")
+                }),
+            );
+            gg.check(&s).expect("barriers");
+        }
+    }
+    let med: Vec<String> = ts
+        .iter()
+        .zip(rounds)
+        .map(|(t, mut r)| {
+            r.sort_by(f64::total_cmp);
+            format!("T={t} {:.2}", r[r.len() / 2])
+        })
+        .collect();
+    println!(
+        "SUMMARY gpu/rnn gru sweep E={} {} ({} blocks): us per call (median of 7 alternating rounds of 100 calls): {}",
+        members.len(),
+        gg.kernel_name(),
+        gg.blocks(),
+        med.join(", ")
+    );
 }
