@@ -3,6 +3,7 @@
 
 use crate::{common, gru_phases, per_call, Group, SHAPE};
 use criterion::{BenchmarkId, Throughput};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use ptxflow::rng::Rng;
 use ptxflow::rnn::gpu::gru::{GpuGru, GruExchange, GruLaunch, GruStaging, HeldTune};
 use ptxflow::rnn::*;
@@ -325,6 +326,43 @@ fn steps_sweep(
             gg.check(&s).expect("barriers");
         }
     }
+    // The T=10 rollout replayed from a CUDA graph (one captured launch) alternating with
+    // eager launches: the share of the launch path in the per-call time.
+    let shape = RolloutShape {
+        steps: 10,
+        batch: 32,
+    };
+    s.synchronize().expect("sync");
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+        .expect("begin capture");
+    let enq = gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), shape, None);
+    let graph = s.end_capture(CUgraphInstantiate_flags(0));
+    enq.expect("rollout");
+    let graph = graph.expect("end capture").expect("a graph");
+    let mut pair = [Vec::new(), Vec::new()];
+    for _ in 0..7 {
+        pair[0].push(
+            1e6 * per_call(&s, 100, || {
+                gg.rollout_device(&s, &xs.slice(..), &h0.slice(..), shape, None)
+                    .expect("rollout")
+            }),
+        );
+        gg.check(&s).expect("barriers");
+        pair[1].push(1e6 * per_call(&s, 100, || graph.launch().expect("graph")));
+        gg.check(&s).expect("barriers");
+    }
+    let [mut eager, mut replay] = pair;
+    eager.sort_by(f64::total_cmp);
+    replay.sort_by(f64::total_cmp);
+    println!(
+        "SUMMARY gpu/rnn gru graph E={} {}: T=10 us per call, eager {:.2} (min {:.2}), CUDA graph replay {:.2} (min {:.2}) (medians of 7 alternating rounds of 100 calls)",
+        members.len(),
+        gg.kernel_name(),
+        eager[3],
+        eager[0],
+        replay[3],
+        replay[0]
+    );
     let med: Vec<String> = ts
         .iter()
         .zip(rounds)
