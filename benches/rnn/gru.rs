@@ -30,7 +30,7 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         .clone_htod(&rng.vec_f32(5 * 32 * 256, -0.5, 0.5))
         .expect("upload");
     if std::env::var("PTXFLOW_GRU_SWEEP").is_ok_and(|v| v == "1") {
-        steps_sweep(gpu, &[single.clone()], &xs, &h0);
+        steps_sweep(gpu, std::slice::from_ref(&single), &xs, &h0);
         steps_sweep(gpu, &ens, &xs, &h0);
     }
     let mut gru_us: Vec<GruRow> = Vec::new();

@@ -60,7 +60,7 @@ pub fn print(name: &str, gg: &GpuGru, st: &[u64], mhz: f64) {
         "rnn_gru_held48swxcp",
     ];
     if gg.kernel_name().ends_with('p') {
-        gather_probe(name, &st, SHAPE.steps, mhz);
+        gather_probe(name, st, SHAPE.steps, mhz);
     }
     if split.contains(&gg.kernel_name()) {
         // Thread 128's stamps (`STAMPS - 16 + t`): the upper warps' partials of W_ih x
@@ -80,7 +80,7 @@ pub fn print(name: &str, gg: &GpuGru, st: &[u64], mhz: f64) {
     if gg.exchange() != GruExchange::Global {
         println!(
             "SUMMARY gpu/rnn {name} blocks: {}",
-            block_spans(&st, gg.blocks())
+            block_spans(st, gg.blocks())
         );
     }
 }
