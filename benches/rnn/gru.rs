@@ -77,11 +77,10 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
     };
     // Session 11's schedule of `rnn_gru_held48sw` pinned (`HeldTune::overlap`, the default),
     // with thread 0's gather timed (`probe`) or not.
-    let cells = |probe, pdl| GruLaunch {
+    let cells = |probe| GruLaunch {
         tune: Some(HeldTune {
             overlap: true,
             probe,
-            pdl,
         }),
         ..global
     };
@@ -135,16 +134,8 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         ),
         // `_tune_xc`: session 11's schedule (`rnn_gru_held48swxc`) whatever PTXFLOW_GRU_TUNE
         // says; `_tune_xcp`: with thread 0's gather timed (`rnn_gru_held48swxcp`).
-        (
-            "gru_rollout_tune_xc",
-            vec![single.clone()],
-            cells(false, false),
-        ),
-        (
-            "gru_rollout_tune_xcp",
-            vec![single.clone()],
-            cells(true, false),
-        ),
+        ("gru_rollout_tune_xc", vec![single.clone()], cells(false)),
+        ("gru_rollout_tune_xcp", vec![single.clone()], cells(true)),
         // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
         ("gru_rollout_held_plain", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
@@ -167,16 +158,6 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
     // `_rows64`: `rnn_gru_stationary` where `rnn_gru_stationary48` is the weight-stationary
     // default (PTXFLOW_GRU_ROWS48=0 while the GRU is built).
     configs.push(("gru_rollout_rows64", vec![single.clone()], held(false)));
-    if sm90 {
-        // `_pdl`: `rnn_gru_held48swxcd`, programmatic dependent launches (back-to-back rollouts
-        // overlap the launch gap), cooperative or (`_pdl_plain`) ordinary.
-        configs.push(("gru_rollout_pdl", vec![single.clone()], cells(false, true)));
-        configs.push((
-            "gru_rollout_pdl_plain",
-            vec![single.clone()],
-            cells(false, true),
-        ));
-    }
     if sm90 {
         use GruExchange::{ClusterAsync as Mbar, ClusterBarrier as Bar};
         use GruStaging::{Copies, CpAsync, Streamed};
@@ -276,7 +257,6 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
             || name.ends_with("_rows64")
             || name.contains("_tune_")
             || name.ends_with("_s10")
-            || name.ends_with("_pdl")
         {
             kept.push((name, gg));
         }

@@ -141,8 +141,6 @@ kernel_table! {
     RnnGruHeld48swxc => rnn::gru::stationary::held::build48swxc, "rnn_gru_held48swxc", [Sm80];
     /// `rnn_gru_held48swxc` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swxcp => rnn::gru::stationary::held::build48swxcp, "rnn_gru_held48swxcp", [Sm80];
-    /// `rnn_gru_held48swxc` for programmatic dependent launches (sm_90, opt-in, bit-identical).
-    RnnGruHeld48swxcd => rnn::gru::stationary::held::build48swxcd, "rnn_gru_held48swxcd", [Sm90];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -134,22 +134,6 @@ impl KernelBuilder {
         self.instr(format!("bar.warp.sync {mask:#x}"));
     }
 
-    /// `griddepcontrol.wait` (sm_90): waits until the grids this one depends on through a
-    /// programmatic dependent launch have completed and their memory operations are visible
-    /// (returns at once when the launch had no such dependency).
-    pub fn griddepcontrol_wait(&mut self) {
-        self.need(90, 7, 8);
-        self.instr("griddepcontrol.wait");
-    }
-
-    /// `griddepcontrol.launch_dependents` (sm_90): once every block of this grid has issued it
-    /// (or exited), the grid launched after it with programmatic stream serialization may be
-    /// scheduled (its `griddepcontrol.wait` still waits for this grid's completion).
-    pub fn griddepcontrol_launch_dependents(&mut self) {
-        self.need(90, 7, 8);
-        self.instr("griddepcontrol.launch_dependents");
-    }
-
     /// `membar.{cta,gl,sys}`.
     pub fn membar(&mut self, scope: Scope) {
         let s = match scope {

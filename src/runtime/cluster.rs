@@ -1,8 +1,7 @@
 //! Thread-block cluster launches (sm_90 and later): [`Launch::launch_cluster`] enqueues a
 //! checked launch through `cuLaunchKernelEx` with a cluster dimension, [`allow_cluster`] opts a
 //! kernel into cluster sizes above the portable 8, and [`max_active_clusters`] asks the driver
-//! how many clusters of a shape can be resident at once. [`Launch::launch_programmatic`] is a
-//! launch through the same call with programmatic stream serialization (sm_90).
+//! how many clusters of a shape can be resident at once.
 
 use super::launch::{Launch, LoadedKernel};
 use crate::{Error, Result};
@@ -42,18 +41,6 @@ fn cluster_attributes(x: u32, spread: bool) -> [CUlaunchAttribute; 2] {
     attrs
 }
 
-/// The launch attributes of [`Launch::launch_programmatic`]: programmatic stream serialization
-/// and, when `cooperative`, a cooperative launch.
-fn programmatic_attributes(cooperative: bool) -> [CUlaunchAttribute; 2] {
-    // SAFETY: as in `cluster_attributes`.
-    let mut attrs: [CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
-    attrs[0].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[0].value.programmaticStreamSerializationAllowed = 1;
-    attrs[1].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attrs[1].value.cooperative = i32::from(cooperative);
-    attrs
-}
-
 fn config(
     cfg: &LaunchConfig,
     stream: &CudaStream,
@@ -84,43 +71,16 @@ impl Launch<'_> {
     pub unsafe fn launch_cluster(&mut self, cluster_x: u32, spread: bool) -> Result<()> {
         self.check()?;
         let name = &self.kernel.signature().name;
-        if cluster_x == 0 || !self.cfg.grid_dim.0.is_multiple_of(cluster_x) {
-            return Err(Error::Launch {
-                kernel: name.clone(),
-                problem: format!(
-                    "grid of {} blocks is not a multiple of the cluster size {cluster_x}",
-                    self.cfg.grid_dim.0
-                ),
-            });
-        }
-        // SAFETY: as this function's contract.
-        unsafe { self.launch_ex(cluster_attributes(cluster_x, spread)) }
-    }
-
-    /// As [`Launch::launch`] (or, when `cooperative`, [`Launch::launch_cooperative`]) with
-    /// programmatic stream serialization (sm_90, `cuLaunchKernelEx`): the grid may be scheduled
-    /// once every block of the kernel before it on the stream has issued
-    /// `griddepcontrol.launch_dependents`; the kernel must issue `griddepcontrol.wait` before it
-    /// touches anything the kernel before it writes.
-    ///
-    /// # Safety
-    /// As [`Launch::launch`], and the kernel waits as above.
-    pub unsafe fn launch_programmatic(&mut self, cooperative: bool) -> Result<()> {
-        self.check()?;
-        // SAFETY: as this function's contract.
-        unsafe { self.launch_ex(programmatic_attributes(cooperative)) }
-    }
-
-    /// `cuLaunchKernelEx` with `attrs` (arguments checked by the caller).
-    ///
-    /// # Safety
-    /// As [`Launch::launch`].
-    unsafe fn launch_ex(&mut self, mut attrs: [CUlaunchAttribute; 2]) -> Result<()> {
-        let name = &self.kernel.signature().name;
         let bad = |problem: String| Error::Launch {
             kernel: name.clone(),
             problem,
         };
+        if cluster_x == 0 || !self.cfg.grid_dim.0.is_multiple_of(cluster_x) {
+            return Err(bad(format!(
+                "grid of {} blocks is not a multiple of the cluster size {cluster_x}",
+                self.cfg.grid_dim.0
+            )));
+        }
         let mut values = [0u64; super::MAX_ARGS];
         let mut ptrs = [std::ptr::null_mut::<c_void>(); super::MAX_ARGS];
         for i in 0..self.n {
@@ -135,6 +95,7 @@ impl Launch<'_> {
                 ptrs[i] = (&mut values[i] as *mut u64).cast();
             }
         }
+        let mut attrs = cluster_attributes(cluster_x, spread);
         let cfg = config(&self.cfg, self.stream, &mut attrs);
         self.stream
             .context()

@@ -73,19 +73,16 @@ fn gru_held_case(
     let units = 2 * 128u32.div_ceil(slices);
     let small = units <= 16 && rows * units <= 128;
     // Session 11's schedule of `rnn_gru_held48sw` (`HeldTune::overlap`: the default unless
-    // PTXFLOW_GRU_TUNE says otherwise), its twin with thread 0's gather timed (`probe`) and the
-    // one for programmatic dependent launches (`pdl`), bit for bit too.
+    // PTXFLOW_GRU_TUNE says otherwise) and its twin with thread 0's gather timed (`probe`), bit
+    // for bit too.
     let s = small;
     let no_tune_var = std::env::var_os("PTXFLOW_GRU_TUNE").is_none();
-    let tune = |probe, pdl| {
+    let tune = |probe| {
         Some(HeldTune {
             overlap: true,
             probe,
-            pdl,
         })
     };
-    // Programmatic dependent launches (`rnn_gru_held48swxcd`) need sm_90.
-    let sm90 = gpu.facts().compute_capability.0 >= 9;
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
@@ -110,27 +107,8 @@ fn gru_held_case(
             None,
             "rnn_gru_held48swxc",
         ),
-        (
-            s,
-            Some(true),
-            Some(true),
-            tune(false, false),
-            "rnn_gru_held48swxc",
-        ),
-        (
-            s,
-            Some(true),
-            Some(true),
-            tune(true, false),
-            "rnn_gru_held48swxcp",
-        ),
-        (
-            s && sm90,
-            Some(true),
-            Some(true),
-            tune(false, true),
-            "rnn_gru_held48swxcd",
-        ),
+        (s, Some(true), Some(true), tune(false), "rnn_gru_held48swxc"),
+        (s, Some(true), Some(true), tune(true), "rnn_gru_held48swxcp"),
     ];
     for (_, split, staged, tune, name) in variants.into_iter().filter(|v| v.0) {
         let l = GruLaunch {

@@ -89,12 +89,6 @@ pub struct HeldTune {
     /// With `overlap`: thread 0's gather timed in stamped launches (`rnn_gru_held48swxcp`,
     /// `gru::stationary::PROBES`; `xocp` in `PTXFLOW_GRU_TUNE`); ignored without `overlap`.
     pub probe: bool,
-    /// With `overlap`, on sm_90 and later (ignored elsewhere, and with `probe`): programmatic
-    /// dependent launches (`rnn_gru_held48swxcd`, `xocd` in `PTXFLOW_GRU_TUNE`): the rollout's
-    /// grid may be scheduled while the kernel before it on the stream runs, and waits for that
-    /// kernel's completion before it touches memory; back-to-back rollouts skip most of the
-    /// launch gap. Opt-in.
-    pub pdl: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -33,18 +33,17 @@ fn switch_from_env(name: &str) -> Option<bool> {
 /// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: unset or empty: [`TUNE_DEFAULT`]; letters `x`,
 /// `o` and `c` (session 11's names: x copied during the steps, gi sums in the gather's round
 /// trip, by the threads with a cell) turn on [`HeldTune::overlap`] (`rnn_gru_held48swxc`), `p`
-/// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`), `d` [`HeldTune::pdl`]
-/// (`rnn_gru_held48swxcd`); other values (e.g. `none`): none of them (`rnn_gru_held48sw`).
+/// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`); other values (e.g. `none`): neither
+/// (`rnn_gru_held48sw`).
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
     if v.is_empty() {
         return TUNE_DEFAULT;
     }
-    let overlap = v.chars().all(|c| "xocpd".contains(c)) && "xoc".chars().all(|c| v.contains(c));
+    let overlap = v.chars().all(|c| "xocp".contains(c)) && "xoc".chars().all(|c| v.contains(c));
     HeldTune {
         overlap,
         probe: overlap && v.contains('p'),
-        pdl: overlap && v.contains('d'),
     }
 }
 
@@ -58,7 +57,6 @@ fn tune_from_env() -> HeldTune {
 const TUNE_DEFAULT: HeldTune = HeldTune {
     overlap: true,
     probe: false,
-    pdl: false,
 };
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
@@ -166,9 +164,7 @@ pub(super) fn choose_held(
         };
         let chunk = max_steps as u32;
         // The tuned schedule exists for the split, staged 48-row kernel only.
-        let mut tune = launch.tune.unwrap_or_else(tune_from_env);
-        // Programmatic dependent launches need sm_90 (`rnn_gru_held48swxcd`).
-        tune.pdl &= gpu.facts().compute_capability.0 >= 9;
+        let tune = launch.tune.unwrap_or_else(tune_from_env);
         let path_of = |staged| Path::Held {
             rows64,
             split,

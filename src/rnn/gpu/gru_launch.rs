@@ -5,7 +5,6 @@ use super::gru_cluster::cluster_param;
 use super::gru_shape::{smem_bytes, Path, Shape};
 use super::{allow_dynamic_smem, cfg, check_barriers, round_up, u32_of};
 use crate::kernels::rnn::gru::THREADS;
-use crate::kernels::KernelId;
 use crate::rnn::reference::RolloutShape;
 use crate::rnn::Dropout;
 use crate::runtime::{DeviceBuffer, Gpu};
@@ -206,16 +205,10 @@ impl Rollout {
             // SAFETY: as above; the clusters (16 blocks of one member and batch group) are the
             // only blocks that communicate, and a cluster's blocks are always co-scheduled.
             Path::Cluster(.., tu) => unsafe { lb.launch_cluster(sh.slices, tu.spread_policy) }?,
-            Path::Held { .. } if id == KernelId::RnnGruHeld48swxcd => {
-                // SAFETY: as above; `rnn_gru_held48swxcd` waits for the kernel before it
-                // (`griddepcontrol.wait`) before it touches memory (cooperative unless
-                // `plain_launch`).
-                unsafe { lb.launch_programmatic(!d.plain_launch) }?
-            }
+            // SAFETY: as above.
             // SAFETY: as above; the spinning blocks give up after the barrier timeout when the
             // grid is not co-resident (`plain_launch`: measurements only).
             Path::Held { .. } if d.plain_launch => unsafe { lb.launch() }?,
-            // SAFETY: as above.
             Path::Shared | Path::Stationary | Path::Stationary48 | Path::Held { .. } => {
                 unsafe { lb.launch_cooperative() }?
             }

@@ -88,11 +88,10 @@ impl Path {
 
 /// The split, staged 48-row kernel with the schedule `t`.
 fn tuned(t: HeldTune) -> KernelId {
-    match (t.overlap, t.probe, t.pdl) {
-        (true, false, false) => KernelId::RnnGruHeld48swxc,
-        (true, false, true) => KernelId::RnnGruHeld48swxcd,
-        (true, true, _) => KernelId::RnnGruHeld48swxcp,
-        (false, ..) => KernelId::RnnGruHeld48sw,
+    match (t.overlap, t.probe) {
+        (true, false) => KernelId::RnnGruHeld48swxc,
+        (true, true) => KernelId::RnnGruHeld48swxcp,
+        (false, _) => KernelId::RnnGruHeld48sw,
     }
 }
 

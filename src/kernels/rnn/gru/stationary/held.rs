@@ -54,10 +54,7 @@
 //! SM from L2 at ~6 TB/s for the whole GPU), and lets the threads with a cell issue the gather's
 //! first poll loads right after their cell and take their gi sums of step t + 1 while the loads
 //! are out (the others sum first, then poll). `rnn_gru_held48swxcp` is the same kernel with
-//! thread 0's gather timed (`super::PROBES`; bench instrumentation), `rnn_gru_held48swxcd`
-//! (sm_90, opt-in) the same kernel for programmatic dependent launches: its blocks let the next
-//! grid on the stream be scheduled and wait for the grid before it before anything else, so
-//! that back-to-back rollouts skip the launch gap. Session 11's other
+//! thread 0's gather timed (`super::PROBES`; bench instrumentation). Session 11's other
 //! schedules (gi sums by the upper warps, each warp gathering its own K slice with no barrier,
 //! every lower thread summing inside the round trip) measured slower on an H100 and were
 //! removed in session 12.
@@ -117,31 +114,16 @@ pub fn build48swxcp(target: Target) -> Module {
     tuned(target, "rnn_gru_held48swxcp", true)
 }
 
-/// Builds `rnn_gru_held48swxcd` (`rnn_gru_held48swxc` for programmatic dependent launches,
-/// sm_90: every block lets the next grid on the stream be scheduled and waits for the grid
-/// before it, first thing; opt-in).
-pub fn build48swxcd(target: Target) -> Module {
-    let how = How {
-        pdl: true,
-        ..swxc(false)
-    };
-    build_any(target, "rnn_gru_held48swxcd", how)
-}
-
 /// `rnn_gru_held48sw` with session 11's schedule (`lazy_x` and `overlap`), thread 0's gather
 /// timed if `probe` (see [`How`]).
 fn tuned(target: Target, name: &str, probe: bool) -> Module {
-    build_any(target, name, swxc(probe))
-}
-
-/// What `rnn_gru_held48swxc` (`rnn_gru_held48swxcp` with `probe`) is built from.
-fn swxc(probe: bool) -> How {
-    How {
+    let how = How {
         lazy_x: true,
         overlap: true,
         probe,
         ..How::new(3, Some(GiBy::Lower), true)
-    }
+    };
+    build_any(target, name, how)
 }
 
 /// With the roles split: which warps take the gi sums (the lower four, with the cells and the
@@ -190,9 +172,6 @@ struct How {
     /// The gi sums of the lower threads with a cell between the gather's first poll loads and
     /// their check (split roles, gi sums by the lower warps; `held_step::Env`).
     overlap: bool,
-    /// Programmatic dependent launch (sm_90): `griddepcontrol.launch_dependents` and
-    /// `griddepcontrol.wait` before anything else.
-    pdl: bool,
 }
 
 impl How {
@@ -204,7 +183,6 @@ impl How {
             lazy_x: false,
             probe: false,
             overlap: false,
-            pdl: false,
         }
     }
 }
@@ -223,12 +201,6 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
     let lane = Lane::new(b, c);
     let up = split.then(|| Upper::new(b, c, &lane));
     let at = |b: &mut KernelBuilder, i: u32| stamps.at(b, i);
-    if how.pdl {
-        // Nothing before this reads or writes global memory (`Accounting::None`).
-        b.comment("dependent launch: let the next grid be scheduled, wait for the last");
-        b.griddepcontrol_launch_dependents();
-        b.griddepcontrol_wait();
-    }
     at(b, 0);
     b.comment("count the block in (thread 0; the epoch is used after the prologue's barrier)");
     let t0 = b.setp(Cmp::Eq, c.tid, 0u32);
