@@ -3,10 +3,10 @@
 //! slices exchanging their states through the tagged words) on `rnn_gru_stationary` in both
 //! projection modes and on `rnn_gru_shared`, with 16 slices on `rnn_gru_stationary48`,
 //! `rnn_gru_held48`, `rnn_gru_held48s`, `rnn_gru_held48w`, `rnn_gru_held48sw` and
-//! `rnn_gru_held48swxc`, and with 13 on `rnn_gru_held64` and `rnn_gru_held64s` (W_ih held too,
-//! gi step by step): one GRU with and without layer norm, an ensemble of 2 with dropout. The interpreter runs the whole grid
-//! interleaved (the blocks poll each other as on a device); its `%clock64` is 0, so a late block
-//! is never given up on.
+//! `rnn_gru_held48swxc`, and with 13 on `rnn_gru_held64`, `rnn_gru_held64o` and
+//! `rnn_gru_held64s` (W_ih held too, gi step by step): one GRU with and without layer norm, an
+//! ensemble of 2 with dropout. The interpreter runs the whole grid interleaved (the blocks poll
+//! each other as on a device); its `%clock64` is 0, so a late block is never given up on.
 
 use ptxflow::kernels::rnn::gru::stationary::held;
 use ptxflow::kernels::rnn::gru::{shared, stationary};
@@ -97,6 +97,7 @@ fn run_sliced(id: KernelId, case: &Case, chunk: u32, slices: u32) -> Vec<f32> {
         KernelId::RnnGruHeld48
             | KernelId::RnnGruHeld48s
             | KernelId::RnnGruHeld64
+            | KernelId::RnnGruHeld64o
             | KernelId::RnnGruHeld64s
     ) {
         args.push(Arg::U64(0));
@@ -214,6 +215,12 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 "W_ih held too, 64 gate rows",
             ),
             (
+                KernelId::RnnGruHeld64o,
+                STEPS as u32,
+                SLICES,
+                "W_ih held too, 64 gate rows, W_ih partials in the gather",
+            ),
+            (
                 KernelId::RnnGruHeld64s,
                 STEPS as u32,
                 SLICES,
@@ -230,7 +237,9 @@ fn gru_kernels_match_the_f64_reference_in_the_interpreter() {
                 | KernelId::RnnGruHeld48sw
                 | KernelId::RnnGruHeld48swxc
                 | KernelId::RnnGruHeld48swxcp => Some("rnn_gru_stationary48"),
-                KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64s => Some("rnn_gru_stationary"),
+                KernelId::RnnGruHeld64 | KernelId::RnnGruHeld64o | KernelId::RnnGruHeld64s => {
+                    Some("rnn_gru_stationary")
+                }
                 _ => None,
             };
             if let Some(twin) = twin {

@@ -81,6 +81,7 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         tune: Some(HeldTune {
             overlap: true,
             probe,
+            ..HeldTune::default()
         }),
         ..global
     };
@@ -136,6 +137,18 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         // says; `_tune_xcp`: with thread 0's gather timed (`rnn_gru_held48swxcp`).
         ("gru_rollout_tune_xc", vec![single.clone()], cells(false)),
         ("gru_rollout_tune_xcp", vec![single.clone()], cells(true)),
+        // `_tune_g`: `rnn_gru_held64o`, the partials of W_ih x in the gather's round trip.
+        (
+            "gru_ensemble5_tune_g",
+            ens.clone(),
+            GruLaunch {
+                tune: Some(HeldTune {
+                    partials_in_gather: true,
+                    ..HeldTune::default()
+                }),
+                ..global
+            },
+        ),
         // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
         ("gru_rollout_held_plain", vec![single.clone()], held(true)),
         ("gru_ensemble5_held", ens.clone(), held(true)),
@@ -207,7 +220,7 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
             }
         }
         let mut gg = GpuGru::new(gpu.clone(), &members, 10, 32, launch).expect("gru");
-        // A launch kind the driver refuses (e.g. `_pdl`) skips its row instead of the rest.
+        // A launch the driver refuses skips its row instead of the rest.
         if let Err(e) = gg
             .rollout_device(&s, &xs.slice(..), &h0.slice(..), SHAPE, None)
             .and_then(|()| gg.check(&s))

@@ -73,18 +73,31 @@ fn gru_held_case(
     let units = 2 * 128u32.div_ceil(slices);
     let small = units <= 16 && rows * units <= 128;
     // Session 11's schedule of `rnn_gru_held48sw` (`HeldTune::overlap`: the default unless
-    // PTXFLOW_GRU_TUNE says otherwise) and its twin with thread 0's gather timed (`probe`), bit
-    // for bit too.
+    // PTXFLOW_GRU_TUNE says otherwise) and its twin with thread 0's gather timed (`probe`), and
+    // `rnn_gru_held64o`, bit for bit too.
     let s = small;
     let no_tune_var = std::env::var_os("PTXFLOW_GRU_TUNE").is_none();
     let tune = |probe| {
         Some(HeldTune {
             overlap: true,
             probe,
+            ..HeldTune::default()
         })
     };
+    // `rnn_gru_held64` with the partials of W_ih x in the gather's round trip.
+    let in_gather = Some(HeldTune {
+        partials_in_gather: true,
+        ..HeldTune::default()
+    });
     let variants = [
         (units > 16, Some(true), None, None, "rnn_gru_held64s"),
+        (
+            units > 16,
+            Some(false),
+            Some(false),
+            in_gather,
+            "rnn_gru_held64o",
+        ),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
         (
             units <= 16,

@@ -78,7 +78,8 @@ pub struct GruLaunch {
 }
 
 /// Schedules of `rnn_gru_held48sw` (session 11; `overlap` is the default: see
-/// [`GruLaunch::tune`]). Session 11's other schedules measured slower and were removed.
+/// [`GruLaunch::tune`]; session 11's other schedules measured slower and were removed) and of
+/// `rnn_gru_held64` (`partials_in_gather`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
     /// x of steps 3 .. copied during the steps by the upper warps (not in the prologue), and
@@ -89,6 +90,11 @@ pub struct HeldTune {
     /// With `overlap`: thread 0's gather timed in stamped launches (`rnn_gru_held48swxcp`,
     /// `gru::stationary::PROBES`; `xocp` in `PTXFLOW_GRU_TUNE`); ignored without `overlap`.
     pub probe: bool,
+    /// The 64-row held kernel without split roles (the ensemble of 5's shape): the partials of
+    /// `W_ih x_{t+2}` between the gather's first poll loads and their check, so that the loads'
+    /// L2 round trip hides them (`rnn_gru_held64o`; `g` in `PTXFLOW_GRU_TUNE`, e.g. `xocg`).
+    /// Opt-in; ignored by the other kernels.
+    pub partials_in_gather: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -33,17 +33,20 @@ fn switch_from_env(name: &str) -> Option<bool> {
 /// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: unset or empty: [`TUNE_DEFAULT`]; letters `x`,
 /// `o` and `c` (session 11's names: x copied during the steps, gi sums in the gather's round
 /// trip, by the threads with a cell) turn on [`HeldTune::overlap`] (`rnn_gru_held48swxc`), `p`
-/// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`); other values (e.g. `none`): neither
-/// (`rnn_gru_held48sw`).
+/// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`), `g` [`HeldTune::partials_in_gather`]
+/// (`rnn_gru_held64o`; e.g. `xocg` keeps the 48-row default); other values (e.g. `none`): none of
+/// them (`rnn_gru_held48sw`, `rnn_gru_held64`).
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
     if v.is_empty() {
         return TUNE_DEFAULT;
     }
-    let overlap = v.chars().all(|c| "xocp".contains(c)) && "xoc".chars().all(|c| v.contains(c));
+    let known = v.chars().all(|c| "xocpg".contains(c));
+    let overlap = known && "xoc".chars().all(|c| v.contains(c));
     HeldTune {
         overlap,
         probe: overlap && v.contains('p'),
+        partials_in_gather: known && v.contains('g'),
     }
 }
 
@@ -57,6 +60,7 @@ fn tune_from_env() -> HeldTune {
 const TUNE_DEFAULT: HeldTune = HeldTune {
     overlap: true,
     probe: false,
+    partials_in_gather: false,
 };
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
@@ -163,7 +167,7 @@ pub(super) fn choose_held(
             continue;
         };
         let chunk = max_steps as u32;
-        // The tuned schedule exists for the split, staged 48-row kernel only.
+        // The tuned schedules exist for the split, staged 48-row kernel and the 64-row one.
         let tune = launch.tune.unwrap_or_else(tune_from_env);
         let path_of = |staged| Path::Held {
             rows64,
@@ -171,6 +175,11 @@ pub(super) fn choose_held(
             staged,
             tune: if split && staged && !rows64 {
                 tune
+            } else if rows64 && !split {
+                HeldTune {
+                    partials_in_gather: tune.partials_in_gather,
+                    ..HeldTune::default()
+                }
             } else {
                 HeldTune::default()
             },

@@ -43,7 +43,8 @@ pub(super) enum Path {
     /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `split`:
     /// `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper four warps only); `staged`
     /// (3J <= 48 only): `rnn_gru_held48w` / `rnn_gru_held48sw` (weights staged through shared
-    /// memory by coalesced copies).
+    /// memory by coalesced copies); `tune`: `rnn_gru_held48sw`'s schedules, and
+    /// `rnn_gru_held64o` for `rnn_gru_held64`.
     Held {
         rows64: bool,
         split: bool,
@@ -80,8 +81,15 @@ impl Path {
             Path::Held {
                 rows64: true,
                 split: false,
+                tune,
                 ..
-            } => KernelId::RnnGruHeld64,
+            } => {
+                if tune.partials_in_gather {
+                    KernelId::RnnGruHeld64o
+                } else {
+                    KernelId::RnnGruHeld64
+                }
+            }
         }
     }
 }

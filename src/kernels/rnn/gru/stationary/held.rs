@@ -80,6 +80,16 @@ pub fn build64(target: Target) -> Module {
     build(target, "rnn_gru_held64", 4)
 }
 
+/// Builds `rnn_gru_held64o` (`rnn_gru_held64` with the partials of `W_ih x_{t+2}` inside the
+/// gather's first L2 round trip; opt-in).
+pub fn build64o(target: Target) -> Module {
+    let how = How {
+        partials_in_gather: true,
+        ..How::new(4, None, false)
+    };
+    build_any(target, "rnn_gru_held64o", how)
+}
+
 /// Builds `rnn_gru_held48s` (lane rows q < 3, roles split between the warps: `wide`; the lower
 /// warps take the gi sums).
 pub fn build48s(target: Target) -> Module {
@@ -172,6 +182,9 @@ struct How {
     /// The gi sums of the lower threads with a cell between the gather's first poll loads and
     /// their check (split roles, gi sums by the lower warps; `held_step::Env`).
     overlap: bool,
+    /// Without split roles: the partials of `W_ih x_{t+2}` between the gather's first poll
+    /// loads and their check (`held_step::Env`).
+    partials_in_gather: bool,
 }
 
 impl How {
@@ -183,6 +196,7 @@ impl How {
             lazy_x: false,
             probe: false,
             overlap: false,
+            partials_in_gather: false,
         }
     }
 }
@@ -345,6 +359,7 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
         lazy_x,
         probe: how_probe,
         overlap: how.overlap,
+        partials_in_gather: how.partials_in_gather && !split,
         zero,
     };
     steps(b, &env);

@@ -30,6 +30,9 @@ pub(super) struct Env<'a> {
     /// The gi sums of the lower threads with a cell between the gather's first poll loads and
     /// their check (they poll right after their cell); the others take theirs before the gather.
     pub overlap: bool,
+    /// Without split roles: the partials of `W_ih x_{t+2}` between the gather's first poll
+    /// loads and their check (every thread has a first pass: rows >= 4, 128 pairs a row).
+    pub partials_in_gather: bool,
     /// A register holding 0.
     pub zero: Reg<U32>,
 }
@@ -60,6 +63,7 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
         lazy_x,
         probe: how_probe,
         overlap,
+        partials_in_gather,
         zero,
     } = *env;
     let (p, smem) = (c.p, c.smem);
@@ -136,10 +140,13 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 let has = with_cell(b);
                 b.if_then(has, gi_next);
             };
-            if !split {
+            let xp_next = |b: &mut KernelBuilder| {
                 let t2 = b.add(t, 2u32);
                 let more2 = b.setp(Cmp::Lt, t2, p.steps);
                 b.if_then(more2, |b| xp(b, t2));
+            };
+            if !split && !partials_in_gather {
+                xp_next(b);
             }
             b.comment("step t, 3: gather the other blocks' h' (tagged words)");
             let gather_until = {
@@ -169,6 +176,8 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 probe: if how_probe { Some(&probe) } else { None },
                 between: if overlap && !gi_upper {
                     Some(&gi_in_gather)
+                } else if partials_in_gather {
+                    Some(&xp_next)
                 } else {
                     None
                 },
