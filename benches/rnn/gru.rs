@@ -137,7 +137,8 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         // says; `_tune_xcp`: with thread 0's gather timed (`rnn_gru_held48swxcp`).
         ("gru_rollout_tune_xc", vec![single.clone()], cells(false)),
         ("gru_rollout_tune_xcp", vec![single.clone()], cells(true)),
-        // `_tune_g`: `rnn_gru_held64o`, the partials of W_ih x in the gather's round trip.
+        // `_tune_g`: `rnn_gru_held64o` (the partials of W_ih x in the gather's round trip; the
+        // default since session 12) whatever PTXFLOW_GRU_TUNE says.
         (
             "gru_ensemble5_tune_g",
             ens.clone(),
@@ -151,7 +152,15 @@ pub fn rows(g: &mut Group<'_>, gpu: &Arc<Gpu>, rng: &mut Rng) -> Vec<GruRow> {
         ),
         // `_plain`: an ordinary launch instead of the cooperative one (the launch's share).
         ("gru_rollout_held_plain", vec![single.clone()], held(true)),
-        ("gru_ensemble5_held", ens.clone(), held(true)),
+        // `gru_ensemble5_held`: session 9's `rnn_gru_held64` (no schedule of `HeldTune`).
+        (
+            "gru_ensemble5_held",
+            ens.clone(),
+            GruLaunch {
+                tune: Some(HeldTune::default()),
+                ..held(true)
+            },
+        ),
         ("gru_rollout_stationary", vec![single.clone()], held(false)),
         ("gru_ensemble5_stationary", ens.clone(), held(false)),
         ("gru_rollout_shared", vec![single.clone()], shared),

@@ -124,7 +124,7 @@ kernel_table! {
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
     /// `rnn_gru_held64` with the partials of `W_ih x_{t+2}` inside the gather's first L2 round
-    /// trip (opt-in, bit-identical).
+    /// trip (the 64-row default, e.g. the ensemble of 5; bit-identical).
     RnnGruHeld64o => rnn::gru::stationary::held::build64o, "rnn_gru_held64o", [Sm80];
     /// `rnn_gru_held48` with W_ih held by the upper four warps only: they take the partials of
     /// `W_ih x_{t+2}` while the lower four take the cells, gi sums and gather (bit-identical).

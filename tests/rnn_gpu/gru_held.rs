@@ -84,7 +84,8 @@ fn gru_held_case(
             ..HeldTune::default()
         })
     };
-    // `rnn_gru_held64` with the partials of W_ih x in the gather's round trip.
+    // `rnn_gru_held64` with the partials of W_ih x in the gather's round trip (the default
+    // unless PTXFLOW_GRU_TUNE says otherwise; `HeldTune::default()`: `rnn_gru_held64`).
     let in_gather = Some(HeldTune {
         partials_in_gather: true,
         ..HeldTune::default()
@@ -97,6 +98,13 @@ fn gru_held_case(
             Some(false),
             in_gather,
             "rnn_gru_held64o",
+        ),
+        (
+            units > 16,
+            Some(false),
+            Some(false),
+            Some(HeldTune::default()),
+            "rnn_gru_held64",
         ),
         (small, Some(true), Some(false), None, "rnn_gru_held48s"),
         (

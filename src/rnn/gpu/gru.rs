@@ -5,13 +5,15 @@
 //! shared memory, so that every block of every member is resident at once. Blocks of at most
 //! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
 //! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
-//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
-//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
+//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64o` run instead (W_ih held too, gi step
+//! by step; `rnn_gru_held64o` is `rnn_gru_held64` with the partials of W_ih x inside the
+//! gather's round trip, [`HeldTune::partials_in_gather`]; [`GruLaunch::held`],
+//! `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
 //! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48swxc` there (split
 //! roles, weights staged through shared memory, x of steps 3 .. copied during the steps, the
 //! cells' gi sums in the gather's round trip; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
 //! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn the first two off, [`GruLaunch::tune`] /
-//! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels
+//! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`, and `rnn_gru_held64`). Opt-in: the sm_90 cluster kernels
 //! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the default's gather
 //! timed for the bench ([`HeldTune::probe`]).
 
@@ -70,16 +72,17 @@ pub struct GruLaunch {
     /// where the staged rows fit in shared memory); `Some(true)` fails with `Input` where it
     /// cannot run.
     pub staged: Option<bool>,
-    /// Schedules of the split, staged 48-row kernel (bit-identical states). `None`: as
-    /// `PTXFLOW_GRU_TUNE` says (`xoc`: `overlap`, `xocp`: `overlap` and `probe`, other values
-    /// such as `none`: neither, `rnn_gru_held48sw`), else `overlap` (`rnn_gru_held48swxc`);
-    /// ignored by the other kernels.
+    /// Schedules of the split, staged 48-row kernel and of the 64-row one (bit-identical
+    /// states). `None`: as `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches: `xoc`
+    /// `overlap`, `p` `probe`, `g` `partials_in_gather`; other values such as `none`: none of
+    /// them, `rnn_gru_held48sw` and `rnn_gru_held64`), else `overlap` and `partials_in_gather`
+    /// (`rnn_gru_held48swxc`, `rnn_gru_held64o`); ignored by the other kernels.
     pub tune: Option<HeldTune>,
 }
 
 /// Schedules of `rnn_gru_held48sw` (session 11; `overlap` is the default: see
 /// [`GruLaunch::tune`]; session 11's other schedules measured slower and were removed) and of
-/// `rnn_gru_held64` (`partials_in_gather`).
+/// `rnn_gru_held64` (`partials_in_gather`, the default since session 12).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
     /// x of steps 3 .. copied during the steps by the upper warps (not in the prologue), and
@@ -93,7 +96,7 @@ pub struct HeldTune {
     /// The 64-row held kernel without split roles (the ensemble of 5's shape): the partials of
     /// `W_ih x_{t+2}` between the gather's first poll loads and their check, so that the loads'
     /// L2 round trip hides them (`rnn_gru_held64o`; `g` in `PTXFLOW_GRU_TUNE`, e.g. `xocg`).
-    /// Opt-in; ignored by the other kernels.
+    /// Off: `rnn_gru_held64`. Ignored by the other kernels.
     pub partials_in_gather: bool,
 }
 

@@ -4,7 +4,8 @@
 //! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedule (`HeldTune`:
 //! `rnn_gru_held48swxc`, x copied during the steps and the cells' gi sums in the gather's round
 //! trip, is the default for blocks of at most 16 units and 128 cells, e.g. the T=10 B=32
-//! rollout).
+//! rollout), and of `rnn_gru_held64` (`rnn_gru_held64o`, the partials of W_ih x in the gather's
+//! round trip: the default for the 64-row kernel, e.g. the ensemble of 5).
 
 use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
@@ -34,8 +35,8 @@ fn switch_from_env(name: &str) -> Option<bool> {
 /// `o` and `c` (session 11's names: x copied during the steps, gi sums in the gather's round
 /// trip, by the threads with a cell) turn on [`HeldTune::overlap`] (`rnn_gru_held48swxc`), `p`
 /// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`), `g` [`HeldTune::partials_in_gather`]
-/// (`rnn_gru_held64o`; e.g. `xocg` keeps the 48-row default); other values (e.g. `none`): none of
-/// them (`rnn_gru_held48sw`, `rnn_gru_held64`).
+/// (`rnn_gru_held64o`; `xocg` is the default); other values (e.g. `none`): none of them
+/// (`rnn_gru_held48sw`, `rnn_gru_held64`).
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
     if v.is_empty() {
@@ -56,11 +57,14 @@ fn tune_from_env() -> HeldTune {
 /// criterion 17.54 us against 17.86 for x copied during the steps alone and 18.09 for
 /// `rnn_gru_held48sw`, alternating medians 18.23 against 18.30-18.57 and 18.52 (in-kernel
 /// stamps: 14.88 against 15.34 and 15.52 us; exchange 0.52 against 0.57 us a step, prologue
-/// 0.22 us shorter).
+/// 0.22 us shorter). And the partials of W_ih x inside the 64-row kernel's gather
+/// (`rnn_gru_held64o`): H100, ensemble of 5, one process: criterion 48.80 us against 49.56 for
+/// `rnn_gru_held64`, alternating medians 48.76 against 49.15 (mat-vec 1.69 against 1.75 us a
+/// step; the exchange phase still waits for the slowest block's states).
 const TUNE_DEFAULT: HeldTune = HeldTune {
     overlap: true,
     probe: false,
-    partials_in_gather: false,
+    partials_in_gather: true,
 };
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:

@@ -81,7 +81,7 @@ pub fn build64(target: Target) -> Module {
 }
 
 /// Builds `rnn_gru_held64o` (`rnn_gru_held64` with the partials of `W_ih x_{t+2}` inside the
-/// gather's first L2 round trip; opt-in).
+/// gather's first L2 round trip; the host's default for the 64-row shape since session 12).
 pub fn build64o(target: Target) -> Module {
     let how = How {
         partials_in_gather: true,
