@@ -4,14 +4,15 @@
 //! rank 32; the CPU reference only at 1024), the whole chain (eager, CUDA graph, 4 batches on 4
 //! streams). Prints SUMMARY lines against the targets of the issue.
 //!
-//! One bench binary; the rows live in the modules (`dense_chain`, `gru` with `gru_phases`,
-//! `rsvd`, the rSVD-only A/B modes in `rsvd_ab`), in the order they always ran.
+//! One bench binary; the rows live in the modules (`dense_chain`, `gru` with `gru_phases` and
+//! `gru_sweep`, `rsvd`, the rSVD-only A/B modes in `rsvd_ab`), in the order they always ran.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod dense_chain;
 mod gru;
 mod gru_phases;
+mod gru_sweep;
 mod rsvd;
 mod rsvd_ab;
 
