@@ -123,6 +123,9 @@ kernel_table! {
     RnnGruHeld48 => rnn::gru::stationary::held::build48, "rnn_gru_held48", [Sm80];
     /// `rnn_gru_held48` with lanes holding 64 gate rows (blocks of up to 21 units).
     RnnGruHeld64 => rnn::gru::stationary::held::build64, "rnn_gru_held64", [Sm80];
+    /// `rnn_gru_held64` with the partials of `W_ih x_{t+2}` inside the gather's first L2 round
+    /// trip (the 64-row default, e.g. the ensemble of 5; bit-identical).
+    RnnGruHeld64o => rnn::gru::stationary::held::build64o, "rnn_gru_held64o", [Sm80];
     /// `rnn_gru_held48` with W_ih held by the upper four warps only: they take the partials of
     /// `W_ih x_{t+2}` while the lower four take the cells, gi sums and gather (bit-identical).
     RnnGruHeld48s => rnn::gru::stationary::held::build48s, "rnn_gru_held48s", [Sm80];
@@ -135,33 +138,12 @@ kernel_table! {
     RnnGruHeld48w => rnn::gru::stationary::held::build48w, "rnn_gru_held48w", [Sm80];
     /// `rnn_gru_held48s` with the weights staged as in `rnn_gru_held48w` (bit-identical).
     RnnGruHeld48sw => rnn::gru::stationary::held::build48sw, "rnn_gru_held48sw", [Sm80];
-    /// `rnn_gru_held48sw` with the gi sums taken by the upper warps (opt-in, bit-identical).
-    RnnGruHeld48swu => rnn::gru::stationary::held::build48swu, "rnn_gru_held48swu", [Sm80];
-    /// `rnn_gru_held48sw` with x of steps 3 .. copied during the steps (opt-in, bit-identical).
-    RnnGruHeld48swx => rnn::gru::stationary::held::build48swx, "rnn_gru_held48swx", [Sm80];
-    /// Both of `rnn_gru_held48swu` and `rnn_gru_held48swx` (opt-in, bit-identical).
-    RnnGruHeld48swux => rnn::gru::stationary::held::build48swux, "rnn_gru_held48swux", [Sm80];
-    /// `rnn_gru_held48swx` with each warp gathering its own K slice of the states, no barrier
-    /// after the gather (opt-in, bit-identical).
-    RnnGruHeld48swxf => rnn::gru::stationary::held::build48swxf, "rnn_gru_held48swxf", [Sm80];
-    /// `rnn_gru_held48swxf` with the gi sums by the upper warps (opt-in, bit-identical).
-    RnnGruHeld48swuxf => rnn::gru::stationary::held::build48swuxf, "rnn_gru_held48swuxf", [Sm80];
-    /// `rnn_gru_held48sw` with the lower warps' gi sums in the gather's first round trip
-    /// (opt-in, bit-identical).
-    RnnGruHeld48swo => rnn::gru::stationary::held::build48swo, "rnn_gru_held48swo", [Sm80];
-    /// `rnn_gru_held48swo` with x of steps 3 .. copied during the steps (opt-in, bit-identical).
-    RnnGruHeld48swxo => rnn::gru::stationary::held::build48swxo, "rnn_gru_held48swxo", [Sm80];
-    /// `rnn_gru_held48swxo` with thread 0's gather timed (bench instrumentation, opt-in).
-    RnnGruHeld48swxop => rnn::gru::stationary::held::build48swxop, "rnn_gru_held48swxop", [Sm80];
-    /// `rnn_gru_held48swxo` with only the threads with a cell summing in the round trip
-    /// (opt-in, bit-identical).
+    /// `rnn_gru_held48sw` with x of steps 3 .. copied during the steps and the threads with a
+    /// cell taking their gi sums in the gather's first round trip (the rollout default for
+    /// blocks of at most 16 units and 128 cells; bit-identical).
     RnnGruHeld48swxc => rnn::gru::stationary::held::build48swxc, "rnn_gru_held48swxc", [Sm80];
     /// `rnn_gru_held48swxc` with thread 0's gather timed (bench instrumentation, opt-in).
     RnnGruHeld48swxcp => rnn::gru::stationary::held::build48swxcp, "rnn_gru_held48swxcp", [Sm80];
-    /// `rnn_gru_held48sw` with thread 0's gather timed (bench instrumentation, opt-in).
-    RnnGruHeld48swp => rnn::gru::stationary::held::build48swp, "rnn_gru_held48swp", [Sm80];
-    /// `rnn_gru_held48swux` with thread 0's gather timed (bench instrumentation, opt-in).
-    RnnGruHeld48swuxp => rnn::gru::stationary::held::build48swuxp, "rnn_gru_held48swuxp", [Sm80];
     /// `rnn_gru_stationary` with the per-step exchange in distributed shared memory: one
     /// thread-block cluster of 16 per (member, batch group); sm_90 and later.
     RnnGruCluster => rnn::gru::stationary::cluster::build, "rnn_gru_cluster", [Sm90];

@@ -5,15 +5,17 @@
 //! shared memory, so that every block of every member is resident at once. Blocks of at most
 //! 16 units with gi of every step first run `rnn_gru_stationary48` (lanes hold 48 gate rows;
 //! `PTXFLOW_GRU_ROWS48=0`: `rnn_gru_stationary`). On sm_80 and later, where a grid of one
-//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64` run instead (W_ih held too, gi step
-//! by step; [`GruLaunch::held`], `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
+//! block per SM fits, `rnn_gru_held48` / `rnn_gru_held64o` run instead (W_ih held too, gi step
+//! by step; `rnn_gru_held64o` is `rnn_gru_held64` with the partials of W_ih x inside the
+//! gather's round trip, [`HeldTune::partials_in_gather`]; [`GruLaunch::held`],
+//! `PTXFLOW_GRU_HELD=0` turns them off; `gru_held`); blocks of at
 //! most 16 units and 128 cells (the T=10 B=32 rollout) run `rnn_gru_held48swxc` there (split
 //! roles, weights staged through shared memory, x of steps 3 .. copied during the steps, the
 //! cells' gi sums in the gather's round trip; [`GruLaunch::split`] / `PTXFLOW_GRU_SPLIT=0`,
 //! [`GruLaunch::staged`] / `PTXFLOW_GRU_STAGED=0` turn the first two off, [`GruLaunch::tune`] /
-//! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`). Opt-in: the sm_90 cluster kernels
-//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the other schedules of
-//! [`HeldTune`].
+//! `PTXFLOW_GRU_TUNE=none` the last two: `rnn_gru_held48sw`, and `rnn_gru_held64`). Opt-in: the sm_90 cluster kernels
+//! ([`GruLaunch::exchange`], `PTXFLOW_GRU_EXCHANGE`; `gru_cluster`) and the default's gather
+//! timed for the bench ([`HeldTune::probe`]).
 
 use super::gru_cluster::{ClusterExchange, Staging};
 pub use super::gru_cluster::{GruExchange, GruStaging};
@@ -70,39 +72,32 @@ pub struct GruLaunch {
     /// where the staged rows fit in shared memory); `Some(true)` fails with `Input` where it
     /// cannot run.
     pub staged: Option<bool>,
-    /// Schedules of the split, staged 48-row kernel (bit-identical states). `None`: as
-    /// `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches, e.g. `xoc`; `none`: none of
-    /// them, `rnn_gru_held48sw`), else `lazy_x`, `overlap` and `overlap_cells`
-    /// (`rnn_gru_held48swxc`); ignored by the other kernels.
+    /// Schedules of the split, staged 48-row kernel and of the 64-row one (bit-identical
+    /// states). `None`: as `PTXFLOW_GRU_TUNE` says (letters of [`HeldTune`]'s switches: `xoc`
+    /// `overlap`, `p` `probe`, `g` `partials_in_gather`; other values such as `none`: none of
+    /// them, `rnn_gru_held48sw` and `rnn_gru_held64`), else `overlap` and `partials_in_gather`
+    /// (`rnn_gru_held48swxc`, `rnn_gru_held64o`); ignored by the other kernels.
     pub tune: Option<HeldTune>,
 }
 
-/// Schedules of `rnn_gru_held48sw` (session 11; `lazy_x` + `overlap` + `overlap_cells` is the
-/// default, the others are opt-in: see [`GruLaunch::tune`]).
+/// Schedules of `rnn_gru_held48sw` (session 11; `overlap` is the default: see
+/// [`GruLaunch::tune`]; session 11's other schedules measured slower and were removed) and of
+/// `rnn_gru_held64` (`partials_in_gather`, the default since session 12).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldTune {
-    /// The gi sums of step t + 1 by the upper warps (after their partials of `W_ih x`), not by
-    /// the lower ones before the gather (`rnn_gru_held48swu`; `u` in `PTXFLOW_GRU_TUNE`).
-    pub gi_upper: bool,
-    /// x of steps 3 .. copied during the steps by the upper warps, not in the prologue
-    /// (`rnn_gru_held48swx`; `x` in `PTXFLOW_GRU_TUNE`).
-    pub lazy_x: bool,
-    /// Thread 0's gather timed in stamped launches (`rnn_gru_held48swp` /
-    /// `rnn_gru_held48swuxp`, `gru::stationary::PROBES`; `p` in `PTXFLOW_GRU_TUNE`).
-    pub probe: bool,
-    /// Each warp gathers its own K slice of the states at the top of the step, no barrier after
-    /// the gather (`rnn_gru_held48swxf`, with `lazy_x` and without `probe`; `rnn_gru_held48swuxf`
-    /// with `gi_upper` too; with layer norm or dropout they run the loop of the kernel without
-    /// `fused`); `f` in `PTXFLOW_GRU_TUNE` (`xf`, `uxf`).
-    pub fused: bool,
-    /// The lower warps' gi sums of step t + 1 between the gather's first poll loads and their
-    /// check, so that the loads' L2 round trip hides them (`rnn_gru_held48swo`, with `lazy_x`
-    /// `rnn_gru_held48swxo`, with `probe` too `rnn_gru_held48swxop`; `o` in `PTXFLOW_GRU_TUNE`).
+    /// x of steps 3 .. copied during the steps by the upper warps (not in the prologue), and
+    /// the threads with a cell issue the gather's first poll loads right after their cell and
+    /// take their gi sums of step t + 1 while the loads are out (`rnn_gru_held48swxc`; `xoc` in
+    /// `PTXFLOW_GRU_TUNE`). Off: `rnn_gru_held48sw`.
     pub overlap: bool,
-    /// With `overlap`, only the threads with a cell sum in the round trip (they poll right after
-    /// their cell); the others sum before polling (`rnn_gru_held48swxc` with `lazy_x`,
-    /// `rnn_gru_held48swxcp` with `probe` too; `c` in `PTXFLOW_GRU_TUNE`, e.g. `xoc`).
-    pub overlap_cells: bool,
+    /// With `overlap`: thread 0's gather timed in stamped launches (`rnn_gru_held48swxcp`,
+    /// `gru::stationary::PROBES`; `xocp` in `PTXFLOW_GRU_TUNE`); ignored without `overlap`.
+    pub probe: bool,
+    /// The 64-row held kernel without split roles (the ensemble of 5's shape): the partials of
+    /// `W_ih x_{t+2}` between the gather's first poll loads and their check, so that the loads'
+    /// L2 round trip hides them (`rnn_gru_held64o`; `g` in `PTXFLOW_GRU_TUNE`, e.g. `xocg`).
+    /// Off: `rnn_gru_held64`. Ignored by the other kernels.
+    pub partials_in_gather: bool,
 }
 
 /// One GRU or an ensemble (same sizes), with device buffers for up to `max_steps` x `max_batch`.

@@ -1,10 +1,11 @@
 //! Block shapes of the held-weights GRU kernels (`rnn_gru_held48` / `rnn_gru_held64`: W_ih and
 //! W_hh in registers, gi step by step, one block per SM; `gru::stationary::held`), and their
 //! variants: split roles (`rnn_gru_held48s` / `rnn_gru_held64s`), weights staged through shared
-//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedules (`HeldTune`:
+//! memory (`rnn_gru_held48w`), both (`rnn_gru_held48sw`), and its schedule (`HeldTune`:
 //! `rnn_gru_held48swxc`, x copied during the steps and the cells' gi sums in the gather's round
 //! trip, is the default for blocks of at most 16 units and 128 cells, e.g. the T=10 B=32
-//! rollout).
+//! rollout), and of `rnn_gru_held64` (`rnn_gru_held64o`, the partials of W_ih x in the gather's
+//! round trip: the default for the 64-row kernel, e.g. the ensemble of 5).
 
 use super::gru::{GruExchange, GruLaunch, HeldTune};
 use super::gru_shape::{smem_bytes, Kernel, Path, Shape};
@@ -30,41 +31,40 @@ fn switch_from_env(name: &str) -> Option<bool> {
     }
 }
 
-/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: letters of [`HeldTune`]'s switches, `u`
-/// (`gi_upper`), `x` (`lazy_x`), `p` (`probe`), `f` (`fused`), `o` (`overlap`), `c`
-/// (`overlap_cells`), e.g. `xoc` (combinations without a kernel run `rnn_gru_held48sw`); unset
-/// or empty: [`TUNE_DEFAULT`]; other letters (e.g. `none`): none of them (`rnn_gru_held48sw`).
+/// [`GruLaunch::tune`] from `PTXFLOW_GRU_TUNE`: unset or empty: [`TUNE_DEFAULT`]; letters `x`,
+/// `o` and `c` (session 11's names: x copied during the steps, gi sums in the gather's round
+/// trip, by the threads with a cell) turn on [`HeldTune::overlap`] (`rnn_gru_held48swxc`), `p`
+/// with them [`HeldTune::probe`] (`rnn_gru_held48swxcp`), `g` [`HeldTune::partials_in_gather`]
+/// (`rnn_gru_held64o`; `xocg` is the default); other values (e.g. `none`): none of them
+/// (`rnn_gru_held48sw`, `rnn_gru_held64`).
 fn tune_from_env() -> HeldTune {
     let v = std::env::var("PTXFLOW_GRU_TUNE").unwrap_or_default();
     if v.is_empty() {
         return TUNE_DEFAULT;
     }
-    if !v.chars().all(|c| "uxpfoc".contains(c)) {
-        return HeldTune::default();
-    }
+    let known = v.chars().all(|c| "xocpg".contains(c));
+    let overlap = known && "xoc".chars().all(|c| v.contains(c));
     HeldTune {
-        gi_upper: v.contains('u'),
-        lazy_x: v.contains('x'),
-        probe: v.contains('p'),
-        fused: v.contains('f'),
-        overlap: v.contains('o'),
-        overlap_cells: v.contains('c'),
+        overlap,
+        probe: overlap && v.contains('p'),
+        partials_in_gather: known && v.contains('g'),
     }
 }
 
-/// The schedules of `rnn_gru_held48sw` where neither [`GruLaunch::tune`] nor `PTXFLOW_GRU_TUNE`
+/// The schedule of `rnn_gru_held48sw` where neither [`GruLaunch::tune`] nor `PTXFLOW_GRU_TUNE`
 /// says: x of steps 3 .. copied during the steps, and the threads with a cell take their gi sums
 /// inside the gather's first L2 round trip (`rnn_gru_held48swxc`). H100, T=10 B=32, one process:
-/// criterion 17.54 us against 17.86 for `rnn_gru_held48swx` and 18.09 for `rnn_gru_held48sw`,
-/// alternating medians 18.23 against 18.30-18.57 and 18.52 (in-kernel stamps: 14.88 against 15.34
-/// and 15.52 us; exchange 0.52 against 0.57 us a step, prologue 0.22 us shorter).
+/// criterion 17.54 us against 17.86 for x copied during the steps alone and 18.09 for
+/// `rnn_gru_held48sw`, alternating medians 18.23 against 18.30-18.57 and 18.52 (in-kernel
+/// stamps: 14.88 against 15.34 and 15.52 us; exchange 0.52 against 0.57 us a step, prologue
+/// 0.22 us shorter). And the partials of W_ih x inside the 64-row kernel's gather
+/// (`rnn_gru_held64o`): H100, ensemble of 5, one process: criterion 48.80 us against 49.56 for
+/// `rnn_gru_held64`, alternating medians 48.76 against 49.15 (mat-vec 1.69 against 1.75 us a
+/// step; the exchange phase still waits for the slowest block's states).
 const TUNE_DEFAULT: HeldTune = HeldTune {
-    gi_upper: false,
-    lazy_x: true,
-    probe: false,
-    fused: false,
     overlap: true,
-    overlap_cells: true,
+    probe: false,
+    partials_in_gather: true,
 };
 
 /// Whether the split roles run where neither [`GruLaunch::split`] nor `PTXFLOW_GRU_SPLIT` says:
@@ -171,7 +171,7 @@ pub(super) fn choose_held(
             continue;
         };
         let chunk = max_steps as u32;
-        // The tuned schedules exist for the split, staged 48-row kernel only.
+        // The tuned schedules exist for the split, staged 48-row kernel and the 64-row one.
         let tune = launch.tune.unwrap_or_else(tune_from_env);
         let path_of = |staged| Path::Held {
             rows64,
@@ -179,6 +179,11 @@ pub(super) fn choose_held(
             staged,
             tune: if split && staged && !rows64 {
                 tune
+            } else if rows64 && !split {
+                HeldTune {
+                    partials_in_gather: tune.partials_in_gather,
+                    ..HeldTune::default()
+                }
             } else {
                 HeldTune::default()
             },

@@ -43,7 +43,8 @@ pub(super) enum Path {
     /// `rnn_gru_held48` for 3J <= 48, `rnn_gru_held64` up to 64 (`rows64`); `split`:
     /// `rnn_gru_held48s` / `rnn_gru_held64s` (W_ih in the upper four warps only); `staged`
     /// (3J <= 48 only): `rnn_gru_held48w` / `rnn_gru_held48sw` (weights staged through shared
-    /// memory by coalesced copies).
+    /// memory by coalesced copies); `tune`: `rnn_gru_held48sw`'s schedules, and
+    /// `rnn_gru_held64o` for `rnn_gru_held64`.
     Held {
         rows64: bool,
         split: bool,
@@ -80,34 +81,25 @@ impl Path {
             Path::Held {
                 rows64: true,
                 split: false,
+                tune,
                 ..
-            } => KernelId::RnnGruHeld64,
+            } => {
+                if tune.partials_in_gather {
+                    KernelId::RnnGruHeld64o
+                } else {
+                    KernelId::RnnGruHeld64
+                }
+            }
         }
     }
 }
 
-/// The split, staged 48-row kernel with the schedules `t` (combinations without a kernel of
-/// their own: `rnn_gru_held48sw`).
+/// The split, staged 48-row kernel with the schedule `t`.
 fn tuned(t: HeldTune) -> KernelId {
-    if t.overlap && t.overlap_cells && t.lazy_x && !t.gi_upper && !t.fused {
-        return if t.probe {
-            KernelId::RnnGruHeld48swxcp
-        } else {
-            KernelId::RnnGruHeld48swxc
-        };
-    }
-    match (t.gi_upper, t.lazy_x, t.probe, t.fused, t.overlap) {
-        (true, false, false, false, false) => KernelId::RnnGruHeld48swu,
-        (false, true, false, false, false) => KernelId::RnnGruHeld48swx,
-        (true, true, false, false, false) => KernelId::RnnGruHeld48swux,
-        (false, true, false, true, false) => KernelId::RnnGruHeld48swxf,
-        (true, true, false, true, false) => KernelId::RnnGruHeld48swuxf,
-        (false, false, true, false, false) => KernelId::RnnGruHeld48swp,
-        (true, true, true, false, false) => KernelId::RnnGruHeld48swuxp,
-        (false, false, false, false, true) => KernelId::RnnGruHeld48swo,
-        (false, true, false, false, true) => KernelId::RnnGruHeld48swxo,
-        (false, true, true, false, true) => KernelId::RnnGruHeld48swxop,
-        _ => KernelId::RnnGruHeld48sw,
+    match (t.overlap, t.probe) {
+        (true, false) => KernelId::RnnGruHeld48swxc,
+        (true, true) => KernelId::RnnGruHeld48swxcp,
+        (false, _) => KernelId::RnnGruHeld48sw,
     }
 }
 

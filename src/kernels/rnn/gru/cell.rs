@@ -53,22 +53,6 @@ pub(super) fn cell(
     publish(b, ex, at, unit, hn);
 }
 
-/// Step 2 with the cell's h in the register `h` (read as h, then set to h'): h' goes to the
-/// exchange words and `out` only (the fused step loop of `rnn_gru_held48swxf`, without layer
-/// norm and dropout).
-pub(super) fn cell_in_register(
-    b: &mut KernelBuilder,
-    ex: &Exchange<'_>,
-    at: &CellAt,
-    o_gi: Reg<U32>,
-    gh: &GateSum<'_>,
-    h: Reg<F32>,
-) {
-    let NewH { h: hn, unit, .. } = new_h_from(b, ex, at, o_gi, gh, Some(h));
-    b.mov_to(h, hn);
-    publish(b, ex, at, unit, hn);
-}
-
 /// h' of (row, unit) to its exchange word and, without layer norm and dropout, to `out`.
 fn publish(b: &mut KernelBuilder, ex: &Exchange<'_>, at: &CellAt, unit: Reg<U32>, hn: Reg<F32>) {
     let p = ex.p;
@@ -104,18 +88,6 @@ pub(super) fn new_h(
     at: &CellAt,
     o_gi: Reg<U32>,
     gh: &GateSum<'_>,
-) -> NewH {
-    new_h_from(b, ex, at, o_gi, gh, None)
-}
-
-/// [`new_h`] with h read from the register `h` when given (else from the shared rows).
-fn new_h_from(
-    b: &mut KernelBuilder,
-    ex: &Exchange<'_>,
-    at: &CellAt,
-    o_gi: Reg<U32>,
-    gh: &GateSum<'_>,
-    h: Option<Reg<F32>>,
 ) -> NewH {
     let p = ex.p;
     let smem = ex.smem;
@@ -159,10 +131,7 @@ fn new_h_from(
     let hi = b.mad(row, p.h, unit);
     let hi = b.add(hi, ex.o_h);
     let ha = b.shared_index(smem, hi);
-    let hprev = match h {
-        Some(h) => h,
-        None => b.ld::<F32>(Space::Shared, ha),
-    };
+    let hprev = b.ld::<F32>(Space::Shared, ha);
     let d = b.sub(hprev, n);
     let hn = b.fma(zg, d, n);
     NewH {

@@ -47,26 +47,20 @@
 //! `W_ih x_{t+2}` and the exchange (and transform); `rnn_gru_held48s` also at `STAMPS - 16 + t`
 //! (thread 64): the upper warps' partials of `W_ih x_{t+2}` done.
 //!
-//! Schedules of `rnn_gru_held48sw` (session 11, `How`; same sums in the same order, so states
-//! bit-identical): `rnn_gru_held48swx` copies x of steps 0 .. 3 in the prologue and x of step
-//! t + 3 in step t (upper warps) instead of every step's x in the prologue: 14 KiB less to land
-//! per block before step 0 (the prologue moves ~96 KiB per SM from L2 at ~6 TB/s for the whole
-//! GPU). `rnn_gru_held48swxc` (the host's default for this shape) also lets the threads with a
-//! cell issue the gather's first poll loads right after their cell and take their gi sums of
-//! step t + 1 while the loads are out (the others sum first, then poll). Opt-in, measured
-//! slower or no faster on an H100:
-//! `rnn_gru_held48swu` / `swux` (gi sums by the upper warps, which then outlast the cells and
-//! the gather), `rnn_gru_held48swxf` / `swuxf` (`held_fused`: each warp polls its own K slice,
-//! no barrier after the gather; the early polls load the L2 and slow the cells down),
-//! `rnn_gru_held48swo` / `swxo` (the lower warps' gi sums between the gather's first poll loads
-//! and their check: the threads without cells then poll before the states exist and pay a
-//! second round trip). Bench
-//! instrumentation: `rnn_gru_held48swp`, `swuxp`, `swxop`, `swxcp` time thread 0's gather
-//! (`super::PROBES`).
+//! Schedule of `rnn_gru_held48sw` (session 11, `How`; same sums in the same order, so states
+//! bit-identical): `rnn_gru_held48swxc` (the host's default for this shape) copies x of steps
+//! 0 .. 3 in the prologue and x of step t + 3 in step t (upper warps) instead of every step's x
+//! in the prologue (14 KiB less to land per block before step 0: the prologue moves ~96 KiB per
+//! SM from L2 at ~6 TB/s for the whole GPU), and lets the threads with a cell issue the gather's
+//! first poll loads right after their cell and take their gi sums of step t + 1 while the loads
+//! are out (the others sum first, then poll). `rnn_gru_held48swxcp` is the same kernel with
+//! thread 0's gather timed (`super::PROBES`; bench instrumentation). Session 11's other
+//! schedules (gi sums by the upper warps, each warp gathering its own K slice with no barrier,
+//! every lower thread summing inside the round trip) measured slower on an H100 and were
+//! removed in session 12.
 
 use super::cluster::prologue::{copy_h0_async, copy_x_async};
 use super::count::Count;
-use super::held_fused::fused_steps;
 use super::held_gi::{gi_sums, layout, x_partials, x_partials_wide, BIAS_FLOATS};
 pub use super::held_gi::{smem_floats, smem_floats_staged};
 use super::held_step::{steps, Env};
@@ -84,6 +78,16 @@ pub fn build48(target: Target) -> Module {
 /// Builds `rnn_gru_held64` (lane rows q < 4).
 pub fn build64(target: Target) -> Module {
     build(target, "rnn_gru_held64", 4)
+}
+
+/// Builds `rnn_gru_held64o` (`rnn_gru_held64` with the partials of `W_ih x_{t+2}` inside the
+/// gather's first L2 round trip; the host's default for the 64-row shape since session 12).
+pub fn build64o(target: Target) -> Module {
+    let how = How {
+        partials_in_gather: true,
+        ..How::new(4, None, false)
+    };
+    build_any(target, "rnn_gru_held64o", how)
 }
 
 /// Builds `rnn_gru_held48s` (lane rows q < 3, roles split between the warps: `wide`; the lower
@@ -108,86 +112,26 @@ pub fn build48sw(target: Target) -> Module {
     build_staged(target, "rnn_gru_held48sw", 3, Some(GiBy::Lower))
 }
 
-/// Builds `rnn_gru_held48swu` (`rnn_gru_held48sw` with the gi sums taken by the upper warps).
-pub fn build48swu(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swu", "u")
-}
-
-/// Builds `rnn_gru_held48swx` (`rnn_gru_held48sw` with x of steps 3 .. copied during the steps).
-pub fn build48swx(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swx", "x")
-}
-
-/// Builds `rnn_gru_held48swux` (both of the above).
-pub fn build48swux(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swux", "ux")
-}
-
-/// Builds `rnn_gru_held48swxf` (`rnn_gru_held48swx` with `held_fused`'s step loop: each warp
-/// gathers its own K slice, no barrier after the gather).
-pub fn build48swxf(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swxf", "xf")
-}
-
-/// Builds `rnn_gru_held48swuxf` (`rnn_gru_held48swxf` with the gi sums by the upper warps).
-pub fn build48swuxf(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swuxf", "uxf")
-}
-
-/// Builds `rnn_gru_held48swo` (`rnn_gru_held48sw` with the lower warps' gi sums between the
-/// gather's first poll loads and their check).
-pub fn build48swo(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swo", "o")
-}
-
-/// Builds `rnn_gru_held48swxo` (`rnn_gru_held48swo` with x copied during the steps).
-pub fn build48swxo(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swxo", "xo")
-}
-
-/// Builds `rnn_gru_held48swxop` (`rnn_gru_held48swxo` with thread 0's gather timed).
-pub fn build48swxop(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swxop", "xop")
-}
-
-/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48swxo` with only the threads with a cell taking
-/// their gi sums in the gather's round trip: they poll right after their cell, the others sum
-/// first).
+/// Builds `rnn_gru_held48swxc` (`rnn_gru_held48sw` with x of steps 3 .. copied during the steps
+/// and the threads with a cell taking their gi sums in the gather's round trip: they poll right
+/// after their cell, the others sum first).
 pub fn build48swxc(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swxc", "xoc")
+    tuned(target, "rnn_gru_held48swxc", false)
 }
 
-/// Builds `rnn_gru_held48swxcp` (`rnn_gru_held48swxc` with thread 0's gather timed).
+/// Builds `rnn_gru_held48swxcp` (`rnn_gru_held48swxc` with thread 0's gather timed: `PROBES`).
 pub fn build48swxcp(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swxcp", "xocp")
+    tuned(target, "rnn_gru_held48swxcp", true)
 }
 
-/// Builds `rnn_gru_held48swp` (`rnn_gru_held48sw` with thread 0's gather timed: `PROBES`).
-pub fn build48swp(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swp", "p")
-}
-
-/// Builds `rnn_gru_held48swuxp` (`rnn_gru_held48swux` with thread 0's gather timed).
-pub fn build48swuxp(target: Target) -> Module {
-    tuned(target, "rnn_gru_held48swuxp", "uxp")
-}
-
-/// `rnn_gru_held48sw` with the schedules named by `letters`: `u` gi sums by the upper warps,
-/// `x` x copied during the steps, `f` fused step loop, `o` gi sums in the gather's round trip,
-/// `c` only by the threads with a cell, `p` thread 0's gather timed (see [`How`]).
-fn tuned(target: Target, name: &str, letters: &str) -> Module {
-    let gi = if letters.contains('u') {
-        GiBy::Upper
-    } else {
-        GiBy::Lower
-    };
+/// `rnn_gru_held48sw` with session 11's schedule (`lazy_x` and `overlap`), thread 0's gather
+/// timed if `probe` (see [`How`]).
+fn tuned(target: Target, name: &str, probe: bool) -> Module {
     let how = How {
-        lazy_x: letters.contains('x'),
-        fused: letters.contains('f'),
-        overlap: letters.contains('o'),
-        overlap_cells: letters.contains('c'),
-        probe: letters.contains('p'),
-        ..How::new(3, Some(gi), true)
+        lazy_x: true,
+        overlap: true,
+        probe,
+        ..How::new(3, Some(GiBy::Lower), true)
     };
     build_any(target, name, how)
 }
@@ -235,13 +179,12 @@ struct How {
     lazy_x: bool,
     /// Thread 0's gather timings (`super::PROBES`).
     probe: bool,
-    /// Split roles and staging only: `held_fused`'s step loop without layer norm and dropout.
-    fused: bool,
-    /// The lower warps' gi sums between the gather's first poll loads and their check (split
-    /// roles, gi sums by the lower warps).
+    /// The gi sums of the lower threads with a cell between the gather's first poll loads and
+    /// their check (split roles, gi sums by the lower warps; `held_step::Env`).
     overlap: bool,
-    /// With `overlap`, only those of the threads with a cell (`held_step::Env`).
-    overlap_cells: bool,
+    /// Without split roles: the partials of `W_ih x_{t+2}` between the gather's first poll
+    /// loads and their check (`held_step::Env`).
+    partials_in_gather: bool,
 }
 
 impl How {
@@ -252,9 +195,8 @@ impl How {
             staging,
             lazy_x: false,
             probe: false,
-            fused: false,
             overlap: false,
-            overlap_cells: false,
+            partials_in_gather: false,
         }
     }
 }
@@ -417,22 +359,8 @@ fn rollout(b: &mut KernelBuilder, c: &Ctx<'_>, stamps: &Stamps, how: &How) {
         lazy_x,
         probe: how_probe,
         overlap: how.overlap,
-        overlap_cells: how.overlap_cells,
+        partials_in_gather: how.partials_in_gather && !split,
         zero,
     };
-    if how.fused && split && staging {
-        // The second W_hh scratch over the staged weights (held in registers by now).
-        let second = {
-            let lay = layout(b, c);
-            b.add(lay.bias, BIAS_FLOATS + 4)
-        };
-        let transformed = b.or(p.ln, p.drop);
-        b.if_else(
-            transformed,
-            |b| steps(b, &env),
-            |b| fused_steps(b, &env, second),
-        );
-    } else {
-        steps(b, &env);
-    }
+    steps(b, &env);
 }

@@ -27,11 +27,12 @@ pub(super) struct Env<'a> {
     pub gi_upper: bool,
     pub lazy_x: bool,
     pub probe: bool,
-    /// The gi sums of the lower warps between the gather's first poll loads and their check.
+    /// The gi sums of the lower threads with a cell between the gather's first poll loads and
+    /// their check (they poll right after their cell); the others take theirs before the gather.
     pub overlap: bool,
-    /// With `overlap`: only the threads with a cell take their gi sums there (they poll right
-    /// after their cell); the others take theirs before the gather.
-    pub overlap_cells: bool,
+    /// Without split roles: the partials of `W_ih x_{t+2}` between the gather's first poll
+    /// loads and their check (every thread has a first pass: rows >= 4, 128 pairs a row).
+    pub partials_in_gather: bool,
     /// A register holding 0.
     pub zero: Reg<U32>,
 }
@@ -62,7 +63,7 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
         lazy_x,
         probe: how_probe,
         overlap,
-        overlap_cells,
+        partials_in_gather,
         zero,
     } = *env;
     let (p, smem) = (c.p, c.smem);
@@ -123,31 +124,29 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 let more = b.setp(Cmp::Lt, t1, p.steps);
                 b.if_then(more, |b| gi_sums(b, c, t1, threads, tid));
             };
-            // `overlap_cells`: whether the calling thread has a cell (the lower threads
-            // tid < rows J).
+            // `overlap`: whether the calling thread has a cell (the lower threads tid < rows J).
             let with_cell = |b: &mut KernelBuilder| {
                 let cells = b.mul(c.rows, c.j);
                 b.setp(Cmp::Lt, tid, cells)
             };
             if !gi_upper && !overlap {
                 gi_next(b);
-            } else if !gi_upper && overlap_cells {
+            } else if !gi_upper {
                 let has = with_cell(b);
                 let none = b.not(has);
                 b.if_then(none, gi_next);
             }
             let gi_in_gather = |b: &mut KernelBuilder| {
-                if overlap_cells {
-                    let has = with_cell(b);
-                    b.if_then(has, gi_next);
-                } else {
-                    gi_next(b);
-                }
+                let has = with_cell(b);
+                b.if_then(has, gi_next);
             };
-            if !split {
+            let xp_next = |b: &mut KernelBuilder| {
                 let t2 = b.add(t, 2u32);
                 let more2 = b.setp(Cmp::Lt, t2, p.steps);
                 b.if_then(more2, |b| xp(b, t2));
+            };
+            if !split && !partials_in_gather {
+                xp_next(b);
             }
             b.comment("step t, 3: gather the other blocks' h' (tagged words)");
             let gather_until = {
@@ -177,6 +176,8 @@ pub(super) fn steps(b: &mut KernelBuilder, env: &Env<'_>) {
                 probe: if how_probe { Some(&probe) } else { None },
                 between: if overlap && !gi_upper {
                     Some(&gi_in_gather)
+                } else if partials_in_gather {
+                    Some(&xp_next)
                 } else {
                     None
                 },

@@ -46,7 +46,6 @@
 pub mod cluster;
 mod count;
 pub mod held;
-mod held_fused;
 mod held_gi;
 mod held_step;
 pub mod kernel;
@@ -104,11 +103,11 @@ impl Stamps {
     }
 }
 
-/// Extra stamps of the tuned held kernels (`held`'s `rnn_gru_held48swu` / `x` / `ux`, bench
-/// instrumentation) after the [`STAMPS`]: per step t < 16 at `STAMPS + 4 t + i`, thread 0's
-/// gather: i = 0 `%clock64` at its start, 1 when its first poll round was checked, 2 at its end,
-/// 3 the poll rounds (a count). The stamp array holds `STAMPS + 4 x blocks` u64 and these
-/// kernels run at least 16 blocks (16 unit slices).
+/// Extra stamps of `held`'s `rnn_gru_held48swxcp` (bench instrumentation) after the [`STAMPS`]:
+/// per step t < 16 at `STAMPS + 4 t + i`, thread 0's gather: i = 0 `%clock64` at its start, 1
+/// when its first poll round was checked, 2 at its end, 3 the poll rounds (a count). The stamp
+/// array holds `STAMPS + 4 x blocks` u64 and this kernel runs at least 16 blocks (16 unit
+/// slices).
 pub const PROBES: u32 = 4 * 16;
 
 impl Stamps {
