@@ -377,6 +377,27 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             };
             dst_src(&mut ins, 1)?;
         }
+        "mma" if has("m8n8k4") && has("f64") && ops.len() == 4 => {
+            // {d0, d1}, {a}, {b}, {c0, c1}: the f64 tensor-core tile (see `Op::MmaF64`).
+            let regs = |o: &str| -> Result<Vec<usize>, SimError> {
+                split_operands(o.trim_matches(|c| c == '{' || c == '}'))
+                    .iter()
+                    .map(|r| sy.reg(r, line, t))
+                    .collect()
+            };
+            let (d, a, b, c) = (
+                regs(&ops[0])?,
+                regs(&ops[1])?,
+                regs(&ops[2])?,
+                regs(&ops[3])?,
+            );
+            if d.len() != 2 || a.len() != 1 || b.len() != 1 || c.len() != 2 {
+                return Err(err(line, t, "mma.m8n8k4.f64 fragments"));
+            }
+            ins.op = Op::MmaF64;
+            ins.d = d;
+            ins.s = [a[0], b[0], c[0], c[1]].into_iter().map(V::R).collect();
+        }
         "match" if has("any") => {
             ins.op = Op::MatchAny;
             dst_src(&mut ins, 1)?;

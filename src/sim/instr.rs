@@ -176,6 +176,8 @@ pub(crate) enum Op {
     VoteAny,
     VoteAll,
     MatchAny,
+    /// `mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64`: d = [d0, d1], s = [a, b, c0, c1].
+    MmaF64,
     BarSync,
     BarWarp,
     Nop,
