@@ -20,7 +20,6 @@ use ptxflow::gaussian::layout::{self, STRIDE};
 use ptxflow::gaussian::GaussianFieldOps;
 use ptxflow::kernels::gaussian::backward::{self, TcOptions, TC_OPTIONS};
 use ptxflow::kernels::gaussian::common::{f32_exp_scale, GAUSSIAN_PAD};
-use ptxflow::ptx::Target;
 use ptxflow::sim::{Arg, Memory, Program};
 
 /// dLoss/dx and the packed Gaussian gradient from the interpreted tc backward (options `o`)
@@ -110,7 +109,7 @@ fn problems() -> Vec<Problem> {
 }
 
 fn check_interpreted(o: TcOptions, sets: &[Problem]) {
-    let prog = program(&backward::build_tc(Target::Sm80, o));
+    let prog = program(&backward::build_tc(o.target(), o));
     let mut bad = Vec::new();
     for p in sets {
         for normalised in [false, true] {
@@ -137,7 +136,7 @@ fn interpreted_tc_backward_matches_cpu_f64() {
 
 #[test]
 fn interpreted_tc_backward_variants_match_cpu_f64() {
-    for name in ["k3-w2", "k5-w4"] {
+    for name in ["k3-w2", "k5-w4", "k4-m16", "k3-w2-m16"] {
         let o = backward::tc_variant_options(name).unwrap();
         check_interpreted(o, &[far_points(37, 95, 27), random_problem(37, 300, 22)]);
     }

@@ -377,8 +377,8 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             };
             dst_src(&mut ins, 1)?;
         }
-        "mma" if has("m8n8k4") && has("f64") && ops.len() == 4 => {
-            // {d0, d1}, {a}, {b}, {c0, c1}: the f64 tensor-core tile (see `Op::MmaF64`).
+        "mma" if (has("m8n8k4") || has("m16n8k4")) && has("f64") && ops.len() == 4 => {
+            // {d..}, {a..}, {b}, {c..}: the f64 tensor-core tile (see `Op::MmaF64`).
             let regs = |o: &str| -> Result<Vec<usize>, SimError> {
                 split_operands(o.trim_matches(|c| c == '{' || c == '}'))
                     .iter()
@@ -391,12 +391,13 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 regs(&ops[2])?,
                 regs(&ops[3])?,
             );
-            if d.len() != 2 || a.len() != 1 || b.len() != 1 || c.len() != 2 {
-                return Err(err(line, t, "mma.m8n8k4.f64 fragments"));
+            let rows = if has("m16n8k4") { 2 } else { 1 };
+            if d.len() != 2 * rows || a.len() != rows || b.len() != 1 || c.len() != 2 * rows {
+                return Err(err(line, t, "mma f64 fragments"));
             }
-            ins.op = Op::MmaF64;
+            ins.op = Op::MmaF64 { rows };
             ins.d = d;
-            ins.s = [a[0], b[0], c[0], c[1]].into_iter().map(V::R).collect();
+            ins.s = a.into_iter().chain(b).chain(c).map(V::R).collect();
         }
         "match" if has("any") => {
             ins.op = Op::MatchAny;

@@ -176,8 +176,11 @@ pub(crate) enum Op {
     VoteAny,
     VoteAll,
     MatchAny,
-    /// `mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64`: d = [d0, d1], s = [a, b, c0, c1].
-    MmaF64,
+    /// `mma.sync.aligned.m8n8k4` (`rows` 1) or `.m16n8k4` (`rows` 2) `.row.col.f64`: d = the
+    /// 2 `rows` accumulators, s = the `rows` A values, B, then the 2 `rows` C values.
+    MmaF64 {
+        rows: usize,
+    },
     BarSync,
     BarWarp,
     Nop,

@@ -32,7 +32,7 @@ pub fn options() -> TcOptions {
 /// failed.
 pub fn load(gpu: &Gpu) -> Result<LanesBackward> {
     let o = options();
-    let module = backward::build_tc(crate::ptx::Target::Sm80, o);
+    let module = backward::build_tc(o.target(), o);
     // The table id only names the kernel in errors and picks nothing: `custom` is loaded.
     let (kernel, per_sm) = load_with_carveout(
         gpu,

@@ -49,8 +49,9 @@ use crate::ptx::*;
 /// Gaussians staged per tile (the staging of `super::lanes`: one per thread of the first two
 /// warps).
 pub const TILE: u32 = 64;
-/// f64 per (Gaussian, warp) row of `bsum`: two 8-column feature tiles.
-const ROW: u32 = 16;
+/// f64 per (Gaussian, warp) row of `bsum`: the 10 used columns of the two 8-column feature
+/// tiles (lanes t > 0 skip their columns 8 + 2t of the second).
+const ROW: u32 = 10;
 /// Features per point (columns of the GEMM that are used).
 const FEATURES: usize = 10;
 
@@ -63,9 +64,20 @@ pub struct TcOptions {
     pub warps: u32,
     /// `.maxnreg`, or none.
     pub max_registers: Option<u32>,
+    /// Two Gaussians per thread and `mma.sync.m16n8k4.f64` (sm_90) instead of one Gaussian and
+    /// `m8n8k4` (half the mma instructions per pair).
+    pub m16: bool,
 }
 
 impl TcOptions {
+    /// The lowest target of the build (`m16`: sm_90).
+    pub fn target(&self) -> Target {
+        if self.m16 {
+            Target::Sm90
+        } else {
+            Target::Sm80
+        }
+    }
     /// Threads per block.
     pub fn block(&self) -> u32 {
         self.warps * 32
@@ -81,19 +93,22 @@ pub const TC_OPTIONS: TcOptions = TcOptions {
     k: 8,
     warps: 8,
     max_registers: None,
+    m16: false,
 };
 
 /// The options of a variant (`PTXFLOW_GAUSS_BWD_TC`): `k<N>` points per thread (1 to 24),
-/// `w<N>` warps per block (2 to 16), `r<N>` a register cap, joined by `-` (`k16-w4`). None for
-/// names it does not parse.
+/// `w<N>` warps per block (2 to 16), `r<N>` a register cap, `m16` / `m8` the mma shape (two
+/// Gaussians per thread or one), joined by `-` (`k16-w4`, `k6-m16`). None for names it does not
+/// parse.
 pub fn tc_variant_options(name: &str) -> Option<TcOptions> {
     let mut o = TC_OPTIONS;
     for part in name.split('-') {
         let (key, val) = part.split_at(1.min(part.len()));
         let v: u32 = val.parse().ok()?;
         match key {
+            "m" if v == 8 || v == 16 => o.m16 = v == 16,
             "k" if (1..=24).contains(&v) => o.k = v,
-            "w" if (2..=16).contains(&v) => o.warps = v,
+            "w" if (2..=16).contains(&v) && shared_bytes(v) <= 48 * 1024 => o.warps = v,
             "r" => o.max_registers = Some(v),
             _ => return None,
         }
@@ -116,9 +131,15 @@ struct Pt {
     fb: [Reg<F64>; 2],
 }
 
+/// Bytes of static shared memory of a build with `warps` warps (at most 48 KiB).
+pub fn shared_bytes(warps: u32) -> u32 {
+    TILE * REC * 4 + TILE * 16 + TILE * warps * ROW * 8 + warps * 4 + 32
+}
+
 /// The kernel with `opts` (`gaussian_backward_tc_f32`).
 pub fn build_tc(target: Target, opts: TcOptions) -> Module {
     let warps = opts.warps;
+    let rows = if opts.m16 { 2 } else { 1 };
     let mut b = KernelBuilder::new("gaussian_backward_tc_f32");
     b.reqntid(opts.block(), 1, 1);
     if let Some(r) = opts.max_registers {
@@ -244,6 +265,7 @@ pub fn build_tc(target: Target, opts: TcOptions) -> Module {
     let moff = b.mul(gid, 16u32);
     let mus_g = b.add(mus0, moff);
     let staging = b.setp(Cmp::Lt, tid, TILE);
+    let tig0 = b.setp(Cmp::Eq, tig, 0u32);
 
     let g_start = b.mul(chunk, chunk_len);
     let g_stop = b.add(g_start, chunk_len);
@@ -276,53 +298,77 @@ pub fn build_tc(target: Target, opts: TcOptions) -> Module {
         }
         let slow = b.setp(Cmp::Ne, f, 0u32);
         let body = |b: &mut KernelBuilder, slow: bool| {
-            b.for_range(0u32, TILE / 8, 1u32, |b, mt, _| {
-                b.comment("Gaussian 8 mt + gid against this thread's points; sums by mma");
-                let off = b.mul(mt, 8 * REC * 4);
-                let at = b.add(rec_g, off);
-                let c = load_consts(b, Addr::from(at));
-                let mu = slow.then(|| {
-                    let off = b.mul(mt, 8 * 16u32);
-                    let at = b.add(mus_g, off);
-                    let [u0, u1, u2, _] = b.ld_v4::<F32>(Space::Shared, Addr::from(at));
-                    [u0, u1, u2]
-                });
-                let acc = [(); 4].map(|_| b.mov(F64::imm(0.0)));
+            b.for_range(0u32, TILE / (8 * rows), 1u32, |b, mt, _| {
+                b.comment("Gaussians 8 (rows mt + h) + gid x this thread's points; sums by mma");
+                let group = b.mul(mt, 8 * rows);
+                let mut cs = Vec::new();
+                let mut mus_h = Vec::new();
+                for h in 0..rows {
+                    let gi = b.add(group, 8 * h);
+                    let off = b.mul(gi, REC * 4);
+                    let at = b.add(rec_g, off);
+                    cs.push(load_consts(b, Addr::from(at)));
+                    mus_h.push(slow.then(|| {
+                        let off = b.mul(gi, 16u32);
+                        let at = b.add(mus_g, off);
+                        let [u0, u1, u2, _] = b.ld_v4::<F32>(Space::Shared, Addr::from(at));
+                        [u0, u1, u2]
+                    }));
+                }
+                let acc: Vec<Reg<F64>> = (0..4 * rows).map(|_| b.mov(F64::imm(0.0))).collect();
                 for p in &pts {
-                    let (v, e) = match mu {
-                        None => {
-                            let (v, t) = expanded(b, &c, p.xt);
-                            (v, F32::exp2_neg(b, t))
+                    let x = slow.then(|| load_point(b, points, p.i, p.ok));
+                    let mut s = Vec::new();
+                    for (c, mu) in cs.iter().zip(&mus_h) {
+                        let (v, e) = match (mu, x) {
+                            (Some(mu), Some(x)) => {
+                                let (v, t) = subtract(b, c, *mu, x);
+                                let e = F32::exp2_neg(b, t);
+                                let live = b.setp(Cmp::Gt, e, zero);
+                                (v.map(|x| b.selp(x, zero, live)), b.selp(e, zero, live))
+                            }
+                            _ => {
+                                let (v, t) = expanded(b, c, p.xt);
+                                (v, F32::exp2_neg(b, t))
+                            }
+                        };
+                        let ge = b.mul(p.g, e);
+                        s.push(b.cvt::<F64, F32>(ge));
+                        let gv = v.map(|x| b.mul(ge, x));
+                        // P += N gv, N = (w c 2^o) M^T upper triangular: N00 N01 N02 N11 N12 N22.
+                        let [n00, n01, n02, n11, n12, n22] = c.n;
+                        let p0 = b.fma(n00, gv[0], p.pc[0]);
+                        let p0 = b.fma(n01, gv[1], p0);
+                        let p0 = b.fma(n02, gv[2], p0);
+                        let p1 = b.fma(n11, gv[1], p.pc[1]);
+                        let p1 = b.fma(n12, gv[2], p1);
+                        let p2 = b.fma(n22, gv[2], p.pc[2]);
+                        for (d, v) in p.pc.iter().zip([p0, p1, p2]) {
+                            b.mov_to(*d, v);
                         }
-                        Some(mu) => {
-                            let x = load_point(b, points, p.i, p.ok);
-                            let (v, t) = subtract(b, &c, mu, x);
-                            let e = F32::exp2_neg(b, t);
-                            let live = b.setp(Cmp::Gt, e, zero);
-                            (v.map(|x| b.selp(x, zero, live)), b.selp(e, zero, live))
-                        }
-                    };
-                    let ge = b.mul(p.g, e);
-                    let s = b.cvt::<F64, F32>(ge);
-                    b.mma_f64_m8n8k4([acc[0], acc[1]], s, p.fb[0]);
-                    b.mma_f64_m8n8k4([acc[2], acc[3]], s, p.fb[1]);
-                    let gv = v.map(|x| b.mul(ge, x));
-                    // P += N gv, N = (w c 2^o) M^T upper triangular: N00 N01 N02 N11 N12 N22.
-                    let [n00, n01, n02, n11, n12, n22] = c.n;
-                    let p0 = b.fma(n00, gv[0], p.pc[0]);
-                    let p0 = b.fma(n01, gv[1], p0);
-                    let p0 = b.fma(n02, gv[2], p0);
-                    let p1 = b.fma(n11, gv[1], p.pc[1]);
-                    let p1 = b.fma(n12, gv[2], p1);
-                    let p2 = b.fma(n22, gv[2], p.pc[2]);
-                    for (d, v) in p.pc.iter().zip([p0, p1, p2]) {
-                        b.mov_to(*d, v);
+                    }
+                    if rows == 1 {
+                        b.mma_f64_m8n8k4([acc[0], acc[1]], s[0], p.fb[0]);
+                        b.mma_f64_m8n8k4([acc[2], acc[3]], s[0], p.fb[1]);
+                    } else {
+                        b.mma_f64_m16n8k4([acc[0], acc[1], acc[2], acc[3]], [s[0], s[1]], p.fb[0]);
+                        b.mma_f64_m16n8k4([acc[4], acc[5], acc[6], acc[7]], [s[0], s[1]], p.fb[1]);
                     }
                 }
-                let off = b.mul(mt, 8 * warps * ROW * 8);
+                // Row 8 (rows mt + h) + gid: columns 2 tig (tile 0) and 8 + 2 tig (tile 1).
+                let off = b.mul(mt, 8 * rows * warps * ROW * 8);
                 let at = b.add(acc_at, off);
-                b.st_v2(Space::Shared, Addr::from(at), [acc[0], acc[1]]);
-                b.st_v2(Space::Shared, Addr::from(at).off(64), [acc[2], acc[3]]);
+                for h in 0..rows as usize {
+                    let (t0, t1) = if rows == 1 {
+                        (0, 2)
+                    } else {
+                        (2 * h, 4 + 2 * h)
+                    };
+                    let a = Addr::from(at).off((h * 8 * (warps * ROW) as usize * 8) as i64);
+                    b.st_v2(Space::Shared, a.clone(), [acc[t0], acc[t0 + 1]]);
+                    let (x, y) = (acc[t1], acc[t1 + 1]);
+                    b.guarded(tig0, false, |b| b.st_v2(Space::Shared, a.off(64), [x, y]));
+                }
             });
         };
         b.if_else(slow, |b| body(b, true), |b| body(b, false));
