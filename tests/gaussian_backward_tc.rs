@@ -15,6 +15,7 @@ use gaussian_support::backward_check::{
 use gaussian_support::device::{gpu_field, options, random_problem, sanitizing};
 use gaussian_support::*;
 use ptxflow::gaussian::gpu::lanes_backward::{plan_blocks, records_fit};
+use ptxflow::gaussian::gpu::tc_backward::plan_grouped;
 use ptxflow::gaussian::gpu::{fast, stage_prepared, BackwardKind};
 use ptxflow::gaussian::layout::{self, STRIDE};
 use ptxflow::gaussian::GaussianFieldOps;
@@ -46,7 +47,11 @@ fn sim_backward(
     }
     let (n, b) = (packed.len() / STRIDE, grad.len());
     // A small resident capacity: several Gaussian chunks.
-    let plan = plan_blocks(n_pad as u32, b as u32, 6, o.points_per_block());
+    let plan = if o.cap > 0 {
+        plan_grouped(n_pad as u32, b as u32, 6, o.points_per_block(), o.cap)
+    } else {
+        plan_blocks(n_pad as u32, b as u32, 6, o.points_per_block())
+    };
     let nan = f32::NAN;
     let mut mem = Memory::new();
     let prep_a = mem.upload("prep", &prep);
@@ -136,7 +141,14 @@ fn interpreted_tc_backward_matches_cpu_f64() {
 
 #[test]
 fn interpreted_tc_backward_variants_match_cpu_f64() {
-    for name in ["k3-w2", "k5-w4", "k4-m16", "k3-w2-m16"] {
+    for name in [
+        "k3-w2",
+        "k5-w4",
+        "k4-m16",
+        "k3-w2-m16",
+        "k3-w2-c128",
+        "k4-w4-c256-m16",
+    ] {
         let o = backward::tc_variant_options(name).unwrap();
         check_interpreted(o, &[far_points(37, 95, 27), random_problem(37, 300, 22)]);
     }

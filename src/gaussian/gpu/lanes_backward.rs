@@ -80,6 +80,9 @@ pub struct LanesBackward {
     pub points_per_block: u32,
     /// The kernel is `gaussian_backward_tc_f32` (`super::tc_backward`), same parameters.
     pub tc: bool,
+    /// The most Gaussians per chunk of a grouped tc build (`super::tc_backward::plan_grouped`),
+    /// 0 for the other kernels.
+    pub chunk_cap: u32,
 }
 
 impl LanesBackward {
@@ -104,6 +107,7 @@ impl LanesBackward {
             block: LANES_BLOCK,
             points_per_block: LANES_BLOCK * o.k,
             tc: false,
+            chunk_cap: 0,
         })
     }
 
@@ -111,6 +115,15 @@ impl LanesBackward {
     /// Gaussian chunks (rows of per-point partials), `chunks` = point blocks (rows of
     /// per-Gaussian partials), `chunk_len` = Gaussians per chunk (a multiple of the tile).
     pub fn plan(&self, n_pad: u32, b: u32) -> BackwardPlan {
+        if self.chunk_cap > 0 {
+            return super::tc_backward::plan_grouped(
+                n_pad,
+                b,
+                self.slots,
+                self.points_per_block,
+                self.chunk_cap,
+            );
+        }
         plan_blocks(n_pad, b, self.slots, self.points_per_block)
     }
 
@@ -167,13 +180,14 @@ impl<T: GpuReal> GpuGaussianField<T> {
         let Some(id) = T::BACKWARD_LANES.filter(|_| chosen) else {
             return Ok(None);
         };
-        let tc = self.backward_kind == BackwardKind::Tc;
-        if self.lanes_backward.as_ref().is_none_or(|k| k.tc != tc) {
-            self.lanes_backward = Some(if tc {
-                super::tc_backward::load(&self.gpu)?
-            } else {
-                LanesBackward::load(&self.gpu, id)?
-            });
+        if self.backward_kind == BackwardKind::Tc {
+            if self.tc_backward.is_none() {
+                self.tc_backward = Some(super::tc_backward::load(&self.gpu)?);
+            }
+            return Ok(self.tc_backward.clone());
+        }
+        if self.lanes_backward.is_none() {
+            self.lanes_backward = Some(LanesBackward::load(&self.gpu, id)?);
         }
         Ok(self.lanes_backward.clone())
     }

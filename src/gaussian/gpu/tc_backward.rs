@@ -9,7 +9,8 @@
 
 use super::fast_backward::load_with_carveout;
 use super::lanes_backward::{waves, LanesBackward};
-use crate::kernels::gaussian::backward::{self, TcOptions, TC_OPTIONS};
+use super::launch::BackwardPlan;
+use crate::kernels::gaussian::backward::{self, TcOptions, TC_OPTIONS, TC_TILE};
 use crate::kernels::KernelId;
 use crate::runtime::Gpu;
 use crate::Result;
@@ -47,5 +48,40 @@ pub fn load(gpu: &Gpu) -> Result<LanesBackward> {
         block: o.block(),
         points_per_block: o.points_per_block(),
         tc: true,
+        chunk_cap: o.cap,
     })
+}
+
+/// The split for a grouped build (chunks of at most `cap` Gaussians, a multiple of the tile):
+/// `gauss_blocks` chunks of `chunk_len` Gaussians, and as many point sets (`chunks`, each block
+/// taking ceil(b / (chunks per_block)) groups of `per_block` points in turn) as fill the
+/// `slots` beside them.
+pub fn plan_grouped(n_pad: u32, b: u32, slots: u32, per_block: u32, cap: u32) -> BackwardPlan {
+    let chunk_len = cap.min(n_pad.next_multiple_of(TC_TILE)).max(TC_TILE);
+    let gauss_blocks = n_pad.div_ceil(chunk_len).max(1);
+    let sets = (slots / gauss_blocks).clamp(1, b.div_ceil(per_block).max(1));
+    BackwardPlan {
+        gauss_blocks,
+        chunks: sets,
+        chunk_len,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouped_plan_covers_every_gaussian_and_point() {
+        for (n_pad, b) in [(512, 1), (1024, 500), (10240, 500), (10_240, 100_000)] {
+            for (per_block, cap) in [(128, 256), (64, 128), (256, 512)] {
+                let p = plan_grouped(n_pad, b, 264, per_block, cap);
+                assert!(p.chunk_len <= cap && p.chunk_len % TC_TILE == 0, "{p:?}");
+                assert!(p.gauss_blocks * p.chunk_len >= n_pad, "{p:?}");
+                assert!((p.gauss_blocks - 1) * p.chunk_len < n_pad, "{p:?}");
+                let groups = b.div_ceil(p.chunks * per_block);
+                assert!(p.chunks * groups * per_block >= b, "{p:?}");
+            }
+        }
+    }
 }
