@@ -148,6 +148,8 @@ fn interpreted_tc_backward_variants_match_cpu_f64() {
         "k3-w2-m16",
         "k3-w2-c128",
         "k4-w4-c256-m16",
+        "k4-m16-s1",
+        "k3-w2-c128-s1",
     ] {
         let o = backward::tc_variant_options(name).unwrap();
         check_interpreted(o, &[far_points(37, 95, 27), random_problem(37, 300, 22)]);

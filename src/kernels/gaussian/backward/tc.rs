@@ -1,5 +1,5 @@
 //! `gaussian_backward_tc_f32`: the f32 backward with each Gaussian's sums on the FP64 tensor
-//! cores (`mma.sync.m8n8k4.f64`). Same inputs, launch parameters and outputs as
+//! cores (`mma.sync.m8n8k4.f64`, or `m16n8k4` on sm_90). Same inputs, launch parameters and outputs as
 //! `gaussian_backward_lanes_f32` (records of `super::lanes`' staging, the shared finishing
 //! kernels); only the split of the work and the per-Gaussian sums differ.
 //!
@@ -16,15 +16,27 @@
 //! kernels. The FP32 pipe keeps only the pair's solve (v' = M x~ - b, t, e' as `super::lanes`),
 //! s, and the point sums P += N (s v') (9 per pair) instead of 13 more for the Gaussian sums.
 //!
+//! Why f64 and not TF32 (an estimate; no TF32 build was made): the uncentred second moments
+//! cancel when centred, by up to (|x~| / |x - mu|)^2 for the points that matter (points ~0.75
+//! m from the origin against Gaussians of 0.1 m on the bench's unit box: ~50; the test set
+//! moved 300 m from the origin: ~10^6), and f32 sums (TF32 products split three ways still
+//! accumulate in f32, ~2^-22 each) would then exceed the tests' 1e-4; centring per tile needs
+//! spatially sorted Gaussians. In f64 every test set stays at ~1e-6
+//! (tests/gaussian_backward_tc.rs).
+//!
 //! # Fragments and the work of a thread
 //! Lane 4 g + t (g < 8, t < 4) of warp w owns point t of each of its K chunks of 4 points (x~,
-//! g', P and its two feature operands B[t][g], B[t][8 + g] in registers for the whole launch)
-//! and, per 8-Gaussian tile of the staged tile, Gaussian g (A[g][t] = s of that Gaussian and
-//! its point). After the K chunks the two accumulator pairs C[g][2t..2t+2] (feature columns
-//! 2t, 2t + 1 and 8 + 2t, 9 + 2t) go to the block's buffer `bsum` (f64, per Gaussian of the
-//! tile and warp). After the tile (a block barrier) thread q < [`TILE`] adds Gaussian q's warp
-//! rows in warp order, centres and transforms them and stores `partial_gauss[(x * n_pad + j) *
-//! 10 + k]` for point block x. At the end the 8 lanes of each point add their P in a fixed
+//! g', P and its two feature operands B[t][g], B[t][8 + g] in registers) and, per 8-Gaussian
+//! m-tile of the staged tile, Gaussian g (A[g][t] = s of that Gaussian and its point; with
+//! [`TcOptions::m16`] Gaussians g and g + 8 of a 16-Gaussian m-tile and `m16n8k4`, sm_90).
+//! After the K chunks the accumulators C[g][2t..2t+2] (feature columns 2t, 2t + 1 and 8 + 2t,
+//! 9 + 2t) go to the block's buffer `bsum` (f64, per Gaussian of the tile and warp). After the
+//! tile (a block barrier) thread q < [`TILE`] adds Gaussian q's warp rows in warp order,
+//! centres and transforms them and stores `partial_gauss[(x * n_pad + j) * 10 + k]` for point
+//! block x. Grouped builds ([`TcOptions::cap`]) instead add the tile's warp rows into f64
+//! accumulators per Gaussian of the chunk (`tacc`, every thread a few (Gaussian, feature)
+//! sums), take the block's next group of points, and transform and store each Gaussian once
+//! after the last group. At the end of a group the 8 lanes of each point add their P in a fixed
 //! butterfly and lane t stores `partial_points[(c * B + i) * 3 + k]`. No atomics: results are
 //! bit-identical from run to run.
 //!
@@ -35,9 +47,18 @@
 //! sums are formed as above. A point whose x~ is not finite has its features set to 0.
 //!
 //! # Launch
-//! Blocks of [`TcOptions::block`] threads; grid (ceil(B / (warps 4 K)), S). Block (x, c) owns
-//! points x warps 4 K + w 4 K + 4 k + t and Gaussians [c chunk_len, min((c + 1) chunk_len,
-//! n_pad)); chunk_len and n_pad are multiples of [`TILE`].
+//! Blocks of [`TcOptions::block`] threads; grid (X, S). Not grouped: X = ceil(B / (warps 4
+//! K)); block (x, c) owns points x warps 4 K + w 4 K + 4 k + t. Grouped: block x takes groups
+//! x G + h (h < G = ceil(B / (X warps 4 K))) in turn. Gaussians [c chunk_len, min((c + 1)
+//! chunk_len, n_pad)) (grouped: at most `cap` of them); chunk_len and n_pad are multiples of
+//! [`TILE`].
+//!
+//! # Measured (H100, 10000 Gaussians x 100000 points; see `crate::gaussian::gpu::tc_backward`)
+//! Slower than `super::lanes`, so opt-in. ncu of the default build (GPU run 2): 26.4 warp
+//! instructions per pair x 32 (lanes 34.0), but issue slots 28.5% busy (lanes 71%; 6.9 cycles
+//! per issued instruction at 8 warps per SM, 248 registers) and the FP64 tensor pipe 34.9%
+//! active with 64 M `m8n8k4` (4 SM cycles each at its measured peak: 0.98 ms of that pipe alone
+//! at 100%, two thirds of the lanes kernel's whole backward).
 
 use super::lanes::REC;
 use super::lanes_parts::{stage, StageCtx};
@@ -69,6 +90,9 @@ pub struct TcOptions {
     /// partial rows, no per-tile transform); 0 = one group per block, each tile transformed and
     /// stored as it ends.
     pub cap: u32,
+    /// Two accumulator sets per m-tile (even and odd chunks), added before the store: mma
+    /// dependency chains half as long.
+    pub split: bool,
 }
 
 impl TcOptions {
@@ -106,12 +130,13 @@ pub const TC_OPTIONS: TcOptions = TcOptions {
     max_registers: None,
     m16: false,
     cap: 0,
+    split: false,
 };
 
 /// The options of a variant (`PTXFLOW_GAUSS_BWD_TC`): `k<N>` points per thread (1 to 24),
 /// `w<N>` warps per block (2 to 16), `r<N>` a register cap, `m16` / `m8` the mma shape (two
 /// Gaussians per thread or one), `c<N>` grouped with chunks of at most N Gaussians (a multiple
-/// of the tile; `c0` not grouped), joined by `-` (`k16-w4`, `k6-m16`, `k8-w4-c256`). None for
+/// of the tile; `c0` not grouped), `s1` / `s0` two accumulator sets or one, joined by `-` (`k16-w4`, `k6-m16`, `k8-w4-c256`). None for
 /// names it does not parse or builds over 48 KiB of shared memory.
 pub fn tc_variant_options(name: &str) -> Option<TcOptions> {
     let mut o = TC_OPTIONS;
@@ -124,6 +149,7 @@ pub fn tc_variant_options(name: &str) -> Option<TcOptions> {
             "w" if (2..=16).contains(&v) => o.warps = v,
             "r" => o.max_registers = Some(v),
             "c" if v.is_multiple_of(TILE) => o.cap = v,
+            "s" if v <= 1 => o.split = v == 1,
             _ => return None,
         }
     }
@@ -247,6 +273,7 @@ pub fn build_tc(target: Target, opts: TcOptions) -> Module {
         gstride: warps * ROW * 8,
         rows,
         tile: TILE,
+        split: opts.split,
     };
 
     let group_body = |b: &mut KernelBuilder, grp: Reg<U32>| {

@@ -112,6 +112,9 @@ pub(super) struct TileCtx<'a> {
     /// Gaussians per thread and mma (1: m8n8k4, 2: m16n8k4).
     pub(super) rows: u32,
     pub(super) tile: u32,
+    /// Two accumulator sets (even and odd chunks: mma dependency chains half as long), added
+    /// before the store.
+    pub(super) split: bool,
 }
 
 /// The tile's Gaussians against this thread's points: per m-tile of 8 rows Gaussians, the
@@ -137,8 +140,12 @@ pub(super) fn tile_pairs(b: &mut KernelBuilder, t: &TileCtx<'_>, slow: bool) {
                 [u0, u1, u2]
             }));
         }
-        let acc: Vec<Reg<F64>> = (0..4 * rows).map(|_| b.mov(F64::imm(0.0))).collect();
-        for p in t.pts {
+        let sets = if t.split { 2 } else { 1 };
+        let accs: Vec<Vec<Reg<F64>>> = (0..sets)
+            .map(|_| (0..4 * rows).map(|_| b.mov(F64::imm(0.0))).collect())
+            .collect();
+        for (pi, p) in t.pts.iter().enumerate() {
+            let acc = &accs[pi % sets];
             let x = slow.then(|| load_point(b, t.points, p.i, p.ok));
             let mut s = Vec::new();
             for (c, mu) in cs.iter().zip(&mus_h) {
@@ -175,6 +182,13 @@ pub(super) fn tile_pairs(b: &mut KernelBuilder, t: &TileCtx<'_>, slow: bool) {
             } else {
                 b.mma_f64_m16n8k4([acc[0], acc[1], acc[2], acc[3]], [s[0], s[1]], p.fb[0]);
                 b.mma_f64_m16n8k4([acc[4], acc[5], acc[6], acc[7]], [s[0], s[1]], p.fb[1]);
+            }
+        }
+        let acc = &accs[0];
+        if let Some(odd) = accs.get(1) {
+            for (a, o) in acc.iter().zip(odd) {
+                let v = b.add(*a, *o);
+                b.mov_to(*a, v);
             }
         }
         // Row 8 (rows mt + h) + gid: columns 2 tig (tile 0) and 8 + 2 tig (tile 1, tig 0).
