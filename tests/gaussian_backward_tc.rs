@@ -142,13 +142,14 @@ fn interpreted_tc_backward_matches_cpu_f64() {
 #[test]
 fn interpreted_tc_backward_variants_match_cpu_f64() {
     for name in [
-        "k3-w2",
-        "k5-w4",
-        "k4-m16",
-        "k3-w2-m16",
+        "k8-w8-m8-c0",
+        "k3-w2-m8-c0",
+        "k5-w4-m8-c0",
+        "k4-w8-c0",
+        "k3-w2-c0",
+        "k3-w2-c128-m8",
         "k3-w2-c128",
-        "k4-w4-c256-m16",
-        "k4-m16-s1",
+        "k4-m8-c0-s1",
         "k3-w2-c128-s1",
     ] {
         let o = backward::tc_variant_options(name).unwrap();

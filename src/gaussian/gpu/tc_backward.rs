@@ -32,7 +32,11 @@ pub fn options() -> TcOptions {
 /// Errors: the device is older than sm_80, or loading the module or querying its occupancy
 /// failed.
 pub fn load(gpu: &Gpu) -> Result<LanesBackward> {
-    let o = options();
+    let mut o = options();
+    // `m16n8k4` in f64 needs sm_90; older devices take `m8n8k4` (same sums).
+    if gpu.facts().compute_capability.0 < 9 {
+        o.m16 = false;
+    }
     let module = backward::build_tc(o.target(), o);
     // The table id only names the kernel in errors and picks nothing: `custom` is loaded.
     let (kernel, per_sm) = load_with_carveout(
