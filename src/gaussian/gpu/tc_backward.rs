@@ -80,7 +80,10 @@ mod tests {
         for (n_pad, b) in [(512, 1), (1024, 500), (10240, 500), (10_240, 100_000)] {
             for (per_block, cap) in [(128, 256), (64, 128), (256, 512)] {
                 let p = plan_grouped(n_pad, b, 264, per_block, cap);
-                assert!(p.chunk_len <= cap && p.chunk_len % TC_TILE == 0, "{p:?}");
+                assert!(
+                    p.chunk_len <= cap && p.chunk_len.is_multiple_of(TC_TILE),
+                    "{p:?}"
+                );
                 assert!(p.gauss_blocks * p.chunk_len >= n_pad, "{p:?}");
                 assert!((p.gauss_blocks - 1) * p.chunk_len < n_pad, "{p:?}");
                 let groups = b.div_ceil(p.chunks * per_block);

@@ -414,7 +414,7 @@ fn warp_rows(b: &mut KernelBuilder, at: Reg<U32>, rows: u32, n: u32) -> Vec<Reg<
     for w in 0..rows {
         let a = Addr::from(at).off(i64::from(w * ROW * 8));
         let mut v = Vec::with_capacity(n as usize);
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             for q in 0..i64::from(n / 2) {
                 v.extend(b.ld_v2::<F64>(Space::Shared, a.clone().off(16 * q)));
             }

@@ -67,9 +67,9 @@ pub(super) fn fill_points(
         let ok = b.setp(Cmp::Lt, i, s.num_points);
         b.mov_to(pt.ok, ok);
         let x = load_point(b, s.points, i, ok);
-        for k in 0..3 {
-            let v = b.sub(x[k], s.origin[k]);
-            b.mov_to(pt.xt[k], v);
+        for ((xk, ok_), d) in x.iter().zip(s.origin).zip(pt.xt) {
+            let v = b.sub(*xk, ok_);
+            b.mov_to(d, v);
             let a = b.abs(v);
             xmag = Some(match xmag {
                 None => a,
@@ -312,8 +312,8 @@ fn centre(
     let mut out = vec![t0];
     for r in 0..3 {
         let mut v = b.mul(mm(r, 0), c1[0]);
-        for k in 1..=r {
-            v = b.fma(mm(r, k), c1[k], v);
+        for (k, ck) in c1.iter().enumerate().take(r + 1).skip(1) {
+            v = b.fma(mm(r, k), *ck, v);
         }
         out.push(v);
     }
@@ -322,8 +322,8 @@ fn centre(
             (0..3)
                 .map(|c| {
                     let mut v = b.mul(mm(r, 0), cm[0][c]);
-                    for k in 1..=r {
-                        v = b.fma(mm(r, k), cm[k][c], v);
+                    for (k, row) in cm.iter().enumerate().take(r + 1).skip(1) {
+                        v = b.fma(mm(r, k), row[c], v);
                     }
                     v
                 })
@@ -332,8 +332,8 @@ fn centre(
         .collect();
     for (r, s) in S2_SLOTS {
         let mut v = b.mul(y[r][0], mm(s, 0));
-        for k in 1..=s {
-            v = b.fma(y[r][k], mm(s, k), v);
+        for (k, yk) in y[r].iter().enumerate().take(s + 1).skip(1) {
+            v = b.fma(*yk, mm(s, k), v);
         }
         out.push(v);
     }
