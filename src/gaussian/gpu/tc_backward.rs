@@ -5,7 +5,11 @@
 //! built at run time (sm_80: `mma.sync` in f64), outside the kernel table.
 //!
 //! Opt-in: `PTXFLOW_GAUSS_BACKWARD=tc` ([`super::BackwardKind::Tc`]), on sets that allow the
-//! lanes kernel (`super::lanes_backward::records_fit`, none compensated).
+//! lanes kernel (`super::lanes_backward::records_fit`, none compensated); `PTXFLOW_GAUSS_BWD_TC`
+//! names a variant (`backward::tc_variant_options`). On the H100 (10000 x 100000, same process,
+//! session 12 GPU run 4) it is twice as slow as the lanes kernel: backward 2965-2972 us against
+//! 1483-1488 us, forward plus backward 3463-3473 us against 1983-1992 us (the kernel docs give
+//! the ncu figures and what binds it).
 
 use super::fast_backward::load_with_carveout;
 use super::lanes_backward::{waves, LanesBackward};

@@ -53,12 +53,24 @@
 //! chunk_len, n_pad)) (grouped: at most `cap` of them); chunk_len and n_pad are multiples of
 //! [`TILE`].
 //!
-//! # Measured (H100, 10000 Gaussians x 100000 points; see `crate::gaussian::gpu::tc_backward`)
-//! Slower than `super::lanes`, so opt-in. ncu of the default build (GPU run 2): 26.4 warp
-//! instructions per pair x 32 (lanes 34.0), but issue slots 28.5% busy (lanes 71%; 6.9 cycles
-//! per issued instruction at 8 warps per SM, 248 registers) and the FP64 tensor pipe 34.9%
-//! active with 64 M `m8n8k4` (4 SM cycles each at its measured peak: 0.98 ms of that pipe alone
-//! at 100%, two thirds of the lanes kernel's whole backward).
+//! # Measured (H100, 10000 Gaussians x 100000 points, alternating with the lanes kernel in one
+//! process; session 12, GPU runs 3 and 4)
+//! Twice as slow as `super::lanes`, so opt-in: backward 2965-2972 us for the default build
+//! against 1483-1488 us (first build, 8 points per thread, 8 warps, one group per block,
+//! `m8n8k4`: 3088-3090 us; two accumulator sets `s1`: slower). ncu (1.59 GHz):
+//! - first build: 26.4 warp instructions per pair x 32 (lanes 33.8), but issue slots 29% busy
+//!   (lanes 73%) at 248 registers and 8 warps per SM; per issued instruction 1.95 cycles of
+//!   barrier stall (the per-tile f64 transform on 2 of 8 warps), 1.09 of math-pipe throttle
+//!   (64.1 M `m8n8k4`, 4.0 SM cycles each at the FP64 tensor pipe's peak, which it kept 35%
+//!   busy: 0.98 ms of that pipe alone at 100%), 1.02 short scoreboard (f32-to-f64
+//!   conversions, `ex2`, shared loads), 0.92 wait.
+//! - default (grouped, `m16n8k4`: 32.1 M, also 4.0 SM cycles each, so twice the work per cycle:
+//!   0.49 ms at 100%; pipe 18% busy): barrier 0.40 and throttle 0.15 cycles per issue, issue
+//!   39%, but the per-group staging and sums of 4-point groups take it to 34.9 instructions per
+//!   pair. ptxas gives it 254 registers with the group loop (128 without), so 8 warps per SM.
+//!
+//! At the lanes kernel's issue rate the first build's instruction count would give ~1.16 ms;
+//! what is missing is latency hiding at 2 warps per scheduler, not tensor throughput.
 
 use super::lanes::REC;
 use super::lanes_parts::{stage, StageCtx};
@@ -124,9 +136,9 @@ impl TcOptions {
 }
 
 /// The default build: grouped, 4 points per thread, 4 warps, chunks of 256 Gaussians,
-/// `m16n8k4` (H100, 10000 x 100000, GPU run 3: backward 2971 us against 3090 us for 8 points
-/// per thread, 8 warps, one group per block and `m8n8k4`; lanes kernel 1490 us in the same
-/// runs). Devices below sm_90 take it with `m8n8k4` (`crate::gaussian::gpu::tc_backward`).
+/// `m16n8k4` (H100, 10000 x 100000, GPU runs 3 and 4: backward 2965-2972 us against 3088-3090
+/// us for 8 points per thread, 8 warps, one group per block and `m8n8k4`; lanes kernel
+/// 1483-1490 us in the same runs). Devices below sm_90 take it with `m8n8k4` (`crate::gaussian::gpu::tc_backward`).
 pub const TC_OPTIONS: TcOptions = TcOptions {
     k: 4,
     warps: 4,
