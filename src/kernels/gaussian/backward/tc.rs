@@ -56,7 +56,7 @@
 //! # Measured (H100, 10000 Gaussians x 100000 points, alternating with the lanes kernel in one
 //! process; session 12, GPU runs 3 and 4)
 //! Twice as slow as `super::lanes`, so opt-in: backward 2965-2972 us for the default build
-//! against 1483-1488 us (first build, 8 points per thread, 8 warps, one group per block,
+//! against 1483-1493 us (first build, 8 points per thread, 8 warps, one group per block,
 //! `m8n8k4`: 3088-3090 us; two accumulator sets `s1`: slower). ncu (1.59 GHz):
 //! - first build: 26.4 warp instructions per pair x 32 (lanes 33.8), but issue slots 29% busy
 //!   (lanes 73%) at 248 registers and 8 warps per SM; per issued instruction 1.95 cycles of
@@ -69,7 +69,8 @@
 //!   39%, but the per-group staging and sums of 4-point groups take it to 34.9 instructions per
 //!   pair. ptxas gives it 254 registers with the group loop (128 without), so 8 warps per SM.
 //!
-//! At the lanes kernel's issue rate the first build's instruction count would give ~1.16 ms;
+//! At the lanes kernel's issue rate the first build's instruction count (846 M against 1083 M
+//! warp instructions) would give ~1.16 ms;
 //! what is missing is latency hiding at 2 warps per scheduler, not tensor throughput.
 
 use super::lanes::REC;
@@ -138,7 +139,7 @@ impl TcOptions {
 /// The default build: grouped, 4 points per thread, 4 warps, chunks of 256 Gaussians,
 /// `m16n8k4` (H100, 10000 x 100000, GPU runs 3 and 4: backward 2965-2972 us against 3088-3090
 /// us for 8 points per thread, 8 warps, one group per block and `m8n8k4`; lanes kernel
-/// 1483-1490 us in the same runs). Devices below sm_90 take it with `m8n8k4` (`crate::gaussian::gpu::tc_backward`).
+/// 1483-1493 us in the same runs). Devices below sm_90 take it with `m8n8k4` (`crate::gaussian::gpu::tc_backward`).
 pub const TC_OPTIONS: TcOptions = TcOptions {
     k: 4,
     warps: 4,
