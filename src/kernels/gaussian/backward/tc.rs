@@ -139,7 +139,8 @@ impl TcOptions {
 /// The default build: grouped, 4 points per thread, 4 warps, chunks of 256 Gaussians,
 /// `m16n8k4` (H100, 10000 x 100000, GPU runs 3 and 4: backward 2965-2972 us against 3088-3090
 /// us for 8 points per thread, 8 warps, one group per block and `m8n8k4`; lanes kernel
-/// 1483-1493 us in the same runs). Devices below sm_90 take it with `m8n8k4` (`crate::gaussian::gpu::tc_backward`).
+/// 1483-1493 us in the same runs). Devices below sm_90 take it with `m8n8k4`
+/// (`crate::gaussian::gpu::tc_backward`).
 pub const TC_OPTIONS: TcOptions = TcOptions {
     k: 4,
     warps: 4,
