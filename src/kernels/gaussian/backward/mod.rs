@@ -64,6 +64,7 @@ mod lanes_parts;
 mod pairs;
 mod smem;
 mod tc;
+mod tc_options;
 mod tc_parts;
 
 pub use fast::{build_fast, build_fast_f32, fast_variant_options, FastOptions, FAST_OPTIONS};
