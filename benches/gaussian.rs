@@ -23,7 +23,8 @@
 //! plus backward; the criterion rows run the field's default (`PTXFLOW_GAUSS_FORWARD`). Likewise
 //! `SUMMARY ... backward kernels`: the unit-form backward (`gaussian_backward_f32`), the
 //! expanded one (`gaussian_backward_fast_f32`, `BackwardKind`; `PTXFLOW_GAUSS_BWD_FAST` names a
-//! variant) and the points-in-lanes one (`gaussian_backward_lanes_f32`; `PTXFLOW_GAUSS_BWD_LANES`
+//! variant), the points-in-lanes one (`gaussian_backward_lanes_f32`; `PTXFLOW_GAUSS_BWD_LANES`
+//! names a variant) and the tensor-core one (`gaussian_backward_tc_f32`; `PTXFLOW_GAUSS_BWD_TC`
 //! names a variant), backward alone and forward plus backward (default `PTXFLOW_GAUSS_BACKWARD`),
 //! and the default backward's plan.
 //!
@@ -339,12 +340,9 @@ fn compare_backward_kernels<T: GpuReal>(
         BackwardKind::Unit,
         BackwardKind::Expanded,
         BackwardKind::Lanes,
+        BackwardKind::Tc,
     ];
-    let mut times = [
-        [Vec::new(), Vec::new()],
-        [Vec::new(), Vec::new()],
-        [Vec::new(), Vec::new()],
-    ];
+    let mut times: [[Vec<f64>; 2]; 4] = Default::default();
     for round in 0..31 {
         for (k, kind) in kinds.iter().enumerate() {
             field.set_backward_kind(*kind);
@@ -366,18 +364,21 @@ fn compare_backward_kernels<T: GpuReal>(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] * 1e6
     };
-    let [[mut ub, mut ufb], [mut eb, mut efb], [mut lb, mut lfb]] = times;
+    let [[mut ub, mut ufb], [mut eb, mut efb], [mut lb, mut lfb], [mut tb, mut tfb]] = times;
     let variant = std::env::var("PTXFLOW_GAUSS_BWD_FAST").unwrap_or_else(|_| "built-in".into());
     let lanes = std::env::var("PTXFLOW_GAUSS_BWD_LANES").unwrap_or_else(|_| "built-in".into());
+    let tc = std::env::var("PTXFLOW_GAUSS_BWD_TC").unwrap_or_else(|_| "default".into());
     let (_, plan) = field.plans().expect("plans");
     summary.push(format!(
-        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}, lanes {lanes}): backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us; default backward plan {plan:?}",
+        "SUMMARY gpu/gaussian f32 {label} backward kernels (30 alternating runs; expanded {variant}, lanes {lanes}, tc {tc}): backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us, tc {:.1} us; forward+backward unit {:.1} us, expanded {:.1} us, lanes {:.1} us, tc {:.1} us; default backward plan {plan:?}",
         med(&mut ub),
         med(&mut eb),
         med(&mut lb),
+        med(&mut tb),
         med(&mut ufb),
         med(&mut efb),
-        med(&mut lfb)
+        med(&mut lfb),
+        med(&mut tfb)
     ));
 }
 

@@ -31,3 +31,34 @@ impl KernelBuilder {
         ));
     }
 }
+
+impl KernelBuilder {
+    /// `mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64`: `acc += A B` in place for the warp's
+    /// 8 x 8 tile in f64 (`A` 8 x 4, `B` 4 x 8; the FP64 tensor cores of sm_80 and later).
+    /// Fragments (g = lane / 4, t = lane % 4): `a` = `A[g][t]`; `b` = `B[t][g]`; `acc` =
+    /// `C[g][2t], C[g][2t+1]`. Every lane of the warp executes it.
+    pub fn mma_f64_m8n8k4(&mut self, acc: [Reg<F64>; 2], a: Reg<F64>, b: Reg<F64>) {
+        self.need(80, 7, 0);
+        let [c0, c1] = acc;
+        self.instr(format!(
+            "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{c0}, {c1}}}, {{{a}}}, {{{b}}}, \
+             {{{c0}, {c1}}}"
+        ));
+    }
+}
+
+impl KernelBuilder {
+    /// `mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64` (sm_90, PTX 7.8): `acc += A B` in
+    /// place for the warp's 16 x 8 tile in f64 (`A` 16 x 4, `B` 4 x 8). Fragments (g = lane / 4,
+    /// t = lane % 4): `a` = `A[g][t], A[g+8][t]`; `b` = `B[t][g]`; `acc` = `C[g][2t],
+    /// C[g][2t+1], C[g+8][2t], C[g+8][2t+1]`. Every lane of the warp executes it.
+    pub fn mma_f64_m16n8k4(&mut self, acc: [Reg<F64>; 4], a: [Reg<F64>; 2], b: Reg<F64>) {
+        self.need(90, 7, 8);
+        let [c0, c1, c2, c3] = acc;
+        let [a0, a1] = a;
+        self.instr(format!(
+            "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {{{c0}, {c1}, {c2}, {c3}}}, \
+             {{{a0}, {a1}}}, {{{b}}}, {{{c0}, {c1}, {c2}, {c3}}}"
+        ));
+    }
+}

@@ -377,6 +377,28 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
             };
             dst_src(&mut ins, 1)?;
         }
+        "mma" if (has("m8n8k4") || has("m16n8k4")) && has("f64") && ops.len() == 4 => {
+            // {d..}, {a..}, {b}, {c..}: the f64 tensor-core tile (see `Op::MmaF64`).
+            let regs = |o: &str| -> Result<Vec<usize>, SimError> {
+                split_operands(o.trim_matches(|c| c == '{' || c == '}'))
+                    .iter()
+                    .map(|r| sy.reg(r, line, t))
+                    .collect()
+            };
+            let (d, a, b, c) = (
+                regs(&ops[0])?,
+                regs(&ops[1])?,
+                regs(&ops[2])?,
+                regs(&ops[3])?,
+            );
+            let rows = if has("m16n8k4") { 2 } else { 1 };
+            if d.len() != 2 * rows || a.len() != rows || b.len() != 1 || c.len() != 2 * rows {
+                return Err(err(line, t, "mma f64 fragments"));
+            }
+            ins.op = Op::MmaF64 { rows };
+            ins.d = d;
+            ins.s = a.into_iter().chain(b).chain(c).map(V::R).collect();
+        }
         "match" if has("any") => {
             ins.op = Op::MatchAny;
             dst_src(&mut ins, 1)?;

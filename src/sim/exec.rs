@@ -258,6 +258,37 @@ impl Ctx<'_> {
                 w.waiting = true;
                 return Ok(());
             }
+            Op::MmaF64 { rows } => {
+                let rows = *rows;
+                c.warp_ops += 1;
+                if on != u32::MAX {
+                    return Err(fail(format!(
+                        "mma with lanes {:#010x} active (all 32 must be)",
+                        on
+                    )));
+                }
+                let f = |v: u64| f64::from_bits(v);
+                let n_in = 1 + 3 * rows;
+                let vals: Vec<Vec<f64>> = (0..32)
+                    .map(|l| (0..n_in).map(|k| f(self.rd(w, &ins.s[k], l))).collect())
+                    .collect();
+                // Lane 4g + t holds A[g + 8h][t] (h < rows), B[t][g] and C[g + 8h][2t + i]; D =
+                // C + A B with the products added to C in k order, each rounded (an fma chain).
+                for (l, v) in vals.iter().enumerate() {
+                    let (g, t) = (l / 4, l % 4);
+                    for h in 0..rows {
+                        for i in 0..2 {
+                            let n = 2 * t + i;
+                            let mut acc = v[rows + 1 + 2 * h + i];
+                            for k in 0..4 {
+                                acc = vals[4 * g + k][h].mul_add(vals[4 * n + k][rows], acc);
+                            }
+                            w.regs[ins.d[2 * h + i] * 32 + l] = acc.to_bits();
+                        }
+                    }
+                }
+                return Ok(());
+            }
             Op::Shfl(_) | Op::Ballot | Op::VoteAny | Op::VoteAll | Op::MatchAny => {
                 c.warp_ops += 1;
                 if on != u32::MAX {

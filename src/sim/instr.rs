@@ -176,6 +176,11 @@ pub(crate) enum Op {
     VoteAny,
     VoteAll,
     MatchAny,
+    /// `mma.sync.aligned.m8n8k4` (`rows` 1) or `.m16n8k4` (`rows` 2) `.row.col.f64`: d = the
+    /// 2 `rows` accumulators, s = the `rows` A values, B, then the 2 `rows` C values.
+    MmaF64 {
+        rows: usize,
+    },
     BarSync,
     BarWarp,
     Nop,

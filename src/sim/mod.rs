@@ -33,8 +33,9 @@
 //! - `atom.add`/`red.add` on global or shared memory (u32, u64, s32, f32, f64), `atom.or`/`atom.and`
 //!   (b32, b64)
 //! - `shfl.sync` (`idx`, `bfly`, `down`, `up`; full warp), `vote.sync` (`ballot`, `any`,
-//!   `all`), `match.any.sync`, `bar.sync 0`, `bar.warp.sync`, `membar`/`fence` (no-ops: the
-//!   interpreter is sequentially consistent), `bra`, `ret`, `exit`
+//!   `all`), `match.any.sync`, `mma.sync.aligned.m8n8k4` / `.m16n8k4` `.row.col.f64` (full
+//!   warp; the products added to C in k order, each as an fma), `bar.sync 0`, `bar.warp.sync`,
+//!   `membar`/`fence` (no-ops: the interpreter is sequentially consistent), `bra`, `ret`, `exit`
 //!
 //! Anything else (texture, local memory, `atom.cas`, volatile loads, ...) is reported by
 //! [`Program::parse`] as an error.

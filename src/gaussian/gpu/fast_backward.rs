@@ -31,6 +31,10 @@ pub enum BackwardKind {
     /// `gaussian_backward_lanes_f32`: the expanded solve with points in lanes and Gaussians
     /// broadcast (f32 only, where the set allows it; see `super::lanes_backward`), at any size.
     Lanes,
+    /// `gaussian_backward_tc_f32`: the lanes kernel's inputs and outputs with each Gaussian's
+    /// sums on the FP64 tensor cores (f32 only, sm_80 and later, where the set allows the lanes
+    /// kernel; see `super::lanes_backward`), at any size. Opt-in.
+    Tc,
     /// The default: [`BackwardKind::Lanes`] from `super::lanes_backward::LANES_MIN_POINTS`
     /// points up, the unit kernel below (where the lanes kernel's 12 points per thread leave
     /// most lanes empty: 1000 Gaussians x 500 points took 34.9 us against the unit kernel's 26.3
@@ -42,19 +46,20 @@ impl BackwardKind {
     /// The default: [`BackwardKind::Auto`] (f32 sets that allow the lanes kernel and are large
     /// enough; others run the unit kernel), or [`BackwardKind::Unit`] where
     /// `PTXFLOW_GAUSS_BACKWARD=unit`, [`BackwardKind::Expanded`] where it is `expanded`,
-    /// [`BackwardKind::Lanes`] where it is `lanes`.
+    /// [`BackwardKind::Lanes`] where it is `lanes`, [`BackwardKind::Tc`] where it is `tc`.
     pub fn from_env() -> Self {
         match std::env::var("PTXFLOW_GAUSS_BACKWARD").as_deref() {
             Ok("expanded") => BackwardKind::Expanded,
             Ok("unit") => BackwardKind::Unit,
             Ok("lanes") => BackwardKind::Lanes,
+            Ok("tc") => BackwardKind::Tc,
             _ => BackwardKind::Auto,
         }
     }
 }
 
-/// Loads the table's kernel `id`, or `custom` (the same kernel built at run time with other
-/// options), with the largest shared-memory carveout, so that shared memory does not set the
+/// Loads the table's kernel `id`, or `custom` (a module built at run time and its entry: the
+/// same kernel with other options, or one outside the table), with the largest shared-memory carveout, so that shared memory does not set the
 /// resident-block count before the registers do; returns it with its resident blocks of `block`
 /// threads per SM. Shared by the expanded and the points-in-lanes backward.
 ///
@@ -62,12 +67,12 @@ impl BackwardKind {
 pub(super) fn load_with_carveout(
     gpu: &Gpu,
     id: KernelId,
-    custom: Option<crate::ptx::Module>,
+    custom: Option<(crate::ptx::Module, &str)>,
     block: u32,
 ) -> Result<(LoadedKernel, u32)> {
     let kernel = match custom {
         None => gpu.kernel(id)?,
-        Some(module) => gpu.load_module(&module, id.name())?,
+        Some((module, entry)) => gpu.load_module(&module, entry)?,
     };
     kernel
         .function()
@@ -126,7 +131,8 @@ impl FastBackward {
         // The 17.5 KiB of shared memory per block never set the resident-block count (H100, 182
         // registers: the registers do, at 8 one-warp blocks per SM, two per scheduler's 16
         // K-register file; ncu, GPU run 2 of session 10).
-        let custom = (o != FAST_OPTIONS).then(|| backward::build_fast(crate::ptx::Target::Sm75, o));
+        let custom = (o != FAST_OPTIONS)
+            .then(|| (backward::build_fast(crate::ptx::Target::Sm75, o), id.name()));
         let (kernel, per_sm) = load_with_carveout(gpu, id, custom, backward::BLOCK)?;
         Ok(FastBackward {
             kernel,

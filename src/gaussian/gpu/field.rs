@@ -57,6 +57,8 @@ pub struct GpuGaussianField<T: GpuReal> {
     pub(super) fast_backward: Option<FastBackward>,
     /// The points-in-lanes backward, loaded on first use.
     pub(super) lanes_backward: Option<super::lanes_backward::LanesBackward>,
+    /// The tensor-core backward (`tc_backward`, opt-in), loaded on first use.
+    pub(super) tc_backward: Option<super::lanes_backward::LanesBackward>,
     /// Whether the staged Gaussians allow the points-in-lanes backward
     /// (`lanes_backward::records_fit`, none compensated).
     pub(super) lanes_fit: bool,
@@ -103,6 +105,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
             fast_kernel: None,
             fast_backward: None,
             lanes_backward: None,
+            tc_backward: None,
             lanes_fit: false,
         })
     }

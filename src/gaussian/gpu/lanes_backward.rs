@@ -74,6 +74,15 @@ pub struct LanesBackward {
     pub slots: u32,
     /// Points per thread.
     pub k: u32,
+    /// Threads per block.
+    pub block: u32,
+    /// Points per block.
+    pub points_per_block: u32,
+    /// The kernel is `gaussian_backward_tc_f32` (`super::tc_backward`), same parameters.
+    pub tc: bool,
+    /// The most Gaussians per chunk of a grouped tc build (`super::tc_backward::plan_grouped`),
+    /// 0 for the other kernels.
+    pub chunk_cap: u32,
 }
 
 impl LanesBackward {
@@ -84,13 +93,21 @@ impl LanesBackward {
         let o = options();
         // Shared memory (34 KB per block) must not set the resident-block count before the
         // registers do: `load_with_carveout` asks for the largest carveout.
-        let custom =
-            (o != LANES_OPTIONS).then(|| backward::build_lanes(crate::ptx::Target::Sm75, o));
+        let custom = (o != LANES_OPTIONS).then(|| {
+            (
+                backward::build_lanes(crate::ptx::Target::Sm75, o),
+                id.name(),
+            )
+        });
         let (kernel, per_sm) = load_with_carveout(gpu, id, custom, LANES_BLOCK)?;
         Ok(LanesBackward {
             kernel,
             slots: per_sm.max(1) * gpu.facts().sm_count.max(1) * waves(),
             k: o.k,
+            block: LANES_BLOCK,
+            points_per_block: LANES_BLOCK * o.k,
+            tc: false,
+            chunk_cap: 0,
         })
     }
 
@@ -98,7 +115,16 @@ impl LanesBackward {
     /// Gaussian chunks (rows of per-point partials), `chunks` = point blocks (rows of
     /// per-Gaussian partials), `chunk_len` = Gaussians per chunk (a multiple of the tile).
     pub fn plan(&self, n_pad: u32, b: u32) -> BackwardPlan {
-        plan(n_pad, b, self.slots, self.k)
+        if self.chunk_cap > 0 {
+            return super::tc_backward::plan_grouped(
+                n_pad,
+                b,
+                self.slots,
+                self.points_per_block,
+                self.chunk_cap,
+            );
+        }
+        plan_blocks(n_pad, b, self.slots, self.points_per_block)
     }
 
     /// Enqueues the kernel on `stream` for `plan` (from [`Self::plan`]); `fast` holds the records
@@ -114,7 +140,7 @@ impl LanesBackward {
         plan: &BackwardPlan,
         bufs: BackwardBuffers<'_, T>,
     ) -> Result<()> {
-        let cfg = config((plan.chunks, plan.gauss_blocks), LANES_BLOCK)?;
+        let cfg = config((plan.chunks, plan.gauss_blocks), self.block)?;
         // SAFETY: (argument types and the .reqntid block are checked against the kernel's
         // contract) n_pad and chunk_len are multiples of the kernel's tile, so every staged
         // Gaussian exists in prep and fast (n_pad records each); points and grad_values hold 3b
@@ -147,13 +173,19 @@ impl<T: GpuReal> GpuGaussianField<T> {
     /// points) and the staged Gaussians allow it (`lanes_fit`).
     pub(super) fn lanes_backward(&mut self) -> Result<Option<LanesBackward>> {
         let chosen = match self.backward_kind {
-            BackwardKind::Lanes => true,
+            BackwardKind::Lanes | BackwardKind::Tc => true,
             BackwardKind::Auto => self.b >= LANES_MIN_POINTS,
             BackwardKind::Unit | BackwardKind::Expanded => false,
         } && self.lanes_fit;
         let Some(id) = T::BACKWARD_LANES.filter(|_| chosen) else {
             return Ok(None);
         };
+        if self.backward_kind == BackwardKind::Tc {
+            if self.tc_backward.is_none() {
+                self.tc_backward = Some(super::tc_backward::load(&self.gpu)?);
+            }
+            return Ok(self.tc_backward.clone());
+        }
         if self.lanes_backward.is_none() {
             self.lanes_backward = Some(LanesBackward::load(&self.gpu, id)?);
         }
@@ -164,7 +196,13 @@ impl<T: GpuReal> GpuGaussianField<T> {
 /// [`LanesBackward::plan`] for a kernel with `slots` resident blocks and `k` points per thread:
 /// as many Gaussian chunks as fill the slots beside the point blocks.
 pub fn plan(n_pad: u32, b: u32, slots: u32, k: u32) -> BackwardPlan {
-    let point_blocks = b.div_ceil(LANES_BLOCK * k).max(1);
+    plan_blocks(n_pad, b, slots, LANES_BLOCK * k)
+}
+
+/// [`plan`] for blocks of `per_block` points (a tile of `LANES_TILE` Gaussians, the lanes and
+/// tc kernels' tile).
+pub fn plan_blocks(n_pad: u32, b: u32, slots: u32, per_block: u32) -> BackwardPlan {
+    let point_blocks = b.div_ceil(per_block).max(1);
     let want = (slots / point_blocks).clamp(1, (n_pad / LANES_TILE).max(1));
     let chunk_len = n_pad.div_ceil(want).next_multiple_of(LANES_TILE);
     BackwardPlan {

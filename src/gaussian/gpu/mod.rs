@@ -42,6 +42,7 @@ pub mod raw;
 mod raw_backward;
 mod raw_prepare;
 mod slot;
+pub mod tc_backward;
 
 pub use fast::ForwardKind;
 pub use fast_backward::BackwardKind;

@@ -222,6 +222,17 @@ pub(super) fn unscale(
     pr: &[Reg<F32>; 12],
     sums: &[Reg<F32>; GRAD_STRIDE as usize],
 ) -> [Reg<F32>; GRAD_STRIDE as usize] {
+    let m = exact_m(b, pr);
+    let sw: Vec<Reg<F64>> = sums.iter().map(|&x| b.cvt::<F64, F32>(x)).collect();
+    unscale_wide(b, &m, &sw)
+}
+
+/// The subtract form's operator M in f64 (lower triangular, `m[row][col]`), from the prepared
+/// constants `pr` as `crate::gaussian::gpu::fast::record` builds it before rounding.
+pub(super) type ExactM = [[Option<Reg<F64>>; 3]; 3];
+
+/// [`ExactM`] of the prepared constants `pr`.
+pub(super) fn exact_m(b: &mut KernelBuilder, pr: &[Reg<F32>; 12]) -> ExactM {
     let s = sigma();
     let w = |b: &mut KernelBuilder, x: Reg<F32>| b.cvt::<F64, F32>(x);
     let [n10, n20, n21] = [pr[3], pr[4], pr[5]].map(|x| w(b, x));
@@ -241,12 +252,21 @@ pub(super) fn unscale(
     let d = b.add(d, c);
     let m20 = b.mul(si2, d);
     // m[row][col], lower triangular.
-    let m = [
+    [
         [Some(si0), None, None],
         [Some(m10), Some(si1), None],
         [Some(m20), Some(m21), Some(si2)],
-    ];
-    let sw: Vec<Reg<F64>> = sums.iter().map(|&x| w(b, x)).collect();
+    ]
+}
+
+/// [`unscale`] of the expanded sums `sw` given in f64 (S0, S1 (3), S2 (6)), with the operator
+/// `m` of [`exact_m`].
+pub(super) fn unscale_wide(
+    b: &mut KernelBuilder,
+    m: &ExactM,
+    sw: &[Reg<F64>],
+) -> [Reg<F32>; GRAD_STRIDE as usize] {
+    let s = sigma();
     // (M^T y)_a = sum_{c >= a} M_ca y_c for a y given per c.
     let mt = |b: &mut KernelBuilder, a: usize, y: &dyn Fn(usize) -> Reg<F64>| {
         let mut acc = b.mul(m[a][a].unwrap_or_else(|| unreachable!("diagonal")), y(a));

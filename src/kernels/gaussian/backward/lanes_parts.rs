@@ -10,9 +10,9 @@ use crate::ptx::*;
 
 /// One staged Gaussian's constants, read from its shared-memory record.
 pub(super) struct Consts {
-    m: [Reg<F32>; 6],
-    nb: [Reg<F32>; 3],
-    n: [Reg<F32>; 6],
+    pub(super) m: [Reg<F32>; 6],
+    pub(super) nb: [Reg<F32>; 3],
+    pub(super) n: [Reg<F32>; 6],
 }
 
 pub(super) fn load_consts(b: &mut KernelBuilder, at: Addr) -> Consts {

@@ -47,7 +47,9 @@
 //! `fast_pairs` build `gaussian_backward_fast_f32`, the f32 backward with the expanded solve of
 //! `super::forward_fast` (same launch geometry and outputs; see `fast`'s docs); `lanes` builds
 //! `gaussian_backward_lanes_f32`, the same per-pair maths with points in lanes and Gaussians
-//! broadcast (its own launch geometry, the same outputs; see `lanes`' docs).
+//! broadcast (its own launch geometry, the same outputs; see `lanes`' docs); `tc` builds
+//! `gaussian_backward_tc_f32`, the lanes kernel's inputs and outputs with each Gaussian's sums
+//! on the FP64 tensor cores (opt-in; see `tc`'s docs).
 
 use super::common::*;
 use super::exp_f64::{Exp2, ExpF64};
@@ -61,6 +63,9 @@ mod lanes;
 mod lanes_parts;
 mod pairs;
 mod smem;
+mod tc;
+mod tc_options;
+mod tc_parts;
 
 pub use fast::{build_fast, build_fast_f32, fast_variant_options, FastOptions, FAST_OPTIONS};
 pub use kernel::build;
@@ -68,6 +73,7 @@ pub use lanes::{
     build_lanes, build_lanes_f32, lanes_variant_options, LanesOptions, LANES_OPTIONS,
     POINTS_PER_THREAD as LANES_POINTS_PER_THREAD, TILE as LANES_TILE,
 };
+pub use tc::{build_tc, build_tc_f32, tc_variant_options, TcOptions, TC_OPTIONS, TILE as TC_TILE};
 /// Threads per block of `gaussian_backward_lanes_f32`.
 pub const LANES_BLOCK: u32 = lanes::BLOCK;
 
