@@ -1,0 +1,224 @@
+//! The batch device solve: every round of a batch of alignments evaluates on the device and
+//! then steps every alignment's Newton / More-Thuente solver on the device too
+//! (`ndt_batch_solve`, `kernels::ndt::solve::batch`), so no round hands anything to the host.
+//! [`crate::ndt::align_batch`] asks for it first ([`crate::ndt::Linearize::align_batch_whole`])
+//! when `PTXFLOW_NDT_BATCH_DEVICE=1` (read when the pipeline is created; default
+//! [`BATCH_DEVICE_DEFAULT`]) or [`GpuDerivativePipeline::set_batch_device_solve`] turns it on.
+//!
+//! The jobs run as one or two groups (`PTXFLOW_NDT_BATCH_GROUPS`, default 2), each a chain of
+//! rounds on its own stream: evaluation kernel (the pipeline's batch kernel, rows `1..=bound`,
+//! row 0 an empty request in the parameters), then `ndt_batch_solve` (one warp per row), which
+//! writes the next round's requests, compacted, into the same table and publishes their count
+//! in mapped memory. The host only launches: round `r + 1` of a group once it has seen the
+//! count of round `r` (the bound of round `r + 1`: counts only fall), so the device has the
+//! group's round `r` queued while the host waits, and the other group's rounds fill the gaps
+//! of each chain. A group ends when a published count is 0.
+//!
+//! Results equal the host solver's (the host-solver batch, `align_batch` without this) up to
+//! the device's own sines and cosines (within an ulp), the eigen path's Jacobi increment (up to
+//! rounding) and the rounds' grids (a round's blocks per request follow its bound, so a sum
+//! may differ from the host path's in the last bits). Alignments the device hands back
+//! (`STOP_HOST`: an angle beyond the device sine's range) run on the host solver afterwards;
+//! any failure before results exist runs the whole batch on the host solver.
+
+mod run;
+
+use super::GpuDerivativePipeline;
+use crate::kernels::ndt::solve::batch::{
+    build_batch_solve, BATCH_OUT_ASSISTS, BATCH_OUT_EVALUATIONS, BATCH_OUT_ITERATIONS,
+    BATCH_OUT_POSE, BATCH_OUT_STOP, BATCH_OUT_WORDS,
+};
+use crate::ndt::gpu::mapped::device_can_map;
+use crate::ndt::gpu::records::{decode_result, VALUES};
+use crate::ndt::gpu::variants::env_switch;
+use crate::ndt::params::SolverParams;
+use crate::ndt::pose::Pose6;
+use crate::ndt::result::NdtResult;
+use crate::ndt::solver::AlignJob;
+use crate::ptx::Target;
+use crate::runtime::LoadedKernel;
+use crate::{Error, Result};
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// Default of `PTXFLOW_NDT_BATCH_DEVICE`: off until the GPU shows it faster and equal.
+pub const BATCH_DEVICE_DEFAULT: bool = false;
+
+/// Default of `PTXFLOW_NDT_BATCH_GROUPS` (chains in flight).
+const GROUPS: usize = 2;
+
+/// What the last batch device solve did (for tests and phase measurements).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchSolveStats {
+    /// Rounds launched per group.
+    pub rounds: Vec<usize>,
+    /// Evaluations the device ran for alignments it finished.
+    pub evaluations: usize,
+    /// Newton steps that took the eigen path on the device.
+    pub eigen_steps: usize,
+    /// Alignments handed back to the host solver.
+    pub handed_back: usize,
+}
+
+/// The batch device solve's state inside the pipeline.
+pub(in crate::ndt::gpu) struct BatchSolveState {
+    enabled: bool,
+    groups: usize,
+    kernel: Option<LoadedKernel>,
+    /// Group 1's stream, once made.
+    stream1: Option<Arc<CudaStream>>,
+    bufs: Vec<run::GroupBuffers>,
+    stats: Option<BatchSolveStats>,
+    /// Why the last batch offered to the device went to the host solver (`None`: it did not).
+    fallback: Option<String>,
+}
+
+impl BatchSolveState {
+    /// Settings from the environment (see the module docs).
+    pub(in crate::ndt::gpu) fn from_env() -> BatchSolveState {
+        BatchSolveState {
+            enabled: env_switch("PTXFLOW_NDT_BATCH_DEVICE", BATCH_DEVICE_DEFAULT),
+            groups: std::env::var("PTXFLOW_NDT_BATCH_GROUPS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|g| (1..=2).contains(g))
+                .unwrap_or(GROUPS),
+            kernel: None,
+            stream1: None,
+            bufs: Vec::new(),
+            stats: None,
+            fallback: None,
+        }
+    }
+}
+
+impl GpuDerivativePipeline {
+    /// Runs batches of alignments (more than one job) with the solver on the device (see the
+    /// module docs of `pipeline/batch`).
+    ///
+    /// Errors: [`Error::NoDevice`] when turning it on for a device that cannot map host memory.
+    pub fn set_batch_device_solve(&mut self, on: bool) -> Result<()> {
+        if on && !device_can_map(&self.gpu) {
+            return Err(Error::NoDevice {
+                reason: "the NDT batch device solve needs mapped host memory".into(),
+            });
+        }
+        self.batch.enabled = on;
+        Ok(())
+    }
+
+    /// Whether batches run the device solve.
+    pub fn batch_device_solve_enabled(&self) -> bool {
+        self.batch.enabled
+    }
+
+    /// Chains in flight for the batch device solve (1 or 2; other values are clamped).
+    pub fn set_batch_device_groups(&mut self, groups: usize) {
+        self.batch.groups = groups.clamp(1, 2);
+    }
+
+    /// What the last batch device solve did (`None` before the first).
+    pub fn batch_device_stats(&self) -> Option<&BatchSolveStats> {
+        self.batch.stats.as_ref()
+    }
+
+    /// Why the last batch offered to the device solve went to the host solver instead.
+    pub fn batch_device_fallback(&self) -> Option<&str> {
+        self.batch.fallback.as_deref()
+    }
+
+    /// The whole batch on the device: one entry per job (`None`: the host solver runs that
+    /// job), or `None` for all of them (off, not possible here, or failed before results).
+    pub(in crate::ndt::gpu) fn align_batch_device(
+        &mut self,
+        jobs: &[AlignJob],
+        params: &SolverParams,
+    ) -> Result<Option<Vec<Option<NdtResult>>>> {
+        self.batch.fallback = None;
+        if !self.batch.enabled || jobs.len() < 2 {
+            return Ok(None);
+        }
+        match self.try_batch_device(jobs, params) {
+            Ok(Ok(r)) => Ok(Some(r)),
+            Ok(Err(why)) => {
+                self.batch.fallback = Some(why);
+                Ok(None)
+            }
+            Err(e) => {
+                // The streams are synchronized by the run (or failed for good); the host
+                // solver starts from the jobs again.
+                self.batch.fallback = Some(e.to_string());
+                Ok(None)
+            }
+        }
+    }
+
+    fn try_batch_device(
+        &mut self,
+        jobs: &[AlignJob],
+        params: &SolverParams,
+    ) -> Result<std::result::Result<Vec<Option<NdtResult>>, String>> {
+        if self.transfer != super::super::config::Transfer::Mapped {
+            return Ok(Err("results are not in mapped memory".into()));
+        }
+        let Some(t) = self.target else {
+            return Err(Error::input(
+                "GPU NDT pipeline: upload_target before linearizing",
+            ));
+        };
+        if self.cells.batch_kernel().is_none() {
+            return Ok(Err(
+                "no batch evaluation kernel (dense table, cross build)".into()
+            ));
+        }
+        for j in jobs {
+            if j.source >= self.sources.len() {
+                return Err(Error::input(format!(
+                    "source index {} out of range ({} sources uploaded)",
+                    j.source,
+                    self.sources.len()
+                )));
+            }
+        }
+        self.stop_server()?;
+        if self.batch.kernel.is_none() {
+            let k = self
+                .gpu
+                .load_module(&build_batch_solve(Target::Sm75), "ndt_batch_solve")?;
+            self.batch.kernel = Some(k);
+        }
+        let outs = self.run_batch_device(jobs, params, &t)?;
+        let mut stats = BatchSolveStats {
+            rounds: outs.rounds,
+            ..Default::default()
+        };
+        let mut results = Vec::with_capacity(jobs.len());
+        for (k, job) in jobs.iter().enumerate() {
+            let w = &outs.words[BATCH_OUT_WORDS * k..BATCH_OUT_WORDS * (k + 1)];
+            let points = self.sources[job.source].1 as usize;
+            let evaluations = w[BATCH_OUT_EVALUATIONS] as u32 as usize;
+            let code = w[BATCH_OUT_STOP] as u32;
+            let Some(stop) = super::solve::stop_reason(code) else {
+                stats.handed_back += 1;
+                results.push(None);
+                continue;
+            };
+            stats.evaluations += evaluations;
+            stats.eigen_steps += w[BATCH_OUT_ASSISTS] as u32 as usize;
+            let rec: [f64; VALUES] = std::array::from_fn(|i| f64::from_bits(w[i]));
+            let lin = decode_result(&rec, t.gauss, points)?;
+            let pose = Pose6::from_fn(|i, _| f64::from_bits(w[BATCH_OUT_POSE + i]));
+            results.push(Some(NdtResult::at(
+                pose,
+                w[BATCH_OUT_ITERATIONS] as u32 as usize,
+                evaluations,
+                stop,
+                lin,
+                points,
+            )));
+        }
+        self.counters.requests += stats.evaluations as u64;
+        self.batch.stats = Some(stats);
+        Ok(Ok(results))
+    }
+}
