@@ -67,7 +67,8 @@ impl GpuDerivativePipeline {
         }
         let s = self.gpu.stream().clone();
         let target = self.gpu.facts().sm_count as usize * self.blocks_per_sm;
-        let slots = target.max(cap + 1);
+        // Room for the host path's blocks per request over `bound` rows plus the empty row.
+        let slots = 2 * target.max(cap + 1);
         let can_map = true;
         let b = GroupBuffers {
             cap,
@@ -163,7 +164,8 @@ impl GpuDerivativePipeline {
         let target_blocks = self.gpu.facts().sm_count as usize * self.blocks_per_sm;
         let per_request = max_points
             .div_ceil(BLOCK as usize)
-            .min(target_blocks / rows)
+            // The host path's rule for `bound` requests (the empty row 0 comes on top).
+            .min(target_blocks / bound.max(1))
             .min(b.slots / rows)
             .max(1);
         let per_request = self
