@@ -25,9 +25,10 @@ mod run;
 
 use super::GpuDerivativePipeline;
 use crate::kernels::ndt::solve::batch::{
-    build_batch_solve, BATCH_OUT_ASSISTS, BATCH_OUT_EVALUATIONS, BATCH_OUT_ITERATIONS,
-    BATCH_OUT_POSE, BATCH_OUT_STOP, BATCH_OUT_WORDS,
+    BATCH_OUT_ASSISTS, BATCH_OUT_EVALUATIONS, BATCH_OUT_ITERATIONS, BATCH_OUT_POSE, BATCH_OUT_STOP,
+    BATCH_OUT_WORDS,
 };
+use crate::kernels::KernelId;
 use crate::ndt::gpu::mapped::device_can_map;
 use crate::ndt::gpu::records::{decode_result, VALUES};
 use crate::ndt::gpu::variants::env_switch;
@@ -35,7 +36,6 @@ use crate::ndt::params::SolverParams;
 use crate::ndt::pose::Pose6;
 use crate::ndt::result::NdtResult;
 use crate::ndt::solver::AlignJob;
-use crate::ptx::Target;
 use crate::runtime::LoadedKernel;
 use crate::{Error, Result};
 use cudarc::driver::CudaStream;
@@ -182,9 +182,7 @@ impl GpuDerivativePipeline {
         }
         self.stop_server()?;
         if self.batch.kernel.is_none() {
-            let k = self
-                .gpu
-                .load_module(&build_batch_solve(Target::Sm75), "ndt_batch_solve")?;
+            let k = self.gpu.kernel(KernelId::NdtBatchSolve)?;
             self.batch.kernel = Some(k);
         }
         let outs = self.run_batch_device(jobs, params, &t)?;

@@ -46,13 +46,18 @@ pub(super) struct BatchOut {
 
 /// The most rounds one alignment can need: a first evaluation, then per iteration at most
 /// the line search's evaluations (one without it), plus the empty rounds at a group's end.
+/// At most [`ROUND_CAP`]: a batch that needs more fails over to the host solver.
 fn max_rounds(p: &SolverParams) -> usize {
     let per_iteration = p.line_search.map_or(1, |l| l.max_evaluations.max(1));
     p.max_iterations
         .saturating_add(2)
         .saturating_mul(per_iteration)
         .saturating_add(4)
+        .min(ROUND_CAP)
 }
+
+/// The most rounds a batch device solve sizes its per-round words for.
+const ROUND_CAP: usize = 1 << 16;
 
 impl GpuDerivativePipeline {
     /// Group buffers for `cap` jobs and `rounds` rounds (kept when big enough).
