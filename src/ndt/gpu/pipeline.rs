@@ -32,7 +32,7 @@ mod solve;
 mod split;
 mod tail;
 
-pub use batch::{BatchSolveStats, BATCH_DEVICE_DEFAULT};
+pub use batch::{BatchSolveStats, BatchTiming, BATCH_DEVICE_DEFAULT};
 pub use server::ServerTimeouts;
 pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT, DEVICE_SOLVE_OPTS_DEFAULT};
 

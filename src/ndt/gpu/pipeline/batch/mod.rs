@@ -48,7 +48,7 @@ pub const BATCH_DEVICE_DEFAULT: bool = false;
 const GROUPS: usize = 2;
 
 /// What the last batch device solve did (for tests and phase measurements).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchSolveStats {
     /// Rounds launched per group.
     pub rounds: Vec<usize>,
@@ -58,6 +58,21 @@ pub struct BatchSolveStats {
     pub eigen_steps: usize,
     /// Alignments handed back to the host solver.
     pub handed_back: usize,
+    /// Device times by CUDA events ([`GpuDerivativePipeline::set_batch_device_timing`]).
+    pub timing: Option<BatchTiming>,
+}
+
+/// Device times of a batch device solve, summed over both chains' rounds (microseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchTiming {
+    /// The evaluation kernels.
+    pub eval_us: f64,
+    /// The solver kernels.
+    pub solve_us: f64,
+    /// Between a chain's rounds (the chain's stream idle or waiting for the host's launch).
+    pub between_us: f64,
+    /// From the first round's start to the last round's end.
+    pub span_us: f64,
 }
 
 /// The batch device solve's state inside the pipeline.
@@ -69,6 +84,9 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     stream1: Option<Arc<CudaStream>>,
     bufs: Vec<run::GroupBuffers>,
     stats: Option<BatchSolveStats>,
+    /// Events around every round's kernels (`PTXFLOW_NDT_BATCH_TIMING=1`).
+    timing: bool,
+    events: Vec<(usize, [cudarc::driver::CudaEvent; 3])>,
     /// Why the last batch offered to the device went to the host solver (`None`: it did not).
     fallback: Option<String>,
 }
@@ -87,6 +105,8 @@ impl BatchSolveState {
             stream1: None,
             bufs: Vec::new(),
             stats: None,
+            timing: env_switch("PTXFLOW_NDT_BATCH_TIMING", false),
+            events: Vec::new(),
             fallback: None,
         }
     }
@@ -115,6 +135,12 @@ impl GpuDerivativePipeline {
     /// Chains in flight for the batch device solve (1 or 2; other values are clamped).
     pub fn set_batch_device_groups(&mut self, groups: usize) {
         self.batch.groups = groups.clamp(1, 2);
+    }
+
+    /// Times every round's kernels of the batch device solve with CUDA events (for phase
+    /// measurements: the events cost launch time of their own), see [`BatchTiming`].
+    pub fn set_batch_device_timing(&mut self, on: bool) {
+        self.batch.timing = on;
     }
 
     /// What the last batch device solve did (`None` before the first).
@@ -188,6 +214,7 @@ impl GpuDerivativePipeline {
         let outs = self.run_batch_device(jobs, params, &t)?;
         let mut stats = BatchSolveStats {
             rounds: outs.rounds,
+            timing: outs.timing,
             ..Default::default()
         };
         let mut results = Vec::with_capacity(jobs.len());

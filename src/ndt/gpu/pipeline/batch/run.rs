@@ -12,7 +12,7 @@ use crate::ndt::pose::isometry_to_pose;
 use crate::ndt::solver::AlignJob;
 use crate::runtime::DeviceBuffer;
 use crate::{Error, Result};
-use cudarc::driver::{CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{sys, CudaEvent, CudaStream, DevicePtr, LaunchConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +42,7 @@ pub(super) struct GroupBuffers {
 pub(super) struct BatchOut {
     pub(super) words: Vec<u64>,
     pub(super) rounds: Vec<usize>,
+    pub(super) timing: Option<super::BatchTiming>,
 }
 
 /// The most rounds one alignment can need: a first evaluation, then per iteration at most
@@ -152,10 +153,11 @@ impl GpuDerivativePipeline {
         Ok(())
     }
 
-    /// Round `r` of group `g` over rows `1..=bound`: the evaluation, then the solver step.
+    /// Round `r` of group `g` over rows `1..=bound`: the evaluation, then the solver step
+    /// (with events around each when timing).
     #[allow(clippy::too_many_arguments)]
     fn batch_round(
-        &self,
+        &mut self,
         g: usize,
         r: usize,
         bound: usize,
@@ -163,6 +165,41 @@ impl GpuDerivativePipeline {
         stream: &Arc<CudaStream>,
         t: &TargetInfo,
         sp: &SolveArgs,
+    ) -> Result<()> {
+        let e0 = self.batch_event(stream)?;
+        self.batch_eval_round(g, bound, max_points, stream, t)?;
+        let e1 = self.batch_event(stream)?;
+        self.batch_solve_round(g, r, bound, stream, sp)?;
+        let e2 = self.batch_event(stream)?;
+        self.counters.launches += 2;
+        if let (Some(e0), Some(e1), Some(e2)) = (e0, e1, e2) {
+            self.batch.events.push((g, [e0, e1, e2]));
+        }
+        Ok(())
+    }
+
+    /// An event recorded on `stream` now, when timing (`None` otherwise).
+    fn batch_event(&self, stream: &Arc<CudaStream>) -> Result<Option<CudaEvent>> {
+        if !self.batch.timing {
+            return Ok(None);
+        }
+        let e = stream
+            .context()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(Error::driver("cuEventCreate (NDT batch timing)"))?;
+        e.record(stream)
+            .map_err(Error::driver("cuEventRecord (NDT batch timing)"))?;
+        Ok(Some(e))
+    }
+
+    /// Round `r`'s evaluation of group `g` over rows `1..=bound` (row 0 empty).
+    fn batch_eval_round(
+        &self,
+        g: usize,
+        bound: usize,
+        max_points: usize,
+        stream: &Arc<CudaStream>,
+        t: &TargetInfo,
     ) -> Result<()> {
         let b = &self.batch.bufs[g];
         let rows = bound + 1;
@@ -226,6 +263,21 @@ impl GpuDerivativePipeline {
         // memory that the group's buffers keep alive (the host synchronizes the stream
         // before it reuses or drops them).
         unsafe { lb.launch() }?;
+        Ok(())
+    }
+
+    /// Round `r`'s solver step of group `g` over rows `1..=bound` (after its evaluation).
+    fn batch_solve_round(
+        &self,
+        g: usize,
+        r: usize,
+        bound: usize,
+        stream: &Arc<CudaStream>,
+        sp: &SolveArgs,
+    ) -> Result<()> {
+        let b = &self.batch.bufs[g];
+        let requests = b.requests.slice().device_ptr(stream).0;
+        let results = b.results.slice().device_ptr(stream).0;
         let kernel = self
             .batch
             .kernel
@@ -315,6 +367,7 @@ impl GpuDerivativePipeline {
                 .map_err(Error::driver("cuStreamWaitEvent (NDT batch uploads)"))?;
         }
         let sp = SolveArgs::new(params, t);
+        self.batch.events.clear();
         let run = self.batch_loop(&parts, &streams, rounds, t, &sp);
         // Every stream ends before the results are read or the buffers reused.
         let mut synced = Ok(());
@@ -325,6 +378,7 @@ impl GpuDerivativePipeline {
         }
         let launched = run?;
         synced?;
+        let timing = self.batch_timing()?;
         let mut words = Vec::with_capacity(BATCH_OUT_WORDS * jobs.len());
         for (g, part) in parts.iter().enumerate() {
             let out = self.batch.bufs[g].out.as_slice()?;
@@ -333,6 +387,7 @@ impl GpuDerivativePipeline {
         Ok(BatchOut {
             words,
             rounds: launched,
+            timing,
         })
     }
 
@@ -359,7 +414,6 @@ impl GpuDerivativePipeline {
         for (g, part) in parts.iter().enumerate() {
             for r in 0..2 {
                 self.batch_round(g, r, part.len(), max_points[g], &streams[g], t, sp)?;
-                self.counters.launches += 2;
                 launched[g] += 1;
             }
         }
@@ -387,7 +441,6 @@ impl GpuDerivativePipeline {
                     )));
                 }
                 self.batch_round(g, r, c, max_points[g], &streams[g], t, sp)?;
-                self.counters.launches += 2;
                 launched[g] += 1;
             }
             if progress {
@@ -420,6 +473,32 @@ impl GpuDerivativePipeline {
             }
         }
         Ok(launched)
+    }
+
+    /// The device times of the rounds just run (events taken; `None` when not timing).
+    fn batch_timing(&mut self) -> Result<Option<super::BatchTiming>> {
+        let events = std::mem::take(&mut self.batch.events);
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let ms = |a: &CudaEvent, b: &CudaEvent| {
+            a.elapsed_ms(b)
+                .map(|v| f64::from(v) * 1e3)
+                .map_err(Error::driver("cuEventElapsedTime (NDT batch timing)"))
+        };
+        let first = &events[0].1[0];
+        let mut t = super::BatchTiming::default();
+        let mut last_end: Vec<Option<&CudaEvent>> = vec![None; 2];
+        for (g, [e0, e1, e2]) in &events {
+            t.eval_us += ms(e0, e1)?;
+            t.solve_us += ms(e1, e2)?;
+            if let Some(prev) = last_end[*g] {
+                t.between_us += ms(prev, e0)?.max(0.0);
+            }
+            last_end[*g] = Some(e2);
+            t.span_us = t.span_us.max(ms(first, e2)?);
+        }
+        Ok(Some(t))
     }
 
     /// The count group `g`'s solver published for round `r` (`None`: not yet).
