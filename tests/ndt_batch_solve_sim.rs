@@ -2,8 +2,8 @@
 //! by the PTX interpreter (`ptxflow::sim`, no GPU needed) in the pipeline's round loop: each
 //! round the batch evaluation kernel `ndt_derivatives_dense_cross7` over rows `1..=bound`
 //! (row 0 an empty request in the parameters), then the solver kernel, which appends the next
-//! round's requests and publishes their count; the next round's bound is the count the host
-//! would have seen (one round behind, as `pipeline/batch/run.rs` does). Against the host
+//! round's requests and publishes their count; the next round's bound is its count (lag 0)
+//! or the count one round behind (lag 1), as `pipeline/batch/run.rs` does. Against the host
 //! solver's lockstep batch fed by the same kernel with the same grid (one block per request,
 //! so the same sums for the same pose): equal iterations, evaluations and stop reasons for
 //! every alignment, poses equal up to the device's sines and cosines and the eigen path's
@@ -90,6 +90,7 @@ fn device_batch(
     solve: &Program,
     starts: &[Pose6],
     p: &SolverParams,
+    lag: usize,
 ) -> (Vec<Device>, usize) {
     let h = starts.len();
     let n = s.source.len() as u32;
@@ -174,12 +175,11 @@ fn device_batch(
             "published"
         );
         assert_eq!(c[rounds + 2 + r], bound as u32, "every block counted");
-        // The host's bound for round r + 1 is round r's count (one round behind).
-        let this = c[r] as usize;
+        // The host's bound for round r + 1: its count (lag 0) or round r's (lag 1).
         if c[r + 1] == 0 {
             break;
         }
-        bound = this;
+        bound = c[r + 1 - lag] as usize;
         r += 1;
         assert!(r < rounds, "the batch ends");
     }
@@ -223,7 +223,13 @@ fn compare(s: &Scene, starts: &[Pose6], p: &SolverParams, what: &str) -> Vec<Ndt
         eval: eval.clone(),
     };
     let host = align_batch(&mut rounds, &jobs, p).unwrap();
-    let (dev, n_rounds) = device_batch(s, &eval, &solve, starts, p);
+    let (dev, n_rounds) = device_batch(s, &eval, &solve, starts, p, 1);
+    let (dev0, n_rounds0) = device_batch(s, &eval, &solve, starts, p, 0);
+    assert_eq!(
+        (&dev0, n_rounds0),
+        (&dev, n_rounds),
+        "{what}: lag 0 and 1 alike"
+    );
     let mut eigen = 0;
     for (k, (h, d)) in host.iter().zip(&dev).enumerate() {
         let diff = (d.0 - h.pose).abs().max();

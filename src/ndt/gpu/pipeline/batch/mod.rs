@@ -9,10 +9,12 @@
 //! rounds on its own stream: evaluation kernel (the pipeline's batch kernel, rows `1..=bound`,
 //! row 0 an empty request in the parameters), then `ndt_batch_solve` (one warp per row), which
 //! writes the next round's requests, compacted, into the same table and publishes their count
-//! in mapped memory. The host only launches: round `r + 1` of a group once it has seen the
-//! count of round `r` (the bound of round `r + 1`: counts only fall), so the device has the
-//! group's round `r` queued while the host waits, and the other group's rounds fill the gaps
-//! of each chain. A group ends when a published count is 0.
+//! in mapped memory. The host only launches: round `r` of a group once it has seen its count
+//! (`PTXFLOW_NDT_BATCH_LAG=0`, the default: the grid is then the host-solver batch's for the
+//! same requests, so equal poses give equal sums) or round `r + 1` once it has seen round
+//! `r`'s (`=1`: a bound, counts only fall; the device always has the group's next round
+//! queued, and rows beyond the count find no points). The other group's rounds fill each
+//! chain's gaps. A group ends when a published count is 0.
 //!
 //! Results equal the host solver's (the host-solver batch, `align_batch` without this) up to
 //! the device's own sines and cosines (within an ulp), the eigen path's Jacobi increment (up to
@@ -46,6 +48,9 @@ pub const BATCH_DEVICE_DEFAULT: bool = false;
 
 /// Default of `PTXFLOW_NDT_BATCH_GROUPS` (chains in flight).
 const GROUPS: usize = 2;
+
+/// Default of `PTXFLOW_NDT_BATCH_LAG` (see `BatchSolveState::lag`).
+const LAG: usize = 0;
 
 /// What the last batch device solve did (for tests and phase measurements).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -84,6 +89,11 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     stream1: Option<Arc<CudaStream>>,
     bufs: Vec<run::GroupBuffers>,
     stats: Option<BatchSolveStats>,
+    /// Rounds the host launches ahead of the counts it has seen: 0 (round `r` once its count
+    /// is published: every round's grid is the host-solver batch's for the same requests) or 1
+    /// (round `r + 1` from round `r`'s count, a bound: no wait between a chain's rounds, grids
+    /// sized for up to the alignments that stopped in the round before). `PTXFLOW_NDT_BATCH_LAG`.
+    lag: usize,
     /// Events around every round's kernels (`PTXFLOW_NDT_BATCH_TIMING=1`).
     timing: bool,
     events: Vec<(usize, [cudarc::driver::CudaEvent; 3])>,
@@ -106,6 +116,7 @@ impl BatchSolveState {
             bufs: Vec::new(),
             stats: None,
             timing: env_switch("PTXFLOW_NDT_BATCH_TIMING", false),
+            lag: usize::from(env_switch("PTXFLOW_NDT_BATCH_LAG", LAG == 1)),
             events: Vec::new(),
             fallback: None,
         }
@@ -130,6 +141,11 @@ impl GpuDerivativePipeline {
     /// Whether batches run the device solve.
     pub fn batch_device_solve_enabled(&self) -> bool {
         self.batch.enabled
+    }
+
+    /// Rounds launched ahead of the published counts (0 or 1; see the module docs).
+    pub fn set_batch_device_lag(&mut self, lag: usize) {
+        self.batch.lag = lag.min(1);
     }
 
     /// Chains in flight for the batch device solve (1 or 2; other values are clamped).

@@ -118,7 +118,10 @@ impl GpuDerivativePipeline {
     }
 
     /// Uploads group `g`'s jobs (its states at their initial poses, round 0's requests).
-    fn batch_upload(&mut self, g: usize, jobs: &[AlignJob], rounds: usize) -> Result<()> {
+    fn batch_upload(&mut self, g: usize, jobs: &[AlignJob]) -> Result<()> {
+        // The buffer's round words (a batch with fewer rounds keeps larger buffers: the
+        // kernel finds the finished counters after all of them).
+        let rounds = self.batch.bufs[g].rounds;
         let n = jobs.len();
         let mut state = vec![0u64; STATE_WORDS * n];
         let mut req = vec![0u64; REQUEST_WORDS * (n + 1)];
@@ -360,7 +363,7 @@ impl GpuDerivativePipeline {
         }
         for (g, part) in parts.iter().enumerate() {
             self.batch_buffers(g, part.len(), rounds)?;
-            self.batch_upload(g, part, rounds)?;
+            self.batch_upload(g, part)?;
         }
         for s in &streams[1..] {
             s.join(self.gpu.stream())
@@ -411,8 +414,9 @@ impl GpuDerivativePipeline {
             .collect();
         let mut launched = vec![0usize; parts.len()];
         let mut done = vec![false; parts.len()];
+        let lag = self.batch.lag;
         for (g, part) in parts.iter().enumerate() {
-            for r in 0..2 {
+            for r in 0..=lag {
                 self.batch_round(g, r, part.len(), max_points[g], &streams[g], t, sp)?;
                 launched[g] += 1;
             }
@@ -428,7 +432,7 @@ impl GpuDerivativePipeline {
                     continue;
                 }
                 let r = launched[g];
-                let word = self.published(g, r - 1)?;
+                let word = self.published(g, r - lag)?;
                 let Some(c) = word else { continue };
                 progress = true;
                 if c == 0 {
@@ -458,7 +462,7 @@ impl GpuDerivativePipeline {
                     let r = launched[g];
                     if !done[g]
                         && stream_idle(Some(&streams[g]), "cuStreamQuery (NDT batch)")?
-                        && self.published(g, r - 1)?.is_none()
+                        && self.published(g, r - lag)?.is_none()
                     {
                         return Err(Error::input(
                             "NDT batch device solve: a round ended without its count",
