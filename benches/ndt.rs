@@ -739,7 +739,7 @@ fn batch_device_phases(pipe: &mut GpuDerivativePipeline, d: &Data) {
         let evaluations: usize = r.results.iter().map(|r| r.evaluations).sum();
         let converged = r.results.iter().filter(|r| r.stop.converged()).count();
         let s = pipe.batch_device_stats().cloned().unwrap_or_default();
-        let timing = s.timing.map_or("untimed".to_string(), |t| {
+        let timing = s.timing.as_ref().map_or("untimed".to_string(), |t| {
             format!(
                 "device span {:.1} us, evaluation kernels {:.1} us, solver kernels {:.1} us, between a chain's rounds {:.1} us",
                 t.span_us, t.eval_us, t.solve_us, t.between_us
@@ -752,6 +752,17 @@ fn batch_device_phases(pipe: &mut GpuDerivativePipeline, d: &Data) {
             s.handed_back,
             pipe.batch_device_fallback()
         );
+        if let (3, Some(t)) = (run, &s.timing) {
+            let rounds: Vec<String> = t
+                .rounds
+                .iter()
+                .map(|(g, n, e, s)| format!("{g}:{n}:{e:.0}/{s:.0}"))
+                .collect();
+            println!(
+                "PHASES batchdev rounds (group:rows:evaluation us/solver us): {}",
+                rounds.join(" ")
+            );
+        }
     }
 }
 

@@ -1,12 +1,18 @@
 //! The batch device solve on the GPU (`PTXFLOW_NDT_BATCH_DEVICE`, `pipeline/batch`: every
 //! round's solver steps in `ndt_batch_solve`, no host hand-over) against the host-solver
-//! batch on the same pipeline: the Velodyne hypothesis batch (256 starts, Direct7, default
-//! settings; one and two chains in flight) and a synthetic batch of noisy planes (plain capped
-//! Newton steps, starts that need the eigen path, one without overlap). Every alignment must
-//! have the host path's stop reason, iterations and evaluations and a pose within 1 mm /
-//! 0.01 deg (the device's own sines and cosines, eigen increments and round grids move the
-//! last bits only). Skips without a GPU; `PTXFLOW_SANITIZE=1` runs 24 hypotheses on a thinned
-//! source.
+//! batch on the same pipeline.
+//! - Synthetic batches of noisy planes (line search, plain capped Newton steps, starts that
+//!   need the eigen path, one without overlap, 48 nearby starts), both lags: every alignment
+//!   has the host path's stop reason, iterations and evaluations and a pose within 1 mm /
+//!   0.01 deg.
+//! - The Velodyne hypothesis batch (256 starts up to 1 m / 10 deg off, Direct7): there the
+//!   solver's discrete decisions amplify rounding-level differences (the device's own sines
+//!   and cosines, within an ulp, and its Jacobi eigen increments), and the host solver
+//!   disagrees with itself as much when only the sums' last bits change (its lockstep and
+//!   split modes); so the device must agree with it about as often (the criterion of
+//!   `tests/ndt_gpu_align.rs` for the GPU against the CPU) and find the same best pose.
+//!
+//! Skips without a GPU; `PTXFLOW_SANITIZE=1` runs 24 hypotheses on a thinned source.
 
 mod common;
 mod ndt_support;
@@ -114,8 +120,8 @@ fn gpu_batch_device_solve_equals_the_host_solver_batch() {
         "Velodyne: host lockstep against host split: {} differ {spread:?}, largest pose difference {st:.1e} m {sr:.1e} deg",
         spread.len()
     );
-    for (lag, groups) in [(0, 2), (1, 2), (0, 1)] {
-        if sanitizing() && (lag, groups) != (0, 2) {
+    for (lag, groups) in [(1, 2), (0, 2), (1, 1), (1, 3)] {
+        if sanitizing() && (lag, groups) != (1, 2) {
             continue;
         }
         p.set_batch_device_groups(groups);
@@ -140,9 +146,23 @@ fn gpu_batch_device_solve_equals_the_host_solver_batch() {
                 d.stop, d.iterations, d.evaluations, h.stop, h.iterations, h.evaluations
             );
         }
-        let best = |b: &BatchReport| b.best_result().map(|r| r.t_target_source);
-        let (bt, br) = pose_error(&best(&dev).unwrap(), &best(&host).unwrap());
+        // As the GPU against the CPU (`tests/ndt_gpu_align.rs`): the device batch must agree
+        // with the host-solver batch about as often as the host solver agrees with itself
+        // when only the sums' last bits change (here: 59 against 65 of 256 on the H100,
+        // `gpu-results/s12/ndtb-2.log`): at most twice as many disagreements, plus n / 16.
+        assert!(
+            which.len() <= 2 * spread.len() + n / 16,
+            "{what}: {} differ, the host's own spread {}",
+            which.len(),
+            spread.len()
+        );
+        let (db, hb) = (dev.best_result().unwrap(), host.best_result().unwrap());
+        let (bt, br) = pose_error(&db.t_target_source, &hb.t_target_source);
         eprintln!("{what}: best result {bt:.1e} m {br:.1e} deg from the host's");
+        assert!(
+            db.stop.converged() && bt < 0.01 && br < 0.1,
+            "{what}: best results {bt} m {br} deg apart"
+        );
     }
 }
 

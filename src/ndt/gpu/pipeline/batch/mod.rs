@@ -5,15 +5,16 @@
 //! when `PTXFLOW_NDT_BATCH_DEVICE=1` (read when the pipeline is created; default
 //! [`BATCH_DEVICE_DEFAULT`]) or [`GpuDerivativePipeline::set_batch_device_solve`] turns it on.
 //!
-//! The jobs run as one or two groups (`PTXFLOW_NDT_BATCH_GROUPS`, default 2), each a chain of
+//! The jobs run as groups of consecutive jobs (`PTXFLOW_NDT_BATCH_GROUPS`, 1 to 4, default 2), each a chain of
 //! rounds on its own stream: evaluation kernel (the pipeline's batch kernel, rows `1..=bound`,
 //! row 0 an empty request in the parameters), then `ndt_batch_solve` (one warp per row), which
 //! writes the next round's requests, compacted, into the same table and publishes their count
-//! in mapped memory. The host only launches: round `r` of a group once it has seen its count
-//! (`PTXFLOW_NDT_BATCH_LAG=0`, the default: the grid is then the host-solver batch's for the
-//! same requests, so equal poses give equal sums) or round `r + 1` once it has seen round
-//! `r`'s (`=1`: a bound, counts only fall; the device always has the group's next round
-//! queued, and rows beyond the count find no points). The other group's rounds fill each
+//! in mapped memory. The host only launches: round `r + 1` of a group once it has seen round
+//! `r`'s count (`PTXFLOW_NDT_BATCH_LAG=1`, the default: a bound, counts only fall; the device
+//! always has the group's next round queued, and rows beyond the count find no points), or
+//! round `r` once it has seen its own count (`=0`: the grid is then the host-solver batch's
+//! for the same requests; H100, `gpu-results/s12/ndtb-2.log`: 6.25 ms against 6.05 ms for
+//! lag 1, equal results). The other group's rounds fill each
 //! chain's gaps. A group ends when a published count is 0.
 //!
 //! Results equal the host solver's (the host-solver batch, `align_batch` without this) up to
@@ -43,14 +44,20 @@ use crate::{Error, Result};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
-/// Default of `PTXFLOW_NDT_BATCH_DEVICE`: off until the GPU shows it faster and equal.
-pub const BATCH_DEVICE_DEFAULT: bool = false;
+/// Default of `PTXFLOW_NDT_BATCH_DEVICE`: on since session 12 (H100, 256 Velodyne hypotheses,
+/// 15 alternating batches in one process: 6.04 / 6.05 ms against 6.23 / 6.52 ms for the
+/// host-solver batch, `gpu-results/s12/ndtb-{1,2}.log`; results as close to the host
+/// solver's as the host solver's two batch modes are to each other, see
+/// `tests/ndt_batch_device_gpu.rs`). `PTXFLOW_NDT_BATCH_DEVICE=0` gives the host-solver batch.
+pub const BATCH_DEVICE_DEFAULT: bool = true;
 
-/// Default of `PTXFLOW_NDT_BATCH_GROUPS` (chains in flight).
+/// Default of `PTXFLOW_NDT_BATCH_GROUPS` (chains in flight, 1 to [`MAX_GROUPS`]).
 const GROUPS: usize = 2;
+/// The most chains a batch device solve runs.
+const MAX_GROUPS: usize = 4;
 
 /// Default of `PTXFLOW_NDT_BATCH_LAG` (see `BatchSolveState::lag`).
-const LAG: usize = 0;
+const LAG: usize = 1;
 
 /// What the last batch device solve did (for tests and phase measurements).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -68,7 +75,7 @@ pub struct BatchSolveStats {
 }
 
 /// Device times of a batch device solve, summed over both chains' rounds (microseconds).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchTiming {
     /// The evaluation kernels.
     pub eval_us: f64,
@@ -78,6 +85,9 @@ pub struct BatchTiming {
     pub between_us: f64,
     /// From the first round's start to the last round's end.
     pub span_us: f64,
+    /// Every round in launch order: group, rows launched (the bound), evaluation and solver
+    /// kernel microseconds.
+    pub rounds: Vec<(usize, usize, f64, f64)>,
 }
 
 /// The batch device solve's state inside the pipeline.
@@ -85,8 +95,8 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     enabled: bool,
     groups: usize,
     kernel: Option<LoadedKernel>,
-    /// Group 1's stream, once made.
-    stream1: Option<Arc<CudaStream>>,
+    /// The streams of groups 1.. (group 0 runs on the pipeline's), made when first needed.
+    streams: Vec<Arc<CudaStream>>,
     bufs: Vec<run::GroupBuffers>,
     stats: Option<BatchSolveStats>,
     /// Rounds the host launches ahead of the counts it has seen: 0 (round `r` once its count
@@ -96,7 +106,7 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     lag: usize,
     /// Events around every round's kernels (`PTXFLOW_NDT_BATCH_TIMING=1`).
     timing: bool,
-    events: Vec<(usize, [cudarc::driver::CudaEvent; 3])>,
+    events: Vec<(usize, usize, [cudarc::driver::CudaEvent; 3])>,
     /// Why the last batch offered to the device went to the host solver (`None`: it did not).
     fallback: Option<String>,
 }
@@ -109,10 +119,10 @@ impl BatchSolveState {
             groups: std::env::var("PTXFLOW_NDT_BATCH_GROUPS")
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
-                .filter(|g| (1..=2).contains(g))
+                .filter(|g| (1..=MAX_GROUPS).contains(g))
                 .unwrap_or(GROUPS),
             kernel: None,
-            stream1: None,
+            streams: Vec::new(),
             bufs: Vec::new(),
             stats: None,
             timing: env_switch("PTXFLOW_NDT_BATCH_TIMING", false),
@@ -148,9 +158,9 @@ impl GpuDerivativePipeline {
         self.batch.lag = lag.min(1);
     }
 
-    /// Chains in flight for the batch device solve (1 or 2; other values are clamped).
+    /// Chains in flight for the batch device solve (1 to 4; other values are clamped).
     pub fn set_batch_device_groups(&mut self, groups: usize) {
-        self.batch.groups = groups.clamp(1, 2);
+        self.batch.groups = groups.clamp(1, MAX_GROUPS);
     }
 
     /// Times every round's kernels of the batch device solve with CUDA events (for phase

@@ -100,21 +100,21 @@ impl GpuDerivativePipeline {
         Ok(())
     }
 
-    /// The stream of group `g` (group 1's made once).
+    /// The stream of group `g` (the pipeline's for group 0; the others made once).
     fn batch_stream(&mut self, g: usize) -> Result<Arc<CudaStream>> {
         if g == 0 {
             return Ok(self.gpu.stream().clone());
         }
-        if self.batch.stream1.is_none() {
+        while self.batch.streams.len() < g {
             let s = self
                 .gpu
                 .stream()
                 .context()
                 .new_stream()
-                .map_err(Error::driver("cuStreamCreate (NDT batch group 1)"))?;
-            self.batch.stream1 = Some(s);
+                .map_err(Error::driver("cuStreamCreate (NDT batch group)"))?;
+            self.batch.streams.push(s);
         }
-        Ok(self.batch.stream1.clone().expect("made above"))
+        Ok(self.batch.streams[g - 1].clone())
     }
 
     /// Uploads group `g`'s jobs (its states at their initial poses, round 0's requests).
@@ -176,7 +176,7 @@ impl GpuDerivativePipeline {
         let e2 = self.batch_event(stream)?;
         self.counters.launches += 2;
         if let (Some(e0), Some(e1), Some(e2)) = (e0, e1, e2) {
-            self.batch.events.push((g, [e0, e1, e2]));
+            self.batch.events.push((g, bound, [e0, e1, e2]));
         }
         Ok(())
     }
@@ -490,12 +490,15 @@ impl GpuDerivativePipeline {
                 .map(|v| f64::from(v) * 1e3)
                 .map_err(Error::driver("cuEventElapsedTime (NDT batch timing)"))
         };
-        let first = &events[0].1[0];
+        let first = &events[0].2[0];
         let mut t = super::BatchTiming::default();
-        let mut last_end: Vec<Option<&CudaEvent>> = vec![None; 2];
-        for (g, [e0, e1, e2]) in &events {
-            t.eval_us += ms(e0, e1)?;
-            t.solve_us += ms(e1, e2)?;
+        let groups = events.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+        let mut last_end: Vec<Option<&CudaEvent>> = vec![None; groups];
+        for (g, bound, [e0, e1, e2]) in &events {
+            let (e, s) = (ms(e0, e1)?, ms(e1, e2)?);
+            t.eval_us += e;
+            t.solve_us += s;
+            t.rounds.push((*g, *bound, e, s));
             if let Some(prev) = last_end[*g] {
                 t.between_us += ms(prev, e0)?.max(0.0);
             }
