@@ -12,7 +12,10 @@
 //!   split modes); so the device must agree with it about as often (the criterion of
 //!   `tests/ndt_gpu_align.rs` for the GPU against the CPU) and find the same best pose.
 //!
-//! Skips without a GPU; `PTXFLOW_SANITIZE=1` runs 24 hypotheses on a thinned source.
+//! Skips without a GPU; `PTXFLOW_SANITIZE=1` runs 24 Velodyne hypotheses on a thinned source
+//! (where the host solver's two modes sum in the same blocks, so there is no spread to compare
+//! with: that run checks the device batch's accesses, not its agreement) and the synthetic
+//! cases in full.
 
 mod common;
 mod ndt_support;
@@ -146,19 +149,27 @@ fn gpu_batch_device_solve_equals_the_host_solver_batch() {
                 d.stop, d.iterations, d.evaluations, h.stop, h.iterations, h.evaluations
             );
         }
+        let (db, hb) = (dev.best_result().unwrap(), host.best_result().unwrap());
+        let (bt, br) = pose_error(&db.t_target_source, &hb.t_target_source);
+        eprintln!("{what}: best result {bt:.1e} m {br:.1e} deg from the host's");
+        if sanitizing() {
+            // The thinned source (about 1000 points: 8 blocks per request in every round of
+            // both host modes) makes the host's lockstep and split batches equal bit for bit,
+            // so there is no spread to compare with (the criterion failed there in
+            // `gpu-results/s12/ndtb-3.log`); this run checks the device batch's memory and
+            // shared-memory accesses only.
+            continue;
+        }
         // As the GPU against the CPU (`tests/ndt_gpu_align.rs`): the device batch must agree
         // with the host-solver batch about as often as the host solver agrees with itself
-        // when only the sums' last bits change (here: 59 against 65 of 256 on the H100,
-        // `gpu-results/s12/ndtb-2.log`): at most twice as many disagreements, plus n / 16.
+        // when only the sums' last bits change (59-64 against 65 of 256 on the H100,
+        // `gpu-results/s12/ndtb-{2,3}.log`): at most twice as many disagreements, plus n / 16.
         assert!(
             which.len() <= 2 * spread.len() + n / 16,
             "{what}: {} differ, the host's own spread {}",
             which.len(),
             spread.len()
         );
-        let (db, hb) = (dev.best_result().unwrap(), host.best_result().unwrap());
-        let (bt, br) = pose_error(&db.t_target_source, &hb.t_target_source);
-        eprintln!("{what}: best result {bt:.1e} m {br:.1e} deg from the host's");
         assert!(
             db.stop.converged() && bt < 0.01 && br < 0.1,
             "{what}: best results {bt} m {br} deg apart"
