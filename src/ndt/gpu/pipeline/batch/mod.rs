@@ -15,7 +15,10 @@
 //! round `r` once it has seen its own count (`=0`: the grid is then the host-solver batch's
 //! for the same requests; H100, `gpu-results/s12/ndtb-2.log`: 6.25 ms against 6.05 ms for
 //! lag 1, equal results). The other group's rounds fill each
-//! chain's gaps. A group ends when a published count is 0.
+//! chain's gaps. A group ends when a published count is 0. With
+//! `PTXFLOW_NDT_BATCH_PRIORITY=1` each chain's solver steps run on a high-priority stream of
+//! their own (events order them with the chain's evaluations), so a step's blocks take the
+//! first free slots on the SMs ahead of the other chain's pending evaluation blocks.
 //!
 //! Results equal the host solver's (the host-solver batch, `align_batch` without this) up to
 //! the device's own sines and cosines (within an ulp), the eigen path's Jacobi increment (up to
@@ -118,6 +121,10 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     /// (round `r + 1` from round `r`'s count, a bound: no wait between a chain's rounds, grids
     /// sized for up to the alignments that stopped in the round before). `PTXFLOW_NDT_BATCH_LAG`.
     lag: usize,
+    /// Solver steps on high-priority streams (`PTXFLOW_NDT_BATCH_PRIORITY=1`, off by default).
+    priority: bool,
+    /// Those streams, one per group, made when first needed.
+    solve_streams: Vec<Arc<CudaStream>>,
     /// Events around every round's kernels (`PTXFLOW_NDT_BATCH_TIMING=1`).
     timing: bool,
     events: Vec<(usize, usize, [cudarc::driver::CudaEvent; 3])>,
@@ -140,6 +147,8 @@ impl BatchSolveState {
             bufs: Vec::new(),
             stats: None,
             timing: env_switch("PTXFLOW_NDT_BATCH_TIMING", false),
+            priority: env_switch("PTXFLOW_NDT_BATCH_PRIORITY", false),
+            solve_streams: Vec::new(),
             lag: usize::from(env_switch("PTXFLOW_NDT_BATCH_LAG", LAG == 1)),
             events: Vec::new(),
             fallback: None,
@@ -165,6 +174,12 @@ impl GpuDerivativePipeline {
     /// Whether batches run the device solve.
     pub fn batch_device_solve_enabled(&self) -> bool {
         self.batch.enabled
+    }
+
+    /// Runs each round's solver step on a high-priority stream of its chain (an experiment,
+    /// see `PTXFLOW_NDT_BATCH_PRIORITY` in the module docs).
+    pub fn set_batch_device_priority(&mut self, on: bool) {
+        self.batch.priority = on;
     }
 
     /// Rounds launched ahead of the published counts (0 or 1; see the module docs).

@@ -172,13 +172,48 @@ impl GpuDerivativePipeline {
         let e0 = self.batch_event(stream)?;
         self.batch_eval_round(g, bound, max_points, stream, t)?;
         let e1 = self.batch_event(stream)?;
-        self.batch_solve_round(g, r, bound, stream, sp)?;
-        let e2 = self.batch_event(stream)?;
+        let solve_stream = self.batch_solve_stream(g, stream)?;
+        self.batch_solve_round(g, r, bound, &solve_stream, sp)?;
+        let e2 = self.batch_event(&solve_stream)?;
+        if self.batch.priority {
+            // The chain's next evaluation follows this step.
+            stream
+                .join(&solve_stream)
+                .map_err(Error::driver("cuStreamWaitEvent (NDT batch chain)"))?;
+        }
         self.counters.launches += 2;
         if let (Some(e0), Some(e1), Some(e2)) = (e0, e1, e2) {
             self.batch.events.push((g, bound, [e0, e1, e2]));
         }
         Ok(())
+    }
+
+    /// Where group `g`'s solver step runs: the chain's `stream`, or with priority on a
+    /// high-priority stream of its own that waits for `stream` (so the step's blocks take the
+    /// first free slots ahead of the other chain's pending evaluation blocks).
+    fn batch_solve_stream(
+        &mut self,
+        g: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Arc<CudaStream>> {
+        if !self.batch.priority {
+            return Ok(stream.clone());
+        }
+        while self.batch.solve_streams.len() <= g {
+            let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+                .map_err(Error::driver("cuCtxGetStreamPriorityRange (NDT batch)"))?;
+            let p = self
+                .gpu
+                .stream()
+                .context()
+                .new_stream_with_priority(greatest)
+                .map_err(Error::driver("cuStreamCreateWithPriority (NDT batch)"))?;
+            self.batch.solve_streams.push(p);
+        }
+        let p = self.batch.solve_streams[g].clone();
+        p.join(stream)
+            .map_err(Error::driver("cuStreamWaitEvent (NDT batch solver step)"))?;
+        Ok(p)
     }
 
     /// An event recorded on `stream` now, when timing (`None` otherwise).
@@ -354,8 +389,9 @@ impl GpuDerivativePipeline {
         let streams: Vec<Arc<CudaStream>> = (0..parts.len())
             .map(|g| self.batch_stream(g))
             .collect::<Result<_>>()?;
-        // Whatever group 1 still runs (an earlier failed batch) ends before the uploads.
-        for s in &streams[1..] {
+        // Whatever the other streams still run (an earlier failed batch) ends before the
+        // uploads.
+        for s in streams[1..].iter().chain(&self.batch.solve_streams) {
             self.gpu
                 .stream()
                 .join(s)
@@ -374,7 +410,7 @@ impl GpuDerivativePipeline {
         let run = self.batch_loop(&parts, &streams, rounds, t, &sp);
         // Every stream ends before the results are read or the buffers reused.
         let mut synced = Ok(());
-        for s in &streams {
+        for s in streams.iter().chain(&self.batch.solve_streams) {
             if let Err(e) = s.synchronize() {
                 synced = Err(Error::driver("cuStreamSynchronize (NDT batch)")(e));
             }
