@@ -31,6 +31,7 @@ use rayon::prelude::*;
 
 mod pool;
 mod split;
+mod whole;
 
 /// Batches with at least this many alignments use two groups in flight when the linearizer
 /// offers them ([`Linearize::split`]).
@@ -305,43 +306,10 @@ pub fn align_batch<L: Linearize + ?Sized>(
     }
     if jobs.len() > 1 {
         if let Some(done) = lin.align_batch_whole(jobs, params)? {
-            return finish_on_host(lin, jobs, params, done);
+            return whole::finish_on_host(lin, jobs, params, done);
         }
     }
     host_batch(lin, jobs, states)
-}
-
-/// The jobs the batch device solve left (`None` in `done`) on the host solver, merged into
-/// `done`'s results in job order.
-fn finish_on_host<L: Linearize + ?Sized>(
-    lin: &mut L,
-    jobs: &[AlignJob],
-    params: &SolverParams,
-    done: Vec<Option<NdtResult>>,
-) -> Result<Vec<NdtResult>> {
-    if done.len() != jobs.len() {
-        return Err(Error::Shape {
-            what: "results of Linearize::align_batch_whole".into(),
-            expected: jobs.len().to_string(),
-            got: done.len().to_string(),
-        });
-    }
-    let left: Vec<AlignJob> = jobs
-        .iter()
-        .zip(&done)
-        .filter(|(_, r)| r.is_none())
-        .map(|(j, _)| *j)
-        .collect();
-    let states = left
-        .iter()
-        .map(|j| Newton::new(&j.init, lin.source_len(j.source), *params))
-        .collect();
-    let mut rest = host_batch(lin, &left, states)?.into_iter();
-    Ok(done
-        .into_iter()
-        .map(|r| r.or_else(|| rest.next()))
-        .collect::<Option<Vec<_>>>()
-        .expect("one host result per job the device left"))
 }
 
 /// The host solver's batch: two groups in flight where the linearizer offers them, else

@@ -41,6 +41,7 @@
 //! solver's own lockstep and split modes differ on 65; best pose 0.5 mm / 0.013 deg from the
 //! host's. Synthetic cases: every alignment equal (`tests/ndt_batch_device_gpu.rs`).
 
+mod rounds;
 mod run;
 
 use super::GpuDerivativePipeline;
