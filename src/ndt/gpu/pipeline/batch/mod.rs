@@ -15,10 +15,11 @@
 //! round `r` once it has seen its own count (`=0`: the grid is then the host-solver batch's
 //! for the same requests; H100, `gpu-results/s12/ndtb-2.log`: 6.25 ms against 6.05 ms for
 //! lag 1, equal results). The other group's rounds fill each
-//! chain's gaps. A group ends when a published count is 0. With
-//! `PTXFLOW_NDT_BATCH_PRIORITY=1` each chain's solver steps run on a high-priority stream of
-//! their own (events order them with the chain's evaluations), so a step's blocks take the
-//! first free slots on the SMs ahead of the other chain's pending evaluation blocks.
+//! chain's gaps. A group ends when a published count is 0. Each chain's solver
+//! steps run on a high-priority stream of their own (`PTXFLOW_NDT_BATCH_PRIORITY`, on by
+//! default; events order them with the chain's evaluations), so a step's blocks take the first
+//! free slots on the SMs ahead of the other chain's pending evaluation blocks (a solver block
+//! of 160 registers fits an SM only once one of the five resident evaluation blocks has left).
 //!
 //! Results equal the host solver's (the host-solver batch, `align_batch` without this) up to
 //! the device's own sines and cosines (within an ulp), the eigen path's Jacobi increment (up to
@@ -28,14 +29,18 @@
 //! any failure before results exist runs the whole batch on the host solver.
 //!
 //! Measured (H100, 256 Velodyne hypotheses, 15 alternating batches in one process,
-//! `gpu-results/s12/ndtb-{1,2,3}.log`): 6.04 / 6.05 / 6.08 ms against 6.23 / 6.52 / 6.35 ms for
-//! the host-solver batch (lag 0: 6.25 ms; one chain 7.33 ms; three chains 6.36 ms); untimed
-//! phase runs 5.99-6.09 ms. Phases (CUDA events, `PTXFLOW_NDT_PHASES=batchdev`): device span
+//! `gpu-results/s12/ndtb-{1,2,3,4}.log`): with the solver steps on high-priority streams 5.90 ms
+//! (min 5.88) against 6.05 ms on the chains' own streams and 6.35 ms for the host-solver batch
+//! (run 4); on the chains' own streams 6.04 / 6.05 / 6.08 ms against 6.23 / 6.52 / 6.35 ms for
+//! the host-solver batch (runs 1-3; lag 0: 6.25 ms; one chain 7.33 ms; three chains 6.36 ms).
+//! Phases (CUDA events, `PTXFLOW_NDT_PHASES=batchdev`, on the chains' own streams): device span
 //! 6.0 ms for 47 + 44 rounds; per chain 3.8 ms of evaluation kernels (128-row rounds 130-140 us
 //! each) and 2.1 ms of solver kernels (65-78 us for 128 rows next to the other chain's
 //! evaluation, 26 us alone), 0.15 ms between a chain's rounds; the tail (rounds of at most 32
-//! rows, 30 of 91) 1.1 ms. Each chain's evaluations and solver steps alternate, so the solver
-//! kernel's latency is what the batch waits for beyond the evaluations.
+//! rows, 30 of 91) 1.1 ms. With priority the solver kernels take 36-54 us per 128-row round
+//! (3.1 ms summed over both chains instead of 4.2) and the events 0.3 ms. Each chain's
+//! evaluations and solver steps alternate, so the solver kernel's latency is what the batch
+//! waits for beyond the evaluations.
 //! Results: 59 of 256 alignments differ from the host-solver batch (stop, iterations or
 //! evaluations, or pose beyond 1 mm / 0.01 deg; 15 beyond the pose bound) where the host
 //! solver's own lockstep and split modes differ on 65; best pose 0.5 mm / 0.013 deg from the
@@ -63,8 +68,9 @@ use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 /// Default of `PTXFLOW_NDT_BATCH_DEVICE`: on since session 12 (H100, 256 Velodyne hypotheses,
-/// 15 alternating batches in one process: 6.04 / 6.05 ms against 6.23 / 6.52 ms for the
-/// host-solver batch, `gpu-results/s12/ndtb-{1,2}.log`; results as close to the host
+/// 15 alternating batches in one process: 5.90 ms against 6.35 ms for the host-solver batch,
+/// `gpu-results/s12/ndtb-4.log`; 6.04-6.08 ms against 6.23-6.52 ms before the priority streams,
+/// `ndtb-{1,2,3}.log`; results as close to the host
 /// solver's as the host solver's two batch modes are to each other, see
 /// `tests/ndt_batch_device_gpu.rs`). `PTXFLOW_NDT_BATCH_DEVICE=0` gives the host-solver batch.
 pub const BATCH_DEVICE_DEFAULT: bool = true;
@@ -76,6 +82,11 @@ const MAX_GROUPS: usize = 4;
 
 /// Default of `PTXFLOW_NDT_BATCH_LAG` (see `BatchSolveState::lag`).
 const LAG: usize = 1;
+
+/// Default of `PTXFLOW_NDT_BATCH_PRIORITY`: on (H100, 15 alternating batches in one process,
+/// `gpu-results/s12/ndtb-4.log`: 5.90 ms against 6.05 ms with the steps on the chains' own
+/// streams, 6.35 ms for the host-solver batch; equal results).
+const PRIORITY: bool = true;
 
 /// What the last batch device solve did (for tests and phase measurements).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -122,7 +133,7 @@ pub(in crate::ndt::gpu) struct BatchSolveState {
     /// (round `r + 1` from round `r`'s count, a bound: no wait between a chain's rounds, grids
     /// sized for up to the alignments that stopped in the round before). `PTXFLOW_NDT_BATCH_LAG`.
     lag: usize,
-    /// Solver steps on high-priority streams (`PTXFLOW_NDT_BATCH_PRIORITY=1`, off by default).
+    /// Solver steps on high-priority streams (`PTXFLOW_NDT_BATCH_PRIORITY`, on by default).
     priority: bool,
     /// Those streams, one per group, made when first needed.
     solve_streams: Vec<Arc<CudaStream>>,
@@ -148,7 +159,7 @@ impl BatchSolveState {
             bufs: Vec::new(),
             stats: None,
             timing: env_switch("PTXFLOW_NDT_BATCH_TIMING", false),
-            priority: env_switch("PTXFLOW_NDT_BATCH_PRIORITY", false),
+            priority: env_switch("PTXFLOW_NDT_BATCH_PRIORITY", PRIORITY),
             solve_streams: Vec::new(),
             lag: usize::from(env_switch("PTXFLOW_NDT_BATCH_LAG", LAG == 1)),
             events: Vec::new(),
@@ -177,8 +188,8 @@ impl GpuDerivativePipeline {
         self.batch.enabled
     }
 
-    /// Runs each round's solver step on a high-priority stream of its chain (an experiment,
-    /// see `PTXFLOW_NDT_BATCH_PRIORITY` in the module docs).
+    /// Runs each round's solver step on a high-priority stream of its chain (the default;
+    /// `false`: on the chain's own stream), see `PTXFLOW_NDT_BATCH_PRIORITY` in the module docs.
     pub fn set_batch_device_priority(&mut self, on: bool) {
         self.batch.priority = on;
     }
