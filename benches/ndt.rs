@@ -706,6 +706,9 @@ fn phases(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, mode: &str) {
     }
     let mut pipe = gpu_pipeline(gpu, &d.velodyne, d.velodyne.source.len(), HYPOTHESES);
     pipe.upload_source(&d.velodyne.source).expect("source");
+    if mode == "batchdev" {
+        return batch_device_phases(&mut pipe, d);
+    }
     for run in 0..if mode == "batch" { 1 } else { 3 } {
         let what = format!("batch {HYPOTHESES} ({lookup:?}, run {run})");
         if pipe.split_enabled() {
@@ -719,6 +722,46 @@ fn phases(d: &Data, gpu: &std::sync::Arc<ptxflow::runtime::Gpu>, mode: &str) {
             ndt_phases::report(&what, &mut pipe, |t| {
                 align_hypotheses(t, 0, &d.hypotheses, &solver).expect("batch")
             });
+        }
+    }
+}
+
+/// `PTXFLOW_NDT_PHASES=batchdev`: the batch device solve (`PTXFLOW_NDT_BATCH_DEVICE`) with
+/// every round's kernels timed by CUDA events, three times after a warm-up, then twice untimed.
+fn batch_device_phases(pipe: &mut GpuDerivativePipeline, d: &Data) {
+    let solver = NdtParams::default().solver;
+    pipe.set_batch_device_solve(true).expect("mapped memory");
+    for run in 0..6 {
+        pipe.set_batch_device_timing((1..4).contains(&run));
+        let t = Instant::now();
+        let r = align_hypotheses(pipe, 0, &d.hypotheses, &solver).expect("batch");
+        let wall = t.elapsed().as_secs_f64() * 1e6;
+        let evaluations: usize = r.results.iter().map(|r| r.evaluations).sum();
+        let converged = r.results.iter().filter(|r| r.stop.converged()).count();
+        let s = pipe.batch_device_stats().cloned().unwrap_or_default();
+        let timing = s.timing.as_ref().map_or("untimed".to_string(), |t| {
+            format!(
+                "device span {:.1} us, evaluation kernels {:.1} us, solver kernels {:.1} us, between a chain's rounds {:.1} us",
+                t.span_us, t.eval_us, t.solve_us, t.between_us
+            )
+        });
+        println!(
+            "PHASES batchdev run {run}: wall {wall:.1} us; rounds {:?}; {timing}; {evaluations} evaluations, {} eigen-path steps, {} handed back, {converged} converged; fallback {:?}",
+            s.rounds,
+            s.eigen_steps,
+            s.handed_back,
+            pipe.batch_device_fallback()
+        );
+        if let (3, Some(t)) = (run, &s.timing) {
+            let rounds: Vec<String> = t
+                .rounds
+                .iter()
+                .map(|(g, n, e, s)| format!("{g}:{n}:{e:.0}/{s:.0}"))
+                .collect();
+            println!(
+                "PHASES batchdev rounds (group:rows:evaluation us/solver us): {}",
+                rounds.join(" ")
+            );
         }
     }
 }

@@ -142,6 +142,8 @@ fn gpu_hypothesis_batch_matches_cpu_with_one_launch_per_round() {
     // Hypotheses around the identity prior: up to 1 m and 10 degrees off.
     let inits = hypotheses(&Isometry3::identity(), n, 1.0, 10.0, 2024).unwrap();
     let mut p = gpu_pipeline(&gpu, &scene, params.search, n);
+    // The host solver's rounds (the batch device solve: `tests/ndt_batch_device_gpu.rs`).
+    p.set_batch_device_solve(false).unwrap();
     let t0 = Instant::now();
     p.upload_source(&scene.source).unwrap();
     p.reset_counters();
@@ -333,6 +335,8 @@ fn gpu_split_batch_equals_the_lockstep_batch() {
     assert!(source.len() <= 128 * blocks);
     let inits = hypotheses(&Isometry3::identity(), n, 1.0, 10.0, 7).unwrap();
     let mut p = gpu_pipeline(&gpu, &scene, params.search, n);
+    // The host solver's two batch modes (not the batch device solve).
+    p.set_batch_device_solve(false).unwrap();
     p.upload_source(&source).unwrap();
     p.set_split(false).unwrap();
     p.reset_counters();

@@ -133,12 +133,25 @@ pub fn batch_ab(c: &mut Criterion, d: &Data, gpu: &Arc<ptxflow::runtime::Gpu>) {
             .zip(&base.results)
             .filter(|(x, y)| x != y)
             .count();
+        // Results with other iterations or evaluations, and the largest pose difference.
+        let counts = r
+            .results
+            .iter()
+            .zip(&base.results)
+            .filter(|(x, y)| (x.iterations, x.evaluations) != (y.iterations, y.evaluations))
+            .count();
+        let (mt, mr) = r
+            .results
+            .iter()
+            .zip(&base.results)
+            .map(|(x, y)| pose_error(&x.t_target_source, &y.t_target_source))
+            .fold((0.0f64, 0.0f64), |(a, b), (t, r)| (a.max(t), b.max(r)));
         let (bt, br) = pose_error(
             &r.best_result().expect("best").t_target_source,
             &base.best_result().expect("best").t_target_source,
         );
         parts.push(format!(
-            "{} {:.3} ms (min {:.3}; {evaluations} evaluations, {converged} converged, {differ} differ from {}, {unequal} not bit-equal, best {bt:.1e} m {br:.1e} deg from its best)",
+            "{} {:.3} ms (min {:.3}; {evaluations} evaluations, {converged} converged, {differ} differ from {}, {unequal} not bit-equal, {counts} other iterations/evaluations, largest pose difference {mt:.1e} m {mr:.1e} deg, best {bt:.1e} m {br:.1e} deg from its best)",
             cfg.name,
             t[t.len() / 2] * 1e3,
             t[0] * 1e3,

@@ -100,6 +100,8 @@ kernel_table! {
     NdtDerivativesServer => ndt::derivatives::build_server, "ndt_derivatives_server", [Sm75];
     /// `ndt_derivatives_server` running one alignment's whole Newton solve on the device.
     NdtAlignDevice => ndt::derivatives::build_align_device, "ndt_align_device", [Sm75];
+    /// One Newton / More-Thuente step of every alignment of a batch round, one warp each (the batch device solve).
+    NdtBatchSolve => ndt::solve::batch::build_batch_solve, "ndt_batch_solve", [Sm75];
     /// LZ4 page compression, one warp per page (byte-identical to the CPU reference).
     Lz4Compress => lz4::compress::build, "lz4_compress", [Sm75];
     /// LZ4 page decompression, two pages per warp (one per half-warp), every access bounds-checked.

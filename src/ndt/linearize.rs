@@ -85,6 +85,19 @@ pub trait Linearize {
     ) -> Result<Option<crate::ndt::result::NdtResult>> {
         Ok(None)
     }
+
+    /// Asked by [`crate::ndt::align_batch`] for a batch of more than one alignment (sources
+    /// and settings already checked) before it runs the solver: an implementation that can run
+    /// the solver itself (the GPU pipeline's batch device solve) returns one entry per job,
+    /// `None` for a job it leaves to the solver; `None` (the default) lets the solver run
+    /// the whole batch as usual.
+    fn align_batch_whole(
+        &mut self,
+        _jobs: &[crate::ndt::solver::AlignJob],
+        _params: &crate::ndt::params::SolverParams,
+    ) -> Result<Option<Vec<Option<crate::ndt::result::NdtResult>>>> {
+        Ok(None)
+    }
 }
 
 /// An evaluator that keeps two groups' rounds in flight, so that the host updates one group's

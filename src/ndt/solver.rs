@@ -31,6 +31,7 @@ use rayon::prelude::*;
 
 mod pool;
 mod split;
+mod whole;
 
 /// Batches with at least this many alignments use two groups in flight when the linearizer
 /// offers them ([`Linearize::split`]).
@@ -302,6 +303,24 @@ pub fn align_batch<L: Linearize + ?Sized>(
         if let Some(r) = lin.align_whole(job.source, &job.init, params)? {
             return Ok(vec![r]);
         }
+    }
+    if jobs.len() > 1 {
+        if let Some(done) = lin.align_batch_whole(jobs, params)? {
+            return whole::finish_on_host(lin, jobs, params, done);
+        }
+    }
+    host_batch(lin, jobs, states)
+}
+
+/// The host solver's batch: two groups in flight where the linearizer offers them, else
+/// lockstep rounds.
+fn host_batch<L: Linearize + ?Sized>(
+    lin: &mut L,
+    jobs: &[AlignJob],
+    mut states: Vec<Newton>,
+) -> Result<Vec<NdtResult>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
     }
     let split = if jobs.len() >= SPLIT_MIN {
         lin.split(jobs.len())

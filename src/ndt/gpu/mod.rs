@@ -22,8 +22,8 @@ pub mod wide;
 
 pub use config::{GpuCapacity, PipelineCounters, Transfer, MAX_POINTS, MAX_REQUESTS_PER_LAUNCH};
 pub use pipeline::{
-    DeviceSolveStats, GpuDerivativePipeline, ServerTimeouts, DEVICE_SOLVE_DEFAULT,
-    DEVICE_SOLVE_OPTS_DEFAULT,
+    BatchSolveStats, BatchTiming, DeviceSolveStats, GpuDerivativePipeline, ServerTimeouts,
+    BATCH_DEVICE_DEFAULT, DEVICE_SOLVE_DEFAULT, DEVICE_SOLVE_OPTS_DEFAULT,
 };
 pub use tuning::{DenseCells, VoxelLookup};
 

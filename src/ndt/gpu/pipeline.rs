@@ -24,6 +24,7 @@ use crate::runtime::{DeviceBuffer, Gpu, LoadedKernel};
 use crate::{Error, Result};
 use std::sync::Arc;
 
+mod batch;
 mod launch;
 mod round;
 mod server;
@@ -31,6 +32,7 @@ mod solve;
 mod split;
 mod tail;
 
+pub use batch::{BatchSolveStats, BatchTiming, BATCH_DEVICE_DEFAULT};
 pub use server::ServerTimeouts;
 pub use solve::{DeviceSolveStats, DEVICE_SOLVE_DEFAULT, DEVICE_SOLVE_OPTS_DEFAULT};
 
@@ -85,6 +87,8 @@ pub struct GpuDerivativePipeline {
     lockstep_batch: bool,
     /// How the tail of a batch runs (`tail.rs`).
     tail: tail::TailPolicy,
+    /// The batch device solve (`batch/`).
+    batch: batch::BatchSolveState,
 }
 
 /// Hash slots the CPU builds for `voxels` voxels (`VoxelHash::build`'s rule).
@@ -170,6 +174,7 @@ impl GpuDerivativePipeline {
             solve: solve::SolveState::from_env(),
             lockstep_batch: false,
             tail: tail::TailPolicy::from_env(),
+            batch: batch::BatchSolveState::from_env(),
             gpu,
         };
         if !can_map {
@@ -429,6 +434,15 @@ impl Linearize for GpuDerivativePipeline {
         params: &crate::ndt::params::SolverParams,
     ) -> Result<Option<crate::ndt::result::NdtResult>> {
         self.align_device(source, init, params)
+    }
+
+    /// The batch device solve (`batch/`), when it is on and can take this batch.
+    fn align_batch_whole(
+        &mut self,
+        jobs: &[crate::ndt::solver::AlignJob],
+        params: &crate::ndt::params::SolverParams,
+    ) -> Result<Option<Vec<Option<crate::ndt::result::NdtResult>>>> {
+        self.align_batch_device(jobs, params)
     }
 
     fn split(&mut self, jobs: usize) -> Option<&mut dyn SplitLinearize> {

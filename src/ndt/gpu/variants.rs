@@ -48,6 +48,11 @@
 //!   bit-identical; within noise, so it stays off);
 //! - `PTXFLOW_NDT_PAIR2` (off by default): the batch kernel's pair loop takes two hits per step
 //!   (`Variant::pair2`: two independent chains; bit-identical, but 222-240 registers: slower);
+//! - `PTXFLOW_NDT_BATCH_DEVICE` (on by default since session 12): batches of alignments run
+//!   the Newton / More-Thuente solver on the device too (`pipeline/batch`, `ndt_batch_solve`),
+//!   with `PTXFLOW_NDT_BATCH_GROUPS` (chains, default 2), `PTXFLOW_NDT_BATCH_LAG` (default 1),
+//!   `PTXFLOW_NDT_BATCH_PRIORITY` (solver steps on high-priority streams, on by default) and
+//!   `PTXFLOW_NDT_BATCH_TIMING` (events around every round's kernels);
 //! - `PTXFLOW_NDT_MIN_BLOCKS=n`: `.minnctapersm n` (an occupancy experiment);
 //! - `PTXFLOW_NDT_BLOCKS_PER_SM=n`: the grid's aim in blocks per SM (default 8).
 //!

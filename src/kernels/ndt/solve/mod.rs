@@ -70,6 +70,7 @@
 //! are not near enough: 3.57 against 3.47 us per Newton step).
 
 pub mod assist;
+pub mod batch;
 mod eigen;
 mod factor;
 mod interpolate;

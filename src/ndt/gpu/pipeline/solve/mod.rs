@@ -157,7 +157,7 @@ impl SolveState {
 }
 
 /// The device's stop code as the solver's reason (`None`: handed back to the host).
-fn stop_reason(code: u32) -> Option<StopReason> {
+pub(super) fn stop_reason(code: u32) -> Option<StopReason> {
     Some(match code {
         STOP_CONVERGED => StopReason::Converged,
         STOP_MAX_ITERATIONS => StopReason::MaxIterations,
