@@ -278,11 +278,7 @@ fn batch_step(b: &mut KernelBuilder, r: &Regs, io: &BatchIo) {
     b.bra(&request);
     b.place(&done_l);
     let from_lo = b.not(done.use_fed);
-    b.if_then(from_lo, |b| {
-        // Every lane has read the fed sums (racecheck: lane 0 overwrites them next).
-        b.warp_sync(u32::MAX);
-        s.copy_lo_to_sums(b)
-    });
+    b.if_then(from_lo, |b| s.copy_lo_to_sums(b));
     let no_decrease = b.setp(Cmp::Eq, done.a, 0.0f64);
     b.if_else(
         no_decrease,

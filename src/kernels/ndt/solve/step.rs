@@ -252,6 +252,9 @@ impl Solver<'_> {
 
     /// The best-end payload into the shared sums (it becomes the accepted linearization).
     pub(super) fn copy_lo_to_sums(&self, b: &mut KernelBuilder) {
+        // Every lane has read the fed sums before lane 0 overwrites them (racecheck found the
+        // batch solver's copy without this barrier).
+        b.warp_sync(u32::MAX);
         for k in 0..VALUES {
             let v = self.r.state.ld_f64(b, S_LO_SUMS + k);
             let a = self.r.sums.at(k as u32);
