@@ -11,10 +11,10 @@ use crate::kernels::gaussian::forward::BLOCK;
 use crate::kernels::gaussian::forward_fast::{self, FAST_FLAG, FAST_STRIDE};
 use crate::kernels::gaussian::scaled::sigma;
 use crate::kernels::KernelId;
-use crate::runtime::{ArgElem, Gpu, LoadedKernel};
+use crate::runtime::{ArgElem, DeviceBuffer, Gpu, LoadedKernel};
 use crate::Result;
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Which f32 forward kernel `GpuGaussianField` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,23 @@ pub struct FastKernel {
     pub points_per_block: u32,
     /// Resident waves the forward plan aims at ([`waves`]).
     pub waves: u32,
+    /// The kernel adds the chunk rows itself (`forward_fast::Options::fused`): no
+    /// `gaussian_reduce_rows` launch after it.
+    pub fused: bool,
+    /// The fused row sum's arrival count per point block (zero between launches; grown on
+    /// demand, zero-filled on the stream).
+    counters: Arc<Counters>,
+}
+
+/// [`FastKernel`]'s counters (shared by its clones, all on the field's stream).
+#[derive(Default)]
+struct Counters(Mutex<Option<DeviceBuffer<u32>>>);
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cap = self.0.lock().map(|c| c.as_ref().map(|b| b.capacity()));
+        write!(f, "Counters({:?})", cap.ok().flatten())
+    }
 }
 
 /// Blocks of the expanded forward per resident slot that the plan aims at: `PTXFLOW_GAUSS_FAST_WAVES`
@@ -97,30 +114,45 @@ impl FastKernel {
     /// Errors: loading the module or querying its occupancy failed.
     pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
         let o = options();
-        let kernel = if o == forward_fast::Options::default() {
-            gpu.kernel(id)?
-        } else {
-            gpu.load_module(&forward_fast::build(crate::ptx::Target::Sm75, o), id.name())?
+        let resident = |kernel: LoadedKernel| -> Result<(LoadedKernel, u32)> {
+            let per_sm = kernel
+                .function()
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+                .map_err(crate::Error::driver(
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                ))?;
+            Ok((kernel, per_sm))
         };
-        let per_sm = kernel
-            .function()
-            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
-            .map_err(crate::Error::driver(
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            ))?;
+        let default = forward_fast::Options::default();
+        let (kernel, per_sm) = if o == default {
+            resident(gpu.kernel(id)?)?
+        } else {
+            let module = forward_fast::build(crate::ptx::Target::Sm75, o);
+            if o.carveout || o.shared_bytes() > default.shared_bytes() {
+                // Larger tiles need more than the default shared-memory carveout.
+                super::fast_backward::load_with_carveout(gpu, id, Some(module), BLOCK)?
+            } else {
+                resident(gpu.load_module(&module, id.name())?)?
+            }
+        };
         Ok(FastKernel {
             kernel,
             slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
             points_per_block: BLOCK * o.points_per_thread,
             waves: waves(),
+            fused: o.fused,
+            counters: Arc::default(),
         })
     }
 
     /// Enqueues the kernel on `stream`, writing `plan.chunks` rows of b partial sums to `out`
     /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`stage`] for
-    /// the same `n_pad` Gaussians and `origin` its origin.
+    /// the same `n_pad` Gaussians and `origin` its origin. A [`Self::fused`] kernel with
+    /// several chunks also writes their sum to `values` (b values; required then).
     ///
-    /// Errors: the launch failed (or its arguments do not fit the kernel's contract).
+    /// Errors: the launch failed (or its arguments do not fit the kernel's contract); a fused
+    /// kernel with several chunks and no `values`; allocating the counters failed.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward<T: DeviceRepr + ArgElem>(
         &self,
         stream: &Arc<CudaStream>,
@@ -129,16 +161,35 @@ impl FastKernel {
         origin: &[T; 3],
         plan: &ForwardPlan,
         out: &mut CudaViewMut<'_, T>,
+        values: Option<&mut CudaViewMut<'_, T>>,
     ) -> Result<()> {
         let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
+        let mut counters = self.counters.0.lock().unwrap_or_else(|e| e.into_inner());
+        if self.fused {
+            if plan.chunks > 1 && values.is_none() {
+                return Err(crate::Error::input(
+                    "gaussian fused forward: several chunks need the values buffer",
+                ));
+            }
+            let need = plan.point_blocks as usize;
+            if counters.as_ref().is_none_or(|c| c.capacity() < need) {
+                *counters = Some(DeviceBuffer::zeros(
+                    stream,
+                    need,
+                    "gaussian forward counters",
+                )?);
+            }
+        }
         // SAFETY: (argument types and the .reqntid block are checked against the kernel's
         // contract) prep and fast hold n_pad records each (n_pad and chunk_len multiples of
         // CHUNK_ALIGN, as the kernel requires); points 3b scalars; out chunks * b (checked by
-        // the caller); the kernel reads and writes only i < b.
+        // the caller); the kernel reads and writes only i < b. Fused: values b scalars (only
+        // written with several chunks; with one, the unused pointer is `fast`'s), counters
+        // point_blocks words, zero between launches (each launch's last arrival resets its
+        // word), all on this stream.
         unsafe {
-            self.kernel
-                .launch(stream, cfg)
-                .arg(p.prep)
+            let mut l = self.kernel.launch(stream, cfg);
+            l.arg(p.prep)
                 .arg(fast)
                 .arg(&p.n_pad)
                 .arg(&plan.chunk_len)
@@ -147,8 +198,15 @@ impl FastKernel {
                 .arg(out)
                 .arg(&origin[0])
                 .arg(&origin[1])
-                .arg(&origin[2])
-                .launch()
+                .arg(&origin[2]);
+            if let Some(c) = counters.as_ref().filter(|_| self.fused) {
+                match values {
+                    Some(v) => l.arg(v),
+                    None => l.arg(fast),
+                };
+                l.arg(c.slice());
+            }
+            l.launch()
         }
     }
 }

@@ -45,6 +45,7 @@
 
 use super::common::*;
 use super::forward::{BLOCK, CHUNK_ALIGN};
+use super::forward_finish::{finish_rows, FinishParams};
 use super::scaled::*;
 use crate::ptx::*;
 
@@ -67,6 +68,17 @@ pub struct Options {
     pub max_registers: Option<u32>,
     /// Gaussians per pass of the expanded loop (divides [`CHUNK_ALIGN`]).
     pub unroll: u32,
+    /// Gaussians staged per tile, in blocks of [`BLOCK`] (1 when 0): fewer barriers per pair.
+    pub tile_blocks: u32,
+    /// Stage the subtract form's constants only in a flagged tile (into the records' shared
+    /// array, after the flag test) instead of in every tile beside the records.
+    pub lazy: bool,
+    /// Load with the largest shared-memory carveout (a load option; the PTX is the same).
+    pub carveout: bool,
+    /// The chunk rows' sum in the kernel: two more parameters (`values`, `counters`); with
+    /// several chunks the last block of each point block to finish adds the rows (see
+    /// [`finish_rows`]).
+    pub fused: bool,
 }
 
 impl Default for Options {
@@ -75,6 +87,10 @@ impl Default for Options {
             points_per_thread: POINTS_PER_THREAD,
             max_registers: None,
             unroll: 4,
+            tile_blocks: 1,
+            lazy: false,
+            carveout: false,
+            fused: false,
         }
     }
 }
@@ -85,7 +101,10 @@ pub fn build_f32(target: Target) -> Module {
 }
 
 /// A variant for comparisons (`PTXFLOW_GAUSS_FAST`, see `crate::gaussian::gpu::launch`): `p<N>`
-/// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, joined by `-` (`p8-u4`).
+/// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
+/// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
+/// row sum,
+/// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {
     variant_options(name).map(|o| build(Target::Sm75, o))
@@ -101,10 +120,24 @@ pub fn variant_options(name: &str) -> Option<Options> {
             "p" if (1..=16).contains(&v) => o.points_per_thread = v,
             "r" => o.max_registers = Some(v),
             "u" if v > 0 && CHUNK_ALIGN.is_multiple_of(v) => o.unroll = v,
+            "t" if (1..=6).contains(&v) => o.tile_blocks = v,
+            "l" if v <= 1 => o.lazy = v == 1,
+            "c" if v <= 1 => o.carveout = v == 1,
+            "f" if v <= 1 => o.fused = v == 1,
             _ => return None,
         }
     }
-    Some(o)
+    // Static shared memory stays within 48 KiB: two arrays of 6 KiB per BLOCK Gaussians, one
+    // when lazy.
+    (o.lazy || o.tile_blocks <= 3).then_some(o)
+}
+
+impl Options {
+    /// Static shared memory of the kernel these options build, in bytes.
+    pub fn shared_bytes(&self) -> u32 {
+        let tile = BLOCK * self.tile_blocks.max(1) * FAST_STRIDE * 4;
+        tile * if self.lazy { 1 } else { 2 } + 4 * WARPS
+    }
 }
 
 /// Loads point `i` (zeros unless `ok`).
@@ -138,8 +171,8 @@ pub fn build(target: Target, opts: Options) -> Module {
     let n_pad = b.param::<U32>("n_pad");
     let chunk_len = b.param::<U32>("chunk_len");
     let points = b.param::<U64>("points");
-    let num_points = b.param::<U32>("num_points");
-    let out = b.param::<U64>("out");
+    let num_points_param = b.param::<U32>("num_points");
+    let out_param = b.param::<U64>("out");
     let origin = [
         b.param::<F32>("origin_x"),
         b.param::<F32>("origin_y"),
@@ -150,11 +183,20 @@ pub fn build(target: Target, opts: Options) -> Module {
     let n_pad = b.ld_param(&n_pad);
     let chunk_len = b.ld_param(&chunk_len);
     let points = b.global_ptr(&points);
-    let num_points = b.ld_param(&num_points);
-    let out = b.global_ptr(&out);
+    let num_points = b.ld_param(&num_points_param);
+    let out = b.global_ptr(&out_param);
     let origin = origin.map(|o| b.ld_param(&o));
-    let tile = b.shared_array::<F32>("tile", BLOCK * PAIR_STRIDE);
-    let ftile = b.shared_array::<F32>("ftile", BLOCK * FAST_STRIDE);
+    // (Loaded where they are used, so that they hold no register through the pair loop.)
+    let fused = opts
+        .fused
+        .then(|| (b.param::<U64>("values"), b.param::<U64>("counters")));
+    let tile_blocks = opts.tile_blocks.max(1);
+    let tile_len = BLOCK * tile_blocks;
+    // Lazy: the subtract constants of a flagged tile go into the records' array (same stride).
+    const _: () = assert!(PAIR_STRIDE == FAST_STRIDE);
+    let tile = (!opts.lazy).then(|| b.shared_array::<F32>("tile", tile_len * PAIR_STRIDE));
+    let ftile = b.shared_array::<F32>("ftile", tile_len * FAST_STRIDE);
+    let tile = tile.unwrap_or_else(|| ftile.clone());
     let wflag = b.shared_array::<U32>("wflag", WARPS);
 
     b.comment("this thread's points relative to the origin (x beyond num_points: 0) and sums");
@@ -179,32 +221,56 @@ pub fn build(target: Target, opts: Options) -> Module {
     let warp = b.shr(tid, 5u32);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
 
+    // Stages the subtract form's constants of Gaussian `tile_start + t` into `tile` slot t.
+    let stage_subtract = |b: &mut KernelBuilder, tile_start: Reg<U32>, t: Reg<U32>| {
+        let j = b.add(tile_start, t);
+        let src = b.index_addr(prep, j, PREP_STRIDE * 4);
+        let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
+        let g = PairConsts::from_prepared(b, &v);
+        let z = b.mov(0.0f32);
+        let slot = b.mul(t, PAIR_STRIDE);
+        let dst = b.shared_index(&tile, slot);
+        store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
+    };
     let g_start = b.mul(chunk, chunk_len);
     let g_stop = b.add(g_start, chunk_len);
     let g_end = b.min(g_stop, n_pad);
-    b.for_range(g_start, g_end, BLOCK, |b, tile_start, _| {
+    b.for_range(g_start, g_end, tile_len, |b, tile_start, _| {
         b.comment("tile: each thread stages one Gaussian (both forms) and its flag");
         let left = b.sub(g_end, tile_start);
-        let count = b.min(left, BLOCK);
+        let count = b.min(left, tile_len);
         b.bar_sync();
         let flag = b.mov(0.0f32);
-        let has = b.setp(Cmp::Lt, tid, count);
-        b.if_then(has, |b| {
-            let j = b.add(tile_start, tid);
-            let src = b.index_addr(prep, j, PREP_STRIDE * 4);
-            let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
-            let g = PairConsts::from_prepared(b, &v);
-            let z = b.mov(0.0f32);
-            let slot = b.mul(tid, PAIR_STRIDE);
-            let dst = b.shared_index(&tile, slot);
-            store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
-            let fsrc = b.index_addr(fast, j, FAST_STRIDE * 4);
-            let r = load_prepared::<F32>(b, Space::GlobalNc, fsrc.into());
-            let fslot = b.mul(tid, FAST_STRIDE);
-            let fdst = b.shared_index(&ftile, fslot);
-            store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
-            b.mov_to(flag, r[FAST_FLAG as usize]);
-        });
+        for h in 0..tile_blocks {
+            let t = if h == 0 { tid } else { b.add(tid, h * BLOCK) };
+            let has = b.setp(Cmp::Lt, t, count);
+            b.if_then(has, |b| {
+                let j = if opts.lazy {
+                    b.add(tile_start, t)
+                } else {
+                    let j = b.add(tile_start, t);
+                    let src = b.index_addr(prep, j, PREP_STRIDE * 4);
+                    let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
+                    let g = PairConsts::from_prepared(b, &v);
+                    let z = b.mov(0.0f32);
+                    let slot = b.mul(t, PAIR_STRIDE);
+                    let dst = b.shared_index(&tile, slot);
+                    store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
+                    j
+                };
+                let fsrc = b.index_addr(fast, j, FAST_STRIDE * 4);
+                let r = load_prepared::<F32>(b, Space::GlobalNc, fsrc.into());
+                let fslot = b.mul(t, FAST_STRIDE);
+                let fdst = b.shared_index(&ftile, fslot);
+                store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
+                if h == 0 {
+                    b.mov_to(flag, r[FAST_FLAG as usize]);
+                } else {
+                    let f = b.max(flag, r[FAST_FLAG as usize]);
+                    b.mov_to(flag, f);
+                }
+            });
+        }
         let mine = b.setp(Cmp::Ne, flag, 0.0f32);
         let any = b.vote_any(mine);
         b.if_then(lane0, |b| {
@@ -223,6 +289,16 @@ pub fn build(target: Target, opts: Options) -> Module {
             slow,
             |b| {
                 b.comment("a flagged Gaussian: the subtract form on the points as loaded");
+                if opts.lazy {
+                    // Each thread overwrites only the slots it staged (no other thread reads
+                    // them in a flagged tile); the barrier publishes them.
+                    for h in 0..tile_blocks {
+                        let t = if h == 0 { tid } else { b.add(tid, h * BLOCK) };
+                        let has = b.setp(Cmp::Lt, t, count);
+                        b.if_then(has, |b| stage_subtract(b, tile_start, t));
+                    }
+                    b.bar_sync();
+                }
                 let xs: Vec<[Reg<F32>; 3]> = (0..p_count)
                     .map(|p| load_point(b, points, idx[p], valid[p]))
                     .collect();
@@ -291,6 +367,16 @@ pub fn build(target: Target, opts: Options) -> Module {
             let a = addr2d(b, out, chunk, num_points, i, 4);
             b.st(Space::Global, a, v);
         });
+    }
+    if let Some((values, counters)) = fused {
+        let prm = FinishParams {
+            out: out_param,
+            num_points: num_points_param,
+            values,
+            counters,
+            points_per_thread: opts.points_per_thread,
+        };
+        finish_rows(&mut b, &prm, &wflag);
     }
     Module::single(target, b.finish())
 }

@@ -11,6 +11,7 @@ pub mod exp_f64;
 pub mod exp_table;
 pub mod forward;
 pub mod forward_fast;
+mod forward_finish;
 pub mod prepare;
 pub mod reduce;
 pub mod scaled;

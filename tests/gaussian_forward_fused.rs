@@ -1,0 +1,146 @@
+//! The fused row sum of the expanded f32 forward (`forward_fast::Options::fused`, variant `f1`:
+//! the last block of each point block adds the chunk rows) in the PTX interpreter: its values
+//! are bit-identical to the built-in kernel's rows summed by `gaussian_reduce_rows`, with one
+//! chunk and with several (row groups of 4 and a remainder), over two launches on the same
+//! counters (each launch leaves them at zero), and the chunk rows it writes are the built-in
+//! kernel's. On the GPU the bench's `PTXFLOW_GAUSS_FAST_AB` compares values bit for bit, and the
+//! GPU test binaries run it with `PTXFLOW_GAUSS_FAST=f1`.
+
+mod common;
+mod gaussian_support;
+
+use gaussian_support::device::{options, random_problem, rounded};
+use gaussian_support::*;
+use ptxflow::gaussian::generate::convert;
+use ptxflow::gaussian::gpu::fast;
+use ptxflow::gaussian::gpu::stage_prepared;
+use ptxflow::gaussian::layout::{self, Prepared};
+use ptxflow::kernels::gaussian::common::{f32_exp_scale, GAUSSIAN_PAD};
+use ptxflow::kernels::gaussian::forward::BLOCK;
+use ptxflow::kernels::gaussian::{forward_fast, reduce};
+use ptxflow::kernels::KernelId;
+use ptxflow::ptx::Target;
+use ptxflow::sim::{Arg, Grid, Memory, Options, Program};
+
+fn prepared(q: &Problem) -> Vec<Prepared<f32>> {
+    let mut prep = Vec::new();
+    let eps = options(false).diag_eps as f32;
+    layout::prepare(&convert::<f32>(&q.gaussians), false, eps, &mut prep).unwrap();
+    prep
+}
+
+fn program_of(m: &ptxflow::ptx::Module) -> Program {
+    Program::parse(&m.emit().unwrap()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(prog: &Program, grid: (u32, u32), args: &[Arg], mem: &mut Memory, threads: u32) {
+    let g = Grid {
+        blocks: (grid.0, grid.1, 1),
+        threads: (threads, 1, 1),
+        dyn_shared_bytes: 0,
+    };
+    prog.run_with(g, args, mem, Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// (values, chunk rows) of the built-in kernel + `gaussian_reduce_rows` and, per launch, of the
+/// fused variant, with Gaussian chunks of `chunk_len`.
+type Outputs = ((Vec<f32>, Vec<f32>), Vec<(Vec<f32>, Vec<f32>)>);
+
+fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
+    let prep = prepared(q);
+    let n_pad = prep.len().div_ceil(GAUSSIAN_PAD as usize) * GAUSSIAN_PAD as usize;
+    let (mut staged, mut comp, mut recs) = (Vec::new(), Vec::new(), Vec::new());
+    stage_prepared(&prep, n_pad, &mut staged, &mut comp);
+    let o = fast::stage(&prep, n_pad, f32_exp_scale(), &mut recs);
+    let points = convert::<f32>(&q.points);
+    let b = points.len() / 3;
+    let point_blocks = (b as u32).div_ceil(BLOCK * forward_fast::POINTS_PER_THREAD);
+    let chunks = (n_pad as u32).div_ceil(chunk_len);
+    let grid = (point_blocks, chunks);
+    let mut mem = Memory::new();
+    let prep_a = mem.upload("prep", &staged);
+    let fast_a = mem.upload("fast", &recs);
+    let pts_a = mem.upload("points", &points);
+    let rows_len = chunks as usize * b;
+    let part = mem.upload("partial", &vec![f32::NAN; rows_len]);
+    let out = mem.upload("values", &vec![f32::NAN; b]);
+    let counters = mem.upload("counters", &vec![0u32; point_blocks as usize]);
+    let args = [
+        prep_a,
+        fast_a,
+        Arg::U32(n_pad as u32),
+        Arg::U32(chunk_len),
+        pts_a,
+        Arg::U32(b as u32),
+        part,
+        Arg::F32(o[0]),
+        Arg::F32(o[1]),
+        Arg::F32(o[2]),
+    ];
+    // The built-in kernel, then the row sums (one chunk: its rows are the values).
+    let built_in = program_of(&KernelId::GaussianForwardFastF32.build(Target::Sm75));
+    run(&built_in, grid, &args, &mut mem, BLOCK);
+    let rows = program_of(&KernelId::GaussianReduceRowsF32.build(Target::Sm75));
+    let bb = Arg::U32(b as u32);
+    let sum_args = [part, Arg::U32(chunks), bb, bb, Arg::F32(1.0), out];
+    run(&rows, (1, 1), &sum_args, &mut mem, reduce::BLOCK);
+    let base_rows = mem.download::<f32>("partial").unwrap();
+    let base = if chunks == 1 {
+        base_rows[..b].to_vec()
+    } else {
+        mem.download::<f32>("values").unwrap()
+    };
+    let fused = program_of(&forward_fast::variant("f1").expect("the f1 variant"));
+    let mut got = Vec::new();
+    for k in 0..launches {
+        let (part_name, values_name) = (format!("partial{k}"), format!("values{k}"));
+        let part = mem.upload(&part_name, &vec![f32::NAN; rows_len]);
+        let out = mem.upload(&values_name, &vec![f32::NAN; b]);
+        // One chunk: the rows are the values, and the values pointer is not used.
+        let values = if chunks == 1 { fast_a } else { out };
+        let mut fargs = args.to_vec();
+        fargs[6] = part;
+        fargs.extend([values, counters]);
+        run(&fused, grid, &fargs, &mut mem, BLOCK);
+        assert_eq!(
+            mem.download::<u32>("counters").unwrap(),
+            vec![0u32; point_blocks as usize],
+            "every launch leaves the counters at zero"
+        );
+        let rows = mem.download::<f32>(&part_name).unwrap();
+        let values = if chunks == 1 {
+            rows[..b].to_vec()
+        } else {
+            mem.download::<f32>(&values_name).unwrap()
+        };
+        got.push((values, rows));
+    }
+    ((base, base_rows), got)
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn interpreted_fused_row_sum_is_bit_identical_to_the_two_launch_path() {
+    // 1700 points: 2 point blocks of 768 and a partial third; 300 Gaussians (n_pad 320).
+    let q = rounded::<f32>(&random_problem(300, 1700, 41));
+    for (chunk_len, launches) in [(32, 2), (64, 1), (96, 1), (320, 1)] {
+        let ((base, base_rows), got) = forward_both(&q, chunk_len, launches);
+        assert!(base.iter().all(|v| v.is_finite()));
+        for (k, (values, rows)) in got.iter().enumerate() {
+            assert_eq!(
+                bits(values),
+                bits(&base),
+                "chunk_len {chunk_len}, launch {k}: values"
+            );
+            assert_eq!(
+                bits(rows),
+                bits(&base_rows),
+                "chunk_len {chunk_len}, launch {k}: chunk rows"
+            );
+        }
+    }
+}
