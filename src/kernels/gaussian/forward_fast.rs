@@ -53,6 +53,9 @@ use crate::ptx::*;
 pub const POINTS_PER_THREAD: u32 = 6;
 /// f32 scalars per Gaussian of the expanded records (16-byte aligned).
 pub const FAST_STRIDE: u32 = 12;
+/// f32 scalars per Gaussian of the packed shared records (`Options::packed`: the first 10 of
+/// a record, without the flag; 8-byte aligned, two records 16-byte aligned).
+pub const PACKED_STRIDE: u32 = 10;
 /// Offset of the flag (1.0: keep the subtract form for this Gaussian's tile) in a record.
 pub const FAST_FLAG: u32 = 10;
 /// Warps per block.
@@ -79,6 +82,8 @@ pub struct Options {
     /// several chunks the last block of each point block to finish adds the rows (see
     /// [`finish_rows`]).
     pub fused: bool,
+    /// Shared records of [`PACKED_STRIDE`] scalars (two in five vector loads; `unroll` even).
+    pub packed: bool,
 }
 
 impl Default for Options {
@@ -91,6 +96,7 @@ impl Default for Options {
             lazy: false,
             carveout: false,
             fused: false,
+            packed: false,
         }
     }
 }
@@ -103,7 +109,7 @@ pub fn build_f32(target: Target) -> Module {
 /// A variant for comparisons (`PTXFLOW_GAUSS_FAST`, see `crate::gaussian::gpu::launch`): `p<N>`
 /// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
 /// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
-/// row sum,
+/// row sum, `k1` packed shared records,
 /// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {
@@ -124,12 +130,15 @@ pub fn variant_options(name: &str) -> Option<Options> {
             "l" if v <= 1 => o.lazy = v == 1,
             "c" if v <= 1 => o.carveout = v == 1,
             "f" if v <= 1 => o.fused = v == 1,
+            "k" if v <= 1 => o.packed = v == 1,
             _ => return None,
         }
     }
     // Static shared memory stays within 48 KiB: two arrays of 6 KiB per BLOCK Gaussians, one
     // when lazy.
-    (o.lazy || o.tile_blocks <= 3).then_some(o)
+    (o.lazy || o.tile_blocks <= 3)
+        .then_some(o)
+        .filter(|o| !o.packed || o.unroll.is_multiple_of(2))
 }
 
 impl Options {
@@ -260,9 +269,18 @@ pub fn build(target: Target, opts: Options) -> Module {
                 };
                 let fsrc = b.index_addr(fast, j, FAST_STRIDE * 4);
                 let r = load_prepared::<F32>(b, Space::GlobalNc, fsrc.into());
-                let fslot = b.mul(t, FAST_STRIDE);
-                let fdst = b.shared_index(&ftile, fslot);
-                store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
+                if opts.packed {
+                    let fslot = b.mul(t, PACKED_STRIDE);
+                    let fdst = b.shared_index(&ftile, fslot);
+                    for (k, pair) in r[..PACKED_STRIDE as usize].chunks_exact(2).enumerate() {
+                        let at = Addr::from(fdst).off(8 * k as i64);
+                        b.st_v2::<F32>(Space::Shared, at, [pair[0], pair[1]]);
+                    }
+                } else {
+                    let fslot = b.mul(t, FAST_STRIDE);
+                    let fdst = b.shared_index(&ftile, fslot);
+                    store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
+                }
                 if h == 0 {
                     b.mov_to(flag, r[FAST_FLAG as usize]);
                 } else {
@@ -328,17 +346,41 @@ pub fn build(target: Target, opts: Options) -> Module {
                 b.comment("pairs: the expanded solve, the tile's Gaussians x this thread's points");
                 // Walks the records by address (`count` is a multiple of CHUNK_ALIGN, so of
                 // `unroll`): one add, compare and branch per pass.
+                let stride = if opts.packed {
+                    PACKED_STRIDE
+                } else {
+                    FAST_STRIDE
+                };
                 let a0 = b.shared_index(&ftile, 0u32);
-                let len = b.mul(count, FAST_STRIDE * 4);
+                let len = b.mul(count, stride * 4);
                 let a_end = b.add(a0, len);
-                let step = opts.unroll * FAST_STRIDE * 4;
+                let step = opts.unroll * stride * 4;
                 b.for_range(a0, a_end, step, |b, a, _| {
+                    let mut recs = Vec::new();
+                    if opts.packed {
+                        // Two records in five vector loads.
+                        for u in 0..opts.unroll / 2 {
+                            let at = Addr::from(a).off(i64::from(u * 2 * PACKED_STRIDE * 4));
+                            let mut v = Vec::new();
+                            for k in 0..5 {
+                                let q = b.ld_v4::<F32>(Space::Shared, at.clone().off(16 * k));
+                                v.extend(q);
+                            }
+                            recs.push(v[..10].to_vec());
+                            recs.push(v[10..].to_vec());
+                        }
+                    }
                     for u in 0..opts.unroll {
-                        let at = Addr::from(a).off(i64::from(u * FAST_STRIDE * 4));
-                        let [m00, m10, m11, m20] = b.ld_v4::<F32>(Space::Shared, at.clone());
-                        let [m21, m22, nb0, nb1] =
-                            b.ld_v4::<F32>(Space::Shared, at.clone().off(16));
-                        let [nb2, wn] = b.ld_v2::<F32>(Space::Shared, at.off(32));
+                        let [m00, m10, m11, m20, m21, m22, nb0, nb1, nb2, wn] = if opts.packed {
+                            std::array::from_fn(|k| recs[u as usize][k])
+                        } else {
+                            let at = Addr::from(a).off(i64::from(u * FAST_STRIDE * 4));
+                            let [m00, m10, m11, m20] = b.ld_v4::<F32>(Space::Shared, at.clone());
+                            let [m21, m22, nb0, nb1] =
+                                b.ld_v4::<F32>(Space::Shared, at.clone().off(16));
+                            let [nb2, wn] = b.ld_v2::<F32>(Space::Shared, at.off(32));
+                            [m00, m10, m11, m20, m21, m22, nb0, nb1, nb2, wn]
+                        };
                         for p in 0..p_count {
                             let [x0, x1, x2] = xt[p];
                             let v0 = b.fma(m00, x0, nb0);
