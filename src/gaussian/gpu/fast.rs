@@ -4,17 +4,12 @@
 //! apply, each entry an f64 product rounded once), -b = -M (mu - o) and w c 2^o, and whether its
 //! tile must keep the subtract form.
 
-use super::launch::{self, config, ForwardPlan, Problem};
+pub use super::fast_kernel::FastKernel;
+use super::launch::{self, ForwardPlan};
 use crate::gaussian::layout::Prepared;
 use crate::gaussian::Real;
-use crate::kernels::gaussian::forward::BLOCK;
 use crate::kernels::gaussian::forward_fast::{self, FAST_FLAG, FAST_STRIDE};
 use crate::kernels::gaussian::scaled::sigma;
-use crate::kernels::KernelId;
-use crate::runtime::{ArgElem, DeviceBuffer, Gpu, LoadedKernel};
-use crate::Result;
-use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr};
-use std::sync::{Arc, Mutex};
 
 /// Which f32 forward kernel `GpuGaussianField` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,37 +38,6 @@ pub fn options() -> forward_fast::Options {
         .ok()
         .and_then(|n| forward_fast::variant_options(&n))
         .unwrap_or_default()
-}
-
-/// The loaded expanded kernel (built-in, or the `PTXFLOW_GAUSS_FAST` variant, built once per
-/// field), with its resident-block capacity and points per block.
-#[derive(Clone, Debug)]
-pub struct FastKernel {
-    /// The kernel.
-    pub kernel: LoadedKernel,
-    /// Resident blocks per SM times the SM count.
-    pub slots: u32,
-    /// Points per block (the forward plan's unit).
-    pub points_per_block: u32,
-    /// Resident waves the forward plan aims at ([`waves`]).
-    pub waves: u32,
-    /// The kernel adds the chunk rows itself (`forward_fast::Options::fused`): no
-    /// `gaussian_reduce_rows` launch after it.
-    pub fused: bool,
-    /// The fused row sum's arrival count per point block (zero between launches; grown on
-    /// demand, zero-filled on the stream).
-    counters: Arc<Counters>,
-}
-
-/// [`FastKernel`]'s counters (shared by its clones, all on the field's stream).
-#[derive(Default)]
-struct Counters(Mutex<Option<DeviceBuffer<u32>>>);
-
-impl std::fmt::Debug for Counters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let cap = self.0.lock().map(|c| c.as_ref().map(|b| b.capacity()));
-        write!(f, "Counters({:?})", cap.ok().flatten())
-    }
 }
 
 /// Blocks of the expanded forward per resident slot that the plan aims at: `PTXFLOW_GAUSS_FAST_WAVES`
@@ -107,109 +71,6 @@ pub fn plan(n_pad: u32, b: u32, slots: u32, waves: u32, points_per_block: u32) -
 /// wave: 17.6 of 24 warps active on average). Later waves fill the slots that early blocks
 /// leave.
 pub const WAVES: u32 = 4;
-
-impl FastKernel {
-    /// Loads the kernel `id` (`gaussian_forward_fast_f32`) with [`options`].
-    ///
-    /// Errors: loading the module or querying its occupancy failed.
-    pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
-        let o = options();
-        let resident = |kernel: LoadedKernel| -> Result<(LoadedKernel, u32)> {
-            let per_sm = kernel
-                .function()
-                .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
-                .map_err(crate::Error::driver(
-                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                ))?;
-            Ok((kernel, per_sm))
-        };
-        let default = forward_fast::Options::default();
-        let (kernel, per_sm) = if o == default {
-            resident(gpu.kernel(id)?)?
-        } else {
-            let module = forward_fast::build(crate::ptx::Target::Sm75, o);
-            if o.carveout || o.shared_bytes() > default.shared_bytes() {
-                // Larger tiles need more than the default shared-memory carveout.
-                super::fast_backward::load_with_carveout(gpu, id, Some(module), BLOCK)?
-            } else {
-                resident(gpu.load_module(&module, id.name())?)?
-            }
-        };
-        Ok(FastKernel {
-            kernel,
-            slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
-            points_per_block: BLOCK * o.points_per_thread,
-            waves: waves(),
-            fused: o.fused,
-            counters: Arc::default(),
-        })
-    }
-
-    /// Enqueues the kernel on `stream`, writing `plan.chunks` rows of b partial sums to `out`
-    /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`stage`] for
-    /// the same `n_pad` Gaussians and `origin` its origin. A [`Self::fused`] kernel with
-    /// several chunks also writes their sum to `values` (b values; required then).
-    ///
-    /// Errors: the launch failed (or its arguments do not fit the kernel's contract); a fused
-    /// kernel with several chunks and no `values`; allocating the counters failed.
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward<T: DeviceRepr + ArgElem>(
-        &self,
-        stream: &Arc<CudaStream>,
-        p: &Problem<'_, T>,
-        fast: &CudaSlice<T>,
-        origin: &[T; 3],
-        plan: &ForwardPlan,
-        out: &mut CudaViewMut<'_, T>,
-        values: Option<&mut CudaViewMut<'_, T>>,
-    ) -> Result<()> {
-        let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
-        let mut counters = self.counters.0.lock().unwrap_or_else(|e| e.into_inner());
-        if self.fused {
-            if plan.chunks > 1 && values.is_none() {
-                return Err(crate::Error::input(
-                    "gaussian fused forward: several chunks need the values buffer",
-                ));
-            }
-            let need = plan.point_blocks as usize;
-            if counters.as_ref().is_none_or(|c| c.capacity() < need) {
-                *counters = Some(DeviceBuffer::zeros(
-                    stream,
-                    need,
-                    "gaussian forward counters",
-                )?);
-            }
-        }
-        // SAFETY: (argument types and the .reqntid block are checked against the kernel's
-        // contract) prep and fast hold n_pad records each (n_pad and chunk_len multiples of
-        // CHUNK_ALIGN, as the kernel requires); points 3b scalars; out chunks * b (checked by
-        // the caller); the kernel reads and writes only i < b. Fused: values b scalars (only
-        // written with several chunks; with one, the unused pointer is `fast`'s), counters
-        // point_blocks words, zero between launches (each launch's last arrival resets its
-        // word), all on this stream.
-        unsafe {
-            let mut l = self.kernel.launch(stream, cfg);
-            l.arg(p.prep)
-                .arg(fast)
-                .arg(&p.n_pad)
-                .arg(&plan.chunk_len)
-                .arg(p.points)
-                .arg(&p.b)
-                .arg(out)
-                .arg(&origin[0])
-                .arg(&origin[1])
-                .arg(&origin[2]);
-            if let Some(c) = counters.as_ref().filter(|_| self.fused) {
-                match values {
-                    Some(v) => l.arg(v),
-                    None => l.arg(fast),
-                };
-                l.arg(c.slice());
-            }
-            l.launch()
-        }
-    }
-}
 
 /// A Gaussian whose G = max_k (|M| |mu - o|)_k exceeds this (or is not finite) is flagged: its
 /// tile runs the subtract form (see `forward_fast`'s error analysis).
@@ -324,6 +185,7 @@ pub fn pair_t(rec: &[f32], x: [f32; 3], o: [f32; 3], exp2_offset: f32) -> f32 {
 mod tests {
     use super::*;
     use crate::gaussian::layout::{pack, prepare};
+    use crate::kernels::gaussian::forward::BLOCK;
 
     #[test]
     fn record_solves_like_the_subtract_form_near_the_origin() {

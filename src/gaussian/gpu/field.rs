@@ -197,8 +197,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
     fn forward_plan(&mut self) -> Result<ForwardPlan> {
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
         if let Some(k) = self.fast_kernel()? {
-            let ppb = k.points_per_block;
-            return Ok(fast::plan(n_pad, b, k.slots, k.waves, ppb));
+            return Ok(k.plan(n_pad, b));
         }
         let fs = self.slots()?.0;
         Ok(launch::forward_plan(

@@ -34,6 +34,8 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 pub mod fast;
 pub mod fast_backward;
+mod fast_kernel;
+pub mod fast_schedule;
 pub mod field;
 pub mod lanes_backward;
 pub mod launch;

@@ -84,6 +84,33 @@ pub struct Options {
     pub fused: bool,
     /// Shared records of [`PACKED_STRIDE`] scalars (two in five vector loads; `unroll` even).
     pub packed: bool,
+    /// Chunks of different lengths from a table (one more parameter, `starts`: chunk c is
+    /// Gaussians `starts[c]..starts[c + 1]`), shortening towards the end of the grid so that the
+    /// last wave of blocks ends together; the host's schedule (`crate::gaussian::gpu::fast`).
+    pub schedule: Option<Schedule>,
+}
+
+/// The host's chunk schedule for [`Options::schedule`] (guided: a chunk takes the remaining
+/// Gaussians times point blocks / (slots `guide` / 100), rounded down to [`CHUNK_ALIGN`] and
+/// clamped to `min..=max`, `max` raised to the uniform plan's chunk where that is longer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// Percent: larger means shorter chunks.
+    pub guide: u32,
+    /// Longest chunk (a multiple of [`CHUNK_ALIGN`]).
+    pub max: u32,
+    /// Shortest chunk (a multiple of [`CHUNK_ALIGN`]).
+    pub min: u32,
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule {
+            guide: 100,
+            max: 768,
+            min: 64,
+        }
+    }
 }
 
 impl Default for Options {
@@ -97,6 +124,7 @@ impl Default for Options {
             carveout: false,
             fused: false,
             packed: false,
+            schedule: None,
         }
     }
 }
@@ -110,6 +138,7 @@ pub fn build_f32(target: Target) -> Module {
 /// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
 /// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
 /// row sum, `k1` packed shared records,
+/// `g<P>`/`m<N>`/`n<N>` the chunk schedule (guide percent, longest and shortest chunk),
 /// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {
@@ -131,6 +160,15 @@ pub fn variant_options(name: &str) -> Option<Options> {
             "c" if v <= 1 => o.carveout = v == 1,
             "f" if v <= 1 => o.fused = v == 1,
             "k" if v <= 1 => o.packed = v == 1,
+            "g" if v > 0 => o.schedule.get_or_insert_with(Schedule::default).guide = v,
+            "m" | "n" if v >= CHUNK_ALIGN && v.is_multiple_of(CHUNK_ALIGN) => {
+                let s = o.schedule.get_or_insert_with(Schedule::default);
+                if key == "m" {
+                    s.max = v
+                } else {
+                    s.min = v
+                }
+            }
             _ => return None,
         }
     }
@@ -139,6 +177,7 @@ pub fn variant_options(name: &str) -> Option<Options> {
     (o.lazy || o.tile_blocks <= 3)
         .then_some(o)
         .filter(|o| !o.packed || o.unroll.is_multiple_of(2))
+        .filter(|o| o.schedule.is_none_or(|s| s.min <= s.max))
 }
 
 impl Options {
@@ -199,6 +238,7 @@ pub fn build(target: Target, opts: Options) -> Module {
     let fused = opts
         .fused
         .then(|| (b.param::<U64>("values"), b.param::<U64>("counters")));
+    let starts = opts.schedule.map(|_| b.param::<U64>("starts"));
     let tile_blocks = opts.tile_blocks.max(1);
     let tile_len = BLOCK * tile_blocks;
     // Lazy: the subtract constants of a flagged tile go into the records' array (same stride).
@@ -241,9 +281,20 @@ pub fn build(target: Target, opts: Options) -> Module {
         let dst = b.shared_index(&tile, slot);
         store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
     };
-    let g_start = b.mul(chunk, chunk_len);
-    let g_stop = b.add(g_start, chunk_len);
-    let g_end = b.min(g_stop, n_pad);
+    let (g_start, g_end) = match &starts {
+        None => {
+            let g_start = b.mul(chunk, chunk_len);
+            let g_stop = b.add(g_start, chunk_len);
+            (g_start, b.min(g_stop, n_pad))
+        }
+        Some(starts) => {
+            let starts = b.global_ptr(starts);
+            let a = b.index_addr(starts, chunk, 4);
+            let g_start = b.ld::<U32>(Space::GlobalNc, a);
+            let g_end = b.ld::<U32>(Space::GlobalNc, Addr::from(a).off(4));
+            (g_start, g_end)
+        }
+    };
     b.for_range(g_start, g_end, tile_len, |b, tile_start, _| {
         b.comment("tile: each thread stages one Gaussian (both forms) and its flag");
         let left = b.sub(g_end, tile_start);
