@@ -46,6 +46,8 @@
 use super::common::*;
 use super::forward::{BLOCK, CHUNK_ALIGN};
 use super::forward_finish::{finish_rows, FinishParams};
+pub use super::forward_options::{variant_options, Options, Schedule};
+use super::forward_pairs::{expanded_pairs, partial_pairs};
 use super::scaled::*;
 use crate::ptx::*;
 
@@ -62,73 +64,6 @@ pub const FAST_FLAG: u32 = 10;
 const WARPS: u32 = BLOCK / 32;
 const _: () = assert!(WARPS == 4 && CHUNK_ALIGN.is_multiple_of(4));
 
-/// Build options (the built-in kernel uses the default).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// Points each thread owns.
-    pub points_per_thread: u32,
-    /// `.maxnreg`, or none.
-    pub max_registers: Option<u32>,
-    /// Gaussians per pass of the expanded loop (divides [`CHUNK_ALIGN`]).
-    pub unroll: u32,
-    /// Gaussians staged per tile, in blocks of [`BLOCK`] (1 when 0): fewer barriers per pair.
-    pub tile_blocks: u32,
-    /// Stage the subtract form's constants only in a flagged tile (into the records' shared
-    /// array, after the flag test) instead of in every tile beside the records.
-    pub lazy: bool,
-    /// Load with the largest shared-memory carveout (a load option; the PTX is the same).
-    pub carveout: bool,
-    /// The chunk rows' sum in the kernel: two more parameters (`values`, `counters`); with
-    /// several chunks the last block of each point block to finish adds the rows (see
-    /// [`finish_rows`]).
-    pub fused: bool,
-    /// Shared records of [`PACKED_STRIDE`] scalars (two in five vector loads; `unroll` even).
-    pub packed: bool,
-    /// Chunks of different lengths from a table (one more parameter, `starts`: chunk c is
-    /// Gaussians `starts[c]..starts[c + 1]`), shortening towards the end of the grid so that the
-    /// last wave of blocks ends together; the host's schedule (`crate::gaussian::gpu::fast`).
-    pub schedule: Option<Schedule>,
-}
-
-/// The host's chunk schedule for [`Options::schedule`] (guided: a chunk takes the remaining
-/// Gaussians times point blocks / (slots `guide` / 100), rounded down to [`CHUNK_ALIGN`] and
-/// clamped to `min..=max`, `max` raised to the uniform plan's chunk where that is longer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Schedule {
-    /// Percent: larger means shorter chunks.
-    pub guide: u32,
-    /// Longest chunk (a multiple of [`CHUNK_ALIGN`]).
-    pub max: u32,
-    /// Shortest chunk (a multiple of [`CHUNK_ALIGN`]).
-    pub min: u32,
-}
-
-impl Default for Schedule {
-    fn default() -> Self {
-        Schedule {
-            guide: 100,
-            max: 768,
-            min: 64,
-        }
-    }
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            points_per_thread: POINTS_PER_THREAD,
-            max_registers: None,
-            unroll: 4,
-            tile_blocks: 1,
-            lazy: false,
-            carveout: false,
-            fused: false,
-            packed: false,
-            schedule: None,
-        }
-    }
-}
-
 /// The built-in module.
 pub fn build_f32(target: Target) -> Module {
     build(target, Options::default())
@@ -137,55 +72,12 @@ pub fn build_f32(target: Target) -> Module {
 /// A variant for comparisons (`PTXFLOW_GAUSS_FAST`, see `crate::gaussian::gpu::launch`): `p<N>`
 /// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
 /// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
-/// row sum, `k1` packed shared records,
+/// row sum, `k1` packed shared records, `v1` the partial last point block,
 /// `g<P>`/`m<N>`/`n<N>` the chunk schedule (guide percent, longest and shortest chunk),
 /// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {
     variant_options(name).map(|o| build(Target::Sm75, o))
-}
-
-/// The options [`variant`] builds for `name`.
-pub fn variant_options(name: &str) -> Option<Options> {
-    let mut o = Options::default();
-    for part in name.split('-') {
-        let (key, val) = part.split_at(1.min(part.len()));
-        let v: u32 = val.parse().ok()?;
-        match key {
-            "p" if (1..=16).contains(&v) => o.points_per_thread = v,
-            "r" => o.max_registers = Some(v),
-            "u" if v > 0 && CHUNK_ALIGN.is_multiple_of(v) => o.unroll = v,
-            "t" if (1..=6).contains(&v) => o.tile_blocks = v,
-            "l" if v <= 1 => o.lazy = v == 1,
-            "c" if v <= 1 => o.carveout = v == 1,
-            "f" if v <= 1 => o.fused = v == 1,
-            "k" if v <= 1 => o.packed = v == 1,
-            "g" if v > 0 => o.schedule.get_or_insert_with(Schedule::default).guide = v,
-            "m" | "n" if v >= CHUNK_ALIGN && v.is_multiple_of(CHUNK_ALIGN) => {
-                let s = o.schedule.get_or_insert_with(Schedule::default);
-                if key == "m" {
-                    s.max = v
-                } else {
-                    s.min = v
-                }
-            }
-            _ => return None,
-        }
-    }
-    // Static shared memory stays within 48 KiB: two arrays of 6 KiB per BLOCK Gaussians, one
-    // when lazy.
-    (o.lazy || o.tile_blocks <= 3)
-        .then_some(o)
-        .filter(|o| !o.packed || o.unroll.is_multiple_of(2))
-        .filter(|o| o.schedule.is_none_or(|s| s.min <= s.max))
-}
-
-impl Options {
-    /// Static shared memory of the kernel these options build, in bytes.
-    pub fn shared_bytes(&self) -> u32 {
-        let tile = BLOCK * self.tile_blocks.max(1) * FAST_STRIDE * 4;
-        tile * if self.lazy { 1 } else { 2 } + 4 * WARPS
-    }
 }
 
 /// Loads point `i` (zeros unless `ok`).
@@ -295,6 +187,14 @@ pub fn build(target: Target, opts: Options) -> Module {
             (g_start, g_end)
         }
     };
+    let live = opts.partial.then(|| {
+        // Points per thread with any point below num_points in this block (block-uniform).
+        let block_first = b.mul(pblock, BLOCK * opts.points_per_thread);
+        let rest = b.sub(num_points, block_first);
+        let rest = b.min(rest, BLOCK * opts.points_per_thread);
+        let up = b.add(rest, BLOCK - 1);
+        b.div(up, BLOCK)
+    });
     b.for_range(g_start, g_end, tile_len, |b, tile_start, _| {
         b.comment("tile: each thread stages one Gaussian (both forms) and its flag");
         let left = b.sub(g_end, tile_start);
@@ -394,61 +294,18 @@ pub fn build(target: Target, opts: Options) -> Module {
                 }
             },
             |b| {
-                b.comment("pairs: the expanded solve, the tile's Gaussians x this thread's points");
-                // Walks the records by address (`count` is a multiple of CHUNK_ALIGN, so of
-                // `unroll`): one add, compare and branch per pass.
-                let stride = if opts.packed {
-                    PACKED_STRIDE
-                } else {
-                    FAST_STRIDE
+                let Some(live) = live else {
+                    expanded_pairs(b, &ftile, count, &xt, &acc, &opts);
+                    return;
                 };
-                let a0 = b.shared_index(&ftile, 0u32);
-                let len = b.mul(count, stride * 4);
-                let a_end = b.add(a0, len);
-                let step = opts.unroll * stride * 4;
-                b.for_range(a0, a_end, step, |b, a, _| {
-                    let mut recs = Vec::new();
-                    if opts.packed {
-                        // Two records in five vector loads.
-                        for u in 0..opts.unroll / 2 {
-                            let at = Addr::from(a).off(i64::from(u * 2 * PACKED_STRIDE * 4));
-                            let mut v = Vec::new();
-                            for k in 0..5 {
-                                let q = b.ld_v4::<F32>(Space::Shared, at.clone().off(16 * k));
-                                v.extend(q);
-                            }
-                            recs.push(v[..10].to_vec());
-                            recs.push(v[10..].to_vec());
-                        }
-                    }
-                    for u in 0..opts.unroll {
-                        let [m00, m10, m11, m20, m21, m22, nb0, nb1, nb2, wn] = if opts.packed {
-                            std::array::from_fn(|k| recs[u as usize][k])
-                        } else {
-                            let at = Addr::from(a).off(i64::from(u * FAST_STRIDE * 4));
-                            let [m00, m10, m11, m20] = b.ld_v4::<F32>(Space::Shared, at.clone());
-                            let [m21, m22, nb0, nb1] =
-                                b.ld_v4::<F32>(Space::Shared, at.clone().off(16));
-                            let [nb2, wn] = b.ld_v2::<F32>(Space::Shared, at.off(32));
-                            [m00, m10, m11, m20, m21, m22, nb0, nb1, nb2, wn]
-                        };
-                        for p in 0..p_count {
-                            let [x0, x1, x2] = xt[p];
-                            let v0 = b.fma(m00, x0, nb0);
-                            let s1 = b.fma(m11, x1, nb1);
-                            let v1 = b.fma(m10, x0, s1);
-                            let s2 = b.fma(m22, x2, nb2);
-                            let s2 = b.fma(m21, x1, s2);
-                            let v2 = b.fma(m20, x0, s2);
-                            let t = b.fma(v0, v0, F32::imm(F32::EXP2_OFFSET));
-                            let t = b.fma(v1, v1, t);
-                            let t = b.fma(v2, v2, t);
-                            let e = F32::exp2_neg(b, t);
-                            let s = b.fma(wn, e, acc[p]);
-                            b.mov_to(acc[p], s);
-                        }
-                    }
-                });
+                // Only the grid's last point block can be partial: it runs the pairs of its
+                // first `live` points of each thread (the others are beyond num_points).
+                let full = b.setp(Cmp::Ge, live, opts.points_per_thread);
+                b.if_else(
+                    full,
+                    |b| expanded_pairs(b, &ftile, count, &xt, &acc, &opts),
+                    |b| partial_pairs(b, live, 1, &ftile, count, &xt, &acc, &opts),
+                );
             },
         );
     });

@@ -12,6 +12,8 @@ pub mod exp_table;
 pub mod forward;
 pub mod forward_fast;
 mod forward_finish;
+mod forward_options;
+mod forward_pairs;
 pub mod prepare;
 pub mod reduce;
 pub mod scaled;
