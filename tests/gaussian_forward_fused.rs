@@ -1,8 +1,8 @@
-//! The fused row sum of the expanded f32 forward (`forward_fast::Options::fused`, variant `f1`:
+//! The fused row sum of the expanded f32 forward (`forward_fast::Options::fused`, variant `f1-g0`:
 //! the last block of each point block adds the chunk rows) in the PTX interpreter: its values
-//! are bit-identical to the built-in kernel's rows summed by `gaussian_reduce_rows`, with one
+//! are bit-identical to the two-launch kernel's rows summed by `gaussian_reduce_rows`, with one
 //! chunk and with several (row groups of 4 and a remainder), over two launches on the same
-//! counters (each launch leaves them at zero), and the chunk rows it writes are the built-in
+//! counters (each launch leaves them at zero), and the chunk rows it writes are the two-launch
 //! kernel's. The chunk schedule (variant `f1-g100`: chunk starts from a table) gives the same
 //! bits as equal chunks from the table, and with uneven chunks the one-chunk values within
 //! 1e-6 relative. On the GPU the bench's `PTXFLOW_GAUSS_FAST_AB` compares values bit for bit, and the
@@ -45,8 +45,8 @@ fn run(prog: &Program, grid: (u32, u32), args: &[Arg], mem: &mut Memory, threads
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// (values, chunk rows) of the built-in kernel + `gaussian_reduce_rows` and, per launch, of the
-/// fused variant, with Gaussian chunks of `chunk_len`.
+/// (values, chunk rows) of the two-launch kernel (`f0-g0`) + `gaussian_reduce_rows` and, per
+/// launch, of the fused variant (`f1-g0`), with Gaussian chunks of `chunk_len`.
 type Outputs = ((Vec<f32>, Vec<f32>), Vec<(Vec<f32>, Vec<f32>)>);
 
 fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
@@ -80,9 +80,10 @@ fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
         Arg::F32(o[1]),
         Arg::F32(o[2]),
     ];
-    // The built-in kernel, then the row sums (one chunk: its rows are the values).
-    let built_in = program_of(&KernelId::GaussianForwardFastF32.build(Target::Sm75));
-    run(&built_in, grid, &args, &mut mem, BLOCK);
+    // The two-launch kernel (equal chunks, no fused sum), then the row sums (one chunk: its
+    // rows are the values).
+    let two_launch = program_of(&forward_fast::variant("f0-g0").expect("the f0-g0 variant"));
+    run(&two_launch, grid, &args, &mut mem, BLOCK);
     let rows = program_of(&KernelId::GaussianReduceRowsF32.build(Target::Sm75));
     let bb = Arg::U32(b as u32);
     let sum_args = [part, Arg::U32(chunks), bb, bb, Arg::F32(1.0), out];
@@ -93,7 +94,7 @@ fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
     } else {
         mem.download::<f32>("values").unwrap()
     };
-    let fused = program_of(&forward_fast::variant("f1").expect("the f1 variant"));
+    let fused = program_of(&forward_fast::variant("f1-g0").expect("the f1-g0 variant"));
     let mut got = Vec::new();
     for k in 0..launches {
         let (part_name, values_name) = (format!("partial{k}"), format!("values{k}"));

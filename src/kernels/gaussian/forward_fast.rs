@@ -73,7 +73,8 @@ pub fn build_f32(target: Target) -> Module {
 /// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
 /// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
 /// row sum, `k1` packed shared records, `v1` the partial last point block,
-/// `g<P>`/`m<N>`/`n<N>` the chunk schedule (guide percent, longest and shortest chunk),
+/// `g<P>`/`m<N>`/`n<N>` the chunk schedule (guide percent, longest and shortest chunk; `g0`
+/// none),
 /// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {

@@ -94,7 +94,8 @@ pub fn variant_options(name: &str) -> Option<Options> {
             "f" if v <= 1 => o.fused = v == 1,
             "k" if v <= 1 => o.packed = v == 1,
             "v" if v <= 1 => o.partial = v == 1,
-            "g" if v > 0 => o.schedule.get_or_insert_with(Schedule::default).guide = v,
+            "g" if v == 0 => o.schedule = None,
+            "g" => o.schedule.get_or_insert_with(Schedule::default).guide = v,
             "m" | "n" if v >= CHUNK_ALIGN && v.is_multiple_of(CHUNK_ALIGN) => {
                 let s = o.schedule.get_or_insert_with(Schedule::default);
                 if key == "m" {
