@@ -33,7 +33,7 @@
 //! `PTXFLOW_GAUSS_FAST_AB="-;t2;l1:w8"` (f32): variants of the expanded forward
 //! (`forward_fast::variant` names, `-` the built-in kernel, `:w<N>` the plan's waves,
 //! `PTXFLOW_GAUSS_FAST_WAVES`), each in its own field, timed in 31 alternating rounds of one
-//! event-timed forward each (the first dropped); `SUMMARY ... fast forward variants` gives
+//! event-timed forward each (the first dropped; `PTXFLOW_GAUSS_FAST_AB_ROUNDS` rounds instead of 30); `SUMMARY ... fast forward variants` gives
 //! median, min and max per variant, its plan, and how many values differ from the first
 //! variant's (bits) with the largest relative difference.
 
@@ -381,8 +381,12 @@ fn compare_fast_variants<T: GpuReal>(
     }
     std::env::remove_var("PTXFLOW_GAUSS_FAST");
     std::env::remove_var("PTXFLOW_GAUSS_FAST_WAVES");
+    let rounds: usize = std::env::var("PTXFLOW_GAUSS_FAST_AB_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
     let mut times = vec![Vec::new(); fields.len()];
-    for round in 0..31 {
+    for round in 0..=rounds {
         for (k, field) in fields.iter_mut().enumerate() {
             let f = common::event_timed(&stream, 1, || field.forward_resident().expect("forward"));
             if round > 0 {
@@ -407,7 +411,7 @@ fn compare_fast_variants<T: GpuReal>(
                 });
         let (fp, _) = fields[k].plans().expect("plans");
         summary.push(format!(
-            "SUMMARY gpu/gaussian {} {label} fast forward variants (30 alternating runs) {name}: median {:.1} us, min {:.1}, max {:.1}; {differ} values differ from {} (max rel {worst:.1e}); plan {fp:?}",
+            "SUMMARY gpu/gaussian {} {label} fast forward variants ({rounds} alternating runs) {name}: median {:.1} us, min {:.1}, max {:.1}; {differ} values differ from {} (max rel {worst:.1e}); plan {fp:?}",
             T::NAME,
             t[t.len() / 2],
             t[0],
