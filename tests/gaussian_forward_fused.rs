@@ -50,6 +50,11 @@ fn run(prog: &Program, grid: (u32, u32), args: &[Arg], mem: &mut Memory, threads
 type Outputs = ((Vec<f32>, Vec<f32>), Vec<(Vec<f32>, Vec<f32>)>);
 
 fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
+    forward_pair(q, chunk_len, launches, "f1-g0")
+}
+
+/// [`forward_both`] with the fused variant `name` (equal chunks, so `g0`).
+fn forward_pair(q: &Problem, chunk_len: u32, launches: usize, name: &str) -> Outputs {
     let prep = prepared(q);
     let n_pad = prep.len().div_ceil(GAUSSIAN_PAD as usize) * GAUSSIAN_PAD as usize;
     let (mut staged, mut comp, mut recs) = (Vec::new(), Vec::new(), Vec::new());
@@ -94,7 +99,7 @@ fn forward_both(q: &Problem, chunk_len: u32, launches: usize) -> Outputs {
     } else {
         mem.download::<f32>("values").unwrap()
     };
-    let fused = program_of(&forward_fast::variant("f1-g0").expect("the f1-g0 variant"));
+    let fused = program_of(&forward_fast::variant(name).expect("a fused variant"));
     let mut got = Vec::new();
     for k in 0..launches {
         let (part_name, values_name) = (format!("partial{k}"), format!("values{k}"));
@@ -166,6 +171,45 @@ fn interpreted_chunk_schedule_reads_its_table() {
     let uneven = scheduled(&q, &[0, 128, 224, 256, 288, 320, 512]);
     for (a, b) in uneven.iter().zip(&one) {
         assert!((a - b).abs() <= 1e-6 * b.abs().max(1e-30), "{a} vs {b}");
+    }
+}
+
+/// `p` with every `every`-th Gaussian (from the first; none for `usize::MAX`) shrunk 100x (flagged: its tile keeps the subtract form)
+/// and a point near each.
+fn with_tiny(p: &Problem, every: usize) -> Problem {
+    let mut g = p.gaussians.clone();
+    let mut pts = p.points.clone();
+    for (j, row) in g.chunks_exact_mut(layout::STRIDE).enumerate() {
+        if every != usize::MAX && j % every == 0 {
+            for v in &mut row[3..9] {
+                *v *= 0.01;
+            }
+            pts.extend([row[0] + 0.5 * row[3], row[1], row[2] - 0.5 * row[8]]);
+        }
+    }
+    Problem {
+        name: "tiny",
+        gaussians: g,
+        points: pts,
+    }
+}
+
+#[test]
+fn interpreted_tile_variants_are_bit_identical() {
+    // Lazy subtract staging (l1) and tiles of 256 (t2), on plain, mixed and all-flagged tiles.
+    let base = random_problem(300, 1000, 45);
+    for q in [
+        with_tiny(&base, usize::MAX),
+        with_tiny(&base, 37),
+        with_tiny(&base, 1),
+    ] {
+        let q = rounded::<f32>(&q);
+        for name in ["l1-f1-g0", "t2-f1-g0", "l1-t2-f1-g0"] {
+            let ((base, base_rows), got) = forward_pair(&q, 192, 1, name);
+            let (values, rows) = &got[0];
+            assert_eq!(bits(values), bits(&base), "{name}: values");
+            assert_eq!(bits(rows), bits(&base_rows), "{name}: chunk rows");
+        }
     }
 }
 
