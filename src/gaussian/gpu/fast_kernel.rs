@@ -73,8 +73,13 @@ impl FastKernel {
             resident(gpu.kernel(id)?)?
         } else {
             let module = forward_fast::build(crate::ptx::Target::Sm75, o);
-            if o.carveout || o.shared_bytes() > default.shared_bytes() {
-                // Larger tiles need more than the default shared-memory carveout.
+            // Tiles beyond one of each form need more than the default shared-memory carveout.
+            let one_tile = forward_fast::Options {
+                lazy: false,
+                tile_blocks: 1,
+                ..default
+            };
+            if o.carveout || o.shared_bytes() > one_tile.shared_bytes() {
                 super::fast_backward::load_with_carveout(gpu, id, Some(module), BLOCK)?
             } else {
                 resident(gpu.load_module(&module, id.name())?)?
