@@ -69,7 +69,8 @@ pub fn plan(n_pad: u32, b: u32, slots: u32, waves: u32, points_per_block: u32) -
 /// Gaussian chunks): blocks of one SM finish at different times (the scheduler favours older
 /// warps), and with one wave the SM then idles with fewer warps than it holds (ncu, H100, one
 /// wave: 17.6 of 24 warps active on average). Later waves fill the slots that early blocks
-/// leave.
+/// leave. The built-in kernel's chunk schedule (`super::fast_schedule`) starts from this plan
+/// (its point blocks, and its chunk as the longest where that is longer than the schedule's).
 pub const WAVES: u32 = 4;
 
 /// A Gaussian whose G = max_k (|M| |mu - o|)_k exceeds this (or is not finite) is flagged: its

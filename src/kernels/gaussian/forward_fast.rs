@@ -1,5 +1,5 @@
-//! `gaussian_forward_fast_f32`: the f32 fused forward of `super::forward` (same sums, same launch
-//! geometry and output) with the per-pair solve expanded: 11 instructions per pair instead of 14.
+//! `gaussian_forward_fast_f32`: the f32 fused forward of `super::forward` (same sums and output;
+//! the launch below) with the per-pair solve expanded: 11 instructions per pair instead of 14.
 //!
 //! # The expanded solve
 //! The forward's v' = L'^-1 (x - mu) (`super::scaled`: 3 subtractions, 3 products, 3 multiply-adds)
@@ -33,15 +33,29 @@
 //! form's (tests/gaussian_forward_fast.rs).
 //!
 //! # Launch and memory
-//! As `super::forward` (blocks of [`BLOCK`] threads, grid (ceil(B / (BLOCK P)), S), chunks of
-//! `chunk_len` Gaussians, multiples of [`CHUNK_ALIGN`]), with P = [`POINTS_PER_THREAD`]; the
-//! field's plan aims at several resident waves of blocks (`crate::gaussian::gpu::fast::WAVES`)
-//! rather than one, so that slots that early blocks leave are filled again. Per tile
-//! each thread stages one Gaussian twice: its scaled constants (`tile`, for a flagged tile) and its
-//! expanded record (`ftile`: M00 M10 M11 M20 | M21 M22 -b0 -b1 | -b2 w c 2^o flag 0, the layout of
-//! `fast`, [`FAST_STRIDE`] f32 per Gaussian); each warp's lane 0 writes whether any of its
-//! Gaussians is flagged to `wflag`, and after the barrier every thread reads the four words (one
-//! vector load) and takes the same branch.
+//! Blocks of [`BLOCK`] threads, grid (ceil(B / (BLOCK P)), S) with P = [`POINTS_PER_THREAD`],
+//! as `super::forward`, except for the Gaussian chunks: chunk c is Gaussians `starts[c] ..
+//! starts[c + 1]` (parameter `starts`, a device table; lengths multiples of [`CHUNK_ALIGN`]),
+//! which the field's plan makes shorter towards the end of the grid
+//! (`crate::gaussian::gpu::fast_schedule`: blocks start in grid order, so the last wave is made
+//! of short blocks and ends together; `chunk_len` is then unused). Per tile each thread stages
+//! one Gaussian's expanded record (`ftile`: M00 M10 M11 M20 | M21 M22 -b0 -b1 | -b2 w c 2^o
+//! flag 0, the layout of `fast`, [`FAST_STRIDE`] f32 per Gaussian); each warp's lane 0 writes
+//! whether any of its Gaussians is flagged to `wflag`, and after the barrier every thread reads
+//! the four words (one vector load) and takes the same branch. Only a flagged tile stages the
+//! subtract form's scaled constants, into the same shared array (each thread over its own
+//! record, then a barrier): computing them in every tile took ~6% of the warps' time (ncu
+//! source counters, H100: their f64 conversions and the loads feeding them).
+//!
+//! With S > 1 chunks the kernel also adds the chunk rows (`forward_finish`): the last block of
+//! each point block to finish (a per-point-block counter, parameter `counters`, zero between
+//! launches) sums them in row order into `values`, bit for bit as `gaussian_reduce_rows`
+//! would, so the forward is one launch. Parameters after the origin: `values`, `counters`,
+//! `starts` (the built-in [`Options`]; variants without the fused sum or the table drop theirs).
+//!
+//! H100, 10000 x 100000, alternating in one process (gpu-results/s12/gfw-2.log): 489-494 us
+//! against 509-512 us for session 11's build (two arrays staged per tile, equal chunks, the
+//! row sums as a second launch); ncu: warps active 23.6 of 24 (22.2), issue 77.4% (75.3%).
 
 use super::common::*;
 use super::forward::{BLOCK, CHUNK_ALIGN};
