@@ -37,18 +37,20 @@ pub struct FastKernel {
 /// row sum's arrival count per point block (zero between launches; grown on demand,
 /// zero-filled on the stream) and the chunk starts of the last scheduled plan.
 #[derive(Default)]
-struct Tables(
-    Mutex<(
-        Option<DeviceBuffer<u32>>,
-        Option<(Vec<u32>, DeviceBuffer<u32>)>,
-    )>,
-);
+struct Tables(Mutex<TableBufs>);
+
+#[derive(Default)]
+struct TableBufs {
+    counters: Option<DeviceBuffer<u32>>,
+    /// The starts (host copy, to compare) and their device copy.
+    starts: Option<(Vec<u32>, DeviceBuffer<u32>)>,
+}
 
 impl std::fmt::Debug for Tables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let t = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let counters = t.0.as_ref().map(|b| b.capacity());
-        let starts = t.1.as_ref().map(|s| s.0.len());
+        let counters = t.counters.as_ref().map(|b| b.capacity());
+        let starts = t.starts.as_ref().map(|s| s.0.len());
         write!(f, "Tables(counters {counters:?}, starts {starts:?})")
     }
 }
@@ -130,7 +132,7 @@ impl FastKernel {
     ) -> Result<()> {
         let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
         let mut tables = self.tables.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (counters, starts) = &mut *tables;
+        let TableBufs { counters, starts } = &mut *tables;
         if let Some(s) = self.schedule {
             let (splan, st) =
                 fast_schedule::plan(p.n_pad, self.slots, s, self.uniform_plan(p.n_pad, p.b));

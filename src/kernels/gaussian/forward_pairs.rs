@@ -23,7 +23,7 @@ pub(super) fn expanded_pairs(
     } else {
         FAST_STRIDE
     };
-    let a0 = b.shared_index(&ftile, 0u32);
+    let a0 = b.shared_index(ftile, 0u32);
     let len = b.mul(count, stride * 4);
     let a_end = b.add(a0, len);
     let step = opts.unroll * stride * 4;
