@@ -22,7 +22,7 @@ pub struct FastKernel {
     pub slots: u32,
     /// Points per block (the forward plan's unit).
     pub points_per_block: u32,
-    /// Resident waves the forward plan aims at ([`waves`]).
+    /// Resident waves the forward plan aims at ([`super::fast::waves`]).
     pub waves: u32,
     /// The kernel adds the chunk rows itself (`forward_fast::Options::fused`): no
     /// `gaussian_reduce_rows` launch after it.
@@ -113,7 +113,7 @@ impl FastKernel {
     }
 
     /// Enqueues the kernel on `stream`, writing `plan.chunks` rows of b partial sums to `out`
-    /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`stage`] for
+    /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`super::fast::stage`] for
     /// the same `n_pad` Gaussians and `origin` its origin. A [`Self::fused`] kernel with
     /// several chunks also writes their sum to `values` (b values; required then).
     ///

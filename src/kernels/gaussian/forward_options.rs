@@ -25,9 +25,9 @@ pub struct Options {
     pub carveout: bool,
     /// The chunk rows' sum in the kernel: two more parameters (`values`, `counters`); with
     /// several chunks the last block of each point block to finish adds the rows (see
-    /// [`finish_rows`]).
+    /// `forward_finish`).
     pub fused: bool,
-    /// Shared records of [`PACKED_STRIDE`] scalars (two in five vector loads; `unroll` even).
+    /// Shared records of [`super::forward_fast::PACKED_STRIDE`] scalars (two in five vector loads; `unroll` even).
     pub packed: bool,
     /// The grid's last, partial point block runs only the points per thread that hold a point
     /// below num_points (one pair loop per count).
@@ -81,7 +81,7 @@ impl Default for Options {
     }
 }
 
-/// The options [`variant`] builds for `name`.
+/// The options [`super::forward_fast::variant`] builds for `name`.
 pub fn variant_options(name: &str) -> Option<Options> {
     let mut o = Options::default();
     for part in name.split('-') {
