@@ -65,11 +65,16 @@ mod tests {
         let st = starts(10240, 131, 792, s, 448);
         assert_eq!(*st.last().unwrap(), 10240);
         let lens: Vec<u32> = st.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(lens
+        // Every chunk within the bounds but the last: what remains (at least CHUNK_ALIGN).
+        let (last, body) = lens.split_last().unwrap();
+        assert!(body
             .iter()
             .all(|l| l % CHUNK_ALIGN == 0 && *l >= 64 && *l <= 768));
-        assert!(lens.windows(2).all(|w| w[1] <= w[0] || w[1] == 64));
-        assert!(lens.len() > 20 && lens.len() < 40, "{lens:?}");
+        assert!(*last % CHUNK_ALIGN == 0 && *last >= CHUNK_ALIGN && *last <= 64);
+        assert!(lens.windows(2).all(|w| w[1] <= w[0]), "{lens:?}");
+        // The built-in schedule (guide 75): 9 chunks of 768, then shorter ones, 25 in all.
+        assert_eq!(&lens[..9], &[768, 768, 768, 768, 768, 768, 768, 768, 768]);
+        assert_eq!(lens.len(), 25, "{lens:?}");
         // Points filling the slots: one chunk.
         assert_eq!(starts(512, 800, 792, s, 512), vec![0, 512]);
         // Few Gaussians: chunks of at least CHUNK_ALIGN, all covered.
