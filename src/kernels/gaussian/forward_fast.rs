@@ -53,9 +53,11 @@
 //! would, so the forward is one launch. Parameters after the origin: `values`, `counters`,
 //! `starts` (the built-in [`Options`]; variants without the fused sum or the table drop theirs).
 //!
-//! H100, 10000 x 100000, alternating in one process (gpu-results/s12/gfw-2.log): 489-494 us
-//! against 509-512 us for session 11's build (two arrays staged per tile, equal chunks, the
-//! row sums as a second launch); ncu: warps active 23.6 of 24 (22.2), issue 77.4% (75.3%).
+//! H100, 10000 x 100000, alternating in one process (three processes, gpu-results/s12/gfw-4.log):
+//! 486.6-489.0 us against 506.2-508.1 us for session 11's build (variant `l0-f0-g0`: both forms
+//! staged per tile, equal chunks, the row sums as a second launch); of that, the lazy staging
+//! ~13 us, the schedule ~6 us, the fused sum ~0 (gfw-2/3.log). ncu: 11.96 instructions per pair
+//! (11.97), warps active 23.7 of 24 (22.2), issue 77.5% (75.3%).
 
 use super::common::*;
 use super::forward::{BLOCK, CHUNK_ALIGN};
