@@ -30,6 +30,13 @@
 //!
 //! `PTXFLOW_GAUSS_COMPARE` times kernel variants against the built-in kernels in the same
 //! process (see `compare`).
+//!
+//! `PTXFLOW_GAUSS_FAST_AB="-;t2;l1:w8"` (f32): variants of the expanded forward
+//! (`forward_fast::variant` names, `-` the built-in kernel, `:w<N>` the plan's waves,
+//! `PTXFLOW_GAUSS_FAST_WAVES`), each in its own field, timed in 31 alternating rounds of one
+//! event-timed forward each (the first dropped; `PTXFLOW_GAUSS_FAST_AB_ROUNDS` rounds instead of 30); `SUMMARY ... fast forward variants` gives
+//! median, min and max per variant, its plan, and how many values differ from the first
+//! variant's (bits) with the largest relative difference.
 
 mod common;
 
@@ -209,6 +216,9 @@ fn gpu_type<T: GpuReal>(c: &mut Criterion, gpu: &Arc<Gpu>, summary: &mut Vec<Str
         if T::FORWARD_FAST.is_some() {
             compare_forward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
         }
+        if T::FORWARD_FAST.is_some() {
+            compare_fast_variants::<T>(gpu, (&gaussians, &points), &label, summary);
+        }
         if T::BACKWARD_FAST.is_some() {
             compare_backward_kernels(&mut field, &stream, &format!("{n}x{b}"), summary);
         }
@@ -326,6 +336,90 @@ fn compare_forward_kernels<T: GpuReal>(
         med(&mut sfb),
         med(&mut efb)
     ));
+}
+
+/// `PTXFLOW_GAUSS_FAST_AB` (see the module docs): expanded-forward variants in alternating
+/// rounds, one field each.
+fn compare_fast_variants<T: GpuReal>(
+    gpu: &Arc<Gpu>,
+    (gaussians, points): (&[T], &[T]),
+    label: &str,
+    summary: &mut Vec<String>,
+) {
+    let Ok(spec) = std::env::var("PTXFLOW_GAUSS_FAST_AB") else {
+        return;
+    };
+    let stream = gpu.stream().clone();
+    let mut names = Vec::new();
+    let mut fields = Vec::new();
+    let mut values: Vec<Vec<T>> = Vec::new();
+    for item in spec.split(';').filter(|s| !s.is_empty()) {
+        let (name, waves) = match item.split_once(":w") {
+            Some((n, w)) => (n, Some(w)),
+            None => (item, None),
+        };
+        assert!(
+            name == "-"
+                || ptxflow::kernels::gaussian::forward_fast::variant_options(name).is_some(),
+            "PTXFLOW_GAUSS_FAST_AB: no variant {name}"
+        );
+        for (var, v) in [
+            ("PTXFLOW_GAUSS_FAST", (name != "-").then_some(name)),
+            ("PTXFLOW_GAUSS_FAST_WAVES", waves),
+        ] {
+            match v {
+                Some(v) => std::env::set_var(var, v),
+                None => std::env::remove_var(var),
+            }
+        }
+        let mut field =
+            GpuGaussianField::<T>::new(gpu.clone(), FieldOptions::default()).expect("GPU field");
+        field.set_forward_kind(ForwardKind::Expanded);
+        field.set_gaussians(gaussians).expect("valid Gaussians");
+        values.push(field.forward(points).expect("forward").to_vec());
+        names.push(item.to_string());
+        fields.push(field);
+    }
+    std::env::remove_var("PTXFLOW_GAUSS_FAST");
+    std::env::remove_var("PTXFLOW_GAUSS_FAST_WAVES");
+    let rounds: usize = std::env::var("PTXFLOW_GAUSS_FAST_AB_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mut times = vec![Vec::new(); fields.len()];
+    for round in 0..=rounds {
+        for (k, field) in fields.iter_mut().enumerate() {
+            let f = common::event_timed(&stream, 1, || field.forward_resident().expect("forward"));
+            if round > 0 {
+                times[k].push(f.as_secs_f64() * 1e6);
+            }
+        }
+    }
+    for (k, name) in names.iter().enumerate() {
+        let t = &mut times[k];
+        t.sort_by(f64::total_cmp);
+        let (differ, worst) =
+            values[k]
+                .iter()
+                .zip(&values[0])
+                .fold((0usize, 0.0f64), |(n, w), (a, b)| {
+                    let (a, b) = (a.to_f64(), b.to_f64());
+                    if a.to_bits() == b.to_bits() {
+                        (n, w)
+                    } else {
+                        (n + 1, w.max((a - b).abs() / b.abs().max(1e-30)))
+                    }
+                });
+        let (fp, _) = fields[k].plans().expect("plans");
+        summary.push(format!(
+            "SUMMARY gpu/gaussian {} {label} fast forward variants ({rounds} alternating runs) {name}: median {:.1} us, min {:.1}, max {:.1}; {differ} values differ from {} (max rel {worst:.1e}); plan {fp:?}",
+            T::NAME,
+            t[t.len() / 2],
+            t[0],
+            t[t.len() - 1],
+            names[0]
+        ));
+    }
 }
 
 /// Medians of 30 alternating event-timed runs of each f32 backward kernel (backward alone, and

@@ -22,7 +22,7 @@ use ptxflow::gaussian::layout::{self, Prepared, STRIDE};
 use ptxflow::gaussian::{GaussianFieldOps, GpuGaussianField, GpuReal, Real};
 use ptxflow::kernels::gaussian::common::{f32_exp_scale, F32_EXP_OFFSET, GAUSSIAN_PAD};
 use ptxflow::kernels::gaussian::forward::BLOCK;
-use ptxflow::kernels::gaussian::forward_fast::{FAST_FLAG, FAST_STRIDE};
+use ptxflow::kernels::gaussian::forward_fast::{self, FAST_FLAG, FAST_STRIDE};
 use ptxflow::kernels::gaussian::reduce;
 use ptxflow::kernels::gaussian::scaled::sigma;
 use ptxflow::kernels::KernelId;
@@ -252,7 +252,7 @@ fn sim_forward(q: &Problem, normalised: bool, fast_kernel: bool) -> Vec<f64> {
     );
     if fast_kernel {
         let prog = program_of(&KernelId::GaussianForwardFastF32.build(Target::Sm75));
-        let args = [
+        let mut args = vec![
             prep_a,
             fast_a,
             np,
@@ -264,6 +264,19 @@ fn sim_forward(q: &Problem, normalised: bool, fast_kernel: bool) -> Vec<f64> {
             Arg::F32(o[1]),
             Arg::F32(o[2]),
         ];
+        // The built-in kernel's fused row sum writes `values` too (the row sums below then
+        // write the same values); its chunk starts are the plan's equal chunks.
+        let built_in = forward_fast::Options::default();
+        if built_in.fused {
+            let counters = vec![0u32; plan.point_blocks as usize];
+            args.extend([out, mem.upload("counters", &counters)]);
+        }
+        if built_in.schedule.is_some() {
+            let starts: Vec<u32> = (0..=plan.chunks)
+                .map(|c| (c * plan.chunk_len).min(n_pad as u32))
+                .collect();
+            args.push(mem.upload("starts", &starts));
+        }
         run(&prog, grid, &args, &mut mem, BLOCK);
     } else {
         let prog = program_of(&KernelId::GaussianForwardF32.build(Target::Sm75));

@@ -4,17 +4,12 @@
 //! apply, each entry an f64 product rounded once), -b = -M (mu - o) and w c 2^o, and whether its
 //! tile must keep the subtract form.
 
-use super::launch::{self, config, ForwardPlan, Problem};
+pub use super::fast_kernel::FastKernel;
+use super::launch::{self, ForwardPlan};
 use crate::gaussian::layout::Prepared;
 use crate::gaussian::Real;
-use crate::kernels::gaussian::forward::BLOCK;
 use crate::kernels::gaussian::forward_fast::{self, FAST_FLAG, FAST_STRIDE};
 use crate::kernels::gaussian::scaled::sigma;
-use crate::kernels::KernelId;
-use crate::runtime::{ArgElem, Gpu, LoadedKernel};
-use crate::Result;
-use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DeviceRepr};
-use std::sync::Arc;
 
 /// Which f32 forward kernel `GpuGaussianField` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,20 +38,6 @@ pub fn options() -> forward_fast::Options {
         .ok()
         .and_then(|n| forward_fast::variant_options(&n))
         .unwrap_or_default()
-}
-
-/// The loaded expanded kernel (built-in, or the `PTXFLOW_GAUSS_FAST` variant, built once per
-/// field), with its resident-block capacity and points per block.
-#[derive(Clone, Debug)]
-pub struct FastKernel {
-    /// The kernel.
-    pub kernel: LoadedKernel,
-    /// Resident blocks per SM times the SM count.
-    pub slots: u32,
-    /// Points per block (the forward plan's unit).
-    pub points_per_block: u32,
-    /// Resident waves the forward plan aims at ([`waves`]).
-    pub waves: u32,
 }
 
 /// Blocks of the expanded forward per resident slot that the plan aims at: `PTXFLOW_GAUSS_FAST_WAVES`
@@ -88,70 +69,9 @@ pub fn plan(n_pad: u32, b: u32, slots: u32, waves: u32, points_per_block: u32) -
 /// Gaussian chunks): blocks of one SM finish at different times (the scheduler favours older
 /// warps), and with one wave the SM then idles with fewer warps than it holds (ncu, H100, one
 /// wave: 17.6 of 24 warps active on average). Later waves fill the slots that early blocks
-/// leave.
+/// leave. The built-in kernel's chunk schedule (`super::fast_schedule`) starts from this plan
+/// (its point blocks, and its chunk as the longest where that is longer than the schedule's).
 pub const WAVES: u32 = 4;
-
-impl FastKernel {
-    /// Loads the kernel `id` (`gaussian_forward_fast_f32`) with [`options`].
-    ///
-    /// Errors: loading the module or querying its occupancy failed.
-    pub fn load(gpu: &Gpu, id: KernelId) -> Result<Self> {
-        let o = options();
-        let kernel = if o == forward_fast::Options::default() {
-            gpu.kernel(id)?
-        } else {
-            gpu.load_module(&forward_fast::build(crate::ptx::Target::Sm75, o), id.name())?
-        };
-        let per_sm = kernel
-            .function()
-            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
-            .map_err(crate::Error::driver(
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            ))?;
-        Ok(FastKernel {
-            kernel,
-            slots: per_sm.max(1) * gpu.facts().sm_count.max(1),
-            points_per_block: BLOCK * o.points_per_thread,
-            waves: waves(),
-        })
-    }
-
-    /// Enqueues the kernel on `stream`, writing `plan.chunks` rows of b partial sums to `out`
-    /// (`plan` made with [`Self::points_per_block`]); `fast` holds the records of [`stage`] for
-    /// the same `n_pad` Gaussians and `origin` its origin.
-    ///
-    /// Errors: the launch failed (or its arguments do not fit the kernel's contract).
-    pub fn forward<T: DeviceRepr + ArgElem>(
-        &self,
-        stream: &Arc<CudaStream>,
-        p: &Problem<'_, T>,
-        fast: &CudaSlice<T>,
-        origin: &[T; 3],
-        plan: &ForwardPlan,
-        out: &mut CudaViewMut<'_, T>,
-    ) -> Result<()> {
-        let cfg = config((plan.point_blocks, plan.chunks), BLOCK)?;
-        // SAFETY: (argument types and the .reqntid block are checked against the kernel's
-        // contract) prep and fast hold n_pad records each (n_pad and chunk_len multiples of
-        // CHUNK_ALIGN, as the kernel requires); points 3b scalars; out chunks * b (checked by
-        // the caller); the kernel reads and writes only i < b.
-        unsafe {
-            self.kernel
-                .launch(stream, cfg)
-                .arg(p.prep)
-                .arg(fast)
-                .arg(&p.n_pad)
-                .arg(&plan.chunk_len)
-                .arg(p.points)
-                .arg(&p.b)
-                .arg(out)
-                .arg(&origin[0])
-                .arg(&origin[1])
-                .arg(&origin[2])
-                .launch()
-        }
-    }
-}
 
 /// A Gaussian whose G = max_k (|M| |mu - o|)_k exceeds this (or is not finite) is flagged: its
 /// tile runs the subtract form (see `forward_fast`'s error analysis).
@@ -266,6 +186,7 @@ pub fn pair_t(rec: &[f32], x: [f32; 3], o: [f32; 3], exp2_offset: f32) -> f32 {
 mod tests {
     use super::*;
     use crate::gaussian::layout::{pack, prepare};
+    use crate::kernels::gaussian::forward::BLOCK;
 
     #[test]
     fn record_solves_like_the_subtract_form_near_the_origin() {

@@ -13,7 +13,7 @@ use crate::gaussian::validate;
 use crate::kernels::gaussian::{backward, forward};
 use crate::runtime::Gpu;
 use crate::Result;
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaStream, CudaViewMut};
 use std::sync::Arc;
 
 /// The Gaussian field on a GPU. Owns its device buffers and host result buffers; see the module
@@ -200,8 +200,7 @@ impl<T: GpuReal> GpuGaussianField<T> {
     fn forward_plan(&mut self) -> Result<ForwardPlan> {
         let (n_pad, b) = (self.n_pad as u32, self.b as u32);
         if let Some(k) = self.fast_kernel()? {
-            let ppb = k.points_per_block;
-            return Ok(fast::plan(n_pad, b, k.slots, k.waves, ppb));
+            return Ok(k.plan(n_pad, b));
         }
         let fs = self.slots()?.0;
         Ok(launch::forward_plan(
@@ -277,22 +276,25 @@ impl<T: GpuReal> GpuGaussianField<T> {
             stream: &stream,
             id,
         };
-        let fast_buf = match fast_kernel {
-            Some(_) => Some(self.fast.get()?.slice()),
-            None => None,
-        };
+        let fast = fast_kernel
+            .as_ref()
+            .map(|k| self.fast.get().map(|f| (k, f.slice())));
+        let fk = fast.transpose()?;
         let origin = self.origin;
-        let run = |out: &mut cudarc::driver::CudaViewMut<'_, T>| match (&fast_kernel, fast_buf) {
-            (Some(k), Some(f)) => k.forward(&stream, &p, f, &origin, &plan, out),
+        let run = |out: &mut CudaViewMut<'_, T>, sums: Option<&mut CudaViewMut<'_, T>>| match fk {
+            Some((k, f)) => k.forward(&stream, &p, f, &origin, &plan, out, sums),
             _ => launch::forward(at(T::FORWARD), &p, &plan, out),
         };
         if plan.chunks == 1 {
-            return run(&mut values);
+            return run(&mut values, None);
         }
         let rows = plan.chunks as usize * b;
         let scratch = self.scratch.ensure(&stream, rows)?;
         let mut partial = scratch.slice_mut().slice_mut(0..rows);
-        run(&mut partial)?;
+        if fk.is_some_and(|(k, _)| k.fused) {
+            return run(&mut partial, Some(&mut values));
+        }
+        run(&mut partial, None)?;
         let sum = RowSum {
             partial: scratch.slice(),
             rows: plan.chunks,

@@ -10,17 +10,20 @@
 //! of the expanded forward ([`fast`]: 12 per Gaussian and one origin). Forward: fused kernel per
 //! (point block, Gaussian chunk), in f32 `gaussian_forward_f32` or `gaussian_forward_fast_f32`
 //! ([`ForwardKind`], [`GpuGaussianField::set_forward_kind`]), then an ordered sum of the chunk
-//! rows. Backward: fused kernel per (Gaussian block, point chunk), in f32 `gaussian_backward_f32`
+//! rows (the expanded kernel adds them itself: the last block of each point block, in row
+//! order; its Gaussian chunks shorten towards the end of the grid, [`fast_schedule`]). Backward: fused kernel per (Gaussian block, point chunk), in f32 `gaussian_backward_f32`
 //! or `gaussian_backward_fast_f32` (the expanded solve on the same records), or per (point block,
 //! Gaussian chunk) `gaussian_backward_lanes_f32` (the same maths with points in lanes;
 //! [`BackwardKind`], [`GpuGaussianField::set_backward_kind`]; sets with compensated Gaussians
 //! keep the first), then
 //! ordered sums into dLoss/dx and the packed per-Gaussian gradient. Device and host buffers grow
 //! to the largest problem seen and are reused, so a training loop does not allocate per step.
-//! Results are bit-identical from run to run on a given device (no atomics).
+//! Results are bit-identical from run to run on a given device (no float atomics: the expanded
+//! forward's integer counter only picks which block adds the rows, always in the same order).
 //!
 //! Files: [`field`] the field and its device-resident enqueueing, `ops` the [`GaussianFieldOps`]
-//! implementation and staging, [`fast`] the expanded forward's records and launch, [`fast_backward`] the expanded backward's
+//! implementation and staging, [`fast`] the expanded forward's records, `fast_kernel` its
+//! plan and launch, [`fast_schedule`] its chunk schedule, [`fast_backward`] the expanded backward's
 //! launch, [`lanes_backward`] the points-in-lanes backward's, `slot` its growable device buffers, [`launch`] the launch geometry
 //! and launches, [`raw`] the same kernels on caller-owned memory and streams (the PyTorch
 //! binding), `raw_prepare` the on-device preparation for it.
@@ -34,6 +37,8 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 pub mod fast;
 pub mod fast_backward;
+mod fast_kernel;
+pub mod fast_schedule;
 pub mod field;
 pub mod lanes_backward;
 pub mod launch;

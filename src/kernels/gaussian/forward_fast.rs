@@ -1,5 +1,5 @@
-//! `gaussian_forward_fast_f32`: the f32 fused forward of `super::forward` (same sums, same launch
-//! geometry and output) with the per-pair solve expanded: 11 instructions per pair instead of 14.
+//! `gaussian_forward_fast_f32`: the f32 fused forward of `super::forward` (same sums and output;
+//! the launch below) with the per-pair solve expanded: 11 instructions per pair instead of 14.
 //!
 //! # The expanded solve
 //! The forward's v' = L'^-1 (x - mu) (`super::scaled`: 3 subtractions, 3 products, 3 multiply-adds)
@@ -33,18 +33,37 @@
 //! form's (tests/gaussian_forward_fast.rs).
 //!
 //! # Launch and memory
-//! As `super::forward` (blocks of [`BLOCK`] threads, grid (ceil(B / (BLOCK P)), S), chunks of
-//! `chunk_len` Gaussians, multiples of [`CHUNK_ALIGN`]), with P = [`POINTS_PER_THREAD`]; the
-//! field's plan aims at several resident waves of blocks (`crate::gaussian::gpu::fast::WAVES`)
-//! rather than one, so that slots that early blocks leave are filled again. Per tile
-//! each thread stages one Gaussian twice: its scaled constants (`tile`, for a flagged tile) and its
-//! expanded record (`ftile`: M00 M10 M11 M20 | M21 M22 -b0 -b1 | -b2 w c 2^o flag 0, the layout of
-//! `fast`, [`FAST_STRIDE`] f32 per Gaussian); each warp's lane 0 writes whether any of its
-//! Gaussians is flagged to `wflag`, and after the barrier every thread reads the four words (one
-//! vector load) and takes the same branch.
+//! Blocks of [`BLOCK`] threads, grid (ceil(B / (BLOCK P)), S) with P = [`POINTS_PER_THREAD`],
+//! as `super::forward`, except for the Gaussian chunks: chunk c is Gaussians `starts[c] ..
+//! starts[c + 1]` (parameter `starts`, a device table; lengths multiples of [`CHUNK_ALIGN`]),
+//! which the field's plan makes shorter towards the end of the grid
+//! (`crate::gaussian::gpu::fast_schedule`: blocks start in grid order, so the last wave is made
+//! of short blocks and ends together; `chunk_len` is then unused). Per tile each thread stages
+//! one Gaussian's expanded record (`ftile`: M00 M10 M11 M20 | M21 M22 -b0 -b1 | -b2 w c 2^o
+//! flag 0, the layout of `fast`, [`FAST_STRIDE`] f32 per Gaussian); each warp's lane 0 writes
+//! whether any of its Gaussians is flagged to `wflag`, and after the barrier every thread reads
+//! the four words (one vector load) and takes the same branch. Only a flagged tile stages the
+//! subtract form's scaled constants, into the same shared array (each thread over its own
+//! record, then a barrier): computing them in every tile took ~6% of the warps' time (ncu
+//! source counters, H100: their f64 conversions and the loads feeding them).
+//!
+//! With S > 1 chunks the kernel also adds the chunk rows (`forward_finish`): the last block of
+//! each point block to finish (a per-point-block counter, parameter `counters`, zero between
+//! launches) sums them in row order into `values`, bit for bit as `gaussian_reduce_rows`
+//! would, so the forward is one launch. Parameters after the origin: `values`, `counters`,
+//! `starts` (the built-in [`Options`]; variants without the fused sum or the table drop theirs).
+//!
+//! H100, 10000 x 100000, alternating in one process (three processes, gpu-results/s12/gfw-4.log):
+//! 486.6-489.0 us against 506.2-508.1 us for session 11's build (variant `l0-f0-g0`: both forms
+//! staged per tile, equal chunks, the row sums as a second launch); of that, the lazy staging
+//! ~13 us, the schedule ~6 us, the fused sum ~0 (gfw-2/3.log). ncu: 11.96 instructions per pair
+//! (11.97), warps active 23.7 of 24 (22.2), issue 77.5% (75.3%).
 
 use super::common::*;
 use super::forward::{BLOCK, CHUNK_ALIGN};
+use super::forward_finish::{finish_rows, FinishParams};
+pub use super::forward_options::{variant_options, Options, Schedule};
+use super::forward_pairs::{expanded_pairs, partial_pairs};
 use super::scaled::*;
 use crate::ptx::*;
 
@@ -52,32 +71,14 @@ use crate::ptx::*;
 pub const POINTS_PER_THREAD: u32 = 6;
 /// f32 scalars per Gaussian of the expanded records (16-byte aligned).
 pub const FAST_STRIDE: u32 = 12;
+/// f32 scalars per Gaussian of the packed shared records (`Options::packed`: the first 10 of
+/// a record, without the flag; 8-byte aligned, two records 16-byte aligned).
+pub const PACKED_STRIDE: u32 = 10;
 /// Offset of the flag (1.0: keep the subtract form for this Gaussian's tile) in a record.
 pub const FAST_FLAG: u32 = 10;
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
 const _: () = assert!(WARPS == 4 && CHUNK_ALIGN.is_multiple_of(4));
-
-/// Build options (the built-in kernel uses the default).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// Points each thread owns.
-    pub points_per_thread: u32,
-    /// `.maxnreg`, or none.
-    pub max_registers: Option<u32>,
-    /// Gaussians per pass of the expanded loop (divides [`CHUNK_ALIGN`]).
-    pub unroll: u32,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            points_per_thread: POINTS_PER_THREAD,
-            max_registers: None,
-            unroll: 4,
-        }
-    }
-}
 
 /// The built-in module.
 pub fn build_f32(target: Target) -> Module {
@@ -85,26 +86,15 @@ pub fn build_f32(target: Target) -> Module {
 }
 
 /// A variant for comparisons (`PTXFLOW_GAUSS_FAST`, see `crate::gaussian::gpu::launch`): `p<N>`
-/// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, joined by `-` (`p8-u4`).
+/// points per thread, `r<N>` a register cap, `u<N>` Gaussians per pass, `t<K>` K x [`BLOCK`]
+/// Gaussians per tile, `l1` the lazy subtract staging, `c1` the largest shared-memory carveout, `f1` the fused
+/// row sum, `k1` packed shared records, `v1` the partial last point block,
+/// `g<P>`/`m<N>`/`n<N>` the chunk schedule (guide percent, longest and shortest chunk; `g0`
+/// none),
+/// joined by `-` (`p8-u4`).
 /// Same parameters and block. None for names it does not parse.
 pub fn variant(name: &str) -> Option<Module> {
     variant_options(name).map(|o| build(Target::Sm75, o))
-}
-
-/// The options [`variant`] builds for `name`.
-pub fn variant_options(name: &str) -> Option<Options> {
-    let mut o = Options::default();
-    for part in name.split('-') {
-        let (key, val) = part.split_at(1.min(part.len()));
-        let v: u32 = val.parse().ok()?;
-        match key {
-            "p" if (1..=16).contains(&v) => o.points_per_thread = v,
-            "r" => o.max_registers = Some(v),
-            "u" if v > 0 && CHUNK_ALIGN.is_multiple_of(v) => o.unroll = v,
-            _ => return None,
-        }
-    }
-    Some(o)
 }
 
 /// Loads point `i` (zeros unless `ok`).
@@ -138,8 +128,8 @@ pub fn build(target: Target, opts: Options) -> Module {
     let n_pad = b.param::<U32>("n_pad");
     let chunk_len = b.param::<U32>("chunk_len");
     let points = b.param::<U64>("points");
-    let num_points = b.param::<U32>("num_points");
-    let out = b.param::<U64>("out");
+    let num_points_param = b.param::<U32>("num_points");
+    let out_param = b.param::<U64>("out");
     let origin = [
         b.param::<F32>("origin_x"),
         b.param::<F32>("origin_y"),
@@ -150,11 +140,21 @@ pub fn build(target: Target, opts: Options) -> Module {
     let n_pad = b.ld_param(&n_pad);
     let chunk_len = b.ld_param(&chunk_len);
     let points = b.global_ptr(&points);
-    let num_points = b.ld_param(&num_points);
-    let out = b.global_ptr(&out);
+    let num_points = b.ld_param(&num_points_param);
+    let out = b.global_ptr(&out_param);
     let origin = origin.map(|o| b.ld_param(&o));
-    let tile = b.shared_array::<F32>("tile", BLOCK * PAIR_STRIDE);
-    let ftile = b.shared_array::<F32>("ftile", BLOCK * FAST_STRIDE);
+    // (Loaded where they are used, so that they hold no register through the pair loop.)
+    let fused = opts
+        .fused
+        .then(|| (b.param::<U64>("values"), b.param::<U64>("counters")));
+    let starts = opts.schedule.map(|_| b.param::<U64>("starts"));
+    let tile_blocks = opts.tile_blocks.max(1);
+    let tile_len = BLOCK * tile_blocks;
+    // Lazy: the subtract constants of a flagged tile go into the records' array (same stride).
+    const _: () = assert!(PAIR_STRIDE == FAST_STRIDE);
+    let tile = (!opts.lazy).then(|| b.shared_array::<F32>("tile", tile_len * PAIR_STRIDE));
+    let ftile = b.shared_array::<F32>("ftile", tile_len * FAST_STRIDE);
+    let tile = tile.unwrap_or_else(|| ftile.clone());
     let wflag = b.shared_array::<U32>("wflag", WARPS);
 
     b.comment("this thread's points relative to the origin (x beyond num_points: 0) and sums");
@@ -179,32 +179,84 @@ pub fn build(target: Target, opts: Options) -> Module {
     let warp = b.shr(tid, 5u32);
     let lane0 = b.setp(Cmp::Eq, lane, 0u32);
 
-    let g_start = b.mul(chunk, chunk_len);
-    let g_stop = b.add(g_start, chunk_len);
-    let g_end = b.min(g_stop, n_pad);
-    b.for_range(g_start, g_end, BLOCK, |b, tile_start, _| {
+    // Stages the subtract form's constants of Gaussian `tile_start + t` into `tile` slot t.
+    let stage_subtract = |b: &mut KernelBuilder, tile_start: Reg<U32>, t: Reg<U32>| {
+        let j = b.add(tile_start, t);
+        let src = b.index_addr(prep, j, PREP_STRIDE * 4);
+        let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
+        let g = PairConsts::from_prepared(b, &v);
+        let z = b.mov(0.0f32);
+        let slot = b.mul(t, PAIR_STRIDE);
+        let dst = b.shared_index(&tile, slot);
+        store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
+    };
+    let (g_start, g_end) = match &starts {
+        None => {
+            let g_start = b.mul(chunk, chunk_len);
+            let g_stop = b.add(g_start, chunk_len);
+            (g_start, b.min(g_stop, n_pad))
+        }
+        Some(starts) => {
+            let starts = b.global_ptr(starts);
+            let a = b.index_addr(starts, chunk, 4);
+            let g_start = b.ld::<U32>(Space::GlobalNc, a);
+            let g_end = b.ld::<U32>(Space::GlobalNc, Addr::from(a).off(4));
+            (g_start, g_end)
+        }
+    };
+    let live = opts.partial.then(|| {
+        // Points per thread with any point below num_points in this block (block-uniform).
+        let block_first = b.mul(pblock, BLOCK * opts.points_per_thread);
+        let rest = b.sub(num_points, block_first);
+        let rest = b.min(rest, BLOCK * opts.points_per_thread);
+        let up = b.add(rest, BLOCK - 1);
+        b.div(up, BLOCK)
+    });
+    b.for_range(g_start, g_end, tile_len, |b, tile_start, _| {
         b.comment("tile: each thread stages one Gaussian (both forms) and its flag");
         let left = b.sub(g_end, tile_start);
-        let count = b.min(left, BLOCK);
+        let count = b.min(left, tile_len);
         b.bar_sync();
         let flag = b.mov(0.0f32);
-        let has = b.setp(Cmp::Lt, tid, count);
-        b.if_then(has, |b| {
-            let j = b.add(tile_start, tid);
-            let src = b.index_addr(prep, j, PREP_STRIDE * 4);
-            let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
-            let g = PairConsts::from_prepared(b, &v);
-            let z = b.mov(0.0f32);
-            let slot = b.mul(tid, PAIR_STRIDE);
-            let dst = b.shared_index(&tile, slot);
-            store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
-            let fsrc = b.index_addr(fast, j, FAST_STRIDE * 4);
-            let r = load_prepared::<F32>(b, Space::GlobalNc, fsrc.into());
-            let fslot = b.mul(tid, FAST_STRIDE);
-            let fdst = b.shared_index(&ftile, fslot);
-            store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
-            b.mov_to(flag, r[FAST_FLAG as usize]);
-        });
+        for h in 0..tile_blocks {
+            let t = if h == 0 { tid } else { b.add(tid, h * BLOCK) };
+            let has = b.setp(Cmp::Lt, t, count);
+            b.if_then(has, |b| {
+                let j = if opts.lazy {
+                    b.add(tile_start, t)
+                } else {
+                    let j = b.add(tile_start, t);
+                    let src = b.index_addr(prep, j, PREP_STRIDE * 4);
+                    let v = load_prepared::<F32>(b, Space::GlobalNc, src.into());
+                    let g = PairConsts::from_prepared(b, &v);
+                    let z = b.mov(0.0f32);
+                    let slot = b.mul(t, PAIR_STRIDE);
+                    let dst = b.shared_index(&tile, slot);
+                    store_prepared::<F32>(b, Space::Shared, dst.into(), &g.to_array(z));
+                    j
+                };
+                let fsrc = b.index_addr(fast, j, FAST_STRIDE * 4);
+                let r = load_prepared::<F32>(b, Space::GlobalNc, fsrc.into());
+                if opts.packed {
+                    let fslot = b.mul(t, PACKED_STRIDE);
+                    let fdst = b.shared_index(&ftile, fslot);
+                    for (k, pair) in r[..PACKED_STRIDE as usize].chunks_exact(2).enumerate() {
+                        let at = Addr::from(fdst).off(8 * k as i64);
+                        b.st_v2::<F32>(Space::Shared, at, [pair[0], pair[1]]);
+                    }
+                } else {
+                    let fslot = b.mul(t, FAST_STRIDE);
+                    let fdst = b.shared_index(&ftile, fslot);
+                    store_prepared::<F32>(b, Space::Shared, fdst.into(), &r);
+                }
+                if h == 0 {
+                    b.mov_to(flag, r[FAST_FLAG as usize]);
+                } else {
+                    let f = b.max(flag, r[FAST_FLAG as usize]);
+                    b.mov_to(flag, f);
+                }
+            });
+        }
         let mine = b.setp(Cmp::Ne, flag, 0.0f32);
         let any = b.vote_any(mine);
         b.if_then(lane0, |b| {
@@ -223,6 +275,16 @@ pub fn build(target: Target, opts: Options) -> Module {
             slow,
             |b| {
                 b.comment("a flagged Gaussian: the subtract form on the points as loaded");
+                if opts.lazy {
+                    // Each thread overwrites only the slots it staged (no other thread reads
+                    // them in a flagged tile); the barrier publishes them.
+                    for h in 0..tile_blocks {
+                        let t = if h == 0 { tid } else { b.add(tid, h * BLOCK) };
+                        let has = b.setp(Cmp::Lt, t, count);
+                        b.if_then(has, |b| stage_subtract(b, tile_start, t));
+                    }
+                    b.bar_sync();
+                }
                 let xs: Vec<[Reg<F32>; 3]> = (0..p_count)
                     .map(|p| load_point(b, points, idx[p], valid[p]))
                     .collect();
@@ -249,37 +311,18 @@ pub fn build(target: Target, opts: Options) -> Module {
                 }
             },
             |b| {
-                b.comment("pairs: the expanded solve, the tile's Gaussians x this thread's points");
-                // Walks the records by address (`count` is a multiple of CHUNK_ALIGN, so of
-                // `unroll`): one add, compare and branch per pass.
-                let a0 = b.shared_index(&ftile, 0u32);
-                let len = b.mul(count, FAST_STRIDE * 4);
-                let a_end = b.add(a0, len);
-                let step = opts.unroll * FAST_STRIDE * 4;
-                b.for_range(a0, a_end, step, |b, a, _| {
-                    for u in 0..opts.unroll {
-                        let at = Addr::from(a).off(i64::from(u * FAST_STRIDE * 4));
-                        let [m00, m10, m11, m20] = b.ld_v4::<F32>(Space::Shared, at.clone());
-                        let [m21, m22, nb0, nb1] =
-                            b.ld_v4::<F32>(Space::Shared, at.clone().off(16));
-                        let [nb2, wn] = b.ld_v2::<F32>(Space::Shared, at.off(32));
-                        for p in 0..p_count {
-                            let [x0, x1, x2] = xt[p];
-                            let v0 = b.fma(m00, x0, nb0);
-                            let s1 = b.fma(m11, x1, nb1);
-                            let v1 = b.fma(m10, x0, s1);
-                            let s2 = b.fma(m22, x2, nb2);
-                            let s2 = b.fma(m21, x1, s2);
-                            let v2 = b.fma(m20, x0, s2);
-                            let t = b.fma(v0, v0, F32::imm(F32::EXP2_OFFSET));
-                            let t = b.fma(v1, v1, t);
-                            let t = b.fma(v2, v2, t);
-                            let e = F32::exp2_neg(b, t);
-                            let s = b.fma(wn, e, acc[p]);
-                            b.mov_to(acc[p], s);
-                        }
-                    }
-                });
+                let Some(live) = live else {
+                    expanded_pairs(b, &ftile, count, &xt, &acc, &opts);
+                    return;
+                };
+                // Only the grid's last point block can be partial: it runs the pairs of its
+                // first `live` points of each thread (the others are beyond num_points).
+                let full = b.setp(Cmp::Ge, live, opts.points_per_thread);
+                b.if_else(
+                    full,
+                    |b| expanded_pairs(b, &ftile, count, &xt, &acc, &opts),
+                    |b| partial_pairs(b, live, 1, &ftile, count, &xt, &acc, &opts),
+                );
             },
         );
     });
@@ -291,6 +334,16 @@ pub fn build(target: Target, opts: Options) -> Module {
             let a = addr2d(b, out, chunk, num_points, i, 4);
             b.st(Space::Global, a, v);
         });
+    }
+    if let Some((values, counters)) = fused {
+        let prm = FinishParams {
+            out: out_param,
+            num_points: num_points_param,
+            values,
+            counters,
+            points_per_thread: opts.points_per_thread,
+        };
+        finish_rows(&mut b, &prm, &wflag);
     }
     Module::single(target, b.finish())
 }
