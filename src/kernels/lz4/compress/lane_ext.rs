@@ -60,6 +60,9 @@ pub(super) fn lane_runs(
     let b_all = b.setp(Cmp::Eq, xb, 0u32);
     let long = b.or(f_all, b_all);
     let flag = b.selp(64u32, 0u32, long);
+    if pc.variant.direct_solo() {
+        return super::direct::lane_runs_direct(b, pc, fwd, bwd, long, cand, dist);
+    }
     let end_rel = b.add(pc.ln.lane, fwd);
     let end_rel = b.add(end_rel, flag);
     let end_rel = b.add(end_rel, 4u32);

@@ -46,6 +46,7 @@
 //! `emit` (sequence writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
+mod direct;
 mod emit;
 mod extend;
 mod kernel;
@@ -130,6 +131,11 @@ pub struct Variant {
     /// operations (session 11: 3 fewer SASS instructions per solo match; 85.7 GB/s against
     /// 83.3 with `wide` alone on an H100).
     pub packmin: bool,
+    /// With `lanes,packmin,tight,pipe`: a solo window's match in fewer operations (session 12,
+    /// [`direct`](direct)): the lanes pack their sequence start and match end as window
+    /// positions, the "may go on" flag is checked only off the short sequence's way, and the
+    /// short sequence takes the offset's bytes from the shuffled word.
+    pub direct: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -168,9 +174,21 @@ impl Variant {
         wide: true,
         pairs: false,
         packmin: true,
+        direct: false,
         small: false,
         pad: 0,
     };
+
+    /// [`direct`](Self::direct) with what it builds on (`lanes,packmin,tight,lean,bits,pipe`).
+    pub fn direct_solo(&self) -> bool {
+        self.direct
+            && self.lanes > 0
+            && self.packmin
+            && self.tight
+            && self.lean
+            && self.bits
+            && self.pipe
+    }
 
     /// `.maxntid` of the build.
     pub fn max_block(&self) -> u32 {

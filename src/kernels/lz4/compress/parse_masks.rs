@@ -19,6 +19,7 @@
 //! less on `match.any` but executes more instructions, and measured slower), `trim` (fewer
 //! instructions per window).
 
+use super::direct::match_step_direct;
 use super::emit::emit_sequence;
 use super::lane_ext::lane_runs;
 use super::window::{match_step, Window};
@@ -266,6 +267,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     let free = b.not(blocked);
                     b.and(m, free)
                 };
+                let direct = pc.variant.direct_solo();
                 let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
                     if pc.variant.pipe {
                         let m0 = open(b);
@@ -273,11 +275,15 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                         b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
                             let found = b.setp(Cmp::Ne, m_reg, 0u32);
                             b.bra_uni_unless(found, no_match);
-                            let known = b.or(inserted, live);
                             let mut next = |b: &mut KernelBuilder| {
                                 let m = open(b);
                                 b.mov_to(m_reg, m);
                             };
+                            if let (Some(runs), true) = (runs, direct) {
+                                match_step_direct(b, pc, &w, m_reg, runs, &mut next);
+                                return;
+                            }
+                            let known = b.or(inserted, live);
                             match_step(
                                 b,
                                 pc,

@@ -104,7 +104,8 @@ impl KernelVariants {
     /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
     /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
     /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
-    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs),
+    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs), `direct` (with
+    /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -130,6 +131,7 @@ impl KernelVariants {
                 "wide" => v.wide = true,
                 "pairs" => v.pairs = true,
                 "packmin" => v.packmin = true,
+                "direct" => v.direct = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,

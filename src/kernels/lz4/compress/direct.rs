@@ -1,0 +1,172 @@
+//! [`Variant::direct`](super::Variant) (issue 17, session 12): the match step of a solo window
+//! with lane runs ([`lane_ext`](super::lane_ext)) in fewer operations.
+//!
+//! Each lane packs its runs as positions relative to the window ([`lane_runs_direct`]): `dist |
+//! (lane + 8 - min(bwd, cand)) << 16 | (lane + 2 + fwd + 64 * long) << 24`, i.e. the sequence
+//! start before the anchor bound (plus 8) and the match end minus 2 (the lane inserted at the
+//! match's end, plus 64 when the match may go on). A match then takes `end - 2` with one shift,
+//! the sequence start as `max(base + start - 8, anchor)`, and the short sequence's bytes from
+//! the shuffled word itself (the offset's two bytes by `prmt`, whatever the bits above them).
+//! The "may go on" flag is not tested on the way of a short sequence: it makes the match length
+//! at least 60, so such a match fails the short sequence's test and the other way checks it
+//! (the 32-lane extension), then takes the general emission choice.
+
+use super::emit::emit_sequence_then;
+use super::extend::extend_tight;
+use super::window::Window;
+use super::{Match, Page};
+use crate::kernels::lz4::warp::bcast;
+use crate::ptx::*;
+
+/// The packed word of [`Variant::direct`](super::Variant) from a lane's runs (see the module
+/// docs): `fwd`, `bwd` (0..=4 each), `long` (either run reached 4), the candidate `cand` and the
+/// distance `dist`.
+pub(super) fn lane_runs_direct(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    fwd: Reg<U32>,
+    bwd: Reg<U32>,
+    long: Reg<Pred>,
+    cand: Reg<U32>,
+    dist: Reg<U32>,
+) -> Reg<U32> {
+    let lane = pc.ln.lane;
+    let bwd = b.min(bwd, cand);
+    let lane8 = b.add(lane, 8u32);
+    let start = b.sub(lane8, bwd);
+    let flag = b.selp(64u32 + 2, 2u32, long);
+    let end_m2 = b.add(lane, fwd);
+    let end_m2 = b.add(end_m2, flag);
+    let packed = b.mad(start, 1u32 << 16, dist);
+    b.mad(end_m2, 1u32 << 24, packed)
+}
+
+/// The window's state a match changes (`inserted`, `live`, `next_base`) for a match ending at
+/// `end` (`end_m2` = `end - 2 - base`) found at the lowest lane of `matched` (`below` =
+/// `matched - 1`): the lanes of `live` up to that lane and the lane `end - 2` join `inserted`
+/// (`inserted` lies below `live`, which holds the match's lane), `live` starts at `end`.
+fn after_match(
+    b: &mut KernelBuilder,
+    w: &Window,
+    matched: Reg<U32>,
+    below: Reg<U32>,
+    end: Reg<U32>,
+    end_m2: Reg<U32>,
+) {
+    let upto = b.xor(matched, below);
+    let tested = b.and(w.live, upto);
+    // Shifts by 32 or more give 0: no lane when `end - 2` lies past the window.
+    let bit_m2 = b.shl(1u32, end_m2);
+    let ins = b.or(w.inserted, tested);
+    let ins = b.or(ins, bit_m2);
+    b.mov_to(w.inserted, ins);
+    // -(1 << rel) = !0 << rel (0 from rel = 32 on, as bit_m2 * 4 wraps to 0).
+    let next_live = b.mul(bit_m2, 0xffff_fffcu32);
+    b.mov_to(w.live, next_live);
+    let outside = b.setp(Cmp::Ge, end_m2, 30u32);
+    b.when(outside, |b| b.mov_to(w.next_base, end));
+}
+
+/// A sequence of at most 17 bytes in one step (`lit` < 15 literals, `ml4` = match length - 4 <
+/// 15, room checked by the caller): lane 0 the token, lanes `1..=lit` the literals, the next two
+/// the offset's bytes 0 and 1 of `offset` (bits above them ignored).
+fn emit_short_direct(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    ml4: Reg<U32>,
+    offset: Reg<U32>,
+) {
+    let byte = b.mad(lit, 16u32, ml4);
+    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
+    let src = b.add(pc.spage_lane_m1, anchor);
+    b.when(in_lit, |b| {
+        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+        b.mov_to(byte, lit_byte);
+    });
+    // Lanes lit + 1 and lit + 2 hold the offset, low byte first; lanes up to lit + 2 (off_rel
+    // < 2 as a signed number) store.
+    let off_rel = b.sub(pc.lane_m1, lit);
+    let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
+    let off_byte = b.prmt(offset, 0u32, off_rel);
+    let byte = b.selp(off_byte, byte, is_off);
+    let off_rel_s = b.bitcast::<S32, U32>(off_rel);
+    let in_seq = b.setp(Cmp::Lt, off_rel_s, 2i32);
+    let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
+    b.when(in_seq, |b| {
+        b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte)
+    });
+    let out_end = b.add(pc.out, lit);
+    let out_end = b.add(out_end, 3u32);
+    b.mov_to(pc.out, out_end);
+}
+
+/// One match of a solo window with lane runs packed by [`lane_runs_direct`], at the lowest lane
+/// of `matched`; `next` emits the next lookup (beside each emission).
+pub(super) fn match_step_direct(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    w: &Window,
+    matched: Reg<U32>,
+    packed: Reg<U32>,
+    next: &mut dyn FnMut(&mut KernelBuilder),
+) {
+    b.comment("match (direct): the lane's packed sequence start and end");
+    let below = b.sub(matched, 1u32);
+    let not_m = b.not(matched);
+    let under = b.and(not_m, below);
+    let first = b.popc(under);
+    let v = bcast(b, packed, first);
+    let end_m2 = b.shr(v, 24u32);
+    let start = b.bfe(v, 16u32, 8u32);
+    let start = b.add(w.base, start);
+    let start = b.sub(start, 8u32);
+    let seq_start = b.max(start, w.anchor);
+    let end = b.add(w.base, end_m2);
+    let end = b.add(end, 2u32);
+    let lit = b.sub(seq_start, w.anchor);
+    let ml4 = b.sub(end, seq_start);
+    let ml4 = b.sub(ml4, 4u32);
+    // A flagged end makes ml4 >= 60: such matches go the other way.
+    let few = b.setp(Cmp::Lt, lit, 15u32);
+    let short_m = b.setp(Cmp::Lt, ml4, 15u32);
+    let need = b.add(pc.out, lit);
+    let need = b.add(need, 9u32);
+    let room = b.setp(Cmp::Lt, need, pc.p_len);
+    let short = b.and(few, short_m);
+    let short = b.and(short, room);
+    let other = b.label("direct_other");
+    let done = b.label("direct_done");
+    b.bra_uni_unless(short, &other);
+    after_match(b, w, matched, below, end, end_m2);
+    emit_short_direct(b, pc, w.anchor, lit, ml4, v);
+    next(b);
+    b.mov_to(w.anchor, end);
+    b.bra_uni(&done);
+
+    b.place(&other);
+    b.comment("match (direct): longer runs, or not a short sequence");
+    let dist = b.and(v, 0xffffu32);
+    let long = b.setp(Cmp::Ge, v, 0x4000_0000u32);
+    let checked = b.label("direct_checked");
+    b.bra_uni_unless(long, &checked);
+    let p0 = b.add(w.base, first);
+    let (end_slow, start_slow) = extend_tight(b, pc, p0, dist, w.anchor, w.limit);
+    b.mov_to(end, end_slow);
+    b.mov_to(seq_start, start_slow);
+    let rel = b.sub(end_slow, w.base);
+    let rel_m2 = b.sub(rel, 2u32);
+    b.mov_to(end_m2, rel_m2);
+    b.place(&checked);
+    let lit = b.sub(seq_start, w.anchor);
+    let ml = b.sub(end, seq_start);
+    after_match(b, w, matched, below, end, end_m2);
+    let m = Match {
+        offset: dist,
+        len: ml,
+    };
+    emit_sequence_then(b, pc, w.anchor, lit, Some(m), next);
+    b.mov_to(w.anchor, end);
+    b.place(&done);
+}
