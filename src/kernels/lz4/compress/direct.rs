@@ -11,7 +11,7 @@
 //! at least 60, so such a match fails the short sequence's test and the other way checks it
 //! (the 32-lane extension), then takes the general emission choice.
 
-use super::emit::emit_sequence_then;
+use super::emit::{emit_sequence_then, emit_short_lean};
 use super::extend::extend_tight;
 use super::window::Window;
 use super::{Match, Page};
@@ -45,7 +45,7 @@ pub(super) fn lane_runs_direct(
 /// `end` (`end_m2` = `end - 2 - base`) found at the lowest lane of `matched` (`below` =
 /// `matched - 1`): the lanes of `live` up to that lane and the lane `end - 2` join `inserted`
 /// (`inserted` lies below `live`, which holds the match's lane), `live` starts at `end`.
-fn after_match(
+pub(super) fn after_match(
     b: &mut KernelBuilder,
     w: &Window,
     matched: Reg<U32>,
@@ -55,8 +55,8 @@ fn after_match(
 ) {
     let upto = b.xor(matched, below);
     let tested = b.and(w.live, upto);
-    // Shifts by 32 or more give 0: no lane when `end - 2` lies past the window.
-    let bit_m2 = b.shl(1u32, end_m2);
+    // No lane when `end - 2` lies past the window (`bmsk.clamp` from bit 32 on is 0).
+    let bit_m2 = b.bmsk(end_m2, 1u32);
     let ins = b.or(w.inserted, tested);
     let ins = b.or(ins, bit_m2);
     b.mov_to(w.inserted, ins);
@@ -65,41 +65,6 @@ fn after_match(
     b.mov_to(w.live, next_live);
     let outside = b.setp(Cmp::Ge, end_m2, 30u32);
     b.when(outside, |b| b.mov_to(w.next_base, end));
-}
-
-/// A sequence of at most 17 bytes in one step (`lit` < 15 literals, `ml4` = match length - 4 <
-/// 15, room checked by the caller): lane 0 the token, lanes `1..=lit` the literals, the next two
-/// the offset's bytes 0 and 1 of `offset` (bits above them ignored).
-fn emit_short_direct(
-    b: &mut KernelBuilder,
-    pc: &Page,
-    anchor: Reg<U32>,
-    lit: Reg<U32>,
-    ml4: Reg<U32>,
-    offset: Reg<U32>,
-) {
-    let byte = b.mad(lit, 16u32, ml4);
-    let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
-    let src = b.add(pc.spage_lane_m1, anchor);
-    b.when(in_lit, |b| {
-        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-        b.mov_to(byte, lit_byte);
-    });
-    // Lanes lit + 1 and lit + 2 hold the offset, low byte first; lanes up to lit + 2 (off_rel
-    // < 2 as a signed number) store.
-    let off_rel = b.sub(pc.lane_m1, lit);
-    let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
-    let off_byte = b.prmt(offset, 0u32, off_rel);
-    let byte = b.selp(off_byte, byte, is_off);
-    let off_rel_s = b.bitcast::<S32, U32>(off_rel);
-    let in_seq = b.setp(Cmp::Lt, off_rel_s, 2i32);
-    let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
-    b.when(in_seq, |b| {
-        b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte)
-    });
-    let out_end = b.add(pc.out, lit);
-    let out_end = b.add(out_end, 3u32);
-    b.mov_to(pc.out, out_end);
 }
 
 /// One match of a solo window with lane runs packed by [`lane_runs_direct`], at the lowest lane
@@ -140,7 +105,13 @@ pub(super) fn match_step_direct(
     let done = b.label("direct_done");
     b.bra_uni_unless(short, &other);
     after_match(b, w, matched, below, end, end_m2);
-    emit_short_direct(b, pc, w.anchor, lit, ml4, v);
+    // The shuffled word as the offset: the short sequence takes its bytes 0 and 1 by `prmt`.
+    let m = Match {
+        offset: v,
+        len: ml4,
+        minus4: true,
+    };
+    emit_short_lean(b, pc, w.anchor, lit, m);
     next(b);
     b.mov_to(w.anchor, end);
     b.bra_uni(&done);
@@ -160,11 +131,13 @@ pub(super) fn match_step_direct(
     b.mov_to(end_m2, rel_m2);
     b.place(&checked);
     let lit = b.sub(seq_start, w.anchor);
-    let ml = b.sub(end, seq_start);
+    let ml4 = b.sub(end, seq_start);
+    let ml4 = b.sub(ml4, 4u32);
     after_match(b, w, matched, below, end, end_m2);
     let m = Match {
         offset: dist,
-        len: ml,
+        len: ml4,
+        minus4: true,
     };
     emit_sequence_then(b, pc, w.anchor, lit, Some(m), next);
     b.mov_to(w.anchor, end);

@@ -145,16 +145,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
         let one = b.mov(1u32);
         let ml = b.sub(p_len, 6u32);
-        emit_sequence(
-            b,
-            &pc,
-            zero,
-            one,
-            Some(Match {
-                offset: one,
-                len: ml,
-            }),
-        );
+        emit_sequence(b, &pc, zero, one, Some(Match::new(one, ml)));
         let tail = b.sub(p_len, 5u32);
         let five = b.mov(5u32);
         emit_sequence(b, &pc, tail, five, None);

@@ -261,6 +261,20 @@ struct Page {
 struct Match {
     offset: Reg<U32>,
     len: Reg<U32>,
+    /// `len` holds the length minus 4 (the token's code; [`Variant::direct`] builds), and the
+    /// short sequence's lanes up to `lit + 2` store by one signed compare.
+    minus4: bool,
+}
+
+impl Match {
+    /// A match of `len` bytes at distance `offset`.
+    fn new(offset: Reg<U32>, len: Reg<U32>) -> Match {
+        Match {
+            offset,
+            len,
+            minus4: false,
+        }
+    }
 }
 
 /// Where `page_io::finish` copies the stored bytes from.

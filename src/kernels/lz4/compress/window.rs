@@ -1,6 +1,7 @@
 //! One match of the window parse with candidate masks ([`parse_masks`](super::parse_masks)):
 //! the window's uniform state, and the match step (extension, inserts, emission).
 
+use super::direct::after_match;
 use super::emit::{emit_sequence, emit_sequence_then};
 use super::extend::{extend, extend_bits, extend_tight};
 use super::lane_ext::extend_lanes;
@@ -66,6 +67,31 @@ pub(super) fn match_step(
         Start::At(s) => s,
         Start::Back(back) => b.sub(match_pos, back),
     };
+    if pc.variant.direct_solo() && next_lookup.is_some() {
+        let Some(next_lookup) = next_lookup else {
+            return;
+        };
+        // Session 12's bookkeeping (`direct`): the length as the token's code, the window's
+        // masks from `end - 2` by `bmsk`.
+        let lit = b.sub(seq_start, w.anchor);
+        let ml4 = b.sub(end, seq_start);
+        let ml4 = b.sub(ml4, 4u32);
+        let end_m2 = b.sub(end, w.base);
+        let end_m2 = b.sub(end_m2, 2u32);
+        let below = match below {
+            Some(below) => below,
+            None => b.sub(matched, 1u32),
+        };
+        after_match(b, w, matched, below, end, end_m2);
+        let m = Match {
+            offset: match_dist,
+            len: ml4,
+            minus4: true,
+        };
+        emit_sequence_then(b, pc, w.anchor, lit, Some(m), next_lookup);
+        b.mov_to(w.anchor, end);
+        return;
+    }
     let lit = b.sub(seq_start, w.anchor);
     let ml = b.sub(end, seq_start);
     // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
@@ -82,10 +108,7 @@ pub(super) fn match_step(
     let bit_m2 = b.shl(1u32, rel_m2);
     let ins = b.or(tested, bit_m2);
     b.mov_to(w.inserted, ins);
-    let m = Match {
-        offset: match_dist,
-        len: ml,
-    };
+    let m = Match::new(match_dist, ml);
     if let Some(next_lookup) = next_lookup {
         // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
         // lookup, emitted beside the sequence, finds nothing and the loop ends there.
