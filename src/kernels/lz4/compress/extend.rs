@@ -133,6 +133,21 @@ pub(super) fn extend_tight(
     anchor: Reg<U32>,
     limit: Reg<U32>,
 ) -> (Reg<U32>, Reg<U32>) {
+    let (end, seq_start, _) = extend_tight_code(b, pc, p0, dist, anchor, limit, false);
+    (end, seq_start)
+}
+
+/// [`extend_tight`], also returning (with `code`) the match length minus 4 (the token's code:
+/// `fwd_n + back` on the fast way, one addition).
+pub(super) fn extend_tight_code(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    dist: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+    code: bool,
+) -> (Reg<U32>, Reg<U32>, Option<Reg<U32>>) {
     b.comment("extend (tight): 16 bytes forward and 16 backward in one 32-lane step");
     let c0 = b.sub(p0, dist);
     let pos_addr = b.add(pc.spage, p0);
@@ -159,6 +174,7 @@ pub(super) fn extend_tight(
     let end = b.add(end, fwd_n);
     let back = b.clz(bwd_mask);
     let seq_start = b.sub(p0, back);
+    let ml4 = code.then(|| b.add(fwd_n, back));
     // A run of 16 either way leaves its mask below bit 16 (the stop bit 15).
     let low = b.min(fwd_mask, bwd_mask);
     let more = b.setp(Cmp::Lt, low, 0x1_0000u32);
@@ -188,8 +204,13 @@ pub(super) fn extend_tight(
     b.mov_to(end, slow_end);
     let slow_start = b.sub(p0, slow_back);
     b.mov_to(seq_start, slow_start);
+    if let Some(ml4) = ml4 {
+        let len = b.sub(slow_end, slow_start);
+        let len4 = b.sub(len, 4u32);
+        b.mov_to(ml4, len4);
+    }
     b.place(&ext_done);
-    (end, seq_start)
+    (end, seq_start, ml4)
 }
 
 /// A match whose first step found no end in one direction.

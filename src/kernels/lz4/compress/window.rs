@@ -3,7 +3,7 @@
 
 use super::direct::after_match;
 use super::emit::{emit_sequence, emit_sequence_then};
-use super::extend::{extend, extend_bits, extend_tight};
+use super::extend::{extend, extend_bits, extend_tight_code};
 use super::lane_ext::extend_lanes;
 use super::{Match, Page};
 use crate::kernels::lz4::warp::{bcast, lowest_bit};
@@ -48,6 +48,8 @@ pub(super) fn match_step(
     } else {
         (lowest_bit(b, matched), None)
     };
+    // The token's code, where the extension gives it (`direct`).
+    let mut ml4 = None;
     let (match_dist, match_pos, end, back) = if let Some(packed) = lanes {
         let (d, p, end, start) = extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit);
         (d, p, end, Start::At(start))
@@ -56,7 +58,10 @@ pub(super) fn match_step(
         let match_dist = bcast(b, dist, first);
         let match_pos = b.add(w.base, first);
         if pc.variant.tight {
-            let (end, seq_start) = extend_tight(b, pc, match_pos, match_dist, w.anchor, w.limit);
+            let direct = pc.variant.direct_solo() && next_lookup.is_some();
+            let (end, seq_start, code) =
+                extend_tight_code(b, pc, match_pos, match_dist, w.anchor, w.limit, direct);
+            ml4 = code;
             (match_dist, match_pos, end, Start::At(seq_start))
         } else {
             let (end, back) = byte_extend(b, pc, w, match_pos, match_dist);
@@ -74,8 +79,13 @@ pub(super) fn match_step(
         // Session 12's bookkeeping (`direct`): the length as the token's code, the window's
         // masks from `end - 2` by `bmsk`.
         let lit = b.sub(seq_start, w.anchor);
-        let ml4 = b.sub(end, seq_start);
-        let ml4 = b.sub(ml4, 4u32);
+        let ml4 = match ml4 {
+            Some(ml4) => ml4,
+            None => {
+                let ml = b.sub(end, seq_start);
+                b.sub(ml, 4u32)
+            }
+        };
         let end_m2 = b.sub(end, w.base);
         let end_m2 = b.sub(end_m2, 2u32);
         let below = match below {
