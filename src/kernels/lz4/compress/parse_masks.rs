@@ -70,6 +70,26 @@ fn probe_groups(
     b.place(&alone);
 }
 
+/// The value lanes group by (`match.any`) for the 4 bytes `word`: the bucket's byte offset, or
+/// with [`Variant::direct`](super::Variant) the hash itself (see [`slot_of`]).
+fn bucket_key(b: &mut KernelBuilder, pc: &Page, word: Reg<U32>) -> Reg<U32> {
+    if pc.variant.direct_solo() {
+        let product = b.mul(word, HASH_MULTIPLIER);
+        b.shr(product, pc.hash_shift)
+    } else {
+        bucket_offset(b, word, pc.hash_shift)
+    }
+}
+
+/// The table slot (shared address) of a [`bucket_key`].
+fn slot_of(b: &mut KernelBuilder, pc: &Page, key: Reg<U32>) -> Reg<U32> {
+    if pc.variant.direct_solo() {
+        b.mad(key, 2u32, pc.table)
+    } else {
+        b.add(pc.table, key)
+    }
+}
+
 /// The 4 bytes at shared address `addr` (any alignment).
 fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
     if pc.variant.f4e {
@@ -108,13 +128,13 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let hash_pos = b.min(pos, hash_end);
         let hash_addr = b.add(pc.spage, hash_pos);
         let word = ld_word(b, pc, hash_addr);
-        let bucket = bucket_offset(b, word, pc.hash_shift);
+        let bucket = bucket_key(b, pc, word);
         let group = if pc.variant.probe {
             b.mov(lane_bit)
         } else {
             b.match_any(bucket)
         };
-        let slot = b.add(pc.table, bucket);
+        let slot = slot_of(b, pc, bucket);
         let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
         if let Some(probe_ok) = probe_ok {
             probe_groups(b, bucket, slot, group, probe_ok);
@@ -129,10 +149,17 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             b.selp(table_cand, hash_pos, in_table)
         };
         let table_addr = b.add(pc.spage, table_read);
-        let table_word = ld_word(b, pc, table_addr);
+        let entry_word = ld_word(b, pc, table_addr);
         // An empty entry never matches: its word is the complement of this lane's.
         let not_word = b.not(word);
-        let table_word = b.selp(table_word, not_word, in_table);
+        // With `direct` the lookups' word (empty entries replaced) is made after the solo
+        // branch: a solo window tests `in_table` in its ballot instead.
+        let direct = pc.variant.direct_solo();
+        let table_word = if direct {
+            entry_word
+        } else {
+            b.selp(entry_word, not_word, in_table)
+        };
         let table_dist = b.sub(pos, table_cand);
         // match.any is slow: its first use comes after the table reads.
         let group_lt = b.and(group, ln.lt);
@@ -176,6 +203,10 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             });
             (solo, no_more, pairs)
         });
+        if direct {
+            // (a solo or pairs window tests `in_table` itself)
+            b.when_not(in_table, |b| b.mov_to(entry_word, not_word));
+        }
         // The lookup: each lane's candidate is its highest earlier peer in the lanes in the
         // table by its turn (`inserted | live`), else its entry; returns the lowest lanes'
         // ballot of valid candidates, `z` (31 - peer) and "has a peer".
@@ -251,7 +282,13 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 } else {
                     b.comment("solo window: the entries' ballot, once");
                 }
-                let same = b.setp(Cmp::Eq, table_word, word);
+                let same = if direct {
+                    // The entry's own word, and the entry in the table (one fused compare).
+                    let same = b.setp(Cmp::Eq, entry_word, word);
+                    b.and(same, in_table)
+                } else {
+                    b.setp(Cmp::Eq, table_word, word)
+                };
                 let valid = b.ballot(same);
                 let valid = b.and(valid, active_mask);
                 // The live lanes with a valid entry (and, masked, no earlier peer in the table).
@@ -362,8 +399,8 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let end_m2 = b.sub(next_base, 2u32);
         let end_m2_addr = b.add(pc.spage, end_m2);
         let end_m2_word = ld_word(b, pc, end_m2_addr);
-        let end_m2_bucket = bucket_offset(b, end_m2_word, pc.hash_shift);
-        let end_m2_slot = b.add(pc.table, end_m2_bucket);
+        let end_m2_bucket = bucket_key(b, pc, end_m2_word);
+        let end_m2_slot = slot_of(b, pc, end_m2_bucket);
         let end_m1 = b.sub(next_base, 1u32);
         b.when(lane0, |b| {
             b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)
