@@ -136,6 +136,10 @@ pub struct Variant {
     /// positions, the "may go on" flag is checked only off the short sequence's way, and the
     /// short sequence takes the offset's bytes from the shuffled word.
     pub direct: bool,
+    /// With `direct`: windows group their lanes by the hash itself (the table slot one
+    /// multiply-add from it), and a solo window tests "entry in the table" in its ballot (the
+    /// empty entry's replacement word only on the lookup path).
+    pub keyed: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -175,6 +179,7 @@ impl Variant {
         pairs: false,
         packmin: true,
         direct: false,
+        keyed: false,
         small: false,
         pad: 0,
     };
@@ -188,6 +193,11 @@ impl Variant {
             && self.lean
             && self.bits
             && self.pipe
+    }
+
+    /// [`keyed`](Self::keyed) with what it builds on ([`direct_solo`](Self::direct_solo)).
+    pub fn keyed_windows(&self) -> bool {
+        self.keyed && self.direct_solo()
     }
 
     /// `.maxntid` of the build.

@@ -71,9 +71,9 @@ fn probe_groups(
 }
 
 /// The value lanes group by (`match.any`) for the 4 bytes `word`: the bucket's byte offset, or
-/// with [`Variant::direct`](super::Variant) the hash itself (see [`slot_of`]).
+/// with [`Variant::keyed`](super::Variant) the hash itself (see [`slot_of`]).
 fn bucket_key(b: &mut KernelBuilder, pc: &Page, word: Reg<U32>) -> Reg<U32> {
-    if pc.variant.direct_solo() {
+    if pc.variant.keyed_windows() {
         let product = b.mul(word, HASH_MULTIPLIER);
         b.shr(product, pc.hash_shift)
     } else {
@@ -83,7 +83,7 @@ fn bucket_key(b: &mut KernelBuilder, pc: &Page, word: Reg<U32>) -> Reg<U32> {
 
 /// The table slot (shared address) of a [`bucket_key`].
 fn slot_of(b: &mut KernelBuilder, pc: &Page, key: Reg<U32>) -> Reg<U32> {
-    if pc.variant.direct_solo() {
+    if pc.variant.keyed_windows() {
         b.mad(key, 2u32, pc.table)
     } else {
         b.add(pc.table, key)
@@ -152,10 +152,10 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let entry_word = ld_word(b, pc, table_addr);
         // An empty entry never matches: its word is the complement of this lane's.
         let not_word = b.not(word);
-        // With `direct` the lookups' word (empty entries replaced) is made after the solo
+        // With `keyed` the lookups' word (empty entries replaced) is made after the solo
         // branch: a solo window tests `in_table` in its ballot instead.
-        let direct = pc.variant.direct_solo();
-        let table_word = if direct {
+        let keyed = pc.variant.keyed_windows();
+        let table_word = if keyed {
             entry_word
         } else {
             b.selp(entry_word, not_word, in_table)
@@ -203,7 +203,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             });
             (solo, no_more, pairs)
         });
-        if direct {
+        if keyed {
             // (a solo or pairs window tests `in_table` itself)
             b.when_not(in_table, |b| b.mov_to(entry_word, not_word));
         }
@@ -282,7 +282,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 } else {
                     b.comment("solo window: the entries' ballot, once");
                 }
-                let same = if direct {
+                let same = if keyed {
                     // The entry's own word, and the entry in the table (one fused compare).
                     let same = b.setp(Cmp::Eq, entry_word, word);
                     b.and(same, in_table)

@@ -105,7 +105,8 @@ impl KernelVariants {
     /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
     /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
     /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs), `direct` (with
-    /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations),
+    /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations), `keyed` (with
+    /// `direct`: lanes grouped by the hash itself, solo windows test the entry in their ballot),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -132,6 +133,7 @@ impl KernelVariants {
                 "pairs" => v.pairs = true,
                 "packmin" => v.packmin = true,
                 "direct" => v.direct = true,
+                "keyed" => v.keyed = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
