@@ -40,9 +40,14 @@
 //! Session 8's build (`parse`: the table re-read, candidates re-checked and inserts made after
 //! every match) stays as [`Variant`] `reread` for comparisons.
 //!
+//! The table's build also packs each lane's runs as window positions (`direct`, session 12): a
+//! solo window's match takes its sequence start, end and offset bytes from the one shuffled
+//! word, and tests "the match may go on" only off the short sequence's way.
+//!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
-//! `parse_masks` and `parse` (the window loops), `window` (a match of `parse_masks`), `extend`
-//! and `lane_ext` (match extension),
+//! `parse_masks` and `parse` (the window loops), `table` (buckets, slots, unaligned words),
+//! `window` (a match of `parse_masks`), `direct`
+//! (a solo window's match of the table's build), `extend` and `lane_ext` (match extension),
 //! `emit` (sequence writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
@@ -54,6 +59,7 @@ mod lane_ext;
 mod page_io;
 mod parse;
 mod parse_masks;
+mod table;
 mod window;
 
 pub use kernel::{build, build_variant};
@@ -150,8 +156,12 @@ pub struct Variant {
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium,wide,packmin` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
-    /// `benches/lz4_kernels.rs`, one process, medians of 11-15 alternating rounds). Session 11:
+    /// medium,wide,packmin,direct,keyed` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
+    /// `benches/lz4_kernels.rs`, one process, medians of 9-15 alternating rounds). Session 12:
+    /// `direct` 93.0 GB/s against 86.4 for session 11's build (`...,packmin`), xml 107.3 against
+    /// 104.7, nci 134.8 against 131.9; ncu: 2.40 G warp instructions against 2.65 G (85.4 per
+    /// match against 94.3; a solo window's short match 45 SASS instructions against 59), issue
+    /// slots 80.4% against 82.6%. Session 11:
     /// 85.7-86.4 GB/s against 82.6-83.2 for session 10's build (`...,medium`), 83.3-84.0 with
     /// `wide` alone (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8-87.5 with
     /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); nci 131.9 against
@@ -178,8 +188,8 @@ impl Variant {
         wide: true,
         pairs: false,
         packmin: true,
-        direct: false,
-        keyed: false,
+        direct: true,
+        keyed: true,
         small: false,
         pad: 0,
     };

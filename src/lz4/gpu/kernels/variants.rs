@@ -29,7 +29,9 @@
 //! 73.1; `...,solo,trim,pipe` (session 9's default) 76.5; `...,solo,trim,probe,pipe` 74.6.
 //! Session 10 (H100, medians of 11 alternating rounds, one run): session 9's default 77.0,
 //! `...,pipe,tight` 78.9, `...,tight,lanes` 80.3, `...,pipe,lanes` 77.3, `...,tight,medium` 81.0,
-//! `...,tight,lanes,medium` (the default) 83.3.
+//! `...,tight,lanes,medium` (the default) 83.3. Session 11 (H100): `...,medium,wide,packmin` 86.4.
+//! Session 12 (H100, medians of 15 alternating rounds): `...,packmin,direct` 93.0 against 86.4
+//! for session 11's default.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
@@ -159,7 +161,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
