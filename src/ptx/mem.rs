@@ -260,6 +260,24 @@ impl KernelBuilder {
         d
     }
 
+    /// [`ld_narrow`](Self::ld_narrow) into an existing register `d` (under
+    /// [`when`](Self::when) it keeps its value where the predicate is false, so ptxas needs no
+    /// register of its own for the loaded value).
+    pub fn ld_narrow_to<T: Int>(
+        &mut self,
+        d: Reg<T>,
+        space: Space,
+        width: Narrow,
+        addr: impl Into<Addr>,
+    ) {
+        self.instr(format!(
+            "ld.{}.{} {d}, {}",
+            space.name(),
+            width.name(),
+            addr.into()
+        ));
+    }
+
     /// A byte or half-word store of the low bits of an integer register.
     pub fn st_narrow<T: Int>(
         &mut self,

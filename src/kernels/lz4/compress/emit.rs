@@ -8,7 +8,7 @@
 //! sequence and what must follow it (a token and 5 literals after a match) reach `P`, the page
 //! cannot compress and the code branches to the raw path.
 
-use super::{Match, Page};
+use super::{load_byte_where, Match, Page};
 use crate::ptx::*;
 
 /// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
@@ -169,10 +169,7 @@ pub(super) fn emit_short_lean(
     let byte = if minus4 { token } else { b.sub(token, 4u32) };
     let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
     let src = b.add(pc.spage_lane_m1, anchor);
-    b.when(in_lit, |b| {
-        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-        b.mov_to(byte, lit_byte);
-    });
+    load_byte_where(b, pc, in_lit, byte, src);
     // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
     let off_rel = b.sub(pc.lane_m1, lit);
     let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
@@ -231,10 +228,7 @@ fn emit_medium(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>
         let lit_rel = b.sub(j, 2u32);
         let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
         let src = b.add(lit_src, base);
-        b.when(in_lit, |b| {
-            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(byte, lit_byte);
-        });
+        load_byte_where(b, pc, in_lit, byte, src);
         let off_rel = b.sub(j, lit_end);
         let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
         // Selector nibble 0 or 1: byte 0 or 1 of the offset.
@@ -300,10 +294,7 @@ fn emit_general(
         let lit_rel = b.sub(seq_byte, lit_start);
         let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
         let src = b.add(lit_src, seq_byte);
-        b.when(in_lit, |b| {
-            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(byte, lit_byte);
-        });
+        load_byte_where(b, pc, in_lit, byte, src);
         if let Some((offset, match_len_bytes, match_len_last)) = match_fields {
             let off_lo = b.and(offset, 255u32);
             let off_hi = b.shr(offset, 8u32);

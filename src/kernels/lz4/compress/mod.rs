@@ -146,6 +146,15 @@ pub struct Variant {
     /// multiply-add from it), and a solo window tests "entry in the table" in its ballot (the
     /// empty entry's replacement word only on the lookup path).
     pub keyed: bool,
+    /// With `direct`: windows where lanes share buckets take their matches the `direct` way
+    /// too: each lane packs the runs of its entry's candidate and of its highest earlier peer,
+    /// and a lookup picks the word of the candidate it found (a lower peer, rare, takes the
+    /// 32-lane extension).
+    pub peers: bool,
+    /// Predicated byte loads of the emission and extension straight into the register they
+    /// update (PTX's `@p ld` into it), instead of a loaded register and a `mov`: ptxas then
+    /// needs no register per such load kept across the whole loop (session 12: 19 of the 72).
+    pub merge: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -156,7 +165,7 @@ pub struct Variant {
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium,wide,packmin,direct,keyed` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
+    /// medium,wide,packmin,direct,keyed,merge` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
     /// `benches/lz4_kernels.rs`, one process, medians of 9-15 alternating rounds). Session 12:
     /// `direct` 93.0 GB/s against 86.4 for session 11's build (`...,packmin`), xml 107.3 against
     /// 104.7, nci 134.8 against 131.9; ncu: 2.40 G warp instructions against 2.65 G (85.4 per
@@ -190,6 +199,8 @@ impl Variant {
         packmin: true,
         direct: true,
         keyed: true,
+        peers: false,
+        merge: true,
         small: false,
         pad: 0,
     };
@@ -208,6 +219,11 @@ impl Variant {
     /// [`keyed`](Self::keyed) with what it builds on ([`direct_solo`](Self::direct_solo)).
     pub fn keyed_windows(&self) -> bool {
         self.keyed && self.direct_solo()
+    }
+
+    /// [`peers`](Self::peers) with what it builds on ([`direct_solo`](Self::direct_solo)).
+    pub fn peer_runs(&self) -> bool {
+        self.peers && self.direct_solo()
     }
 
     /// `.maxntid` of the build.
@@ -295,6 +311,19 @@ impl Match {
             minus4: false,
         }
     }
+}
+
+/// The shared byte at `src` into `dst` where `p` holds (`dst` unchanged elsewhere): with
+/// [`Variant::merge`] loaded straight into `dst`.
+fn load_byte_where(b: &mut KernelBuilder, pc: &Page, p: Reg<Pred>, dst: Reg<U32>, src: Reg<U32>) {
+    b.when(p, |b| {
+        if pc.variant.merge {
+            b.ld_narrow_to(dst, Space::Shared, Narrow::U8, src);
+        } else {
+            let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(dst, loaded);
+        }
+    });
 }
 
 /// Where `page_io::finish` copies the stored bytes from.

@@ -21,7 +21,7 @@
 
 use super::direct::match_step_direct;
 use super::emit::emit_sequence;
-use super::lane_ext::lane_runs;
+use super::lane_ext::{lane_runs, next_prev, runs_of_words};
 use super::table::{bucket_key, ld_word, probe_groups, slot_of};
 use super::window::{match_step, Window};
 use super::Page;
@@ -159,7 +159,53 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let peer_dist = b.sub(peer_dist, 31u32);
             b.selp(peer_dist, table_dist, has_peer)
         };
-        if pc.variant.pipe {
+        if pc.variant.peer_runs() {
+            // Each lane's packed runs for its entry's candidate and for its highest earlier
+            // peer; a lookup picks the one of the candidate it found.
+            let z_hi = b.clz(group_lt);
+            let p_words = next_prev(b, hash_addr);
+            let c_words = next_prev(b, table_addr);
+            let v_entry = runs_of_words(b, pc, p_words, c_words, table_cand, table_dist);
+            let q_hi = b.sub(31u32, z_hi);
+            let peer_pos = b.add(base, q_hi);
+            // Lanes past the page's last word (the last window) share its word, so they are
+            // each other's peers: their peers' words are read at most there.
+            let peer_pos = b.min(peer_pos, hash_end);
+            let peer_addr = b.add(pc.spage, peer_pos);
+            let peer_gap = b.add(lane, z_hi);
+            let peer_gap = b.sub(peer_gap, 31u32);
+            let c_words = next_prev(b, peer_addr);
+            let v_peer = runs_of_words(b, pc, p_words, c_words, peer_pos, peer_gap);
+            // A lower peer than the highest: its distance with the "may go on" flag, so the
+            // match takes the 32-lane extension.
+            let packed = move |b: &mut KernelBuilder, z: Reg<U32>, has_peer: Reg<Pred>| {
+                let gap = b.add(lane, z);
+                let other = b.add(gap, 0x4000_0000u32 - 31);
+                // The peer found is the highest earlier one: z == z_hi, i.e. the peers known
+                // hold group_lt's top bit (z_hi is not kept: registers).
+                let known = b.or(inserted, live);
+                let peers = b.and(known, group_lt);
+                let rest = b.xor(group_lt, peers);
+                let highest = b.setp(Cmp::Lt, rest, peers);
+                let v = b.selp(v_peer, other, highest);
+                b.selp(v, v_entry, has_peer)
+            };
+            let (m0, z0, p0, _) = lookup(b);
+            let m_reg = b.mov(m0);
+            let v0 = packed(b, z0, p0);
+            let v_reg = b.mov(v0);
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                b.bra_uni_unless(found, no_match);
+                let mut next = |b: &mut KernelBuilder| {
+                    let (m, z, p, _) = lookup(b);
+                    b.mov_to(m_reg, m);
+                    let v = packed(b, z, p);
+                    b.mov_to(v_reg, v);
+                };
+                match_step_direct(b, pc, &w, m_reg, v_reg, &mut next);
+            });
+        } else if pc.variant.pipe {
             let (m0, z0, p0, _) = lookup(b);
             let (m_reg, z_reg, p_reg) = (b.mov(m0), b.mov(z0), b.mov(p0));
             b.loop_with(LoopBranch::Uniform, |b, no_match, _| {

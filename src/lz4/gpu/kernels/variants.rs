@@ -109,6 +109,8 @@ impl KernelVariants {
     /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs), `direct` (with
     /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations), `keyed` (with
     /// `direct`: lanes grouped by the hash itself, solo windows test the entry in their ballot),
+    /// `peers` (with `direct`: windows with shared buckets take their matches the same way),
+    /// `merge` (predicated byte loads straight into the register they update),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -136,6 +138,8 @@ impl KernelVariants {
                 "packmin" => v.packmin = true,
                 "direct" => v.direct = true,
                 "keyed" => v.keyed = true,
+                "peers" => v.peers = true,
+                "merge" => v.merge = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
@@ -161,7 +165,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, peers, merge, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
