@@ -335,6 +335,23 @@ impl KernelBuilder {
         d
     }
 
+    /// [`ld_v4`](Self::ld_v4) into existing registers `d` (under [`when`](Self::when) they keep
+    /// their values where the predicate is false).
+    pub fn ld_v4_to<T: PtxType>(&mut self, d: [Reg<T>; 4], space: Space, addr: impl Into<Addr>) {
+        self.ensure(
+            T::BITS <= 32,
+            "ld_v4_to",
+            "v4 loads take at most 32-bit elements",
+        );
+        self.instr(format!(
+            "ld.{}.v4.{} {}, {}",
+            space.name(),
+            T::NAME,
+            vec_list(&d),
+            addr.into()
+        ));
+    }
+
     /// `prefetch.global.L1 [a]`: brings the line holding `a` into L1 (no register, no wait).
     pub fn prefetch_l1(&mut self, addr: impl Into<Addr>) {
         self.instr(format!("prefetch.global.L1 {}", addr.into()));

@@ -91,7 +91,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         let p_len = b.min(avail, page_bytes);
         let src = b.mad_wide(page, page_bytes, input);
         b.comment("stage the page in shared memory (16-byte loads), OR-ing its bytes");
-        let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        let nonzero = stage(b, &ln, src, spage, p_len, stage_steps, variant.merge);
         b.comment("clear this page's hash table (2, 4 or 8 KiB)");
         // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
         let halvings = table_halvings(b, p_len, variant.small);
