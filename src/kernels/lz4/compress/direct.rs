@@ -68,7 +68,9 @@ pub(super) fn after_match(
 }
 
 /// One match of a solo window with lane runs packed by [`lane_runs_direct`], at the lowest lane
-/// of `matched`; `next` emits the next lookup (beside each emission).
+/// of `matched` (the loop's register, which `next` updates); `next` emits the next lookup (beside
+/// each emission). With `again` (the loop's first instruction after its test, and its exit) a
+/// short sequence branches on to the next match itself.
 pub(super) fn match_step_direct(
     b: &mut KernelBuilder,
     pc: &Page,
@@ -76,6 +78,7 @@ pub(super) fn match_step_direct(
     matched: Reg<U32>,
     packed: Reg<U32>,
     next: &mut dyn FnMut(&mut KernelBuilder),
+    again: Option<(&Label, &Label)>,
 ) {
     b.comment("match (direct): the lane's packed sequence start and end");
     let below = b.sub(matched, 1u32);
@@ -114,7 +117,14 @@ pub(super) fn match_step_direct(
     emit_short_lean(b, pc, w.anchor, lit, m);
     next(b);
     b.mov_to(w.anchor, end);
-    b.bra_uni(&done);
+    if let Some((again, exit)) = again {
+        // [`Variant::fastloop`](super::Variant): straight to the next match (or out).
+        let found = b.setp(Cmp::Ne, matched, 0u32);
+        b.bra_uni_if(found, again);
+        b.bra_uni(exit);
+    } else {
+        b.bra_uni(&done);
+    }
 
     b.place(&other);
     b.comment("match (direct): longer runs, or not a short sequence");

@@ -155,6 +155,9 @@ pub struct Variant {
     /// update (PTX's `@p ld` into it), instead of a loaded register and a `mov`: ptxas then
     /// needs no register per such load kept across the whole loop (session 12: 19 of the 72).
     pub merge: bool,
+    /// With `direct`: a short sequence's match step ends with the loop's own test and branch
+    /// back (one branch fewer per match).
+    pub fastloop: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -201,6 +204,7 @@ impl Variant {
         keyed: true,
         peers: false,
         merge: true,
+        fastloop: false,
         small: false,
         pad: 0,
     };

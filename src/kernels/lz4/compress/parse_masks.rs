@@ -197,13 +197,18 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
                 let found = b.setp(Cmp::Ne, m_reg, 0u32);
                 b.bra_uni_unless(found, no_match);
+                let again = pc.variant.fastloop.then(|| b.label("peer_match"));
+                if let Some(again) = &again {
+                    b.place(again);
+                }
                 let mut next = |b: &mut KernelBuilder| {
                     let (m, z, p, _) = lookup(b);
                     b.mov_to(m_reg, m);
                     let v = packed(b, z, p);
                     b.mov_to(v_reg, v);
                 };
-                match_step_direct(b, pc, &w, m_reg, v_reg, &mut next);
+                let again = again.as_ref().map(|again| (again, no_match));
+                match_step_direct(b, pc, &w, m_reg, v_reg, &mut next, again);
             });
         } else if pc.variant.pipe {
             let (m0, z0, p0, _) = lookup(b);
@@ -291,7 +296,12 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                                 b.mov_to(m_reg, m);
                             };
                             if let (Some(runs), true) = (runs, direct) {
-                                match_step_direct(b, pc, &w, m_reg, runs, &mut next);
+                                let again = pc.variant.fastloop.then(|| b.label("solo_match"));
+                                if let Some(again) = &again {
+                                    b.place(again);
+                                }
+                                let again = again.as_ref().map(|again| (again, no_match));
+                                match_step_direct(b, pc, &w, m_reg, runs, &mut next, again);
                                 return;
                             }
                             let known = b.or(inserted, live);

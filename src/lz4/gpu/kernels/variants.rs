@@ -110,7 +110,8 @@ impl KernelVariants {
     /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations), `keyed` (with
     /// `direct`: lanes grouped by the hash itself, solo windows test the entry in their ballot),
     /// `peers` (with `direct`: windows with shared buckets take their matches the same way),
-    /// `merge` (predicated byte loads straight into the register they update),
+    /// `merge` (predicated byte loads straight into the register they update), `fastloop` (with
+    /// `direct`: a short sequence's match branches on to the next match itself),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -140,6 +141,7 @@ impl KernelVariants {
                 "keyed" => v.keyed = true,
                 "peers" => v.peers = true,
                 "merge" => v.merge = true,
+                "fastloop" => v.fastloop = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
@@ -165,7 +167,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, peers, merge, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, peers, merge, fastloop, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
