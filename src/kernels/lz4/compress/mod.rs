@@ -40,9 +40,13 @@
 //! Session 8's build (`parse`: the table re-read, candidates re-checked and inserts made after
 //! every match) stays as [`Variant`] `reread` for comparisons.
 //!
-//! The table's build also packs each lane's runs as window positions (`direct`, session 12): a
-//! solo window's match takes its sequence start, end and offset bytes from the one shuffled
-//! word, and tests "the match may go on" only off the short sequence's way.
+//! Session 12 (issue 17): the table's build packs each lane's runs as window positions
+//! (`direct`): a solo window's match takes its sequence start, end and offset bytes from the one
+//! shuffled word, tests "the match may go on" only off the short sequence's way, and branches on
+//! to the next match itself (`fastloop`); lanes group by the hash itself (`keyed`); every
+//! predicated load goes straight into the register it updates (`merge`), so ptxas keeps no
+//! register per such load across the loops (64 registers instead of 72 on sm_90, and the match
+//! loop's warp-uniform values in vector registers: fewer moves).
 //!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
 //! `parse_masks` and `parse` (the window loops), `table` (buckets, slots, unaligned words),
@@ -137,8 +141,8 @@ pub struct Variant {
     /// operations (session 11: 3 fewer SASS instructions per solo match; 85.7 GB/s against
     /// 83.3 with `wide` alone on an H100).
     pub packmin: bool,
-    /// With `lanes,packmin,tight,pipe`: a solo window's match in fewer operations (session 12,
-    /// [`direct`](direct)): the lanes pack their sequence start and match end as window
+    /// With `lanes,packmin,tight,lean,bits,pipe`: a solo window's match in fewer operations
+    /// (session 12, file `direct`): the lanes pack their sequence start and match end as window
     /// positions, the "may go on" flag is checked only off the short sequence's way, and the
     /// short sequence takes the offset's bytes from the shuffled word.
     pub direct: bool,
