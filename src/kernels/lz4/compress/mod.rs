@@ -174,10 +174,12 @@ impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
     /// medium,wide,packmin,direct,keyed,merge,fastloop` (issue 17, dickens 4 KiB pages, 256 MiB,
     /// on an H100, `benches/lz4_kernels.rs`, one process, medians of 7-15 alternating rounds).
-    /// Session 12: `...,direct,keyed,merge` 94.0 GB/s against 85.7 for session 11's build
-    /// (`...,packmin`), `direct` 92.2-93.0, `direct,keyed` 92.7, `...,merge,peers` 92.5; xml
-    /// 109.8 against 104.0, nci 137.3 against 130.8; ncu: 2.15 G warp instructions against 2.65 G
-    /// (76.3 per match against 94.3), 64 registers against 72, issue slots 73.2% against 82.6%.
+    /// Session 12: 94.6 GB/s against 85.7 for session 11's build (`...,packmin`) and 93.9 without
+    /// `fastloop`; earlier runs: `...,direct,keyed,merge` 94.0, `direct` 92.2-93.0,
+    /// `direct,keyed` 92.7, `...,merge,peers` 92.5; xml 109.4 against 103.8, nci 137.3 against
+    /// 130.8; ncu: 2.12 G warp instructions against 2.65 G (75.3 per match against 94.3; a
+    /// solo window's short match 37 SASS instructions against 62), 64 registers against 72, issue
+    /// slots 72.7% against 82.6% (short-scoreboard stalls 2.79 against 1.86 per issue).
     /// Session 11:
     /// 85.7-86.4 GB/s against 82.6-83.2 for session 10's build (`...,medium`), 83.3-84.0 with
     /// `wide` alone (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8-87.5 with

@@ -30,9 +30,10 @@
 //! Session 10 (H100, medians of 11 alternating rounds, one run): session 9's default 77.0,
 //! `...,pipe,tight` 78.9, `...,tight,lanes` 80.3, `...,pipe,lanes` 77.3, `...,tight,medium` 81.0,
 //! `...,tight,lanes,medium` (the default) 83.3. Session 11 (H100): `...,medium,wide,packmin` 86.4.
-//! Session 12 (H100, medians of 15 alternating rounds, two runs): `...,packmin,direct` 93.0 /
-//! 92.2 against 86.4 / 85.7 for session 11's default, `...,direct,keyed` 92.7,
-//! `...,direct,keyed,merge` 94.0, `...,merge,peers` 92.5.
+//! Session 12 (H100, medians of 15 alternating rounds, three runs): the default
+//! (`...,packmin,direct,keyed,merge,fastloop`) 94.6 against 85.7 for session 11's default and
+//! 93.9 without `fastloop`; `...,packmin,direct` 93.0 / 92.2 against 86.4 / 85.7,
+//! `...,direct,keyed` 92.7, `...,direct,keyed,merge` 94.0, `...,merge,peers` 92.5.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
