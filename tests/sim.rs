@@ -150,6 +150,34 @@ fn a_kernel_that_never_ends_is_stopped() {
     assert!(e.problem.contains("does not end"), "{e}");
 }
 
+/// `bmsk.clamp` against its plain meaning: `width` set bits from bit `pos` on, bits past 31
+/// dropped, nothing from bit 32 on or for width 0 (positions and widths up to 40).
+#[test]
+fn bit_masks_match_the_isa() {
+    let mut b = KernelBuilder::new("masks");
+    let n = b.arg::<U32>("n");
+    let out = b.global_arg::<U32>("out");
+    b.grid_stride_x(n, |b, i| {
+        let pos = b.rem(i, 41u32);
+        let width = b.div(i, 41u32);
+        let m = b.bmsk(pos, width);
+        b.store_at(out, i, m);
+    });
+    let prog = program(Module::single(Target::Sm75, b.finish()));
+    let n = 41 * 41;
+    let mut mem = Memory::new();
+    let args = [Arg::U32(n), mem.upload("out", &vec![0u32; n as usize])];
+    prog.run(Grid::linear(4, 128), &args, &mut mem).unwrap();
+    let got = mem.download::<u32>("out").unwrap();
+    for i in 0..n {
+        let (pos, width) = (i % 41, i / 41);
+        let want = (0..32u32)
+            .filter(|&k| k >= pos && k - pos < width)
+            .fold(0u32, |acc, k| acc | 1 << k);
+        assert_eq!(got[i as usize], want, "bmsk.clamp pos {pos} width {width}");
+    }
+}
+
 /// `bfe` on u32 and s32 against the PTX ISA's definition (`len` bits from `pos`; bits past the
 /// msb read as 0 or the sign; a signed field sign-extended; length 0 gives 0).
 #[test]

@@ -107,6 +107,19 @@ impl KernelBuilder {
         d
     }
 
+    /// `bmsk.clamp.b32`: `width` set bits from bit `pos` on (bits past 31 dropped; 0 when
+    /// `pos >= 32` or `width == 0`; a `width` of 32 or more reaches bit 31). PTX ISA 7.6, sm_70.
+    pub fn bmsk(&mut self, pos: impl Operand<U32>, width: impl Operand<U32>) -> Reg<U32> {
+        self.require(70, super::target::PtxVersion(7, 6));
+        let d = self.reg::<U32>();
+        self.instr(format!(
+            "bmsk.clamp.b32 {d}, {}, {}",
+            pos.ptx(),
+            width.ptx()
+        ));
+        d
+    }
+
     /// `popc`: number of set bits.
     pub fn popc<T: Int>(&mut self, a: impl Operand<T>) -> Reg<U32> {
         self.ensure(T::BITS >= 32, "popc", "popc works on 32- and 64-bit values");

@@ -260,6 +260,24 @@ impl KernelBuilder {
         d
     }
 
+    /// [`ld_narrow`](Self::ld_narrow) into an existing register `d` (under
+    /// [`when`](Self::when) it keeps its value where the predicate is false, so ptxas needs no
+    /// register of its own for the loaded value).
+    pub fn ld_narrow_to<T: Int>(
+        &mut self,
+        d: Reg<T>,
+        space: Space,
+        width: Narrow,
+        addr: impl Into<Addr>,
+    ) {
+        self.instr(format!(
+            "ld.{}.{} {d}, {}",
+            space.name(),
+            width.name(),
+            addr.into()
+        ));
+    }
+
     /// A byte or half-word store of the low bits of an integer register.
     pub fn st_narrow<T: Int>(
         &mut self,
@@ -315,6 +333,23 @@ impl KernelBuilder {
             addr.into()
         ));
         d
+    }
+
+    /// [`ld_v4`](Self::ld_v4) into existing registers `d` (under [`when`](Self::when) they keep
+    /// their values where the predicate is false).
+    pub fn ld_v4_to<T: PtxType>(&mut self, d: [Reg<T>; 4], space: Space, addr: impl Into<Addr>) {
+        self.ensure(
+            T::BITS <= 32,
+            "ld_v4_to",
+            "v4 loads take at most 32-bit elements",
+        );
+        self.instr(format!(
+            "ld.{}.v4.{} {}, {}",
+            space.name(),
+            T::NAME,
+            vec_list(&d),
+            addr.into()
+        ));
     }
 
     /// `prefetch.global.L1 [a]`: brings the line holding `a` into L1 (no register, no wait).

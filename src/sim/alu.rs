@@ -213,6 +213,21 @@ pub(crate) fn alu(op: &Op, ty: Ty, s: &[u64]) -> Result<u64, String> {
                 r
             }
         }
+        Op::Bmsk { wrap } => {
+            // PTX ISA's semantics: the mask from bit `a` on, `b` bits wide.
+            let (a, b) = (s[0] as u32, s[1] as u32);
+            let (a1, b1) = (a & 31, b & 31);
+            let sum = a1 + b1;
+            let mask0 = if !wrap && a >= 32 { 0 } else { u32::MAX << a1 };
+            let mask1 = if sum >= 32 || (!wrap && b >= 32) {
+                0
+            } else if b1 == 0 {
+                u32::MAX
+            } else {
+                u32::MAX << sum
+            };
+            u64::from(mask0 & !mask1)
+        }
         other => return Err(format!("{other:?} is not modelled on integers")),
     })
 }

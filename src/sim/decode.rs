@@ -158,8 +158,8 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 .collect::<Result<_, _>>()?;
         }
         "mov" | "add" | "sub" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "not"
-        | "shl" | "shr" | "selp" | "brev" | "clz" | "popc" | "prmt" | "bfe" | "cvta" | "neg"
-        | "abs" | "rcp" | "sqrt" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "fma" => {
+        | "shl" | "shr" | "selp" | "brev" | "clz" | "popc" | "prmt" | "bfe" | "bmsk" | "cvta"
+        | "neg" | "abs" | "rcp" | "sqrt" | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "fma" => {
             ins.op = match parts[0] {
                 "mov" => Op::Mov,
                 "add" => Op::Add,
@@ -181,6 +181,7 @@ pub(crate) fn decode(sy: &Symbols, line: usize, t: &str) -> Result<Instr, SimErr
                 "prmt" if has("f4e") => Op::PrmtF4e,
                 "prmt" => Op::Prmt,
                 "bfe" => Op::Bfe,
+                "bmsk" => Op::Bmsk { wrap: has("wrap") },
                 "neg" => Op::Neg,
                 "abs" => Op::Abs,
                 "rcp" => Op::Rcp,

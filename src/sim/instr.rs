@@ -140,6 +140,10 @@ pub(crate) enum Op {
     /// `prmt.b32.f4e`: 4 bytes from byte `c & 3` of {b, a}.
     PrmtF4e,
     Bfe,
+    /// `bmsk.clamp` (`wrap`: false) or `bmsk.wrap`.
+    Bmsk {
+        wrap: bool,
+    },
     Setp(Cmp),
     Selp,
     Cvt {

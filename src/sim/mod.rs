@@ -23,7 +23,7 @@
 //! - float (f32, f64) `add sub mul fma mad div min max neg abs rcp sqrt rsqrt ex2 lg2 sin cos`;
 //!   the `.approx` forms are computed in full precision (within PTX's stated error bounds)
 //! - `and or xor not` (also on predicates), `shl shr` (arithmetic for signed types), `brev clz
-//!   popc prmt (and .f4e) bfe`
+//!   popc prmt (and .f4e) bfe bmsk`
 //! - `setp` with every comparison (no combining forms), `selp`, `cvt` between integer and float
 //!   types with the `.rn/.rz/.rm/.rp` and `.rni/.rzi/.rmi/.rpi` roundings
 //! - `ld`/`st` `.global`, `.global.nc`, `.shared`, `.param` (loads), scalar and `.v2`/`.v4`,

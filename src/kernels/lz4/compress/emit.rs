@@ -8,7 +8,7 @@
 //! sequence and what must follow it (a token and 5 literals after a match) reach `P`, the page
 //! cannot compress and the code branches to the raw path.
 
-use super::{Match, Page};
+use super::{load_byte_where, Match, Page};
 use crate::ptx::*;
 
 /// Extra length bytes of a length field holding `n` (0 when `n < 15`), and the last such byte.
@@ -62,8 +62,10 @@ pub(super) fn emit_sequence_then(
     let general = b.label("emit_general");
     let done = b.label("emit_done");
     if let Some(m) = matched {
+        // A match shorter than 19 bytes (its code below 15).
+        let short_limit = if m.minus4 { 15u32 } else { 19 };
         let few = b.setp(Cmp::Lt, lit, 15u32);
-        let short_m = b.setp(Cmp::Lt, m.len, 19u32);
+        let short_m = b.setp(Cmp::Lt, m.len, short_limit);
         let short = b.and(few, short_m);
         let short = if pc.variant.lean {
             // The raw check joins the choice: a short sequence that may reach the page length
@@ -86,7 +88,7 @@ pub(super) fn emit_sequence_then(
             // lit + 4 bytes and the 6 after them: else the general way (which checks).
             let lit_rest = b.sub(lit, 15u32);
             let one_byte = b.setp(Cmp::Lt, lit_rest, 255u32);
-            let short_m = b.setp(Cmp::Lt, m.len, 19u32);
+            let short_m = b.setp(Cmp::Lt, m.len, short_limit);
             let need = b.add(pc.out, lit);
             let need = b.add(need, 10u32);
             let room = b.setp(Cmp::Lt, need, pc.p_len);
@@ -116,7 +118,9 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
         emit_short_lean(b, pc, anchor, lit, m);
         return;
     }
-    let Match { offset, len: ml } = m;
+    let Match {
+        offset, len: ml, ..
+    } = m;
     let lane = pc.ln.lane;
     let seq_len = b.add(lit, 3u32);
     raw_unless_shorter(b, pc, seq_len, 6);
@@ -149,16 +153,23 @@ fn emit_short(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>,
 /// [`emit_short`] in fewer instructions: no raw check (`emit_sequence` sends sequences whose
 /// `lit + 3` bytes and the 6 that must follow could reach `P` the general way), the token by one
 /// multiply-add, offset bytes stored untruncated (`st.u8` keeps the low byte).
-fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
-    let Match { offset, len: ml } = m;
+pub(super) fn emit_short_lean(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    anchor: Reg<U32>,
+    lit: Reg<U32>,
+    m: Match,
+) {
+    let Match {
+        offset,
+        len: ml,
+        minus4,
+    } = m;
     let token = b.mad(lit, 16u32, ml);
-    let byte = b.sub(token, 4u32);
+    let byte = if minus4 { token } else { b.sub(token, 4u32) };
     let in_lit = b.setp(Cmp::Lt, pc.lane_m1, lit);
     let src = b.add(pc.spage_lane_m1, anchor);
-    b.when(in_lit, |b| {
-        let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-        b.mov_to(byte, lit_byte);
-    });
+    load_byte_where(b, pc, in_lit, byte, src);
     // Lanes lit + 1 and lit + 2 hold the offset, low byte first.
     let off_rel = b.sub(pc.lane_m1, lit);
     let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
@@ -170,13 +181,25 @@ fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<
         b.shr(offset, off_shift)
     };
     let byte_or_off = b.selp(off_byte, byte, is_off);
-    let seq_len = b.add(lit, 3u32);
-    let in_seq = b.setp(Cmp::Lt, pc.ln.lane, seq_len);
+    let (in_seq, seq_len) = if minus4 {
+        // Lanes up to lit + 2: off_rel < 2 as a signed number.
+        let off_rel_s = b.bitcast::<S32, U32>(off_rel);
+        (b.setp(Cmp::Lt, off_rel_s, 2i32), None)
+    } else {
+        let seq_len = b.add(lit, 3u32);
+        (b.setp(Cmp::Lt, pc.ln.lane, seq_len), Some(seq_len))
+    };
     let dst_byte = b.index_addr(pc.scratch_lane, pc.out, 1);
     b.when(in_seq, |b| {
         b.st_narrow(Space::Global, Narrow::U8, dst_byte, byte_or_off)
     });
-    let out_end = b.add(pc.out, seq_len);
+    let out_end = match seq_len {
+        Some(seq_len) => b.add(pc.out, seq_len),
+        None => {
+            let out_lit = b.add(pc.out, lit);
+            b.add(out_lit, 3u32)
+        }
+    };
     b.mov_to(pc.out, out_end);
 }
 
@@ -184,9 +207,13 @@ fn emit_short_lean(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<
 /// ([`Variant::medium`](super::Variant)), 32 bytes a step: the token, `lit - 15`, the literals,
 /// the offset (no raw check: `emit_sequence` sends only sequences that leave room).
 fn emit_medium(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>, m: Match) {
-    let Match { offset, len: ml } = m;
+    let Match {
+        offset,
+        len: ml,
+        minus4,
+    } = m;
     // 0xf0 | (ml - 4) with ml - 4 < 15.
-    let token = b.add(ml, 0xecu32);
+    let token = b.add(ml, if minus4 { 0xf0u32 } else { 0xec });
     let lit_rest = b.sub(lit, 15u32);
     let seq_len = b.add(lit, 4u32);
     let lit_src = b.add(pc.spage_lane_m1, anchor);
@@ -201,10 +228,7 @@ fn emit_medium(b: &mut KernelBuilder, pc: &Page, anchor: Reg<U32>, lit: Reg<U32>
         let lit_rel = b.sub(j, 2u32);
         let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
         let src = b.add(lit_src, base);
-        b.when(in_lit, |b| {
-            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(byte, lit_byte);
-        });
+        load_byte_where(b, pc, in_lit, byte, src);
         let off_rel = b.sub(j, lit_end);
         let is_off = b.setp(Cmp::Lt, off_rel, 2u32);
         // Selector nibble 0 or 1: byte 0 or 1 of the offset.
@@ -233,8 +257,12 @@ fn emit_general(
     let lit_start = b.add(lit_len_bytes, 1u32);
     let lit_end = b.add(lit_start, lit);
     let (token, seq_len, after, match_fields) = match matched {
-        Some(Match { offset, len: ml }) => {
-            let code = b.sub(ml, 4u32);
+        Some(Match {
+            offset,
+            len: ml,
+            minus4,
+        }) => {
+            let code = if minus4 { ml } else { b.sub(ml, 4u32) };
             let c15 = b.min(code, 15u32);
             let token = b.or(token_hi, c15);
             let (match_len_bytes, match_len_last) = length_bytes(b, code);
@@ -266,10 +294,7 @@ fn emit_general(
         let lit_rel = b.sub(seq_byte, lit_start);
         let in_lit = b.setp(Cmp::Lt, lit_rel, lit);
         let src = b.add(lit_src, seq_byte);
-        b.when(in_lit, |b| {
-            let lit_byte = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
-            b.mov_to(byte, lit_byte);
-        });
+        load_byte_where(b, pc, in_lit, byte, src);
         if let Some((offset, match_len_bytes, match_len_last)) = match_fields {
             let off_lo = b.and(offset, 255u32);
             let off_hi = b.shr(offset, 8u32);

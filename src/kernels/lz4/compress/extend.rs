@@ -3,7 +3,7 @@
 //! anchor and to page byte 0), 32 lanes comparing one byte each per step and a ballot finding
 //! the first mismatch. The first step does 16 bytes of both directions at once.
 
-use super::Page;
+use super::{load_byte_where, Page};
 use crate::kernels::lz4::warp::lowest_bit;
 use crate::ptx::*;
 
@@ -32,7 +32,7 @@ pub(super) fn extend(
     let bound = b.selp(pc.ext_limit, back_bound, pc.ext_fwd);
     let inside = b.setp(Cmp::Lt, reach, bound);
     let cand_addr = b.sub(pos_addr, dist);
-    let mismatch = mismatch_step(b, inside, here, there);
+    let mismatch = mismatch_step(b, pc, inside, here, there);
     let fwd_mask = b.or(mismatch, 0xffff_0000u32);
     let fwd_n = lowest_bit(b, fwd_mask);
     let bwd_mask = b.shr(mismatch, 16u32);
@@ -133,6 +133,21 @@ pub(super) fn extend_tight(
     anchor: Reg<U32>,
     limit: Reg<U32>,
 ) -> (Reg<U32>, Reg<U32>) {
+    let (end, seq_start, _) = extend_tight_code(b, pc, p0, dist, anchor, limit, false);
+    (end, seq_start)
+}
+
+/// [`extend_tight`], also returning (with `code`) the match length minus 4 (the token's code:
+/// `fwd_n + back` on the fast way, one addition).
+pub(super) fn extend_tight_code(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    p0: Reg<U32>,
+    dist: Reg<U32>,
+    anchor: Reg<U32>,
+    limit: Reg<U32>,
+    code: bool,
+) -> (Reg<U32>, Reg<U32>, Option<Reg<U32>>) {
     b.comment("extend (tight): 16 bytes forward and 16 backward in one 32-lane step");
     let c0 = b.sub(p0, dist);
     let pos_addr = b.add(pc.spage, p0);
@@ -159,6 +174,7 @@ pub(super) fn extend_tight(
     let end = b.add(end, fwd_n);
     let back = b.clz(bwd_mask);
     let seq_start = b.sub(p0, back);
+    let ml4 = code.then(|| b.add(fwd_n, back));
     // A run of 16 either way leaves its mask below bit 16 (the stop bit 15).
     let low = b.min(fwd_mask, bwd_mask);
     let more = b.setp(Cmp::Lt, low, 0x1_0000u32);
@@ -188,8 +204,13 @@ pub(super) fn extend_tight(
     b.mov_to(end, slow_end);
     let slow_start = b.sub(p0, slow_back);
     b.mov_to(seq_start, slow_start);
+    if let Some(ml4) = ml4 {
+        let len = b.sub(slow_end, slow_start);
+        let len4 = b.sub(len, 4u32);
+        b.mov_to(ml4, len4);
+    }
     b.place(&ext_done);
-    (end, seq_start)
+    (end, seq_start, ml4)
 }
 
 /// A match whose first step found no end in one direction.
@@ -233,7 +254,7 @@ fn extend_more(
         let inside = b.setp(Cmp::Lt, at, limit);
         let here = b.add(pc.spage, at);
         let there = b.sub(here, dist);
-        let stop = mismatch_step(b, inside, here, there);
+        let stop = mismatch_step(b, pc, inside, here, there);
         let first_diff = lowest_bit(b, stop);
         let any = b.setp(Cmp::Ne, stop, 0u32);
         let advance = b.selp(first_diff, 32u32, any);
@@ -250,7 +271,7 @@ fn extend_more(
         let inside = b.setp(Cmp::Le, k, max_back);
         let here = b.sub(pos_addr, k);
         let there = b.sub(cand_addr, k);
-        let stop = mismatch_step(b, inside, here, there);
+        let stop = mismatch_step(b, pc, inside, here, there);
         let first_diff = lowest_bit(b, stop);
         let any = b.setp(Cmp::Ne, stop, 0u32);
         let advance = b.selp(first_diff, 32u32, any);
@@ -264,18 +285,24 @@ fn extend_more(
 /// are outside the range or differ (outside lanes compare 0 with 256).
 fn mismatch_step(
     b: &mut KernelBuilder,
+    pc: &Page,
     inside: Reg<Pred>,
     here: Reg<U32>,
     there: Reg<U32>,
 ) -> Reg<U32> {
     let here_byte = b.mov(0u32);
     let there_byte = b.mov(256u32);
-    b.when(inside, |b| {
-        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
-        b.mov_to(here_byte, loaded);
-        let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
-        b.mov_to(there_byte, loaded);
-    });
+    if pc.variant.merge {
+        load_byte_where(b, pc, inside, here_byte, here);
+        load_byte_where(b, pc, inside, there_byte, there);
+    } else {
+        b.when(inside, |b| {
+            let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, here);
+            b.mov_to(here_byte, loaded);
+            let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, there);
+            b.mov_to(there_byte, loaded);
+        });
+    }
     let differ = b.setp(Cmp::Ne, here_byte, there_byte);
     b.ballot(differ)
 }

@@ -91,7 +91,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         let p_len = b.min(avail, page_bytes);
         let src = b.mad_wide(page, page_bytes, input);
         b.comment("stage the page in shared memory (16-byte loads), OR-ing its bytes");
-        let nonzero = stage(b, &ln, src, spage, p_len, stage_steps);
+        let nonzero = stage(b, &ln, src, spage, p_len, stage_steps, variant.merge);
         b.comment("clear this page's hash table (2, 4 or 8 KiB)");
         // This page's table: 2 KiB always, 4 KiB unless halved twice, 8 KiB unless halved.
         let halvings = table_halvings(b, p_len, variant.small);
@@ -145,16 +145,7 @@ pub fn build_variant(target: Target, variant: Variant) -> Module {
         // All-zero page: the parse would give 1 literal, an offset-1 match to P - 5, 5 literals.
         let one = b.mov(1u32);
         let ml = b.sub(p_len, 6u32);
-        emit_sequence(
-            b,
-            &pc,
-            zero,
-            one,
-            Some(Match {
-                offset: one,
-                len: ml,
-            }),
-        );
+        emit_sequence(b, &pc, zero, one, Some(Match::new(one, ml)));
         let tail = b.sub(p_len, 5u32);
         let five = b.mov(5u32);
         emit_sequence(b, &pc, tail, five, None);

@@ -22,7 +22,7 @@ use crate::ptx::*;
 /// The words 4 bytes after and 4 bytes before shared address `addr` (any alignment; its aligned
 /// words are loaded again: keeping them from the window's start costs registers ptxas does not
 /// have at 72).
-fn next_prev(b: &mut KernelBuilder, addr: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
+pub(super) fn next_prev(b: &mut KernelBuilder, addr: Reg<U32>) -> (Reg<U32>, Reg<U32>) {
     let aligned = b.and(addr, !3u32);
     let a = Addr::from(aligned);
     let lo0 = b.ld::<U32>(Space::Shared, a.off(-4));
@@ -45,8 +45,21 @@ pub(super) fn lane_runs(
     dist: Reg<U32>,
 ) -> Reg<U32> {
     b.comment("lanes: each lane's forward and backward runs (4 bytes each way), packed");
-    let (p_next, p_prev) = next_prev(b, p_addr);
-    let (c_next, c_prev) = next_prev(b, c_addr);
+    let p_words = next_prev(b, p_addr);
+    let c_words = next_prev(b, c_addr);
+    runs_of_words(b, pc, p_words, c_words, cand, dist)
+}
+
+/// [`lane_runs`] from the words after and before the position (`p_words`) and the candidate
+/// (`c_words`), as [`next_prev`] gives them.
+pub(super) fn runs_of_words(
+    b: &mut KernelBuilder,
+    pc: &Page,
+    (p_next, p_prev): (Reg<U32>, Reg<U32>),
+    (c_next, c_prev): (Reg<U32>, Reg<U32>),
+    cand: Reg<U32>,
+    dist: Reg<U32>,
+) -> Reg<U32> {
     let xf = b.xor(p_next, c_next);
     let xb = b.xor(p_prev, c_prev);
     let rf = b.brev(xf);
@@ -60,6 +73,9 @@ pub(super) fn lane_runs(
     let b_all = b.setp(Cmp::Eq, xb, 0u32);
     let long = b.or(f_all, b_all);
     let flag = b.selp(64u32, 0u32, long);
+    if pc.variant.direct_solo() {
+        return super::direct::lane_runs_direct(b, pc, fwd, bwd, long, cand, dist);
+    }
     let end_rel = b.add(pc.ln.lane, fwd);
     let end_rel = b.add(end_rel, flag);
     let end_rel = b.add(end_rel, 4u32);

@@ -40,12 +40,22 @@
 //! Session 8's build (`parse`: the table re-read, candidates re-checked and inserts made after
 //! every match) stays as [`Variant`] `reread` for comparisons.
 //!
+//! Session 12 (issue 17): the table's build packs each lane's runs as window positions
+//! (`direct`): a solo window's match takes its sequence start, end and offset bytes from the one
+//! shuffled word, tests "the match may go on" only off the short sequence's way, and branches on
+//! to the next match itself (`fastloop`); lanes group by the hash itself (`keyed`); every
+//! predicated load goes straight into the register it updates (`merge`), so ptxas keeps no
+//! register per such load across the loops (64 registers instead of 72 on sm_90, and the match
+//! loop's warp-uniform values in vector registers: fewer moves).
+//!
 //! Files: `kernel` (the entry: page loop, table reset, the all-zero and raw paths),
-//! `parse_masks` and `parse` (the window loops), `window` (a match of `parse_masks`), `extend`
-//! and `lane_ext` (match extension),
+//! `parse_masks` and `parse` (the window loops), `table` (buckets, slots, unaligned words),
+//! `window` (a match of `parse_masks`), `direct`
+//! (a solo window's match of the table's build), `extend` and `lane_ext` (match extension),
 //! `emit` (sequence writing), `page_io` (page in, block out). They share the per-page registers `Page` and the constants here; imports run from the
 //! kernel down to the helpers, and from every file up to this one.
 
+mod direct;
 mod emit;
 mod extend;
 mod kernel;
@@ -53,6 +63,7 @@ mod lane_ext;
 mod page_io;
 mod parse;
 mod parse_masks;
+mod table;
 mod window;
 
 pub use kernel::{build, build_variant};
@@ -130,6 +141,27 @@ pub struct Variant {
     /// operations (session 11: 3 fewer SASS instructions per solo match; 85.7 GB/s against
     /// 83.3 with `wide` alone on an H100).
     pub packmin: bool,
+    /// With `lanes,packmin,tight,lean,bits,pipe`: a solo window's match in fewer operations
+    /// (session 12, file `direct`): the lanes pack their sequence start and match end as window
+    /// positions, the "may go on" flag is checked only off the short sequence's way, and the
+    /// short sequence takes the offset's bytes from the shuffled word.
+    pub direct: bool,
+    /// With `direct`: windows group their lanes by the hash itself (the table slot one
+    /// multiply-add from it), and a solo window tests "entry in the table" in its ballot (the
+    /// empty entry's replacement word only on the lookup path).
+    pub keyed: bool,
+    /// With `direct`: windows where lanes share buckets take their matches the `direct` way
+    /// too: each lane packs the runs of its entry's candidate and of its highest earlier peer,
+    /// and a lookup picks the word of the candidate it found (a lower peer, rare, takes the
+    /// 32-lane extension).
+    pub peers: bool,
+    /// Predicated byte loads of the emission and extension straight into the register they
+    /// update (PTX's `@p ld` into it), instead of a loaded register and a `mov`: ptxas then
+    /// needs no register per such load kept across the whole loop (session 12: 19 of the 72).
+    pub merge: bool,
+    /// With `direct`: a short sequence's match step ends with the loop's own test and branch
+    /// back (one branch fewer per match).
+    pub fastloop: bool,
     /// Experiment only (session 11; the bytes differ from the spec): the table halved once more
     /// (2 KiB for 4 KiB pages), to measure what the occupancy of a smaller table would give.
     pub small: bool,
@@ -140,8 +172,15 @@ pub struct Variant {
 
 impl Variant {
     /// The build of the table's `lz4_compress`: `masks,bits,lean,f4e,solo,trim,pipe,tight,lanes,
-    /// medium,wide,packmin` (issue 17, dickens 4 KiB pages, 256 MiB, on an H100,
-    /// `benches/lz4_kernels.rs`, one process, medians of 11-15 alternating rounds). Session 11:
+    /// medium,wide,packmin,direct,keyed,merge,fastloop` (issue 17, dickens 4 KiB pages, 256 MiB,
+    /// on an H100, `benches/lz4_kernels.rs`, one process, medians of 7-15 alternating rounds).
+    /// Session 12: 94.6 GB/s against 85.7 for session 11's build (`...,packmin`) and 93.9 without
+    /// `fastloop`; earlier runs: `...,direct,keyed,merge` 94.0, `direct` 92.2-93.0,
+    /// `direct,keyed` 92.7, `...,merge,peers` 92.5; xml 109.4 against 103.8, nci 137.3 against
+    /// 130.8; ncu: 2.12 G warp instructions against 2.65 G (75.3 per match against 94.3; a
+    /// solo window's short match 37 SASS instructions against 62), 64 registers against 72, issue
+    /// slots 72.7% against 82.6% (short-scoreboard stalls 2.79 against 1.86 per issue).
+    /// Session 11:
     /// 85.7-86.4 GB/s against 82.6-83.2 for session 10's build (`...,medium`), 83.3-84.0 with
     /// `wide` alone (28 page-warps per SM instead of 27), 83.6 with `wide,pairs`, 86.8-87.5 with
     /// `wide,packmin,pairs` (which spills 24 bytes, so `pairs` stays off); nci 131.9 against
@@ -168,9 +207,35 @@ impl Variant {
         wide: true,
         pairs: false,
         packmin: true,
+        direct: true,
+        keyed: true,
+        peers: false,
+        merge: true,
+        fastloop: true,
         small: false,
         pad: 0,
     };
+
+    /// [`direct`](Self::direct) with what it builds on (`lanes,packmin,tight,lean,bits,pipe`).
+    pub fn direct_solo(&self) -> bool {
+        self.direct
+            && self.lanes > 0
+            && self.packmin
+            && self.tight
+            && self.lean
+            && self.bits
+            && self.pipe
+    }
+
+    /// [`keyed`](Self::keyed) with what it builds on ([`direct_solo`](Self::direct_solo)).
+    pub fn keyed_windows(&self) -> bool {
+        self.keyed && self.direct_solo()
+    }
+
+    /// [`peers`](Self::peers) with what it builds on ([`direct_solo`](Self::direct_solo)).
+    pub fn peer_runs(&self) -> bool {
+        self.peers && self.direct_solo()
+    }
 
     /// `.maxntid` of the build.
     pub fn max_block(&self) -> u32 {
@@ -243,6 +308,33 @@ struct Page {
 struct Match {
     offset: Reg<U32>,
     len: Reg<U32>,
+    /// `len` holds the length minus 4 (the token's code; [`Variant::direct`] builds), and the
+    /// short sequence's lanes up to `lit + 2` store by one signed compare.
+    minus4: bool,
+}
+
+impl Match {
+    /// A match of `len` bytes at distance `offset`.
+    fn new(offset: Reg<U32>, len: Reg<U32>) -> Match {
+        Match {
+            offset,
+            len,
+            minus4: false,
+        }
+    }
+}
+
+/// The shared byte at `src` into `dst` where `p` holds (`dst` unchanged elsewhere): with
+/// [`Variant::merge`] loaded straight into `dst`.
+fn load_byte_where(b: &mut KernelBuilder, pc: &Page, p: Reg<Pred>, dst: Reg<U32>, src: Reg<U32>) {
+    b.when(p, |b| {
+        if pc.variant.merge {
+            b.ld_narrow_to(dst, Space::Shared, Narrow::U8, src);
+        } else {
+            let loaded = b.ld_narrow::<U32>(Space::Shared, Narrow::U8, src);
+            b.mov_to(dst, loaded);
+        }
+    });
 }
 
 /// Where `page_io::finish` copies the stored bytes from.

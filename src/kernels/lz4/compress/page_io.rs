@@ -9,6 +9,9 @@ use crate::kernels::lz4::RAW_FLAG;
 use crate::ptx::*;
 
 /// Copies `p_len` bytes from `src` to the shared stage; returns "some byte is non-zero" (uniform).
+///
+/// With `merge` ([`Variant::merge`](super::Variant)) the predicated loads go into registers set
+/// before them (ptxas then keeps no register of theirs across the kernel's loops).
 pub(super) fn stage(
     b: &mut KernelBuilder,
     ln: &Lanes,
@@ -16,6 +19,7 @@ pub(super) fn stage(
     spage: Reg<U32>,
     p_len: Reg<U32>,
     steps: Reg<U32>,
+    merge: bool,
 ) -> Reg<Pred> {
     let acc = b.mov(0u32);
     b.for_range_with(LoopBranch::Uniform, 0u32, steps, 1u32, |b, s, _| {
@@ -25,8 +29,15 @@ pub(super) fn stage(
         let full = b.setp(Cmp::Le, end, p_len);
         let g = b.index_addr(src, off, 1);
         let d = b.add(spage, off);
+        let preset = merge.then(|| [0; 4].map(|_| b.mov(0u32)));
         b.when(full, |b| {
-            let v = b.ld_v4::<U32>(Space::GlobalNc, g);
+            let v = match preset {
+                Some(v) => {
+                    b.ld_v4_to(v, Space::GlobalNc, g);
+                    v
+                }
+                None => b.ld_v4::<U32>(Space::GlobalNc, g),
+            };
             b.st_v4::<U32>(Space::Shared, d, v);
             let o1 = b.or(v[0], v[1]);
             let o2 = b.or(v[2], v[3]);
@@ -41,8 +52,15 @@ pub(super) fn stage(
     let off = b.add(tail_start, ln.lane);
     let g = b.index_addr(src, off, 1);
     let d = b.add(spage, off);
+    let preset = merge.then(|| b.mov(0u32));
     b.when(in_tail, |b| {
-        let v = b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g);
+        let v = match preset {
+            Some(v) => {
+                b.ld_narrow_to(v, Space::GlobalNc, Narrow::U8, g);
+                v
+            }
+            None => b.ld_narrow::<U32>(Space::GlobalNc, Narrow::U8, g),
+        };
         b.st_narrow(Space::Shared, Narrow::U8, d, v);
         let a = b.or(acc, v);
         b.mov_to(acc, a);
@@ -72,13 +90,19 @@ pub(super) fn finish(b: &mut KernelBuilder, pc: &Page, from: Stored) {
     let dst = b.index_addr(packed, off, 1);
     for_each_lane_item(b, pc.ln.lane, chunks, 4, |b, kb, inside| {
         let d = b.index_addr(dst, kb, 1);
+        let preset = pc.variant.merge.then(|| [0; 4].map(|_| b.mov(0u32)));
         b.when(inside, |b| {
-            let v = if raw {
-                let s = b.add(pc.spage, kb);
-                b.ld_v4::<U32>(Space::Shared, s)
+            let (space, s) = if raw {
+                (Space::Shared, Addr::from(b.add(pc.spage, kb)))
             } else {
-                let s = b.index_addr(scratch, kb, 1);
-                b.ld_v4::<U32>(Space::Global, s)
+                (Space::Global, Addr::from(b.index_addr(scratch, kb, 1)))
+            };
+            let v = match preset {
+                Some(v) => {
+                    b.ld_v4_to(v, space, s);
+                    v
+                }
+                None => b.ld_v4::<U32>(space, s),
             };
             b.st_v4::<U32>(Space::Global, d, v);
         });

@@ -124,16 +124,7 @@ pub(super) fn parse_page(b: &mut KernelBuilder, pc: &Page) {
             b.when(lane0, |b| {
                 b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)
             });
-            emit_sequence(
-                b,
-                pc,
-                anchor,
-                lit,
-                Some(Match {
-                    offset: dist,
-                    len: ml,
-                }),
-            );
+            emit_sequence(b, pc, anchor, lit, Some(Match::new(dist, ml)));
             b.mov_to(anchor, end);
             b.warp_sync(FULL_MASK);
             let rel = b.sub(end, base);

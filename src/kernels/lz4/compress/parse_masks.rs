@@ -19,64 +19,13 @@
 //! less on `match.any` but executes more instructions, and measured slower), `trim` (fewer
 //! instructions per window).
 
+use super::direct::match_step_direct;
 use super::emit::emit_sequence;
-use super::lane_ext::lane_runs;
+use super::lane_ext::{lane_runs, next_prev, runs_of_words};
+use super::table::{bucket_key, ld_word, probe_groups, slot_of};
 use super::window::{match_step, Window};
-use super::{Page, HASH_MULTIPLIER};
-use crate::kernels::lz4::warp::{ld_shared_u32_f4e, ld_shared_u32_unaligned};
+use super::Page;
 use crate::ptx::*;
-
-/// Hash bucket (already scaled to a byte offset in the table) of the 4 bytes `word`.
-fn bucket_offset(b: &mut KernelBuilder, word: Reg<U32>, hash_shift: Reg<U32>) -> Reg<U32> {
-    let product = b.mul(word, HASH_MULTIPLIER);
-    let hash = b.shr(product, hash_shift);
-    b.shl(hash, 1u32)
-}
-
-/// With [`Variant::probe`](super::Variant): `group` (this lane alone on entry) becomes the
-/// `match.any` mask of equal buckets only when two lanes share one: each lane ORs bit 15 into its
-/// entry with an atomic (the old value shows whether an earlier lane did), then clears it again.
-/// Entries must all be read before (they are: the caller loaded them); pages above 32 KiB, whose
-/// entries may use bit 15, always take `match.any`.
-fn probe_groups(
-    b: &mut KernelBuilder,
-    bucket: Reg<U32>,
-    slot: Reg<U32>,
-    group: Reg<U32>,
-    probe_ok: Reg<Pred>,
-) {
-    b.comment("probe: does any bucket hold two lanes? (bit 15 of the entries, atomics)");
-    let alone = b.label("alone");
-    let shared_bucket = b.label("shared_bucket");
-    b.bra_uni_unless(probe_ok, &shared_bucket);
-    b.warp_sync(FULL_MASK);
-    let word_addr = b.and(slot, !3u32);
-    let half = b.and(slot, 2u32);
-    let shift = b.shl(half, 3u32);
-    let mark = b.shl(0x8000u32, shift);
-    let old = b.atom::<U32>(Space::Shared, AtomOp::Or, word_addr, mark);
-    let seen = b.and(old, mark);
-    let dup = b.setp(Cmp::Ne, seen, 0u32);
-    let any_dup = b.vote_any(dup);
-    b.warp_sync(FULL_MASK);
-    let unmark = b.not(mark);
-    b.atom::<U32>(Space::Shared, AtomOp::And, word_addr, unmark);
-    b.warp_sync(FULL_MASK);
-    b.bra_uni_unless(any_dup, &alone);
-    b.place(&shared_bucket);
-    let g = b.match_any(bucket);
-    b.mov_to(group, g);
-    b.place(&alone);
-}
-
-/// The 4 bytes at shared address `addr` (any alignment).
-fn ld_word(b: &mut KernelBuilder, pc: &Page, addr: Reg<U32>) -> Reg<U32> {
-    if pc.variant.f4e {
-        ld_shared_u32_f4e(b, addr)
-    } else {
-        ld_shared_u32_unaligned(b, addr)
-    }
-}
 
 /// The window loop of the spec with candidate masks; falls through after writing the final
 /// sequence.
@@ -107,13 +56,13 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let hash_pos = b.min(pos, hash_end);
         let hash_addr = b.add(pc.spage, hash_pos);
         let word = ld_word(b, pc, hash_addr);
-        let bucket = bucket_offset(b, word, pc.hash_shift);
+        let bucket = bucket_key(b, pc, word);
         let group = if pc.variant.probe {
             b.mov(lane_bit)
         } else {
             b.match_any(bucket)
         };
-        let slot = b.add(pc.table, bucket);
+        let slot = slot_of(b, pc, bucket);
         let entry = b.ld_narrow::<U32>(Space::Shared, Narrow::U16, slot);
         if let Some(probe_ok) = probe_ok {
             probe_groups(b, bucket, slot, group, probe_ok);
@@ -128,10 +77,17 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             b.selp(table_cand, hash_pos, in_table)
         };
         let table_addr = b.add(pc.spage, table_read);
-        let table_word = ld_word(b, pc, table_addr);
+        let entry_word = ld_word(b, pc, table_addr);
         // An empty entry never matches: its word is the complement of this lane's.
         let not_word = b.not(word);
-        let table_word = b.selp(table_word, not_word, in_table);
+        // With `keyed` the lookups' word (empty entries replaced) is made after the solo
+        // branch: a solo window tests `in_table` in its ballot instead.
+        let keyed = pc.variant.keyed_windows();
+        let table_word = if keyed {
+            entry_word
+        } else {
+            b.selp(entry_word, not_word, in_table)
+        };
         let table_dist = b.sub(pos, table_cand);
         // match.any is slow: its first use comes after the table reads.
         let group_lt = b.and(group, ln.lt);
@@ -175,6 +131,10 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             });
             (solo, no_more, pairs)
         });
+        if keyed {
+            // (a solo or pairs window tests `in_table` itself)
+            b.when_not(in_table, |b| b.mov_to(entry_word, not_word));
+        }
         // The lookup: each lane's candidate is its highest earlier peer in the lanes in the
         // table by its turn (`inserted | live`), else its entry; returns the lowest lanes'
         // ballot of valid candidates, `z` (31 - peer) and "has a peer".
@@ -199,7 +159,58 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
             let peer_dist = b.sub(peer_dist, 31u32);
             b.selp(peer_dist, table_dist, has_peer)
         };
-        if pc.variant.pipe {
+        if pc.variant.peer_runs() {
+            // Each lane's packed runs for its entry's candidate and for its highest earlier
+            // peer; a lookup picks the one of the candidate it found.
+            let z_hi = b.clz(group_lt);
+            let p_words = next_prev(b, hash_addr);
+            let c_words = next_prev(b, table_addr);
+            let v_entry = runs_of_words(b, pc, p_words, c_words, table_cand, table_dist);
+            let q_hi = b.sub(31u32, z_hi);
+            let peer_pos = b.add(base, q_hi);
+            // Lanes past the page's last word (the last window) share its word, so they are
+            // each other's peers: their peers' words are read at most there.
+            let peer_pos = b.min(peer_pos, hash_end);
+            let peer_addr = b.add(pc.spage, peer_pos);
+            let peer_gap = b.add(lane, z_hi);
+            let peer_gap = b.sub(peer_gap, 31u32);
+            let c_words = next_prev(b, peer_addr);
+            let v_peer = runs_of_words(b, pc, p_words, c_words, peer_pos, peer_gap);
+            // A lower peer than the highest: its distance with the "may go on" flag, so the
+            // match takes the 32-lane extension.
+            let packed = move |b: &mut KernelBuilder, z: Reg<U32>, has_peer: Reg<Pred>| {
+                let gap = b.add(lane, z);
+                let other = b.add(gap, 0x4000_0000u32 - 31);
+                // The peer found is the highest earlier one: z == z_hi, i.e. the peers known
+                // hold group_lt's top bit (z_hi is not kept: registers).
+                let known = b.or(inserted, live);
+                let peers = b.and(known, group_lt);
+                let rest = b.xor(group_lt, peers);
+                let highest = b.setp(Cmp::Lt, rest, peers);
+                let v = b.selp(v_peer, other, highest);
+                b.selp(v, v_entry, has_peer)
+            };
+            let (m0, z0, p0, _) = lookup(b);
+            let m_reg = b.mov(m0);
+            let v0 = packed(b, z0, p0);
+            let v_reg = b.mov(v0);
+            b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
+                let found = b.setp(Cmp::Ne, m_reg, 0u32);
+                b.bra_uni_unless(found, no_match);
+                let again = pc.variant.fastloop.then(|| b.label("peer_match"));
+                if let Some(again) = &again {
+                    b.place(again);
+                }
+                let mut next = |b: &mut KernelBuilder| {
+                    let (m, z, p, _) = lookup(b);
+                    b.mov_to(m_reg, m);
+                    let v = packed(b, z, p);
+                    b.mov_to(v_reg, v);
+                };
+                let again = again.as_ref().map(|again| (again, no_match));
+                match_step_direct(b, pc, &w, m_reg, v_reg, &mut next, again);
+            });
+        } else if pc.variant.pipe {
             let (m0, z0, p0, _) = lookup(b);
             let (m_reg, z_reg, p_reg) = (b.mov(m0), b.mov(z0), b.mov(p0));
             b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
@@ -250,7 +261,13 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                 } else {
                     b.comment("solo window: the entries' ballot, once");
                 }
-                let same = b.setp(Cmp::Eq, table_word, word);
+                let same = if keyed {
+                    // The entry's own word, and the entry in the table (one fused compare).
+                    let same = b.setp(Cmp::Eq, entry_word, word);
+                    b.and(same, in_table)
+                } else {
+                    b.setp(Cmp::Eq, table_word, word)
+                };
                 let valid = b.ballot(same);
                 let valid = b.and(valid, active_mask);
                 // The live lanes with a valid entry (and, masked, no earlier peer in the table).
@@ -266,6 +283,7 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                     let free = b.not(blocked);
                     b.and(m, free)
                 };
+                let direct = pc.variant.direct_solo();
                 let solo_loop = |b: &mut KernelBuilder, runs: Option<Reg<U32>>| {
                     if pc.variant.pipe {
                         let m0 = open(b);
@@ -273,11 +291,20 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
                         b.loop_with(LoopBranch::Uniform, |b, no_match, _| {
                             let found = b.setp(Cmp::Ne, m_reg, 0u32);
                             b.bra_uni_unless(found, no_match);
-                            let known = b.or(inserted, live);
                             let mut next = |b: &mut KernelBuilder| {
                                 let m = open(b);
                                 b.mov_to(m_reg, m);
                             };
+                            if let (Some(runs), true) = (runs, direct) {
+                                let again = pc.variant.fastloop.then(|| b.label("solo_match"));
+                                if let Some(again) = &again {
+                                    b.place(again);
+                                }
+                                let again = again.as_ref().map(|again| (again, no_match));
+                                match_step_direct(b, pc, &w, m_reg, runs, &mut next, again);
+                                return;
+                            }
+                            let known = b.or(inserted, live);
                             match_step(
                                 b,
                                 pc,
@@ -356,8 +383,8 @@ pub(super) fn parse_page_masks(b: &mut KernelBuilder, pc: &Page) {
         let end_m2 = b.sub(next_base, 2u32);
         let end_m2_addr = b.add(pc.spage, end_m2);
         let end_m2_word = ld_word(b, pc, end_m2_addr);
-        let end_m2_bucket = bucket_offset(b, end_m2_word, pc.hash_shift);
-        let end_m2_slot = b.add(pc.table, end_m2_bucket);
+        let end_m2_bucket = bucket_key(b, pc, end_m2_word);
+        let end_m2_slot = slot_of(b, pc, end_m2_bucket);
         let end_m1 = b.sub(next_base, 1u32);
         b.when(lane0, |b| {
             b.st_narrow(Space::Shared, Narrow::U16, end_m2_slot, end_m1)

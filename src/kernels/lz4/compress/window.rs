@@ -1,8 +1,9 @@
 //! One match of the window parse with candidate masks ([`parse_masks`](super::parse_masks)):
 //! the window's uniform state, and the match step (extension, inserts, emission).
 
+use super::direct::after_match;
 use super::emit::{emit_sequence, emit_sequence_then};
-use super::extend::{extend, extend_bits, extend_tight};
+use super::extend::{extend, extend_bits, extend_tight_code};
 use super::lane_ext::extend_lanes;
 use super::{Match, Page};
 use crate::kernels::lz4::warp::{bcast, lowest_bit};
@@ -47,6 +48,8 @@ pub(super) fn match_step(
     } else {
         (lowest_bit(b, matched), None)
     };
+    // The token's code, where the extension gives it (`direct`).
+    let mut ml4 = None;
     let (match_dist, match_pos, end, back) = if let Some(packed) = lanes {
         let (d, p, end, start) = extend_lanes(b, pc, packed, first, w.base, w.anchor, w.limit);
         (d, p, end, Start::At(start))
@@ -55,7 +58,10 @@ pub(super) fn match_step(
         let match_dist = bcast(b, dist, first);
         let match_pos = b.add(w.base, first);
         if pc.variant.tight {
-            let (end, seq_start) = extend_tight(b, pc, match_pos, match_dist, w.anchor, w.limit);
+            let direct = pc.variant.direct_solo() && next_lookup.is_some();
+            let (end, seq_start, code) =
+                extend_tight_code(b, pc, match_pos, match_dist, w.anchor, w.limit, direct);
+            ml4 = code;
             (match_dist, match_pos, end, Start::At(seq_start))
         } else {
             let (end, back) = byte_extend(b, pc, w, match_pos, match_dist);
@@ -66,6 +72,36 @@ pub(super) fn match_step(
         Start::At(s) => s,
         Start::Back(back) => b.sub(match_pos, back),
     };
+    if pc.variant.direct_solo() && next_lookup.is_some() {
+        let Some(next_lookup) = next_lookup else {
+            return;
+        };
+        // Session 12's bookkeeping (`direct`): the length as the token's code, the window's
+        // masks from `end - 2` by `bmsk`.
+        let lit = b.sub(seq_start, w.anchor);
+        let ml4 = match ml4 {
+            Some(ml4) => ml4,
+            None => {
+                let ml = b.sub(end, seq_start);
+                b.sub(ml, 4u32)
+            }
+        };
+        let end_m2 = b.sub(end, w.base);
+        let end_m2 = b.sub(end_m2, 2u32);
+        let below = match below {
+            Some(below) => below,
+            None => b.sub(matched, 1u32),
+        };
+        after_match(b, w, matched, below, end, end_m2);
+        let m = Match {
+            offset: match_dist,
+            len: ml4,
+            minus4: true,
+        };
+        emit_sequence_then(b, pc, w.anchor, lit, Some(m), next_lookup);
+        b.mov_to(w.anchor, end);
+        return;
+    }
     let lit = b.sub(seq_start, w.anchor);
     let ml = b.sub(end, seq_start);
     // The lanes known so far up to `first` (`matched ^ (matched - 1)`: the bits up to its
@@ -82,10 +118,7 @@ pub(super) fn match_step(
     let bit_m2 = b.shl(1u32, rel_m2);
     let ins = b.or(tested, bit_m2);
     b.mov_to(w.inserted, ins);
-    let m = Match {
-        offset: match_dist,
-        len: ml,
-    };
+    let m = Match::new(match_dist, ml);
     if let Some(next_lookup) = next_lookup {
         // Pipelined: `live` is empty past the window (shl by 32 or more gives 0), so the next
         // lookup, emitted beside the sequence, finds nothing and the loop ends there.

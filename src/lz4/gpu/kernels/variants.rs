@@ -29,7 +29,11 @@
 //! 73.1; `...,solo,trim,pipe` (session 9's default) 76.5; `...,solo,trim,probe,pipe` 74.6.
 //! Session 10 (H100, medians of 11 alternating rounds, one run): session 9's default 77.0,
 //! `...,pipe,tight` 78.9, `...,tight,lanes` 80.3, `...,pipe,lanes` 77.3, `...,tight,medium` 81.0,
-//! `...,tight,lanes,medium` (the default) 83.3.
+//! `...,tight,lanes,medium` (the default) 83.3. Session 11 (H100): `...,medium,wide,packmin` 86.4.
+//! Session 12 (H100, medians of 15 alternating rounds, three runs): the default
+//! (`...,packmin,direct,keyed,merge,fastloop`) 94.6 against 85.7 for session 11's default and
+//! 93.9 without `fastloop`; `...,packmin,direct` 93.0 / 92.2 against 86.4 / 85.7,
+//! `...,direct,keyed` 92.7, `...,direct,keyed,merge` 94.0, `...,merge,peers` 92.5.
 
 use super::super::layout::{Geometry, SmLimits};
 use crate::kernels::lz4::{compress, decompress, decompress_shared_per_page};
@@ -104,7 +108,12 @@ impl KernelVariants {
     /// instructions per match), `medium` (with `lean`: sequences of 15..=269 literals and a
     /// short match by a path of their own), `wide` (blocks of up to 16 warps beyond 48 KiB of
     /// shared memory), `pairs` (with `solo`: windows of hash collisions by the solo loop),
-    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs),
+    /// `packmin` (with `lanes`: fewer operations to unpack a lane's runs), `direct` (with
+    /// `lanes,packmin,tight,pipe`: a solo window's match in fewer operations), `keyed` (with
+    /// `direct`: lanes grouped by the hash itself, solo windows test the entry in their ballot),
+    /// `peers` (with `direct`: windows with shared buckets take their matches the same way),
+    /// `merge` (predicated byte loads straight into the register they update), `fastloop` (with
+    /// `direct`: a short sequence's match branches on to the next match itself),
     /// experiments only: `small` (a table half the spec's: other bytes) and
     /// `pad=N` (N more shared bytes per warp in the launch),
     /// `regs=N` (`.maxnreg N`).
@@ -130,6 +139,11 @@ impl KernelVariants {
                 "wide" => v.wide = true,
                 "pairs" => v.pairs = true,
                 "packmin" => v.packmin = true,
+                "direct" => v.direct = true,
+                "keyed" => v.keyed = true,
+                "peers" => v.peers = true,
+                "merge" => v.merge = true,
+                "fastloop" => v.fastloop = true,
                 "small" => v.small = true,
                 _ if part.starts_with("pad=") => match part["pad=".len()..].parse::<u32>() {
                     Ok(n) if n <= 65536 && n % 16 == 0 => v.pad = n,
@@ -155,7 +169,7 @@ impl KernelVariants {
                         return Err(Error::Input {
                             what: format!(
                                 "PTXFLOW_LZ4_COMPRESS: unknown part `{part}` (default, reread, \
-                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, small, pad=N, regs=24..=255)"
+                                 masks, bits, lean, f4e, solo, trim, probe, pipe, lanes, lanes=N, tight, medium, wide, pairs, packmin, direct, keyed, peers, merge, fastloop, small, pad=N, regs=24..=255)"
                             ),
                         })
                     }
