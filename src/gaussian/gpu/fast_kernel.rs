@@ -82,7 +82,7 @@ impl FastKernel {
                 ..default
             };
             if o.carveout || o.shared_bytes() > one_tile.shared_bytes() {
-                super::fast_backward::load_with_carveout(gpu, id, Some(module), BLOCK)?
+                super::fast_backward::load_with_carveout(gpu, id, Some((module, id.name())), BLOCK)?
             } else {
                 resident(gpu.load_module(&module, id.name())?)?
             }
