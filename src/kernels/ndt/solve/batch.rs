@@ -32,10 +32,9 @@
 //! batch 5.90 ms against 6.05 ms (`ndtb-4.log`).
 
 use super::more_thuente::Done;
-use super::newton::dot6;
 use super::state::*;
 use super::*;
-use crate::kernels::ndt::derivatives::{GRADIENT_INDEX, REQUEST_BYTES, SCORE_INDEX};
+use crate::kernels::ndt::derivatives::REQUEST_BYTES;
 
 /// Threads of a block: one solver warp per alignment.
 pub const BATCH_THREADS: u32 = 32;
@@ -257,16 +256,7 @@ fn batch_step(b: &mut KernelBuilder, r: &Regs, io: &BatchIo) {
         b.mov_to(s.kind, 2u32);
         b.bra(&next);
     });
-    // The line search: φ = −score, φ' = −gradient · dir at the trial.
-    let sc = s.sum(b, SCORE_INDEX);
-    let score = b.mul(r.neg_d1, sc);
-    let f = b.neg(score);
-    let grad: [Reg<F64>; 6] = std::array::from_fn(|k| {
-        let v = s.sum(b, GRADIENT_INDEX + k);
-        b.mul(r.scale, v)
-    });
-    let gd = dot6(b, &grad, &s.dir);
-    let g = b.neg(gd);
+    let (f, g) = s.trial_values(b);
     let done = Done {
         a: b.mov(0.0f64),
         use_fed: b.mov(r.yes),
@@ -277,24 +267,7 @@ fn batch_step(b: &mut KernelBuilder, r: &Regs, io: &BatchIo) {
     s.move_pending(b, trial);
     b.bra(&request);
     b.place(&done_l);
-    let from_lo = b.not(done.use_fed);
-    b.if_then(from_lo, |b| s.copy_lo_to_sums(b));
-    let no_decrease = b.setp(Cmp::Eq, done.a, 0.0f64);
-    b.if_else(
-        no_decrease,
-        |b| b.mov_to(s.kind, 1u32),
-        |b| {
-            for k in 0..6 {
-                let d = b.mul(done.a, s.dir[k]);
-                b.mov_to(s.stepv[k], d);
-                let p = b.add(s.pose[k], d);
-                b.mov_to(s.pose[k], p);
-            }
-            let i = b.add(s.iters, 1u32);
-            b.mov_to(s.iters, i);
-            b.mov_to(s.kind, 2u32);
-        },
-    );
+    s.accept(b, &done);
     b.place(&next);
     s.next_step(b, &finish, &request);
 

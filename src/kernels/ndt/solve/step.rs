@@ -68,16 +68,7 @@ impl SolveCtx {
             b.mov_to(s.kind, 2u32);
             b.bra(&next);
         });
-        // The line search: φ = −score, φ' = −gradient · dir at the trial.
-        let sc = s.sum(b, crate::kernels::ndt::derivatives::SCORE_INDEX);
-        let score = b.mul(r.neg_d1, sc);
-        let f = b.neg(score);
-        let grad: [Reg<F64>; 6] = std::array::from_fn(|k| {
-            let v = s.sum(b, crate::kernels::ndt::derivatives::GRADIENT_INDEX + k);
-            b.mul(r.scale, v)
-        });
-        let gd = newton::dot6(b, &grad, &s.dir);
-        let g = b.neg(gd);
+        let (f, g) = s.trial_values(b);
         let done = Done {
             a: b.mov(0.0f64),
             use_fed: b.mov(r.yes),
@@ -90,24 +81,7 @@ impl SolveCtx {
         s.move_pending(b, trial);
         b.bra(&request);
         b.place(&done_l);
-        let from_lo = b.not(done.use_fed);
-        b.if_then(from_lo, |b| s.copy_lo_to_sums(b));
-        let no_decrease = b.setp(Cmp::Eq, done.a, 0.0f64);
-        b.if_else(
-            no_decrease,
-            |b| b.mov_to(s.kind, 1u32),
-            |b| {
-                for k in 0..6 {
-                    let d = b.mul(done.a, s.dir[k]);
-                    b.mov_to(s.stepv[k], d);
-                    let p = b.add(s.pose[k], d);
-                    b.mov_to(s.pose[k], p);
-                }
-                let i = b.add(s.iters, 1u32);
-                b.mov_to(s.iters, i);
-                b.mov_to(s.kind, 2u32);
-            },
-        );
+        s.accept(b, &done);
         b.place(&next);
         profile::stamp(b, &r.prof, r.lane0, profile::P_FEED);
         profile::count(b, &r.prof, r.lane0, profile::P_NEWTON);
@@ -237,6 +211,44 @@ fn relay_command(
 }
 
 impl Solver<'_> {
+    /// The line search at the trial the shared sums describe: φ = −score, φ' = −gradient · dir.
+    pub(super) fn trial_values(&self, b: &mut KernelBuilder) -> (Reg<F64>, Reg<F64>) {
+        let r = self.r;
+        let sc = self.sum(b, crate::kernels::ndt::derivatives::SCORE_INDEX);
+        let score = b.mul(r.neg_d1, sc);
+        let f = b.neg(score);
+        let grad: [Reg<F64>; 6] = std::array::from_fn(|k| {
+            let v = self.sum(b, crate::kernels::ndt::derivatives::GRADIENT_INDEX + k);
+            b.mul(r.scale, v)
+        });
+        let gd = newton::dot6(b, &grad, &self.dir);
+        let g = b.neg(gd);
+        (f, g)
+    }
+
+    /// The line search's end: the best end's sums become the accepted linearization when the last
+    /// fed trial was not it; then no decrease (kind 1) or the step `a · dir` taken (kind 2).
+    pub(super) fn accept(&self, b: &mut KernelBuilder, done: &Done) {
+        let from_lo = b.not(done.use_fed);
+        b.if_then(from_lo, |b| self.copy_lo_to_sums(b));
+        let no_decrease = b.setp(Cmp::Eq, done.a, 0.0f64);
+        b.if_else(
+            no_decrease,
+            |b| b.mov_to(self.kind, 1u32),
+            |b| {
+                for k in 0..6 {
+                    let d = b.mul(done.a, self.dir[k]);
+                    b.mov_to(self.stepv[k], d);
+                    let p = b.add(self.pose[k], d);
+                    b.mov_to(self.pose[k], p);
+                }
+                let i = b.add(self.iters, 1u32);
+                b.mov_to(self.iters, i);
+                b.mov_to(self.kind, 2u32);
+            },
+        );
+    }
+
     /// Sum `k` from shared memory.
     pub(super) fn sum(&self, b: &mut KernelBuilder, k: usize) -> Reg<F64> {
         b.ld::<F64>(Space::Shared, self.r.sums.at(k as u32))
