@@ -242,20 +242,7 @@ fn batch_step(b: &mut KernelBuilder, r: &Regs, io: &BatchIo) {
         b.label("bsolve_finish"),
         b.label("bsolve_end"),
     );
-    let start = b.setp(Cmp::Eq, s.phase, PHASE_START);
-    b.bra_if(start, &next);
-    let plain = b.setp(Cmp::Eq, s.phase, PHASE_STEP);
-    b.if_then(plain, |b| {
-        for k in 0..6 {
-            let d = b.sub(s.pending[k], s.pose[k]);
-            b.mov_to(s.stepv[k], d);
-            b.mov_to(s.pose[k], s.pending[k]);
-        }
-        let i = b.add(s.iters, 1u32);
-        b.mov_to(s.iters, i);
-        b.mov_to(s.kind, 2u32);
-        b.bra(&next);
-    });
+    s.start_or_plain_step(b, &next);
     let (f, g) = s.trial_values(b);
     let done = Done {
         a: b.mov(0.0f64),

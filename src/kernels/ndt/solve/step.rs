@@ -54,20 +54,7 @@ impl SolveCtx {
             b.label("solve_finish"),
             b.label("solve_end"),
         );
-        let start = b.setp(Cmp::Eq, s.phase, PHASE_START);
-        b.bra_if(start, &next);
-        let plain = b.setp(Cmp::Eq, s.phase, PHASE_STEP);
-        b.if_then(plain, |b| {
-            for k in 0..6 {
-                let d = b.sub(s.pending[k], s.pose[k]);
-                b.mov_to(s.stepv[k], d);
-                b.mov_to(s.pose[k], s.pending[k]);
-            }
-            let i = b.add(s.iters, 1u32);
-            b.mov_to(s.iters, i);
-            b.mov_to(s.kind, 2u32);
-            b.bra(&next);
-        });
+        s.start_or_plain_step(b, &next);
         let (f, g) = s.trial_values(b);
         let done = Done {
             a: b.mov(0.0f64),
@@ -211,6 +198,25 @@ fn relay_command(
 }
 
 impl Solver<'_> {
+    /// A fresh alignment goes straight to `next`; a plain Newton step (no line search) takes
+    /// the pending pose as the step (kind 2, one more iteration) and goes to `next` too.
+    pub(super) fn start_or_plain_step(&self, b: &mut KernelBuilder, next: &Label) {
+        let start = b.setp(Cmp::Eq, self.phase, PHASE_START);
+        b.bra_if(start, next);
+        let plain = b.setp(Cmp::Eq, self.phase, PHASE_STEP);
+        b.if_then(plain, |b| {
+            for k in 0..6 {
+                let d = b.sub(self.pending[k], self.pose[k]);
+                b.mov_to(self.stepv[k], d);
+                b.mov_to(self.pose[k], self.pending[k]);
+            }
+            let i = b.add(self.iters, 1u32);
+            b.mov_to(self.iters, i);
+            b.mov_to(self.kind, 2u32);
+            b.bra(next);
+        });
+    }
+
     /// The line search at the trial the shared sums describe: φ = −score, φ' = −gradient · dir.
     pub(super) fn trial_values(&self, b: &mut KernelBuilder) -> (Reg<F64>, Reg<F64>) {
         let r = self.r;
