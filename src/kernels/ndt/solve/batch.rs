@@ -273,27 +273,7 @@ fn batch_step(b: &mut KernelBuilder, r: &Regs, io: &BatchIo) {
         st.put_next_u32(b, S_ITERS, s.iters);
         st.put_next_u32(b, S_EVALS, s.evals);
     });
-    let mut in_range: Option<Reg<Pred>> = None;
-    let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
-    for k in 3..6 {
-        let a = b.abs(s.pending[k]);
-        let ok = b.setp(Cmp::Lt, a, sincos::SINCOS_MAX_ARG);
-        in_range = Some(match in_range {
-            None => ok,
-            Some(p) => b.and(p, ok),
-        });
-        let (sn, cs) = sincos::sincos_f64(b, s.pending[k]);
-        rec.push(b.bitcast::<U64, F64>(sn));
-        rec.push(b.bitcast::<U64, F64>(cs));
-    }
-    let far = b.not(in_range.expect("three angles"));
-    b.if_then(far, |b| {
-        b.mov_to(s.stop, STOP_HOST);
-        b.bra(&finish);
-    });
-    for k in 0..3 {
-        rec.push(b.bitcast::<U64, F64>(s.pending[k]));
-    }
+    let mut rec = s.request_record(b, &finish);
     let pa = b.index_addr(io.points, io.h, 8);
     rec.push(b.ld::<U64>(Space::Global, pa));
     let (requests, next_rows, next_hyp, h) = (io.requests, io.next_rows, io.next_hyp, io.h);

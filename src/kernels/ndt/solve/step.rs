@@ -93,27 +93,7 @@ impl SolveCtx {
             st.put_next_u32(b, S_EVALS, s.evals);
         });
         profile::stamp(b, &r.prof, r.lane0, profile::P_STORE);
-        let mut in_range: Option<Reg<Pred>> = None;
-        let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
-        for k in 3..6 {
-            let a = b.abs(s.pending[k]);
-            let ok = b.setp(Cmp::Lt, a, sincos::SINCOS_MAX_ARG);
-            in_range = Some(match in_range {
-                None => ok,
-                Some(p) => b.and(p, ok),
-            });
-            let (sn, cs) = sincos::sincos_f64(b, s.pending[k]);
-            rec.push(b.bitcast::<U64, F64>(sn));
-            rec.push(b.bitcast::<U64, F64>(cs));
-        }
-        let far = b.not(in_range.expect("three angles"));
-        b.if_then(far, |b| {
-            b.mov_to(s.stop, STOP_HOST);
-            b.bra(&finish);
-        });
-        for k in 0..3 {
-            rec.push(b.bitcast::<U64, F64>(s.pending[k]));
-        }
+        let mut rec = s.request_record(b, &finish);
         rec.push(self.points_word(b));
         let to = Addr::from(relay).off(16);
         b.when(lane0, |b| {
@@ -198,6 +178,34 @@ fn relay_command(
 }
 
 impl Solver<'_> {
+    /// The next request's record without its points word: sin and cos of the pending pose's three
+    /// angles, then its translation. Angles beyond the f64 sin/cos range stop the alignment with
+    /// `STOP_HOST` (the host solver finishes it).
+    pub(super) fn request_record(&self, b: &mut KernelBuilder, finish: &Label) -> Vec<Reg<U64>> {
+        let mut in_range: Option<Reg<Pred>> = None;
+        let mut rec: Vec<Reg<U64>> = Vec::with_capacity(10);
+        for k in 3..6 {
+            let a = b.abs(self.pending[k]);
+            let ok = b.setp(Cmp::Lt, a, sincos::SINCOS_MAX_ARG);
+            in_range = Some(match in_range {
+                None => ok,
+                Some(p) => b.and(p, ok),
+            });
+            let (sn, cs) = sincos::sincos_f64(b, self.pending[k]);
+            rec.push(b.bitcast::<U64, F64>(sn));
+            rec.push(b.bitcast::<U64, F64>(cs));
+        }
+        let far = b.not(in_range.expect("three angles"));
+        b.if_then(far, |b| {
+            b.mov_to(self.stop, STOP_HOST);
+            b.bra(finish);
+        });
+        for k in 0..3 {
+            rec.push(b.bitcast::<U64, F64>(self.pending[k]));
+        }
+        rec
+    }
+
     /// A fresh alignment goes straight to `next`; a plain Newton step (no line search) takes
     /// the pending pose as the step (kind 2, one more iteration) and goes to `next` too.
     pub(super) fn start_or_plain_step(&self, b: &mut KernelBuilder, next: &Label) {
